@@ -1,0 +1,586 @@
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+AGENT_STATUS_CRASHED: AgentStatus
+AGENT_STATUS_NEEDS_AUTH: AgentStatus
+AGENT_STATUS_NEEDS_CONFIGURATION: AgentStatus
+AGENT_STATUS_NOT_STARTED: AgentStatus
+AGENT_STATUS_READY: AgentStatus
+AGENT_STATUS_STARTING: AgentStatus
+AGENT_STATUS_UNSPECIFIED: AgentStatus
+AGENT_TYPE_ACP: AgentType
+AGENT_TYPE_DEEPCHAT: AgentType
+AGENT_TYPE_UNSPECIFIED: AgentType
+DESCRIPTOR: _descriptor.FileDescriptor
+MESSAGE_ROLE_ASSISTANT: MessageRole
+MESSAGE_ROLE_SYSTEM: MessageRole
+MESSAGE_ROLE_UNSPECIFIED: MessageRole
+MESSAGE_ROLE_USER: MessageRole
+MESSAGE_STATUS_CANCELLED: MessageStatus
+MESSAGE_STATUS_COMPLETE: MessageStatus
+MESSAGE_STATUS_ERROR: MessageStatus
+MESSAGE_STATUS_INCOMPLETE: MessageStatus
+MESSAGE_STATUS_UNSPECIFIED: MessageStatus
+PERMISSION_OPTION_KIND_ALLOW_ALWAYS: PermissionOptionKind
+PERMISSION_OPTION_KIND_ALLOW_ONCE: PermissionOptionKind
+PERMISSION_OPTION_KIND_REJECT_ALWAYS: PermissionOptionKind
+PERMISSION_OPTION_KIND_REJECT_ONCE: PermissionOptionKind
+PERMISSION_OPTION_KIND_UNSPECIFIED: PermissionOptionKind
+PERMISSION_TYPE_ALL: PermissionType
+PERMISSION_TYPE_COMMAND: PermissionType
+PERMISSION_TYPE_READ: PermissionType
+PERMISSION_TYPE_UNSPECIFIED: PermissionType
+PERMISSION_TYPE_WRITE: PermissionType
+PLAN_ENTRY_PRIORITY_HIGH: PlanEntryPriority
+PLAN_ENTRY_PRIORITY_LOW: PlanEntryPriority
+PLAN_ENTRY_PRIORITY_MEDIUM: PlanEntryPriority
+PLAN_ENTRY_PRIORITY_UNSPECIFIED: PlanEntryPriority
+PLAN_ENTRY_STATUS_COMPLETED: PlanEntryStatus
+PLAN_ENTRY_STATUS_IN_PROGRESS: PlanEntryStatus
+PLAN_ENTRY_STATUS_PENDING: PlanEntryStatus
+PLAN_ENTRY_STATUS_UNSPECIFIED: PlanEntryStatus
+RISK_LEVEL_CRITICAL: RiskLevel
+RISK_LEVEL_HIGH: RiskLevel
+RISK_LEVEL_LOW: RiskLevel
+RISK_LEVEL_MEDIUM: RiskLevel
+RISK_LEVEL_UNSPECIFIED: RiskLevel
+SESSION_STATUS_CLOSED: SessionStatus
+SESSION_STATUS_ERROR: SessionStatus
+SESSION_STATUS_GENERATING: SessionStatus
+SESSION_STATUS_IDLE: SessionStatus
+SESSION_STATUS_PAUSED: SessionStatus
+SESSION_STATUS_UNSPECIFIED: SessionStatus
+STOP_REASON_CANCELLED: StopReason
+STOP_REASON_END_TURN: StopReason
+STOP_REASON_ERROR: StopReason
+STOP_REASON_MAX_TOKENS: StopReason
+STOP_REASON_MAX_TURN_REQUESTS: StopReason
+STOP_REASON_REFUSAL: StopReason
+STOP_REASON_UNSPECIFIED: StopReason
+TOOL_KIND_DELETE: ToolKind
+TOOL_KIND_EDIT: ToolKind
+TOOL_KIND_EXECUTE: ToolKind
+TOOL_KIND_FETCH: ToolKind
+TOOL_KIND_MOVE: ToolKind
+TOOL_KIND_OTHER: ToolKind
+TOOL_KIND_READ: ToolKind
+TOOL_KIND_SEARCH: ToolKind
+TOOL_KIND_SWITCH_MODE: ToolKind
+TOOL_KIND_THINK: ToolKind
+TOOL_KIND_UNSPECIFIED: ToolKind
+TOOL_STATUS_CANCELLED: ToolStatus
+TOOL_STATUS_COMPLETED: ToolStatus
+TOOL_STATUS_FAILED: ToolStatus
+TOOL_STATUS_IN_PROGRESS: ToolStatus
+TOOL_STATUS_PENDING: ToolStatus
+TOOL_STATUS_UNSPECIFIED: ToolStatus
+
+class ActionBlock(_message.Message):
+    __slots__ = ["action_type", "description", "permission"]
+    ACTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    action_type: str
+    description: str
+    permission: PermissionRequest
+    def __init__(self, action_type: _Optional[str] = ..., description: _Optional[str] = ..., permission: _Optional[_Union[PermissionRequest, _Mapping]] = ...) -> None: ...
+
+class AgentInfo(_message.Message):
+    __slots__ = ["agent_id", "auth_methods", "capabilities", "description", "implementation", "name", "status", "status_reason", "type"]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTH_METHODS_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    IMPLEMENTATION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    auth_methods: _containers.RepeatedCompositeFieldContainer[AuthMethod]
+    capabilities: Capabilities
+    description: str
+    implementation: str
+    name: str
+    status: AgentStatus
+    status_reason: str
+    type: AgentType
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., type: _Optional[_Union[AgentType, str]] = ..., description: _Optional[str] = ..., status: _Optional[_Union[AgentStatus, str]] = ..., status_reason: _Optional[str] = ..., auth_methods: _Optional[_Iterable[_Union[AuthMethod, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., implementation: _Optional[str] = ...) -> None: ...
+
+class AuthMethod(_message.Message):
+    __slots__ = ["description", "id", "name"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class Block(_message.Message):
+    __slots__ = ["action", "diff", "error", "image", "mcp_ui_resource", "plan", "reasoning", "resource", "search", "terminal", "text", "tool"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    MCP_UI_RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    action: ActionBlock
+    diff: DiffBlock
+    error: ErrorBlock
+    image: ImageBlock
+    mcp_ui_resource: McpUiResourceBlock
+    plan: PlanBlock
+    reasoning: ReasoningBlock
+    resource: ResourceBlock
+    search: SearchBlock
+    terminal: TerminalBlock
+    text: TextBlock
+    tool: ToolCall
+    def __init__(self, text: _Optional[_Union[TextBlock, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningBlock, _Mapping]] = ..., tool: _Optional[_Union[ToolCall, _Mapping]] = ..., error: _Optional[_Union[ErrorBlock, _Mapping]] = ..., image: _Optional[_Union[ImageBlock, _Mapping]] = ..., action: _Optional[_Union[ActionBlock, _Mapping]] = ..., search: _Optional[_Union[SearchBlock, _Mapping]] = ..., mcp_ui_resource: _Optional[_Union[McpUiResourceBlock, _Mapping]] = ..., plan: _Optional[_Union[PlanBlock, _Mapping]] = ..., diff: _Optional[_Union[DiffBlock, _Mapping]] = ..., terminal: _Optional[_Union[TerminalBlock, _Mapping]] = ..., resource: _Optional[_Union[ResourceBlock, _Mapping]] = ...) -> None: ...
+
+class Capabilities(_message.Message):
+    __slots__ = ["supports_commands", "supports_load", "supports_models", "supports_modes", "supports_resources", "supports_tools", "supports_vision"]
+    SUPPORTS_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_LOAD_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_MODELS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_MODES_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_VISION_FIELD_NUMBER: _ClassVar[int]
+    supports_commands: bool
+    supports_load: bool
+    supports_models: bool
+    supports_modes: bool
+    supports_resources: bool
+    supports_tools: bool
+    supports_vision: bool
+    def __init__(self, supports_vision: bool = ..., supports_tools: bool = ..., supports_modes: bool = ..., supports_commands: bool = ..., supports_load: bool = ..., supports_models: bool = ..., supports_resources: bool = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ["description", "input_hint", "name"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_HINT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    input_hint: str
+    name: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_hint: _Optional[str] = ...) -> None: ...
+
+class CommandInfo(_message.Message):
+    __slots__ = ["base_command", "command", "reason", "risk_level", "signature", "suggestion"]
+    BASE_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RISK_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    SUGGESTION_FIELD_NUMBER: _ClassVar[int]
+    base_command: str
+    command: str
+    reason: str
+    risk_level: RiskLevel
+    signature: str
+    suggestion: str
+    def __init__(self, command: _Optional[str] = ..., risk_level: _Optional[_Union[RiskLevel, str]] = ..., reason: _Optional[str] = ..., suggestion: _Optional[str] = ..., signature: _Optional[str] = ..., base_command: _Optional[str] = ...) -> None: ...
+
+class DiffBlock(_message.Message):
+    __slots__ = ["new_text", "old_text", "path"]
+    NEW_TEXT_FIELD_NUMBER: _ClassVar[int]
+    OLD_TEXT_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    new_text: str
+    old_text: str
+    path: str
+    def __init__(self, path: _Optional[str] = ..., old_text: _Optional[str] = ..., new_text: _Optional[str] = ...) -> None: ...
+
+class EmbeddedResource(_message.Message):
+    __slots__ = ["blob", "mime_type", "text", "uri"]
+    BLOB_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    blob: str
+    mime_type: str
+    text: str
+    uri: str
+    def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ..., blob: _Optional[str] = ...) -> None: ...
+
+class ErrorBlock(_message.Message):
+    __slots__ = ["code", "message"]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    def __init__(self, message: _Optional[str] = ..., code: _Optional[str] = ...) -> None: ...
+
+class FileContent(_message.Message):
+    __slots__ = ["mime_type", "name", "path"]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    mime_type: str
+    name: str
+    path: str
+    def __init__(self, path: _Optional[str] = ..., name: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
+
+class ImageBlock(_message.Message):
+    __slots__ = ["base64", "mime_type", "url"]
+    BASE64_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    base64: str
+    mime_type: str
+    url: str
+    def __init__(self, mime_type: _Optional[str] = ..., url: _Optional[str] = ..., base64: _Optional[str] = ...) -> None: ...
+
+class ImageContent(_message.Message):
+    __slots__ = ["base64", "file_path", "mime_type", "url"]
+    BASE64_FIELD_NUMBER: _ClassVar[int]
+    FILE_PATH_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    base64: str
+    file_path: str
+    mime_type: str
+    url: str
+    def __init__(self, url: _Optional[str] = ..., base64: _Optional[str] = ..., file_path: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
+
+class McpUiResourceBlock(_message.Message):
+    __slots__ = ["mime_type", "text", "uri"]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    mime_type: str
+    text: str
+    uri: str
+    def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ["blocks", "created_at", "message_id", "role", "session_id", "status", "stop_reason", "usage"]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    blocks: _containers.RepeatedCompositeFieldContainer[Block]
+    created_at: _timestamp_pb2.Timestamp
+    message_id: str
+    role: MessageRole
+    session_id: str
+    status: MessageStatus
+    stop_reason: StopReason
+    usage: TokenUsage
+    def __init__(self, message_id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[_Union[MessageRole, str]] = ..., status: _Optional[_Union[MessageStatus, str]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ...) -> None: ...
+
+class MessageContent(_message.Message):
+    __slots__ = ["files", "images", "resources", "text"]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    files: _containers.RepeatedCompositeFieldContainer[FileContent]
+    images: _containers.RepeatedCompositeFieldContainer[ImageContent]
+    resources: _containers.RepeatedCompositeFieldContainer[EmbeddedResource]
+    text: str
+    def __init__(self, text: _Optional[str] = ..., images: _Optional[_Iterable[_Union[ImageContent, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileContent, _Mapping]]] = ..., resources: _Optional[_Iterable[_Union[EmbeddedResource, _Mapping]]] = ...) -> None: ...
+
+class Mode(_message.Message):
+    __slots__ = ["description", "id", "name"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class Model(_message.Message):
+    __slots__ = ["description", "id", "name"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class PermissionOption(_message.Message):
+    __slots__ = ["kind", "name", "option_id"]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    kind: PermissionOptionKind
+    name: str
+    option_id: str
+    def __init__(self, option_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[PermissionOptionKind, str]] = ...) -> None: ...
+
+class PermissionRequest(_message.Message):
+    __slots__ = ["arguments", "command_info", "description", "message_id", "options", "paths", "permission_type", "rememberable", "request_id", "requested_at", "server_name", "tool_id", "tool_name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_INFO_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REMEMBERABLE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Value
+    command_info: CommandInfo
+    description: str
+    message_id: str
+    options: _containers.RepeatedCompositeFieldContainer[PermissionOption]
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    permission_type: PermissionType
+    rememberable: bool
+    request_id: str
+    requested_at: _timestamp_pb2.Timestamp
+    server_name: str
+    tool_id: str
+    tool_name: str
+    def __init__(self, request_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., permission_type: _Optional[_Union[PermissionType, str]] = ..., description: _Optional[str] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ..., paths: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PermissionOption, _Mapping]]] = ..., rememberable: bool = ..., server_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., message_id: _Optional[str] = ..., requested_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PlanBlock(_message.Message):
+    __slots__ = ["entries"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[PlanEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[PlanEntry, _Mapping]]] = ...) -> None: ...
+
+class PlanEntry(_message.Message):
+    __slots__ = ["content", "priority", "status"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    priority: PlanEntryPriority
+    status: PlanEntryStatus
+    def __init__(self, content: _Optional[str] = ..., status: _Optional[_Union[PlanEntryStatus, str]] = ..., priority: _Optional[_Union[PlanEntryPriority, str]] = ...) -> None: ...
+
+class ReasoningBlock(_message.Message):
+    __slots__ = ["text"]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ResourceBlock(_message.Message):
+    __slots__ = ["blob", "mime_type", "name", "text", "uri"]
+    BLOB_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    blob: str
+    mime_type: str
+    name: str
+    text: str
+    uri: str
+    def __init__(self, uri: _Optional[str] = ..., name: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ..., blob: _Optional[str] = ...) -> None: ...
+
+class SearchBlock(_message.Message):
+    __slots__ = ["query", "results"]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    results: _containers.RepeatedCompositeFieldContainer[SearchResult]
+    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ...) -> None: ...
+
+class SearchResult(_message.Message):
+    __slots__ = ["snippet", "title", "url"]
+    SNIPPET_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    snippet: str
+    title: str
+    url: str
+    def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., snippet: _Optional[str] = ...) -> None: ...
+
+class SessionInfo(_message.Message):
+    __slots__ = ["agent_id", "available_commands", "available_models", "available_modes", "capabilities", "created_at", "current_mode_id", "current_model_id", "last_sequence", "message_count", "message_in_flight", "pending_permissions", "session_id", "status", "status_reason", "title", "updated_at", "usage", "workspace"]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_MODELS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_MODES_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_MODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    available_commands: _containers.RepeatedCompositeFieldContainer[Command]
+    available_models: _containers.RepeatedCompositeFieldContainer[Model]
+    available_modes: _containers.RepeatedCompositeFieldContainer[Mode]
+    capabilities: Capabilities
+    created_at: _timestamp_pb2.Timestamp
+    current_mode_id: str
+    current_model_id: str
+    last_sequence: int
+    message_count: int
+    message_in_flight: str
+    pending_permissions: _containers.RepeatedCompositeFieldContainer[PermissionRequest]
+    session_id: str
+    status: SessionStatus
+    status_reason: str
+    title: str
+    updated_at: _timestamp_pb2.Timestamp
+    usage: TokenUsage
+    workspace: str
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ...) -> None: ...
+
+class TerminalBlock(_message.Message):
+    __slots__ = ["command", "exit_code", "output", "signal", "terminal_id", "truncated"]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    TERMINAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    command: str
+    exit_code: int
+    output: str
+    signal: str
+    terminal_id: str
+    truncated: bool
+    def __init__(self, terminal_id: _Optional[str] = ..., command: _Optional[str] = ..., output: _Optional[str] = ..., truncated: bool = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ...) -> None: ...
+
+class TextBlock(_message.Message):
+    __slots__ = ["text"]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class TokenUsage(_message.Message):
+    __slots__ = ["cached_input_tokens", "context_size", "context_used", "cost", "cost_currency", "input_tokens", "output_tokens", "reasoning_tokens", "total_tokens"]
+    CACHED_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_USED_FIELD_NUMBER: _ClassVar[int]
+    COST_CURRENCY_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    cached_input_tokens: int
+    context_size: int
+    context_used: int
+    cost: float
+    cost_currency: str
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    total_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., context_used: _Optional[int] = ..., context_size: _Optional[int] = ..., cost: _Optional[float] = ..., cost_currency: _Optional[str] = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ["arguments", "command_info", "content", "error", "kind", "locations", "result", "status", "title", "tool_id", "tool_name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_INFO_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Value
+    command_info: CommandInfo
+    content: _containers.RepeatedCompositeFieldContainer[ToolContent]
+    error: str
+    kind: ToolKind
+    locations: _containers.RepeatedCompositeFieldContainer[ToolLocation]
+    result: _struct_pb2.Value
+    status: ToolStatus
+    title: str
+    tool_id: str
+    tool_name: str
+    def __init__(self, tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., title: _Optional[str] = ..., kind: _Optional[_Union[ToolKind, str]] = ..., status: _Optional[_Union[ToolStatus, str]] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., locations: _Optional[_Iterable[_Union[ToolLocation, _Mapping]]] = ..., content: _Optional[_Iterable[_Union[ToolContent, _Mapping]]] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ...) -> None: ...
+
+class ToolContent(_message.Message):
+    __slots__ = ["diff", "image", "resource", "terminal", "text"]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    diff: DiffBlock
+    image: ImageBlock
+    resource: ResourceBlock
+    terminal: TerminalBlock
+    text: str
+    def __init__(self, text: _Optional[str] = ..., diff: _Optional[_Union[DiffBlock, _Mapping]] = ..., terminal: _Optional[_Union[TerminalBlock, _Mapping]] = ..., image: _Optional[_Union[ImageBlock, _Mapping]] = ..., resource: _Optional[_Union[ResourceBlock, _Mapping]] = ...) -> None: ...
+
+class ToolLocation(_message.Message):
+    __slots__ = ["line", "path"]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    line: int
+    path: str
+    def __init__(self, path: _Optional[str] = ..., line: _Optional[int] = ...) -> None: ...
+
+class AgentType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class AgentStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class RiskLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PermissionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PermissionOptionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ToolKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ToolStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PlanEntryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PlanEntryPriority(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MessageRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MessageStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class StopReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

@@ -1,0 +1,47 @@
+package presenters
+
+import "errors"
+
+// Sentinel errors. Presenters wrap them with detail (fmt.Errorf("...: %w", ErrX)); the
+// service maps each to one transport code and shows the wrapped message to the client,
+// so the detail must say what was wrong and what to do, and must not leak internals.
+var (
+	// ErrNotFound: unknown agent, session, message or permission request.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidArgument: a bad argument (empty message, mode id not offered...).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrSessionBusy: a turn is already running in the session.
+	ErrSessionBusy = errors.New("session busy")
+	// ErrFailedPrecondition: the agent or session is not in a state to do this (agent
+	// not configured, session closed).
+	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrAuthRequired: the agent needs a login the config does not provide. Use
+	// AuthRequiredError to carry the agent's methods.
+	ErrAuthRequired = errors.New("agent requires authentication")
+	// ErrAgentUnavailable: the agent process is gone or could not start.
+	ErrAgentUnavailable = errors.New("agent unavailable")
+	// ErrCancelled: the caller cancelled.
+	ErrCancelled = errors.New("cancelled")
+	// ErrUnsupported: the agent cannot do this at all (e.g. load without session/load
+	// and without a stored transcript).
+	ErrUnsupported = errors.New("not supported by this agent")
+)
+
+// AuthRequiredError is ErrAuthRequired with the methods the agent offers.
+type AuthRequiredError struct {
+	AgentID string
+	Methods []AuthMethod
+}
+
+func (e *AuthRequiredError) Error() string {
+	msg := "agent " + e.AgentID + " requires authentication; set auth_method in its config to one of:"
+	for i, m := range e.Methods {
+		if i > 0 {
+			msg += ","
+		}
+		msg += " " + m.ID
+	}
+	return msg
+}
+
+func (e *AuthRequiredError) Unwrap() error { return ErrAuthRequired }

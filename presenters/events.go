@@ -1,0 +1,211 @@
+package presenters
+
+import "time"
+
+// EventType names an event's payload (seed 000 AgenticEventType).
+type EventType int
+
+const (
+	EventSessionCreated EventType = iota + 1
+	EventSessionReady
+	EventSessionUpdated
+	EventSessionClosed
+	EventMessageDelta
+	EventMessageBlock
+	EventMessageEnd
+	EventToolStart
+	EventToolRunning
+	EventToolEnd
+	EventToolPermissionRequired
+	EventToolPermissionGranted
+	EventToolPermissionDenied
+	EventStatusChanged
+	EventError
+)
+
+// Event is one thing that happened in a session. The hub assigns Sequence and Time.
+type Event struct {
+	Sequence  uint64
+	SessionID string
+	AgentID   string
+	Time      time.Time
+	Payload   Payload
+}
+
+// Payload is one of the *Payload types below.
+type Payload interface {
+	EventType() EventType
+}
+
+type SessionCreatedPayload struct{ Session SessionInfo }
+
+type SessionReadyPayload struct{ MessageCount int64 }
+
+type SessionUpdatedPayload struct{ Patch SessionPatch }
+
+type SessionClosedPayload struct{ Reason string }
+
+// MessageDeltaPayload is a chunk of a message's text.
+type MessageDeltaPayload struct {
+	MessageID string
+	Text      string
+	Role      MessageRole
+}
+
+type MessageBlockPayload struct {
+	MessageID string
+	Block     Block
+	Role      MessageRole
+}
+
+type MessageEndPayload struct {
+	MessageID  string
+	StopReason StopReason
+	Usage      *TokenUsage
+	Role       MessageRole
+}
+
+// ToolPayload carries the whole current state of a tool call (start, running, end).
+type ToolPayload struct {
+	MessageID string
+	Tool      ToolCall
+}
+
+type ToolStartPayload ToolPayload
+type ToolRunningPayload ToolPayload
+type ToolEndPayload ToolPayload
+
+type PermissionRequiredPayload struct{ Request PermissionRequest }
+
+// PermissionDecider says who decided a permission request.
+type PermissionDecider string
+
+const (
+	DecidedByUser      PermissionDecider = "user"
+	DecidedByPolicy    PermissionDecider = "policy"
+	DecidedByCancelled PermissionDecider = "cancelled"
+)
+
+// PermissionDecision is the outcome of a permission request.
+type PermissionDecision struct {
+	RequestID string
+	ToolID    string
+	OptionID  string
+	DecidedBy PermissionDecider
+	Reason    string
+}
+
+type PermissionGrantedPayload PermissionDecision
+type PermissionDeniedPayload PermissionDecision
+
+type StatusChangedPayload struct {
+	Status SessionStatus
+	Reason string
+}
+
+// ErrorPayload reports a failure; Message says what happened and what to do.
+type ErrorPayload struct {
+	Code      string
+	Message   string
+	MessageID string
+	Retryable bool
+}
+
+func (SessionCreatedPayload) EventType() EventType     { return EventSessionCreated }
+func (SessionReadyPayload) EventType() EventType       { return EventSessionReady }
+func (SessionUpdatedPayload) EventType() EventType     { return EventSessionUpdated }
+func (SessionClosedPayload) EventType() EventType      { return EventSessionClosed }
+func (MessageDeltaPayload) EventType() EventType       { return EventMessageDelta }
+func (MessageBlockPayload) EventType() EventType       { return EventMessageBlock }
+func (MessageEndPayload) EventType() EventType         { return EventMessageEnd }
+func (ToolStartPayload) EventType() EventType          { return EventToolStart }
+func (ToolRunningPayload) EventType() EventType        { return EventToolRunning }
+func (ToolEndPayload) EventType() EventType            { return EventToolEnd }
+func (PermissionRequiredPayload) EventType() EventType { return EventToolPermissionRequired }
+func (PermissionGrantedPayload) EventType() EventType  { return EventToolPermissionGranted }
+func (PermissionDeniedPayload) EventType() EventType   { return EventToolPermissionDenied }
+func (StatusChangedPayload) EventType() EventType      { return EventStatusChanged }
+func (ErrorPayload) EventType() EventType              { return EventError }
+
+// Publisher takes events of any session; the service's hub implements it. Publish must
+// not block on slow consumers and returns the sequence it assigned.
+type Publisher interface {
+	Publish(ev Event) uint64
+}
+
+// Emitter publishes the events of one session (seed 000 AgenticEventEmitter). It is a
+// small value: create one wherever needed.
+type Emitter struct {
+	pub       Publisher
+	agentID   string
+	sessionID string
+}
+
+// NewEmitter binds a publisher to one session of one agent.
+func NewEmitter(pub Publisher, agentID, sessionID string) Emitter {
+	return Emitter{pub: pub, agentID: agentID, sessionID: sessionID}
+}
+
+// SessionID is the session the emitter is bound to.
+func (e Emitter) SessionID() string { return e.sessionID }
+
+// Emit publishes any payload and returns its sequence.
+func (e Emitter) Emit(p Payload) uint64 {
+	return e.pub.Publish(Event{SessionID: e.sessionID, AgentID: e.agentID, Payload: p})
+}
+
+func (e Emitter) SessionCreated(info SessionInfo) uint64 {
+	return e.Emit(SessionCreatedPayload{Session: info})
+}
+
+func (e Emitter) SessionReady(messageCount int64) uint64 {
+	return e.Emit(SessionReadyPayload{MessageCount: messageCount})
+}
+
+func (e Emitter) SessionUpdated(p SessionPatch) uint64 {
+	return e.Emit(SessionUpdatedPayload{Patch: p})
+}
+
+func (e Emitter) SessionClosed(reason string) uint64 {
+	return e.Emit(SessionClosedPayload{Reason: reason})
+}
+
+func (e Emitter) MessageDelta(messageID string, role MessageRole, text string) uint64 {
+	return e.Emit(MessageDeltaPayload{MessageID: messageID, Text: text, Role: role})
+}
+
+func (e Emitter) MessageBlock(messageID string, role MessageRole, b Block) uint64 {
+	return e.Emit(MessageBlockPayload{MessageID: messageID, Block: b, Role: role})
+}
+
+func (e Emitter) MessageEnd(p MessageEndPayload) uint64 { return e.Emit(p) }
+
+func (e Emitter) ToolStart(messageID string, t ToolCall) uint64 {
+	return e.Emit(ToolStartPayload{MessageID: messageID, Tool: t})
+}
+
+func (e Emitter) ToolRunning(messageID string, t ToolCall) uint64 {
+	return e.Emit(ToolRunningPayload{MessageID: messageID, Tool: t})
+}
+
+func (e Emitter) ToolEnd(messageID string, t ToolCall) uint64 {
+	return e.Emit(ToolEndPayload{MessageID: messageID, Tool: t})
+}
+
+func (e Emitter) PermissionRequired(r PermissionRequest) uint64 {
+	return e.Emit(PermissionRequiredPayload{Request: r})
+}
+
+func (e Emitter) PermissionGranted(d PermissionDecision) uint64 {
+	return e.Emit(PermissionGrantedPayload(d))
+}
+
+func (e Emitter) PermissionDenied(d PermissionDecision) uint64 {
+	return e.Emit(PermissionDeniedPayload(d))
+}
+
+func (e Emitter) StatusChanged(status SessionStatus, reason string) uint64 {
+	return e.Emit(StatusChangedPayload{Status: status, Reason: reason})
+}
+
+func (e Emitter) Error(p ErrorPayload) uint64 { return e.Emit(p) }

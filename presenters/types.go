@@ -1,0 +1,524 @@
+package presenters
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// AgentType is the first segment of an agent id.
+type AgentType string
+
+const (
+	AgentTypeACP      AgentType = "acp"
+	AgentTypeDeepChat AgentType = "deepchat"
+)
+
+// AgentStatus says whether an agent can take work now.
+type AgentStatus string
+
+const (
+	AgentNotStarted         AgentStatus = "not_started"
+	AgentStarting           AgentStatus = "starting"
+	AgentReady              AgentStatus = "ready"
+	AgentNeedsAuth          AgentStatus = "needs_auth"
+	AgentNeedsConfiguration AgentStatus = "needs_configuration"
+	AgentCrashed            AgentStatus = "crashed"
+)
+
+type AuthMethod struct {
+	ID          string
+	Name        string
+	Description string
+}
+
+type Capabilities struct {
+	SupportsVision    bool
+	SupportsTools     bool
+	SupportsModes     bool
+	SupportsCommands  bool
+	SupportsLoad      bool
+	SupportsModels    bool
+	SupportsResources bool
+}
+
+// AgentInfo describes an agent for ListAgents.
+type AgentInfo struct {
+	ID             string
+	Name           string
+	Type           AgentType
+	Description    string
+	Status         AgentStatus
+	StatusReason   string
+	AuthMethods    []AuthMethod
+	Capabilities   Capabilities
+	Implementation string
+}
+
+// SessionStatus is the state of a session.
+type SessionStatus string
+
+const (
+	SessionIdle       SessionStatus = "idle"
+	SessionGenerating SessionStatus = "generating"
+	SessionPaused     SessionStatus = "paused"
+	SessionError      SessionStatus = "error"
+	SessionClosed     SessionStatus = "closed"
+)
+
+type Mode struct {
+	ID          string
+	Name        string
+	Description string
+}
+
+type Model struct {
+	ID          string
+	Name        string
+	Description string
+}
+
+type Command struct {
+	Name        string
+	Description string
+	InputHint   string
+}
+
+// TokenUsage counts tokens; zero means not reported.
+type TokenUsage struct {
+	InputTokens       int64
+	OutputTokens      int64
+	TotalTokens       int64
+	CachedInputTokens int64
+	ReasoningTokens   int64
+	ContextUsed       int64
+	ContextSize       int64
+	Cost              float64
+	CostCurrency      string
+}
+
+// Add sums two usages (context figures are snapshots: the newer non-zero one wins).
+func (u TokenUsage) Add(o TokenUsage) TokenUsage {
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.TotalTokens += o.TotalTokens
+	u.CachedInputTokens += o.CachedInputTokens
+	u.ReasoningTokens += o.ReasoningTokens
+	u.Cost += o.Cost
+	if o.CostCurrency != "" {
+		u.CostCurrency = o.CostCurrency
+	}
+	if o.ContextUsed != 0 {
+		u.ContextUsed = o.ContextUsed
+	}
+	if o.ContextSize != 0 {
+		u.ContextSize = o.ContextSize
+	}
+	return u
+}
+
+// SessionInfo is a session as its presenter knows it. The service adds what it
+// derives from the event stream (LastSequence, and PendingPermissions and
+// MessageInFlight when the presenter leaves them empty).
+type SessionInfo struct {
+	SessionID          string
+	AgentID            string
+	Status             SessionStatus
+	StatusReason       string
+	Workspace          string
+	Title              string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	AvailableModes     []Mode
+	CurrentModeID      string
+	AvailableModels    []Model
+	CurrentModelID     string
+	AvailableCommands  []Command
+	Capabilities       Capabilities
+	Usage              TokenUsage
+	MessageInFlight    string
+	PendingPermissions []PermissionRequest
+	LastSequence       uint64
+	MessageCount       int64
+}
+
+// SessionPatch is a partial SessionInfo for SESSION_UPDATED: only non-nil fields changed.
+type SessionPatch struct {
+	Status            *SessionStatus
+	StatusReason      *string
+	Title             *string
+	UpdatedAt         *time.Time
+	AvailableModes    *[]Mode
+	CurrentModeID     *string
+	AvailableModels   *[]Model
+	CurrentModelID    *string
+	AvailableCommands *[]Command
+	Capabilities      *Capabilities
+	Usage             *TokenUsage
+}
+
+// Apply copies the patch's set fields into info.
+func (p SessionPatch) Apply(info *SessionInfo) {
+	if p.Status != nil {
+		info.Status = *p.Status
+	}
+	if p.StatusReason != nil {
+		info.StatusReason = *p.StatusReason
+	}
+	if p.Title != nil {
+		info.Title = *p.Title
+	}
+	if p.UpdatedAt != nil {
+		info.UpdatedAt = *p.UpdatedAt
+	}
+	if p.AvailableModes != nil {
+		info.AvailableModes = *p.AvailableModes
+	}
+	if p.CurrentModeID != nil {
+		info.CurrentModeID = *p.CurrentModeID
+	}
+	if p.AvailableModels != nil {
+		info.AvailableModels = *p.AvailableModels
+	}
+	if p.CurrentModelID != nil {
+		info.CurrentModelID = *p.CurrentModelID
+	}
+	if p.AvailableCommands != nil {
+		info.AvailableCommands = *p.AvailableCommands
+	}
+	if p.Capabilities != nil {
+		info.Capabilities = *p.Capabilities
+	}
+	if p.Usage != nil {
+		info.Usage = *p.Usage
+	}
+}
+
+// ImageSourceKind says how an image's Data is to be read.
+type ImageSourceKind string
+
+const (
+	ImageURL    ImageSourceKind = "url"
+	ImageBase64 ImageSourceKind = "base64"
+	ImageFile   ImageSourceKind = "file"
+)
+
+type Image struct {
+	Kind     ImageSourceKind
+	Data     string // the URL, the base64 bytes, or a workspace path
+	MimeType string
+}
+
+type File struct {
+	Path     string
+	Name     string
+	MimeType string
+}
+
+// Resource is an embedded resource: Text or Blob (base64) set.
+type Resource struct {
+	URI      string
+	MimeType string
+	Text     string
+	Blob     string
+}
+
+// MessageContent is what a user sends.
+type MessageContent struct {
+	Text      string
+	Images    []Image
+	Files     []File
+	Resources []Resource
+}
+
+// Empty reports whether there is nothing to send.
+func (c MessageContent) Empty() bool {
+	return c.Text == "" && len(c.Images) == 0 && len(c.Files) == 0 && len(c.Resources) == 0
+}
+
+type RiskLevel string
+
+const (
+	RiskLow      RiskLevel = "low"
+	RiskMedium   RiskLevel = "medium"
+	RiskHigh     RiskLevel = "high"
+	RiskCritical RiskLevel = "critical"
+)
+
+// CommandInfo is the server's reading of a command a tool wants to run.
+type CommandInfo struct {
+	Command     string
+	RiskLevel   RiskLevel
+	Reason      string
+	Suggestion  string
+	Signature   string
+	BaseCommand string
+}
+
+type PermissionType string
+
+const (
+	PermissionRead    PermissionType = "read"
+	PermissionWrite   PermissionType = "write"
+	PermissionCommand PermissionType = "command"
+	PermissionAll     PermissionType = "all"
+)
+
+// PermissionOptionKind values are ACP's.
+type PermissionOptionKind string
+
+const (
+	AllowOnce    PermissionOptionKind = "allow_once"
+	AllowAlways  PermissionOptionKind = "allow_always"
+	RejectOnce   PermissionOptionKind = "reject_once"
+	RejectAlways PermissionOptionKind = "reject_always"
+)
+
+// Allows reports whether choosing an option of this kind lets the tool run.
+func (k PermissionOptionKind) Allows() bool { return k == AllowOnce || k == AllowAlways }
+
+type PermissionOption struct {
+	ID   string
+	Name string
+	Kind PermissionOptionKind
+}
+
+// PermissionRequest is a tool call waiting for a decision.
+type PermissionRequest struct {
+	RequestID      string
+	ToolID         string
+	ToolName       string
+	PermissionType PermissionType
+	Description    string
+	CommandInfo    *CommandInfo
+	Paths          []string
+	Options        []PermissionOption
+	Rememberable   bool
+	ServerName     string
+	Arguments      json.RawMessage // raw JSON as the agent sent it (object, array or string)
+	MessageID      string
+	RequestedAt    time.Time
+}
+
+// Option returns the option with the given id.
+func (r PermissionRequest) Option(id string) (PermissionOption, bool) {
+	for _, o := range r.Options {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return PermissionOption{}, false
+}
+
+// OptionOfKind returns the first option of the given kind.
+func (r PermissionRequest) OptionOfKind(kind PermissionOptionKind) (PermissionOption, bool) {
+	for _, o := range r.Options {
+		if o.Kind == kind {
+			return o, true
+		}
+	}
+	return PermissionOption{}, false
+}
+
+// ToolKind values are ACP's.
+type ToolKind string
+
+const (
+	ToolRead       ToolKind = "read"
+	ToolEdit       ToolKind = "edit"
+	ToolDelete     ToolKind = "delete"
+	ToolMove       ToolKind = "move"
+	ToolSearch     ToolKind = "search"
+	ToolExecute    ToolKind = "execute"
+	ToolThink      ToolKind = "think"
+	ToolFetch      ToolKind = "fetch"
+	ToolSwitchMode ToolKind = "switch_mode"
+	ToolOther      ToolKind = "other"
+)
+
+// ToolStatus values are ACP's plus cancelled.
+type ToolStatus string
+
+const (
+	ToolPending    ToolStatus = "pending"
+	ToolInProgress ToolStatus = "in_progress"
+	ToolCompleted  ToolStatus = "completed"
+	ToolFailed     ToolStatus = "failed"
+	ToolCancelled  ToolStatus = "cancelled"
+)
+
+// Finished reports whether the status is final.
+func (s ToolStatus) Finished() bool {
+	return s == ToolCompleted || s == ToolFailed || s == ToolCancelled
+}
+
+type ToolLocation struct {
+	Path string
+	Line int
+}
+
+type DiffBlock struct {
+	Path    string
+	OldText string
+	NewText string
+}
+
+type TerminalBlock struct {
+	TerminalID string
+	Command    string
+	Output     string
+	Truncated  bool
+	ExitCode   *int
+	Signal     string
+}
+
+// ToolContent is one produced piece of a tool call: exactly one field set.
+type ToolContent struct {
+	Text     string
+	Diff     *DiffBlock
+	Terminal *TerminalBlock
+	Image    *ImageBlock
+	Resource *ResourceBlock
+}
+
+// ToolCall is the whole current state of one tool call.
+type ToolCall struct {
+	ToolID      string
+	ToolName    string
+	Title       string
+	Kind        ToolKind
+	Status      ToolStatus
+	Arguments   json.RawMessage
+	Result      json.RawMessage
+	Error       string
+	Locations   []ToolLocation
+	Content     []ToolContent
+	CommandInfo *CommandInfo
+}
+
+type ImageBlock struct {
+	MimeType string
+	URL      string
+	Base64   string
+}
+
+type ErrorBlock struct {
+	Message string
+	Code    string
+}
+
+type ActionBlock struct {
+	ActionType  string
+	Description string
+	Permission  *PermissionRequest
+}
+
+type SearchResult struct {
+	Title   string
+	URL     string
+	Snippet string
+}
+
+type SearchBlock struct {
+	Query   string
+	Results []SearchResult
+}
+
+type McpUIResourceBlock struct {
+	URI      string
+	MimeType string
+	Text     string
+}
+
+type PlanEntry struct {
+	Content  string
+	Status   string // pending, in_progress, completed
+	Priority string // low, medium, high
+}
+
+type PlanBlock struct {
+	Entries []PlanEntry
+}
+
+type ResourceBlock struct {
+	URI      string
+	Name     string
+	MimeType string
+	Text     string
+	Blob     string
+}
+
+// BlockType names a Block's variant.
+type BlockType string
+
+const (
+	BlockText          BlockType = "text"
+	BlockReasoning     BlockType = "reasoning"
+	BlockTool          BlockType = "tool"
+	BlockError         BlockType = "error"
+	BlockImage         BlockType = "image"
+	BlockAction        BlockType = "action"
+	BlockSearch        BlockType = "search"
+	BlockMcpUIResource BlockType = "mcp_ui_resource"
+	BlockPlan          BlockType = "plan"
+	BlockDiff          BlockType = "diff"
+	BlockTerminal      BlockType = "terminal"
+	BlockResource      BlockType = "resource"
+)
+
+// Block is one typed piece of a message. Type says which field is set; Text holds the
+// text of text and reasoning blocks.
+type Block struct {
+	Type          BlockType
+	Text          string
+	Tool          *ToolCall
+	Error         *ErrorBlock
+	Image         *ImageBlock
+	Action        *ActionBlock
+	Search        *SearchBlock
+	McpUIResource *McpUIResourceBlock
+	Plan          *PlanBlock
+	Diff          *DiffBlock
+	Terminal      *TerminalBlock
+	Resource      *ResourceBlock
+}
+
+type MessageRole string
+
+const (
+	RoleUser      MessageRole = "user"
+	RoleAssistant MessageRole = "assistant"
+	RoleSystem    MessageRole = "system"
+)
+
+type MessageStatus string
+
+const (
+	MessageComplete   MessageStatus = "complete"
+	MessageIncomplete MessageStatus = "incomplete"
+	MessageCancelled  MessageStatus = "cancelled"
+	MessageError      MessageStatus = "error"
+)
+
+// StopReason values are ACP's plus error.
+type StopReason string
+
+const (
+	StopEndTurn         StopReason = "end_turn"
+	StopMaxTokens       StopReason = "max_tokens"
+	StopMaxTurnRequests StopReason = "max_turn_requests"
+	StopRefusal         StopReason = "refusal"
+	StopCancelled       StopReason = "cancelled"
+	StopError           StopReason = "error"
+)
+
+// Message is one stored message of a session's history.
+type Message struct {
+	ID         string
+	SessionID  string
+	Role       MessageRole
+	Status     MessageStatus
+	Blocks     []Block
+	CreatedAt  time.Time
+	StopReason StopReason
+	Usage      *TokenUsage
+}
