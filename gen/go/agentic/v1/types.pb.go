@@ -1381,7 +1381,8 @@ type SessionInfo struct {
 	MessageInFlight string `protobuf:"bytes,16,opt,name=message_in_flight,json=messageInFlight,proto3" json:"message_in_flight,omitempty"`
 	// Permission requests waiting for an answer (answer with RespondPermission).
 	PendingPermissions []*PermissionRequest `protobuf:"bytes,17,rep,name=pending_permissions,json=pendingPermissions,proto3" json:"pending_permissions,omitempty"`
-	// The sequence of the last event of this session the server emitted; Subscribe with
+	// The point in the server-wide event stream at which this snapshot was taken: every
+	// event of this session up to it is reflected here. Subscribe with
 	// after_sequence = last_sequence continues from this snapshot with no gap.
 	LastSequence uint64 `protobuf:"varint,18,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
 	// How many messages the stored history holds.

@@ -430,7 +430,8 @@ export type SessionInfo = Message$1<"agentic.v1.SessionInfo"> & {
   pendingPermissions: PermissionRequest[];
 
   /**
-   * The sequence of the last event of this session the server emitted; Subscribe with
+   * The point in the server-wide event stream at which this snapshot was taken: every
+   * event of this session up to it is reflected here. Subscribe with
    * after_sequence = last_sequence continues from this snapshot with no gap.
    *
    * @generated from field: uint64 last_sequence = 18;
