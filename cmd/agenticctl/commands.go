@@ -1,0 +1,270 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+)
+
+func cmdAgents(c *cli, args []string) error {
+	if _, err := c.parse(flag.NewFlagSet("agents", flag.ContinueOnError), args); err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.ListAgents(ctx, &pb.ListAgentsRequest{})
+	if err != nil {
+		return err
+	}
+	if len(resp.GetAgents()) == 0 {
+		fmt.Fprintln(c.stderr, "no agents are configured; add some under agents: in agenticd's config file")
+		return nil
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTYPE\tSTATUS\tNAME\tNOTE")
+	for _, a := range resp.GetAgents() {
+		note := a.GetStatusReason()
+		if len(a.GetAuthMethods()) > 0 && a.GetStatus() == pb.AgentStatus_AGENT_STATUS_NEEDS_AUTH {
+			var ids []string
+			for _, m := range a.GetAuthMethods() {
+				ids = append(ids, m.GetId())
+			}
+			note = strings.TrimSpace(note + " auth methods: " + strings.Join(ids, ", "))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.GetAgentId(), enumName(a.GetType().String(), "AGENT_TYPE_"),
+			enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetName(), note)
+	}
+	return w.Flush()
+}
+
+func cmdSessions(c *cli, args []string) error {
+	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
+	agent := fs.String("agent", "", "only this agent's sessions")
+	limit := fs.Int("limit", 50, "at most this many sessions")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if *limit <= 0 {
+		return usagef("--limit must be positive")
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tAGENT\tSTATUS\tCREATED\tWORKSPACE\tTITLE")
+	token, shown := "", 0
+	for shown < *limit {
+		ctx, cancel := c.call()
+		resp, err := c.client.ListSessions(ctx, &pb.ListSessionsRequest{AgentId: *agent, PageSize: int32(min(*limit-shown, 1000)), PageToken: token})
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, s := range resp.GetSessions() {
+			status := enumName(s.GetStatus().String(), "SESSION_STATUS_")
+			if s.GetStatusReason() != "" {
+				status += " (" + s.GetStatusReason() + ")"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetAgentId(), status,
+				s.GetCreatedAt().AsTime().Local().Format(time.DateTime), s.GetWorkspace(), s.GetTitle())
+			shown++
+		}
+		token = resp.GetNextPageToken()
+		if token == "" {
+			break
+		}
+	}
+	return w.Flush()
+}
+
+func cmdNew(c *cli, args []string) error {
+	fs := flag.NewFlagSet("new", flag.ContinueOnError)
+	agent := fs.String("agent", "", "agent id (see `agenticctl agents`)")
+	workspace := fs.String("workspace", "", "absolute directory under one of agenticd's workspace_roots")
+	model := fs.String("model", "", "model id (default: the agent's)")
+	mode := fs.String("mode", "", "mode id (default: the agent's)")
+	title := fs.String("title", "", "session title")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if *agent == "" || *workspace == "" {
+		return usagef("--agent and --workspace are required")
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.CreateSession(ctx, &pb.CreateSessionRequest{
+		AgentId: *agent,
+		Config:  &pb.SessionConfig{Workspace: *workspace, ModelId: *model, ModeId: *mode, Title: *title},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, resp.GetSession().GetSessionId())
+	return nil
+}
+
+func cmdGet(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("get", flag.ContinueOnError), args, "SESSION")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: pos[0]})
+	if err != nil {
+		return err
+	}
+	out, err := protojson.MarshalOptions{Multiline: true}.Marshal(resp.GetSession())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, string(out))
+	return nil
+}
+
+func cmdMessages(c *cli, args []string) error {
+	fs := flag.NewFlagSet("messages", flag.ContinueOnError)
+	limit := fs.Int("limit", 0, "only the newest N messages (0: all)")
+	pos, err := c.parse(fs, args, "SESSION")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.GetMessages(ctx, &pb.GetMessagesRequest{SessionId: pos[0], Limit: int32(*limit)})
+	if err != nil {
+		return err
+	}
+	for _, m := range resp.GetMessages() {
+		fmt.Fprintf(c.stdout, "── %s %s (%s)\n", enumName(m.GetRole().String(), "MESSAGE_ROLE_"), m.GetMessageId(),
+			enumName(m.GetStatus().String(), "MESSAGE_STATUS_"))
+		for _, b := range m.GetBlocks() {
+			fmt.Fprintln(c.stdout, describeBlock(b))
+		}
+	}
+	return nil
+}
+
+func cmdApprove(c *cli, args []string) error { return c.answer("approve", args, true) }
+
+func cmdDeny(c *cli, args []string) error { return c.answer("deny", args, false) }
+
+// answer responds to a permission request with its allow (or reject) option: the "once"
+// kind when offered, else the "always" kind.
+func (c *cli) answer(name string, args []string, allow bool) error {
+	pos, err := c.parse(flag.NewFlagSet(name, flag.ContinueOnError), args, "SESSION", "REQUEST_ID")
+	if err != nil {
+		return err
+	}
+	return c.respond(pos[0], pos[1], allow)
+}
+
+func (c *cli) respond(sessionID, requestID string, allow bool) error {
+	ctx, cancel := c.call()
+	defer cancel()
+	req := &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID}
+	kinds := []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ALWAYS}
+	if allow {
+		kinds = []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ALWAYS}
+	}
+	req.Answer = &pb.RespondPermissionRequest_OptionKind{OptionKind: kinds[0]}
+	if s, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID}); err == nil {
+		for _, p := range s.GetSession().GetPendingPermissions() {
+			if p.GetRequestId() == requestID {
+				req.Answer = &pb.RespondPermissionRequest_OptionKind{OptionKind: pickKind(p.GetOptions(), kinds)}
+			}
+		}
+	}
+	_, err := c.client.RespondPermission(ctx, req)
+	return err
+}
+
+// pickKind is the first of kinds that the options offer (the first kind when none is).
+func pickKind(options []*pb.PermissionOption, kinds []pb.PermissionOptionKind) pb.PermissionOptionKind {
+	for _, k := range kinds {
+		for _, o := range options {
+			if o.GetKind() == k {
+				return k
+			}
+		}
+	}
+	return kinds[0]
+}
+
+func cmdCancel(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("cancel", flag.ContinueOnError), args, "SESSION")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	_, err = c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: pos[0]})
+	return err
+}
+
+func cmdMode(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("mode", flag.ContinueOnError), args, "SESSION", "MODE_ID")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.SetMode(ctx, &pb.SetModeRequest{SessionId: pos[0], ModeId: pos[1]})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, resp.GetSession().GetCurrentModeId())
+	return nil
+}
+
+func cmdModel(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("model", flag.ContinueOnError), args, "SESSION", "MODEL_ID")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.SetModel(ctx, &pb.SetModelRequest{SessionId: pos[0], ModelId: pos[1]})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, resp.GetSession().GetCurrentModelId())
+	return nil
+}
+
+func cmdLoad(c *cli, args []string) error {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	maxHistory := fs.Int("max-history", 0, "replay at most the newest N messages (0: all)")
+	pos, err := c.parse(fs, args, "SESSION")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.LoadSession(ctx, &pb.LoadSessionRequest{SessionId: pos[0], MaxHistory: int32(*maxHistory)})
+	if err != nil {
+		return err
+	}
+	s := resp.GetSession()
+	fmt.Fprintf(c.stdout, "%s %s (%d messages)\n", s.GetSessionId(), enumName(s.GetStatus().String(), "SESSION_STATUS_"), s.GetMessageCount())
+	return nil
+}
+
+func cmdClose(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("close", flag.ContinueOnError), args, "SESSION")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	_, err = c.client.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: pos[0]})
+	return err
+}
+
+// enumName shortens an enum value's name: AGENT_STATUS_READY -> ready.
+func enumName(name, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(name, prefix))
+}

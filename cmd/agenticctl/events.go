@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// eventOrErr is one result of a stream's Recv.
+type eventOrErr struct {
+	ev  *pb.AgenticEvent
+	err error
+}
+
+// follow subscribes and hands each event to handle until handle says stop, the stream
+// fails, or ctx ends. A subscriber that fell behind (RESOURCE_EXHAUSTED) resumes after the
+// last event it got; interrupt, if not nil, is called on each SIGINT.
+func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, handle func(*pb.AgenticEvent) (bool, error), interrupt func() error) error {
+	sigs := make(chan os.Signal, 1)
+	if interrupt != nil {
+		signal.Notify(sigs, os.Interrupt)
+		defer signal.Stop(sigs)
+	}
+	for {
+		streamCtx, cancel := context.WithCancel(ctx)
+		events := make(chan eventOrErr)
+		readerDone := make(chan struct{})
+		stream, err := c.client.Subscribe(streamCtx, req)
+		if err != nil {
+			cancel()
+			return err
+		}
+		go func() {
+			defer close(readerDone)
+			for {
+				ev, err := stream.Recv()
+				select {
+				case events <- eventOrErr{ev, err}:
+				case <-streamCtx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		resume, err := c.drain(events, sigs, req, handle, interrupt)
+		cancel()
+		<-readerDone
+		if !resume {
+			return err
+		}
+	}
+}
+
+// drain handles one stream's events; it reports whether to resubscribe (req updated).
+func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.SubscribeRequest,
+	handle func(*pb.AgenticEvent) (bool, error), interrupt func() error) (bool, error) {
+	for {
+		select {
+		case <-sigs:
+			if err := interrupt(); err != nil {
+				return false, err
+			}
+		case r := <-events:
+			if r.err != nil {
+				if status.Code(r.err) == codes.ResourceExhausted && req.GetAfterSequence() > 0 {
+					fmt.Fprintf(c.stderr, "agenticctl: fell behind the event stream; resuming after %d\n", req.GetAfterSequence())
+					return true, nil
+				}
+				return false, r.err
+			}
+			req.AfterSequence = r.ev.GetSequence()
+			if stop, err := handle(r.ev); stop || err != nil {
+				return false, err
+			}
+		}
+	}
+}
+
+func cmdSubscribe(c *cli, args []string) error {
+	fs := flag.NewFlagSet("subscribe", flag.ContinueOnError)
+	var sessions, agents stringList
+	fs.Var(&sessions, "session", "only this session (repeatable)")
+	fs.Var(&agents, "agent", "only this agent's sessions (repeatable)")
+	after := fs.Uint64("after", 0, "replay held events after this sequence first (0: live only)")
+	asJSON := fs.Bool("json", false, "print each event as one line of JSON")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	req := &pb.SubscribeRequest{SessionIds: sessions, AgentIds: agents, AfterSequence: *after}
+	return c.follow(context.Background(), req, func(ev *pb.AgenticEvent) (bool, error) {
+		if *asJSON {
+			line, err := protojson.Marshal(ev)
+			if err != nil {
+				return true, err
+			}
+			_, err = fmt.Fprintln(c.stdout, string(line))
+			return false, err
+		}
+		_, err := fmt.Fprintf(c.stdout, "#%d %s %s %s %s\n", ev.GetSequence(), ev.GetTime().AsTime().Local().Format("15:04:05.000"),
+			ev.GetSessionId(), enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_"), describeEvent(ev))
+		return false, err
+	}, nil)
+}
+
+func cmdSend(c *cli, args []string) error {
+	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	approveAll := fs.Bool("approve-all", false, "allow every permission request of this turn")
+	denyAll := fs.Bool("deny-all", false, "reject every permission request of this turn")
+	pos, err := c.parse(fs, args, "SESSION", "MESSAGE", "...")
+	if err != nil {
+		return err
+	}
+	if *approveAll && *denyAll {
+		return usagef("--approve-all and --deny-all exclude each other")
+	}
+	sessionID, text := pos[0], strings.Join(pos[1:], " ")
+	if text == "-" {
+		in, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return fmt.Errorf("read the message from stdin: %w", err)
+		}
+		text = string(in)
+	}
+
+	// The session's snapshot point, taken before sending, is where the subscription
+	// starts: the server replays from there, so no event of the reply is missed however
+	// fast the agent answers (or however late the stream is registered).
+	ctx, cancel := c.call()
+	snap, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID})
+	cancel()
+	if err != nil {
+		return err
+	}
+	ctx, cancel = c.call()
+	sent, err := c.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: sessionID, Content: &pb.MessageContent{Text: text}})
+	cancel()
+	if err != nil {
+		return err
+	}
+	t := &turn{c: c, sessionID: sessionID, messageID: sent.GetMessageId(), approve: *approveAll, deny: *denyAll}
+	req := &pb.SubscribeRequest{SessionIds: []string{sessionID}, AfterSequence: snap.GetSession().GetLastSequence()}
+	if err := c.follow(context.Background(), req, t.handle, t.interrupt); err != nil {
+		return err
+	}
+	return t.result
+}
+
+// turn prints one turn of a session: the reply's text on stdout as it streams, tool calls,
+// permission requests and errors on stderr.
+type turn struct {
+	c                  *cli
+	sessionID          string
+	messageID          string
+	approve, deny      bool
+	cancelled, midLine bool
+	result             error
+}
+
+func (t *turn) ours(messageID string) bool { return messageID == "" || messageID == t.messageID }
+
+// note writes a line to stderr. On a terminal, where both streams meet, it first ends the
+// reply's current line; stdout itself only ever gets the reply.
+func (t *turn) note(format string, args ...any) {
+	if t.midLine && isTerminal(t.c.stdout) {
+		fmt.Fprintln(t.c.stderr)
+		t.midLine = false
+	}
+	fmt.Fprintf(t.c.stderr, format+"\n", args...)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (t *turn) text(s string) {
+	if s == "" {
+		return
+	}
+	fmt.Fprint(t.c.stdout, s)
+	t.midLine = !strings.HasSuffix(s, "\n")
+}
+
+func (t *turn) interrupt() error {
+	if t.cancelled {
+		t.note("agenticctl: interrupted again; leaving the turn running")
+		return exitError(130)
+	}
+	t.cancelled = true
+	t.note("agenticctl: cancelling the turn (Ctrl-C again to stop waiting)")
+	ctx, cancel := t.c.call()
+	defer cancel()
+	_, err := t.c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: t.sessionID, MessageId: t.messageID})
+	return err
+}
+
+func (t *turn) handle(ev *pb.AgenticEvent) (bool, error) {
+	switch p := ev.GetPayload().(type) {
+	case *pb.AgenticEvent_MessageDelta:
+		if p.MessageDelta.GetMessageId() == t.messageID {
+			t.text(p.MessageDelta.GetText())
+		}
+	case *pb.AgenticEvent_MessageBlock:
+		if p.MessageBlock.GetMessageId() != t.messageID {
+			break
+		}
+		if text := p.MessageBlock.GetBlock().GetText(); text != nil {
+			t.text(text.GetText())
+		} else {
+			t.note("%s", describeBlock(p.MessageBlock.GetBlock()))
+		}
+	case *pb.AgenticEvent_ToolStart:
+		if t.ours(p.ToolStart.GetMessageId()) {
+			t.note("→ %s", describeTool(p.ToolStart.GetTool()))
+		}
+	case *pb.AgenticEvent_ToolEnd:
+		if t.ours(p.ToolEnd.GetMessageId()) {
+			t.note("← %s", describeTool(p.ToolEnd.GetTool()))
+		}
+	case *pb.AgenticEvent_ToolPermissionRequired:
+		return false, t.permission(p.ToolPermissionRequired.GetRequest())
+	case *pb.AgenticEvent_ToolPermissionGranted, *pb.AgenticEvent_ToolPermissionDenied:
+		t.note("%s %s", enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_TOOL_"), describeEvent(ev))
+	case *pb.AgenticEvent_Error:
+		if t.ours(p.Error.GetMessageId()) {
+			t.note("error %s: %s", p.Error.GetCode(), p.Error.GetMessage())
+		}
+	case *pb.AgenticEvent_SessionClosed:
+		t.note("the session was closed: %s", p.SessionClosed.GetReason())
+		t.result = exitError(1)
+		return true, nil
+	case *pb.AgenticEvent_MessageEnd:
+		if p.MessageEnd.GetMessageId() != t.messageID {
+			break
+		}
+		if t.midLine {
+			fmt.Fprintln(t.c.stdout)
+			t.midLine = false
+		}
+		switch reason := p.MessageEnd.GetStopReason(); reason {
+		case pb.StopReason_STOP_REASON_END_TURN:
+		case pb.StopReason_STOP_REASON_CANCELLED:
+			t.note("(cancelled)")
+			t.result = exitError(130)
+		default:
+			t.note("(stopped: %s)", enumName(reason.String(), "STOP_REASON_"))
+			t.result = exitError(1)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func (t *turn) permission(r *pb.PermissionRequest) error {
+	if !t.ours(r.GetMessageId()) {
+		return nil
+	}
+	t.note("? permission %s: %s", r.GetRequestId(), describePermission(r))
+	switch {
+	case t.approve, t.deny:
+		if err := t.c.respond(t.sessionID, r.GetRequestId(), t.approve); err != nil && status.Code(err) != codes.NotFound {
+			return err
+		}
+	default:
+		t.note("  answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetRequestId())
+	}
+	return nil
+}
+
+func describeEvent(ev *pb.AgenticEvent) string {
+	switch p := ev.GetPayload().(type) {
+	case *pb.AgenticEvent_SessionCreated:
+		s := p.SessionCreated.GetSession()
+		return fmt.Sprintf("agent=%s workspace=%s", s.GetAgentId(), s.GetWorkspace())
+	case *pb.AgenticEvent_SessionReady:
+		return fmt.Sprintf("messages=%d", p.SessionReady.GetMessageCount())
+	case *pb.AgenticEvent_SessionUpdated:
+		return "changed=" + strings.Join(p.SessionUpdated.GetUpdateMask().GetPaths(), ",")
+	case *pb.AgenticEvent_SessionClosed:
+		return p.SessionClosed.GetReason()
+	case *pb.AgenticEvent_MessageDelta:
+		return fmt.Sprintf("%s %s %q", p.MessageDelta.GetMessageId(), enumName(p.MessageDelta.GetRole().String(), "MESSAGE_ROLE_"), p.MessageDelta.GetText())
+	case *pb.AgenticEvent_MessageBlock:
+		return p.MessageBlock.GetMessageId() + " " + describeBlock(p.MessageBlock.GetBlock())
+	case *pb.AgenticEvent_MessageEnd:
+		return fmt.Sprintf("%s %s", p.MessageEnd.GetMessageId(), enumName(p.MessageEnd.GetStopReason().String(), "STOP_REASON_"))
+	case *pb.AgenticEvent_ToolStart:
+		return describeTool(p.ToolStart.GetTool())
+	case *pb.AgenticEvent_ToolRunning:
+		return describeTool(p.ToolRunning.GetTool())
+	case *pb.AgenticEvent_ToolEnd:
+		return describeTool(p.ToolEnd.GetTool())
+	case *pb.AgenticEvent_ToolPermissionRequired:
+		r := p.ToolPermissionRequired.GetRequest()
+		return r.GetRequestId() + " " + describePermission(r)
+	case *pb.AgenticEvent_ToolPermissionGranted:
+		d := p.ToolPermissionGranted
+		return fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason())
+	case *pb.AgenticEvent_ToolPermissionDenied:
+		d := p.ToolPermissionDenied
+		return fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason())
+	case *pb.AgenticEvent_StatusChanged:
+		return strings.TrimSpace(enumName(p.StatusChanged.GetStatus().String(), "SESSION_STATUS_") + " " + p.StatusChanged.GetReason())
+	case *pb.AgenticEvent_Error:
+		return p.Error.GetCode() + ": " + p.Error.GetMessage()
+	}
+	return ""
+}
+
+func describeTool(t *pb.ToolCall) string {
+	name := t.GetTitle()
+	if name == "" {
+		name = t.GetToolName()
+	}
+	s := fmt.Sprintf("%s [%s, %s]", name, enumName(t.GetKind().String(), "TOOL_KIND_"), enumName(t.GetStatus().String(), "TOOL_STATUS_"))
+	if t.GetError() != "" {
+		s += ": " + t.GetError()
+	}
+	return s
+}
+
+func describePermission(r *pb.PermissionRequest) string {
+	var b strings.Builder
+	b.WriteString(r.GetToolName())
+	if r.GetDescription() != "" {
+		b.WriteString(" — " + r.GetDescription())
+	}
+	if ci := r.GetCommandInfo(); ci != nil {
+		fmt.Fprintf(&b, " (command %q, risk %s", ci.GetCommand(), enumName(ci.GetRiskLevel().String(), "RISK_LEVEL_"))
+		if ci.GetReason() != "" {
+			b.WriteString(": " + ci.GetReason())
+		}
+		b.WriteString(")")
+	}
+	if len(r.GetPaths()) > 0 {
+		b.WriteString(" paths: " + strings.Join(r.GetPaths(), ", "))
+	}
+	var opts []string
+	for _, o := range r.GetOptions() {
+		opts = append(opts, fmt.Sprintf("%s=%s", o.GetOptionId(), enumName(o.GetKind().String(), "PERMISSION_OPTION_KIND_")))
+	}
+	if len(opts) > 0 {
+		b.WriteString(" options: " + strings.Join(opts, " "))
+	}
+	return b.String()
+}
+
+func describeBlock(b *pb.Block) string {
+	switch c := b.GetContent().(type) {
+	case *pb.Block_Text:
+		return c.Text.GetText()
+	case *pb.Block_Reasoning:
+		return "[thinking] " + c.Reasoning.GetText()
+	case *pb.Block_Tool:
+		return "[tool] " + describeTool(c.Tool)
+	case *pb.Block_Error:
+		return fmt.Sprintf("[error %s] %s", c.Error.GetCode(), c.Error.GetMessage())
+	case *pb.Block_Image:
+		return "[image " + c.Image.GetMimeType() + "]"
+	case *pb.Block_Action:
+		return fmt.Sprintf("[%s] %s", c.Action.GetActionType(), c.Action.GetDescription())
+	case *pb.Block_Search:
+		return fmt.Sprintf("[search] %s (%d results)", c.Search.GetQuery(), len(c.Search.GetResults()))
+	case *pb.Block_McpUiResource:
+		return "[ui] " + c.McpUiResource.GetUri()
+	case *pb.Block_Plan:
+		var lines []string
+		for _, e := range c.Plan.GetEntries() {
+			lines = append(lines, fmt.Sprintf("  - [%s] %s", enumName(e.GetStatus().String(), "PLAN_ENTRY_STATUS_"), e.GetContent()))
+		}
+		return "[plan]\n" + strings.Join(lines, "\n")
+	case *pb.Block_Diff:
+		return "[diff] " + c.Diff.GetPath()
+	case *pb.Block_Terminal:
+		return fmt.Sprintf("[terminal %s] %s", c.Terminal.GetTerminalId(), c.Terminal.GetCommand())
+	case *pb.Block_Resource:
+		return "[resource] " + c.Resource.GetUri()
+	}
+	return "[empty block]"
+}

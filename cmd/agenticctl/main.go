@@ -1,0 +1,261 @@
+// Command agenticctl is the command-line client of agenticd.
+//
+//	agenticctl [--addr ADDR] [--token TOKEN] COMMAND [flags] [args]
+//
+// Run `agenticctl help` for the commands.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+)
+
+const defaultAddr = "127.0.0.1:50051"
+
+// cli is one invocation: its connection settings, client and output streams.
+type cli struct {
+	addr    string
+	token   string
+	tls     bool
+	caFile  string
+	timeout time.Duration
+
+	stdout, stderr io.Writer
+	conn           *grpc.ClientConn
+	client         pb.AgenticServiceClient
+}
+
+type command struct {
+	usage string
+	help  string
+	run   func(c *cli, args []string) error
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"agents":    {"agents", "list the agents and their status", cmdAgents},
+		"sessions":  {"sessions [--agent ID] [--limit N]", "list sessions, newest first", cmdSessions},
+		"new":       {"new --agent ID --workspace DIR [--model ID] [--mode ID] [--title T]", "create a session; prints its id", cmdNew},
+		"get":       {"get SESSION", "show a session as JSON (status, modes, models, pending permissions...)", cmdGet},
+		"messages":  {"messages [--limit N] SESSION", "show a session's stored history", cmdMessages},
+		"send":      {"send [--approve-all | --deny-all] SESSION MESSAGE...", "send a message (- reads it from stdin) and stream the reply; Ctrl-C cancels the turn", cmdSend},
+		"subscribe": {"subscribe [--session ID]... [--agent ID]... [--after N] [--json]", "print events as they happen", cmdSubscribe},
+		"approve":   {"approve SESSION REQUEST_ID", "allow a pending permission request (allow once, else always)", cmdApprove},
+		"deny":      {"deny SESSION REQUEST_ID", "reject a pending permission request (reject once, else always)", cmdDeny},
+		"cancel":    {"cancel SESSION", "cancel the running turn", cmdCancel},
+		"mode":      {"mode SESSION MODE_ID", "choose one of the session's modes", cmdMode},
+		"model":     {"model SESSION MODEL_ID", "choose one of the session's models", cmdModel},
+		"load":      {"load [--max-history N] SESSION", "reopen a stored session", cmdLoad},
+		"close":     {"close SESSION", "close a session (its history stays)", cmdClose},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	global := flag.NewFlagSet("agenticctl", flag.ContinueOnError)
+	global.SetOutput(stderr)
+	c.register(global)
+	global.Usage = func() { c.usage(global) }
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if global.NArg() == 0 || global.Arg(0) == "help" {
+		c.usage(global)
+		if global.NArg() == 0 {
+			return 2
+		}
+		return 0
+	}
+	name := global.Arg(0)
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "agenticctl: unknown command %q; `agenticctl help` lists them\n", name)
+		return 2
+	}
+	defer func() {
+		if c.conn != nil {
+			_ = c.conn.Close()
+		}
+	}()
+	if err := cmd.run(c, global.Args()[1:]); err != nil {
+		var usage usageError
+		if errors.As(err, &usage) {
+			fmt.Fprintf(stderr, "agenticctl %s: %v\nusage: agenticctl %s\n", name, err, cmd.usage)
+			return 2
+		}
+		var exit exitError
+		if errors.As(err, &exit) {
+			return int(exit)
+		}
+		fmt.Fprintf(stderr, "agenticctl %s: %s\n", name, c.explain(err))
+		return 1
+	}
+	return 0
+}
+
+// register adds the connection flags; every command's flag set has them too, so they may
+// come before or after the command name.
+func (c *cli) register(fs *flag.FlagSet) {
+	addr := os.Getenv("AGENTICD_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	if c.addr != "" {
+		addr = c.addr
+	}
+	timeout := c.timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	fs.StringVar(&c.addr, "addr", addr, "agenticd's host:port (env AGENTICD_ADDR)")
+	// The token's default stays out of the flag, so that -h never prints it.
+	fs.StringVar(&c.token, "token", c.token, "bearer token (default $AGENTICD_TOKEN)")
+	fs.BoolVar(&c.tls, "tls", c.tls, "connect with TLS (system roots, or --ca)")
+	fs.StringVar(&c.caFile, "ca", c.caFile, "PEM file of the CA that signed agenticd's certificate (implies --tls)")
+	fs.DurationVar(&c.timeout, "timeout", timeout, "time limit of each call (streams have none)")
+}
+
+func (c *cli) usage(fs *flag.FlagSet) {
+	fmt.Fprintln(c.stderr, "usage: agenticctl [flags] COMMAND [args]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(c.stderr, "  %-70s %s\n", commands[name].usage, commands[name].help)
+	}
+	fmt.Fprintln(c.stderr, "\nflags (before or after the command):")
+	fs.PrintDefaults()
+}
+
+// usageError is a mistake in the command line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// exitError ends the program with a status, its message already printed.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// parse parses a command's flags (plus the connection flags), checks the number of
+// positional arguments and connects (lazily: the first call reaches the server).
+func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
+	c.register(fs)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, usagef("%v", err)
+	}
+	if n := len(positional); n > 0 && positional[n-1] == "..." {
+		if fs.NArg() < n-1 {
+			return nil, usagef("expected %s", strings.Join(positional, " "))
+		}
+	} else if fs.NArg() != n {
+		return nil, usagef("expected %d argument(s) (%s), got %d", n, strings.Join(positional, " "), fs.NArg())
+	}
+	if err := c.dial(); err != nil {
+		return nil, err
+	}
+	return fs.Args(), nil
+}
+
+type tokenCreds struct {
+	token  string
+	secure bool
+}
+
+func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + t.token}, nil
+}
+
+func (t tokenCreds) RequireTransportSecurity() bool { return t.secure }
+
+func (c *cli) dial() error {
+	if c.token == "" {
+		c.token = os.Getenv("AGENTICD_TOKEN")
+	}
+	opts := []grpc.DialOption{}
+	secure := c.tls || c.caFile != ""
+	if secure {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.caFile != "" {
+			pem, err := os.ReadFile(c.caFile)
+			if err != nil {
+				return fmt.Errorf("read --ca: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--ca %s holds no PEM certificate", c.caFile)
+			}
+		}
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	} else {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if c.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(tokenCreds{token: c.token, secure: secure}))
+	}
+	conn, err := grpc.NewClient(c.addr, opts...)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", c.addr, err)
+	}
+	c.conn = conn
+	c.client = pb.NewAgenticServiceClient(conn)
+	return nil
+}
+
+// call bounds one unary call.
+func (c *cli) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.timeout)
+}
+
+// explain turns an RPC error into a line a person can act on.
+func (c *cli) explain(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	if st.Code() == codes.Unavailable && !reachable(c.addr) {
+		return fmt.Sprintf("agenticd is not running at %s (start it with `make run` or `agenticd`)", c.addr)
+	}
+	return fmt.Sprintf("%s: %s", st.Code(), st.Message())
+}
+
+func reachable(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}

@@ -1,0 +1,312 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agenticd.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadFullConfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	path := writeFile(t, `
+listen: 127.0.0.1:6000
+data_dir: ~/data
+token: abc
+tls: {cert_file: ~/c.pem, key_file: /k.pem}
+workspace_roots: [~/src, /srv/work]
+shutdown_timeout: 3s
+event_buffer: 500
+subscriber_queue: 64
+log_level: debug
+log_format: json
+agents:
+  - id: acp.anthropic.claude
+    type: acp
+    command: claude-agent-acp
+    args: [--verbose]
+    env: {IS_SANDBOX: "1"}
+    auth_method: api-key
+    permission_timeout: 5m
+    startup_timeout: 45s
+    policy_mode: balanced
+  - id: deepchat.openai.gpt
+    type: deepchat
+    provider: openai
+    base_url: https://api.openai.com/v1
+    api_key_env: OPENAI_API_KEY
+    models: [gpt-4o-mini, gpt-4o]
+    default_model: gpt-4o-mini
+    max_tool_rounds: 12
+    command_timeout: 90s
+    provider_idle_timeout: 1m
+    mcp_servers:
+      - {name: files, command: mcp-files, args: [--root, /srv]}
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:6000" || cfg.DataDir != filepath.Join(home, "data") || cfg.Token != "abc" ||
+		cfg.TLS.CertFile != filepath.Join(home, "c.pem") || cfg.TLS.KeyFile != "/k.pem" ||
+		strings.Join(cfg.WorkspaceRoots, ",") != filepath.Join(home, "src")+",/srv/work" ||
+		cfg.ShutdownTimeout != 3*time.Second || cfg.EventBuffer != 500 || cfg.SubscriberQueue != 64 ||
+		cfg.LogLevel != "debug" || cfg.LogFormat != "json" {
+		t.Errorf("config = %+v", cfg)
+	}
+	if len(cfg.Agents) != 2 {
+		t.Fatalf("agents = %+v", cfg.Agents)
+	}
+	acp, dc := cfg.Agents[0], cfg.Agents[1]
+	if acp.ID != "acp.anthropic.claude" || acp.Type != AgentTypeACP || acp.Command != "claude-agent-acp" || acp.Args[0] != "--verbose" ||
+		acp.Env["IS_SANDBOX"] != "1" || acp.AuthMethod != "api-key" || acp.PermissionTimeout != 5*time.Minute ||
+		acp.StartupTimeout != 45*time.Second || acp.PolicyMode != "balanced" {
+		t.Errorf("acp agent = %+v", acp)
+	}
+	if dc.Provider != "openai" || dc.BaseURL != "https://api.openai.com/v1" || dc.APIKeyEnv != "OPENAI_API_KEY" ||
+		strings.Join(dc.Models, ",") != "gpt-4o-mini,gpt-4o" || dc.DefaultModel != "gpt-4o-mini" || dc.MaxToolRounds != 12 ||
+		dc.CommandTimeout != 90*time.Second || dc.ProviderIdleTimeout != time.Minute ||
+		dc.MCPServers[0].Name != "files" || dc.MCPServers[0].Args[1] != "/srv" {
+		t.Errorf("deepchat agent = %+v", dc)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	_, err := Load(writeFile(t, "listen: 127.0.0.1:1\nworkspace_root: [/tmp]\n"))
+	if err == nil || !strings.Contains(err.Error(), "workspace_root") {
+		t.Errorf("a misspelt key: %v, want an error naming it", err)
+	}
+	_, err = Load(writeFile(t, "agents:\n  - id: acp.x.y\n    permission_timeout: soon\n"))
+	if err == nil {
+		t.Error("a bad duration was accepted")
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Error("a missing file was accepted")
+	}
+	cfg, err := Load(writeFile(t, ""))
+	if err != nil || cfg.Listen != "" {
+		t.Errorf("an empty file: %+v, %v; want an empty config", cfg, err)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_DATA_HOME", "")
+	cfg, err := Config{}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != DefaultListen || cfg.DataDir != filepath.Join(home, ".local", "share", "agenticd") ||
+		len(cfg.WorkspaceRoots) != 1 || cfg.WorkspaceRoots[0] != home || cfg.ShutdownTimeout != DefaultShutdownTimeout ||
+		cfg.EventBuffer != DefaultEventBuffer || cfg.SubscriberQueue != DefaultSubscriberQueue || cfg.LogLevel != "info" || cfg.LogFormat != "text" {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "xdg"))
+	if cfg, _ := (Config{}).WithDefaults(); cfg.DataDir != filepath.Join(home, "xdg", "agenticd") {
+		t.Errorf("with XDG_DATA_HOME the data dir is %s", cfg.DataDir)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	base := func() Config {
+		c, err := Config{DataDir: "/d", WorkspaceRoots: []string{"/w"}}.WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ok := map[string]func(*Config){
+		"loopback v4":         func(c *Config) { c.Listen = "127.0.0.1:0" },
+		"loopback v6":         func(c *Config) { c.Listen = "[::1]:0" },
+		"localhost":           func(c *Config) { c.Listen = "localhost:0" },
+		"anywhere with token": func(c *Config) { c.Listen = "0.0.0.0:50051"; c.Token = "t" },
+		"tls":                 func(c *Config) { c.TLS = TLSConfig{CertFile: "c", KeyFile: "k"} },
+	}
+	for name, change := range ok {
+		c := base()
+		change(&c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	bad := map[string]struct {
+		change func(*Config)
+		says   string
+	}{
+		"every interface, no token": {func(c *Config) { c.Listen = ":50051" }, "without a token"},
+		"public address, no token":  {func(c *Config) { c.Listen = "0.0.0.0:50051" }, "AGENTICD_TOKEN"},
+		"tls is no token":           {func(c *Config) { c.Listen = "10.0.0.1:1"; c.TLS = TLSConfig{CertFile: "c", KeyFile: "k"} }, "without a token"},
+		"not host:port":             {func(c *Config) { c.Listen = "50051" }, "host:port"},
+		"half tls":                  {func(c *Config) { c.TLS.CertFile = "c" }, "key_file"},
+		"log level":                 {func(c *Config) { c.LogLevel = "loud" }, "log_level"},
+		"log format":                {func(c *Config) { c.LogFormat = "xml" }, "log_format"},
+		"agent type":                {func(c *Config) { c.Agents = []AgentConfig{{ID: "x.y", Type: "x"}} }, "unknown type"},
+		"agent no type":             {func(c *Config) { c.Agents = []AgentConfig{{ID: "acp.y"}} }, "type is required"},
+		"agent no id":               {func(c *Config) { c.Agents = []AgentConfig{{Type: "deepchat"}} }, "id is required"},
+		"agent id prefix":           {func(c *Config) { c.Agents = []AgentConfig{{ID: "deepchat.x", Type: "acp", Command: "a"}} }, "acp.<provider>.<name>"},
+		"acp without command":       {func(c *Config) { c.Agents = []AgentConfig{{ID: "acp.x.y", Type: "acp"}} }, "command is required"},
+		"duplicate ids": {func(c *Config) {
+			c.Agents = []AgentConfig{{ID: "deepchat.a", Type: "deepchat"}, {ID: "deepchat.a", Type: "deepchat"}}
+		}, "used twice"},
+	}
+	for name, c := range bad {
+		cfg := base()
+		c.change(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.says)
+		}
+	}
+}
+
+func testConfig(t *testing.T) Config {
+	return Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), WorkspaceRoots: []string{t.TempDir()}}
+}
+
+func TestStartServesAndStops(t *testing.T) {
+	cfg := testConfig(t)
+	srv, err := Start(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	health := healthpb.NewHealthClient(conn)
+	resp, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v, %v", resp, err)
+	}
+	if err := srv.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.Done()
+	if err := srv.Stop(context.Background()); err != nil {
+		t.Errorf("a second Stop: %v", err)
+	}
+	// The data dir is free again: a new server opens the same database.
+	again, err := Start(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatalf("restart on the same data dir: %v", err)
+	}
+	if err := again.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStartRefusals(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen = "0.0.0.0:0"
+	if _, err := Start(context.Background(), cfg, quiet); err == nil || !strings.Contains(err.Error(), "refusing to listen on 0.0.0.0:0 without a token") {
+		t.Errorf("non-loopback without a token: %v", err)
+	}
+	cfg = testConfig(t)
+	cfg.WorkspaceRoots = []string{filepath.Join(t.TempDir(), "missing")}
+	if _, err := Start(context.Background(), cfg, quiet); err == nil || !strings.Contains(err.Error(), "workspace_roots") {
+		t.Errorf("a missing workspace root: %v", err)
+	}
+	// The address is taken: the error says so, and nothing is left running (goleak).
+	first, err := Start(context.Background(), testConfig(t), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Stop(context.Background()) }()
+	cfg = testConfig(t)
+	cfg.Listen = first.Addr()
+	if _, err := Start(context.Background(), cfg, quiet); err == nil || !strings.Contains(err.Error(), "--listen") {
+		t.Errorf("a taken address: %v", err)
+	}
+}
+
+func TestRunStopsWhenContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	serving := &lineWatch{want: "agenticd serving", seen: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, testConfig(t), slog.New(slog.NewTextHandler(serving, nil))) }()
+	<-serving.seen
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// lineWatch closes seen when a log line containing want is written.
+type lineWatch struct {
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func TestNewLogger(t *testing.T) {
+	var b strings.Builder
+	logger, err := NewLogger(&b, Config{LogLevel: "warn", LogFormat: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger.Info("hidden")
+	logger.Warn("shown", "session_id", "s1")
+	if out := b.String(); strings.Contains(out, "hidden") || !strings.Contains(out, `"session_id":"s1"`) {
+		t.Errorf("log output %q", out)
+	}
+}
+
+// The config shipped for containers loads and, with the token its comment asks for, is valid.
+func TestDeployConfigLoads(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "..", "deploy", "agenticd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Token = "from-AGENTICD_TOKEN"
+	if cfg, err = cfg.WithDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("deploy/agenticd.yaml: %v", err)
+	}
+	cfg.Token = ""
+	if err := cfg.Validate(); err == nil {
+		t.Error("deploy/agenticd.yaml listens beyond loopback; without a token it must be refused")
+	}
+}

@@ -1,0 +1,406 @@
+package deepchat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/sandbox"
+)
+
+// Checkpoints of a partial reply: at most one per interval, or sooner once this much
+// output is unsaved. A crash loses at most that much of a reply, and a long reply costs
+// a handful of write transactions instead of one per chunk.
+const (
+	checkpointInterval = time.Second
+	checkpointBytes    = 512 << 10
+	// finalCommitTimeout bounds the last write of a turn, which runs even when the turn
+	// was cancelled.
+	finalCommitTimeout = 30 * time.Second
+)
+
+// turn is one running SendMessage. Its fields other than pending are set once.
+type turn struct {
+	messageID string
+	cancel    context.CancelCauseFunc
+	done      chan struct{} // closed when the turn has ended and MESSAGE_END was sent
+	// pending permission requests by id, in order; guarded by session.mu.
+	pending      map[string]*pendingPermission
+	pendingOrder []string
+}
+
+func (t *turn) removePending(id string) {
+	delete(t.pending, id)
+	for i, p := range t.pendingOrder {
+		if p == id {
+			t.pendingOrder = append(t.pendingOrder[:i], t.pendingOrder[i+1:]...)
+			break
+		}
+	}
+}
+
+// SendMessage stores the user's message and an in-progress assistant message, starts
+// the turn and returns at once.
+func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content presenters.MessageContent) (presenters.SendResult, error) {
+	if content.Empty() {
+		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
+	}
+	if reason := p.readiness(); reason != "" {
+		return presenters.SendResult{}, fmt.Errorf("%s: %w", reason, presenters.ErrFailedPrecondition)
+	}
+	s, err := p.open(ctx, sessionID)
+	if err != nil {
+		return presenters.SendResult{}, err
+	}
+	s.mu.Lock()
+	workspace := s.conv.Workspace
+	s.mu.Unlock()
+	ws, err := p.deps.Roots.Open(workspace)
+	if err != nil {
+		return presenters.SendResult{}, fmt.Errorf("the workspace %s of session %s cannot be used any more (%v); start a session in an existing workspace: %w",
+			workspace, sessionID, err, presenters.ErrFailedPrecondition)
+	}
+	blocks, err := userBlocks(ws, content)
+	if err != nil {
+		return presenters.SendResult{}, err
+	}
+	now := time.Now()
+	user := presenters.Message{ID: newID(), SessionID: sessionID, Role: presenters.RoleUser,
+		Status: presenters.MessageComplete, Blocks: blocks, CreatedAt: now}
+	reply := presenters.Message{ID: newID(), SessionID: sessionID, Role: presenters.RoleAssistant,
+		Status: transcript.StatusInProgress, CreatedAt: now}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return presenters.SendResult{}, fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", sessionID, presenters.ErrFailedPrecondition)
+	}
+	if s.turn != nil {
+		return presenters.SendResult{}, fmt.Errorf("session %s is still answering message %s; wait for its MESSAGE_END or cancel it: %w",
+			sessionID, s.turn.messageID, presenters.ErrSessionBusy)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return presenters.SendResult{}, errShuttingDown
+	}
+	p.turns.Add(1)
+	p.mu.Unlock()
+
+	conv := s.conv
+	var patch presenters.SessionPatch
+	if conv.Title == "" {
+		if title := titleFrom(content); title != "" {
+			conv.Title = title
+			patch.Title = &conv.Title
+		}
+	}
+	conv.UpdatedAt = now
+	if err := p.deps.Store.SaveTurn(ctx, conv, user, reply); err != nil {
+		p.turns.Done()
+		return presenters.SendResult{}, err
+	}
+	s.conv = conv
+
+	turnCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	t := &turn{messageID: reply.ID, cancel: cancel, done: make(chan struct{}),
+		pending: make(map[string]*pendingPermission)}
+	s.turn = t
+	s.lastError = ""
+	em := p.emitter(sessionID)
+	em.StatusChanged(presenters.SessionGenerating, "")
+	if patch.Title != nil {
+		patch.UpdatedAt = &now
+		em.SessionUpdated(patch)
+	}
+	run := &turnRun{p: p, s: s, t: t, ws: ws, em: em, lastSave: now,
+		reply: reply, log: p.log.With("session_id", sessionID, "message_id", reply.ID)}
+	go run.run(turnCtx)
+	return presenters.SendResult{MessageID: reply.ID, UserMessageID: user.ID}, nil
+}
+
+// titleFrom names a conversation after its first message.
+func titleFrom(c presenters.MessageContent) string {
+	text := strings.TrimSpace(c.Text)
+	if i := strings.IndexByte(text, '\n'); i >= 0 {
+		text = strings.TrimSpace(text[:i])
+	}
+	if text == "" {
+		switch {
+		case len(c.Files) > 0:
+			text = c.Files[0].Path
+		case len(c.Images) > 0:
+			text = "Image"
+		}
+	}
+	const maxTitle = 60
+	if utf8.RuneCountInString(text) > maxTitle {
+		text = string([]rune(text)[:maxTitle-1]) + "…"
+	}
+	return text
+}
+
+// CancelMessage cancels the running turn (messageID empty: whatever runs) and waits
+// until it has ended with MESSAGE_END(cancelled). With no such turn running it does
+// nothing: the turn may just have ended.
+func (p *Presenter) CancelMessage(ctx context.Context, sessionID, messageID string) error {
+	p.mu.Lock()
+	s := p.sessions[sessionID]
+	p.mu.Unlock()
+	if s == nil {
+		_, err := p.conversation(ctx, sessionID)
+		return err
+	}
+	s.mu.Lock()
+	t := s.turn
+	if t == nil || (messageID != "" && messageID != t.messageID) {
+		s.mu.Unlock()
+		return nil
+	}
+	t.cancel(errCancelledByUser)
+	s.mu.Unlock()
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cancel message %s: %w", t.messageID, presenters.ErrCancelled)
+	}
+}
+
+// turnRun is the state of the goroutine that runs one turn.
+type turnRun struct {
+	p   *Presenter
+	s   *session
+	t   *turn
+	ws  *sandbox.Workspace
+	em  presenters.Emitter
+	log *slog.Logger
+
+	reply    presenters.Message // the assistant message; Blocks excludes the open text block
+	open     *strings.Builder   // text of the trailing text or reasoning block
+	openType presenters.BlockType
+	usage    *presenters.TokenUsage
+	lastSave time.Time
+	unsaved  int
+}
+
+func (r *turnRun) run(ctx context.Context) {
+	defer r.p.turns.Done()
+	stop, status, failure := r.loop(ctx)
+	r.finish(ctx, stop, status, failure)
+}
+
+// loop talks to the model until it stops calling tools, fails, is cancelled or reaches
+// the tool round limit.
+func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.MessageStatus, *presenters.ErrorPayload) {
+	history, err := r.p.deps.Store.Messages(ctx, r.reply.SessionID, presenters.MessageQuery{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return presenters.StopCancelled, presenters.MessageCancelled, nil
+		}
+		return presenters.StopError, presenters.MessageError, &presenters.ErrorPayload{Code: "storage_failed",
+			Message: "could not read the conversation history: " + err.Error(), MessageID: r.reply.ID}
+	}
+	msgs := []chatMessage{{Role: "system", Content: systemPrompt(r.ws.Root())}}
+	msgs = append(msgs, chatHistory(history, r.reply.ID)...)
+	for round := 1; ; round++ {
+		var roundText strings.Builder
+		req := chatRequest{Model: r.currentModel(), Messages: msgs, Tools: toolDefs, Stream: true,
+			StreamOptions: &streamOptions{IncludeUsage: true}}
+		res, err := r.p.client.stream(ctx, req, streamHandler{
+			text: func(s string) {
+				roundText.WriteString(s)
+				r.appendText(ctx, presenters.BlockText, s)
+				r.em.MessageDelta(r.reply.ID, presenters.RoleAssistant, s)
+			},
+			reasoning: func(s string) {
+				r.appendText(ctx, presenters.BlockReasoning, s)
+				r.em.MessageBlock(r.reply.ID, presenters.RoleAssistant, presenters.Block{Type: presenters.BlockReasoning, Text: s})
+			},
+		})
+		if res.usage != nil {
+			r.addUsage(*res.usage)
+		}
+		if ctx.Err() != nil {
+			return presenters.StopCancelled, presenters.MessageCancelled, nil
+		}
+		if err != nil {
+			failure := &presenters.ErrorPayload{Code: "provider_error", Message: err.Error(), MessageID: r.reply.ID}
+			var pe *providerError
+			if errors.As(err, &pe) {
+				failure.Code, failure.Retryable = pe.code, pe.retryable
+			}
+			return presenters.StopError, presenters.MessageError, failure
+		}
+		if len(res.toolCalls) == 0 {
+			return stopReason(res.finishReason), presenters.MessageComplete, nil
+		}
+		for i := range res.toolCalls {
+			if res.toolCalls[i].ID == "" {
+				res.toolCalls[i].ID = "call_" + newID()
+			}
+			if res.toolCalls[i].Function.Arguments == "" {
+				res.toolCalls[i].Function.Arguments = "{}"
+			}
+		}
+		assistant := chatMessage{Role: "assistant", ToolCalls: res.toolCalls}
+		if roundText.Len() > 0 {
+			assistant.Content = roundText.String()
+		}
+		msgs = append(msgs, assistant)
+		for _, call := range res.toolCalls {
+			out := r.runTool(ctx, call)
+			if ctx.Err() != nil {
+				return presenters.StopCancelled, presenters.MessageCancelled, nil
+			}
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: call.ID, Content: out})
+		}
+		if round >= r.p.cfg.MaxToolRounds {
+			b := presenters.Block{Type: presenters.BlockAction, Action: &presenters.ActionBlock{ActionType: "max_tool_rounds",
+				Description: fmt.Sprintf("Stopped after %d rounds of tool calls (max_tool_rounds); send a message to let the agent continue.", round)}}
+			r.addBlock(b)
+			r.em.MessageBlock(r.reply.ID, presenters.RoleAssistant, b)
+			return presenters.StopMaxTurnRequests, presenters.MessageComplete, nil
+		}
+	}
+}
+
+// currentModel is the session's model now: SetModel applies from the next provider call.
+func (r *turnRun) currentModel() string {
+	r.s.mu.Lock()
+	model := r.s.conv.ModelID
+	r.s.mu.Unlock()
+	if !r.p.modelOffered(model) {
+		return r.p.defaultModel // the config changed since the session chose it
+	}
+	return model
+}
+
+func stopReason(finish string) presenters.StopReason {
+	switch finish {
+	case "length":
+		return presenters.StopMaxTokens
+	case "content_filter":
+		return presenters.StopRefusal
+	}
+	return presenters.StopEndTurn
+}
+
+func (r *turnRun) addUsage(u presenters.TokenUsage) {
+	if r.usage == nil {
+		r.usage = &presenters.TokenUsage{}
+	}
+	*r.usage = r.usage.Add(u)
+}
+
+// appendText adds streamed text to the trailing block of its type, opening one if the
+// trailing block is of another type.
+func (r *turnRun) appendText(ctx context.Context, typ presenters.BlockType, s string) {
+	if r.open == nil || r.openType != typ {
+		r.closeOpen()
+		r.open, r.openType = &strings.Builder{}, typ
+	}
+	r.open.WriteString(s)
+	r.unsaved += len(s)
+	if r.unsaved >= checkpointBytes || time.Since(r.lastSave) >= checkpointInterval {
+		r.checkpoint(ctx)
+	}
+}
+
+func (r *turnRun) closeOpen() {
+	if r.open != nil {
+		r.reply.Blocks = append(r.reply.Blocks, presenters.Block{Type: r.openType, Text: r.open.String()})
+		r.open, r.openType = nil, ""
+	}
+}
+
+// addBlock appends a block after any open text and returns its index.
+func (r *turnRun) addBlock(b presenters.Block) int {
+	r.closeOpen()
+	r.reply.Blocks = append(r.reply.Blocks, b)
+	return len(r.reply.Blocks) - 1
+}
+
+// snapshot is the reply as it stands, the open text block included.
+func (r *turnRun) snapshot() presenters.Message {
+	m := r.reply
+	m.Blocks = make([]presenters.Block, len(r.reply.Blocks), len(r.reply.Blocks)+1)
+	copy(m.Blocks, r.reply.Blocks)
+	if r.open != nil {
+		m.Blocks = append(m.Blocks, presenters.Block{Type: r.openType, Text: r.open.String()})
+	}
+	return m
+}
+
+// checkpoint saves the partial reply, still marked in progress. A failure is logged and
+// the turn goes on: the final commit will try again.
+func (r *turnRun) checkpoint(ctx context.Context) {
+	m := r.snapshot()
+	m.Status = transcript.StatusInProgress
+	r.lastSave, r.unsaved = time.Now(), 0
+	if err := r.p.deps.Store.SaveMessage(context.WithoutCancel(ctx), m); err != nil {
+		r.log.Warn("checkpoint of partial reply failed", "err", err)
+	}
+}
+
+// finish commits the reply, then ends the turn: MESSAGE_END, the usage update and the
+// status change are published after the commit and before the session takes a new turn.
+func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status presenters.MessageStatus, failure *presenters.ErrorPayload) {
+	if failure != nil {
+		r.em.Error(*failure)
+		b := presenters.Block{Type: presenters.BlockError, Error: &presenters.ErrorBlock{Message: failure.Message, Code: failure.Code}}
+		r.addBlock(b)
+		r.em.MessageBlock(r.reply.ID, presenters.RoleAssistant, b)
+		r.log.Warn("turn failed", "code", failure.Code, "err", failure.Message)
+	}
+	m := r.snapshot()
+	m.Status, m.StopReason, m.Usage = status, stop, r.usage
+	for i, b := range m.Blocks {
+		if b.Type == presenters.BlockTool && !b.Tool.Status.Finished() {
+			tc := *b.Tool
+			tc.Status = presenters.ToolCancelled
+			m.Blocks[i].Tool = &tc
+		}
+	}
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
+	defer cancel()
+
+	s := r.s
+	s.mu.Lock()
+	conv := s.conv
+	now := time.Now()
+	conv.UpdatedAt = now
+	if r.usage != nil {
+		conv.Usage = conv.Usage.Add(*r.usage)
+	}
+	if err := r.p.deps.Store.SaveTurn(commitCtx, conv, m); err != nil {
+		r.log.Error("could not save the reply", "err", err)
+		r.em.Error(presenters.ErrorPayload{Code: "storage_failed", MessageID: m.ID,
+			Message: "the reply could not be saved to the history database: " + err.Error() + "; check the data directory's disk space and permissions"})
+	} else {
+		s.conv = conv
+	}
+	s.turn = nil
+	newStatus, reason := presenters.SessionIdle, ""
+	if failure != nil {
+		s.lastError = failure.Message
+		newStatus, reason = presenters.SessionError, failure.Message
+	}
+	r.em.MessageEnd(presenters.MessageEndPayload{MessageID: m.ID, StopReason: stop, Usage: r.usage, Role: presenters.RoleAssistant})
+	updated := s.conv.UpdatedAt
+	patch := presenters.SessionPatch{UpdatedAt: &updated}
+	if r.usage != nil {
+		usage := s.conv.Usage
+		patch.Usage = &usage
+	}
+	r.em.SessionUpdated(patch)
+	r.em.StatusChanged(newStatus, reason)
+	s.mu.Unlock()
+	close(r.t.done)
+}

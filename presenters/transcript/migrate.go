@@ -1,0 +1,107 @@
+package transcript
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// migrations are applied in order, each once, each in its own transaction. Append only:
+// a released migration is never edited. Statements are separated by semicolons, so
+// none may contain one.
+var migrations = []string{
+	// 1: conversations, messages, blocks.
+	`
+CREATE TABLE conversations (
+	id                        TEXT PRIMARY KEY,
+	agent_id                  TEXT NOT NULL,
+	workspace                 TEXT NOT NULL DEFAULT '',
+	title                     TEXT NOT NULL DEFAULT '',
+	model_id                  TEXT NOT NULL DEFAULT '',
+	mode_id                   TEXT NOT NULL DEFAULT '',
+	created_at                INTEGER NOT NULL,
+	updated_at                INTEGER NOT NULL,
+	closed                    INTEGER NOT NULL DEFAULT 0,
+	usage_input_tokens        INTEGER NOT NULL DEFAULT 0,
+	usage_output_tokens       INTEGER NOT NULL DEFAULT 0,
+	usage_total_tokens        INTEGER NOT NULL DEFAULT 0,
+	usage_cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+	usage_reasoning_tokens    INTEGER NOT NULL DEFAULT 0,
+	usage_context_used        INTEGER NOT NULL DEFAULT 0,
+	usage_context_size        INTEGER NOT NULL DEFAULT 0,
+	usage_cost                REAL NOT NULL DEFAULT 0,
+	usage_cost_currency       TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX conversations_by_agent ON conversations(agent_id, created_at);
+
+CREATE TABLE messages (
+	seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+	id              TEXT NOT NULL UNIQUE,
+	conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+	role            TEXT NOT NULL,
+	status          TEXT NOT NULL,
+	stop_reason     TEXT NOT NULL DEFAULT '',
+	usage           TEXT,
+	created_at      INTEGER NOT NULL,
+	updated_at      INTEGER NOT NULL
+);
+CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
+CREATE INDEX messages_in_progress ON messages(status) WHERE status = 'in_progress';
+
+CREATE TABLE blocks (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	message_id    TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+	position      INTEGER NOT NULL,
+	type          TEXT NOT NULL,
+	text          TEXT NOT NULL DEFAULT '',
+	tool_id       TEXT NOT NULL DEFAULT '',
+	tool_name     TEXT NOT NULL DEFAULT '',
+	tool_status   TEXT NOT NULL DEFAULT '',
+	raw_arguments BLOB,
+	raw_result    BLOB,
+	payload       TEXT NOT NULL DEFAULT '',
+	UNIQUE (message_id, position)
+);
+CREATE INDEX blocks_by_tool ON blocks(tool_id) WHERE tool_id <> '';
+`,
+}
+
+// migrate brings the schema up to date. It refuses a database written by a newer
+// version, whose schema it cannot know.
+func migrate(ctx context.Context, db *gorm.DB) error {
+	db = db.WithContext(ctx)
+	if err := db.Exec(`CREATE TABLE IF NOT EXISTS transcript_schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`).Error; err != nil {
+		return fmt.Errorf("create transcript_schema_migrations: %w", err)
+	}
+	var current int
+	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM transcript_schema_migrations`).Scan(&current).Error; err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("history database has schema version %d but this agenticd knows only %d; run a newer agenticd or use another data_dir", current, len(migrations))
+	}
+	for v := current + 1; v <= len(migrations); v++ {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			// One statement per Exec keeps errors pointing at the failing statement.
+			for _, stmt := range strings.Split(migrations[v-1], ";") {
+				if strings.TrimSpace(stmt) == "" {
+					continue
+				}
+				if err := tx.Exec(stmt).Error; err != nil {
+					return err
+				}
+			}
+			return tx.Exec(`INSERT INTO transcript_schema_migrations (version, applied_at) VALUES (?, ?)`, v, time.Now().UnixNano()).Error
+		})
+		if err != nil {
+			return fmt.Errorf("apply history schema migration %d: %w", v, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package transcript
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// OpenSQLite opens (creating it and its parent directory if needed) the SQLite database
+// at path in WAL mode, with foreign keys on, a busy timeout, and transactions that take
+// the write lock at BEGIN so that concurrent writers wait instead of failing.
+func OpenSQLite(path string) (*gorm.DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("open history database: empty path; set data_dir")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open history database %q: the path must not contain '?' or '#'; choose another data_dir", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open history database: create directory: %w", err)
+	}
+	// synchronous=NORMAL is durable across process crashes in WAL mode (only a power
+	// loss can lose the last commits), which is what the incomplete-turn rule needs.
+	dsn := path + "?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate"
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		// No PrepareStmt: its statement cache starts a goroutine that never ends.
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open history database %s: %w", path, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open history database %s: %w", path, err)
+	}
+	sqlDB.SetMaxOpenConns(8)
+	sqlDB.SetMaxIdleConns(4)
+	var mode string
+	if err := db.Raw("PRAGMA journal_mode").Scan(&mode).Error; err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open history database %s: %w", path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open history database %s: journal mode is %q, not WAL; put the data dir on a local file system", path, mode)
+	}
+	return db, nil
+}

@@ -1,0 +1,491 @@
+// Package transcript is the SQLite history store shared by the DeepChat and ACP
+// presenters: conversations (sessions), their messages, and each message's typed blocks.
+//
+// Durability rule: a message that is still being produced is saved with status
+// StatusInProgress; MarkInterrupted, run at start-up, turns whatever a crash left in
+// that state into presenters.MessageIncomplete. SaveMessage replaces one whole message
+// and its blocks in one transaction, so a reader never sees half a message.
+package transcript
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+	"gorm.io/gorm"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// StatusInProgress marks a stored message whose turn is still running. Readers get such
+// a message with status presenters.MessageIncomplete: it is not whole yet.
+const StatusInProgress presenters.MessageStatus = "in_progress"
+
+// ErrConversationExists is returned by CreateConversation for an id already stored.
+var ErrConversationExists = fmt.Errorf("conversation already exists: %w", presenters.ErrInvalidArgument)
+
+// Conversation is one stored session.
+type Conversation struct {
+	ID        string
+	AgentID   string
+	Workspace string
+	Title     string
+	ModelID   string
+	ModeID    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Closed    bool
+	Usage     presenters.TokenUsage
+}
+
+// Store reads and writes the history. It is safe for concurrent use; its writes are
+// serialized (SQLite has one writer anyway, and waiting on a mutex is cheaper than
+// waiting on the busy timeout).
+type Store struct {
+	db      *gorm.DB
+	writeMu sync.Mutex
+}
+
+// New runs the schema migrations on db and returns a store on it.
+func New(ctx context.Context, db *gorm.DB) (*Store, error) {
+	if err := migrate(ctx, db); err != nil {
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+// write runs fn in one write transaction.
+func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.db.WithContext(ctx).Transaction(fn)
+}
+
+const conversationColumns = `id, agent_id, workspace, title, model_id, mode_id, created_at, updated_at, closed,
+	usage_input_tokens, usage_output_tokens, usage_total_tokens, usage_cached_input_tokens,
+	usage_reasoning_tokens, usage_context_used, usage_context_size, usage_cost, usage_cost_currency`
+
+type conversationRow struct {
+	ID                     string
+	AgentID                string
+	Workspace              string
+	Title                  string
+	ModelID                string
+	ModeID                 string
+	CreatedAt              int64
+	UpdatedAt              int64
+	Closed                 bool
+	UsageInputTokens       int64
+	UsageOutputTokens      int64
+	UsageTotalTokens       int64
+	UsageCachedInputTokens int64
+	UsageReasoningTokens   int64
+	UsageContextUsed       int64
+	UsageContextSize       int64
+	UsageCost              float64
+	UsageCostCurrency      string
+}
+
+func (r conversationRow) conversation() Conversation {
+	return Conversation{
+		ID: r.ID, AgentID: r.AgentID, Workspace: r.Workspace, Title: r.Title,
+		ModelID: r.ModelID, ModeID: r.ModeID,
+		CreatedAt: time.Unix(0, r.CreatedAt), UpdatedAt: time.Unix(0, r.UpdatedAt),
+		Closed: r.Closed,
+		Usage: presenters.TokenUsage{
+			InputTokens: r.UsageInputTokens, OutputTokens: r.UsageOutputTokens,
+			TotalTokens: r.UsageTotalTokens, CachedInputTokens: r.UsageCachedInputTokens,
+			ReasoningTokens: r.UsageReasoningTokens, ContextUsed: r.UsageContextUsed,
+			ContextSize: r.UsageContextSize, Cost: r.UsageCost, CostCurrency: r.UsageCostCurrency,
+		},
+	}
+}
+
+// CreateConversation stores a new conversation. Zero times are set to now.
+// ErrConversationExists when the id is taken.
+func (s *Store) CreateConversation(ctx context.Context, c Conversation) error {
+	if c.ID == "" || c.AgentID == "" {
+		return fmt.Errorf("create conversation: id and agent id are required: %w", presenters.ErrInvalidArgument)
+	}
+	now := time.Now()
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = c.CreatedAt
+	}
+	u := c.Usage
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO conversations (`+conversationColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.AgentID, c.Workspace, c.Title, c.ModelID, c.ModeID,
+			c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), c.Closed,
+			u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedInputTokens,
+			u.ReasoningTokens, u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency).Error
+	})
+	if isConstraint(err, sqlite3.ErrConstraintPrimaryKey) || isConstraint(err, sqlite3.ErrConstraintUnique) {
+		return fmt.Errorf("conversation %s: %w", c.ID, ErrConversationExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create conversation %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// GetConversation returns one conversation; presenters.ErrNotFound if it is not stored.
+func (s *Store) GetConversation(ctx context.Context, id string) (Conversation, error) {
+	var rows []conversationRow
+	err := s.db.WithContext(ctx).Raw(`SELECT `+conversationColumns+` FROM conversations WHERE id = ?`, id).
+		Scan(&rows).Error
+	if err != nil {
+		return Conversation{}, fmt.Errorf("read conversation %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return Conversation{}, fmt.Errorf("session %s: %w", id, presenters.ErrNotFound)
+	}
+	return rows[0].conversation(), nil
+}
+
+// UpdateConversation writes every mutable field of c (all but ID, AgentID, CreatedAt).
+// A zero UpdatedAt is set to now. presenters.ErrNotFound if it is not stored.
+func (s *Store) UpdateConversation(ctx context.Context, c Conversation) error {
+	err := s.write(ctx, func(tx *gorm.DB) error { return updateConversation(tx, c) })
+	if err != nil && !errors.Is(err, presenters.ErrNotFound) {
+		return fmt.Errorf("update conversation %s: %w", c.ID, err)
+	}
+	return err
+}
+
+func updateConversation(tx *gorm.DB, c Conversation) error {
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = time.Now()
+	}
+	u := c.Usage
+	res := tx.Exec(`UPDATE conversations SET workspace = ?, title = ?, model_id = ?, mode_id = ?,
+		updated_at = ?, closed = ?, usage_input_tokens = ?, usage_output_tokens = ?,
+		usage_total_tokens = ?, usage_cached_input_tokens = ?, usage_reasoning_tokens = ?,
+		usage_context_used = ?, usage_context_size = ?, usage_cost = ?, usage_cost_currency = ?
+		WHERE id = ?`,
+		c.Workspace, c.Title, c.ModelID, c.ModeID, c.UpdatedAt.UnixNano(), c.Closed,
+		u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedInputTokens, u.ReasoningTokens,
+		u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency, c.ID)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("session %s: %w", c.ID, presenters.ErrNotFound)
+	}
+	return nil
+}
+
+// ListConversations returns the conversations of one agent (all agents when agentID is
+// empty), newest first.
+func (s *Store) ListConversations(ctx context.Context, agentID string) ([]Conversation, error) {
+	q := s.db.WithContext(ctx)
+	var rows []conversationRow
+	var err error
+	if agentID == "" {
+		err = q.Raw(`SELECT ` + conversationColumns + ` FROM conversations ORDER BY created_at DESC, id DESC`).Scan(&rows).Error
+	} else {
+		err = q.Raw(`SELECT `+conversationColumns+` FROM conversations WHERE agent_id = ? ORDER BY created_at DESC, id DESC`, agentID).Scan(&rows).Error
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list conversations: %w", err)
+	}
+	out := make([]Conversation, len(rows))
+	for i, r := range rows {
+		out[i] = r.conversation()
+	}
+	return out, nil
+}
+
+// SaveMessage upserts one whole message and its blocks in one transaction. The
+// conversation must exist (presenters.ErrNotFound otherwise). A message keeps the place
+// in its conversation it got when it was first saved.
+func (s *Store) SaveMessage(ctx context.Context, m presenters.Message) error {
+	return s.SaveMessages(ctx, m)
+}
+
+// SaveMessages upserts several whole messages in one transaction (all or none).
+func (s *Store) SaveMessages(ctx context.Context, msgs ...presenters.Message) error {
+	return s.write(ctx, func(tx *gorm.DB) error {
+		for _, m := range msgs {
+			if err := saveMessage(tx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SaveTurn writes the conversation (as UpdateConversation does) and upserts messages in
+// one transaction, so a turn's end costs one commit.
+func (s *Store) SaveTurn(ctx context.Context, c Conversation, msgs ...presenters.Message) error {
+	return s.write(ctx, func(tx *gorm.DB) error {
+		if err := updateConversation(tx, c); err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if err := saveMessage(tx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// blockInsertRows bounds one multi-row INSERT (10 parameters a row).
+const blockInsertRows = 50
+
+func saveMessage(tx *gorm.DB, m presenters.Message) error {
+	if m.ID == "" || m.SessionID == "" || m.Role == "" || m.Status == "" {
+		return fmt.Errorf("save message %q: id, session id, role and status are required: %w", m.ID, presenters.ErrInvalidArgument)
+	}
+	rows := make([]blockRow, len(m.Blocks))
+	for i, b := range m.Blocks {
+		row, err := encodeBlock(m.ID, i, b)
+		if err != nil {
+			return fmt.Errorf("save message %s: %w", m.ID, err)
+		}
+		rows[i] = row
+	}
+	var usage *string
+	if m.Usage != nil {
+		data, err := json.Marshal(m.Usage)
+		if err != nil {
+			return fmt.Errorf("save message %s: usage: %w", m.ID, err)
+		}
+		u := string(data)
+		usage = &u
+	}
+	now := time.Now()
+	created := m.CreatedAt
+	if created.IsZero() {
+		created = now
+	}
+	res := tx.Exec(`INSERT INTO messages (id, conversation_id, role, status, stop_reason, usage, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET role = excluded.role, status = excluded.status,
+			stop_reason = excluded.stop_reason, usage = excluded.usage, updated_at = excluded.updated_at
+		WHERE messages.conversation_id = excluded.conversation_id`,
+		m.ID, m.SessionID, string(m.Role), string(m.Status), string(m.StopReason), usage,
+		created.UnixNano(), now.UnixNano())
+	if isConstraint(res.Error, sqlite3.ErrConstraintForeignKey) {
+		return fmt.Errorf("save message %s: session %s: %w", m.ID, m.SessionID, presenters.ErrNotFound)
+	}
+	if res.Error != nil {
+		return fmt.Errorf("save message %s: %w", m.ID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrInvalidArgument)
+	}
+	if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ?`, m.ID).Error; err != nil {
+		return fmt.Errorf("save message %s: %w", m.ID, err)
+	}
+	for start := 0; start < len(rows); start += blockInsertRows {
+		batch := rows[start:min(start+blockInsertRows, len(rows))]
+		var sb strings.Builder
+		sb.WriteString(`INSERT INTO blocks (message_id, position, type, text, tool_id, tool_name, tool_status, raw_arguments, raw_result, payload) VALUES `)
+		args := make([]any, 0, len(batch)*10)
+		for i, r := range batch {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, r.MessageID, r.Position, r.Type, r.Text, r.ToolID, r.ToolName, r.ToolStatus,
+				nilIfEmpty(r.RawArguments), nilIfEmpty(r.RawResult), r.Payload)
+		}
+		if err := tx.Exec(sb.String(), args...).Error; err != nil {
+			return fmt.Errorf("save message %s: blocks: %w", m.ID, err)
+		}
+	}
+	if err := tx.Exec(`UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`, now.UnixNano(), m.SessionID).Error; err != nil {
+		return fmt.Errorf("save message %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// nilIfEmpty stores an absent raw value as NULL rather than an empty blob.
+func nilIfEmpty(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// Messages returns a page of a conversation's messages, oldest first: the newest
+// q.Limit (0 = all) of those stored before q.BeforeMessageID (empty = the newest).
+// presenters.ErrNotFound for an unknown session or before-message.
+func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.MessageQuery) ([]presenters.Message, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	// One statement, so the page is one consistent snapshot even while a turn writes.
+	query := `SELECT m.seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at,
+			b.position, b.type, b.text, b.tool_id, b.tool_name, b.tool_status, b.raw_arguments, b.raw_result, b.payload
+		FROM (SELECT * FROM messages WHERE conversation_id = ? %s ORDER BY seq DESC LIMIT ?) AS m
+		LEFT JOIN blocks AS b ON b.message_id = m.id
+		ORDER BY m.seq, b.position`
+	args := []any{sessionID}
+	before := ""
+	if q.BeforeMessageID != "" {
+		before = `AND seq < (SELECT seq FROM messages WHERE id = ? AND conversation_id = ?)`
+		args = append(args, q.BeforeMessageID, sessionID)
+	}
+	args = append(args, limit)
+	rows, err := s.db.WithContext(ctx).Raw(fmt.Sprintf(query, before), args...).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("read messages of session %s: %w", sessionID, err)
+	}
+	defer rows.Close()
+	var out []presenters.Message
+	var lastSeq int64 = -1
+	for rows.Next() {
+		var (
+			seq                          int64
+			id, role, status, stopReason string
+			usage                        sql.NullString
+			created                      int64
+			position                     sql.NullInt64
+			typ, text, toolID, toolName  sql.NullString
+			toolStatus, payload          sql.NullString
+			rawArguments, rawResult      []byte
+		)
+		if err := rows.Scan(&seq, &id, &role, &status, &stopReason, &usage, &created,
+			&position, &typ, &text, &toolID, &toolName, &toolStatus, &rawArguments, &rawResult, &payload); err != nil {
+			return nil, fmt.Errorf("read messages of session %s: %w", sessionID, err)
+		}
+		if seq != lastSeq {
+			m := presenters.Message{
+				ID: id, SessionID: sessionID, Role: presenters.MessageRole(role),
+				Status: presenters.MessageStatus(status), StopReason: presenters.StopReason(stopReason),
+				CreatedAt: time.Unix(0, created),
+			}
+			if m.Status == StatusInProgress {
+				m.Status = presenters.MessageIncomplete
+			}
+			if usage.Valid {
+				var u presenters.TokenUsage
+				if err := json.Unmarshal([]byte(usage.String), &u); err != nil {
+					return nil, fmt.Errorf("read message %s: usage: %w", id, err)
+				}
+				m.Usage = &u
+			}
+			out = append(out, m)
+			lastSeq = seq
+		}
+		if !position.Valid {
+			continue // a message without blocks
+		}
+		b, err := decodeBlock(blockRow{
+			MessageID: id, Position: int(position.Int64), Type: typ.String, Text: text.String,
+			ToolID: toolID.String, ToolName: toolName.String, ToolStatus: toolStatus.String,
+			RawArguments: rawArguments, RawResult: rawResult, Payload: payload.String,
+		})
+		if err != nil {
+			return nil, err
+		}
+		m := &out[len(out)-1]
+		m.Blocks = append(m.Blocks, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read messages of session %s: %w", sessionID, err)
+	}
+	if len(out) == 0 {
+		if err := s.explainEmpty(ctx, sessionID, q.BeforeMessageID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// explainEmpty tells an empty page from an unknown session or before-message.
+func (s *Store) explainEmpty(ctx context.Context, sessionID, beforeID string) error {
+	if _, err := s.GetConversation(ctx, sessionID); err != nil {
+		return err
+	}
+	if beforeID == "" {
+		return nil
+	}
+	var n int64
+	if err := s.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM messages WHERE id = ? AND conversation_id = ?`, beforeID, sessionID).Scan(&n).Error; err != nil {
+		return fmt.Errorf("read messages of session %s: %w", sessionID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("message %s in session %s: %w", beforeID, sessionID, presenters.ErrNotFound)
+	}
+	return nil
+}
+
+// CountMessages returns how many messages a conversation holds (0 for an unknown one).
+func (s *Store) CountMessages(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM messages WHERE conversation_id = ?`, sessionID).Scan(&n).Error; err != nil {
+		return 0, fmt.Errorf("count messages of session %s: %w", sessionID, err)
+	}
+	return n, nil
+}
+
+// MessageCounts returns how many messages each conversation of one agent (all agents
+// when agentID is empty) holds; conversations without messages are absent.
+func (s *Store) MessageCounts(ctx context.Context, agentID string) (map[string]int64, error) {
+	type row struct {
+		ConversationID string
+		N              int64
+	}
+	var rows []row
+	q := s.db.WithContext(ctx)
+	var err error
+	if agentID == "" {
+		err = q.Raw(`SELECT conversation_id, COUNT(*) AS n FROM messages GROUP BY conversation_id`).Scan(&rows).Error
+	} else {
+		err = q.Raw(`SELECT m.conversation_id, COUNT(*) AS n FROM messages AS m
+			JOIN conversations AS c ON c.id = m.conversation_id
+			WHERE c.agent_id = ? GROUP BY m.conversation_id`, agentID).Scan(&rows).Error
+	}
+	if err != nil {
+		return nil, fmt.Errorf("count messages: %w", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.ConversationID] = r.N
+	}
+	return out, nil
+}
+
+// MarkInterrupted turns every message still in progress (left by a crash) into an
+// incomplete one, and its unfinished tool calls into cancelled ones. Call it at
+// start-up, before any turn runs. It returns how many messages it changed.
+func (s *Store) MarkInterrupted(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		err := tx.Exec(`UPDATE blocks SET tool_status = ?
+			WHERE type = ? AND tool_status IN (?, ?)
+			AND message_id IN (SELECT id FROM messages WHERE status = ?)`,
+			string(presenters.ToolCancelled), string(presenters.BlockTool),
+			string(presenters.ToolPending), string(presenters.ToolInProgress), string(StatusInProgress)).Error
+		if err != nil {
+			return err
+		}
+		res := tx.Exec(`UPDATE messages SET status = ?, updated_at = ? WHERE status = ?`,
+			string(presenters.MessageIncomplete), time.Now().UnixNano(), string(StatusInProgress))
+		n = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("mark interrupted messages: %w", err)
+	}
+	return n, nil
+}
+
+func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.ExtendedCode == code
+}

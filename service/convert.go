@@ -1,0 +1,606 @@
+package service
+
+import (
+	"encoding/json"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// Converters between the domain (presenters) and the wire (agentic.v1). Domain -> wire
+// is total: an unknown enum string becomes UNSPECIFIED. Wire -> domain exists only for
+// what clients send (message content, session config, option kinds).
+
+var (
+	agentTypes = map[presenters.AgentType]pb.AgentType{
+		presenters.AgentTypeACP:      pb.AgentType_AGENT_TYPE_ACP,
+		presenters.AgentTypeDeepChat: pb.AgentType_AGENT_TYPE_DEEPCHAT,
+	}
+	agentStatuses = map[presenters.AgentStatus]pb.AgentStatus{
+		presenters.AgentNotStarted:         pb.AgentStatus_AGENT_STATUS_NOT_STARTED,
+		presenters.AgentStarting:           pb.AgentStatus_AGENT_STATUS_STARTING,
+		presenters.AgentReady:              pb.AgentStatus_AGENT_STATUS_READY,
+		presenters.AgentNeedsAuth:          pb.AgentStatus_AGENT_STATUS_NEEDS_AUTH,
+		presenters.AgentNeedsConfiguration: pb.AgentStatus_AGENT_STATUS_NEEDS_CONFIGURATION,
+		presenters.AgentCrashed:            pb.AgentStatus_AGENT_STATUS_CRASHED,
+	}
+	sessionStatuses = map[presenters.SessionStatus]pb.SessionStatus{
+		presenters.SessionIdle:       pb.SessionStatus_SESSION_STATUS_IDLE,
+		presenters.SessionGenerating: pb.SessionStatus_SESSION_STATUS_GENERATING,
+		presenters.SessionPaused:     pb.SessionStatus_SESSION_STATUS_PAUSED,
+		presenters.SessionError:      pb.SessionStatus_SESSION_STATUS_ERROR,
+		presenters.SessionClosed:     pb.SessionStatus_SESSION_STATUS_CLOSED,
+	}
+	riskLevels = map[presenters.RiskLevel]pb.RiskLevel{
+		presenters.RiskLow:      pb.RiskLevel_RISK_LEVEL_LOW,
+		presenters.RiskMedium:   pb.RiskLevel_RISK_LEVEL_MEDIUM,
+		presenters.RiskHigh:     pb.RiskLevel_RISK_LEVEL_HIGH,
+		presenters.RiskCritical: pb.RiskLevel_RISK_LEVEL_CRITICAL,
+	}
+	permissionTypes = map[presenters.PermissionType]pb.PermissionType{
+		presenters.PermissionRead:    pb.PermissionType_PERMISSION_TYPE_READ,
+		presenters.PermissionWrite:   pb.PermissionType_PERMISSION_TYPE_WRITE,
+		presenters.PermissionCommand: pb.PermissionType_PERMISSION_TYPE_COMMAND,
+		presenters.PermissionAll:     pb.PermissionType_PERMISSION_TYPE_ALL,
+	}
+	optionKinds = map[presenters.PermissionOptionKind]pb.PermissionOptionKind{
+		presenters.AllowOnce:    pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE,
+		presenters.AllowAlways:  pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ALWAYS,
+		presenters.RejectOnce:   pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE,
+		presenters.RejectAlways: pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ALWAYS,
+	}
+	toolKinds = map[presenters.ToolKind]pb.ToolKind{
+		presenters.ToolRead:       pb.ToolKind_TOOL_KIND_READ,
+		presenters.ToolEdit:       pb.ToolKind_TOOL_KIND_EDIT,
+		presenters.ToolDelete:     pb.ToolKind_TOOL_KIND_DELETE,
+		presenters.ToolMove:       pb.ToolKind_TOOL_KIND_MOVE,
+		presenters.ToolSearch:     pb.ToolKind_TOOL_KIND_SEARCH,
+		presenters.ToolExecute:    pb.ToolKind_TOOL_KIND_EXECUTE,
+		presenters.ToolThink:      pb.ToolKind_TOOL_KIND_THINK,
+		presenters.ToolFetch:      pb.ToolKind_TOOL_KIND_FETCH,
+		presenters.ToolSwitchMode: pb.ToolKind_TOOL_KIND_SWITCH_MODE,
+		presenters.ToolOther:      pb.ToolKind_TOOL_KIND_OTHER,
+	}
+	toolStatuses = map[presenters.ToolStatus]pb.ToolStatus{
+		presenters.ToolPending:    pb.ToolStatus_TOOL_STATUS_PENDING,
+		presenters.ToolInProgress: pb.ToolStatus_TOOL_STATUS_IN_PROGRESS,
+		presenters.ToolCompleted:  pb.ToolStatus_TOOL_STATUS_COMPLETED,
+		presenters.ToolFailed:     pb.ToolStatus_TOOL_STATUS_FAILED,
+		presenters.ToolCancelled:  pb.ToolStatus_TOOL_STATUS_CANCELLED,
+	}
+	planStatuses = map[string]pb.PlanEntryStatus{
+		"pending":     pb.PlanEntryStatus_PLAN_ENTRY_STATUS_PENDING,
+		"in_progress": pb.PlanEntryStatus_PLAN_ENTRY_STATUS_IN_PROGRESS,
+		"completed":   pb.PlanEntryStatus_PLAN_ENTRY_STATUS_COMPLETED,
+	}
+	planPriorities = map[string]pb.PlanEntryPriority{
+		"low":    pb.PlanEntryPriority_PLAN_ENTRY_PRIORITY_LOW,
+		"medium": pb.PlanEntryPriority_PLAN_ENTRY_PRIORITY_MEDIUM,
+		"high":   pb.PlanEntryPriority_PLAN_ENTRY_PRIORITY_HIGH,
+	}
+	roles = map[presenters.MessageRole]pb.MessageRole{
+		presenters.RoleUser:      pb.MessageRole_MESSAGE_ROLE_USER,
+		presenters.RoleAssistant: pb.MessageRole_MESSAGE_ROLE_ASSISTANT,
+		presenters.RoleSystem:    pb.MessageRole_MESSAGE_ROLE_SYSTEM,
+	}
+	messageStatuses = map[presenters.MessageStatus]pb.MessageStatus{
+		presenters.MessageComplete:   pb.MessageStatus_MESSAGE_STATUS_COMPLETE,
+		presenters.MessageIncomplete: pb.MessageStatus_MESSAGE_STATUS_INCOMPLETE,
+		presenters.MessageCancelled:  pb.MessageStatus_MESSAGE_STATUS_CANCELLED,
+		presenters.MessageError:      pb.MessageStatus_MESSAGE_STATUS_ERROR,
+	}
+	stopReasons = map[presenters.StopReason]pb.StopReason{
+		presenters.StopEndTurn:         pb.StopReason_STOP_REASON_END_TURN,
+		presenters.StopMaxTokens:       pb.StopReason_STOP_REASON_MAX_TOKENS,
+		presenters.StopMaxTurnRequests: pb.StopReason_STOP_REASON_MAX_TURN_REQUESTS,
+		presenters.StopRefusal:         pb.StopReason_STOP_REASON_REFUSAL,
+		presenters.StopCancelled:       pb.StopReason_STOP_REASON_CANCELLED,
+		presenters.StopError:           pb.StopReason_STOP_REASON_ERROR,
+	}
+	deciders = map[presenters.PermissionDecider]pb.PermissionDecider{
+		presenters.DecidedByUser:      pb.PermissionDecider_PERMISSION_DECIDER_USER,
+		presenters.DecidedByPolicy:    pb.PermissionDecider_PERMISSION_DECIDER_POLICY,
+		presenters.DecidedByCancelled: pb.PermissionDecider_PERMISSION_DECIDER_CANCELLED,
+	}
+	eventTypes = map[presenters.EventType]pb.AgenticEventType{
+		presenters.EventSessionCreated:         pb.AgenticEventType_AGENTIC_EVENT_TYPE_SESSION_CREATED,
+		presenters.EventSessionReady:           pb.AgenticEventType_AGENTIC_EVENT_TYPE_SESSION_READY,
+		presenters.EventSessionUpdated:         pb.AgenticEventType_AGENTIC_EVENT_TYPE_SESSION_UPDATED,
+		presenters.EventSessionClosed:          pb.AgenticEventType_AGENTIC_EVENT_TYPE_SESSION_CLOSED,
+		presenters.EventMessageDelta:           pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA,
+		presenters.EventMessageBlock:           pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_BLOCK,
+		presenters.EventMessageEnd:             pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END,
+		presenters.EventToolStart:              pb.AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_START,
+		presenters.EventToolRunning:            pb.AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_RUNNING,
+		presenters.EventToolEnd:                pb.AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_END,
+		presenters.EventToolPermissionRequired: pb.AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_PERMISSION_REQUIRED,
+		presenters.EventToolPermissionGranted:  pb.AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_PERMISSION_GRANTED,
+		presenters.EventToolPermissionDenied:   pb.AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED,
+		presenters.EventStatusChanged:          pb.AgenticEventType_AGENTIC_EVENT_TYPE_STATUS_CHANGED,
+		presenters.EventError:                  pb.AgenticEventType_AGENTIC_EVENT_TYPE_ERROR,
+	}
+)
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// valueFromJSON carries raw JSON (object, array, string, number...) as a Value; bytes that
+// are not JSON travel as a string rather than being lost.
+func valueFromJSON(raw json.RawMessage) *structpb.Value {
+	if len(raw) == 0 {
+		return nil
+	}
+	v := &structpb.Value{}
+	if err := protojson.Unmarshal(raw, v); err != nil {
+		return structpb.NewStringValue(string(raw))
+	}
+	return v
+}
+
+func agentInfoToPB(a presenters.AgentInfo) *pb.AgentInfo {
+	out := &pb.AgentInfo{
+		AgentId:        a.ID,
+		Name:           a.Name,
+		Type:           agentTypes[a.Type],
+		Description:    a.Description,
+		Status:         agentStatuses[a.Status],
+		StatusReason:   a.StatusReason,
+		Capabilities:   capabilitiesToPB(a.Capabilities),
+		Implementation: a.Implementation,
+	}
+	for _, m := range a.AuthMethods {
+		out.AuthMethods = append(out.AuthMethods, &pb.AuthMethod{Id: m.ID, Name: m.Name, Description: m.Description})
+	}
+	return out
+}
+
+func capabilitiesToPB(c presenters.Capabilities) *pb.Capabilities {
+	return &pb.Capabilities{
+		SupportsVision:    c.SupportsVision,
+		SupportsTools:     c.SupportsTools,
+		SupportsModes:     c.SupportsModes,
+		SupportsCommands:  c.SupportsCommands,
+		SupportsLoad:      c.SupportsLoad,
+		SupportsModels:    c.SupportsModels,
+		SupportsResources: c.SupportsResources,
+	}
+}
+
+func modesToPB(ms []presenters.Mode) []*pb.Mode {
+	out := make([]*pb.Mode, len(ms))
+	for i, m := range ms {
+		out[i] = &pb.Mode{Id: m.ID, Name: m.Name, Description: m.Description}
+	}
+	return out
+}
+
+func modelsToPB(ms []presenters.Model) []*pb.Model {
+	out := make([]*pb.Model, len(ms))
+	for i, m := range ms {
+		out[i] = &pb.Model{Id: m.ID, Name: m.Name, Description: m.Description}
+	}
+	return out
+}
+
+func commandsToPB(cs []presenters.Command) []*pb.Command {
+	out := make([]*pb.Command, len(cs))
+	for i, c := range cs {
+		out[i] = &pb.Command{Name: c.Name, Description: c.Description, InputHint: c.InputHint}
+	}
+	return out
+}
+
+func usageToPB(u presenters.TokenUsage) *pb.TokenUsage {
+	return &pb.TokenUsage{
+		InputTokens:       u.InputTokens,
+		OutputTokens:      u.OutputTokens,
+		TotalTokens:       u.TotalTokens,
+		CachedInputTokens: u.CachedInputTokens,
+		ReasoningTokens:   u.ReasoningTokens,
+		ContextUsed:       u.ContextUsed,
+		ContextSize:       u.ContextSize,
+		Cost:              u.Cost,
+		CostCurrency:      u.CostCurrency,
+	}
+}
+
+func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
+	out := &pb.SessionInfo{
+		SessionId:         s.SessionID,
+		AgentId:           s.AgentID,
+		Status:            sessionStatuses[s.Status],
+		StatusReason:      s.StatusReason,
+		Workspace:         s.Workspace,
+		Title:             s.Title,
+		CreatedAt:         timestamp(s.CreatedAt),
+		UpdatedAt:         timestamp(s.UpdatedAt),
+		AvailableModes:    modesToPB(s.AvailableModes),
+		CurrentModeId:     s.CurrentModeID,
+		AvailableModels:   modelsToPB(s.AvailableModels),
+		CurrentModelId:    s.CurrentModelID,
+		AvailableCommands: commandsToPB(s.AvailableCommands),
+		Capabilities:      capabilitiesToPB(s.Capabilities),
+		Usage:             usageToPB(s.Usage),
+		MessageInFlight:   s.MessageInFlight,
+		LastSequence:      s.LastSequence,
+		MessageCount:      s.MessageCount,
+	}
+	for _, r := range s.PendingPermissions {
+		out.PendingPermissions = append(out.PendingPermissions, permissionRequestToPB(r))
+	}
+	return out
+}
+
+// sessionPatchToPB is a SessionInfo with only the patch's fields set, and their paths.
+func sessionPatchToPB(p presenters.SessionPatch) *pb.SessionUpdated {
+	info := &pb.SessionInfo{}
+	var paths []string
+	if p.Status != nil {
+		info.Status = sessionStatuses[*p.Status]
+		paths = append(paths, "status")
+	}
+	if p.StatusReason != nil {
+		info.StatusReason = *p.StatusReason
+		paths = append(paths, "status_reason")
+	}
+	if p.Title != nil {
+		info.Title = *p.Title
+		paths = append(paths, "title")
+	}
+	if p.UpdatedAt != nil {
+		info.UpdatedAt = timestamp(*p.UpdatedAt)
+		paths = append(paths, "updated_at")
+	}
+	if p.AvailableModes != nil {
+		info.AvailableModes = modesToPB(*p.AvailableModes)
+		paths = append(paths, "available_modes")
+	}
+	if p.CurrentModeID != nil {
+		info.CurrentModeId = *p.CurrentModeID
+		paths = append(paths, "current_mode_id")
+	}
+	if p.AvailableModels != nil {
+		info.AvailableModels = modelsToPB(*p.AvailableModels)
+		paths = append(paths, "available_models")
+	}
+	if p.CurrentModelID != nil {
+		info.CurrentModelId = *p.CurrentModelID
+		paths = append(paths, "current_model_id")
+	}
+	if p.AvailableCommands != nil {
+		info.AvailableCommands = commandsToPB(*p.AvailableCommands)
+		paths = append(paths, "available_commands")
+	}
+	if p.Capabilities != nil {
+		info.Capabilities = capabilitiesToPB(*p.Capabilities)
+		paths = append(paths, "capabilities")
+	}
+	if p.Usage != nil {
+		info.Usage = usageToPB(*p.Usage)
+		paths = append(paths, "usage")
+	}
+	return &pb.SessionUpdated{Session: info, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}
+}
+
+func commandInfoToPB(c *presenters.CommandInfo) *pb.CommandInfo {
+	if c == nil {
+		return nil
+	}
+	return &pb.CommandInfo{
+		Command:     c.Command,
+		RiskLevel:   riskLevels[c.RiskLevel],
+		Reason:      c.Reason,
+		Suggestion:  c.Suggestion,
+		Signature:   c.Signature,
+		BaseCommand: c.BaseCommand,
+	}
+}
+
+func permissionRequestToPB(r presenters.PermissionRequest) *pb.PermissionRequest {
+	out := &pb.PermissionRequest{
+		RequestId:      r.RequestID,
+		ToolId:         r.ToolID,
+		ToolName:       r.ToolName,
+		PermissionType: permissionTypes[r.PermissionType],
+		Description:    r.Description,
+		CommandInfo:    commandInfoToPB(r.CommandInfo),
+		Paths:          r.Paths,
+		Rememberable:   r.Rememberable,
+		ServerName:     r.ServerName,
+		Arguments:      valueFromJSON(r.Arguments),
+		MessageId:      r.MessageID,
+		RequestedAt:    timestamp(r.RequestedAt),
+	}
+	for _, o := range r.Options {
+		out.Options = append(out.Options, &pb.PermissionOption{OptionId: o.ID, Name: o.Name, Kind: optionKinds[o.Kind]})
+	}
+	return out
+}
+
+func diffToPB(d *presenters.DiffBlock) *pb.DiffBlock {
+	if d == nil {
+		return nil
+	}
+	return &pb.DiffBlock{Path: d.Path, OldText: d.OldText, NewText: d.NewText}
+}
+
+func terminalToPB(t *presenters.TerminalBlock) *pb.TerminalBlock {
+	if t == nil {
+		return nil
+	}
+	out := &pb.TerminalBlock{
+		TerminalId: t.TerminalID,
+		Command:    t.Command,
+		Output:     t.Output,
+		Truncated:  t.Truncated,
+		Signal:     t.Signal,
+	}
+	if t.ExitCode != nil {
+		code := int32(*t.ExitCode)
+		out.ExitCode = &code
+	}
+	return out
+}
+
+func imageToPB(i *presenters.ImageBlock) *pb.ImageBlock {
+	if i == nil {
+		return nil
+	}
+	out := &pb.ImageBlock{MimeType: i.MimeType}
+	switch {
+	case i.URL != "":
+		out.Source = &pb.ImageBlock_Url{Url: i.URL}
+	case i.Base64 != "":
+		out.Source = &pb.ImageBlock_Base64{Base64: i.Base64}
+	}
+	return out
+}
+
+func resourceToPB(r *presenters.ResourceBlock) *pb.ResourceBlock {
+	if r == nil {
+		return nil
+	}
+	return &pb.ResourceBlock{Uri: r.URI, Name: r.Name, MimeType: r.MimeType, Text: r.Text, Blob: r.Blob}
+}
+
+func toolCallToPB(t presenters.ToolCall) *pb.ToolCall {
+	out := &pb.ToolCall{
+		ToolId:      t.ToolID,
+		ToolName:    t.ToolName,
+		Title:       t.Title,
+		Kind:        toolKinds[t.Kind],
+		Status:      toolStatuses[t.Status],
+		Arguments:   valueFromJSON(t.Arguments),
+		Result:      valueFromJSON(t.Result),
+		Error:       t.Error,
+		CommandInfo: commandInfoToPB(t.CommandInfo),
+	}
+	for _, l := range t.Locations {
+		out.Locations = append(out.Locations, &pb.ToolLocation{Path: l.Path, Line: int32(l.Line)})
+	}
+	for _, c := range t.Content {
+		out.Content = append(out.Content, toolContentToPB(c))
+	}
+	return out
+}
+
+func toolContentToPB(c presenters.ToolContent) *pb.ToolContent {
+	switch {
+	case c.Diff != nil:
+		return &pb.ToolContent{Content: &pb.ToolContent_Diff{Diff: diffToPB(c.Diff)}}
+	case c.Terminal != nil:
+		return &pb.ToolContent{Content: &pb.ToolContent_Terminal{Terminal: terminalToPB(c.Terminal)}}
+	case c.Image != nil:
+		return &pb.ToolContent{Content: &pb.ToolContent_Image{Image: imageToPB(c.Image)}}
+	case c.Resource != nil:
+		return &pb.ToolContent{Content: &pb.ToolContent_Resource{Resource: resourceToPB(c.Resource)}}
+	default:
+		return &pb.ToolContent{Content: &pb.ToolContent_Text{Text: c.Text}}
+	}
+}
+
+func blockToPB(b presenters.Block) *pb.Block {
+	switch b.Type {
+	case presenters.BlockText:
+		return &pb.Block{Content: &pb.Block_Text{Text: &pb.TextBlock{Text: b.Text}}}
+	case presenters.BlockReasoning:
+		return &pb.Block{Content: &pb.Block_Reasoning{Reasoning: &pb.ReasoningBlock{Text: b.Text}}}
+	case presenters.BlockTool:
+		if b.Tool != nil {
+			return &pb.Block{Content: &pb.Block_Tool{Tool: toolCallToPB(*b.Tool)}}
+		}
+	case presenters.BlockError:
+		if b.Error != nil {
+			return &pb.Block{Content: &pb.Block_Error{Error: &pb.ErrorBlock{Message: b.Error.Message, Code: b.Error.Code}}}
+		}
+	case presenters.BlockImage:
+		if b.Image != nil {
+			return &pb.Block{Content: &pb.Block_Image{Image: imageToPB(b.Image)}}
+		}
+	case presenters.BlockAction:
+		if a := b.Action; a != nil {
+			out := &pb.ActionBlock{ActionType: a.ActionType, Description: a.Description}
+			if a.Permission != nil {
+				out.Permission = permissionRequestToPB(*a.Permission)
+			}
+			return &pb.Block{Content: &pb.Block_Action{Action: out}}
+		}
+	case presenters.BlockSearch:
+		if s := b.Search; s != nil {
+			out := &pb.SearchBlock{Query: s.Query}
+			for _, r := range s.Results {
+				out.Results = append(out.Results, &pb.SearchResult{Title: r.Title, Url: r.URL, Snippet: r.Snippet})
+			}
+			return &pb.Block{Content: &pb.Block_Search{Search: out}}
+		}
+	case presenters.BlockMcpUIResource:
+		if r := b.McpUIResource; r != nil {
+			return &pb.Block{Content: &pb.Block_McpUiResource{McpUiResource: &pb.McpUiResourceBlock{Uri: r.URI, MimeType: r.MimeType, Text: r.Text}}}
+		}
+	case presenters.BlockPlan:
+		if p := b.Plan; p != nil {
+			out := &pb.PlanBlock{}
+			for _, e := range p.Entries {
+				out.Entries = append(out.Entries, &pb.PlanEntry{Content: e.Content, Status: planStatuses[e.Status], Priority: planPriorities[e.Priority]})
+			}
+			return &pb.Block{Content: &pb.Block_Plan{Plan: out}}
+		}
+	case presenters.BlockDiff:
+		if b.Diff != nil {
+			return &pb.Block{Content: &pb.Block_Diff{Diff: diffToPB(b.Diff)}}
+		}
+	case presenters.BlockTerminal:
+		if b.Terminal != nil {
+			return &pb.Block{Content: &pb.Block_Terminal{Terminal: terminalToPB(b.Terminal)}}
+		}
+	case presenters.BlockResource:
+		if b.Resource != nil {
+			return &pb.Block{Content: &pb.Block_Resource{Resource: resourceToPB(b.Resource)}}
+		}
+	}
+	// A block whose Type names no set variant: keep its text rather than drop it.
+	return &pb.Block{Content: &pb.Block_Text{Text: &pb.TextBlock{Text: b.Text}}}
+}
+
+func messageToPB(m presenters.Message) *pb.Message {
+	out := &pb.Message{
+		MessageId:  m.ID,
+		SessionId:  m.SessionID,
+		Role:       roles[m.Role],
+		Status:     messageStatuses[m.Status],
+		CreatedAt:  timestamp(m.CreatedAt),
+		StopReason: stopReasons[m.StopReason],
+		Blocks:     make([]*pb.Block, len(m.Blocks)),
+	}
+	for i, b := range m.Blocks {
+		out.Blocks[i] = blockToPB(b)
+	}
+	if m.Usage != nil {
+		out.Usage = usageToPB(*m.Usage)
+	}
+	return out
+}
+
+func decisionToGranted(d presenters.PermissionDecision) *pb.ToolPermissionGranted {
+	return &pb.ToolPermissionGranted{RequestId: d.RequestID, ToolId: d.ToolID, OptionId: d.OptionID, DecidedBy: deciders[d.DecidedBy], Reason: d.Reason}
+}
+
+func decisionToDenied(d presenters.PermissionDecision) *pb.ToolPermissionDenied {
+	return &pb.ToolPermissionDenied{RequestId: d.RequestID, ToolId: d.ToolID, OptionId: d.OptionID, DecidedBy: deciders[d.DecidedBy], Reason: d.Reason}
+}
+
+// eventToPB converts one event; the hub calls it once per event and shares the result.
+func eventToPB(ev presenters.Event) *pb.AgenticEvent {
+	out := &pb.AgenticEvent{
+		Sequence:  ev.Sequence,
+		SessionId: ev.SessionID,
+		AgentId:   ev.AgentID,
+		Time:      timestamp(ev.Time),
+	}
+	if ev.Payload == nil {
+		return out
+	}
+	out.Type = eventTypes[ev.Payload.EventType()]
+	switch p := ev.Payload.(type) {
+	case presenters.SessionCreatedPayload:
+		out.Payload = &pb.AgenticEvent_SessionCreated{SessionCreated: &pb.SessionCreated{Session: sessionInfoToPB(p.Session)}}
+	case presenters.SessionReadyPayload:
+		out.Payload = &pb.AgenticEvent_SessionReady{SessionReady: &pb.SessionReady{MessageCount: p.MessageCount}}
+	case presenters.SessionUpdatedPayload:
+		out.Payload = &pb.AgenticEvent_SessionUpdated{SessionUpdated: sessionPatchToPB(p.Patch)}
+	case presenters.SessionClosedPayload:
+		out.Payload = &pb.AgenticEvent_SessionClosed{SessionClosed: &pb.SessionClosed{Reason: p.Reason}}
+	case presenters.MessageDeltaPayload:
+		out.Payload = &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: p.MessageID, Text: p.Text, Role: roles[p.Role]}}
+	case presenters.MessageBlockPayload:
+		out.Payload = &pb.AgenticEvent_MessageBlock{MessageBlock: &pb.MessageBlock{MessageId: p.MessageID, Block: blockToPB(p.Block), Role: roles[p.Role]}}
+	case presenters.MessageEndPayload:
+		end := &pb.MessageEnd{MessageId: p.MessageID, StopReason: stopReasons[p.StopReason], Role: roles[p.Role]}
+		if p.Usage != nil {
+			end.Usage = usageToPB(*p.Usage)
+		}
+		out.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: end}
+	case presenters.ToolStartPayload:
+		out.Payload = &pb.AgenticEvent_ToolStart{ToolStart: &pb.ToolStart{MessageId: p.MessageID, Tool: toolCallToPB(p.Tool)}}
+	case presenters.ToolRunningPayload:
+		out.Payload = &pb.AgenticEvent_ToolRunning{ToolRunning: &pb.ToolRunning{MessageId: p.MessageID, Tool: toolCallToPB(p.Tool)}}
+	case presenters.ToolEndPayload:
+		out.Payload = &pb.AgenticEvent_ToolEnd{ToolEnd: &pb.ToolEnd{MessageId: p.MessageID, Tool: toolCallToPB(p.Tool)}}
+	case presenters.PermissionRequiredPayload:
+		out.Payload = &pb.AgenticEvent_ToolPermissionRequired{ToolPermissionRequired: &pb.ToolPermissionRequired{Request: permissionRequestToPB(p.Request)}}
+	case presenters.PermissionGrantedPayload:
+		out.Payload = &pb.AgenticEvent_ToolPermissionGranted{ToolPermissionGranted: decisionToGranted(presenters.PermissionDecision(p))}
+	case presenters.PermissionDeniedPayload:
+		out.Payload = &pb.AgenticEvent_ToolPermissionDenied{ToolPermissionDenied: decisionToDenied(presenters.PermissionDecision(p))}
+	case presenters.StatusChangedPayload:
+		out.Payload = &pb.AgenticEvent_StatusChanged{StatusChanged: &pb.StatusChanged{Status: sessionStatuses[p.Status], Reason: p.Reason}}
+	case presenters.ErrorPayload:
+		out.Payload = &pb.AgenticEvent_Error{Error: &pb.Error{Code: p.Code, Message: p.Message, MessageId: p.MessageID, Retryable: p.Retryable}}
+	}
+	return out
+}
+
+// contentFromPB converts and validates what a client sends.
+func contentFromPB(c *pb.MessageContent) (presenters.MessageContent, error) {
+	out := presenters.MessageContent{Text: c.GetText()}
+	for i, img := range c.GetImages() {
+		switch src := img.GetSource().(type) {
+		case *pb.ImageContent_Url:
+			out.Images = append(out.Images, presenters.Image{Kind: presenters.ImageURL, Data: src.Url, MimeType: img.GetMimeType()})
+		case *pb.ImageContent_Base64:
+			if img.GetMimeType() == "" {
+				return out, invalidArgument("content.images[%d]: mime_type is required with base64 data (e.g. image/png)", i)
+			}
+			out.Images = append(out.Images, presenters.Image{Kind: presenters.ImageBase64, Data: src.Base64, MimeType: img.GetMimeType()})
+		case *pb.ImageContent_FilePath:
+			out.Images = append(out.Images, presenters.Image{Kind: presenters.ImageFile, Data: src.FilePath, MimeType: img.GetMimeType()})
+		default:
+			return out, invalidArgument("content.images[%d]: set one of url, base64 or file_path", i)
+		}
+	}
+	for i, f := range c.GetFiles() {
+		if f.GetPath() == "" {
+			return out, invalidArgument("content.files[%d]: path is required (a path inside the session's workspace)", i)
+		}
+		out.Files = append(out.Files, presenters.File{Path: f.GetPath(), Name: f.GetName(), MimeType: f.GetMimeType()})
+	}
+	for i, r := range c.GetResources() {
+		if r.GetUri() == "" {
+			return out, invalidArgument("content.resources[%d]: uri is required", i)
+		}
+		res := presenters.Resource{URI: r.GetUri(), MimeType: r.GetMimeType()}
+		switch body := r.GetContents().(type) {
+		case *pb.EmbeddedResource_Text:
+			res.Text = body.Text
+		case *pb.EmbeddedResource_Blob:
+			res.Blob = body.Blob
+		default:
+			return out, invalidArgument("content.resources[%d]: set text or blob", i)
+		}
+		out.Resources = append(out.Resources, res)
+	}
+	if out.Empty() {
+		return out, invalidArgument("content is empty: set content.text or attach images, files or resources")
+	}
+	return out, nil
+}
+
+// optionKindFromPB is the domain kind of a wire kind (false for UNSPECIFIED).
+func optionKindFromPB(k pb.PermissionOptionKind) (presenters.PermissionOptionKind, bool) {
+	for dk, pk := range optionKinds {
+		if pk == k {
+			return dk, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,259 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// streamWait bounds a stream in a test so that a bug hangs one test, not the run; it is
+// not an assertion about speed.
+const streamWait = 60 * time.Second
+
+const (
+	fakeID  = "deepchat.fake"
+	otherID = "acp.fake.other"
+)
+
+// testEnv is the real Service on a real gRPC server over bufconn, with two fake agents, a
+// real SQLite file and real workspace roots.
+type testEnv struct {
+	client pb.AgenticServiceClient
+	conn   *grpc.ClientConn
+	lis    *bufconn.Listener
+	hub    *Hub
+	store  *Store
+	fake   *fakePresenter
+	other  *fakePresenter
+	root   string // the canonical workspace root
+}
+
+type envOptions struct {
+	hub   HubOptions
+	token string
+	// store, when set, is used instead of a fresh database (to share one between envs).
+	store *Store
+	// noAgents registers no presenter (sessions in the store then have no owner).
+	noAgents bool
+}
+
+func newEnv(t testing.TB, opts envOptions) *testEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &testEnv{store: opts.store}
+	if e.store == nil {
+		e.store = openStore(t)
+	}
+	opts.hub.Store = e.store
+	var err error
+	if e.hub, err = NewHub(ctx, opts.hub); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.root = root
+	roots, err := sandbox.NewRoots([]string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fake, e.other = newFake(fakeID, e.hub), newFake(otherID, e.hub)
+	var ps []presenters.Presenter
+	if !opts.noAgents {
+		ps = []presenters.Presenter{e.fake, e.other}
+	}
+	registry, err := NewRegistry(e.store, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if _, bench := t.(*testing.B); bench {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	srv := grpc.NewServer(append(ServerOptions(opts.token, logger), grpc.WaitForHandlers(true))...)
+	pb.RegisterAgenticServiceServer(srv, New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: logger}))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis := bufconn.Listen(1 << 20)
+	e.lis = lis
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	e.conn = dialBufconn(t, lis, opts.token)
+	e.client = pb.NewAgenticServiceClient(e.conn)
+	t.Cleanup(func() {
+		_ = e.conn.Close()
+		e.hub.Close()
+		srv.Stop()
+		<-served
+	})
+	// One event, so that LastSequence is never 0 and subscribeLive can always resume.
+	e.hub.Publish(presenters.Event{SessionID: "warm-up", AgentID: "none", Payload: presenters.StatusChangedPayload{Status: presenters.SessionIdle}})
+	return e
+}
+
+func openStore(t testing.TB) *Store {
+	t.Helper()
+	db, err := transcript.OpenSQLite(filepath.Join(t.TempDir(), "agenticd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	store, err := NewStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+func dialBufconn(t testing.TB, lis *bufconn.Listener, token string, extra ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	opts := append([]grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, extra...)
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	conn, err := grpc.NewClient("passthrough:///bufnet", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// createSession creates a session of the fake agent in the workspace root.
+func (e *testEnv) createSession(t *testing.T, agentID string) *pb.SessionInfo {
+	t.Helper()
+	resp, err := e.client.CreateSession(context.Background(), &pb.CreateSessionRequest{
+		AgentId: agentID,
+		Config:  &pb.SessionConfig{Workspace: e.root},
+	})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return resp.GetSession()
+}
+
+// subscribe opens a stream that the test's end closes.
+func (e *testEnv) subscribe(t testing.TB, req *pb.SubscribeRequest) pb.AgenticService_SubscribeClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), streamWait)
+	t.Cleanup(cancel)
+	stream, err := e.client.Subscribe(ctx, req)
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	return stream
+}
+
+// subscribeLive subscribes from the newest event on: resuming there is gap-free however
+// long the server takes to register the stream.
+func (e *testEnv) subscribeLive(t testing.TB, req *pb.SubscribeRequest) pb.AgenticService_SubscribeClient {
+	t.Helper()
+	req.AfterSequence = e.hub.LastSequence()
+	return e.subscribe(t, req)
+}
+
+func recv(t *testing.T, stream pb.AgenticService_SubscribeClient) *pb.AgenticEvent {
+	t.Helper()
+	ev, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	return ev
+}
+
+func recvN(t *testing.T, stream pb.AgenticService_SubscribeClient, n int) []*pb.AgenticEvent {
+	t.Helper()
+	out := make([]*pb.AgenticEvent, n)
+	for i := range out {
+		out[i] = recv(t, stream)
+	}
+	return out
+}
+
+// recvUntilErr reads until the stream fails and returns what it got and the error.
+func recvUntilErr(stream pb.AgenticService_SubscribeClient) ([]*pb.AgenticEvent, error) {
+	var got []*pb.AgenticEvent
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return got, err
+		}
+		got = append(got, ev)
+	}
+}
+
+func wantCode(t *testing.T, err error, want codes.Code) *status.Status {
+	t.Helper()
+	st := status.Convert(err)
+	if st.Code() != want {
+		t.Fatalf("got %v (%q), want %v", st.Code(), st.Message(), want)
+	}
+	return st
+}
+
+func errorInfo(st *status.Status) *errdetails.ErrorInfo {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info
+		}
+	}
+	return nil
+}
+
+// publishDeltas emits n assistant deltas in a session and returns their sequences.
+func publishDeltas(pub presenters.Publisher, agentID, sessionID string, n int) []uint64 {
+	em := presenters.NewEmitter(pub, agentID, sessionID)
+	seqs := make([]uint64, n)
+	for i := range seqs {
+		seqs[i] = em.MessageDelta("m", presenters.RoleAssistant, "x")
+	}
+	return seqs
+}

@@ -1,0 +1,184 @@
+package service
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+func newTestHub(t *testing.T, opts HubOptions) *Hub {
+	t.Helper()
+	h, err := NewHub(bg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func TestStoreFloorNeverGoesDown(t *testing.T) {
+	store := openStore(t)
+	for _, f := range []uint64{10, 30, 20} {
+		if err := store.SetSequenceFloor(bg, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if floor, err := store.SequenceFloor(bg); err != nil || floor != 30 {
+		t.Errorf("floor = %d, %v; want 30", floor, err)
+	}
+}
+
+func TestHubProjection(t *testing.T) {
+	h := newTestHub(t, HubOptions{})
+	em := presenters.NewEmitter(h, "a", "s")
+	em.MessageDelta("u1", presenters.RoleUser, "replayed user text")
+	if got := h.snapshot("s"); got.InFlight != "" || got.AgentID != "a" {
+		t.Errorf("a user delta set the message in flight: %+v", got)
+	}
+	em.ToolStart("m1", presenters.ToolCall{ToolID: "t"})
+	if got := h.snapshot("s").InFlight; got != "m1" {
+		t.Errorf("in flight after TOOL_START = %q, want m1", got)
+	}
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r1"})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r2"})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r3"})
+	em.PermissionDenied(presenters.PermissionDecision{RequestID: "r1"})
+	em.PermissionGranted(presenters.PermissionDecision{RequestID: "r3"})
+	snap := h.snapshot("s")
+	if len(snap.Pending) != 1 || snap.Pending[0].RequestID != "r2" {
+		t.Errorf("pending = %v, want [r2]", snap.Pending)
+	}
+	// The snapshot is a copy: changing it does not change the hub.
+	snap.Pending[0].RequestID = "changed"
+	if _, ok := h.pendingRequest("s", "r2"); !ok {
+		t.Error("snapshot shares memory with the projection")
+	}
+	last := em.MessageEnd(presenters.MessageEndPayload{MessageID: "m1", Role: presenters.RoleAssistant})
+	snap = h.snapshot("s")
+	if snap.InFlight != "" || snap.Pending != nil || snap.Point != last {
+		t.Errorf("after MESSAGE_END: %+v, want nothing in flight or pending, last %d", snap, last)
+	}
+
+	em.MessageBlock("m2", presenters.RoleAssistant, presenters.Block{Type: presenters.BlockReasoning})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r4"})
+	em.SessionClosed("bye")
+	if snap := h.snapshot("s"); snap.InFlight != "" || snap.Pending != nil {
+		t.Errorf("after SESSION_CLOSED: %+v", snap)
+	}
+}
+
+func TestHubSequencesSurviveRestart(t *testing.T) {
+	store := openStore(t)
+	// A small block makes the background floor writes and the fallback both happen.
+	first := newTestHub(t, HubOptions{Store: store, SequenceBlock: 4})
+	var last uint64
+	for i := range 500 {
+		last = first.Publish(presenters.Event{SessionID: "s", Payload: presenters.SessionReadyPayload{}})
+		floor, err := store.SequenceFloor(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if floor < last {
+			t.Fatalf("event %d: sequence %d was issued above the stored floor %d", i, last, floor)
+		}
+	}
+	second := newTestHub(t, HubOptions{Store: store, SequenceBlock: 4})
+	if seq := second.Publish(presenters.Event{SessionID: "s", Payload: presenters.SessionReadyPayload{}}); seq <= last {
+		t.Fatalf("after a restart the hub reused sequence %d (first hub reached %d)", seq, last)
+	}
+	// A point from before the restart is no longer held. (The very last one may still be
+	// a valid point, when the floor was exactly there: nothing lies between.)
+	if _, _, err := second.subscribe(nil, nil, last-1); !errors.Is(err, errOutOfRange) {
+		t.Errorf("subscribe after a pre-restart point: %v, want out of range", err)
+	}
+}
+
+func TestHubResumeBounds(t *testing.T) {
+	h := newTestHub(t, HubOptions{Capacity: 4})
+	quiet := presenters.NewEmitter(h, "a", "quiet").MessageDelta("m", presenters.RoleAssistant, "x") // 1
+	seqs := publishDeltas(h, "a", "busy", 9)                                                         // 2..10; 7..10 held
+	if quiet != 1 || seqs[8] != 10 {
+		t.Fatalf("sequences %d, %v", quiet, seqs)
+	}
+	cases := []struct {
+		name     string
+		sessions []string
+		after    uint64
+		ok       bool
+		backlog  int
+	}{
+		{"just before the oldest held", nil, 6, true, 4},
+		{"in the middle", nil, 8, true, 2},
+		{"the newest", nil, 10, true, 0},
+		{"older than held", nil, 5, false, 0},
+		{"in the future", nil, 11, false, 0},
+		{"a filter does not widen what is held", []string{"quiet"}, 1, false, 0},
+		{"a filtered replay", []string{"busy"}, 6, true, 4},
+	}
+	for _, c := range cases {
+		sub, backlog, err := h.subscribe(c.sessions, nil, c.after)
+		if c.ok != (err == nil) || (err != nil && !errors.Is(err, errOutOfRange)) {
+			t.Errorf("%s: err = %v, want ok=%v", c.name, err, c.ok)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		h.unsubscribe(sub)
+		if len(backlog) != c.backlog {
+			t.Errorf("%s: backlog of %d, want %d", c.name, len(backlog), c.backlog)
+		}
+		for i, he := range backlog {
+			if he.ev.Sequence != c.after+uint64(i)+1 || !sub.matches(&he.ev) {
+				t.Errorf("%s: backlog[%d] = %d, want %d", c.name, i, he.ev.Sequence, c.after+uint64(i)+1)
+			}
+		}
+	}
+}
+
+func TestHubForgetsIdleSessionsLeavingTheRing(t *testing.T) {
+	h := newTestHub(t, HubOptions{Capacity: 4})
+	idle := presenters.NewEmitter(h, "a", "idle").SessionReady(0)
+	presenters.NewEmitter(h, "a", "waiting").PermissionRequired(presenters.PermissionRequest{RequestID: "r"})
+	publishDeltas(h, "a", "busy", 6)
+	h.mu.Lock()
+	_, idleKept := h.sessions["idle"]
+	_, waitingKept := h.sessions["waiting"]
+	h.mu.Unlock()
+	if idleKept || !waitingKept {
+		t.Errorf("idle kept %v (want false), waiting kept %v (want true)", idleKept, waitingKept)
+	}
+	// A forgotten session's snapshot point is still the newest sequence.
+	if snap := h.snapshot("idle"); snap.Point != h.LastSequence() || snap.Point <= idle || snap.AgentID != "" {
+		t.Errorf("forgotten session snapshot %+v, want point %d", snap, h.LastSequence())
+	}
+}
+
+func TestHubOverflowEndsOnlyTheSlowSubscriber(t *testing.T) {
+	h := newTestHub(t, HubOptions{SubscriberQueue: 2})
+	slow, _, err := h.subscribe(nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := h.subscribe([]string{"other"}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishDeltas(h, "a", "s", 3) // never blocks, although nobody reads
+	if _, ok := <-slow.ch; !ok {
+		t.Fatal("queued events were lost")
+	}
+	<-slow.ch
+	if _, ok := <-slow.ch; ok {
+		t.Fatal("an overflowed subscriber's queue stays open")
+	}
+	var overflow *overflowError
+	if !errors.As(slow.end, &overflow) || overflow.Queue != 2 {
+		t.Errorf("end = %v, want an overflow of a 2-event queue", slow.end)
+	}
+	publishDeltas(h, "a", "other", 1)
+	if ev := <-other.ch; ev.ev.SessionID != "other" {
+		t.Errorf("the other subscriber got %v", ev.ev)
+	}
+}

@@ -1,0 +1,83 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// Registry knows the agents (agent id -> presenter, fixed at start-up) and, through the
+// Store, which agent owns each session.
+type Registry struct {
+	store  *Store
+	agents map[string]presenters.Presenter
+	order  []presenters.Presenter // registration order, for ListAgents
+}
+
+// NewRegistry registers the presenters; two with the same agent id are a config error.
+func NewRegistry(store *Store, ps []presenters.Presenter) (*Registry, error) {
+	r := &Registry{store: store, agents: make(map[string]presenters.Presenter, len(ps))}
+	for _, p := range ps {
+		id := p.AgentID()
+		if id == "" {
+			return nil, fmt.Errorf("a presenter has an empty agent id; every agent needs an id like <type>.<provider>.<name>")
+		}
+		if _, dup := r.agents[id]; dup {
+			return nil, fmt.Errorf("agent id %q is registered twice; give each agent in the config its own id", id)
+		}
+		r.agents[id] = p
+		r.order = append(r.order, p)
+	}
+	return r, nil
+}
+
+// Presenters returns every registered presenter in registration order.
+func (r *Registry) Presenters() []presenters.Presenter {
+	return append([]presenters.Presenter(nil), r.order...)
+}
+
+// Agent returns the presenter of an agent id.
+func (r *Registry) Agent(agentID string) (presenters.Presenter, error) {
+	if p, ok := r.agents[agentID]; ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: unknown agent %q; ListAgents shows the agents of this server (%s)",
+		presenters.ErrNotFound, agentID, r.agentList())
+}
+
+func (r *Registry) agentList() string {
+	if len(r.order) == 0 {
+		return "none are configured"
+	}
+	ids := make([]string, len(r.order))
+	for i, p := range r.order {
+		ids[i] = p.AgentID()
+	}
+	return strings.Join(ids, ", ")
+}
+
+// recordSession remembers a new session's owner, so that it survives a restart.
+func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID string) error {
+	return r.store.addSession(ctx, sessionOwner{
+		SessionID:       info.SessionID,
+		AgentID:         agentID,
+		Workspace:       info.Workspace,
+		CreatedUnixNano: info.CreatedAt.UnixNano(),
+	})
+}
+
+// ownerOf returns the presenter of the agent that owns a stored session.
+func (r *Registry) ownerOf(ctx context.Context, sessionID string) (presenters.Presenter, error) {
+	rec, err := r.store.sessionOwnerOf(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := r.agents[rec.AgentID]
+	if !ok {
+		return nil, fmt.Errorf("%w: session %q belongs to agent %q, which is not configured on this server; add it to the config's agents",
+			presenters.ErrFailedPrecondition, sessionID, rec.AgentID)
+	}
+	return p, nil
+}

@@ -1,0 +1,651 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
+)
+
+var bg = context.Background()
+
+func TestListAgents(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	resp, err := e.client.ListAgents(bg, &pb.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetAgents()) != 2 {
+		t.Fatalf("agents = %v, want the two fakes", resp.GetAgents())
+	}
+	a := resp.GetAgents()[0]
+	if a.GetAgentId() != fakeID || a.GetType() != pb.AgentType_AGENT_TYPE_DEEPCHAT || a.GetStatus() != pb.AgentStatus_AGENT_STATUS_READY ||
+		!a.GetCapabilities().GetSupportsModes() || a.GetAuthMethods()[0].GetId() != "login" {
+		t.Errorf("first agent = %v", a)
+	}
+	if resp.GetAgents()[1].GetAgentId() != otherID {
+		t.Errorf("agents not in registration order: %v", resp.GetAgents())
+	}
+}
+
+func TestCreateSession(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var gotCfg presenters.SessionConfig
+	create := e.fake.CreateSession
+	e.fake.createFn = func(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
+		gotCfg = cfg
+		e.fake.createFn = nil
+		defer func() { e.fake.createFn = create }()
+		return e.fake.CreateSession(ctx, cfg)
+	}
+	// A symlink to the root is admitted, and the presenter gets the real directory.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(e.root, link); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.client.CreateSession(bg, &pb.CreateSessionRequest{
+		AgentId: fakeID,
+		Config:  &pb.SessionConfig{Workspace: link, ModelId: "large", ModeId: "code", Title: "t"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := presenters.SessionConfig{Workspace: e.root, ModelID: "large", ModeID: "code", Title: "t"}
+	if gotCfg != want {
+		t.Errorf("presenter got %+v, want %+v", gotCfg, want)
+	}
+	info := resp.GetSession()
+	if info.GetSessionId() == "" || info.GetAgentId() != fakeID || info.GetWorkspace() != e.root {
+		t.Errorf("session = %v", info)
+	}
+	// last_sequence is that of the SESSION_CREATED event, so a subscriber resumes after it.
+	if info.GetLastSequence() != e.hub.LastSequence() {
+		t.Errorf("last_sequence = %d, want %d", info.GetLastSequence(), e.hub.LastSequence())
+	}
+	got, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: info.GetSessionId()})
+	if err != nil || got.GetSession().GetSessionId() != info.GetSessionId() {
+		t.Fatalf("GetSession after create: %v, %v", got, err)
+	}
+}
+
+func TestCreateSessionErrors(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	outside := t.TempDir()
+	file := filepath.Join(e.root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		req     *pb.CreateSessionRequest
+		code    codes.Code
+		mention string
+	}{
+		{"no agent", &pb.CreateSessionRequest{Config: &pb.SessionConfig{Workspace: e.root}}, codes.InvalidArgument, "agent_id"},
+		{"no config", &pb.CreateSessionRequest{AgentId: fakeID}, codes.InvalidArgument, "config.workspace"},
+		{"relative workspace", &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: "src"}}, codes.InvalidArgument, "absolute"},
+		{"outside the roots", &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: outside}}, codes.InvalidArgument, e.root},
+		{"a file", &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: file}}, codes.InvalidArgument, "not a directory"},
+		{"missing dir", &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: filepath.Join(e.root, "nope")}}, codes.InvalidArgument, "does not exist"},
+		{"unknown agent", &pb.CreateSessionRequest{AgentId: "acp.x.y", Config: &pb.SessionConfig{Workspace: e.root}}, codes.NotFound, fakeID},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := e.client.CreateSession(bg, c.req)
+			st := wantCode(t, err, c.code)
+			if !strings.Contains(st.Message(), c.mention) {
+				t.Errorf("message %q should mention %q", st.Message(), c.mention)
+			}
+		})
+	}
+}
+
+// Every presenter sentinel reaches the client as the code DESIGN.md names, with the
+// presenter's message; an unknown error is INTERNAL and does not leak.
+func TestPresenterErrorsMapToCodes(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	cases := []struct {
+		err  error
+		code codes.Code
+	}{
+		{fmt.Errorf("no such session: %w", presenters.ErrNotFound), codes.NotFound},
+		{fmt.Errorf("mode x not offered: %w", presenters.ErrInvalidArgument), codes.InvalidArgument},
+		{fmt.Errorf("a turn runs; wait or cancel it: %w", presenters.ErrSessionBusy), codes.FailedPrecondition},
+		{fmt.Errorf("no provider configured: %w", presenters.ErrFailedPrecondition), codes.FailedPrecondition},
+		{fmt.Errorf("cannot load: %w", presenters.ErrUnsupported), codes.FailedPrecondition},
+		{fmt.Errorf("agent exited: %w", presenters.ErrAgentUnavailable), codes.Unavailable},
+		{fmt.Errorf("stopped: %w", presenters.ErrCancelled), codes.Canceled},
+		{fmt.Errorf("needs login: %w", presenters.ErrAuthRequired), codes.Unauthenticated},
+	}
+	for _, c := range cases {
+		e.fake.createFn = func(context.Context, presenters.SessionConfig) (presenters.SessionInfo, error) {
+			return presenters.SessionInfo{}, c.err
+		}
+		_, err := e.client.CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}})
+		st := wantCode(t, err, c.code)
+		if st.Message() != c.err.Error() {
+			t.Errorf("message %q, want the presenter's %q", st.Message(), c.err.Error())
+		}
+	}
+
+	e.fake.createFn = func(context.Context, presenters.SessionConfig) (presenters.SessionInfo, error) {
+		return presenters.SessionInfo{}, &presenters.AuthRequiredError{AgentID: fakeID, Methods: []presenters.AuthMethod{{ID: "oauth"}, {ID: "api-key"}}}
+	}
+	_, err := e.client.CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}})
+	st := wantCode(t, err, codes.Unauthenticated)
+	info := errorInfo(st)
+	if !strings.Contains(st.Message(), "oauth, api-key") || info == nil || info.GetMetadata()["auth_methods"] != "oauth,api-key" {
+		t.Errorf("auth error %q, details %v: want the methods in both", st.Message(), info)
+	}
+
+	e.fake.createFn = func(context.Context, presenters.SessionConfig) (presenters.SessionInfo, error) {
+		return presenters.SessionInfo{}, errors.New("sql: database is locked at /secret/path")
+	}
+	_, err = e.client.CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}})
+	st = wantCode(t, err, codes.Internal)
+	if strings.Contains(st.Message(), "secret") {
+		t.Errorf("internal detail leaked: %q", st.Message())
+	}
+}
+
+func TestPanicBecomesInternal(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	e.fake.getFn = func(context.Context, string) (presenters.SessionInfo, error) { panic("boom") }
+	_, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: s.GetSessionId()})
+	wantCode(t, err, codes.Internal)
+	// The server survives.
+	if _, err := e.client.ListAgents(bg, &pb.ListAgentsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every RPC that names a session: empty id INVALID_ARGUMENT, unknown id NOT_FOUND.
+func TestSessionRPCsValidateSessionID(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	calls := map[string]func(id string) error{
+		"GetSession": func(id string) error {
+			_, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id})
+			return err
+		},
+		"LoadSession": func(id string) error {
+			_, err := e.client.LoadSession(bg, &pb.LoadSessionRequest{SessionId: id})
+			return err
+		},
+		"CloseSession": func(id string) error {
+			_, err := e.client.CloseSession(bg, &pb.CloseSessionRequest{SessionId: id})
+			return err
+		},
+		"SendMessage": func(id string) error {
+			_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Text: "hi"}})
+			return err
+		},
+		"CancelMessage": func(id string) error {
+			_, err := e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: id})
+			return err
+		},
+		"SetModel": func(id string) error {
+			_, err := e.client.SetModel(bg, &pb.SetModelRequest{SessionId: id, ModelId: "small"})
+			return err
+		},
+		"SetMode": func(id string) error {
+			_, err := e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "ask"})
+			return err
+		},
+		"RespondPermission": func(id string) error {
+			_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r", Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "o"}})
+			return err
+		},
+		"GetMessages": func(id string) error {
+			_, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			st := wantCode(t, call(""), codes.InvalidArgument)
+			if !strings.Contains(st.Message(), "session_id") {
+				t.Errorf("message %q should name session_id", st.Message())
+			}
+			st = wantCode(t, call("no-such-session"), codes.NotFound)
+			if !strings.Contains(st.Message(), "no-such-session") {
+				t.Errorf("message %q should name the session", st.Message())
+			}
+		})
+	}
+}
+
+func TestGetSessionMergesHubProjection(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	id := s.GetSessionId()
+	em := presenters.NewEmitter(e.hub, fakeID, id)
+	em.MessageDelta("m7", presenters.RoleAssistant, "working")
+	seq := em.PermissionRequired(presenters.PermissionRequest{RequestID: "r1", ToolName: "write",
+		Options: []presenters.PermissionOption{{ID: "yes", Kind: presenters.AllowOnce}, {ID: "no", Kind: presenters.RejectOnce}}})
+
+	got, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := got.GetSession()
+	if info.GetMessageInFlight() != "m7" || len(info.GetPendingPermissions()) != 1 ||
+		info.GetPendingPermissions()[0].GetRequestId() != "r1" || info.GetLastSequence() != seq {
+		t.Fatalf("snapshot = in flight %q, pending %v, last %d; want m7, [r1], %d",
+			info.GetMessageInFlight(), info.GetPendingPermissions(), info.GetLastSequence(), seq)
+	}
+	// What the presenter reports wins over the projection.
+	e.fake.getFn = func(context.Context, string) (presenters.SessionInfo, error) {
+		return presenters.SessionInfo{SessionID: id, MessageInFlight: "m8", PendingPermissions: []presenters.PermissionRequest{{RequestID: "r9"}}}, nil
+	}
+	got, err = e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetSession().GetMessageInFlight() != "m8" || got.GetSession().GetPendingPermissions()[0].GetRequestId() != "r9" {
+		t.Errorf("presenter's values were overridden: %v", got.GetSession())
+	}
+	e.fake.getFn = nil
+	em.MessageEnd(presenters.MessageEndPayload{MessageID: "m7", Role: presenters.RoleAssistant})
+	got, err = e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetSession().GetMessageInFlight() != "" || len(got.GetSession().GetPendingPermissions()) != 0 {
+		t.Errorf("after MESSAGE_END: %v", got.GetSession())
+	}
+}
+
+func TestListSessionsPagesNewestFirst(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var want []string
+	for range 5 {
+		want = append([]string{e.createSession(t, fakeID).GetSessionId()}, want...)
+	}
+	otherSession := e.createSession(t, otherID).GetSessionId()
+
+	var got []string
+	token := ""
+	for pages := 0; ; pages++ {
+		resp, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{AgentId: fakeID, PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range resp.GetSessions() {
+			got = append(got, s.GetSessionId())
+			if s.GetStatus() != pb.SessionStatus_SESSION_STATUS_IDLE || len(s.GetAvailableModes()) != 2 {
+				t.Errorf("listed session is not the presenter's: %v", s)
+			}
+		}
+		token = resp.GetNextPageToken()
+		if token == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+	all, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.GetSessions()) != 6 || all.GetSessions()[0].GetSessionId() != otherSession {
+		t.Errorf("unfiltered list = %v", all.GetSessions())
+	}
+}
+
+// A session its agent cannot describe is still listed, with why.
+func TestListSessionsDegradesPerSession(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	gone := e.createSession(t, fakeID).GetSessionId()
+	broken := e.createSession(t, fakeID).GetSessionId()
+	fine := e.createSession(t, fakeID).GetSessionId()
+	e.fake.getFn = func(_ context.Context, id string) (presenters.SessionInfo, error) {
+		switch id {
+		case gone:
+			return presenters.SessionInfo{}, presenters.ErrNotFound
+		case broken:
+			return presenters.SessionInfo{}, errors.New("disk on fire at /secret")
+		}
+		return presenters.SessionInfo{SessionID: id, Status: presenters.SessionIdle}, nil
+	}
+	resp, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*pb.SessionInfo{}
+	for _, s := range resp.GetSessions() {
+		byID[s.GetSessionId()] = s
+	}
+	if s := byID[gone]; s.GetStatus() != pb.SessionStatus_SESSION_STATUS_ERROR || !strings.Contains(s.GetStatusReason(), "no longer has") || s.GetWorkspace() != e.root {
+		t.Errorf("gone session = %v", s)
+	}
+	if s := byID[broken]; s.GetStatus() != pb.SessionStatus_SESSION_STATUS_ERROR || strings.Contains(s.GetStatusReason(), "secret") || s.GetStatusReason() == "" {
+		t.Errorf("broken session = %v", s)
+	}
+	if s := byID[fine]; s.GetStatus() != pb.SessionStatus_SESSION_STATUS_IDLE {
+		t.Errorf("fine session = %v", s)
+	}
+}
+
+func TestListSessionsErrors(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	_, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{PageSize: -1})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.ListSessions(bg, &pb.ListSessionsRequest{PageToken: "garbage!"})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.ListSessions(bg, &pb.ListSessionsRequest{AgentId: "acp.x.y"})
+	wantCode(t, err, codes.NotFound)
+}
+
+// Sessions survive a restart through the store; one whose agent is gone is still listed,
+// with the reason.
+func TestSessionsSurviveRestart(t *testing.T) {
+	store := openStore(t)
+	first := newEnv(t, envOptions{store: store})
+	s := first.createSession(t, fakeID)
+
+	second := newEnv(t, envOptions{store: store})
+	second.fake.sessions = first.fake.sessions // the agent's own storage survived too
+	got, err := second.client.GetSession(bg, &pb.GetSessionRequest{SessionId: s.GetSessionId()})
+	if err != nil {
+		t.Fatalf("GetSession after restart: %v", err)
+	}
+	if got.GetSession().GetWorkspace() != first.root {
+		t.Errorf("session after restart = %v", got.GetSession())
+	}
+
+	orphaned := newEnv(t, envOptions{store: store, noAgents: true})
+	list, err := orphaned.client.ListSessions(bg, &pb.ListSessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.GetSessions()) != 1 || list.GetSessions()[0].GetStatus() != pb.SessionStatus_SESSION_STATUS_ERROR ||
+		!strings.Contains(list.GetSessions()[0].GetStatusReason(), fakeID) {
+		t.Errorf("orphaned session listed as %v", list.GetSessions())
+	}
+	_, err = orphaned.client.GetSession(bg, &pb.GetSessionRequest{SessionId: s.GetSessionId()})
+	wantCode(t, err, codes.FailedPrecondition)
+}
+
+func TestLoadSession(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	var got presenters.LoadContext
+	e.fake.loadFn = func(ctx context.Context, id string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
+		got = lc
+		return e.fake.GetSession(ctx, id)
+	}
+	resp, err := e.client.LoadSession(bg, &pb.LoadSessionRequest{SessionId: s.GetSessionId(), MaxHistory: 7, IncludeSystemMessages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (presenters.LoadContext{MaxHistory: 7, IncludeSystemMessages: true}) || resp.GetSession().GetSessionId() != s.GetSessionId() {
+		t.Errorf("load context %+v, response %v", got, resp)
+	}
+	_, err = e.client.LoadSession(bg, &pb.LoadSessionRequest{SessionId: s.GetSessionId(), MaxHistory: -1})
+	wantCode(t, err, codes.InvalidArgument)
+}
+
+func TestCloseSessionEmitsClosed(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{s.GetSessionId()}})
+	if _, err := e.client.CloseSession(bg, &pb.CloseSessionRequest{SessionId: s.GetSessionId()}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := recv(t, stream); ev.GetType() != pb.AgenticEventType_AGENTIC_EVENT_TYPE_SESSION_CLOSED || ev.GetSessionClosed().GetReason() == "" {
+		t.Errorf("event after close = %v", ev)
+	}
+}
+
+func TestSendMessageStreamsReply(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{s.GetSessionId()}})
+	resp, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: &pb.MessageContent{Text: "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetMessageId() != "m1" || resp.GetUserMessageId() != "u1" {
+		t.Errorf("response = %v", resp)
+	}
+	evs := recvN(t, stream, 2)
+	if evs[0].GetMessageDelta().GetText() != "echo: hi" || evs[0].GetMessageDelta().GetRole() != pb.MessageRole_MESSAGE_ROLE_ASSISTANT ||
+		evs[1].GetMessageEnd().GetStopReason() != pb.StopReason_STOP_REASON_END_TURN || evs[1].GetSequence() != evs[0].GetSequence()+1 {
+		t.Errorf("events = %v", evs)
+	}
+}
+
+func TestSendMessageContentValidation(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	var got presenters.MessageContent
+	e.fake.sendFn = func(_ context.Context, _ string, c presenters.MessageContent) (presenters.SendResult, error) {
+		got = c
+		return presenters.SendResult{MessageID: "m"}, nil
+	}
+	bad := map[string]*pb.MessageContent{
+		"no content":        nil,
+		"empty text":        {Text: ""},
+		"image no source":   {Images: []*pb.ImageContent{{MimeType: "image/png"}}},
+		"base64 no mime":    {Images: []*pb.ImageContent{{Source: &pb.ImageContent_Base64{Base64: "AAAA"}}}},
+		"file no path":      {Files: []*pb.FileContent{{Name: "x"}}},
+		"resource no uri":   {Resources: []*pb.EmbeddedResource{{Contents: &pb.EmbeddedResource_Text{Text: "x"}}}},
+		"resource no body":  {Resources: []*pb.EmbeddedResource{{Uri: "file:///x"}}},
+		"empty image field": {Text: "x", Images: []*pb.ImageContent{{}}},
+	}
+	for name, c := range bad {
+		_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: c})
+		st := wantCode(t, err, codes.InvalidArgument)
+		if !strings.Contains(st.Message(), "content") {
+			t.Errorf("%s: message %q should name the content field", name, st.Message())
+		}
+	}
+	content := &pb.MessageContent{
+		Text:      "look",
+		Images:    []*pb.ImageContent{{Source: &pb.ImageContent_Url{Url: "https://x/y.png"}}, {Source: &pb.ImageContent_Base64{Base64: "AAAA"}, MimeType: "image/png"}, {Source: &pb.ImageContent_FilePath{FilePath: "a.png"}}},
+		Files:     []*pb.FileContent{{Path: "main.go", Name: "main", MimeType: "text/x-go"}},
+		Resources: []*pb.EmbeddedResource{{Uri: "file:///r", MimeType: "text/plain", Contents: &pb.EmbeddedResource_Text{Text: "body"}}, {Uri: "file:///b", Contents: &pb.EmbeddedResource_Blob{Blob: "AQI="}}},
+	}
+	if _, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: content}); err != nil {
+		t.Fatal(err)
+	}
+	want := presenters.MessageContent{
+		Text:      "look",
+		Images:    []presenters.Image{{Kind: presenters.ImageURL, Data: "https://x/y.png"}, {Kind: presenters.ImageBase64, Data: "AAAA", MimeType: "image/png"}, {Kind: presenters.ImageFile, Data: "a.png"}},
+		Files:     []presenters.File{{Path: "main.go", Name: "main", MimeType: "text/x-go"}},
+		Resources: []presenters.Resource{{URI: "file:///r", MimeType: "text/plain", Text: "body"}, {URI: "file:///b", Blob: "AQI="}},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("presenter got %+v, want %+v", got, want)
+	}
+}
+
+func TestSendMessageBusy(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	e.fake.sendFn = func(context.Context, string, presenters.MessageContent) (presenters.SendResult, error) {
+		return presenters.SendResult{}, fmt.Errorf("a turn is running; cancel it or wait for MESSAGE_END: %w", presenters.ErrSessionBusy)
+	}
+	_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: &pb.MessageContent{Text: "x"}})
+	wantCode(t, err, codes.FailedPrecondition)
+}
+
+func TestCancelMessage(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	s := e.createSession(t, fakeID)
+	var got string
+	e.fake.cancelFn = func(_ context.Context, _, messageID string) error {
+		got = messageID
+		return nil
+	}
+	if _, err := e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: s.GetSessionId(), MessageId: "m3"}); err != nil {
+		t.Fatal(err)
+	}
+	if got != "m3" {
+		t.Errorf("presenter cancelled %q, want m3", got)
+	}
+}
+
+func TestSetModelAndMode(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	model, err := e.client.SetModel(bg, &pb.SetModelRequest{SessionId: id, ModelId: "large"})
+	if err != nil || model.GetSession().GetCurrentModelId() != "large" {
+		t.Fatalf("SetModel: %v, %v", model, err)
+	}
+	mode, err := e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "code"})
+	if err != nil || mode.GetSession().GetCurrentModeId() != "code" {
+		t.Fatalf("SetMode: %v, %v", mode, err)
+	}
+
+	_, err = e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "yolo"})
+	st := wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(st.Message(), "ask, code") {
+		t.Errorf("bad mode message %q should list the modes", st.Message())
+	}
+	_, err = e.client.SetModel(bg, &pb.SetModelRequest{SessionId: id, ModelId: "huge"})
+	st = wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(st.Message(), "small, large") {
+		t.Errorf("bad model message %q should list the models", st.Message())
+	}
+	_, err = e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.SetModel(bg, &pb.SetModelRequest{SessionId: id})
+	wantCode(t, err, codes.InvalidArgument)
+
+	e.fake.getFn = func(context.Context, string) (presenters.SessionInfo, error) {
+		return presenters.SessionInfo{SessionID: id}, nil
+	}
+	_, err = e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "ask"})
+	st = wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(st.Message(), "offers no modes") {
+		t.Errorf("message %q", st.Message())
+	}
+}
+
+func TestRespondPermission(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	em := presenters.NewEmitter(e.hub, fakeID, id)
+	options := []presenters.PermissionOption{{ID: "ok-1", Kind: presenters.AllowOnce}, {ID: "never", Kind: presenters.RejectAlways}}
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r1", Options: options})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r2", Options: options})
+
+	byKind := func(reqID string, k pb.PermissionOptionKind) error {
+		_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: reqID,
+			Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: k}})
+		return err
+	}
+	// The kind resolves to the request's option id.
+	if err := byKind("r1", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE); err != nil {
+		t.Fatal(err)
+	}
+	// An option id goes through as given.
+	if _, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r2",
+		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "never"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []presenters.PermissionResponse{{RequestID: "r1", OptionID: "ok-1"}, {RequestID: "r2", OptionID: "never"}}
+	if got := e.fake.answered(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("presenter got %v, want %v", got, want)
+	}
+	// The fake granted both: nothing is pending, so a second answer by kind is NOT_FOUND.
+	st := wantCode(t, byKind("r1", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE), codes.NotFound)
+	if !strings.Contains(st.Message(), "r1") {
+		t.Errorf("message %q", st.Message())
+	}
+
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r3", Options: options})
+	st = wantCode(t, byKind("r3", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE), codes.InvalidArgument)
+	if !strings.Contains(st.Message(), "ok-1 (allow_once), never (reject_always)") {
+		t.Errorf("message %q should list the options", st.Message())
+	}
+	wantCode(t, byKind("r3", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_UNSPECIFIED), codes.InvalidArgument)
+	_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r3"})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "x"}})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r3", Answer: &pb.RespondPermissionRequest_OptionId{}})
+	wantCode(t, err, codes.InvalidArgument)
+
+	// A request only the presenter knows about (e.g. asked before a restart) resolves too.
+	e.fake.getFn = func(context.Context, string) (presenters.SessionInfo, error) {
+		return presenters.SessionInfo{SessionID: id, PendingPermissions: []presenters.PermissionRequest{{RequestID: "old", Options: options}}}, nil
+	}
+	if err := byKind("old", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ALWAYS); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.fake.answered(); got[len(got)-1] != (presenters.PermissionResponse{RequestID: "old", OptionID: "never"}) {
+		t.Errorf("last answer %v", got[len(got)-1])
+	}
+}
+
+func TestGetMessages(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	var gotQ presenters.MessageQuery
+	e.fake.messagesFn = func(_ context.Context, _ string, q presenters.MessageQuery) ([]presenters.Message, error) {
+		gotQ = q
+		return []presenters.Message{
+			{ID: "u", SessionID: id, Role: presenters.RoleUser, Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi"}}},
+			{ID: "a", SessionID: id, Role: presenters.RoleAssistant, Status: presenters.MessageCancelled, StopReason: presenters.StopCancelled,
+				Usage:  &presenters.TokenUsage{OutputTokens: 3},
+				Blocks: []presenters.Block{{Type: presenters.BlockReasoning, Text: "hmm"}, {Type: presenters.BlockTool, Tool: &presenters.ToolCall{ToolID: "t", Kind: presenters.ToolRead, Status: presenters.ToolCompleted}}}},
+		}, nil
+	}
+	resp, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id, Limit: 2, BeforeMessageId: "z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotQ != (presenters.MessageQuery{Limit: 2, BeforeMessageID: "z"}) {
+		t.Errorf("query %+v", gotQ)
+	}
+	msgs := resp.GetMessages()
+	if len(msgs) != 2 || msgs[0].GetBlocks()[0].GetText().GetText() != "hi" || msgs[1].GetStatus() != pb.MessageStatus_MESSAGE_STATUS_CANCELLED ||
+		msgs[1].GetBlocks()[0].GetReasoning().GetText() != "hmm" || msgs[1].GetBlocks()[1].GetTool().GetKind() != pb.ToolKind_TOOL_KIND_READ ||
+		msgs[1].GetUsage().GetOutputTokens() != 3 || msgs[1].GetStopReason() != pb.StopReason_STOP_REASON_CANCELLED {
+		t.Errorf("messages = %v", msgs)
+	}
+	_, err = e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id, Limit: -1})
+	wantCode(t, err, codes.InvalidArgument)
+}
+
+func TestTokenInterceptor(t *testing.T) {
+	e := newEnv(t, envOptions{token: "t0ken"})
+	if _, err := e.client.ListAgents(bg, &pb.ListAgentsRequest{}); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	for name, token := range map[string]string{"missing": "", "wrong": "nope"} {
+		t.Run(name, func(t *testing.T) {
+			conn := dialBufconn(t, e.lis, token)
+			defer func() { _ = conn.Close() }()
+			_, err := pb.NewAgenticServiceClient(conn).ListAgents(bg, &pb.ListAgentsRequest{})
+			st := wantCode(t, err, codes.Unauthenticated)
+			if !strings.Contains(st.Message(), "bearer token") {
+				t.Errorf("message %q", st.Message())
+			}
+			stream, err := pb.NewAgenticServiceClient(conn).Subscribe(bg, &pb.SubscribeRequest{})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			wantCode(t, err, codes.Unauthenticated)
+			if _, err := healthpb.NewHealthClient(conn).Check(bg, &healthpb.HealthCheckRequest{}); err != nil {
+				t.Errorf("health needs no token, got %v", err)
+			}
+		})
+	}
+}
