@@ -126,6 +126,11 @@ func (s *testServer) Subscribe(t *testing.T, req *agenticv1.SubscribeRequest) *e
 		cancel()
 		t.Fatalf("Subscribe: %v", err)
 	}
+	// The server sends headers once the subscription is registered.
+	if _, err := stream.Header(); err != nil {
+		cancel()
+		t.Fatalf("Subscribe: waiting for the subscription: %v", err)
+	}
 	es := &eventStream{cancel: cancel, events: make(chan *agenticv1.AgenticEvent, 1024), done: make(chan struct{})}
 	go es.read(stream)
 	t.Cleanup(es.Close)

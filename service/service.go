@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
@@ -564,6 +565,11 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 		return s.fail(ctx, method, err)
 	}
 	defer s.hub.unsubscribe(sub)
+	// Headers go out only now, so a client that waits for them knows it is registered:
+	// every event published from here on reaches it.
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
+	}
 	last := req.GetAfterSequence()
 	for _, he := range backlog {
 		if err := send(stream, he); err != nil {

@@ -70,7 +70,9 @@ type AgenticServiceClient interface {
 	RespondPermission(ctx context.Context, in *RespondPermissionRequest, opts ...grpc.CallOption) (*RespondPermissionResponse, error)
 	// A session's stored history, oldest first.
 	GetMessages(ctx context.Context, in *GetMessagesRequest, opts ...grpc.CallOption) (*GetMessagesResponse, error)
-	// Streams events, optionally filtered, optionally resuming after a sequence.
+	// Streams events, optionally filtered, optionally resuming after a sequence. Response
+	// headers are sent once the subscription is registered: a client that waits for them
+	// knows every event published afterwards will reach it.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgenticEvent], error)
 }
 
@@ -257,7 +259,9 @@ type AgenticServiceServer interface {
 	RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error)
 	// A session's stored history, oldest first.
 	GetMessages(context.Context, *GetMessagesRequest) (*GetMessagesResponse, error)
-	// Streams events, optionally filtered, optionally resuming after a sequence.
+	// Streams events, optionally filtered, optionally resuming after a sequence. Response
+	// headers are sent once the subscription is registered: a client that waits for them
+	// knows every event published afterwards will reach it.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[AgenticEvent]) error
 	mustEmbedUnimplementedAgenticServiceServer()
 }

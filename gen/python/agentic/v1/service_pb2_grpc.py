@@ -182,7 +182,9 @@ class AgenticServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Subscribe(self, request, context):
-        """Streams events, optionally filtered, optionally resuming after a sequence.
+        """Streams events, optionally filtered, optionally resuming after a sequence. Response
+        headers are sent once the subscription is registered: a client that waits for them
+        knows every event published afterwards will reach it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

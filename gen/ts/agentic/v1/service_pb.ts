@@ -728,7 +728,9 @@ export const AgenticService: GenService<{
     output: typeof GetMessagesResponseSchema;
   },
   /**
-   * Streams events, optionally filtered, optionally resuming after a sequence.
+   * Streams events, optionally filtered, optionally resuming after a sequence. Response
+   * headers are sent once the subscription is registered: a client that waits for them
+   * knows every event published afterwards will reach it.
    *
    * @generated from rpc agentic.v1.AgenticService.Subscribe
    */
