@@ -1386,9 +1386,15 @@ type SessionInfo struct {
 	// after_sequence = last_sequence continues from this snapshot with no gap.
 	LastSequence uint64 `protobuf:"varint,18,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
 	// How many messages the stored history holds.
-	MessageCount  int64 `protobuf:"varint,19,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MessageCount int64 `protobuf:"varint,19,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// The sequence of the first event of message_in_flight (0 when idle). A client that
+	// reconnects mid-turn drops the in-flight message from GetMessages and subscribes with
+	// after_sequence = message_in_flight_first_sequence - 1 to replay it whole from the
+	// server's buffer (OUT_OF_RANGE if it is no longer held: then wait for MESSAGE_END and
+	// re-read it with GetMessages).
+	MessageInFlightFirstSequence uint64 `protobuf:"varint,20,opt,name=message_in_flight_first_sequence,json=messageInFlightFirstSequence,proto3" json:"message_in_flight_first_sequence,omitempty"`
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 func (x *SessionInfo) Reset() {
@@ -1550,6 +1556,13 @@ func (x *SessionInfo) GetLastSequence() uint64 {
 func (x *SessionInfo) GetMessageCount() int64 {
 	if x != nil {
 		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetMessageInFlightFirstSequence() uint64 {
+	if x != nil {
+		return x.MessageInFlightFirstSequence
 	}
 	return 0
 }
@@ -3711,7 +3724,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\fcontext_used\x18\x06 \x01(\x03R\vcontextUsed\x12!\n" +
 	"\fcontext_size\x18\a \x01(\x03R\vcontextSize\x12\x12\n" +
 	"\x04cost\x18\b \x01(\x01R\x04cost\x12#\n" +
-	"\rcost_currency\x18\t \x01(\tR\fcostCurrency\"\x8a\a\n" +
+	"\rcost_currency\x18\t \x01(\tR\fcostCurrency\"\xd2\a\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3735,7 +3748,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11message_in_flight\x18\x10 \x01(\tR\x0fmessageInFlight\x12N\n" +
 	"\x13pending_permissions\x18\x11 \x03(\v2\x1d.agentic.v1.PermissionRequestR\x12pendingPermissions\x12#\n" +
 	"\rlast_sequence\x18\x12 \x01(\x04R\flastSequence\x12#\n" +
-	"\rmessage_count\x18\x13 \x01(\x03R\fmessageCount\"\x82\x01\n" +
+	"\rmessage_count\x18\x13 \x01(\x03R\fmessageCount\x12F\n" +
+	" message_in_flight_first_sequence\x18\x14 \x01(\x04R\x1cmessageInFlightFirstSequence\"\x82\x01\n" +
 	"\fImageContent\x12\x12\n" +
 	"\x03url\x18\x01 \x01(\tH\x00R\x03url\x12\x18\n" +
 	"\x06base64\x18\x02 \x01(\tH\x00R\x06base64\x12\x1d\n" +

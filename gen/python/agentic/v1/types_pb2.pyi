@@ -413,7 +413,7 @@ class SearchResult(_message.Message):
     def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., snippet: _Optional[str] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ["agent_id", "available_commands", "available_models", "available_modes", "capabilities", "created_at", "current_mode_id", "current_model_id", "last_sequence", "message_count", "message_in_flight", "pending_permissions", "session_id", "status", "status_reason", "title", "updated_at", "usage", "workspace"]
+    __slots__ = ["agent_id", "available_commands", "available_models", "available_modes", "capabilities", "created_at", "current_mode_id", "current_model_id", "last_sequence", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_permissions", "session_id", "status", "status_reason", "title", "updated_at", "usage", "workspace"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_COMMANDS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_MODELS_FIELD_NUMBER: _ClassVar[int]
@@ -425,6 +425,7 @@ class SessionInfo(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_IN_FLIGHT_FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -444,6 +445,7 @@ class SessionInfo(_message.Message):
     last_sequence: int
     message_count: int
     message_in_flight: str
+    message_in_flight_first_sequence: int
     pending_permissions: _containers.RepeatedCompositeFieldContainer[PermissionRequest]
     session_id: str
     status: SessionStatus
@@ -452,7 +454,7 @@ class SessionInfo(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ...) -> None: ...
 
 class TerminalBlock(_message.Message):
     __slots__ = ["command", "exit_code", "output", "signal", "terminal_id", "truncated"]
