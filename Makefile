@@ -1,0 +1,74 @@
+# agenticd: build, generate, lint and test. `make test` is what CI runs (.ci/run);
+# on a fresh Debian machine with Go, node and npm it installs the rest itself
+# (as root: apt-get for protoc and Python gRPC, node_modules from package-lock.json,
+# go mod download).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+# The steps of `test` share the working tree and the machine's two cores: one at a time.
+.NOTPARALLEL:
+
+BUF := node_modules/.bin/buf
+TSC := node_modules/.bin/tsc
+PYTHON := /usr/bin/python3
+# -race for the tests and for the agenticd the client smoke test runs: it costs a
+# cgo build of SQLite with -race (~75 s cold) and 2-10x test time. Override with
+# `make test GO_TEST_FLAGS=` for a quick run.
+GO_TEST_FLAGS ?= -race
+GO_TEST_PKGS ?= ./...
+# Arguments for `make run`, e.g. `make run RUN_ARGS='--listen 127.0.0.1:6000'`.
+RUN_ARGS ?=
+
+.PHONY: deps generate lint check-generated breaking build run test go-test client-smoke bench clean
+
+## deps: install protoc, the gRPC Python plugin and runtime (apt), node_modules, Go modules
+deps:
+	scripts/deps.sh
+
+## generate: regenerate gen/ (Go, TypeScript, Python) from proto/
+generate: deps
+	$(BUF) generate
+
+## lint: buf lint, gofmt, go vet, the TypeScript client's types, the Python client's syntax
+lint: deps
+	$(BUF) lint
+	@unformatted=$$(find . \( -path ./node_modules -o -path ./.git \) -prune -o -name '*.go' -print | xargs gofmt -l); \
+	if [[ -n $$unformatted ]]; then echo "gofmt: these files need 'gofmt -w':"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	$(TSC) -p clients/ts/tsconfig.json
+	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' clients/python/*.py
+
+## check-generated: fail when gen/ is not what proto/ generates
+check-generated: deps
+	scripts/check-generated.sh
+
+## breaking: buf breaking against main (skips, saying why, when there is no main to compare)
+breaking: deps
+	scripts/breaking.sh
+
+## build: the commands into bin/
+build:
+	go build -o bin/ ./cmd/...
+
+## run: agenticd with its defaults (127.0.0.1:50051, data under ~/.local/share/agenticd)
+run: deps build
+	bin/agenticd $(RUN_ARGS)
+
+## test: everything CI checks
+test: deps lint check-generated breaking go-test client-smoke
+
+go-test: deps
+	go test $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
+
+## client-smoke: the TypeScript and Python clients against a real agenticd (built with GO_TEST_FLAGS)
+client-smoke: deps
+	SMOKE_BUILD_FLAGS='$(GO_TEST_FLAGS)' scripts/client-smoke.sh
+
+## bench: the Go benchmarks
+bench: deps
+	go test -run='^$$' -bench=. -benchmem ./...
+
+clean:
+	rm -rf bin
+	find gen/python clients/python -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what building, generating and testing agenticd needs on a Debian machine
+# that has only Go, node and npm. Idempotent: each step runs only when its result is
+# missing or stale, so a second run takes about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# protoc and the gRPC Python plugin feed `buf generate` (gen/python); grpcio and
+# protobuf run the Python client. Debian's versions are the ones gen/python is made
+# with: code from a newer protoc would not load on this runtime.
+apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf)
+
+missing=()
+for pkg in "${apt_packages[@]}"; do
+	if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed$'; then
+		missing+=("$pkg")
+	fi
+done
+if ((${#missing[@]} > 0)); then
+	echo "deps: installing Debian packages: ${missing[*]}"
+	sudo=()
+	if [[ $(id -u) -ne 0 ]]; then
+		if ! command -v sudo >/dev/null; then
+			echo "deps: need root to install ${missing[*]}: run 'make deps' as root or install them with apt-get" >&2
+			exit 1
+		fi
+		sudo=(sudo)
+	fi
+	"${sudo[@]}" apt-get update -q
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# node_modules is current when it was installed from this exact package-lock.json.
+# `npm install`, not `npm ci`: the registry reachable here has no darwin/win32/armv7
+# builds of @bufbuild/buf, so the lock cannot list them and `npm ci` rejects it as out
+# of sync. `npm install` installs exactly what the lock pins; that it left the lock
+# unchanged is checked below, which is the guarantee `npm ci` would give.
+lock_stamp=node_modules/.agenticd-package-lock.sha256
+lock_sum=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [[ ! -f $lock_stamp || $(cat "$lock_stamp") != "$lock_sum" ]]; then
+	echo "deps: npm install (node_modules missing or not installed from this package-lock.json)"
+	npm install --no-audit --no-fund --loglevel=error
+	if [[ $(sha256sum package-lock.json | cut -d' ' -f1) != "$lock_sum" ]]; then
+		echo "deps: package-lock.json did not match package.json; npm has updated it: review and commit it" >&2
+		exit 1
+	fi
+	echo "$lock_sum" >"$lock_stamp"
+fi
+
+go mod download
