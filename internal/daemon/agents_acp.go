@@ -2,11 +2,65 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/acp"
+	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
-// acpPresenters builds the ACP agents of the config; presenters/acp wires here.
+// acpPresenters builds the ACP agents of the config, then one for every known ACP agent
+// found on PATH (claude-code-acp, claude-agent-acp, codex-acp, gemini) that the config
+// does not already register, by id or by command. Agents start on first use.
 func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Presenter, error) {
-	return nil, nil
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	store, err := transcript.New(ctx, deps.DB)
+	if err != nil {
+		return nil, fmt.Errorf("history database: %w", err)
+	}
+	acpDeps := acp.Deps{Publisher: deps.Publisher, Roots: deps.Roots, Store: store, Logger: logger}
+	var out []presenters.Presenter
+	ids := map[string]bool{}
+	commands := map[string]bool{}
+	for _, a := range cfg.Agents {
+		if a.Type != AgentTypeACP {
+			continue
+		}
+		c := acp.Config{
+			ID: a.ID, Command: a.Command, Args: a.Args, Env: a.Env, AuthMethod: a.AuthMethod,
+			PermissionTimeout: a.PermissionTimeout, PolicyMode: a.PolicyMode, StartTimeout: a.StartupTimeout,
+			Name: a.Name, Description: a.Description,
+		}
+		for _, m := range a.MCPServers {
+			c.MCPServers = append(c.MCPServers, acp.MCPServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL})
+		}
+		p, err := acp.New(c, acpDeps)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, p)
+		ids[a.ID] = true
+		commands[commandName(a.Command)] = true
+	}
+	for _, c := range acp.Discover(exec.LookPath) {
+		if ids[c.ID] || commands[commandName(c.Command)] {
+			continue
+		}
+		p, err := acp.New(c, acpDeps)
+		if err != nil {
+			return out, err
+		}
+		logger.Info("registered an ACP agent found on PATH", "agent_id", c.ID, "command", c.Command)
+		out = append(out, p)
+	}
+	return out, nil
 }
+
+// commandName is a command's program name, so that /usr/bin/gemini and gemini match.
+func commandName(cmd string) string { return filepath.Base(cmd) }

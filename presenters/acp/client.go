@@ -1,0 +1,179 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
+)
+
+// client serves one connection's requests and notifications from the agent.
+type client struct {
+	c *agentConn
+}
+
+var _ sdk.Client = (*client)(nil)
+
+// SessionUpdate must never block (see flowreader.go): it routes the update to its
+// session, which normalizes it and publishes, and reports it finished.
+func (h *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
+	defer h.c.flow.notificationDone()
+	h.c.route(n)
+	return nil
+}
+
+func (h *client) RequestPermission(ctx context.Context, req sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+	h.c.flow.barrier(ctx)
+	s := h.c.session(req.SessionId)
+	if s == nil {
+		h.c.log.Warn("permission request for an unknown session answered cancelled", "acp_session_id", req.SessionId)
+		return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}, nil
+	}
+	return s.requestPermission(ctx, req), nil
+}
+
+// session finds the session of a request, after the notifications the agent sent
+// before it were handled (see flowReader.barrier).
+func (h *client) session(ctx context.Context, id sdk.SessionId) (*session, error) {
+	h.c.flow.barrier(ctx)
+	s := h.c.session(id)
+	if s == nil {
+		return nil, sdk.NewInvalidParams(map[string]any{"sessionId": id, "error": "unknown session"})
+	}
+	return s, nil
+}
+
+func (h *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+	s, err := h.session(ctx, req.SessionId)
+	if err != nil {
+		return sdk.ReadTextFileResponse{}, err
+	}
+	ws, _ := s.sandbox()
+	content, err := ws.ReadTextFile(req.Path, sandbox.ReadOptions{Line: deref(req.Line), Limit: deref(req.Limit)})
+	if err != nil {
+		return sdk.ReadTextFileResponse{}, s.clientError("read", req.Path, err)
+	}
+	return sdk.ReadTextFileResponse{Content: content}, nil
+}
+
+func (h *client) WriteTextFile(ctx context.Context, req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+	s, err := h.session(ctx, req.SessionId)
+	if err != nil {
+		return sdk.WriteTextFileResponse{}, err
+	}
+	ws, _ := s.sandbox()
+	if err := ws.WriteTextFile(req.Path, req.Content); err != nil {
+		return sdk.WriteTextFileResponse{}, s.clientError("write", req.Path, err)
+	}
+	return sdk.WriteTextFileResponse{}, nil
+}
+
+func (h *client) CreateTerminal(ctx context.Context, req sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
+	s, err := h.session(ctx, req.SessionId)
+	if err != nil {
+		return sdk.CreateTerminalResponse{}, err
+	}
+	_, terms := s.sandbox()
+	spec := sandbox.TerminalSpec{Command: req.Command, Args: req.Args, Cwd: deref(req.Cwd)}
+	if req.OutputByteLimit != nil {
+		spec.OutputByteLimit = int64(*req.OutputByteLimit)
+	}
+	if len(req.Env) > 0 {
+		spec.Env = make(map[string]string, len(req.Env))
+		for _, e := range req.Env {
+			spec.Env[e.Name] = e.Value
+		}
+	}
+	id, err := terms.Create(ctx, spec)
+	if err != nil {
+		target := spec.Cwd
+		if target == "" {
+			target = req.Command
+		}
+		return sdk.CreateTerminalResponse{}, s.clientError("run a terminal in", target, err)
+	}
+	s.terminalCreated(id, req.Command, req.Args)
+	return sdk.CreateTerminalResponse{TerminalId: id}, nil
+}
+
+func (h *client) TerminalOutput(ctx context.Context, req sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
+	s, err := h.session(ctx, req.SessionId)
+	if err != nil {
+		return sdk.TerminalOutputResponse{}, err
+	}
+	_, terms := s.sandbox()
+	out, err := terms.Output(req.TerminalId)
+	if err != nil {
+		return sdk.TerminalOutputResponse{}, s.clientError("read terminal", req.TerminalId, err)
+	}
+	resp := sdk.TerminalOutputResponse{Output: out.Output, Truncated: out.Truncated}
+	if out.Exit != nil {
+		resp.ExitStatus = &sdk.TerminalExitStatus{ExitCode: out.Exit.Code, Signal: nonEmpty(out.Exit.Signal)}
+	}
+	return resp, nil
+}
+
+func (h *client) WaitForTerminalExit(ctx context.Context, req sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
+	s, err := h.session(ctx, req.SessionId)
+	if err != nil {
+		return sdk.WaitForTerminalExitResponse{}, err
+	}
+	_, terms := s.sandbox()
+	st, err := terms.WaitForExit(ctx, req.TerminalId)
+	if err != nil {
+		if ctx.Err() != nil {
+			return sdk.WaitForTerminalExitResponse{}, sdk.NewRequestCancelled(map[string]any{"terminalId": req.TerminalId})
+		}
+		return sdk.WaitForTerminalExitResponse{}, s.clientError("wait for terminal", req.TerminalId, err)
+	}
+	return sdk.WaitForTerminalExitResponse{ExitCode: st.Code, Signal: nonEmpty(st.Signal)}, nil
+}
+
+func (h *client) KillTerminal(ctx context.Context, req sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
+	s, err := h.session(ctx, req.SessionId)
+	if err != nil {
+		return sdk.KillTerminalResponse{}, err
+	}
+	_, terms := s.sandbox()
+	if err := terms.Kill(req.TerminalId); err != nil {
+		return sdk.KillTerminalResponse{}, s.clientError("kill terminal", req.TerminalId, err)
+	}
+	return sdk.KillTerminalResponse{}, nil
+}
+
+func (h *client) ReleaseTerminal(ctx context.Context, req sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
+	s, err := h.session(ctx, req.SessionId)
+	if err != nil {
+		return sdk.ReleaseTerminalResponse{}, err
+	}
+	s.terminalReleasing(req.TerminalId)
+	_, terms := s.sandbox()
+	if err := terms.Release(req.TerminalId); err != nil {
+		return sdk.ReleaseTerminalResponse{}, s.clientError("release terminal", req.TerminalId, err)
+	}
+	return sdk.ReleaseTerminalResponse{}, nil
+}
+
+// clientError turns a sandbox error into the ACP error the agent gets. A path outside
+// the workspace is also reported to the session's subscribers.
+func (s *session) clientError(op, target string, err error) error {
+	data := map[string]any{"error": err.Error()}
+	switch {
+	case errors.Is(err, sandbox.ErrOutsideWorkspace):
+		s.reportError(presenters.ErrorPayload{
+			Code:    "fs_outside_workspace",
+			Message: fmt.Sprintf("the agent tried to %s %s, outside the session's workspace; it was refused", op, target),
+		})
+		return sdk.NewInvalidParams(data)
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrTerminalNotFound):
+		return &sdk.RequestError{Code: codeResourceNotFound, Message: "Resource not found", Data: data}
+	case errors.Is(err, sandbox.ErrInvalidPath), errors.Is(err, sandbox.ErrInvalidArgument),
+		errors.Is(err, sandbox.ErrTooLarge), errors.Is(err, sandbox.ErrNotText):
+		return sdk.NewInvalidParams(data)
+	}
+	return sdk.NewInternalError(data)
+}

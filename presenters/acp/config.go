@@ -1,0 +1,159 @@
+// Package acp drives Agent Client Protocol agents (claude-code-acp, claude-agent-acp,
+// codex-acp, gemini --acp, any other) as presenters: one child process per agent,
+// shared by its sessions, spoken to with github.com/coder/acp-go-sdk through a
+// flow-controlled reader (see flowreader.go). Session updates are normalized into
+// presenters events; fs/* and terminal/* requests are served by sandbox/ inside the
+// session's workspace; permission requests pass a server-side policy before any user
+// is asked; every turn is stored through presenters/transcript.
+package acp
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/sandbox"
+)
+
+// Policy modes decide some permission requests without asking a user. Whatever the
+// mode, a request whose target paths lie outside the session's workspace is denied.
+const (
+	// PolicyAsk (the default, also "") asks a user for every permission request.
+	PolicyAsk = "ask"
+	// PolicyAutoAllowLow allows execute-kind tools whose command is classified low
+	// risk; everything else is asked.
+	PolicyAutoAllowLow = "auto_allow_low"
+	// PolicyAutoDenyHigh denies execute-kind tools whose command is classified high or
+	// critical risk; everything else is asked.
+	PolicyAutoDenyHigh = "auto_deny_high"
+	// PolicyAuto does both: low-risk commands allowed, high and critical denied,
+	// medium-risk commands and all other tools asked.
+	PolicyAuto = "auto"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultPermissionTimeout = 5 * time.Minute
+	// DefaultStartTimeout bounds start-up to an answered initialize: some agents take
+	// seconds (gemini-cli ~3 s alone, ~11 s when several start at once on 2 cores).
+	DefaultStartTimeout = 60 * time.Second
+	minStartTimeout     = 30 * time.Second
+)
+
+// Config is one ACP agent from the configuration file.
+type Config struct {
+	ID         string // acp.<provider>.<name>
+	Command    string
+	Args       []string
+	Env        map[string]string // added to agenticd's own environment
+	AuthMethod string            // an advertised auth method id to call authenticate with
+	// PermissionTimeout: a permission request nobody answers in this time is answered
+	// `cancelled` (default 5 min).
+	PermissionTimeout time.Duration
+	PolicyMode        string        // "", ask, auto_allow_low, auto_deny_high, auto
+	StartTimeout      time.Duration // default 60 s; values below 30 s are raised to 30 s
+	// Name and Description are shown by ListAgents (defaults derive from ID and Command).
+	Name        string
+	Description string
+	// MCPServers are passed to every session (session/new, load, resume); none: [].
+	MCPServers []MCPServer
+}
+
+// MCPServer is an MCP server an agent should connect its sessions to: a command run
+// over stdio, or an http URL (used only when the agent supports MCP over http).
+type MCPServer struct {
+	Name    string
+	Command string
+	Args    []string
+	Env     map[string]string
+	URL     string
+}
+
+// Deps are the shared services a presenter uses.
+type Deps struct {
+	Publisher presenters.Publisher
+	Roots     *sandbox.Roots
+	Store     *transcript.Store
+	Logger    *slog.Logger
+}
+
+func (c Config) validate() (Config, error) {
+	parts := strings.Split(c.ID, ".")
+	if len(parts) < 3 || parts[0] != string(presenters.AgentTypeACP) || parts[1] == "" || parts[2] == "" {
+		return c, fmt.Errorf("agent id %q must look like acp.<provider>.<name>: %w", c.ID, presenters.ErrInvalidArgument)
+	}
+	if strings.TrimSpace(c.Command) == "" {
+		return c, fmt.Errorf("agent %s: command is empty; set the agent binary in the config: %w", c.ID, presenters.ErrInvalidArgument)
+	}
+	switch c.PolicyMode {
+	case "":
+		c.PolicyMode = PolicyAsk
+	case PolicyAsk, PolicyAutoAllowLow, PolicyAutoDenyHigh, PolicyAuto:
+	default:
+		return c, fmt.Errorf("agent %s: policy mode %q is not one of %s, %s, %s, %s: %w",
+			c.ID, c.PolicyMode, PolicyAsk, PolicyAutoAllowLow, PolicyAutoDenyHigh, PolicyAuto, presenters.ErrInvalidArgument)
+	}
+	for _, m := range c.MCPServers {
+		if m.Name == "" || (m.Command == "") == (m.URL == "") {
+			return c, fmt.Errorf("agent %s: mcp server %q needs a name and either a command or a url: %w", c.ID, m.Name, presenters.ErrInvalidArgument)
+		}
+	}
+	if c.PermissionTimeout <= 0 {
+		c.PermissionTimeout = DefaultPermissionTimeout
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	c.StartTimeout = max(c.StartTimeout, minStartTimeout)
+	if c.Name == "" {
+		c.Name = parts[len(parts)-1]
+	}
+	if c.Description == "" {
+		c.Description = "ACP agent: " + strings.Join(append([]string{c.Command}, c.Args...), " ")
+	}
+	return c, nil
+}
+
+// knownAgent is an ACP agent binary Discover looks for.
+type knownAgent struct {
+	binary      string
+	id          string
+	name        string
+	args        []string
+	claude      bool // Claude's adapters refuse to run as root unless IS_SANDBOX=1
+	description string
+}
+
+var knownAgents = []knownAgent{
+	{binary: "claude-code-acp", id: "acp.anthropic.claude-code", name: "Claude Code", claude: true,
+		description: "Claude Code through Zed's claude-code-acp adapter"},
+	{binary: "claude-agent-acp", id: "acp.anthropic.claude", name: "Claude Agent", claude: true,
+		description: "Claude through the claude-agent-acp adapter"},
+	{binary: "codex-acp", id: "acp.openai.codex", name: "Codex",
+		description: "OpenAI Codex through the codex-acp adapter"},
+	// gemini-cli 0.33+ takes --acp (--experimental-acp is its deprecated alias).
+	{binary: "gemini", id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
+		description: "Google Gemini CLI in ACP mode"},
+}
+
+// Discover returns a Config for every known ACP agent found by lookPath (exec.LookPath
+// in production), in a fixed order.
+func Discover(lookPath func(string) (string, error)) []Config {
+	var out []Config
+	for _, k := range knownAgents {
+		path, err := lookPath(k.binary)
+		if err != nil || path == "" {
+			continue
+		}
+		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description}
+		if k.claude && os.Geteuid() == 0 {
+			c.Env = map[string]string{"IS_SANDBOX": "1"}
+		}
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,311 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// clientInfo is what agenticd tells agents about itself in initialize.
+var clientInfo = sdk.Implementation{Name: "agenticd", Version: "0.1.0"}
+
+// clientCapabilities are exactly what sandbox/ serves for every session: text file
+// read and write inside the workspace, and pty terminals. (The prompt content we send
+// is limited by the agent's promptCapabilities, not declared here.)
+var clientCapabilities = sdk.ClientCapabilities{
+	Fs:       sdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
+	Terminal: true,
+}
+
+// ACP error codes agents use.
+const (
+	codeAuthRequired     = -32000
+	codeResourceNotFound = -32002
+)
+
+// drainTimeout bounds how long the lines an exited agent left in its stdout may take
+// to be handled (a process that escaped the group could hold the pipe open).
+const drainTimeout = 3 * time.Second
+
+// agentConn is one agent process and the ACP connection to it. Sessions route
+// through it by their ACP session id.
+type agentConn struct {
+	proc *process
+	flow *flowReader
+	rpc  *sdk.ClientSideConnection
+	init sdk.InitializeResponse
+	log  *slog.Logger
+
+	stopping atomic.Bool   // Close/stop asked for the exit: not a crash
+	gone     chan struct{} // closed once the exit was fully handled
+	onGone   func(*agentConn)
+
+	mu       sync.Mutex
+	sessions map[sdk.SessionId]*session
+	// early holds session-level updates for ids not registered yet: agents may send
+	// available_commands_update before session/new has answered.
+	early map[sdk.SessionId][]sdk.SessionUpdate
+}
+
+// maxEarlySessions and maxEarlyUpdates bound what is kept for unknown session ids.
+const (
+	maxEarlySessions = 16
+	maxEarlyUpdates  = 64
+)
+
+// dial starts the agent and initializes the connection. newClient builds the handler
+// for the agent's requests and notifications; onGone runs after the process exited
+// (crash or stop) and every notification it sent was handled.
+func dial(ctx context.Context, cfg Config, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
+	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", presenters.ErrAgentUnavailable, err)
+	}
+	c := &agentConn{
+		proc:     proc,
+		log:      log,
+		gone:     make(chan struct{}),
+		onGone:   onGone,
+		sessions: map[sdk.SessionId]*session{},
+		early:    map[sdk.SessionId][]sdk.SessionUpdate{},
+	}
+	c.flow = newFlowReader(proc.stdout, defaultHighWater, log)
+	c.rpc = sdk.NewClientSideConnection(newClient(c), proc.stdin, c.flow)
+	c.rpc.SetLogger(log)
+	go c.supervise()
+
+	initCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	resp, err := c.rpc.Initialize(initCtx, sdk.InitializeRequest{
+		ProtocolVersion:    sdk.ProtocolVersionNumber,
+		ClientCapabilities: clientCapabilities,
+		ClientInfo:         &clientInfo,
+	})
+	if err != nil {
+		reason := c.failReason(initCtx, err)
+		c.stop(context.Background())
+		return nil, fmt.Errorf("%w: agent %s did not initialize: %s", presenters.ErrAgentUnavailable, cfg.ID, reason)
+	}
+	c.init = resp
+	return c, nil
+}
+
+// failReason explains why a request to the agent failed, preferring how the process
+// ended when it did.
+func (c *agentConn) failReason(ctx context.Context, err error) string {
+	exited := "the agent process %s (see the log for its stderr)"
+	select {
+	case <-c.proc.exited:
+		return fmt.Sprintf(exited, c.proc.exitReason())
+	case <-c.rpc.Done():
+		// Its output closed: the process is ending; wait a moment to say how.
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-c.proc.exited:
+			return fmt.Sprintf(exited, c.proc.exitReason())
+		case <-t.C:
+		}
+	default:
+	}
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "no answer in time; the agent may be stuck or need a longer start_timeout"
+	}
+	return err.Error()
+}
+
+// supervise waits for the process to end, lets the notifications it sent before
+// dying reach SessionUpdate, releases the pipes and reports the exit.
+func (c *agentConn) supervise() {
+	<-c.proc.exited
+	c.proc.closePipes()
+	timeout := make(chan struct{})
+	t := time.AfterFunc(drainTimeout, func() { close(timeout) })
+	c.flow.waitDrained(timeout)
+	t.Stop()
+	c.flow.Close()
+	_ = c.proc.stdout.Close()
+	<-c.rpc.Done()
+	handed, finished, maxInFlight := c.flow.stats()
+	c.log.Info("agent connection closed", "exit", c.proc.exitReason(), "notifications", handed,
+		"unhandled_at_close", handed-finished, "max_unhandled", maxInFlight)
+	if c.onGone != nil {
+		c.onGone(c)
+	}
+	close(c.gone)
+}
+
+// alive reports whether the process still runs and the connection is open.
+func (c *agentConn) alive() bool {
+	select {
+	case <-c.proc.exited:
+		return false
+	case <-c.rpc.Done():
+		return false
+	default:
+		return !c.stopping.Load()
+	}
+}
+
+// stop ends the process and waits until its exit was handled (or ctx ends).
+func (c *agentConn) stop(ctx context.Context) {
+	c.stopping.Store(true)
+	c.proc.stop(ctx, 2*time.Second)
+	select {
+	case <-c.gone:
+	case <-ctx.Done():
+	}
+}
+
+// register routes a session's updates to s and hands it what arrived early.
+func (c *agentConn) register(id sdk.SessionId, s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sessions[id] = s
+	early := c.early[id]
+	delete(c.early, id)
+	// Applied while c.mu is held so that no later update of this session overtakes them.
+	for _, u := range early {
+		s.applyUpdate(u)
+	}
+}
+
+func (c *agentConn) unregister(id sdk.SessionId) {
+	c.mu.Lock()
+	delete(c.sessions, id)
+	c.mu.Unlock()
+}
+
+func (c *agentConn) session(id sdk.SessionId) *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[id]
+}
+
+func (c *agentConn) liveSessions() []*session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*session, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// route hands an update to its session, or keeps a session-level one for a session
+// that is not registered yet. It never blocks.
+func (c *agentConn) route(n sdk.SessionNotification) {
+	c.mu.Lock()
+	s := c.sessions[n.SessionId]
+	if s == nil {
+		kind := updateKind(n.Update)
+		sessionLevel := strings.HasSuffix(kind, "_update") && kind != "tool_call_update"
+		if sessionLevel && len(c.early[n.SessionId]) < maxEarlyUpdates &&
+			(len(c.early) < maxEarlySessions || c.early[n.SessionId] != nil) {
+			c.early[n.SessionId] = append(c.early[n.SessionId], n.Update)
+		} else {
+			c.log.Info("dropping an update for a session this server does not know", "acp_session_id", n.SessionId, "kind", kind)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	s.applyUpdate(n.Update)
+}
+
+// authenticate calls authenticate with the configured method. env_var methods need
+// their variables in the agent's environment (agenticd's plus the config's env).
+func (c *agentConn) authenticate(ctx context.Context, cfg Config) error {
+	methods := authMethods(c.init.AuthMethods)
+	var chosen *sdk.AuthMethod
+	for i, m := range c.init.AuthMethods {
+		if authMethodID(m) == cfg.AuthMethod {
+			chosen = &c.init.AuthMethods[i]
+		}
+	}
+	if chosen == nil {
+		return fmt.Errorf("auth_method %q is not one the agent offers: %w", cfg.AuthMethod,
+			&presenters.AuthRequiredError{AgentID: cfg.ID, Methods: methods})
+	}
+	if chosen.EnvVar != nil {
+		for _, v := range chosen.EnvVar.Vars {
+			if v.Optional {
+				continue
+			}
+			if _, inConfig := cfg.Env[v.Name]; !inConfig && os.Getenv(v.Name) == "" {
+				return fmt.Errorf("auth method %s needs the environment variable %s: set it for agenticd or in the agent's env: %w",
+					cfg.AuthMethod, v.Name, &presenters.AuthRequiredError{AgentID: cfg.ID, Methods: methods})
+			}
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	if _, err := c.rpc.Authenticate(actx, sdk.AuthenticateRequest{MethodId: cfg.AuthMethod}); err != nil {
+		return fmt.Errorf("authenticate with %s failed: %s: %w", cfg.AuthMethod, c.failReason(actx, err),
+			&presenters.AuthRequiredError{AgentID: cfg.ID, Methods: methods})
+	}
+	return nil
+}
+
+func authMethodID(m sdk.AuthMethod) string {
+	switch {
+	case m.EnvVar != nil:
+		return m.EnvVar.Id
+	case m.Terminal != nil:
+		return m.Terminal.Id
+	case m.Agent != nil:
+		return m.Agent.Id
+	}
+	return ""
+}
+
+func authMethods(ms []sdk.AuthMethod) []presenters.AuthMethod {
+	out := make([]presenters.AuthMethod, 0, len(ms))
+	for _, m := range ms {
+		switch {
+		case m.EnvVar != nil:
+			desc := deref(m.EnvVar.Description)
+			var names []string
+			for _, v := range m.EnvVar.Vars {
+				names = append(names, v.Name)
+			}
+			if len(names) > 0 {
+				desc = strings.TrimSpace(desc + " (environment: " + strings.Join(names, ", ") + ")")
+			}
+			out = append(out, presenters.AuthMethod{ID: m.EnvVar.Id, Name: m.EnvVar.Name, Description: desc})
+		case m.Terminal != nil:
+			out = append(out, presenters.AuthMethod{ID: m.Terminal.Id, Name: m.Terminal.Name, Description: deref(m.Terminal.Description)})
+		case m.Agent != nil:
+			out = append(out, presenters.AuthMethod{ID: m.Agent.Id, Name: m.Agent.Name, Description: deref(m.Agent.Description)})
+		}
+	}
+	return out
+}
+
+// isAuthRequired reports whether an agent answered "authentication required".
+func isAuthRequired(err error) bool {
+	var re *sdk.RequestError
+	return errors.As(err, &re) && re.Code == codeAuthRequired
+}
+
+// agentErrorText is an agent's error as a person can read it.
+func agentErrorText(err error) string {
+	var re *sdk.RequestError
+	if errors.As(err, &re) {
+		if re.Data != nil {
+			return fmt.Sprintf("%s (%v)", re.Message, re.Data)
+		}
+		return re.Message
+	}
+	return err.Error()
+}

@@ -1,0 +1,278 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/sandbox"
+)
+
+// mcpServers are the configured MCP servers the agent can use (http ones only when it
+// advertises MCP over http); never nil: agents reject a null mcpServers.
+func (p *Presenter) mcpServers(caps sdk.AgentCapabilities) []sdk.McpServer {
+	out := []sdk.McpServer{}
+	for _, m := range p.cfg.MCPServers {
+		if m.URL != "" {
+			if !caps.McpCapabilities.Http {
+				p.log.Warn("agent does not support MCP over http; mcp server not passed", "mcp_server", m.Name)
+				continue
+			}
+			out = append(out, sdk.McpServer{Http: &sdk.McpServerHttpInline{Name: m.Name, Url: m.URL, Type: "http", Headers: []sdk.HttpHeader{}}})
+			continue
+		}
+		env := []sdk.EnvVariable{}
+		for k, v := range m.Env {
+			env = append(env, sdk.EnvVariable{Name: k, Value: v})
+		}
+		args := m.Args
+		if args == nil {
+			args = []string{}
+		}
+		out = append(out, sdk.McpServer{Stdio: &sdk.McpServerStdio{Name: m.Name, Command: m.Command, Args: args, Env: env}})
+	}
+	return out
+}
+
+// sessionState is what session/new, session/load and session/resume answer.
+type sessionState struct {
+	modes   *sdk.SessionModeState
+	models  *sdk.SessionModelState
+	configs []sdk.SessionConfigOption
+}
+
+func (p *Presenter) openWorkspace(dir string) (*sandbox.Workspace, error) {
+	ws, err := p.deps.Roots.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %v: %w", dir, err, presenters.ErrInvalidArgument)
+	}
+	return ws, nil
+}
+
+// CreateSession asks the agent for a new session in the workspace; the returned id is
+// the agent's.
+func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
+	ws, err := p.openWorkspace(cfg.Workspace)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	conn, err := p.ensureConn(ctx)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: p.mcpServers(conn.init.AgentCapabilities)})
+	if err != nil {
+		return presenters.SessionInfo{}, p.sessionCallError(conn, "session/new", err)
+	}
+	if resp.SessionId == "" {
+		return presenters.SessionInfo{}, fmt.Errorf("%w: agent %s answered session/new without a session id", presenters.ErrAgentUnavailable, p.cfg.ID)
+	}
+	id := string(resp.SessionId)
+	now := time.Now()
+	conv := transcript.Conversation{ID: id, AgentID: p.cfg.ID, Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
+	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {
+		return presenters.SessionInfo{}, fmt.Errorf("storing session %s: %w", id, err)
+	}
+
+	s := newSession(p, id, ws)
+	p.mu.Lock()
+	caps := p.capabilities()
+	p.sessions[id] = s
+	p.mu.Unlock()
+
+	s.mu.Lock()
+	s.conv = conv
+	s.info = presenters.SessionInfo{SessionID: id, AgentID: p.cfg.ID, Status: presenters.SessionIdle,
+		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: caps}
+	s.attachLocked(conn, resp.SessionId, ws, sessionState{resp.Modes, resp.Models, resp.ConfigOptions})
+	s.emit.SessionCreated(s.info)
+	s.mu.Unlock()
+	conn.register(resp.SessionId, s)
+
+	if cfg.ModeID != "" {
+		if err := s.setMode(ctx, cfg.ModeID); err != nil {
+			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its mode could not be set: %w", id, err)
+		}
+	}
+	if cfg.ModelID != "" {
+		if err := s.setModel(ctx, cfg.ModelID); err != nil {
+			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its model could not be set: %w", id, err)
+		}
+	}
+	s.mu.Lock()
+	s.storeConversationLocked()
+	s.mu.Unlock()
+	return s.snapshot(), nil
+}
+
+// attachLocked makes the session live on conn (s.mu held).
+func (s *session) attachLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState) {
+	s.conn, s.acpID, s.ws = conn, acpID, ws
+	s.norm.workspace = ws.Root()
+	s.terms = ws.NewTerminals()
+	s.termCommands = map[string]string{}
+	s.termFinal = map[string]presenters.TerminalBlock{}
+	s.modeState, s.modelState, s.configs = st.modes, st.models, st.configs
+	caps := conn.init.AgentCapabilities.PromptCapabilities
+	s.info.Capabilities.SupportsVision = caps.Image
+	s.info.Capabilities.SupportsResources = caps.EmbeddedContext
+	s.info.Capabilities.SupportsTools, s.info.Capabilities.SupportsCommands, s.info.Capabilities.SupportsLoad = true, true, true
+	s.deriveModesModels()
+}
+
+// sessionCallError maps a failed session/new, load or resume.
+func (p *Presenter) sessionCallError(conn *agentConn, method string, err error) error {
+	if isAuthRequired(err) {
+		return p.needsAuth(err)
+	}
+	if !conn.alive() {
+		return fmt.Errorf("%w: agent %s stopped during %s: %s", presenters.ErrAgentUnavailable, p.cfg.ID, method, conn.failReason(context.Background(), err))
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", method, presenters.ErrCancelled)
+	}
+	return fmt.Errorf("%w: agent %s refused %s: %s", presenters.ErrAgentUnavailable, p.cfg.ID, method, agentErrorText(err))
+}
+
+// LoadSession reopens a session. A live one just replays its stored history. Else the
+// agent gets session/load when it advertises it (its replay streams as events);
+// otherwise the stored transcript is replayed and the agent session reattached with
+// session/resume when advertised, or replaced by a new one (the agent then does not
+// remember the conversation, but its history stays in the store).
+func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
+	s, err := p.session(ctx, sessionID)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	if s.checkLive() == nil {
+		n, err := s.replayStored(ctx, lc)
+		if err != nil {
+			return presenters.SessionInfo{}, err
+		}
+		s.emit.SessionReady(n)
+		return s.snapshot(), nil
+	}
+	conv, err := p.deps.Store.GetConversation(ctx, sessionID)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	ws, err := p.openWorkspace(conv.Workspace)
+	if err != nil {
+		return presenters.SessionInfo{}, fmt.Errorf("session %s cannot be reopened: %w", sessionID, err)
+	}
+	conn, err := p.ensureConn(ctx)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+
+	s.mu.Lock()
+	if s.conn != nil { // reopened concurrently
+		s.mu.Unlock()
+		return s.snapshot(), nil
+	}
+	acpID := s.acpID
+	s.conv = conv
+	s.conv.Closed = false
+	s.mu.Unlock()
+
+	caps := conn.init.AgentCapabilities
+	if caps.LoadSession {
+		st, count, err := s.loadFromAgent(ctx, conn, acpID, ws)
+		if err == nil {
+			s.reopened(conn, acpID, ws, st)
+			s.emit.SessionReady(count)
+			return s.snapshot(), nil
+		}
+		if errors.Is(err, presenters.ErrAuthRequired) || !conn.alive() {
+			return presenters.SessionInfo{}, err
+		}
+		s.log.Warn("session/load failed; reopening from the stored transcript", "err", err)
+	}
+	var st sessionState
+	switch {
+	case caps.SessionCapabilities.Resume != nil:
+		resp, err := conn.rpc.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: p.mcpServers(caps)})
+		if err != nil {
+			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/resume", err)
+		}
+		st = sessionState{resp.Modes, resp.Models, resp.ConfigOptions}
+	default:
+		resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: p.mcpServers(conn.init.AgentCapabilities)})
+		if err != nil {
+			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/new", err)
+		}
+		s.log.Info("agent cannot load or resume sessions: reopened as a new agent session; the agent does not remember the earlier turns",
+			"acp_session_id", resp.SessionId)
+		acpID = resp.SessionId
+		st = sessionState{resp.Modes, resp.Models, resp.ConfigOptions}
+	}
+	s.reopened(conn, acpID, ws, st)
+	n, err := s.replayStored(ctx, lc)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	s.emit.SessionReady(n)
+	return s.snapshot(), nil
+}
+
+// loadFromAgent runs session/load; the agent's replay streams through the normalizer
+// as events while it runs.
+func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace) (sessionState, int64, error) {
+	s.mu.Lock()
+	s.norm.workspace = ws.Root()
+	s.norm.startReplay()
+	s.mu.Unlock()
+	conn.register(acpID, s)
+	resp, err := conn.rpc.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: s.p.mcpServers(conn.init.AgentCapabilities)})
+	s.mu.Lock()
+	count := s.norm.endReplay(s.emitPayload)
+	s.mu.Unlock()
+	if err != nil {
+		conn.unregister(acpID)
+		return sessionState{}, 0, s.p.sessionCallError(conn, "session/load", err)
+	}
+	return sessionState{resp.Modes, resp.Models, resp.ConfigOptions}, count, nil
+}
+
+// reopened makes a reopened session live and tells subscribers.
+func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState) {
+	s.mu.Lock()
+	old := s.info
+	s.attachLocked(conn, acpID, ws, st)
+	s.info.Workspace = ws.Root()
+	s.setStatus(presenters.SessionIdle, "")
+	s.publishPatch(old)
+	s.storeConversationLocked()
+	s.mu.Unlock()
+	conn.register(acpID, s)
+}
+
+// replayStored streams the stored history as events (text as deltas, every other
+// block as a block, then MESSAGE_END per message) and returns how many messages.
+func (s *session) replayStored(ctx context.Context, lc presenters.LoadContext) (int64, error) {
+	msgs, err := s.p.deps.Store.Messages(ctx, s.id, presenters.MessageQuery{Limit: lc.MaxHistory})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, m := range msgs {
+		if m.Role == presenters.RoleSystem && !lc.IncludeSystemMessages {
+			continue
+		}
+		for _, b := range m.Blocks {
+			if b.Type == presenters.BlockText {
+				s.emit.MessageDelta(m.ID, m.Role, b.Text)
+			} else {
+				s.emit.MessageBlock(m.ID, m.Role, b)
+			}
+		}
+		s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: m.ID, StopReason: m.StopReason, Usage: m.Usage, Role: m.Role})
+		n++
+	}
+	return n, nil
+}

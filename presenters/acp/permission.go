@@ -1,0 +1,262 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
+)
+
+// pendingPermission is a request waiting for an answer; answer gets exactly one
+// option id ("" for cancelled) from whichever decision came first.
+type pendingPermission struct {
+	req    presenters.PermissionRequest
+	answer chan string
+}
+
+// decision is a server-side answer to a permission request.
+type decision struct {
+	optionID string // "" answers cancelled
+	by       presenters.PermissionDecider
+	reason   string
+}
+
+// requestPermission serves session/request_permission: the tool call is merged into
+// the turn (it may arrive before its tool_call), the server's policy may answer, else
+// subscribers are asked and the first RespondPermission, the timeout or a cancel
+// answers.
+func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissionRequest) sdk.RequestPermissionResponse {
+	s.mu.Lock()
+	call, inTurn := s.norm.tool(req.ToolCall, s.emitPayload)
+	if !inTurn {
+		scratch := normalizer{log: s.log, sessionID: s.id, workspace: s.norm.workspace, classify: s.norm.classify}
+		scratch.merge(&call, req.ToolCall)
+		call.ToolID = string(req.ToolCall.ToolCallId)
+	}
+	pr := presenters.PermissionRequest{
+		RequestID:      s.p.newID(),
+		ToolID:         call.ToolID,
+		ToolName:       call.ToolName,
+		PermissionType: permissionType(call.Kind),
+		Description:    call.Title,
+		CommandInfo:    call.CommandInfo,
+		Paths:          targetPaths(call),
+		Arguments:      call.Arguments,
+		RequestedAt:    time.Now(),
+	}
+	for _, o := range req.Options {
+		pr.Options = append(pr.Options, presenters.PermissionOption{ID: string(o.OptionId), Name: o.Name, Kind: presenters.PermissionOptionKind(o.Kind)})
+		if o.Kind == sdk.PermissionOptionKindAllowAlways {
+			pr.Rememberable = true
+		}
+	}
+	if s.turn != nil {
+		pr.MessageID = s.turn.assistantID
+	}
+	var ws workspaceResolver
+	if s.ws != nil {
+		ws = s.ws
+	}
+	s.mu.Unlock()
+
+	// The policy reads the file system (symlinks): not under s.mu.
+	d, decided := s.policy(pr, call, ws)
+
+	s.mu.Lock()
+	if !decided && (s.conn == nil || s.turn == nil || s.turn.cancelled || s.turn.finished) {
+		d, decided = decision{by: presenters.DecidedByCancelled, reason: "no turn is running to ask for"}, true
+	}
+	if decided {
+		s.emitDecisionLocked(pr, d.optionID, d.by, d.reason)
+		s.mu.Unlock()
+		return permissionResponse(d.optionID)
+	}
+	pp := &pendingPermission{req: pr, answer: make(chan string, 1)}
+	s.pending[pr.RequestID] = pp
+	s.info.PendingPermissions = append(slices.Clip(s.info.PendingPermissions), pr)
+	s.emit.PermissionRequired(pr)
+	if s.info.Status == presenters.SessionGenerating {
+		s.setStatus(presenters.SessionPaused, "waiting for a permission answer")
+	}
+	s.mu.Unlock()
+
+	timer := time.NewTimer(s.p.cfg.PermissionTimeout)
+	defer timer.Stop()
+	var option string
+	select {
+	case option = <-pp.answer:
+	case <-ctx.Done():
+		s.resolve(pp, "", presenters.DecidedByCancelled, "the agent withdrew the request")
+		option = <-pp.answer
+	case <-timer.C:
+		s.resolve(pp, "", presenters.DecidedByCancelled, fmt.Sprintf("nobody answered within %s", s.p.cfg.PermissionTimeout))
+		option = <-pp.answer
+	}
+	return permissionResponse(option)
+}
+
+func permissionResponse(optionID string) sdk.RequestPermissionResponse {
+	if optionID == "" {
+		return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}
+	}
+	return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeSelected(sdk.PermissionOptionId(optionID))}
+}
+
+// respondPermission answers a pending request with one of its options; the first
+// answer wins.
+func (s *session) respondPermission(resp presenters.PermissionResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pp := s.pending[resp.RequestID]
+	if pp == nil {
+		return fmt.Errorf("permission request %s is not pending in session %s: it was already answered, timed out or never existed: %w",
+			resp.RequestID, s.id, presenters.ErrNotFound)
+	}
+	if _, ok := pp.req.Option(resp.OptionID); !ok {
+		return fmt.Errorf("option %q is not one of the request's options (%s): %w", resp.OptionID,
+			idList(pp.req.Options, func(o presenters.PermissionOption) string { return o.ID }), presenters.ErrInvalidArgument)
+	}
+	s.resolveLocked(pp, resp.OptionID, presenters.DecidedByUser, "")
+	return nil
+}
+
+func (s *session) resolve(pp *pendingPermission, optionID string, by presenters.PermissionDecider, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resolveLocked(pp, optionID, by, reason)
+}
+
+// resolveLocked answers pp unless it was answered already (s.mu held).
+func (s *session) resolveLocked(pp *pendingPermission, optionID string, by presenters.PermissionDecider, reason string) {
+	if s.pending[pp.req.RequestID] != pp {
+		return
+	}
+	delete(s.pending, pp.req.RequestID)
+	s.info.PendingPermissions = slices.DeleteFunc(slices.Clone(s.info.PendingPermissions), func(r presenters.PermissionRequest) bool {
+		return r.RequestID == pp.req.RequestID
+	})
+	s.emitDecisionLocked(pp.req, optionID, by, reason)
+	pp.answer <- optionID
+	if len(s.pending) == 0 && s.info.Status == presenters.SessionPaused {
+		s.setStatus(presenters.SessionGenerating, "")
+	}
+}
+
+// cancelPendingLocked answers every pending request cancelled (s.mu held).
+func (s *session) cancelPendingLocked(reason string) {
+	for _, r := range slices.Clone(s.info.PendingPermissions) {
+		if pp := s.pending[r.RequestID]; pp != nil {
+			s.resolveLocked(pp, "", presenters.DecidedByCancelled, reason)
+		}
+	}
+}
+
+// emitDecisionLocked tells every subscriber how a request was decided (s.mu held).
+func (s *session) emitDecisionLocked(req presenters.PermissionRequest, optionID string, by presenters.PermissionDecider, reason string) {
+	d := presenters.PermissionDecision{RequestID: req.RequestID, ToolID: req.ToolID, OptionID: optionID, DecidedBy: by, Reason: reason}
+	if o, ok := req.Option(optionID); ok && o.Kind.Allows() {
+		s.emit.PermissionGranted(d)
+		return
+	}
+	s.emit.PermissionDenied(d)
+}
+
+// policy is the server's own answer, before anyone is asked. Agents that run their
+// own Write/Edit/Bash tools never call fs/* or terminal/*: this is the only moment the
+// server sees such an operation, so a target outside the workspace is refused here.
+func (s *session) policy(pr presenters.PermissionRequest, call presenters.ToolCall, ws workspaceResolver) (decision, bool) {
+	for _, path := range pr.Paths {
+		if ws == nil {
+			break
+		}
+		if _, err := ws.Resolve(path); err != nil {
+			reason := fmt.Sprintf("path %s is outside the session's workspace %s", path, ws.Root())
+			if !errors.Is(err, sandbox.ErrOutsideWorkspace) {
+				reason = fmt.Sprintf("path %s cannot be checked against the session's workspace: %v", path, err)
+			}
+			return decision{optionID: optionOfKinds(pr, presenters.RejectOnce, presenters.RejectAlways), by: presenters.DecidedByPolicy, reason: reason}, true
+		}
+	}
+	if call.Kind != presenters.ToolExecute || call.CommandInfo == nil {
+		return decision{}, false
+	}
+	mode := s.p.cfg.PolicyMode
+	level := call.CommandInfo.RiskLevel
+	if level == presenters.RiskLow && (mode == PolicyAutoAllowLow || mode == PolicyAuto) {
+		if id := optionOfKinds(pr, presenters.AllowOnce, presenters.AllowAlways); id != "" {
+			return decision{optionID: id, by: presenters.DecidedByPolicy, reason: "low-risk command allowed by policy " + mode + ": " + call.CommandInfo.Reason}, true
+		}
+	}
+	if (level == presenters.RiskHigh || level == presenters.RiskCritical) && (mode == PolicyAutoDenyHigh || mode == PolicyAuto) {
+		return decision{optionID: optionOfKinds(pr, presenters.RejectOnce, presenters.RejectAlways), by: presenters.DecidedByPolicy,
+			reason: fmt.Sprintf("%s-risk command denied by policy %s: %s", level, mode, call.CommandInfo.Reason)}, true
+	}
+	return decision{}, false
+}
+
+// workspaceResolver is the part of sandbox.Workspace the policy needs.
+type workspaceResolver interface {
+	Resolve(path string) (string, error)
+	Root() string
+}
+
+// optionOfKinds returns the id of the first offered option of the first kind that is
+// offered ("" when none: the answer is then cancelled, which also refuses).
+func optionOfKinds(pr presenters.PermissionRequest, kinds ...presenters.PermissionOptionKind) string {
+	for _, k := range kinds {
+		if o, ok := pr.OptionOfKind(k); ok {
+			return o.ID
+		}
+	}
+	return ""
+}
+
+func permissionType(k presenters.ToolKind) presenters.PermissionType {
+	switch k {
+	case presenters.ToolRead, presenters.ToolSearch:
+		return presenters.PermissionRead
+	case presenters.ToolEdit, presenters.ToolDelete, presenters.ToolMove:
+		return presenters.PermissionWrite
+	case presenters.ToolExecute:
+		return presenters.PermissionCommand
+	}
+	return presenters.PermissionAll
+}
+
+// pathKeys are raw-input fields that name files a tool touches.
+var pathKeys = []string{"file_path", "filePath", "path", "notebook_path", "notebookPath", "cwd", "old_path", "new_path", "destination"}
+
+// targetPaths lists the files a tool call would touch: its locations, its diffs' paths
+// and path-like raw input fields.
+func targetPaths(call presenters.ToolCall) []string {
+	var out []string
+	add := func(p string) {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, l := range call.Locations {
+		add(l.Path)
+	}
+	for _, c := range call.Content {
+		if c.Diff != nil {
+			add(c.Diff.Path)
+		}
+	}
+	var input map[string]any
+	if len(call.Arguments) > 0 && json.Unmarshal(call.Arguments, &input) == nil {
+		for _, k := range pathKeys {
+			if v, ok := input[k].(string); ok {
+				add(v)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,217 @@
+package acp
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// editScript edits b.txt after asking; every turn repeats it.
+const editScript = `{"turns": [[
+ {"update": {"sessionUpdate": "tool_call", "toolCallId": "e1", "title": "Edit b.txt", "kind": "edit", "status": "pending",
+   "locations": [{"path": "{cwd}/b.txt"}], "rawInput": {"file_path": "{cwd}/b.txt", "content": "new"}}},
+ {"permission": {"toolCall": {"toolCallId": "e1", "title": "Edit b.txt", "kind": "edit", "status": "pending"}, "report": true,
+   "onAllow": [{"write": {"path": "{cwd}/b.txt", "content": "new"}}, {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "completed"}}],
+   "onReject": [{"update": {"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "failed"}}],
+   "onCancel": [{"update": {"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "failed"}}]}}
+]]}`
+
+func TestPermissionAnsweredByAUser(t *testing.T) {
+	h := newHarness(t)
+	p := h.presenter(h.config(editScript))
+	s := h.create(p)
+	target := filepath.Join(h.ws, "b.txt")
+
+	for _, tc := range []struct {
+		option   string
+		decision string
+		tail     []string
+		content  string
+	}{
+		{"allow", "PERMISSION_GRANTED e1 allow by user",
+			[]string{`DELTA assistant A "permission: allow_once allow"`, `DELTA assistant A "write ok"`, `TOOL_END e1 edit completed "Edit b.txt"`}, "new"},
+		{"reject", `PERMISSION_DENIED e1 "reject" by user`,
+			[]string{`DELTA assistant A "permission: reject_once reject"`, `TOOL_END e1 edit failed "Edit b.txt"`}, "old"},
+	} {
+		t.Run(tc.option, func(t *testing.T) {
+			if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, from := h.send(p, s.SessionID, "edit b.txt")
+			req := h.permissionRequired(s.SessionID, from)
+			if req.ToolID != "e1" || req.PermissionType != presenters.PermissionWrite || req.MessageID != res.MessageID ||
+				!reflect.DeepEqual(req.Paths, []string{target}) || len(req.Options) != 3 || !req.Rememberable {
+				t.Fatalf("permission request %+v", req)
+			}
+			if info, _ := p.GetSession(testContext(t), s.SessionID); info.Status != presenters.SessionPaused || len(info.PendingPermissions) != 1 {
+				t.Fatalf("while waiting: status %s, %d pending", info.Status, len(info.PendingPermissions))
+			}
+			if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "nope"}); !errors.Is(err, presenters.ErrInvalidArgument) {
+				t.Fatalf("unknown option: %v, want ErrInvalidArgument", err)
+			}
+			if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: tc.option}); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "allow"}); !errors.Is(err, presenters.ErrNotFound) {
+				t.Fatalf("second answer: %v, want ErrNotFound (the first answer wins)", err)
+			}
+			got := afterPreamble(t, h.finish(s.SessionID, res, from))
+			want := append([]string{
+				`TOOL_START e1 edit pending "Edit b.txt"`,
+				`PERMISSION_REQUIRED e1 [` + target + `]`,
+				`STATUS paused`,
+				tc.decision,
+				`STATUS generating`,
+			}, tc.tail...)
+			want = append(want, `END assistant A end_turn`, `STATUS idle`)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("events:\n got %q\nwant %q", got, want)
+			}
+			if b, _ := os.ReadFile(target); string(b) != tc.content {
+				t.Fatalf("b.txt = %q, want %q", b, tc.content)
+			}
+		})
+	}
+}
+
+// The server denies, without asking anyone, a tool call whose target lies outside the
+// workspace: by location, by raw input only, or through a symlink inside it.
+func TestPermissionOutsideTheWorkspaceIsDeniedByPolicy(t *testing.T) {
+	h := newHarness(t)
+	outside := filepath.Join(h.dir, "outside")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(h.ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for name, toolCall := range map[string]string{
+		"location":  `{"toolCallId": "x", "title": "Edit", "kind": "edit", "locations": [{"path": "/etc/passwd"}]}`,
+		"rawInput":  `{"toolCallId": "x", "title": "Write", "rawInput": {"file_path": "{cwd}/../../outside/x.txt", "content": "x"}}`,
+		"symlink":   `{"toolCallId": "x", "title": "Write", "kind": "edit", "rawInput": {"path": "link/x.txt"}}`,
+		"diff path": `{"toolCallId": "x", "title": "Edit", "kind": "edit", "content": [{"type": "diff", "path": "/tmp/elsewhere.txt", "newText": "x"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := h.presenter(h.config(`{"turns": [[{"permission": {"toolCall": ` + toolCall + `, "report": true}}]]}`))
+			s := h.create(p)
+			res, from := h.send(p, s.SessionID, "write outside")
+			got := afterPreamble(t, h.finish(s.SessionID, res, from))
+			if len(got) != 5 || got[1] != `PERMISSION_DENIED x "reject" by policy` || got[2] != `DELTA assistant A "permission: reject_once reject"` {
+				t.Fatalf("events %q: want TOOL_START, a policy denial with the reject option, the agent's report, END, idle", got)
+			}
+			ev, _ := h.rec.waitFrom(t, from, "the denial", isType(presenters.EventToolPermissionDenied))
+			if reason := ev.Payload.(presenters.PermissionDeniedPayload).Reason; reason == "" {
+				t.Fatal("a policy denial must say why")
+			}
+			if _, err := os.Stat(filepath.Join(outside, "x.txt")); !os.IsNotExist(err) {
+				t.Fatalf("outside file exists: %v", err)
+			}
+		})
+	}
+}
+
+func TestPermissionBeforeItsToolCallAndCommandRisk(t *testing.T) {
+	h := newHarness(t)
+	p := h.presenter(h.config(`{"turns": [[
+	 {"permission": {"toolCall": {"toolCallId": "c1", "title": "Run tests", "kind": "execute", "rawInput": {"command": "go test ./..."}}, "report": true}},
+	 {"update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Run tests", "kind": "execute", "status": "in_progress", "rawInput": {"command": "go test ./..."}}},
+	 {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed", "rawOutput": "ok"}}
+	]]}`))
+	s := h.create(p)
+	res, from := h.send(p, s.SessionID, "test")
+	req := h.permissionRequired(s.SessionID, from)
+	if req.PermissionType != presenters.PermissionCommand || req.CommandInfo == nil ||
+		req.CommandInfo.Command != "go test ./..." || req.CommandInfo.RiskLevel != presenters.RiskMedium || string(req.Arguments) != `{"command":"go test ./..."}` {
+		t.Fatalf("permission request %+v (command info %+v)", req, req.CommandInfo)
+	}
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "allow-always"}); err != nil {
+		t.Fatal(err)
+	}
+	got := afterPreamble(t, h.finish(s.SessionID, res, from))
+	want := []string{
+		`TOOL_START c1 execute pending "Run tests"`,
+		`PERMISSION_REQUIRED c1 []`,
+		`STATUS paused`,
+		`PERMISSION_GRANTED c1 allow-always by user`,
+		`STATUS generating`,
+		`DELTA assistant A "permission: allow_always allow-always"`,
+		`TOOL_RUNNING c1 execute in_progress "Run tests"`,
+		`TOOL_END c1 execute completed "Run tests"`,
+		`END assistant A end_turn`,
+		`STATUS idle`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestPermissionPolicyModesDecideByCommandRisk(t *testing.T) {
+	h := newHarness(t)
+	script := func(cmd string) string {
+		return `{"turns": [[{"permission": {"toolCall": {"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "` + cmd + `"}}, "report": true}}]]}`
+	}
+	for _, tc := range []struct{ mode, cmd, want string }{
+		{PolicyAutoAllowLow, "ls -la", `PERMISSION_GRANTED c allow by policy`},
+		{PolicyAuto, "ls -la", `PERMISSION_GRANTED c allow by policy`},
+		{PolicyAutoDenyHigh, "rm -rf /", `PERMISSION_DENIED c "reject" by policy`},
+		{PolicyAuto, "git push --force", `PERMISSION_DENIED c "reject" by policy`},
+		{PolicyAutoDenyHigh, "ls -la", `PERMISSION_REQUIRED c []`},
+		{PolicyAuto, "go test ./...", `PERMISSION_REQUIRED c []`},
+	} {
+		t.Run(tc.mode+" "+tc.cmd, func(t *testing.T) {
+			cfg := h.config(script(tc.cmd))
+			cfg.PolicyMode = tc.mode
+			p := h.presenter(cfg)
+			s := h.create(p)
+			res, from := h.send(p, s.SessionID, "run")
+			ev, _ := h.rec.waitFrom(t, from, "a decision or a question", func(ev presenters.Event) bool {
+				switch ev.Payload.(type) {
+				case presenters.PermissionGrantedPayload, presenters.PermissionDeniedPayload, presenters.PermissionRequiredPayload:
+					return ev.SessionID == s.SessionID
+				}
+				return false
+			})
+			if got := eventSummary(ev.Payload); got != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+			if r, ok := ev.Payload.(presenters.PermissionRequiredPayload); ok {
+				if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: r.Request.RequestID, OptionID: "reject"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.finish(s.SessionID, res, from)
+		})
+	}
+}
+
+func TestPermissionNobodyAnswersInTime(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(editScript)
+	cfg.PermissionTimeout = 50 * time.Millisecond
+	p := h.presenter(cfg)
+	s := h.create(p)
+	res, from := h.send(p, s.SessionID, "edit")
+	got := afterPreamble(t, h.finish(s.SessionID, res, from))
+	want := []string{
+		`TOOL_START e1 edit pending "Edit b.txt"`,
+		`PERMISSION_REQUIRED e1 [` + filepath.Join(h.ws, "b.txt") + `]`,
+		`STATUS paused`,
+		`PERMISSION_DENIED e1 "" by cancelled`,
+		`STATUS generating`,
+		`DELTA assistant A "permission: cancelled"`,
+		`TOOL_END e1 edit failed "Edit b.txt"`,
+		`END assistant A end_turn`,
+		`STATUS idle`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events:\n got %q\nwant %q", got, want)
+	}
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: "unknown", OptionID: "allow"}); !errors.Is(err, presenters.ErrNotFound) {
+		t.Fatalf("unknown request: %v", err)
+	}
+}

@@ -1,0 +1,442 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// Presenter drives one ACP agent: one process, shared by all its sessions.
+type Presenter struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	persist *persister
+
+	closing     chan struct{} // closed by Close: background loops end
+	cancelGrace time.Duration
+	wg          sync.WaitGroup
+
+	mu           sync.Mutex
+	conn         *agentConn    // the running agent, nil when none
+	starting     chan struct{} // closed when a start in progress ends
+	closed       bool
+	status       presenters.AgentStatus
+	statusReason string
+	authMethods  []presenters.AuthMethod
+	caps         sdk.AgentCapabilities
+	impl         string
+	crashes      int // consecutive crashes, for the restart backoff
+	lastCrash    time.Time
+	sessions     map[string]*session // every session known in memory, by id
+}
+
+var _ presenters.Presenter = (*Presenter)(nil)
+
+// Restart backoff after crashes in a row: the first restart is immediate, then 1 s,
+// 2 s, ... up to maxBackoff. A connection that lived stableAfter resets the count.
+const (
+	maxBackoff  = 30 * time.Second
+	stableAfter = time.Minute
+	// cancelGrace is how long a cancelled turn waits for the agent's answer before
+	// the turn is ended without it.
+	cancelGrace = 10 * time.Second
+	// checkpointEvery is how often a running turn's message is written to the store.
+	checkpointEvery = 2 * time.Second
+)
+
+// New validates cfg and returns a presenter; the agent starts on first use.
+func New(cfg Config, deps Deps) (*Presenter, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	if deps.Publisher == nil || deps.Roots == nil || deps.Store == nil {
+		return nil, fmt.Errorf("agent %s: publisher, workspace roots and store are required: %w", cfg.ID, presenters.ErrInvalidArgument)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("agent_id", cfg.ID)
+	p := &Presenter{
+		cfg:         cfg,
+		deps:        deps,
+		log:         log,
+		closing:     make(chan struct{}),
+		cancelGrace: cancelGrace,
+		status:      presenters.AgentNotStarted,
+		sessions:    map[string]*session{},
+	}
+	p.persist = newPersister(deps.Store, log)
+	p.wg.Add(2)
+	go func() { defer p.wg.Done(); p.persist.run() }()
+	go func() { defer p.wg.Done(); p.checkpointLoop() }()
+	return p, nil
+}
+
+func (p *Presenter) AgentID() string { return p.cfg.ID }
+
+// Describe reports the agent; it never starts it.
+func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return presenters.AgentInfo{
+		ID:             p.cfg.ID,
+		Name:           p.cfg.Name,
+		Type:           presenters.AgentTypeACP,
+		Description:    p.cfg.Description,
+		Status:         p.status,
+		StatusReason:   p.statusReason,
+		AuthMethods:    append([]presenters.AuthMethod(nil), p.authMethods...),
+		Capabilities:   p.capabilities(),
+		Implementation: p.impl,
+	}
+}
+
+// capabilities are the agent-wide ones; modes and models are known per session.
+func (p *Presenter) capabilities() presenters.Capabilities {
+	return presenters.Capabilities{
+		SupportsVision:    p.caps.PromptCapabilities.Image,
+		SupportsTools:     true,
+		SupportsCommands:  true,
+		SupportsLoad:      true, // session/load, or the stored transcript
+		SupportsResources: p.caps.PromptCapabilities.EmbeddedContext,
+	}
+}
+
+func (p *Presenter) newID() string { return uuid.NewString() }
+
+// ensureConn returns the running agent, starting (or restarting, after the backoff)
+// it when needed. Concurrent callers share one start.
+func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: agent %s is shutting down", presenters.ErrAgentUnavailable, p.cfg.ID)
+		}
+		if p.conn != nil && p.conn.alive() {
+			c := p.conn
+			p.mu.Unlock()
+			return c, nil
+		}
+		if p.starting != nil {
+			ch := p.starting
+			p.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("waiting for agent %s to start: %w", p.cfg.ID, presenters.ErrCancelled)
+			}
+			p.mu.Lock()
+			continue
+		}
+		if wait := p.backoff(); wait > 0 {
+			at := time.Now().Add(wait)
+			if dl, ok := ctx.Deadline(); ok && dl.Before(at) {
+				p.mu.Unlock()
+				return nil, fmt.Errorf("%w: agent %s crashed %d times in a row; it restarts at %s, retry then",
+					presenters.ErrAgentUnavailable, p.cfg.ID, p.crashes, at.Format(time.RFC3339))
+			}
+			p.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("waiting to restart agent %s: %w", p.cfg.ID, presenters.ErrCancelled)
+			}
+			p.mu.Lock()
+			continue // someone else may have started it meanwhile
+		}
+		break
+	}
+	ch := make(chan struct{})
+	p.starting = ch
+	p.status, p.statusReason = presenters.AgentStarting, ""
+	p.mu.Unlock()
+
+	// Other callers may share this start: one caller hanging up must not abort it (it
+	// is bounded by the start timeout) nor count as a crash.
+	c, err := p.start(context.WithoutCancel(ctx))
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starting = nil
+	close(ch)
+	if err != nil {
+		var authErr *presenters.AuthRequiredError
+		if errors.As(err, &authErr) {
+			p.status = presenters.AgentNeedsAuth
+		} else {
+			p.status = presenters.AgentCrashed
+			p.crashes++
+			p.lastCrash = time.Now()
+		}
+		p.statusReason = err.Error()
+		return nil, err
+	}
+	if p.closed {
+		go c.stop(context.Background())
+		return nil, fmt.Errorf("%w: agent %s is shutting down", presenters.ErrAgentUnavailable, p.cfg.ID)
+	}
+	p.conn = c
+	p.status, p.statusReason = presenters.AgentReady, ""
+	return c, nil
+}
+
+// backoff is how long a restart must still wait (p.mu held).
+func (p *Presenter) backoff() time.Duration {
+	if p.crashes <= 1 {
+		return 0
+	}
+	d := time.Second << min(p.crashes-2, 5)
+	return time.Until(p.lastCrash.Add(min(d, maxBackoff)))
+}
+
+// start launches the agent, initializes and authenticates it.
+func (p *Presenter) start(ctx context.Context) (*agentConn, error) {
+	c, err := dial(ctx, p.cfg, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.caps = c.init.AgentCapabilities
+	p.authMethods = authMethods(c.init.AuthMethods)
+	if info := c.init.AgentInfo; info != nil {
+		p.impl = info.Name + " " + info.Version
+	}
+	p.mu.Unlock()
+	if p.cfg.AuthMethod != "" {
+		if err := c.authenticate(ctx, p.cfg); err != nil {
+			c.stop(context.Background())
+			return nil, err
+		}
+	}
+	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "implementation", p.impl)
+	return c, nil
+}
+
+// needsAuth records that the agent refused to work without authentication and returns
+// the error for the caller.
+func (p *Presenter) needsAuth(err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := &presenters.AuthRequiredError{AgentID: p.cfg.ID, Methods: append([]presenters.AuthMethod(nil), p.authMethods...)}
+	p.status = presenters.AgentNeedsAuth
+	p.statusReason = fmt.Sprintf("%s (the agent said: %s)", e.Error(), agentErrorText(err))
+	return e
+}
+
+// connGone runs when an agent process ended. Unless it was asked to stop, that is a
+// crash: the sessions that lived on it are marked error.
+func (p *Presenter) connGone(c *agentConn) {
+	p.mu.Lock()
+	if p.conn == c {
+		p.conn = nil
+	}
+	crashed := !c.stopping.Load()
+	reason := "the agent process " + c.proc.exitReason()
+	if crashed {
+		if time.Since(c.proc.started) > stableAfter {
+			p.crashes = 0
+		}
+		p.crashes++
+		p.lastCrash = time.Now()
+		p.status, p.statusReason = presenters.AgentCrashed, reason+"; the next request restarts it"
+	}
+	p.mu.Unlock()
+	if crashed {
+		p.log.Error("agent crashed", "reason", reason)
+	}
+	for _, s := range c.liveSessions() {
+		s.connGone(c, crashed, reason)
+	}
+}
+
+// session returns a session known in memory, or loads a stored one as not live.
+func (p *Presenter) session(ctx context.Context, id string) (*session, error) {
+	p.mu.Lock()
+	s := p.sessions[id]
+	p.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	conv, err := p.deps.Store.GetConversation(ctx, id)
+	if err != nil {
+		if errors.Is(err, presenters.ErrNotFound) {
+			return nil, fmt.Errorf("session %s: %w", id, presenters.ErrNotFound)
+		}
+		return nil, err
+	}
+	if conv.AgentID != p.cfg.ID {
+		return nil, fmt.Errorf("session %s belongs to agent %s, not %s: %w", id, conv.AgentID, p.cfg.ID, presenters.ErrNotFound)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.sessions[id]; s != nil {
+		return s, nil
+	}
+	s = newStoredSession(p, conv, p.capabilities())
+	p.sessions[id] = s
+	return s, nil
+}
+
+// liveSession returns a session that can take requests now.
+func (p *Presenter) liveSession(ctx context.Context, id string) (*session, error) {
+	s, err := p.session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkLive(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (p *Presenter) GetSession(ctx context.Context, sessionID string) (presenters.SessionInfo, error) {
+	s, err := p.session(ctx, sessionID)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	info := s.snapshot()
+	if n, err := p.deps.Store.CountMessages(ctx, sessionID); err == nil {
+		info.MessageCount = n
+	}
+	return info, nil
+}
+
+func (p *Presenter) GetMessages(ctx context.Context, sessionID string, q presenters.MessageQuery) ([]presenters.Message, error) {
+	if _, err := p.session(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	return p.deps.Store.Messages(ctx, sessionID, q)
+}
+
+func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content presenters.MessageContent) (presenters.SendResult, error) {
+	s, err := p.liveSession(ctx, sessionID)
+	if err != nil {
+		return presenters.SendResult{}, err
+	}
+	return s.send(content)
+}
+
+func (p *Presenter) CancelMessage(ctx context.Context, sessionID, messageID string) error {
+	s, err := p.session(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	return s.cancel(ctx, messageID)
+}
+
+func (p *Presenter) RespondPermission(ctx context.Context, sessionID string, resp presenters.PermissionResponse) error {
+	s, err := p.session(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	return s.respondPermission(resp)
+}
+
+func (p *Presenter) SetMode(ctx context.Context, sessionID, modeID string) (presenters.SessionInfo, error) {
+	s, err := p.liveSession(ctx, sessionID)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	if err := s.setMode(ctx, modeID); err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	return s.snapshot(), nil
+}
+
+func (p *Presenter) SetModel(ctx context.Context, sessionID, modelID string) (presenters.SessionInfo, error) {
+	s, err := p.liveSession(ctx, sessionID)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	if err := s.setModel(ctx, modelID); err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	return s.snapshot(), nil
+}
+
+func (p *Presenter) CloseSession(ctx context.Context, sessionID string) error {
+	s, err := p.session(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	return s.close(ctx)
+}
+
+// checkpointLoop writes running turns' messages every checkpointEvery, so a crash of
+// agenticd loses at most that much of a turn.
+func (p *Presenter) checkpointLoop() {
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.closing:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		sessions := make([]*session, 0, len(p.sessions))
+		for _, s := range p.sessions {
+			sessions = append(sessions, s)
+		}
+		p.mu.Unlock()
+		for _, s := range sessions {
+			s.checkpoint()
+		}
+	}
+}
+
+// Close ends every turn, session, process and goroutine of the presenter.
+func (p *Presenter) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.closing)
+	starting := p.starting
+	conn := p.conn
+	sessions := make([]*session, 0, len(p.sessions))
+	for _, s := range p.sessions {
+		sessions = append(sessions, s)
+	}
+	p.mu.Unlock()
+	if starting != nil {
+		select {
+		case <-starting:
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
+		conn = p.conn
+		p.mu.Unlock()
+	}
+	for _, s := range sessions {
+		s.shutdown()
+	}
+	if conn != nil {
+		conn.stop(ctx)
+	}
+	p.persist.close()
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("closing agent %s: %w", p.cfg.ID, ctx.Err())
+	}
+}

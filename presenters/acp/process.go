@@ -1,0 +1,209 @@
+package acp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// process is one running agent binary in its own process group. Its stdout and stdin
+// are plain pipes (not exec's copying goroutines) so that Wait never races with the
+// connection reading the last lines the agent wrote.
+type process struct {
+	cmd    *exec.Cmd
+	pgid   int
+	stdin  *os.File // our end: we write requests here
+	stdout *os.File // our end: the connection reads here
+	stderr *os.File // our end: logged line by line
+
+	exited     chan struct{} // closed when the process has exited and its group was killed
+	exitErr    error         // valid after exited
+	stderrDone chan struct{}
+	started    time.Time
+}
+
+// startProcess starts the agent with agenticd's environment plus env, stderr lines going
+// to log. The process and anything it spawns share a new process group.
+func startProcess(command string, args []string, env map[string]string, log *slog.Logger) (*process, error) {
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return nil, fmt.Errorf("agent command %q not found: install it or fix `command` in the config: %w", command, err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create agent stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return nil, fmt.Errorf("create agent stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, fmt.Errorf("create agent stderr pipe: %w", err)
+	}
+
+	cmd := exec.Command(path, args...)
+	cmd.Env = mergeEnv(os.Environ(), env)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	// Setpgid: kill the whole group (agents such as gemini-cli re-spawn themselves).
+	// Pdeathsig: if agenticd dies without cleaning up, the kernel ends the agent.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return nil, fmt.Errorf("start agent %q: %w", command, err)
+	}
+	// The child holds its own copies; closing ours lets EOF arrive when it exits.
+	closeAll(inR, outW, errW)
+
+	p := &process{
+		cmd:        cmd,
+		pgid:       cmd.Process.Pid,
+		stdin:      inW,
+		stdout:     outR,
+		stderr:     errR,
+		exited:     make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		started:    time.Now(),
+	}
+	go p.logStderr(log)
+	go p.wait()
+	return p, nil
+}
+
+func (p *process) wait() {
+	err := p.cmd.Wait()
+	// Whatever the leader left behind in its group goes with it.
+	p.killGroup()
+	p.exitErr = err
+	close(p.exited)
+}
+
+// groupGoneTimeout bounds how long killGroup waits for the group to disappear.
+const groupGoneTimeout = 2 * time.Second
+
+// killGroup sends SIGKILL to the process group and waits until no member is left
+// (kill returns before the signal is handled), so that "stopped" means gone.
+func (p *process) killGroup() {
+	if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err != nil {
+		return // ESRCH: the group is empty already
+	}
+	deadline := time.Now().Add(groupGoneTimeout)
+	for pause := time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, 50*time.Millisecond) {
+		if err := syscall.Kill(-p.pgid, 0); err != nil {
+			return
+		}
+		time.Sleep(pause)
+	}
+}
+
+func (p *process) logStderr(log *slog.Logger) {
+	defer close(p.stderrDone)
+	sc := bufio.NewScanner(p.stderr)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		log.Info("agent stderr", "line", sc.Text())
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
+		log.Warn("reading agent stderr failed", "err", err)
+	}
+}
+
+// stop ends the agent: stdin closed (well-behaved agents exit), then SIGTERM to the
+// group, then SIGKILL, each step bounded by grace or ctx. It returns once the process
+// has exited.
+func (p *process) stop(ctx context.Context, grace time.Duration) {
+	_ = p.stdin.Close()
+	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+		if sig != 0 {
+			_ = syscall.Kill(-p.pgid, sig)
+		}
+		t := time.NewTimer(grace)
+		select {
+		case <-p.exited:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+			<-p.exited
+			return
+		case <-t.C:
+		}
+	}
+	<-p.exited
+}
+
+// closePipes releases our stdin and stderr ends after exit. stderr reaches EOF when
+// the group is gone; if a process escaped the group and holds it, closing our end
+// ends the logging goroutine anyway.
+func (p *process) closePipes() {
+	_ = p.stdin.Close()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+		_ = p.stderr.Close()
+		<-p.stderrDone
+	}
+	_ = p.stderr.Close()
+}
+
+// exitReason says how the process ended, for status_reason and logs.
+func (p *process) exitReason() string {
+	var ee *exec.ExitError
+	if errors.As(p.exitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exited with status %d", ee.ExitCode())
+	}
+	if p.exitErr != nil {
+		return p.exitErr.Error()
+	}
+	return "exited with status 0"
+}
+
+func mergeEnv(base []string, extra map[string]string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		name := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				name = kv[:i]
+				break
+			}
+		}
+		if _, overridden := extra[name]; !overridden {
+			out = append(out, kv)
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+extra[k])
+	}
+	return out
+}
+
+func closeAll(cs ...io.Closer) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}

@@ -1,0 +1,785 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/risk"
+	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/sandbox"
+)
+
+// session is one agenticd session of an ACP agent. Its id is the id the agent gave
+// at session/new; acpID is the id the agent knows it by now (the same, unless the
+// session was reopened with a new agent session). mu guards everything below it and
+// is never held across a call to the agent or the store.
+type session struct {
+	p    *Presenter
+	id   string
+	emit presenters.Emitter
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	conn    *agentConn // nil while not live (not loaded, closed, crashed)
+	acpID   sdk.SessionId
+	ws      *sandbox.Workspace
+	terms   *sandbox.Terminals
+	info    presenters.SessionInfo
+	conv    transcript.Conversation
+	norm    normalizer
+	turn    *turn
+	pending map[string]*pendingPermission
+
+	// What the agent said about modes and models; info's lists derive from them.
+	modeState  *sdk.SessionModeState
+	modelState *sdk.SessionModelState
+	configs    []sdk.SessionConfigOption
+
+	termCommands map[string]string                   // terminal id -> command line
+	termFinal    map[string]presenters.TerminalBlock // last state of released terminals
+	following    bool                                // the terminal follower runs
+}
+
+// turn is one running prompt.
+type turn struct {
+	userMsgID   string
+	assistantID string
+	stopPrompt  context.CancelFunc // gives up waiting for the agent's answer
+	grace       *time.Timer        // after a cancel: when to give up
+	cancelled   bool
+	finished    bool          // the message was finalized; only MESSAGE_END may follow
+	done        chan struct{} // closed after MESSAGE_END
+}
+
+func newSession(p *Presenter, id string, ws *sandbox.Workspace) *session {
+	s := &session{
+		p:            p,
+		id:           id,
+		emit:         presenters.NewEmitter(p.deps.Publisher, p.cfg.ID, id),
+		log:          p.log.With("session_id", id),
+		acpID:        sdk.SessionId(id),
+		pending:      map[string]*pendingPermission{},
+		termCommands: map[string]string{},
+		termFinal:    map[string]presenters.TerminalBlock{},
+	}
+	s.norm = normalizer{
+		log:       s.log,
+		sessionID: id,
+		classify:  risk.Classify,
+		terminal:  s.terminalBlock,
+		newID:     p.newID,
+	}
+	if ws != nil {
+		s.ws = ws
+		s.norm.workspace = ws.Root()
+	}
+	return s
+}
+
+// newStoredSession is a session known only from the store (not live).
+func newStoredSession(p *Presenter, conv transcript.Conversation, caps presenters.Capabilities) *session {
+	s := newSession(p, conv.ID, nil)
+	s.conv = conv
+	s.norm.workspace = conv.Workspace
+	reason := "not loaded since the server started; reopen it with LoadSession"
+	if conv.Closed {
+		reason = "closed; reopen it with LoadSession"
+	}
+	s.info = presenters.SessionInfo{
+		SessionID: conv.ID, AgentID: p.cfg.ID, Status: presenters.SessionClosed, StatusReason: reason,
+		Workspace: conv.Workspace, Title: conv.Title, CreatedAt: conv.CreatedAt, UpdatedAt: conv.UpdatedAt,
+		CurrentModeID: conv.ModeID, CurrentModelID: conv.ModelID, Capabilities: caps, Usage: conv.Usage,
+	}
+	return s
+}
+
+func (s *session) emitPayload(p presenters.Payload) { s.emit.Emit(p) }
+
+// sandbox returns the session's workspace and terminals (set while live).
+func (s *session) sandbox() (*sandbox.Workspace, *sandbox.Terminals) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ws, s.terms
+}
+
+// snapshot is the session as GetSession shows it.
+func (s *session) snapshot() presenters.SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := s.info
+	info.PendingPermissions = append([]presenters.PermissionRequest(nil), s.info.PendingPermissions...)
+	return info
+}
+
+func (s *session) checkLive() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkLiveLocked()
+}
+
+func (s *session) checkLiveLocked() error {
+	switch {
+	case s.info.Status == presenters.SessionError:
+		return fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrFailedPrecondition)
+	case s.conn == nil || s.info.Status == presenters.SessionClosed:
+		return fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// setStatus changes the status and tells subscribers (s.mu held).
+func (s *session) setStatus(st presenters.SessionStatus, reason string) {
+	if s.info.Status == st && s.info.StatusReason == reason {
+		return
+	}
+	s.info.Status, s.info.StatusReason = st, reason
+	s.emit.StatusChanged(st, reason)
+}
+
+// reportError emits an ERROR event for the running turn's message, if any.
+func (s *session) reportError(e presenters.ErrorPayload) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn != nil && e.MessageID == "" {
+		e.MessageID = s.turn.assistantID
+	}
+	s.emit.Error(e)
+}
+
+// applyUpdate normalizes one session/update. It never blocks (see flowreader.go).
+func (s *session) applyUpdate(u sdk.SessionUpdate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.norm.apply(u, s.emitPayload); ch != nil {
+		old := s.info
+		s.applyChange(ch)
+		s.publishPatch(old)
+	}
+	if !s.following && len(s.norm.tools) > 0 && s.norm.showsLiveTerminal() {
+		s.startFollowing()
+	}
+}
+
+// applyChange applies a session-level update to the session's state (s.mu held).
+func (s *session) applyChange(ch *sessionChange) {
+	if ch.commands != nil {
+		s.info.AvailableCommands = *ch.commands
+	}
+	if ch.modeID != nil {
+		if s.modeState != nil {
+			ms := *s.modeState
+			ms.CurrentModeId = sdk.SessionModeId(*ch.modeID)
+			s.modeState = &ms
+		} else {
+			s.info.CurrentModeID = *ch.modeID
+		}
+	}
+	if ch.configOptions != nil {
+		s.configs = *ch.configOptions
+	}
+	if ch.title != nil {
+		s.info.Title = *ch.title
+	}
+	if ch.updatedAt != nil {
+		s.info.UpdatedAt = *ch.updatedAt
+	}
+	if ch.contextUsed != nil || ch.contextSize != nil || ch.cost != nil {
+		u := s.info.Usage
+		if ch.contextUsed != nil {
+			u.ContextUsed = *ch.contextUsed
+		}
+		if ch.contextSize != nil {
+			u.ContextSize = *ch.contextSize
+		}
+		if ch.cost != nil { // the agent reports the session's cumulative cost
+			u.Cost, u.CostCurrency = ch.cost.Amount, ch.cost.Currency
+		}
+		s.info.Usage = u
+	}
+	s.deriveModesModels()
+}
+
+// deriveModesModels fills info's modes and models from what the agent said: modes
+// from session modes, else a config option of category mode; models from a config
+// option of category model, else the (unstable) session models (s.mu held).
+func (s *session) deriveModesModels() {
+	modeOpt := s.configOption(sdk.SessionConfigOptionCategoryMode)
+	modelOpt := s.configOption(sdk.SessionConfigOptionCategoryModel)
+	switch {
+	case s.modeState != nil:
+		modes := make([]presenters.Mode, 0, len(s.modeState.AvailableModes))
+		for _, m := range s.modeState.AvailableModes {
+			modes = append(modes, presenters.Mode{ID: string(m.Id), Name: m.Name, Description: deref(m.Description)})
+		}
+		s.info.AvailableModes, s.info.CurrentModeID = modes, string(s.modeState.CurrentModeId)
+	case modeOpt != nil:
+		var modes []presenters.Mode
+		for _, o := range selectOptions(modeOpt) {
+			modes = append(modes, presenters.Mode{ID: string(o.Value), Name: o.Name, Description: deref(o.Description)})
+		}
+		s.info.AvailableModes, s.info.CurrentModeID = modes, string(modeOpt.CurrentValue)
+	}
+	switch {
+	case modelOpt != nil:
+		var models []presenters.Model
+		for _, o := range selectOptions(modelOpt) {
+			models = append(models, presenters.Model{ID: string(o.Value), Name: o.Name, Description: deref(o.Description)})
+		}
+		s.info.AvailableModels, s.info.CurrentModelID = models, string(modelOpt.CurrentValue)
+	case s.modelState != nil:
+		models := make([]presenters.Model, 0, len(s.modelState.AvailableModels))
+		for _, m := range s.modelState.AvailableModels {
+			models = append(models, presenters.Model{ID: string(m.ModelId), Name: m.Name, Description: deref(m.Description)})
+		}
+		s.info.AvailableModels, s.info.CurrentModelID = models, string(s.modelState.CurrentModelId)
+	}
+	s.info.Capabilities.SupportsModes = len(s.info.AvailableModes) > 0
+	s.info.Capabilities.SupportsModels = len(s.info.AvailableModels) > 0
+}
+
+// configOption returns the first select option of a category (s.mu held).
+func (s *session) configOption(cat sdk.SessionConfigOptionCategory) *sdk.SessionConfigOptionSelect {
+	for _, o := range s.configs {
+		if o.Select != nil && o.Select.Category != nil && *o.Select.Category == cat {
+			return o.Select
+		}
+	}
+	return nil
+}
+
+func selectOptions(o *sdk.SessionConfigOptionSelect) []sdk.SessionConfigSelectOption {
+	switch {
+	case o.Options.Ungrouped != nil:
+		return *o.Options.Ungrouped
+	case o.Options.Grouped != nil:
+		var out []sdk.SessionConfigSelectOption
+		for _, g := range *o.Options.Grouped {
+			out = append(out, g.Options...)
+		}
+		return out
+	}
+	return nil
+}
+
+// publishPatch emits SESSION_UPDATED with the fields that differ from old and stores
+// the conversation's changed fields (s.mu held).
+func (s *session) publishPatch(old presenters.SessionInfo) {
+	var patch presenters.SessionPatch
+	changed := false
+	set := func(differs bool, apply func()) {
+		if differs {
+			apply()
+			changed = true
+		}
+	}
+	info := s.info
+	set(info.Title != old.Title, func() { patch.Title = &info.Title })
+	set(!reflect.DeepEqual(info.AvailableModes, old.AvailableModes), func() { patch.AvailableModes = &info.AvailableModes })
+	set(info.CurrentModeID != old.CurrentModeID, func() { patch.CurrentModeID = &info.CurrentModeID })
+	set(!reflect.DeepEqual(info.AvailableModels, old.AvailableModels), func() { patch.AvailableModels = &info.AvailableModels })
+	set(info.CurrentModelID != old.CurrentModelID, func() { patch.CurrentModelID = &info.CurrentModelID })
+	set(!reflect.DeepEqual(info.AvailableCommands, old.AvailableCommands), func() { patch.AvailableCommands = &info.AvailableCommands })
+	set(info.Capabilities != old.Capabilities, func() { patch.Capabilities = &info.Capabilities })
+	set(info.Usage != old.Usage, func() { patch.Usage = &info.Usage })
+	set(!info.UpdatedAt.Equal(old.UpdatedAt) && changed, func() { patch.UpdatedAt = &info.UpdatedAt })
+	if !changed {
+		return
+	}
+	s.emit.SessionUpdated(patch)
+	s.storeConversationLocked()
+}
+
+// storeConversationLocked queues the conversation's current fields for the store.
+func (s *session) storeConversationLocked() {
+	s.conv.Title = s.info.Title
+	s.conv.ModeID = s.info.CurrentModeID
+	s.conv.ModelID = s.info.CurrentModelID
+	s.conv.Usage = s.info.Usage
+	s.conv.UpdatedAt = time.Now()
+	s.p.persist.saveConversation(s.conv)
+}
+
+// send starts a turn.
+func (s *session) send(content presenters.MessageContent) (presenters.SendResult, error) {
+	if content.Empty() {
+		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
+	}
+	s.mu.Lock()
+	if err := s.sendableLocked(); err != nil {
+		s.mu.Unlock()
+		return presenters.SendResult{}, err
+	}
+	ws, caps := s.ws, s.conn.init.AgentCapabilities.PromptCapabilities
+	s.mu.Unlock()
+	// Reading attached files is I/O: not under s.mu, which SessionUpdate needs.
+	prompt, userBlocks, err := promptContent(content, ws, caps, s.p.cfg.ID)
+	if err != nil {
+		return presenters.SendResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.sendableLocked(); err != nil {
+		return presenters.SendResult{}, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t := &turn{userMsgID: s.p.newID(), assistantID: s.p.newID(), stopPrompt: stop, done: make(chan struct{})}
+	s.turn = t
+	s.norm.startTurn(t.userMsgID, t.assistantID)
+
+	now := time.Now()
+	user := presenters.Message{ID: t.userMsgID, SessionID: s.id, Role: presenters.RoleUser,
+		Status: presenters.MessageComplete, Blocks: userBlocks, CreatedAt: now}
+	for _, b := range userBlocks {
+		if b.Type == presenters.BlockText {
+			s.emit.MessageDelta(user.ID, presenters.RoleUser, b.Text)
+		} else {
+			s.emit.MessageBlock(user.ID, presenters.RoleUser, b)
+		}
+	}
+	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: user.ID, Role: presenters.RoleUser})
+	placeholder := s.norm.msg.snapshot(transcript.StatusInProgress)
+	s.p.persist.saveMessages(user, placeholder)
+
+	old := s.info
+	if s.info.Title == "" {
+		s.info.Title = titleFrom(content.Text)
+	}
+	s.info.UpdatedAt = now
+	s.publishPatch(old)
+	s.info.MessageInFlight = t.assistantID
+	s.setStatus(presenters.SessionGenerating, "")
+
+	s.p.wg.Add(1)
+	go s.runTurn(ctx, s.conn, s.acpID, t, prompt)
+	return presenters.SendResult{MessageID: t.assistantID, UserMessageID: t.userMsgID}, nil
+}
+
+// sendableLocked says why a turn cannot start now, if it cannot (s.mu held).
+func (s *session) sendableLocked() error {
+	if err := s.checkLiveLocked(); err != nil {
+		return err
+	}
+	if s.turn != nil {
+		return fmt.Errorf("session %s is still answering message %s; wait for its MESSAGE_END or cancel it: %w",
+			s.id, s.turn.assistantID, presenters.ErrSessionBusy)
+	}
+	return nil
+}
+
+// titleFrom makes a session title from the first message: its first line, shortened.
+func titleFrom(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	const maxRunes = 80
+	if utf8.RuneCountInString(line) <= maxRunes {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:maxRunes-1]) + "…"
+}
+
+// runTurn sends session/prompt and ends the turn with the agent's answer.
+func (s *session) runTurn(ctx context.Context, conn *agentConn, acpID sdk.SessionId, t *turn, prompt []sdk.ContentBlock) {
+	defer s.p.wg.Done()
+	defer t.stopPrompt()
+	resp, err := conn.rpc.Prompt(ctx, sdk.PromptRequest{SessionId: acpID, Prompt: prompt})
+	if err != nil && !conn.alive() {
+		// The agent is gone: the crash (or shutdown) handling ends the turn.
+		<-conn.gone
+	}
+	s.finishTurn(t, resp, err)
+}
+
+// finishTurn ends a turn with the agent's answer: the message is stored, then
+// MESSAGE_END is sent and the session is idle again.
+func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) {
+	s.mu.Lock()
+	if t.finished {
+		s.mu.Unlock()
+		return
+	}
+	stop, status := presenters.StopReason(resp.StopReason), presenters.MessageComplete
+	var usage *presenters.TokenUsage
+	authFailed := false
+	if promptErr == nil && resp.Usage != nil {
+		usage = turnUsage(resp.Usage)
+	}
+	switch {
+	case t.cancelled:
+		stop, status = presenters.StopCancelled, presenters.MessageCancelled
+	case promptErr != nil:
+		stop, status = presenters.StopError, presenters.MessageError
+		authFailed = isAuthRequired(promptErr)
+		e := presenters.ErrorPayload{Code: "agent_error", MessageID: t.assistantID, Retryable: true,
+			Message: "the agent failed the turn: " + agentErrorText(promptErr)}
+		if authFailed {
+			e.Code, e.Retryable = "agent_unauthenticated", false
+			e.Message = "the agent requires authentication; set auth_method in its config (see ListAgents for its methods)"
+		}
+		s.emit.Error(e)
+	default:
+		switch stop {
+		case presenters.StopEndTurn, presenters.StopMaxTokens, presenters.StopMaxTurnRequests, presenters.StopRefusal:
+		case presenters.StopCancelled:
+			status = presenters.MessageCancelled
+		default:
+			s.log.Warn("agent ended a turn with an unknown stop reason", "stop_reason", resp.StopReason)
+			stop = presenters.StopEndTurn
+		}
+	}
+	msg, wait := s.endTurnLocked(t, stop, status, usage)
+	s.mu.Unlock()
+	if authFailed {
+		_ = s.p.needsAuth(promptErr)
+	}
+	<-wait // durable before MESSAGE_END
+	s.turnEnded(t, msg)
+}
+
+// endTurnLocked finalizes the turn's message and queues it for the store; wait closes
+// when it was written (s.mu held).
+func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan struct{}) {
+	t.finished = true
+	if t.grace != nil {
+		t.grace.Stop()
+	}
+	if stop == presenters.StopCancelled || stop == presenters.StopError {
+		s.norm.cancelUnfinished(s.emitPayload)
+	}
+	s.cancelPendingLocked("the turn ended")
+	mb := s.norm.endTurn()
+	msg := mb.snapshot(status)
+	msg.StopReason, msg.Usage = stop, usage
+	if usage != nil {
+		s.info.Usage = s.info.Usage.Add(*usage)
+	}
+	s.info.UpdatedAt = time.Now()
+	s.storeConversationLocked()
+	return msg, s.p.persist.saveMessageWait(msg)
+}
+
+// turnEnded sends MESSAGE_END and returns the session to idle.
+func (s *session) turnEnded(t *turn, msg presenters.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: msg.ID, StopReason: msg.StopReason, Usage: msg.Usage, Role: presenters.RoleAssistant})
+	if msg.Usage != nil {
+		u := s.info.Usage
+		s.emit.SessionUpdated(presenters.SessionPatch{Usage: &u})
+	}
+	if s.turn == t {
+		s.turn = nil
+		s.info.MessageInFlight = ""
+	}
+	if s.info.Status == presenters.SessionGenerating || s.info.Status == presenters.SessionPaused {
+		s.setStatus(presenters.SessionIdle, "")
+	}
+	close(t.done)
+}
+
+func turnUsage(u *sdk.Usage) *presenters.TokenUsage {
+	return &presenters.TokenUsage{
+		InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens), TotalTokens: int64(u.TotalTokens),
+		CachedInputTokens: int64(deref(u.CachedReadTokens)), ReasoningTokens: int64(deref(u.ThoughtTokens)),
+	}
+}
+
+// cancel cancels the running turn: pending permissions are answered cancelled and the
+// agent gets session/cancel. The turn still ends with MESSAGE_END(cancelled); if the
+// agent does not answer within cancelGrace, without its answer.
+func (s *session) cancel(ctx context.Context, messageID string) error {
+	s.mu.Lock()
+	t := s.turn
+	if t == nil || t.finished {
+		s.mu.Unlock()
+		return nil
+	}
+	if messageID != "" && messageID != t.assistantID {
+		s.mu.Unlock()
+		return fmt.Errorf("message %s is not running in session %s (running: %s): %w", messageID, s.id, t.assistantID, presenters.ErrNotFound)
+	}
+	first := !t.cancelled
+	t.cancelled = true
+	s.cancelPendingLocked("the turn was cancelled")
+	conn, acpID := s.conn, s.acpID
+	if first {
+		t.grace = time.AfterFunc(s.p.cancelGrace, t.stopPrompt)
+	}
+	s.mu.Unlock()
+	if first && conn != nil {
+		if err := conn.rpc.Cancel(ctx, sdk.CancelNotification{SessionId: acpID}); err != nil {
+			s.log.Warn("sending session/cancel failed", "err", err)
+		}
+	}
+	return nil
+}
+
+// setMode switches the session's mode: session/set_mode, or the config option of
+// category mode.
+func (s *session) setMode(ctx context.Context, modeID string) error {
+	s.mu.Lock()
+	if !hasID(s.info.AvailableModes, modeID, func(m presenters.Mode) string { return m.ID }) {
+		defer s.mu.Unlock()
+		return fmt.Errorf("mode %q is not one of the session's modes (%s): %w", modeID,
+			idList(s.info.AvailableModes, func(m presenters.Mode) string { return m.ID }), presenters.ErrInvalidArgument)
+	}
+	conn, acpID := s.conn, s.acpID
+	var configID sdk.SessionConfigId
+	if s.modeState == nil {
+		if opt := s.configOption(sdk.SessionConfigOptionCategoryMode); opt != nil {
+			configID = opt.Id
+		}
+	}
+	s.mu.Unlock()
+	if configID != "" {
+		return s.setConfigOption(ctx, conn, acpID, configID, modeID)
+	}
+	if _, err := conn.rpc.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: acpID, ModeId: sdk.SessionModeId(modeID)}); err != nil {
+		return s.agentCallError(conn, "set_mode", err)
+	}
+	id := modeID
+	s.applyChangeAndPublish(&sessionChange{modeID: &id})
+	return nil
+}
+
+// setModel switches the model: the config option of category model, else the
+// unstable session/set_model.
+func (s *session) setModel(ctx context.Context, modelID string) error {
+	s.mu.Lock()
+	if !hasID(s.info.AvailableModels, modelID, func(m presenters.Model) string { return m.ID }) {
+		defer s.mu.Unlock()
+		return fmt.Errorf("model %q is not one of the session's models (%s): %w", modelID,
+			idList(s.info.AvailableModels, func(m presenters.Model) string { return m.ID }), presenters.ErrInvalidArgument)
+	}
+	conn, acpID := s.conn, s.acpID
+	var configID sdk.SessionConfigId
+	if opt := s.configOption(sdk.SessionConfigOptionCategoryModel); opt != nil {
+		configID = opt.Id
+	}
+	s.mu.Unlock()
+	if configID != "" {
+		return s.setConfigOption(ctx, conn, acpID, configID, modelID)
+	}
+	if _, err := conn.rpc.UnstableSetSessionModel(ctx, sdk.UnstableSetSessionModelRequest{SessionId: acpID, ModelId: sdk.UnstableModelId(modelID)}); err != nil {
+		return s.agentCallError(conn, "set_model", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.info
+	if s.modelState != nil {
+		ms := *s.modelState
+		ms.CurrentModelId = sdk.ModelId(modelID)
+		s.modelState = &ms
+	}
+	s.deriveModesModels()
+	s.publishPatch(old)
+	return nil
+}
+
+func (s *session) setConfigOption(ctx context.Context, conn *agentConn, acpID sdk.SessionId, id sdk.SessionConfigId, value string) error {
+	resp, err := conn.rpc.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{
+		SessionId: acpID, ConfigId: id, Value: sdk.SessionConfigValueId(value),
+	}})
+	if err != nil {
+		return s.agentCallError(conn, "set_config_option", err)
+	}
+	opts := resp.ConfigOptions
+	s.applyChangeAndPublish(&sessionChange{configOptions: &opts})
+	return nil
+}
+
+func (s *session) applyChangeAndPublish(ch *sessionChange) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.info
+	s.applyChange(ch)
+	s.publishPatch(old)
+}
+
+// agentCallError maps a failed request to the agent to a presenters error.
+func (s *session) agentCallError(conn *agentConn, method string, err error) error {
+	if !conn.alive() {
+		return fmt.Errorf("%w: agent %s stopped during %s; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID, method)
+	}
+	if isAuthRequired(err) {
+		return s.p.needsAuth(err)
+	}
+	var re *sdk.RequestError
+	if errors.As(err, &re) {
+		switch re.Code {
+		case -32601:
+			return fmt.Errorf("agent %s does not support %s: %w", s.p.cfg.ID, method, presenters.ErrUnsupported)
+		case -32602:
+			return fmt.Errorf("agent %s rejected %s: %s: %w", s.p.cfg.ID, method, agentErrorText(err), presenters.ErrInvalidArgument)
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", method, presenters.ErrCancelled)
+	}
+	return fmt.Errorf("agent %s failed %s: %s: %w", s.p.cfg.ID, method, agentErrorText(err), presenters.ErrFailedPrecondition)
+}
+
+func hasID[T any](list []T, id string, key func(T) string) bool {
+	for _, v := range list {
+		if key(v) == id {
+			return true
+		}
+	}
+	return false
+}
+
+func idList[T any](list []T, key func(T) string) string {
+	if len(list) == 0 {
+		return "none offered"
+	}
+	ids := make([]string, len(list))
+	for i, v := range list {
+		ids[i] = key(v)
+	}
+	return strings.Join(ids, ", ")
+}
+
+// close ends a live session: its turn is cancelled, its terminals released, the agent
+// told (session/close when advertised). The history stays.
+func (s *session) close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.info.Status == presenters.SessionClosed {
+		s.mu.Unlock()
+		return nil
+	}
+	t := s.turn
+	s.mu.Unlock()
+	if t != nil {
+		if err := s.cancel(ctx, ""); err != nil {
+			return err
+		}
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return fmt.Errorf("closing session %s: %w", s.id, presenters.ErrCancelled)
+		}
+	}
+	s.mu.Lock()
+	s.cancelPendingLocked("the session was closed")
+	conn, acpID, terms := s.conn, s.acpID, s.terms
+	s.conn, s.terms = nil, nil
+	s.setStatus(presenters.SessionClosed, "closed by a client; reopen it with LoadSession")
+	s.emit.SessionClosed("closed by a client")
+	s.conv.Closed = true
+	s.storeConversationLocked()
+	s.mu.Unlock()
+	if conn != nil {
+		conn.unregister(acpID)
+		if conn.init.AgentCapabilities.SessionCapabilities.Close != nil && conn.alive() {
+			if _, err := conn.rpc.CloseSession(ctx, sdk.CloseSessionRequest{SessionId: acpID}); err != nil {
+				s.log.Warn("session/close failed", "err", err)
+			}
+		}
+	}
+	if terms != nil {
+		_ = terms.Close()
+	}
+	return nil
+}
+
+// shutdown ends the session because the presenter closes: a running turn is stored as
+// incomplete and ends with MESSAGE_END(cancelled).
+func (s *session) shutdown() {
+	s.mu.Lock()
+	t := s.turn
+	var wait <-chan struct{}
+	var msg presenters.Message
+	ending := t != nil && !t.finished
+	if ending {
+		t.stopPrompt()
+		msg, wait = s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageIncomplete, nil)
+	}
+	s.cancelPendingLocked("the server is shutting down")
+	conn, acpID, terms := s.conn, s.acpID, s.terms
+	s.conn, s.terms = nil, nil
+	s.mu.Unlock()
+	if conn != nil {
+		conn.unregister(acpID)
+	}
+	if terms != nil {
+		_ = terms.Close()
+	}
+	if ending {
+		<-wait
+		s.turnEnded(t, msg)
+	}
+}
+
+// connGone handles the end of the agent process the session lived on. After a crash
+// the session is in error; its turn ends with ERROR and MESSAGE_END(error), the message
+// stored first as for any turn.
+func (s *session) connGone(c *agentConn, crashed bool, reason string) {
+	s.mu.Lock()
+	if s.conn != c {
+		s.mu.Unlock()
+		return
+	}
+	t := s.turn
+	ending := t != nil && !t.finished
+	if crashed {
+		e := presenters.ErrorPayload{Code: "agent_crashed", Retryable: true,
+			Message: fmt.Sprintf("agent %s stopped: %s; reopen the session with LoadSession", s.p.cfg.ID, reason)}
+		if ending {
+			e.MessageID = t.assistantID
+		}
+		s.emit.Error(e)
+	}
+	var msg presenters.Message
+	var wait <-chan struct{}
+	if ending {
+		msg, wait = s.endTurnLocked(t, presenters.StopError, presenters.MessageError, nil)
+	}
+	s.cancelPendingLocked("the agent stopped")
+	terms := s.terms
+	s.conn, s.terms = nil, nil
+	s.mu.Unlock()
+
+	if ending {
+		<-wait
+	}
+	s.mu.Lock()
+	if ending {
+		s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: msg.ID, StopReason: msg.StopReason, Role: presenters.RoleAssistant})
+		if s.turn == t {
+			s.turn = nil
+			s.info.MessageInFlight = ""
+		}
+	}
+	if crashed {
+		s.setStatus(presenters.SessionError, reason)
+	}
+	s.mu.Unlock()
+	if ending {
+		close(t.done)
+	}
+	if terms != nil {
+		_ = terms.Close()
+	}
+}
+
+// checkpoint stores the running turn's message as it stands, if it changed.
+func (s *session) checkpoint() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.turn
+	if t == nil || t.finished || s.norm.msg == nil || !s.norm.msg.dirty {
+		return
+	}
+	s.norm.msg.dirty = false
+	// Queued under s.mu, so a checkpoint is always queued before the final version.
+	s.p.persist.saveMessages(s.norm.msg.snapshot(transcript.StatusInProgress))
+}

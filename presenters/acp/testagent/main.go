@@ -1,0 +1,389 @@
+// Command testagent is a scripted ACP agent built with acp-go-sdk, for agenticd's tests
+// and benchmarks. A JSON script (-script FILE or TESTAGENT_SCRIPT) says what each
+// prompt does: session updates of every kind, permission requests, fs and terminal
+// calls, sleeps, crashes, floods; see Script and testdata/demo.json. With no script and
+// -flood-count N (TESTAGENT_FLOOD_COUNT; -flood-size / TESTAGENT_FLOOD_SIZE, default 64)
+// every prompt streams N chunks of that many bytes without pause.
+//
+// Paths and commands in a script may use {cwd}: the session's working directory.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	sdk "github.com/coder/acp-go-sdk"
+)
+
+func main() {
+	scriptPath := flag.String("script", os.Getenv("TESTAGENT_SCRIPT"), "JSON script file (env TESTAGENT_SCRIPT)")
+	floodCount := flag.Int("flood-count", 0, "without a script: every prompt streams this many chunks (env TESTAGENT_FLOOD_COUNT)")
+	floodSize := flag.Int("flood-size", 0, "bytes per flood chunk, default 64 (env TESTAGENT_FLOOD_SIZE)")
+	flag.Parse()
+	if *floodCount > 0 {
+		os.Setenv("TESTAGENT_FLOOD_COUNT", strconv.Itoa(*floodCount))
+	}
+	if *floodSize > 0 {
+		os.Setenv("TESTAGENT_FLOOD_SIZE", strconv.Itoa(*floodSize))
+	}
+	log.SetPrefix("testagent: ")
+	log.SetFlags(0)
+
+	script, err := loadScript(*scriptPath)
+	if err != nil {
+		log.Fatal(err)
+	}
+	out := &lineWriter{w: os.Stdout}
+	a := &agent{script: script, out: out, sessions: map[sdk.SessionId]*session{}}
+	a.conn = sdk.NewAgentSideConnection(a, out, os.Stdin)
+	<-a.conn.Done()
+}
+
+// lineWriter serializes whole-line writes of the SDK and of raw steps.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+type session struct {
+	id      sdk.SessionId
+	cwd     string
+	prompts int
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc // of the running turn
+	modeID   string
+	modelID  string
+	configs  []sdk.SessionConfigOption
+	canceled chan struct{} // closed by session/cancel during a turn
+}
+
+type agent struct {
+	script Script
+	out    *lineWriter
+	conn   *sdk.AgentSideConnection
+
+	mu            sync.Mutex
+	sessions      map[sdk.SessionId]*session
+	nextID        int
+	authenticated bool
+}
+
+var (
+	_ sdk.Agent       = (*agent)(nil)
+	_ sdk.AgentLoader = (*agent)(nil)
+)
+
+func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+	spec := a.script.Agent
+	if spec.CrashOnStart != 0 {
+		os.Exit(spec.CrashOnStart)
+	}
+	methods := []sdk.AuthMethod{}
+	for _, raw := range spec.AuthMethods {
+		var m sdk.AuthMethod
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return sdk.InitializeResponse{}, fmt.Errorf("script auth method: %w", err)
+		}
+		methods = append(methods, m)
+	}
+	name := spec.Name
+	if name == "" {
+		name = "testagent"
+	}
+	caps := sdk.AgentCapabilities{
+		LoadSession: spec.LoadSession,
+		PromptCapabilities: sdk.PromptCapabilities{
+			Image:           spec.Image,
+			EmbeddedContext: spec.EmbeddedContext,
+		},
+	}
+	if spec.Resume {
+		caps.SessionCapabilities.Resume = &sdk.SessionResumeCapabilities{}
+	}
+	if spec.Close {
+		caps.SessionCapabilities.Close = &sdk.SessionCloseCapabilities{}
+	}
+	// Report what the client declared, for tests of the declared capabilities.
+	declared, _ := json.Marshal(p.ClientCapabilities)
+	log.Printf("client capabilities %s", declared)
+	return sdk.InitializeResponse{
+		ProtocolVersion:   sdk.ProtocolVersionNumber,
+		AgentCapabilities: caps,
+		AgentInfo:         &sdk.Implementation{Name: name, Version: "1.0.0"},
+		AuthMethods:       methods,
+	}, nil
+}
+
+func (a *agent) Authenticate(ctx context.Context, p sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
+	for _, raw := range a.script.Agent.AuthMethods {
+		var m sdk.AuthMethod
+		if err := json.Unmarshal(raw, &m); err != nil {
+			continue
+		}
+		switch {
+		case m.EnvVar != nil && m.EnvVar.Id == p.MethodId:
+			for _, v := range m.EnvVar.Vars {
+				if os.Getenv(v.Name) == "" && !v.Optional {
+					return sdk.AuthenticateResponse{}, sdk.NewAuthRequired(map[string]any{"missing": v.Name})
+				}
+			}
+		case m.Agent != nil && m.Agent.Id == p.MethodId, m.Terminal != nil && m.Terminal.Id == p.MethodId:
+		default:
+			continue
+		}
+		a.mu.Lock()
+		a.authenticated = true
+		a.mu.Unlock()
+		return sdk.AuthenticateResponse{}, nil
+	}
+	return sdk.AuthenticateResponse{}, sdk.NewInvalidParams(map[string]any{"methodId": p.MethodId, "error": "unknown auth method"})
+}
+
+func (a *agent) newSession(id sdk.SessionId, cwd string) (*session, error) {
+	s := &session{id: id, cwd: cwd}
+	spec := a.script.Session
+	if len(spec.Modes) > 0 {
+		var m sdk.SessionModeState
+		if err := json.Unmarshal(spec.Modes, &m); err != nil {
+			return nil, fmt.Errorf("script modes: %w", err)
+		}
+		s.modeID = string(m.CurrentModeId)
+	}
+	if len(spec.Models) > 0 {
+		var m sdk.SessionModelState
+		if err := json.Unmarshal(spec.Models, &m); err != nil {
+			return nil, fmt.Errorf("script models: %w", err)
+		}
+		s.modelID = string(m.CurrentModelId)
+	}
+	if len(spec.ConfigOptions) > 0 {
+		if err := json.Unmarshal(spec.ConfigOptions, &s.configs); err != nil {
+			return nil, fmt.Errorf("script configOptions: %w", err)
+		}
+	}
+	a.mu.Lock()
+	a.sessions[id] = s
+	a.mu.Unlock()
+	return s, nil
+}
+
+// sessionState renders the session's modes, models and config options as answers carry them.
+func (s *session) state(spec SessionSpec) (*sdk.SessionModeState, *sdk.SessionModelState, []sdk.SessionConfigOption) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var modes *sdk.SessionModeState
+	if len(spec.Modes) > 0 {
+		modes = &sdk.SessionModeState{}
+		_ = json.Unmarshal(spec.Modes, modes)
+		modes.CurrentModeId = sdk.SessionModeId(s.modeID)
+	}
+	var models *sdk.SessionModelState
+	if len(spec.Models) > 0 {
+		models = &sdk.SessionModelState{}
+		_ = json.Unmarshal(spec.Models, models)
+		models.CurrentModelId = sdk.ModelId(s.modelID)
+	}
+	return modes, models, append([]sdk.SessionConfigOption(nil), s.configs...)
+}
+
+func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
+	if p.McpServers == nil {
+		return sdk.NewSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "mcpServers must be an array"})
+	}
+	servers, _ := json.Marshal(p.McpServers)
+	log.Printf("mcp servers %s", servers)
+	a.mu.Lock()
+	needAuth := a.script.Agent.RequireAuth && !a.authenticated
+	a.nextID++
+	id := sdk.SessionId(fmt.Sprintf("sess-%d-%d", os.Getpid(), a.nextID))
+	a.mu.Unlock()
+	if needAuth {
+		return sdk.NewSessionResponse{}, sdk.NewAuthRequired(map[string]any{"error": "log in first"})
+	}
+	s, err := a.newSession(id, p.Cwd)
+	if err != nil {
+		return sdk.NewSessionResponse{}, err
+	}
+	modes, models, configs := s.state(a.script.Session)
+	if len(a.script.Session.AfterNew) > 0 {
+		go func() {
+			t := &turn{a: a, s: s, ctx: context.Background()}
+			if _, err := t.run(a.script.Session.AfterNew); err != nil {
+				log.Printf("afterNew: %v", err)
+			}
+		}()
+	}
+	return sdk.NewSessionResponse{SessionId: id, Modes: modes, Models: models, ConfigOptions: configs}, nil
+}
+
+func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
+	if !a.script.Agent.LoadSession {
+		return sdk.LoadSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionLoad)
+	}
+	s, err := a.newSession(p.SessionId, p.Cwd)
+	if err != nil {
+		return sdk.LoadSessionResponse{}, err
+	}
+	t := &turn{a: a, s: s, ctx: ctx}
+	if _, err := t.run(a.script.Load); err != nil {
+		return sdk.LoadSessionResponse{}, err
+	}
+	modes, models, configs := s.state(a.script.Session)
+	return sdk.LoadSessionResponse{Modes: modes, Models: models, ConfigOptions: configs}, nil
+}
+
+func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
+	if !a.script.Agent.Resume {
+		return sdk.ResumeSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionResume)
+	}
+	s, err := a.newSession(p.SessionId, p.Cwd)
+	if err != nil {
+		return sdk.ResumeSessionResponse{}, err
+	}
+	modes, models, configs := s.state(a.script.Session)
+	return sdk.ResumeSessionResponse{Modes: modes, Models: models, ConfigOptions: configs}, nil
+}
+
+func (a *agent) CloseSession(ctx context.Context, p sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
+	if !a.script.Agent.Close {
+		return sdk.CloseSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionClose)
+	}
+	a.mu.Lock()
+	s := a.sessions[p.SessionId]
+	delete(a.sessions, p.SessionId)
+	a.mu.Unlock()
+	if s != nil {
+		s.cancelTurn()
+	}
+	return sdk.CloseSessionResponse{}, nil
+}
+
+func (a *agent) session(id sdk.SessionId) (*session, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.sessions[id]
+	if s == nil {
+		return nil, sdk.NewInvalidParams(map[string]any{"sessionId": id, "error": "unknown session"})
+	}
+	return s, nil
+}
+
+func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptResponse, error) {
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return sdk.PromptResponse{}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.mu.Lock()
+	n := s.prompts
+	s.prompts++
+	s.cancel = cancel
+	s.canceled = make(chan struct{})
+	s.mu.Unlock()
+
+	var steps []Step
+	if len(a.script.Turns) > 0 {
+		steps = a.script.Turns[min(n, len(a.script.Turns)-1)]
+	}
+	t := &turn{a: a, s: s, ctx: ctx, prompt: p.Prompt}
+	resp, err := t.run(steps)
+	s.mu.Lock()
+	s.cancel = nil
+	s.mu.Unlock()
+	if err != nil {
+		return sdk.PromptResponse{}, err
+	}
+	if ctx.Err() != nil {
+		resp.StopReason = sdk.StopReasonCancelled
+	}
+	return resp, nil
+}
+
+func (s *session) cancelTurn() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
+func (a *agent) Cancel(ctx context.Context, p sdk.CancelNotification) error {
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return err
+	}
+	s.cancelTurn()
+	return nil
+}
+
+func (a *agent) SetSessionMode(ctx context.Context, p sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return sdk.SetSessionModeResponse{}, err
+	}
+	s.mu.Lock()
+	s.modeID = string(p.ModeId)
+	s.mu.Unlock()
+	// As real agents do, confirm the change as a notification too.
+	err = a.conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: s.id, Update: sdk.SessionUpdate{
+		CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: p.ModeId},
+	}})
+	return sdk.SetSessionModeResponse{}, err
+}
+
+func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
+	if p.ValueId == nil {
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "only select options are scripted"})
+	}
+	s, err := a.session(p.ValueId.SessionId)
+	if err != nil {
+		return sdk.SetSessionConfigOptionResponse{}, err
+	}
+	s.mu.Lock()
+	found := false
+	for i := range s.configs {
+		if sel := s.configs[i].Select; sel != nil && sel.Id == p.ValueId.ConfigId {
+			sel.CurrentValue = p.ValueId.Value
+			found = true
+		}
+	}
+	configs := append([]sdk.SessionConfigOption(nil), s.configs...)
+	s.mu.Unlock()
+	if !found {
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"configId": p.ValueId.ConfigId})
+	}
+	return sdk.SetSessionConfigOptionResponse{ConfigOptions: configs}, nil
+}
+
+func (a *agent) UnstableSetSessionModel(ctx context.Context, p sdk.UnstableSetSessionModelRequest) (sdk.UnstableSetSessionModelResponse, error) {
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return sdk.UnstableSetSessionModelResponse{}, err
+	}
+	s.mu.Lock()
+	s.modelID = string(p.ModelId)
+	s.mu.Unlock()
+	return sdk.UnstableSetSessionModelResponse{}, nil
+}
+
+func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
+	return sdk.ListSessionsResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionList)
+}
+
+func expand(s string, sess *session) string { return strings.ReplaceAll(s, "{cwd}", sess.cwd) }
