@@ -165,6 +165,55 @@ func TestRestartSubscribeResume(t *testing.T) {
 	if status.Code(err) != codes.OutOfRange {
 		t.Fatalf("resume at a future point: %v, want OUT_OF_RANGE", err)
 	}
+
+	// A point of the new process, before any event of it, is accepted; the stream then
+	// carries what happens next.
+	created, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{
+		AgentId: "deepchat.default",
+		Config:  &agenticv1.SessionConfig{Workspace: s.Cfg.WorkspaceRoots[0]},
+	})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	point := created.GetSession().GetLastSequence()
+	events = s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{created.GetSession().GetSessionId()}, AfterSequence: point})
+	if _, err := s.Client.CloseSession(context.Background(), &agenticv1.CloseSessionRequest{SessionId: created.GetSession().GetSessionId()}); err != nil {
+		t.Fatalf("CloseSession: %v", err)
+	}
+	closed := events.Until(t, IsType(agenticv1.AgenticEventType_AGENTIC_EVENT_TYPE_SESSION_CLOSED))
+	if closed[0].GetSequence() != point+1 {
+		t.Errorf("resumed at %d, first event %d; want %d (no gap)", point, closed[0].GetSequence(), point+1)
+	}
+}
+
+// With the default workspace root (the home directory), which holds agenticd's data dir
+// and config file, sessions still cannot work in them.
+func TestServersOwnFilesAreNoWorkspace(t *testing.T) {
+	home := t.TempDir()
+	cfg := daemon.Config{
+		WorkspaceRoots: []string{home},
+		DataDir:        filepath.Join(home, ".local", "share", "agenticd"),
+		File:           filepath.Join(home, "agenticd.yaml"),
+	}
+	if err := os.WriteFile(cfg.File, []byte("token: secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg)
+	for _, dir := range []string{cfg.DataDir, filepath.Join(home, ".local", "share", "agenticd", "..", "agenticd")} {
+		_, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{
+			AgentId: "deepchat.default",
+			Config:  &agenticv1.SessionConfig{Workspace: dir},
+		})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "agenticd's own data") {
+			t.Errorf("a session in %s: %v, want INVALID_ARGUMENT naming agenticd's own data", dir, err)
+		}
+	}
+	if _, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{
+		AgentId: "deepchat.default",
+		Config:  &agenticv1.SessionConfig{Workspace: home},
+	}); err != nil {
+		t.Errorf("a session in the home directory itself: %v", err)
+	}
 }
 
 func containsAll(s string, parts ...string) bool {

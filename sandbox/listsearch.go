@@ -159,6 +159,9 @@ func (s *searcher) dir(ctx context.Context, rel string) error {
 			return err
 		}
 		child := filepath.Join(rel, e.Name())
+		if isExcluded(s.ws.opts.Excluded, filepath.Join(s.ws.root, child)) {
+			continue // agenticd's own files: never searched, whatever their content
+		}
 		switch t := e.Type(); {
 		case t.IsDir():
 			if e.Name() == ".git" {

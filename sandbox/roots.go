@@ -36,6 +36,16 @@ type Options struct {
 	// MaxOutputByteLimit clamps a requested outputByteLimit so that one
 	// request cannot make the server hold an arbitrary amount (default 16 MiB).
 	MaxOutputByteLimit int64
+	// HiddenEnv names variables of the server's environment that terminals do
+	// not inherit (the API keys of the server's own agents). AGENTICD_TOKEN is
+	// always hidden. A terminal request may still set any of them itself.
+	HiddenEnv []string
+	// Excluded are files and directories that no workspace may reach, even
+	// below a root: the server's own data (its database, config file, TLS
+	// key). A path resolving into one is refused as outside the workspace, and
+	// a workspace inside one is not allowed. "~" is expanded; paths that do not
+	// exist yet are excluded all the same.
+	Excluded []string
 }
 
 func (o Options) withDefaults() Options {
@@ -79,6 +89,11 @@ func NewRootsWithOptions(dirs []string, opts Options) (*Roots, error) {
 		return nil, fmt.Errorf("%w: no workspace roots configured; set workspace_roots to the directories sessions may work in", ErrWorkspaceNotAllowed)
 	}
 	r := &Roots{opts: opts.withDefaults(), slots: make(map[string]*terminalSlots)}
+	excluded, err := canonicalExcluded(opts.Excluded)
+	if err != nil {
+		return nil, err
+	}
+	r.opts.Excluded = excluded
 	seen := make(map[string]bool)
 	for _, d := range dirs {
 		real, err := canonicalRoot(d)
@@ -97,7 +112,7 @@ func canonicalRoot(dir string) (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("%w: empty workspace root", ErrWorkspaceNotAllowed)
 	}
-	expanded, err := expandHome(dir)
+	expanded, err := ExpandHome(dir)
 	if err != nil {
 		return "", err
 	}
@@ -119,7 +134,45 @@ func canonicalRoot(dir string) (string, error) {
 	return real, nil
 }
 
-func expandHome(p string) (string, error) {
+// canonicalExcluded makes each excluded path absolute and symlink-free, so
+// that it compares with resolved paths. A path that does not exist yet keeps
+// its deepest existing parent resolved and the rest as written.
+func canonicalExcluded(paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		expanded, err := ExpandHome(p)
+		if err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(expanded)
+		if err != nil {
+			return nil, fmt.Errorf("excluded path %q: %w", p, err)
+		}
+		var rest []string
+		for {
+			real, err := filepath.EvalSymlinks(abs)
+			if err == nil {
+				out = append(out, filepath.Join(append([]string{real}, rest...)...))
+				break
+			}
+			parent := filepath.Dir(abs)
+			if parent == abs {
+				out = append(out, filepath.Join(append([]string{abs}, rest...)...))
+				break
+			}
+			rest = append([]string{filepath.Base(abs)}, rest...)
+			abs = parent
+		}
+	}
+	return out, nil
+}
+
+// ExpandHome replaces a leading "~" (alone or followed by "/") with the
+// user's home directory; other paths are returned unchanged.
+func ExpandHome(p string) (string, error) {
 	if p != "~" && !strings.HasPrefix(p, "~/") {
 		return p, nil
 	}
@@ -163,6 +216,9 @@ func (r *Roots) Open(dir string) (*Workspace, error) {
 	}
 	if !inside {
 		return nil, fmt.Errorf("%w: workspace %q (%s) is not under any workspace root; use a directory under one of: %s", ErrWorkspaceNotAllowed, dir, real, allowed)
+	}
+	if isExcluded(r.opts.Excluded, real) {
+		return nil, fmt.Errorf("%w: workspace %q lies inside agenticd's own data (its database, config or keys), which sessions may not use; choose another directory under one of: %s", ErrWorkspaceNotAllowed, dir, allowed)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -209,6 +265,17 @@ func (s *terminalSlots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.used--
+}
+
+// isExcluded reports whether the clean absolute path p is or lies below one
+// of the (canonical) excluded paths.
+func isExcluded(excluded []string, p string) bool {
+	for _, e := range excluded {
+		if within(e, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // within reports whether the clean absolute path p is root or below it.

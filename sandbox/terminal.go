@@ -26,7 +26,8 @@ type TerminalSpec struct {
 	// and runs as /bin/sh -c Command.
 	Command string
 	Args    []string
-	// Env is added to (and overrides) the server's environment.
+	// Env is added to (and overrides) the server's environment, which
+	// terminals inherit without Options.HiddenEnv and AGENTICD_TOKEN.
 	Env map[string]string
 	// Cwd is a directory inside the workspace; empty means the root.
 	Cwd string
@@ -107,7 +108,7 @@ func (t *Terminals) Create(ctx context.Context, spec TerminalSpec) (string, erro
 	if !dir.info.IsDir() {
 		return "", fmt.Errorf("%w: terminal cwd %s is not a directory", ErrInvalidPath, spec.Cwd)
 	}
-	env, err := terminalEnv(spec.Env, dir.abs)
+	env, err := terminalEnv(os.Environ(), t.ws.opts.HiddenEnv, spec.Env, dir.abs)
 	if err != nil {
 		return "", err
 	}
@@ -425,10 +426,20 @@ func exitStatusOf(ps *os.ProcessState) ExitStatus {
 	return ExitStatus{Code: &code}
 }
 
-// terminalEnv is the server's environment, PWD set to the cwd, then the
-// request's additions (last one wins in exec).
-func terminalEnv(add map[string]string, pwd string) ([]string, error) {
-	env := append(os.Environ(), "PWD="+pwd)
+// alwaysHiddenEnv are the server's own secrets, never passed to a terminal.
+var alwaysHiddenEnv = []string{"AGENTICD_TOKEN"}
+
+// terminalEnv is the server's environment without the hidden variables, PWD
+// set to the cwd, then the request's additions (last one wins in exec).
+func terminalEnv(server, hidden []string, add map[string]string, pwd string) ([]string, error) {
+	env := make([]string, 0, len(server)+1+len(add))
+	for _, kv := range server {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(alwaysHiddenEnv, name) && !slices.Contains(hidden, name) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PWD="+pwd)
 	keys := make([]string, 0, len(add))
 	for k := range add {
 		keys = append(keys, k)

@@ -23,7 +23,7 @@ type Workspace struct {
 func (w *Workspace) Root() string { return w.root }
 
 // Resolve returns the absolute, symlink-resolved form of path, which must
-// lie inside the workspace. Relative paths are taken from the workspace
+// lie inside the workspace and outside Options.Excluded. Relative paths are taken from the workspace
 // root. Symlinks are followed component by component as the kernel would;
 // for a path that does not exist yet, the deepest existing parent is
 // resolved and the rest appended. Devices, FIFOs and sockets are refused.
@@ -109,7 +109,11 @@ func (w *Workspace) resolve(path string) (resolved, error) {
 	}
 	abs := filepath.Join(append([]string{cur}, missing...)...)
 	if !within(w.root, abs) {
-		return resolved{}, fmt.Errorf("%w: %q resolves to %s, outside the workspace %s; use a path inside the workspace", ErrOutsideWorkspace, path, abs, w.root)
+		// Only the path as given: where it leads is outside, and not the caller's to learn.
+		return resolved{}, fmt.Errorf("%w: %q leads outside the workspace %s; use a path inside the workspace", ErrOutsideWorkspace, path, w.root)
+	}
+	if isExcluded(w.opts.Excluded, abs) {
+		return resolved{}, fmt.Errorf("%w: %q is agenticd's own data (its database, config or keys), which sessions may not touch; use another path in the workspace", ErrOutsideWorkspace, path)
 	}
 	rel, err := filepath.Rel(w.root, abs)
 	if err != nil {

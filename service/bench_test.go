@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -29,9 +30,7 @@ func BenchmarkHubPublish(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for he := range sub.ch {
-						if _, err := he.encoded(); err != nil {
-							b.Error(err)
-						}
+						he.encoded(discard)
 					}
 				}()
 			}
@@ -117,5 +116,87 @@ func BenchmarkCreateCloseSession(b *testing.B) {
 		if _, err := e.client.CloseSession(bg, &pb.CloseSessionRequest{SessionId: resp.GetSession().GetSessionId()}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// storedPresenter describes sessions from SQLite, as a presenter with a stored history
+// does: one query per GetSession, one per GetSessions batch (when batching is on).
+type storedPresenter struct {
+	*fakePresenter
+	store *Store
+}
+
+func (p *storedPresenter) GetSession(ctx context.Context, id string) (presenters.SessionInfo, error) {
+	rec, err := p.store.sessionOwnerOf(ctx, id)
+	return presenters.SessionInfo{SessionID: rec.SessionID, AgentID: rec.AgentID, Workspace: rec.Workspace, Status: presenters.SessionIdle}, err
+}
+
+type batchingStoredPresenter struct{ storedPresenter }
+
+func (p *batchingStoredPresenter) GetSessions(ctx context.Context, ids []string) ([]presenters.SessionInfo, error) {
+	var recs []sessionOwner
+	if err := p.store.db.WithContext(ctx).Where("session_id IN ?", ids).Find(&recs).Error; err != nil {
+		return nil, err
+	}
+	out := make([]presenters.SessionInfo, len(recs))
+	for i, rec := range recs {
+		out[i] = presenters.SessionInfo{SessionID: rec.SessionID, AgentID: rec.AgentID, Workspace: rec.Workspace, Status: presenters.SessionIdle}
+	}
+	return out, nil
+}
+
+// BenchmarkListSessions measures one ListSessions page of 1000 sessions whose presenter
+// reads SQLite: asked session by session, and through GetSessions (sessionsGetter).
+func BenchmarkListSessions(b *testing.B) {
+	store := openStore(b)
+	for i := range 1000 {
+		if err := store.addSession(bg, sessionOwner{SessionID: fmt.Sprintf("s%04d", i), AgentID: fakeID, Workspace: "/w", CreatedUnixNano: int64(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hub, err := NewHub(bg, HubOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer hub.Close()
+	stored := storedPresenter{fakePresenter: newFake(fakeID, hub), store: store}
+	for name, p := range map[string]presenters.Presenter{"per-session": &stored, "batched": &batchingStoredPresenter{stored}} {
+		b.Run(name, func(b *testing.B) {
+			registry, err := NewRegistry(store, []presenters.Presenter{p})
+			if err != nil {
+				b.Fatal(err)
+			}
+			svc := New(Options{Registry: registry, Hub: hub, Logger: discard})
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := svc.ListSessions(bg, &pb.ListSessionsRequest{PageSize: 1000})
+				if err != nil || len(resp.GetSessions()) != 1000 || resp.GetSessions()[999].GetStatus() != pb.SessionStatus_SESSION_STATUS_IDLE {
+					b.Fatalf("%d sessions, %v", len(resp.GetSessions()), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSubscribeReplay measures subscribing with a session filter after the oldest of
+// 100,000 held events (1 in 100 of them the session's): the replay a reconnecting client
+// asks for. Publish waits only for the part under the hub's lock.
+func BenchmarkSubscribeReplay(b *testing.B) {
+	h, err := NewHub(bg, HubOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	for i := range DefaultEventCapacity + 1 {
+		presenters.NewEmitter(h, fakeID, fmt.Sprintf("s%d", i%100)).MessageDelta("m", presenters.RoleAssistant, "x")
+	}
+	after := h.LastSequence() - DefaultEventCapacity
+	b.ReportAllocs()
+	for b.Loop() {
+		sub, backlog, err := h.subscribe([]string{"s7"}, nil, after)
+		if err != nil || len(backlog) != DefaultEventCapacity/100 {
+			b.Fatalf("%d events, %v", len(backlog), err)
+		}
+		h.unsubscribe(sub)
 	}
 }

@@ -1,11 +1,17 @@
 package service
 
 import (
+	"fmt"
+	"log/slog"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
 )
 
 // encodedEvent is an event's wire bytes, encoded once and sent as they are to every
@@ -28,11 +34,49 @@ func sharedEventCodecOption() grpc.ServerOption {
 	return grpc.ForceServerCodecV2(sharedEventCodec{encoding.GetCodecV2(protocodec.Name)})
 }
 
-// encoded returns the event's wire bytes, converting and marshalling on first use.
-func (he *heldEvent) encoded() (*encodedEvent, error) {
+// encoded returns the event's wire bytes, converting and marshalling on first use. It
+// always has bytes to send (see encodeEvent); a replaced or cut event is logged once.
+func (he *heldEvent) encoded(logger *slog.Logger) *encodedEvent {
 	he.encodeOnce.Do(func() {
-		b, err := proto.Marshal(eventToPB(he.ev))
-		he.wire, he.wireErr = &encodedEvent{bytes: b}, err
+		he.wire = &encodedEvent{bytes: encodeEvent(he.ev, logger)}
 	})
-	return he.wire, he.wireErr
+	return he.wire
+}
+
+// encodeEvent marshals an event for every subscriber. One over MaxEventBytes is sent with
+// its largest texts cut; one that cannot be encoded at all (or cut small enough) is
+// replaced by an ERROR event with the same sequence, so that a stream never ends, nor
+// skips a sequence, because of one event.
+func encodeEvent(ev presenters.Event, logger *slog.Logger) []byte {
+	msg := eventToPB(ev)
+	b, err := proto.Marshal(msg)
+	if err == nil && len(b) <= MaxEventBytes {
+		return b
+	}
+	attrs := []any{"session_id", ev.SessionID, "agent_id", ev.AgentID, "sequence", ev.Sequence, "type", msg.GetType().String()}
+	if err == nil {
+		size := len(b)
+		if !fitWithin(msg, MaxEventBytes) {
+			err = fmt.Errorf("%d bytes, over the %d an event may take, and cutting its texts is not enough", size, MaxEventBytes)
+		} else if b, err = proto.Marshal(msg); err == nil {
+			logger.Warn("event over the size cap sent with its largest texts cut", append(attrs, "bytes", size)...)
+			return b
+		}
+	}
+	logger.Error("event could not be sent as it is; an ERROR event takes its place", append(attrs, "err", err)...)
+	// Every string of the replacement is valid UTF-8 (ids through clean, the rest ours),
+	// the one thing proto3 refuses to marshal.
+	b, _ = proto.Marshal(&pb.AgenticEvent{
+		Sequence:  ev.Sequence,
+		SessionId: clean(ev.SessionID),
+		AgentId:   clean(ev.AgentID),
+		Time:      timestamp(ev.Time),
+		Type:      pb.AgenticEventType_AGENTIC_EVENT_TYPE_ERROR,
+		Payload: &pb.AgenticEvent_Error{Error: &pb.Error{
+			Code: "event_not_sendable",
+			Message: fmt.Sprintf("event %d (%s) could not be sent and this one takes its place (the server log says why); GetSession and GetMessages show the session's state",
+				ev.Sequence, msg.GetType()),
+		}},
+	})
+	return b
 }

@@ -2,7 +2,9 @@ package service
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -14,8 +16,11 @@ import (
 )
 
 // Converters between the domain (presenters) and the wire (agentic.v1). Domain -> wire
-// is total: an unknown enum string becomes UNSPECIFIED. Wire -> domain exists only for
-// what clients send (message content, session config, option kinds).
+// is total: an unknown enum string becomes UNSPECIFIED, and every string goes through
+// clean, because proto3 refuses to encode a string that is not valid UTF-8 (one bad byte
+// from an agent would otherwise make its event, and every stream replaying it, fail).
+// Wire -> domain exists only for what clients send (message content, session config,
+// option kinds).
 
 var (
 	agentTypes = map[presenters.AgentType]pb.AgentType{
@@ -127,6 +132,30 @@ var (
 	}
 )
 
+// clean returns s as valid UTF-8, each invalid byte sequence replaced by U+FFFD. Valid
+// strings (nearly all) are checked, not copied.
+func clean(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// cleanAll is clean for a list; the list itself is returned when every entry is valid.
+func cleanAll(ss []string) []string {
+	for i, s := range ss {
+		if !utf8.ValidString(s) {
+			out := make([]string, len(ss))
+			copy(out, ss[:i])
+			for j := i; j < len(ss); j++ {
+				out[j] = clean(ss[j])
+			}
+			return out
+		}
+	}
+	return ss
+}
+
 func timestamp(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
@@ -140,6 +169,9 @@ func valueFromJSON(raw json.RawMessage) *structpb.Value {
 	if len(raw) == 0 {
 		return nil
 	}
+	if !utf8.Valid(raw) {
+		raw = []byte(strings.ToValidUTF8(string(raw), "\uFFFD"))
+	}
 	v := &structpb.Value{}
 	if err := protojson.Unmarshal(raw, v); err != nil {
 		return structpb.NewStringValue(string(raw))
@@ -149,17 +181,17 @@ func valueFromJSON(raw json.RawMessage) *structpb.Value {
 
 func agentInfoToPB(a presenters.AgentInfo) *pb.AgentInfo {
 	out := &pb.AgentInfo{
-		AgentId:        a.ID,
-		Name:           a.Name,
+		AgentId:        clean(a.ID),
+		Name:           clean(a.Name),
 		Type:           agentTypes[a.Type],
-		Description:    a.Description,
+		Description:    clean(a.Description),
 		Status:         agentStatuses[a.Status],
-		StatusReason:   a.StatusReason,
+		StatusReason:   clean(a.StatusReason),
 		Capabilities:   capabilitiesToPB(a.Capabilities),
-		Implementation: a.Implementation,
+		Implementation: clean(a.Implementation),
 	}
 	for _, m := range a.AuthMethods {
-		out.AuthMethods = append(out.AuthMethods, &pb.AuthMethod{Id: m.ID, Name: m.Name, Description: m.Description})
+		out.AuthMethods = append(out.AuthMethods, &pb.AuthMethod{Id: clean(m.ID), Name: clean(m.Name), Description: clean(m.Description)})
 	}
 	return out
 }
@@ -179,7 +211,7 @@ func capabilitiesToPB(c presenters.Capabilities) *pb.Capabilities {
 func modesToPB(ms []presenters.Mode) []*pb.Mode {
 	out := make([]*pb.Mode, len(ms))
 	for i, m := range ms {
-		out[i] = &pb.Mode{Id: m.ID, Name: m.Name, Description: m.Description}
+		out[i] = &pb.Mode{Id: clean(m.ID), Name: clean(m.Name), Description: clean(m.Description)}
 	}
 	return out
 }
@@ -187,7 +219,7 @@ func modesToPB(ms []presenters.Mode) []*pb.Mode {
 func modelsToPB(ms []presenters.Model) []*pb.Model {
 	out := make([]*pb.Model, len(ms))
 	for i, m := range ms {
-		out[i] = &pb.Model{Id: m.ID, Name: m.Name, Description: m.Description}
+		out[i] = &pb.Model{Id: clean(m.ID), Name: clean(m.Name), Description: clean(m.Description)}
 	}
 	return out
 }
@@ -195,7 +227,7 @@ func modelsToPB(ms []presenters.Model) []*pb.Model {
 func commandsToPB(cs []presenters.Command) []*pb.Command {
 	out := make([]*pb.Command, len(cs))
 	for i, c := range cs {
-		out[i] = &pb.Command{Name: c.Name, Description: c.Description, InputHint: c.InputHint}
+		out[i] = &pb.Command{Name: clean(c.Name), Description: clean(c.Description), InputHint: clean(c.InputHint)}
 	}
 	return out
 }
@@ -210,28 +242,28 @@ func usageToPB(u presenters.TokenUsage) *pb.TokenUsage {
 		ContextUsed:       u.ContextUsed,
 		ContextSize:       u.ContextSize,
 		Cost:              u.Cost,
-		CostCurrency:      u.CostCurrency,
+		CostCurrency:      clean(u.CostCurrency),
 	}
 }
 
 func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 	out := &pb.SessionInfo{
-		SessionId:         s.SessionID,
-		AgentId:           s.AgentID,
+		SessionId:         clean(s.SessionID),
+		AgentId:           clean(s.AgentID),
 		Status:            sessionStatuses[s.Status],
-		StatusReason:      s.StatusReason,
-		Workspace:         s.Workspace,
-		Title:             s.Title,
+		StatusReason:      clean(s.StatusReason),
+		Workspace:         clean(s.Workspace),
+		Title:             clean(s.Title),
 		CreatedAt:         timestamp(s.CreatedAt),
 		UpdatedAt:         timestamp(s.UpdatedAt),
 		AvailableModes:    modesToPB(s.AvailableModes),
-		CurrentModeId:     s.CurrentModeID,
+		CurrentModeId:     clean(s.CurrentModeID),
 		AvailableModels:   modelsToPB(s.AvailableModels),
-		CurrentModelId:    s.CurrentModelID,
+		CurrentModelId:    clean(s.CurrentModelID),
 		AvailableCommands: commandsToPB(s.AvailableCommands),
 		Capabilities:      capabilitiesToPB(s.Capabilities),
 		Usage:             usageToPB(s.Usage),
-		MessageInFlight:   s.MessageInFlight,
+		MessageInFlight:   clean(s.MessageInFlight),
 		LastSequence:      s.LastSequence,
 		MessageCount:      s.MessageCount,
 	}
@@ -250,11 +282,11 @@ func sessionPatchToPB(p presenters.SessionPatch) *pb.SessionUpdated {
 		paths = append(paths, "status")
 	}
 	if p.StatusReason != nil {
-		info.StatusReason = *p.StatusReason
+		info.StatusReason = clean(*p.StatusReason)
 		paths = append(paths, "status_reason")
 	}
 	if p.Title != nil {
-		info.Title = *p.Title
+		info.Title = clean(*p.Title)
 		paths = append(paths, "title")
 	}
 	if p.UpdatedAt != nil {
@@ -266,7 +298,7 @@ func sessionPatchToPB(p presenters.SessionPatch) *pb.SessionUpdated {
 		paths = append(paths, "available_modes")
 	}
 	if p.CurrentModeID != nil {
-		info.CurrentModeId = *p.CurrentModeID
+		info.CurrentModeId = clean(*p.CurrentModeID)
 		paths = append(paths, "current_mode_id")
 	}
 	if p.AvailableModels != nil {
@@ -274,7 +306,7 @@ func sessionPatchToPB(p presenters.SessionPatch) *pb.SessionUpdated {
 		paths = append(paths, "available_models")
 	}
 	if p.CurrentModelID != nil {
-		info.CurrentModelId = *p.CurrentModelID
+		info.CurrentModelId = clean(*p.CurrentModelID)
 		paths = append(paths, "current_model_id")
 	}
 	if p.AvailableCommands != nil {
@@ -297,32 +329,32 @@ func commandInfoToPB(c *presenters.CommandInfo) *pb.CommandInfo {
 		return nil
 	}
 	return &pb.CommandInfo{
-		Command:     c.Command,
+		Command:     clean(c.Command),
 		RiskLevel:   riskLevels[c.RiskLevel],
-		Reason:      c.Reason,
-		Suggestion:  c.Suggestion,
-		Signature:   c.Signature,
-		BaseCommand: c.BaseCommand,
+		Reason:      clean(c.Reason),
+		Suggestion:  clean(c.Suggestion),
+		Signature:   clean(c.Signature),
+		BaseCommand: clean(c.BaseCommand),
 	}
 }
 
 func permissionRequestToPB(r presenters.PermissionRequest) *pb.PermissionRequest {
 	out := &pb.PermissionRequest{
-		RequestId:      r.RequestID,
-		ToolId:         r.ToolID,
-		ToolName:       r.ToolName,
+		RequestId:      clean(r.RequestID),
+		ToolId:         clean(r.ToolID),
+		ToolName:       clean(r.ToolName),
 		PermissionType: permissionTypes[r.PermissionType],
-		Description:    r.Description,
+		Description:    clean(r.Description),
 		CommandInfo:    commandInfoToPB(r.CommandInfo),
-		Paths:          r.Paths,
+		Paths:          cleanAll(r.Paths),
 		Rememberable:   r.Rememberable,
-		ServerName:     r.ServerName,
+		ServerName:     clean(r.ServerName),
 		Arguments:      valueFromJSON(r.Arguments),
-		MessageId:      r.MessageID,
+		MessageId:      clean(r.MessageID),
 		RequestedAt:    timestamp(r.RequestedAt),
 	}
 	for _, o := range r.Options {
-		out.Options = append(out.Options, &pb.PermissionOption{OptionId: o.ID, Name: o.Name, Kind: optionKinds[o.Kind]})
+		out.Options = append(out.Options, &pb.PermissionOption{OptionId: clean(o.ID), Name: clean(o.Name), Kind: optionKinds[o.Kind]})
 	}
 	return out
 }
@@ -331,7 +363,7 @@ func diffToPB(d *presenters.DiffBlock) *pb.DiffBlock {
 	if d == nil {
 		return nil
 	}
-	return &pb.DiffBlock{Path: d.Path, OldText: d.OldText, NewText: d.NewText}
+	return &pb.DiffBlock{Path: clean(d.Path), OldText: clean(d.OldText), NewText: clean(d.NewText)}
 }
 
 func terminalToPB(t *presenters.TerminalBlock) *pb.TerminalBlock {
@@ -339,11 +371,11 @@ func terminalToPB(t *presenters.TerminalBlock) *pb.TerminalBlock {
 		return nil
 	}
 	out := &pb.TerminalBlock{
-		TerminalId: t.TerminalID,
-		Command:    t.Command,
-		Output:     t.Output,
+		TerminalId: clean(t.TerminalID),
+		Command:    clean(t.Command),
+		Output:     clean(t.Output),
 		Truncated:  t.Truncated,
-		Signal:     t.Signal,
+		Signal:     clean(t.Signal),
 	}
 	if t.ExitCode != nil {
 		code := int32(*t.ExitCode)
@@ -356,12 +388,12 @@ func imageToPB(i *presenters.ImageBlock) *pb.ImageBlock {
 	if i == nil {
 		return nil
 	}
-	out := &pb.ImageBlock{MimeType: i.MimeType}
+	out := &pb.ImageBlock{MimeType: clean(i.MimeType)}
 	switch {
 	case i.URL != "":
-		out.Source = &pb.ImageBlock_Url{Url: i.URL}
+		out.Source = &pb.ImageBlock_Url{Url: clean(i.URL)}
 	case i.Base64 != "":
-		out.Source = &pb.ImageBlock_Base64{Base64: i.Base64}
+		out.Source = &pb.ImageBlock_Base64{Base64: clean(i.Base64)}
 	}
 	return out
 }
@@ -370,23 +402,23 @@ func resourceToPB(r *presenters.ResourceBlock) *pb.ResourceBlock {
 	if r == nil {
 		return nil
 	}
-	return &pb.ResourceBlock{Uri: r.URI, Name: r.Name, MimeType: r.MimeType, Text: r.Text, Blob: r.Blob}
+	return &pb.ResourceBlock{Uri: clean(r.URI), Name: clean(r.Name), MimeType: clean(r.MimeType), Text: clean(r.Text), Blob: clean(r.Blob)}
 }
 
 func toolCallToPB(t presenters.ToolCall) *pb.ToolCall {
 	out := &pb.ToolCall{
-		ToolId:      t.ToolID,
-		ToolName:    t.ToolName,
-		Title:       t.Title,
+		ToolId:      clean(t.ToolID),
+		ToolName:    clean(t.ToolName),
+		Title:       clean(t.Title),
 		Kind:        toolKinds[t.Kind],
 		Status:      toolStatuses[t.Status],
 		Arguments:   valueFromJSON(t.Arguments),
 		Result:      valueFromJSON(t.Result),
-		Error:       t.Error,
+		Error:       clean(t.Error),
 		CommandInfo: commandInfoToPB(t.CommandInfo),
 	}
 	for _, l := range t.Locations {
-		out.Locations = append(out.Locations, &pb.ToolLocation{Path: l.Path, Line: int32(l.Line)})
+		out.Locations = append(out.Locations, &pb.ToolLocation{Path: clean(l.Path), Line: int32(l.Line)})
 	}
 	for _, c := range t.Content {
 		out.Content = append(out.Content, toolContentToPB(c))
@@ -405,23 +437,23 @@ func toolContentToPB(c presenters.ToolContent) *pb.ToolContent {
 	case c.Resource != nil:
 		return &pb.ToolContent{Content: &pb.ToolContent_Resource{Resource: resourceToPB(c.Resource)}}
 	default:
-		return &pb.ToolContent{Content: &pb.ToolContent_Text{Text: c.Text}}
+		return &pb.ToolContent{Content: &pb.ToolContent_Text{Text: clean(c.Text)}}
 	}
 }
 
 func blockToPB(b presenters.Block) *pb.Block {
 	switch b.Type {
 	case presenters.BlockText:
-		return &pb.Block{Content: &pb.Block_Text{Text: &pb.TextBlock{Text: b.Text}}}
+		return &pb.Block{Content: &pb.Block_Text{Text: &pb.TextBlock{Text: clean(b.Text)}}}
 	case presenters.BlockReasoning:
-		return &pb.Block{Content: &pb.Block_Reasoning{Reasoning: &pb.ReasoningBlock{Text: b.Text}}}
+		return &pb.Block{Content: &pb.Block_Reasoning{Reasoning: &pb.ReasoningBlock{Text: clean(b.Text)}}}
 	case presenters.BlockTool:
 		if b.Tool != nil {
 			return &pb.Block{Content: &pb.Block_Tool{Tool: toolCallToPB(*b.Tool)}}
 		}
 	case presenters.BlockError:
 		if b.Error != nil {
-			return &pb.Block{Content: &pb.Block_Error{Error: &pb.ErrorBlock{Message: b.Error.Message, Code: b.Error.Code}}}
+			return &pb.Block{Content: &pb.Block_Error{Error: &pb.ErrorBlock{Message: clean(b.Error.Message), Code: clean(b.Error.Code)}}}
 		}
 	case presenters.BlockImage:
 		if b.Image != nil {
@@ -429,7 +461,7 @@ func blockToPB(b presenters.Block) *pb.Block {
 		}
 	case presenters.BlockAction:
 		if a := b.Action; a != nil {
-			out := &pb.ActionBlock{ActionType: a.ActionType, Description: a.Description}
+			out := &pb.ActionBlock{ActionType: clean(a.ActionType), Description: clean(a.Description)}
 			if a.Permission != nil {
 				out.Permission = permissionRequestToPB(*a.Permission)
 			}
@@ -437,21 +469,21 @@ func blockToPB(b presenters.Block) *pb.Block {
 		}
 	case presenters.BlockSearch:
 		if s := b.Search; s != nil {
-			out := &pb.SearchBlock{Query: s.Query}
+			out := &pb.SearchBlock{Query: clean(s.Query)}
 			for _, r := range s.Results {
-				out.Results = append(out.Results, &pb.SearchResult{Title: r.Title, Url: r.URL, Snippet: r.Snippet})
+				out.Results = append(out.Results, &pb.SearchResult{Title: clean(r.Title), Url: clean(r.URL), Snippet: clean(r.Snippet)})
 			}
 			return &pb.Block{Content: &pb.Block_Search{Search: out}}
 		}
 	case presenters.BlockMcpUIResource:
 		if r := b.McpUIResource; r != nil {
-			return &pb.Block{Content: &pb.Block_McpUiResource{McpUiResource: &pb.McpUiResourceBlock{Uri: r.URI, MimeType: r.MimeType, Text: r.Text}}}
+			return &pb.Block{Content: &pb.Block_McpUiResource{McpUiResource: &pb.McpUiResourceBlock{Uri: clean(r.URI), MimeType: clean(r.MimeType), Text: clean(r.Text)}}}
 		}
 	case presenters.BlockPlan:
 		if p := b.Plan; p != nil {
 			out := &pb.PlanBlock{}
 			for _, e := range p.Entries {
-				out.Entries = append(out.Entries, &pb.PlanEntry{Content: e.Content, Status: planStatuses[e.Status], Priority: planPriorities[e.Priority]})
+				out.Entries = append(out.Entries, &pb.PlanEntry{Content: clean(e.Content), Status: planStatuses[e.Status], Priority: planPriorities[e.Priority]})
 			}
 			return &pb.Block{Content: &pb.Block_Plan{Plan: out}}
 		}
@@ -469,13 +501,13 @@ func blockToPB(b presenters.Block) *pb.Block {
 		}
 	}
 	// A block whose Type names no set variant: keep its text rather than drop it.
-	return &pb.Block{Content: &pb.Block_Text{Text: &pb.TextBlock{Text: b.Text}}}
+	return &pb.Block{Content: &pb.Block_Text{Text: &pb.TextBlock{Text: clean(b.Text)}}}
 }
 
 func messageToPB(m presenters.Message) *pb.Message {
 	out := &pb.Message{
-		MessageId:  m.ID,
-		SessionId:  m.SessionID,
+		MessageId:  clean(m.ID),
+		SessionId:  clean(m.SessionID),
 		Role:       roles[m.Role],
 		Status:     messageStatuses[m.Status],
 		CreatedAt:  timestamp(m.CreatedAt),
@@ -492,19 +524,19 @@ func messageToPB(m presenters.Message) *pb.Message {
 }
 
 func decisionToGranted(d presenters.PermissionDecision) *pb.ToolPermissionGranted {
-	return &pb.ToolPermissionGranted{RequestId: d.RequestID, ToolId: d.ToolID, OptionId: d.OptionID, DecidedBy: deciders[d.DecidedBy], Reason: d.Reason}
+	return &pb.ToolPermissionGranted{RequestId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
 }
 
 func decisionToDenied(d presenters.PermissionDecision) *pb.ToolPermissionDenied {
-	return &pb.ToolPermissionDenied{RequestId: d.RequestID, ToolId: d.ToolID, OptionId: d.OptionID, DecidedBy: deciders[d.DecidedBy], Reason: d.Reason}
+	return &pb.ToolPermissionDenied{RequestId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
 }
 
 // eventToPB converts one event; the hub calls it once per event and shares the result.
 func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 	out := &pb.AgenticEvent{
 		Sequence:  ev.Sequence,
-		SessionId: ev.SessionID,
-		AgentId:   ev.AgentID,
+		SessionId: clean(ev.SessionID),
+		AgentId:   clean(ev.AgentID),
 		Time:      timestamp(ev.Time),
 	}
 	if ev.Payload == nil {
@@ -519,23 +551,23 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 	case presenters.SessionUpdatedPayload:
 		out.Payload = &pb.AgenticEvent_SessionUpdated{SessionUpdated: sessionPatchToPB(p.Patch)}
 	case presenters.SessionClosedPayload:
-		out.Payload = &pb.AgenticEvent_SessionClosed{SessionClosed: &pb.SessionClosed{Reason: p.Reason}}
+		out.Payload = &pb.AgenticEvent_SessionClosed{SessionClosed: &pb.SessionClosed{Reason: clean(p.Reason)}}
 	case presenters.MessageDeltaPayload:
-		out.Payload = &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: p.MessageID, Text: p.Text, Role: roles[p.Role]}}
+		out.Payload = &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: clean(p.MessageID), Text: clean(p.Text), Role: roles[p.Role]}}
 	case presenters.MessageBlockPayload:
-		out.Payload = &pb.AgenticEvent_MessageBlock{MessageBlock: &pb.MessageBlock{MessageId: p.MessageID, Block: blockToPB(p.Block), Role: roles[p.Role]}}
+		out.Payload = &pb.AgenticEvent_MessageBlock{MessageBlock: &pb.MessageBlock{MessageId: clean(p.MessageID), Block: blockToPB(p.Block), Role: roles[p.Role]}}
 	case presenters.MessageEndPayload:
-		end := &pb.MessageEnd{MessageId: p.MessageID, StopReason: stopReasons[p.StopReason], Role: roles[p.Role]}
+		end := &pb.MessageEnd{MessageId: clean(p.MessageID), StopReason: stopReasons[p.StopReason], Role: roles[p.Role]}
 		if p.Usage != nil {
 			end.Usage = usageToPB(*p.Usage)
 		}
 		out.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: end}
 	case presenters.ToolStartPayload:
-		out.Payload = &pb.AgenticEvent_ToolStart{ToolStart: &pb.ToolStart{MessageId: p.MessageID, Tool: toolCallToPB(p.Tool)}}
+		out.Payload = &pb.AgenticEvent_ToolStart{ToolStart: &pb.ToolStart{MessageId: clean(p.MessageID), Tool: toolCallToPB(p.Tool)}}
 	case presenters.ToolRunningPayload:
-		out.Payload = &pb.AgenticEvent_ToolRunning{ToolRunning: &pb.ToolRunning{MessageId: p.MessageID, Tool: toolCallToPB(p.Tool)}}
+		out.Payload = &pb.AgenticEvent_ToolRunning{ToolRunning: &pb.ToolRunning{MessageId: clean(p.MessageID), Tool: toolCallToPB(p.Tool)}}
 	case presenters.ToolEndPayload:
-		out.Payload = &pb.AgenticEvent_ToolEnd{ToolEnd: &pb.ToolEnd{MessageId: p.MessageID, Tool: toolCallToPB(p.Tool)}}
+		out.Payload = &pb.AgenticEvent_ToolEnd{ToolEnd: &pb.ToolEnd{MessageId: clean(p.MessageID), Tool: toolCallToPB(p.Tool)}}
 	case presenters.PermissionRequiredPayload:
 		out.Payload = &pb.AgenticEvent_ToolPermissionRequired{ToolPermissionRequired: &pb.ToolPermissionRequired{Request: permissionRequestToPB(p.Request)}}
 	case presenters.PermissionGrantedPayload:
@@ -543,9 +575,9 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 	case presenters.PermissionDeniedPayload:
 		out.Payload = &pb.AgenticEvent_ToolPermissionDenied{ToolPermissionDenied: decisionToDenied(presenters.PermissionDecision(p))}
 	case presenters.StatusChangedPayload:
-		out.Payload = &pb.AgenticEvent_StatusChanged{StatusChanged: &pb.StatusChanged{Status: sessionStatuses[p.Status], Reason: p.Reason}}
+		out.Payload = &pb.AgenticEvent_StatusChanged{StatusChanged: &pb.StatusChanged{Status: sessionStatuses[p.Status], Reason: clean(p.Reason)}}
 	case presenters.ErrorPayload:
-		out.Payload = &pb.AgenticEvent_Error{Error: &pb.Error{Code: p.Code, Message: p.Message, MessageId: p.MessageID, Retryable: p.Retryable}}
+		out.Payload = &pb.AgenticEvent_Error{Error: &pb.Error{Code: clean(p.Code), Message: clean(p.Message), MessageId: clean(p.MessageID), Retryable: p.Retryable}}
 	}
 	return out
 }

@@ -178,10 +178,10 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 		Usage: presenters.TokenUsage{TotalTokens: 4, Cost: 0.5, CostCurrency: "USD"}, MessageInFlight: "m1",
 		PendingPermissions: []presenters.PermissionRequest{{RequestID: "r", PermissionType: presenters.PermissionWrite,
 			Options: []presenters.PermissionOption{{ID: "o", Kind: presenters.AllowAlways}}, Arguments: json.RawMessage(`["x"]`)}},
-		LastSequence: 7, MessageCount: 3,
+		MessageCount: 3,
 	}
-	got := sessionInfoToPB(info)
-	// Every SessionInfo field of the wire is set from the domain.
+	got := sessionToPB(info, sessionSnapshot{Point: 7, InFlight: "m1", InFlightFirst: 5})
+	// Every SessionInfo field of the wire is set, from the domain or the hub's snapshot.
 	msg := got.ProtoReflect()
 	fields := msg.Descriptor().Fields()
 	for i := range fields.Len() {
@@ -196,5 +196,14 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 	}
 	if !proto.Equal(got.GetUsage(), &pb.TokenUsage{TotalTokens: 4, Cost: 0.5, CostCurrency: "USD"}) {
 		t.Errorf("usage = %v", got.GetUsage())
+	}
+	if got.GetLastSequence() != 7 || got.GetMessageInFlightFirstSequence() != 5 {
+		t.Errorf("last_sequence %d, message_in_flight_first_sequence %d; want 7 and 5", got.GetLastSequence(), got.GetMessageInFlightFirstSequence())
+	}
+	// The first sequence belongs to the hub's message in flight, not to another one the
+	// presenter names.
+	info.MessageInFlight = "m0"
+	if got := sessionToPB(info, sessionSnapshot{InFlight: "m1", InFlightFirst: 5}); got.GetMessageInFlightFirstSequence() != 0 {
+		t.Errorf("first sequence %d given for another message than the hub's", got.GetMessageInFlightFirstSequence())
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -41,14 +39,15 @@ const (
 // testEnv is the real Service on a real gRPC server over bufconn, with two fake agents, a
 // real SQLite file and real workspace roots.
 type testEnv struct {
-	client pb.AgenticServiceClient
-	conn   *grpc.ClientConn
-	lis    *bufconn.Listener
-	hub    *Hub
-	store  *Store
-	fake   *fakePresenter
-	other  *fakePresenter
-	root   string // the canonical workspace root
+	client   pb.AgenticServiceClient
+	conn     *grpc.ClientConn
+	lis      *bufconn.Listener
+	hub      *Hub
+	store    *Store
+	fake     *fakePresenter
+	other    *fakePresenter
+	batching *batchingFake // the other agent, with envOptions.batching
+	root     string        // the canonical workspace root
 }
 
 type envOptions struct {
@@ -58,6 +57,8 @@ type envOptions struct {
 	store *Store
 	// noAgents registers no presenter (sessions in the store then have no owner).
 	noAgents bool
+	// batching registers the other agent as a batchingFake (testEnv.batching).
+	batching bool
 }
 
 func newEnv(t testing.TB, opts envOptions) *testEnv {
@@ -83,7 +84,12 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	}
 	e.fake, e.other = newFake(fakeID, e.hub), newFake(otherID, e.hub)
 	var ps []presenters.Presenter
-	if !opts.noAgents {
+	switch {
+	case opts.noAgents:
+	case opts.batching:
+		e.batching = &batchingFake{fakePresenter: e.other}
+		ps = []presenters.Presenter{e.fake, e.batching}
+	default:
 		ps = []presenters.Presenter{e.fake, e.other}
 	}
 	registry, err := NewRegistry(e.store, ps)
@@ -92,25 +98,26 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if _, bench := t.(*testing.B); bench {
-		logger = slog.New(slog.DiscardHandler)
+		logger = discard
 	}
-	srv := grpc.NewServer(append(ServerOptions(opts.token, logger), grpc.WaitForHandlers(true))...)
-	pb.RegisterAgenticServiceServer(srv, New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: logger}))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
+	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: logger}), GRPCOptions{Token: opts.token, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis := bufconn.Listen(1 << 20)
 	e.lis = lis
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
 	e.conn = dialBufconn(t, lis, opts.token)
 	e.client = pb.NewAgenticServiceClient(e.conn)
 	t.Cleanup(func() {
 		_ = e.conn.Close()
-		e.hub.Close()
-		srv.Stop()
-		<-served
+		stopped, cancel := context.WithCancel(ctx)
+		cancel()
+		srv.Stop(stopped)
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
 	})
 	// One event, so that LastSequence is never 0 and subscribeLive can always resume.
 	e.hub.Publish(presenters.Event{SessionID: "warm-up", AgentID: "none", Payload: presenters.StatusChangedPayload{Status: presenters.SessionIdle}})
@@ -158,6 +165,9 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (bearer) RequireTransportSecurity() bool { return false }
+
+// discard is a logger for benchmarks and tests that expect log lines nobody reads.
+var discard = slog.New(slog.DiscardHandler)
 
 type testWriter struct{ t testing.TB }
 

@@ -46,6 +46,18 @@ func (e *shutdownError) Error() string {
 
 func (e *shutdownError) Unwrap() error { return errShuttingDown }
 
+// responseTooLargeError: the messages a GetMessages asked for take more than one response
+// may carry (MaxEventBytes); the newest Fit of them would fit.
+type responseTooLargeError struct {
+	Bytes int
+	Fit   int
+}
+
+func (e *responseTooLargeError) Error() string {
+	return fmt.Sprintf("the messages asked for take %d bytes, more than the %d one response may carry; ask for the newest %d at most (limit) and page back with before_message_id",
+		e.Bytes, MaxEventBytes, e.Fit)
+}
+
 // internalMessage is all a client learns about an unexpected error; the log has the rest.
 const internalMessage = "internal error in agenticd; the server log has the details"
 
@@ -63,6 +75,7 @@ func toStatus(err error) (st *status.Status, internal bool) {
 	var authErr *presenters.AuthRequiredError
 	var overflow *overflowError
 	var shutdown *shutdownError
+	var tooLarge *responseTooLargeError
 	switch {
 	case errors.As(err, &authErr):
 		return authStatus(authErr), false
@@ -72,6 +85,9 @@ func toStatus(err error) (st *status.Status, internal bool) {
 	case errors.As(err, &shutdown):
 		return withInfo(status.New(codes.Unavailable, err.Error()), "SHUTTING_DOWN",
 			map[string]string{"last_sequence": fmt.Sprint(shutdown.Last)}), false
+	case errors.As(err, &tooLarge):
+		return withInfo(status.New(codes.OutOfRange, err.Error()), "RESPONSE_TOO_LARGE",
+			map[string]string{"max_limit": fmt.Sprint(tooLarge.Fit)}), false
 	case errors.Is(err, errShuttingDown):
 		return status.New(codes.Unavailable, err.Error()), false
 	case errors.Is(err, errOutOfRange):

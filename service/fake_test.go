@@ -25,6 +25,8 @@ type fakePresenter struct {
 	respondFn  func(ctx context.Context, id string, r presenters.PermissionResponse) error
 	messagesFn func(ctx context.Context, id string, q presenters.MessageQuery) ([]presenters.Message, error)
 
+	gets atomic.Int32 // GetSession calls
+
 	mu        sync.Mutex
 	sessions  map[string]*presenters.SessionInfo
 	nextID    int
@@ -80,6 +82,7 @@ func (f *fakePresenter) CreateSession(ctx context.Context, cfg presenters.Sessio
 }
 
 func (f *fakePresenter) GetSession(ctx context.Context, id string) (presenters.SessionInfo, error) {
+	f.gets.Add(1)
 	if f.getFn != nil {
 		return f.getFn(ctx, id)
 	}
@@ -191,4 +194,30 @@ func (f *fakePresenter) Close(context.Context) error {
 	defer f.mu.Unlock()
 	f.closed = true
 	return nil
+}
+
+// batchingFake is a fakePresenter that also describes its sessions in batches
+// (sessionsGetter), counting the batches.
+type batchingFake struct {
+	*fakePresenter
+	batches  atomic.Int32
+	batchErr error
+}
+
+var _ sessionsGetter = (*batchingFake)(nil)
+
+func (b *batchingFake) GetSessions(_ context.Context, ids []string) ([]presenters.SessionInfo, error) {
+	b.batches.Add(1)
+	if b.batchErr != nil {
+		return nil, b.batchErr
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []presenters.SessionInfo
+	for _, id := range ids {
+		if info, ok := b.sessions[id]; ok {
+			out = append(out, *info)
+		}
+	}
+	return out, nil
 }

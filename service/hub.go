@@ -12,8 +12,10 @@ import (
 
 // Hub defaults.
 const (
-	DefaultEventCapacity   = 100_000
-	DefaultSubscriberQueue = 4096
+	DefaultEventCapacity = 100_000
+	// DefaultEventBytes bounds the memory of the held events: 256 MiB.
+	DefaultEventBytes      int64 = 256 << 20
+	DefaultSubscriberQueue       = 4096
 	// DefaultSequenceBlock is how many sequences one write of the floor reserves.
 	DefaultSequenceBlock uint64 = 100_000
 )
@@ -30,6 +32,10 @@ type SequenceStore interface {
 type HubOptions struct {
 	// Capacity is how many recent events are held for resuming subscribers.
 	Capacity int
+	// MaxBytes bounds the held events by size too: when their estimated memory (each
+	// event's text twice, as payload and as wire bytes, plus a fixed overhead) passes it,
+	// the oldest are let go, even below Capacity. The newest event is always held.
+	MaxBytes int64
 	// SubscriberQueue is how many events may wait for one subscriber before it is ended
 	// with RESOURCE_EXHAUSTED.
 	SubscriberQueue int
@@ -46,21 +52,24 @@ type HubOptions struct {
 // and fans events out to subscribers without ever waiting for one.
 type Hub struct {
 	queueSize int
+	maxBytes  int64
 	block     uint64
 	store     SequenceStore
 	logger    *slog.Logger
 
 	reserving sync.WaitGroup // the floor write in flight, if any
 
-	mu       sync.Mutex // guards everything below
-	ring     []*heldEvent
-	next     uint64 // the sequence the next event gets
-	base     uint64 // sequences <= base were issued before this hub started
-	reserved uint64 // sequences up to here are covered by the stored floor
-	inFlight bool   // a write of the next floor is under way
-	sessions map[string]*sessionState
-	subs     []*subscription
-	closed   bool
+	mu           sync.Mutex // guards everything below
+	ring         []*heldEvent
+	next         uint64 // the sequence the next event gets
+	oldest       uint64 // the oldest sequence held (next when none is)
+	heldBytes    int64  // the estimated memory of the held events
+	reserved     uint64 // sequences up to here are covered by the stored floor
+	floorWriting bool   // a background write of the next floor is under way
+	floorFailing bool   // the last floor write failed (logged once until one lands)
+	sessions     map[string]*sessionState
+	subs         []*subscription
+	closed       bool
 }
 
 var _ presenters.Publisher = (*Hub)(nil)
@@ -69,24 +78,28 @@ var _ presenters.Publisher = (*Hub)(nil)
 // queue. Its wire bytes are built once, by the first stream that sends it (codec.go).
 type heldEvent struct {
 	ev         presenters.Event
+	size       int64 // heldSize, counted in Hub.heldBytes while held
 	encodeOnce sync.Once
 	wire       *encodedEvent
-	wireErr    error
 }
 
 // sessionState is the projection of one session's events; for an idle session it is a
 // few words (no in-flight message, no pending requests).
 type sessionState struct {
-	agentID  string
-	lastSeq  uint64
-	inFlight string
-	pending  []presenters.PermissionRequest
+	agentID       string
+	lastSeq       uint64
+	inFlight      string // the assistant message being produced
+	inFlightFirst uint64 // the sequence of inFlight's first event
+	pending       []presenters.PermissionRequest
 }
 
 // NewHub loads the sequence floor and reserves the first block above it.
 func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	if opts.Capacity <= 0 {
 		opts.Capacity = DefaultEventCapacity
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultEventBytes
 	}
 	if opts.SubscriberQueue <= 0 {
 		opts.SubscriberQueue = DefaultSubscriberQueue
@@ -99,6 +112,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	}
 	h := &Hub{
 		queueSize: opts.SubscriberQueue,
+		maxBytes:  opts.MaxBytes,
 		block:     opts.SequenceBlock,
 		store:     opts.Store,
 		logger:    opts.Logger,
@@ -106,14 +120,14 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		sessions:  make(map[string]*sessionState),
 	}
 	if h.store == nil {
-		h.next = 1
+		h.next, h.oldest = 1, 1
 		return h, nil
 	}
 	floor, err := h.store.SequenceFloor(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the event sequence floor: %w", err)
 	}
-	h.base, h.next, h.reserved = floor, floor+1, floor+h.block
+	h.next, h.oldest, h.reserved = floor+1, floor+1, floor+h.block
 	if err := h.store.SetSequenceFloor(ctx, h.reserved); err != nil {
 		return nil, fmt.Errorf("reserve event sequences: %w", err)
 	}
@@ -132,12 +146,15 @@ func (h *Hub) Publish(ev presenters.Event) uint64 {
 	h.reserveLocked(seq)
 	ev.Sequence = seq
 	ev.Time = time.Now()
-	he := &heldEvent{ev: ev}
-	slot := &h.ring[seq%uint64(len(h.ring))]
-	if *slot != nil {
-		h.forgetLocked(&(*slot).ev)
+	he := &heldEvent{ev: ev, size: heldSize(ev.Payload)}
+	if seq-h.oldest == uint64(len(h.ring)) {
+		h.evictOldestLocked() // its slot is the one seq takes
 	}
-	*slot = he
+	h.ring[seq%uint64(len(h.ring))] = he
+	h.heldBytes += he.size
+	for h.heldBytes > h.maxBytes && h.oldest < seq {
+		h.evictOldestLocked()
+	}
 	h.projectLocked(&he.ev)
 	for i := 0; i < len(h.subs); i++ {
 		sub := h.subs[i]
@@ -156,26 +173,36 @@ func (h *Hub) Publish(ev presenters.Event) uint64 {
 	return seq
 }
 
+// evictOldestLocked lets the oldest held event go.
+func (h *Hub) evictOldestLocked() {
+	slot := &h.ring[h.oldest%uint64(len(h.ring))]
+	he := *slot
+	*slot = nil
+	h.heldBytes -= he.size
+	h.oldest++
+	h.forgetLocked(&he.ev)
+}
+
 // reserveLocked keeps the stored floor ahead of the sequences issued. Halfway through a
 // block it writes the next floor in the background, so Publish does not wait for SQLite
 // (which may be busy with another writer); only if that write has not landed by the end of
-// the block does Publish write it itself. A failed write is logged, not fatal (Publish
-// cannot fail): after a restart, sequences could then repeat.
+// the block does Publish write it itself. A failed write reserves nothing: the next
+// Publish tries again. It is logged, not fatal (Publish cannot fail): until a write lands,
+// a restart could reuse the sequences issued meanwhile.
 func (h *Hub) reserveLocked(seq uint64) {
 	if h.store == nil {
 		return
 	}
 	if seq > h.reserved {
-		if err := h.store.SetSequenceFloor(context.Background(), h.reserved+h.block); err != nil {
-			h.logger.Error("could not persist the event sequence floor; sequences may repeat after a restart", "err", err)
-		}
-		h.reserved += h.block
+		next := seq + h.block // past every sequence issued, also after failed writes
+		err := h.store.SetSequenceFloor(context.Background(), next)
+		h.floorWritten(next, err)
 		return
 	}
-	if h.inFlight || h.closed || seq+h.block/2 < h.reserved {
+	if h.floorWriting || h.closed || seq+h.block/2 < h.reserved {
 		return
 	}
-	h.inFlight = true
+	h.floorWriting = true
 	next := h.reserved + h.block
 	h.reserving.Add(1)
 	go func() {
@@ -183,13 +210,26 @@ func (h *Hub) reserveLocked(seq uint64) {
 		err := h.store.SetSequenceFloor(context.Background(), next)
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		h.inFlight = false
-		if err != nil {
-			h.logger.Error("could not persist the event sequence floor; retrying", "floor", next, "err", err)
-			return
-		}
-		h.reserved = max(h.reserved, next)
+		h.floorWriting = false
+		h.floorWritten(next, err)
 	}()
+}
+
+// floorWritten records the outcome of writing floor (with h.mu held).
+func (h *Hub) floorWritten(floor uint64, err error) {
+	if err != nil {
+		if !h.floorFailing {
+			h.logger.Error("could not persist the event sequence floor; retrying with the next events (until it lands, a restart may reuse sequences)",
+				"floor", floor, "err", err)
+		}
+		h.floorFailing = true
+		return
+	}
+	if h.floorFailing {
+		h.logger.Info("the event sequence floor is persisted again", "floor", floor)
+	}
+	h.floorFailing = false
+	h.reserved = max(h.reserved, floor)
 }
 
 func (h *Hub) projectLocked(ev *presenters.Event) {
@@ -202,21 +242,21 @@ func (h *Hub) projectLocked(ev *presenters.Event) {
 	switch p := ev.Payload.(type) {
 	case presenters.MessageDeltaPayload:
 		if assistant(p.Role) {
-			st.setInFlight(p.MessageID)
+			st.setInFlight(p.MessageID, ev.Sequence)
 		}
 	case presenters.MessageBlockPayload:
 		if assistant(p.Role) {
-			st.setInFlight(p.MessageID)
+			st.setInFlight(p.MessageID, ev.Sequence)
 		}
 	case presenters.ToolStartPayload:
-		st.setInFlight(p.MessageID)
+		st.setInFlight(p.MessageID, ev.Sequence)
 	case presenters.ToolRunningPayload:
-		st.setInFlight(p.MessageID)
+		st.setInFlight(p.MessageID, ev.Sequence)
 	case presenters.ToolEndPayload:
-		st.setInFlight(p.MessageID)
+		st.setInFlight(p.MessageID, ev.Sequence)
 	case presenters.MessageEndPayload:
 		if assistant(p.Role) {
-			st.inFlight, st.pending = "", nil
+			st.endMessage(p.MessageID)
 		}
 	case presenters.PermissionRequiredPayload:
 		st.removePending(p.Request.RequestID)
@@ -226,7 +266,7 @@ func (h *Hub) projectLocked(ev *presenters.Event) {
 	case presenters.PermissionDeniedPayload:
 		st.removePending(p.RequestID)
 	case presenters.SessionClosedPayload:
-		st.inFlight, st.pending = "", nil
+		st.inFlight, st.inFlightFirst, st.pending = "", 0, nil
 	}
 }
 
@@ -247,9 +287,31 @@ func assistant(r presenters.MessageRole) bool {
 	return r != presenters.RoleUser && r != presenters.RoleSystem
 }
 
-func (st *sessionState) setInFlight(messageID string) {
-	if messageID != "" {
-		st.inFlight = messageID
+func (st *sessionState) setInFlight(messageID string, seq uint64) {
+	if messageID != "" && messageID != st.inFlight {
+		st.inFlight, st.inFlightFirst = messageID, seq
+	}
+}
+
+// endMessage drops the permission requests of an ended assistant message. Only the end of
+// the message in flight ends the turn, and with it the requests tied to no message: the
+// end of another one (a replayed old message, say) leaves the turn as it is.
+func (st *sessionState) endMessage(messageID string) {
+	turnEnds := messageID == st.inFlight
+	kept := st.pending[:0]
+	for _, r := range st.pending {
+		if (messageID != "" && r.MessageID == messageID) || (turnEnds && r.MessageID == "") {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(st.pending[len(kept):])
+	st.pending = kept
+	if len(st.pending) == 0 {
+		st.pending = nil
+	}
+	if turnEnds {
+		st.inFlight, st.inFlightFirst = "", 0
 	}
 }
 
@@ -282,20 +344,48 @@ type sessionSnapshot struct {
 	// newer events has passed (a session's own last event may be about to leave the ring).
 	Point    uint64
 	InFlight string
-	Pending  []presenters.PermissionRequest
+	// InFlightFirst is the sequence of InFlight's first event (0 when none is in flight).
+	InFlightFirst uint64
+	Pending       []presenters.PermissionRequest
 }
 
 // snapshot returns the session's projection and the point it was taken at.
 func (h *Hub) snapshot(sessionID string) sessionSnapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.snapshotLocked(sessionID)
+}
+
+func (h *Hub) snapshotLocked(sessionID string) sessionSnapshot {
 	snap := sessionSnapshot{Point: h.next - 1}
 	if st := h.sessions[sessionID]; st != nil {
 		snap.AgentID = st.agentID
 		snap.InFlight = st.inFlight
+		snap.InFlightFirst = st.inFlightFirst
 		snap.Pending = append([]presenters.PermissionRequest(nil), st.pending...)
 	}
 	return snap
+}
+
+// snapshots is snapshot for many sessions, under one lock.
+func (h *Hub) snapshots(sessionIDs []string) []sessionSnapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]sessionSnapshot, len(sessionIDs))
+	for i, id := range sessionIDs {
+		out[i] = h.snapshotLocked(id)
+	}
+	return out
+}
+
+// agentOf returns the agent of a session with held events ("" if it has none).
+func (h *Hub) agentOf(sessionID string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.sessions[sessionID]; st != nil {
+		return st.agentID
+	}
+	return ""
 }
 
 // pendingRequest returns a pending permission request of a session.
@@ -357,46 +447,60 @@ func set(ids []string) map[string]struct{} {
 	return m
 }
 
+// replayChunk is how many held events subscribe looks at per hold of the lock, so that a
+// long replay never holds Publish up for more than a few tens of microseconds.
+const replayChunk = 4096
+
 // subscribe registers a subscriber and returns the held events after `after` that match
-// it (after == 0: none, live only). Both happen under the lock, so that the backlog and
-// the live queue meet with no gap and no duplicate.
+// it (after == 0: none, live only). The held events are gathered a chunk at a time, the
+// lock released in between; the last chunk and the registration happen under one hold,
+// so that the backlog and the live queue meet with no gap and no duplicate.
 func (h *Hub) subscribe(sessionIDs, agentIDs []string, after uint64) (*subscription, []*heldEvent, error) {
 	sub := newSubscription(sessionIDs, agentIDs, h.queueSize)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, nil, fmt.Errorf("%w: reconnect when it is back", errShuttingDown)
-	}
 	var backlog []*heldEvent
-	if after > 0 {
-		last := h.next - 1
-		if after > last {
-			return nil, nil, fmt.Errorf("%w: after_sequence=%d is ahead of the newest event (%d); resume from a sequence you received, or use 0 for live events",
-				errOutOfRange, after, last)
+	next := after + 1 // the next sequence to look at
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, nil, fmt.Errorf("%w: reconnect when it is back", errShuttingDown)
 		}
-		oldest := h.oldestHeldLocked()
-		if after+1 < oldest {
-			return nil, nil, fmt.Errorf("%w: events after sequence %d are no longer held (the oldest held is %d); rebuild from GetSession and GetMessages, then subscribe with after_sequence set to the session's last_sequence",
-				errOutOfRange, after, oldest)
-		}
-		for seq := max(after+1, oldest); seq <= last; seq++ {
-			he := h.ring[seq%uint64(len(h.ring))]
-			if sub.matches(&he.ev) {
-				backlog = append(backlog, he)
+		if after > 0 {
+			last := h.next - 1
+			if after > last {
+				h.mu.Unlock()
+				return nil, nil, fmt.Errorf("%w: after_sequence=%d is ahead of the newest event (%d); resume from a sequence you received, or use 0 for live events",
+					errOutOfRange, after, last)
 			}
+			if next < h.oldest {
+				oldest := h.oldest
+				h.mu.Unlock()
+				return nil, nil, fmt.Errorf("%w: events after sequence %d are no longer held (the oldest held is %d); rebuild from GetSession and GetMessages, then subscribe with after_sequence set to the session's last_sequence",
+					errOutOfRange, next-1, oldest)
+			}
+			if next <= last && last-next >= replayChunk {
+				backlog = h.appendHeldLocked(backlog, sub, next, next+replayChunk-1)
+				next += replayChunk
+				h.mu.Unlock()
+				continue
+			}
+			backlog = h.appendHeldLocked(backlog, sub, next, last)
 		}
+		h.subs = append(h.subs, sub)
+		h.mu.Unlock()
+		return sub, backlog, nil
 	}
-	h.subs = append(h.subs, sub)
-	return sub, backlog, nil
 }
 
-// oldestHeldLocked is the smallest sequence still in the ring (next when it is empty).
-func (h *Hub) oldestHeldLocked() uint64 {
-	oldest := h.base + 1
-	if held := uint64(len(h.ring)); h.next > held && h.next-held > oldest {
-		oldest = h.next - held
+// appendHeldLocked appends the held events from..to (to may be below from) that match sub;
+// the sequence gives each one's slot.
+func (h *Hub) appendHeldLocked(out []*heldEvent, sub *subscription, from, to uint64) []*heldEvent {
+	for seq := from; seq <= to; seq++ {
+		if he := h.ring[seq%uint64(len(h.ring))]; sub.matches(&he.ev) {
+			out = append(out, he)
+		}
 	}
-	return oldest
+	return out
 }
 
 // unsubscribe removes a subscriber (a no-op when the hub already ended it).

@@ -1,7 +1,10 @@
 package service
 
 import (
+	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -180,5 +183,145 @@ func TestHubOverflowEndsOnlyTheSlowSubscriber(t *testing.T) {
 	publishDeltas(h, "a", "other", 1)
 	if ev := <-other.ch; ev.ev.SessionID != "other" {
 		t.Errorf("the other subscriber got %v", ev.ev)
+	}
+}
+
+// History replayed into a session (old assistant messages, each ending) leaves the turn in
+// flight, its first sequence and its pending requests as they are.
+func TestHubProjectionSurvivesReplayedHistory(t *testing.T) {
+	h := newTestHub(t, HubOptions{})
+	em := presenters.NewEmitter(h, "a", "s")
+	first := em.MessageDelta("m2", presenters.RoleAssistant, "thinking")
+	em.ToolStart("m2", presenters.ToolCall{ToolID: "t"})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r2", MessageID: "m2"})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r-old", MessageID: "m1"})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r-turn"})
+	// A client loads the session: its history replays, an old reply ending.
+	em.MessageDelta("u1", presenters.RoleUser, "question")
+	em.MessageEnd(presenters.MessageEndPayload{MessageID: "u1", Role: presenters.RoleUser})
+	em.MessageEnd(presenters.MessageEndPayload{MessageID: "m1", Role: presenters.RoleAssistant})
+	snap := h.snapshot("s")
+	if snap.InFlight != "m2" || snap.InFlightFirst != first {
+		t.Errorf("in flight %q from %d, want m2 from %d", snap.InFlight, snap.InFlightFirst, first)
+	}
+	if ids := requestIDs(snap.Pending); ids != "r2 r-turn" {
+		t.Errorf("pending %s, want r2 r-turn (r-old ended with m1)", ids)
+	}
+	em.MessageDelta("m2", presenters.RoleAssistant, " more")
+	if got := h.snapshot("s").InFlightFirst; got != first {
+		t.Errorf("first sequence moved to %d", got)
+	}
+	em.MessageEnd(presenters.MessageEndPayload{MessageID: "m2", Role: presenters.RoleAssistant})
+	if snap := h.snapshot("s"); snap.InFlight != "" || snap.InFlightFirst != 0 || snap.Pending != nil {
+		t.Errorf("after the turn's end: %+v", snap)
+	}
+	next := em.MessageBlock("m3", presenters.RoleAssistant, presenters.Block{Type: presenters.BlockText, Text: "x"})
+	if snap := h.snapshot("s"); snap.InFlight != "m3" || snap.InFlightFirst != next {
+		t.Errorf("next turn: %+v, want m3 from %d", snap, next)
+	}
+}
+
+func requestIDs(rs []presenters.PermissionRequest) string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.RequestID
+	}
+	return strings.Join(ids, " ")
+}
+
+// flakyFloorStore is the real store with writes that fail while failing is set (SQLite
+// locked by another writer, a full disk).
+type flakyFloorStore struct {
+	*Store
+	failing atomic.Bool
+}
+
+func (s *flakyFloorStore) SetSequenceFloor(ctx context.Context, floor uint64) error {
+	if s.failing.Load() {
+		return errors.New("disk I/O error")
+	}
+	return s.Store.SetSequenceFloor(ctx, floor)
+}
+
+// A floor write that fails reserves nothing: later events try again, and once a write
+// lands every sequence issued is covered again.
+func TestHubRetriesAFailedFloorWrite(t *testing.T) {
+	store := &flakyFloorStore{Store: openStore(t)}
+	h := newTestHub(t, HubOptions{Store: store, SequenceBlock: 4, Logger: discard})
+	store.failing.Store(true)
+	var last uint64
+	for range 10 {
+		last = publishDeltas(h, "a", "s", 1)[0]
+	}
+	h.Close() // waits for a background write in flight
+	store.failing.Store(false)
+	// Publishing still works after Close; the next event must write the floor itself.
+	last = publishDeltas(h, "a", "s", 1)[0]
+	floor, err := store.SequenceFloor(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor < last {
+		t.Fatalf("sequence %d issued above the stored floor %d after the store recovered", last, floor)
+	}
+}
+
+// The ring lets its oldest events go when their memory passes MaxBytes, also below
+// Capacity; resuming before them is then OUT_OF_RANGE. The newest is always held.
+func TestHubRingBoundedByBytes(t *testing.T) {
+	text := strings.Repeat("x", 1000)
+	per := heldSize(presenters.MessageDeltaPayload{Text: text})
+	h := newTestHub(t, HubOptions{Capacity: 1000, MaxBytes: 10 * per})
+	em := presenters.NewEmitter(h, "a", "s")
+	var seqs []uint64
+	for range 25 {
+		seqs = append(seqs, em.MessageDelta("m", presenters.RoleAssistant, text))
+	}
+	h.mu.Lock()
+	held, oldest := h.heldBytes, h.oldest
+	h.mu.Unlock()
+	if held != 10*per || oldest != seqs[15] {
+		t.Errorf("holding %d bytes from %d, want %d bytes from %d", held, oldest, 10*per, seqs[15])
+	}
+	if _, _, err := h.subscribe(nil, nil, seqs[13]); !errors.Is(err, errOutOfRange) {
+		t.Errorf("resume before the held events: %v, want out of range", err)
+	}
+	sub, backlog, err := h.subscribe(nil, nil, seqs[14])
+	if err != nil || len(backlog) != 10 || backlog[0].ev.Sequence != seqs[15] {
+		t.Fatalf("resume at the oldest held: %d events, %v", len(backlog), err)
+	}
+	h.unsubscribe(sub)
+	huge := em.MessageDelta("m", presenters.RoleAssistant, strings.Repeat("y", int(20*per)))
+	if _, backlog, err := h.subscribe(nil, nil, huge-1); err != nil || len(backlog) != 1 {
+		t.Errorf("an event over the whole budget is not held: %d events, %v", len(backlog), err)
+	}
+}
+
+// A replay longer than one chunk, while events keep being published, meets the live queue
+// with no gap and no duplicate.
+func TestHubLongReplayWhilePublishing(t *testing.T) {
+	h := newTestHub(t, HubOptions{SubscriberQueue: 1 << 16})
+	from := publishDeltas(h, "a", "s", 1)[0]
+	want := publishDeltas(h, "a", "s", 5*replayChunk)
+	publishDeltas(h, "a", "other", 10)
+	done := make(chan []uint64)
+	go func() { done <- publishDeltas(h, "a", "s", 2000) }()
+	sub, backlog, err := h.subscribe([]string{"s"}, nil, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.unsubscribe(sub)
+	want = append(want, <-done...)
+	var got []uint64
+	for _, he := range backlog {
+		got = append(got, he.ev.Sequence)
+	}
+	for len(got) < len(want) {
+		got = append(got, (<-sub.ch).ev.Sequence)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("event %d has sequence %d, want %d (gap or duplicate)", i, got[i], want[i])
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -18,16 +17,17 @@ import (
 // balancers and orchestrators can probe the server.
 const healthPrefix = "/grpc.health.v1.Health/"
 
-// ServerOptions returns what every agenticd server needs: the codec that sends an event's
-// encoded bytes to every subscriber, and the interceptors, outermost first: recover (a
-// panic anywhere becomes INTERNAL), the bearer token check (when token is not empty;
-// health is exempt), and an access log at debug level.
-func ServerOptions(token string, logger *slog.Logger) []grpc.ServerOption {
+// serverOptions returns what every agenticd server needs: the codec that sends an event's
+// encoded bytes to every subscriber, and the interceptors: the bearer token check (when
+// token is not empty; health is exempt), then an access log at debug level. Panics are
+// recovered in one place, each handler (Service.recoverPanic), where the method and its
+// request are known; an interceptor recovering too would only repeat it.
+func serverOptions(token string, logger *slog.Logger) []grpc.ServerOption {
 	ic := interceptors{token: []byte(token), logger: logger}
 	return []grpc.ServerOption{
 		sharedEventCodecOption(),
-		grpc.ChainUnaryInterceptor(ic.recoverUnary, ic.authUnary, ic.logUnary),
-		grpc.ChainStreamInterceptor(ic.recoverStream, ic.authStream, ic.logStream),
+		grpc.ChainUnaryInterceptor(ic.authUnary, ic.logUnary),
+		grpc.ChainStreamInterceptor(ic.authStream, ic.logStream),
 	}
 }
 
@@ -36,24 +36,8 @@ type interceptors struct {
 	logger *slog.Logger
 }
 
-func (ic interceptors) recovered(ctx context.Context, method string, err *error) {
-	if r := recover(); r != nil {
-		ic.logger.ErrorContext(ctx, "RPC panicked", "method", method, "panic", r, "stack", string(debug.Stack()))
-		*err = status.Error(codes.Internal, internalMessage)
-	}
-}
-
-func (ic interceptors) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
-	defer ic.recovered(ctx, info.FullMethod, &err)
-	return next(ctx, req)
-}
-
-func (ic interceptors) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) (err error) {
-	defer ic.recovered(ss.Context(), info.FullMethod, &err)
-	return next(srv, ss)
-}
-
-// authorize checks `authorization: Bearer <token>` in constant time.
+// authorize checks `authorization: Bearer <token>` in constant time. The scheme is
+// case-insensitive (RFC 6750 via RFC 9110 section 11.1).
 func (ic interceptors) authorize(ctx context.Context, method string) error {
 	if len(ic.token) == 0 || strings.HasPrefix(method, healthPrefix) {
 		return nil
@@ -63,8 +47,9 @@ func (ic interceptors) authorize(ctx context.Context, method string) error {
 	if len(values) == 0 {
 		return status.Error(codes.Unauthenticated, "missing bearer token: send the metadata `authorization: Bearer <token>` (agenticctl: --token or AGENTICD_TOKEN; grpcurl: -H 'authorization: Bearer <token>')")
 	}
-	given, ok := strings.CutPrefix(values[0], "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(given), ic.token) != 1 {
+	scheme, given, _ := strings.Cut(values[0], " ")
+	given = strings.TrimLeft(given, " ")
+	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(given), ic.token) != 1 {
 		return status.Error(codes.Unauthenticated, "invalid bearer token: use the token from the server's config (token) or its AGENTICD_TOKEN")
 	}
 	return nil

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
@@ -101,7 +103,7 @@ func requireSession(id string) error {
 // with recent events (including one whose CreateSession has not returned yet), the store
 // knows all the others.
 func (s *Service) owner(ctx context.Context, sessionID string) (presenters.Presenter, error) {
-	if agentID := s.hub.snapshot(sessionID).AgentID; agentID != "" {
+	if agentID := s.hub.agentOf(sessionID); agentID != "" {
 		if p, err := s.registry.Agent(agentID); err == nil {
 			return p, nil
 		}
@@ -109,13 +111,14 @@ func (s *Service) owner(ctx context.Context, sessionID string) (presenters.Prese
 	return s.registry.ownerOf(ctx, sessionID)
 }
 
-// withHub completes a presenter's SessionInfo with what the event stream says: the
-// snapshot point as last_sequence always, the message in flight and the pending requests
-// when the presenter leaves them empty. A read-only snapshot is taken before asking the
-// presenter (so the presenter's answer reflects every event up to the point); after a
-// change (create, load, set mode...) it is taken after, so the point covers the events
-// the change emitted.
-func withHub(info presenters.SessionInfo, snap sessionSnapshot) presenters.SessionInfo {
+// sessionToPB converts a presenter's SessionInfo completed with what the event stream
+// says: the snapshot point as last_sequence always, the message in flight and the
+// pending requests when the presenter leaves them empty, and the sequence of the first
+// event of the message in flight when it is the one the hub saw. A read-only snapshot is
+// taken before asking the presenter (so the presenter's answer reflects every event up to
+// the point); after a change (create, load, set mode...) it is taken after, so the point
+// covers the events the change emitted.
+func sessionToPB(info presenters.SessionInfo, snap sessionSnapshot) *pb.SessionInfo {
 	info.LastSequence = snap.Point
 	if info.MessageInFlight == "" {
 		info.MessageInFlight = snap.InFlight
@@ -123,12 +126,16 @@ func withHub(info presenters.SessionInfo, snap sessionSnapshot) presenters.Sessi
 	if len(info.PendingPermissions) == 0 {
 		info.PendingPermissions = snap.Pending
 	}
-	return info
+	out := sessionInfoToPB(info)
+	if info.MessageInFlight != "" && info.MessageInFlight == snap.InFlight {
+		out.MessageInFlightFirstSequence = snap.InFlightFirst
+	}
+	return out
 }
 
-// afterChange merges a SessionInfo returned by a change with a snapshot taken now.
+// afterChange converts a SessionInfo returned by a change with a snapshot taken now.
 func (s *Service) afterChange(info presenters.SessionInfo) *pb.SessionInfo {
-	return sessionInfoToPB(withHub(info, s.hub.snapshot(info.SessionID)))
+	return sessionToPB(info, s.hub.snapshot(info.SessionID))
 }
 
 func (s *Service) ListAgents(ctx context.Context, _ *pb.ListAgentsRequest) (resp *pb.ListAgentsResponse, err error) {
@@ -210,7 +217,7 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (re
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
-	return &pb.GetSessionResponse{Session: sessionInfoToPB(withHub(info, snap))}, nil
+	return &pb.GetSessionResponse{Session: sessionToPB(info, snap)}, nil
 }
 
 func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (resp *pb.ListSessionsResponse, err error) {
@@ -244,42 +251,101 @@ func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest)
 		last := recs[size-1]
 		resp.NextPageToken = encodePageToken(sessionCursor{CreatedUnixNano: last.CreatedUnixNano, SessionID: last.SessionID})
 	}
-	for _, rec := range recs {
-		snap := s.hub.snapshot(rec.SessionID)
-		resp.Sessions = append(resp.Sessions, sessionInfoToPB(withHub(s.listedSession(ctx, rec), snap)))
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.SessionID
+	}
+	snaps := s.hub.snapshots(ids)
+	infos := s.listedSessions(ctx, recs)
+	resp.Sessions = make([]*pb.SessionInfo, len(recs))
+	for i := range recs {
+		resp.Sessions[i] = sessionToPB(infos[i], snaps[i])
 	}
 	return resp, nil
 }
 
-// listedSession asks the owner for a listed session. A session its agent can no longer
+// sessionsGetter is what a presenter may implement to describe many of its sessions at
+// once: a ListSessions page then costs it one call instead of one GetSession per session.
+type sessionsGetter interface {
+	// GetSessions returns the sessions among sessionIDs that the agent knows, in any
+	// order; an id it does not know is left out.
+	GetSessions(ctx context.Context, sessionIDs []string) ([]presenters.SessionInfo, error)
+}
+
+// listedSessions asks the owners for a page of sessions: each agent that implements
+// sessionsGetter once, the others session by session. A session its agent can no longer
 // describe is still listed, from the stored record, with the reason as its status.
-func (s *Service) listedSession(ctx context.Context, rec sessionOwner) presenters.SessionInfo {
-	stored := presenters.SessionInfo{
-		SessionID: rec.SessionID,
-		AgentID:   rec.AgentID,
-		Workspace: rec.Workspace,
-		CreatedAt: rec.createdAt(),
-		Status:    presenters.SessionError,
+func (s *Service) listedSessions(ctx context.Context, recs []sessionOwner) []presenters.SessionInfo {
+	type batch struct {
+		getter sessionsGetter
+		recs   []int // indexes in recs
 	}
-	p, err := s.registry.Agent(rec.AgentID)
-	if err != nil {
-		stored.StatusReason = fmt.Sprintf("agent %s is not configured on this server", rec.AgentID)
-		return stored
-	}
-	info, err := p.GetSession(ctx, rec.SessionID)
-	switch {
-	case errors.Is(err, presenters.ErrNotFound):
-		stored.StatusReason = fmt.Sprintf("agent %s no longer has this session", rec.AgentID)
-		return stored
-	case err != nil:
-		st, internal := toStatus(err)
-		if internal {
-			s.logger.ErrorContext(ctx, "could not describe a listed session", "session_id", rec.SessionID, "agent_id", rec.AgentID, "err", err)
+	out := make([]presenters.SessionInfo, len(recs))
+	batches := map[string]*batch{}
+	for i, rec := range recs {
+		p, err := s.registry.Agent(rec.AgentID)
+		if err != nil {
+			out[i] = storedSession(rec, fmt.Sprintf("agent %s is not configured on this server", rec.AgentID))
+			continue
 		}
-		stored.StatusReason = st.Message()
-		return stored
+		if getter, ok := p.(sessionsGetter); ok {
+			if batches[rec.AgentID] == nil {
+				batches[rec.AgentID] = &batch{getter: getter}
+			}
+			batches[rec.AgentID].recs = append(batches[rec.AgentID].recs, i)
+			continue
+		}
+		info, err := p.GetSession(ctx, rec.SessionID)
+		out[i] = s.listedSession(ctx, rec, info, err)
 	}
-	return info
+	for _, b := range batches {
+		ids := make([]string, len(b.recs))
+		for j, i := range b.recs {
+			ids[j] = recs[i].SessionID
+		}
+		infos, err := b.getter.GetSessions(ctx, ids)
+		byID := make(map[string]presenters.SessionInfo, len(infos))
+		for _, info := range infos {
+			byID[info.SessionID] = info
+		}
+		for _, i := range b.recs {
+			info, ok := byID[recs[i].SessionID]
+			known := err
+			if known == nil && !ok {
+				known = presenters.ErrNotFound
+			}
+			out[i] = s.listedSession(ctx, recs[i], info, known)
+		}
+	}
+	return out
+}
+
+// listedSession is what a listed session's owner answered, or its stored record with the
+// reason the owner could not describe it.
+func (s *Service) listedSession(ctx context.Context, rec sessionOwner, info presenters.SessionInfo, err error) presenters.SessionInfo {
+	switch {
+	case err == nil:
+		return info
+	case errors.Is(err, presenters.ErrNotFound):
+		return storedSession(rec, fmt.Sprintf("agent %s no longer has this session", rec.AgentID))
+	}
+	st, internal := toStatus(err)
+	if internal {
+		s.logger.ErrorContext(ctx, "could not describe a listed session", "session_id", rec.SessionID, "agent_id", rec.AgentID, "err", err)
+	}
+	return storedSession(rec, st.Message())
+}
+
+// storedSession is a session as the store records it, in error for the reason given.
+func storedSession(rec sessionOwner, reason string) presenters.SessionInfo {
+	return presenters.SessionInfo{
+		SessionID:    rec.SessionID,
+		AgentID:      rec.AgentID,
+		Workspace:    rec.Workspace,
+		CreatedAt:    rec.createdAt(),
+		Status:       presenters.SessionError,
+		StatusReason: reason,
+	}
 }
 
 func (s *Service) LoadSession(ctx context.Context, req *pb.LoadSessionRequest) (resp *pb.LoadSessionResponse, err error) {
@@ -366,65 +432,80 @@ func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageReques
 func (s *Service) SetModel(ctx context.Context, req *pb.SetModelRequest) (resp *pb.SetModelResponse, err error) {
 	const method = "SetModel"
 	defer s.recoverPanic(ctx, method, &err)
-	id, modelID := req.GetSessionId(), req.GetModelId()
-	if err := requireSession(id); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := required("model_id", modelID, "one of the session's available_models (GetSession)"); err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id)
-	}
-	p, err := s.owner(ctx, id)
+	info, err := s.choose(ctx, method, req.GetSessionId(), choice{
+		field: "model_id", id: req.GetModelId(), what: "models",
+		offered: func(info presenters.SessionInfo) []string {
+			return idsOf(info.AvailableModels, func(m presenters.Model) string { return m.ID })
+		},
+		apply: func(ctx context.Context, p presenters.Presenter, sessionID, modelID string) (presenters.SessionInfo, error) {
+			return p.SetModel(ctx, sessionID, modelID)
+		},
+	})
 	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id)
+		return nil, err
 	}
-	current, err := p.GetSession(ctx, id)
-	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
-	}
-	ids := make([]string, len(current.AvailableModels))
-	for i, m := range current.AvailableModels {
-		ids[i] = m.ID
-	}
-	if err := offered("model_id", modelID, "models", ids); err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
-	}
-	info, err := p.SetModel(ctx, id, modelID)
-	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
-	}
-	return &pb.SetModelResponse{Session: s.afterChange(info)}, nil
+	return &pb.SetModelResponse{Session: info}, nil
 }
 
 func (s *Service) SetMode(ctx context.Context, req *pb.SetModeRequest) (resp *pb.SetModeResponse, err error) {
 	const method = "SetMode"
 	defer s.recoverPanic(ctx, method, &err)
-	id, modeID := req.GetSessionId(), req.GetModeId()
-	if err := requireSession(id); err != nil {
+	info, err := s.choose(ctx, method, req.GetSessionId(), choice{
+		field: "mode_id", id: req.GetModeId(), what: "modes",
+		offered: func(info presenters.SessionInfo) []string {
+			return idsOf(info.AvailableModes, func(m presenters.Mode) string { return m.ID })
+		},
+		apply: func(ctx context.Context, p presenters.Presenter, sessionID, modeID string) (presenters.SessionInfo, error) {
+			return p.SetMode(ctx, sessionID, modeID)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SetModeResponse{Session: info}, nil
+}
+
+// choice is a SetModel or SetMode request: an id from one of the session's lists.
+type choice struct {
+	field, id, what string // "model_id", the id chosen, "models"
+	offered         func(presenters.SessionInfo) []string
+	apply           func(ctx context.Context, p presenters.Presenter, sessionID, id string) (presenters.SessionInfo, error)
+}
+
+// choose validates a choice against the session's list, applies it and converts the
+// session; its errors are already converted for the client.
+func (s *Service) choose(ctx context.Context, method, sessionID string, c choice) (*pb.SessionInfo, error) {
+	if err := requireSession(sessionID); err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
-	if err := required("mode_id", modeID, "one of the session's available_modes (GetSession)"); err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id)
+	if err := required(c.field, c.id, "one of the session's available_"+c.what+" (GetSession)"); err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", sessionID)
 	}
-	p, err := s.owner(ctx, id)
+	p, err := s.owner(ctx, sessionID)
 	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id)
+		return nil, s.fail(ctx, method, err, "session_id", sessionID)
 	}
-	current, err := p.GetSession(ctx, id)
+	current, err := p.GetSession(ctx, sessionID)
 	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+		return nil, s.fail(ctx, method, err, "session_id", sessionID, "agent_id", p.AgentID())
 	}
-	ids := make([]string, len(current.AvailableModes))
-	for i, m := range current.AvailableModes {
-		ids[i] = m.ID
+	if err := offered(c.field, c.id, c.what, c.offered(current)); err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", sessionID, "agent_id", p.AgentID())
 	}
-	if err := offered("mode_id", modeID, "modes", ids); err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
-	}
-	info, err := p.SetMode(ctx, id, modeID)
+	info, err := c.apply(ctx, p, sessionID, c.id)
 	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+		return nil, s.fail(ctx, method, err, "session_id", sessionID, "agent_id", p.AgentID())
 	}
-	return &pb.SetModeResponse{Session: s.afterChange(info)}, nil
+	return s.afterChange(info), nil
+}
+
+// idsOf lists the ids of a session's modes or models.
+func idsOf[T any](items []T, id func(T) string) []string {
+	ids := make([]string, len(items))
+	for i, item := range items {
+		ids[i] = id(item)
+	}
+	return ids
 }
 
 // offered checks an id against the session's list, so every agent refuses an unknown
@@ -538,10 +619,49 @@ func (s *Service) GetMessages(ctx context.Context, req *pb.GetMessagesRequest) (
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
 	resp = &pb.GetMessagesResponse{Messages: make([]*pb.Message, len(msgs))}
+	sizes := make([]int, len(msgs))
 	for i, m := range msgs {
-		resp.Messages[i] = messageToPB(m)
+		resp.Messages[i], sizes[i] = s.messageForResponse(ctx, m)
+	}
+	if err := fitsResponse(sizes); err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
 	return resp, nil
+}
+
+// messageForResponse converts a stored message, cut to MaxEventBytes (its largest texts
+// end with "[truncated: N bytes]"; a message that cannot be cut enough keeps only an
+// error block saying so), and returns its encoded size.
+func (s *Service) messageForResponse(ctx context.Context, m presenters.Message) (*pb.Message, int) {
+	out := messageToPB(m)
+	size := proto.Size(out)
+	if size <= MaxEventBytes {
+		return out, size
+	}
+	if !fitWithin(out, MaxEventBytes) {
+		out.Blocks = []*pb.Block{{Content: &pb.Block_Error{Error: &pb.ErrorBlock{
+			Code:    "message_too_large",
+			Message: fmt.Sprintf("this message takes %d bytes, more than one response may carry, even with its texts cut", size),
+		}}}}
+	}
+	s.logger.WarnContext(ctx, "stored message over the size cap sent cut", "session_id", m.SessionID, "message_id", m.ID, "bytes", size)
+	return out, proto.Size(out)
+}
+
+// fitsResponse checks that messages of these encoded sizes fit in one GetMessages
+// response; if not, it says how many of the newest would.
+func fitsResponse(sizes []int) error {
+	total, fit := 0, 0
+	for i := len(sizes) - 1; i >= 0; i-- {
+		total += protowire.SizeTag(1) + protowire.SizeBytes(sizes[i])
+		if total <= MaxEventBytes {
+			fit++
+		}
+	}
+	if total <= MaxEventBytes {
+		return nil
+	}
+	return &responseTooLargeError{Bytes: total, Fit: fit}
 }
 
 // Subscribe replays the held events after after_sequence, then streams live ones, until
@@ -572,7 +692,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 	}
 	last := req.GetAfterSequence()
 	for _, he := range backlog {
-		if err := send(stream, he); err != nil {
+		if err := s.send(stream, he); err != nil {
 			return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
 		}
 		last = he.ev.Sequence
@@ -586,7 +706,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			if !ok {
 				return s.fail(ctx, method, endError(sub.end, last), "last_sequence", last)
 			}
-			if err := send(stream, he); err != nil {
+			if err := s.send(stream, he); err != nil {
 				return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
 			}
 			last = he.ev.Sequence
@@ -595,12 +715,8 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 }
 
 // send writes one event to a stream as bytes shared by every subscriber.
-func send(stream pb.AgenticService_SubscribeServer, he *heldEvent) error {
-	wire, err := he.encoded()
-	if err != nil {
-		return err
-	}
-	return stream.SendMsg(wire)
+func (s *Service) send(stream pb.AgenticService_SubscribeServer, he *heldEvent) error {
+	return stream.SendMsg(he.encoded(s.logger))
 }
 
 // endError is why the hub ended a subscription, with the client's resume point.

@@ -69,10 +69,24 @@ func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
 	}).Create(&sequenceFloor{ID: 1, Floor: floor}).Error
 }
 
-// addSession records a new session's owner.
+// addSession records a new session's owner. A record of the same session by the same
+// agent stays as it is; one by another agent is an error (session ids are one namespace
+// across agents, and the first owner keeps its session).
 func (s *Store) addSession(ctx context.Context, rec sessionOwner) error {
-	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&rec).Error; err != nil {
-		return fmt.Errorf("record session %s: %w", rec.SessionID, err)
+	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&rec)
+	if res.Error != nil {
+		return fmt.Errorf("record session %s: %w", rec.SessionID, res.Error)
+	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	existing, err := s.sessionOwnerOf(ctx, rec.SessionID)
+	if err != nil {
+		return err
+	}
+	if existing.AgentID != rec.AgentID {
+		return fmt.Errorf("%w: agent %s answered with session id %q, which already belongs to agent %s; session ids must be unique across agents, so the new session is closed (report it to the agent's maintainers)",
+			presenters.ErrFailedPrecondition, rec.AgentID, rec.SessionID, existing.AgentID)
 	}
 	return nil
 }

@@ -128,13 +128,14 @@ func cmdGet(c *cli, args []string) error {
 func cmdMessages(c *cli, args []string) error {
 	fs := flag.NewFlagSet("messages", flag.ContinueOnError)
 	limit := fs.Int("limit", 0, "only the newest N messages (0: all)")
+	before := fs.String("before", "", "only messages stored before this message id (to page back)")
 	pos, err := c.parse(fs, args, "SESSION")
 	if err != nil {
 		return err
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	resp, err := c.client.GetMessages(ctx, &pb.GetMessagesRequest{SessionId: pos[0], Limit: int32(*limit)})
+	resp, err := c.client.GetMessages(ctx, &pb.GetMessagesRequest{SessionId: pos[0], Limit: int32(*limit), BeforeMessageId: *before})
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -29,8 +31,9 @@ type eventOrErr struct {
 }
 
 // follow subscribes and hands each event to handle until handle says stop, the stream
-// fails, or ctx ends. A subscriber that fell behind (RESOURCE_EXHAUSTED) resumes after the
-// last event it got; interrupt, if not nil, is called on each SIGINT.
+// fails, or ctx ends. When the server ends the stream because this client fell behind, it
+// resumes where the server says (as long as each stream made progress); interrupt, if not
+// nil, is called on each SIGINT.
 func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, handle func(*pb.AgenticEvent) (bool, error), interrupt func() error) error {
 	sigs := make(chan os.Signal, 1)
 	if interrupt != nil {
@@ -72,6 +75,7 @@ func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, handle func(
 // drain handles one stream's events; it reports whether to resubscribe (req updated).
 func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.SubscribeRequest,
 	handle func(*pb.AgenticEvent) (bool, error), interrupt func() error) (bool, error) {
+	start := req.GetAfterSequence()
 	for {
 		select {
 		case <-sigs:
@@ -80,11 +84,7 @@ func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.Sub
 			}
 		case r := <-events:
 			if r.err != nil {
-				if status.Code(r.err) == codes.ResourceExhausted && req.GetAfterSequence() > 0 {
-					fmt.Fprintf(c.stderr, "agenticctl: fell behind the event stream; resuming after %d\n", req.GetAfterSequence())
-					return true, nil
-				}
-				return false, r.err
+				return c.resume(r.err, req, start)
 			}
 			req.AfterSequence = r.ev.GetSequence()
 			if stop, err := handle(r.ev); stop || err != nil {
@@ -92,6 +92,41 @@ func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.Sub
 			}
 		}
 	}
+}
+
+// resume decides what to do when a stream that started after sequence start failed.
+func (c *cli) resume(err error, req *pb.SubscribeRequest, start uint64) (bool, error) {
+	last, overflow := overflowPoint(err)
+	switch {
+	case overflow && last > start:
+		req.AfterSequence = last
+		fmt.Fprintf(c.stderr, "agenticctl: fell behind the event stream; resuming after %d\n", last)
+		return true, nil
+	case overflow:
+		return false, fmt.Errorf("this client fell behind the event stream again without getting any event (at sequence %d); it cannot keep up here, so it stops: %w", last, err)
+	case status.Code(err) == codes.ResourceExhausted:
+		return false, fmt.Errorf("an event was larger than this client accepts, or the connection ran out of a resource (agenticd keeps its events under 4 MiB; is a proxy in between?): %w", err)
+	}
+	return false, err
+}
+
+// overflowPoint recognises the server ending a stream because this client fell behind: a
+// RESOURCE_EXHAUSTED carrying agenticd's SUBSCRIBER_OVERFLOW ErrorInfo, whose metadata
+// last_sequence is where to resume. A RESOURCE_EXHAUSTED without it comes from elsewhere,
+// such as this client's gRPC library refusing a message over its size limit, and resuming
+// would fail the same way again.
+func overflowPoint(err error) (uint64, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agenticd" && info.GetReason() == "SUBSCRIBER_OVERFLOW" {
+			last, err := strconv.ParseUint(info.GetMetadata()["last_sequence"], 10, 64)
+			return last, err == nil
+		}
+	}
+	return 0, false
 }
 
 func cmdSubscribe(c *cli, args []string) error {

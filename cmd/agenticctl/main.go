@@ -57,7 +57,7 @@ func init() {
 		"sessions":  {"sessions [--agent ID] [--limit N]", "list sessions, newest first", cmdSessions},
 		"new":       {"new --agent ID --workspace DIR [--model ID] [--mode ID] [--title T]", "create a session; prints its id", cmdNew},
 		"get":       {"get SESSION", "show a session as JSON (status, modes, models, pending permissions...)", cmdGet},
-		"messages":  {"messages [--limit N] SESSION", "show a session's stored history", cmdMessages},
+		"messages":  {"messages [--limit N] [--before ID] SESSION", "show a session's stored history", cmdMessages},
 		"send":      {"send [--approve-all | --deny-all] SESSION MESSAGE...", "send a message (- reads it from stdin) and stream the reply; Ctrl-C cancels the turn", cmdSend},
 		"subscribe": {"subscribe [--session ID]... [--agent ID]... [--after N] [--json]", "print events as they happen", cmdSubscribe},
 		"approve":   {"approve SESSION REQUEST_ID", "allow a pending permission request (allow once, else always)", cmdApprove},

@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
@@ -144,8 +147,10 @@ func startServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := grpc.NewServer(append(service.ServerOptions("", logger), grpc.WaitForHandlers(true))...)
-	pb.RegisterAgenticServiceServer(srv, service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: logger}))
+	srv, err := service.NewGRPCServer(service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: logger}), service.GRPCOptions{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -159,8 +164,7 @@ func startServer(t *testing.T) *server {
 	s := &server{addr: lis.Addr().String(), root: root, hub: hub}
 	s.stop = func() {
 		once.Do(func() {
-			hub.Close()
-			srv.GracefulStop()
+			srv.Stop(context.Background())
 			<-served
 			if sqlDB, err := db.DB(); err == nil {
 				_ = sqlDB.Close()
@@ -353,4 +357,50 @@ func (w *watchWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// overflowed is the status agenticd ends a stream with when the client fell behind.
+func overflowed(t *testing.T, last uint64) error {
+	st, err := status.New(codes.ResourceExhausted, "subscriber too slow").WithDetails(&errdetails.ErrorInfo{
+		Reason: "SUBSCRIBER_OVERFLOW", Domain: "agenticd", Metadata: map[string]string{"last_sequence": fmt.Sprint(last)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
+}
+
+// A stream the server ended for falling behind resumes where the server says, as long as
+// it made progress; a RESOURCE_EXHAUSTED of another origin (this client refusing a message
+// over its size limit) is not resumed, and says what happened.
+func TestResumeOnlyAfterServerOverflowWithProgress(t *testing.T) {
+	var stderr bytes.Buffer
+	c := &cli{stderr: &stderr}
+	drain := func(req *pb.SubscribeRequest, results ...eventOrErr) (bool, error) {
+		events := make(chan eventOrErr, len(results))
+		for _, r := range results {
+			events <- r
+		}
+		return c.drain(events, nil, req, func(*pb.AgenticEvent) (bool, error) { return false, nil }, nil)
+	}
+	req := &pb.SubscribeRequest{AfterSequence: 10}
+	resume, err := drain(req, eventOrErr{ev: &pb.AgenticEvent{Sequence: 11}}, eventOrErr{ev: &pb.AgenticEvent{Sequence: 12}}, eventOrErr{err: overflowed(t, 12)})
+	if !resume || err != nil || req.GetAfterSequence() != 12 || !strings.Contains(stderr.String(), "resuming after 12") {
+		t.Errorf("after an overflow with progress: resume %v, %v, after %d, stderr %q", resume, err, req.GetAfterSequence(), stderr.String())
+	}
+	// Even a client that counted no event (a live-only stream) resumes at the server's point.
+	req = &pb.SubscribeRequest{AfterSequence: 12}
+	if resume, err := drain(req, eventOrErr{err: overflowed(t, 30)}); !resume || err != nil || req.GetAfterSequence() != 30 {
+		t.Errorf("resume at the server's point: %v, %v, after %d", resume, err, req.GetAfterSequence())
+	}
+	// No progress since the last resume: stop instead of looping.
+	req = &pb.SubscribeRequest{AfterSequence: 30}
+	if resume, err := drain(req, eventOrErr{err: overflowed(t, 30)}); resume || err == nil || !strings.Contains(err.Error(), "cannot keep up") {
+		t.Errorf("an overflow without progress: resume %v, %v", resume, err)
+	}
+	tooLarge := status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)")
+	req = &pb.SubscribeRequest{AfterSequence: 30}
+	resume, err = drain(req, eventOrErr{ev: &pb.AgenticEvent{Sequence: 31}}, eventOrErr{err: tooLarge})
+	if resume || err == nil || !strings.Contains(err.Error(), "larger than this client accepts") || status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a message over the client's limit: resume %v, %v", resume, err)
+	}
 }

@@ -65,6 +65,11 @@ func run(args []string, stderr io.Writer) int {
 	if env := os.Getenv("AGENTICD_TOKEN"); env != "" {
 		cfg.Token = env
 	}
+	// Read once, then gone: agent processes and their commands inherit this environment.
+	if err := os.Unsetenv("AGENTICD_TOKEN"); err != nil {
+		fmt.Fprintf(stderr, "agenticd: %v\n", err)
+		return 1
+	}
 	if *token != "" {
 		cfg.Token = *token
 	}

@@ -75,6 +75,10 @@ func TestServesUntilSIGTERM(t *testing.T) {
 		t.Fatalf("agenticd exited %d before serving; log:\n%s", code, log.String())
 	}
 
+	if token, set := os.LookupEnv("AGENTICD_TOKEN"); set {
+		t.Errorf("AGENTICD_TOKEN=%q is still in the environment that agents and their commands inherit", token)
+	}
+
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

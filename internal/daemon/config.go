@@ -15,14 +15,19 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/service"
 )
 
 // Defaults of the settings a config file may leave out.
 const (
-	DefaultListen          = "127.0.0.1:50051"
-	DefaultShutdownTimeout = 10 * time.Second
-	DefaultEventBuffer     = 100_000
-	DefaultSubscriberQueue = 4096
+	DefaultListen           = "127.0.0.1:50051"
+	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultEventBuffer      = 100_000
+	DefaultEventBufferBytes = service.DefaultEventBytes
+	DefaultSubscriberQueue  = 4096
 )
 
 // Config is agenticd's configuration: a YAML file (see README.md), then flags.
@@ -38,12 +43,17 @@ type Config struct {
 	// TLS serves over TLS when both files are set.
 	TLS TLSConfig `yaml:"tls"`
 	// WorkspaceRoots are the directories below which sessions may work. Default: the
-	// user's home directory.
+	// user's home directory. Whatever the roots, sessions never reach agenticd's own
+	// files: the data dir, the config file and the TLS key.
 	WorkspaceRoots []string `yaml:"workspace_roots"`
 	// ShutdownTimeout bounds the graceful stop (RPCs finishing, agents closing).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// EventBuffer is how many recent events are held for subscribers that resume.
 	EventBuffer int `yaml:"event_buffer"`
+	// EventBufferBytes bounds the held events' memory too (estimated: their text twice,
+	// as payload and as wire bytes, plus a small overhead each); the oldest go first.
+	// Default 256 MiB.
+	EventBufferBytes int64 `yaml:"event_buffer_bytes"`
 	// SubscriberQueue is how many events may wait for one subscriber before its stream is
 	// ended with RESOURCE_EXHAUSTED (it then resumes with after_sequence).
 	SubscriberQueue int `yaml:"subscriber_queue"`
@@ -52,6 +62,9 @@ type Config struct {
 	LogFormat string `yaml:"log_format"`
 	// Agents are the agents to register, in order.
 	Agents []AgentConfig `yaml:"agents"`
+
+	// File is the config file Load read (empty without one); sessions may not reach it.
+	File string `yaml:"-"`
 }
 
 // TLSConfig names a certificate and its key (PEM files).
@@ -65,9 +78,9 @@ type AgentConfig struct {
 	// ID is `<type>.<provider>.<name>` (e.g. acp.anthropic.claude, deepchat.openai.gpt).
 	ID string `yaml:"id"`
 	// Type is acp or deepchat.
-	Type        string `yaml:"type"`
-	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
+	Type        presenters.AgentType `yaml:"type"`
+	Name        string               `yaml:"name"`
+	Description string               `yaml:"description"`
 
 	// acp: the agent program, its arguments and extra environment.
 	Command string            `yaml:"command"`
@@ -106,10 +119,12 @@ type MCPServerConfig struct {
 	URL     string            `yaml:"url"`
 }
 
-// Agent types.
+// The agent types, as presenters names them. Deprecated: use presenters.AgentTypeACP
+// and presenters.AgentTypeDeepChat; these stay until the last users outside this package
+// (agents_acp.go, e2e/acp_test.go, cmd/agentic-bench) have switched.
 const (
-	AgentTypeACP      = "acp"
-	AgentTypeDeepChat = "deepchat"
+	AgentTypeACP      = presenters.AgentTypeACP
+	AgentTypeDeepChat = presenters.AgentTypeDeepChat
 )
 
 // Load reads a YAML config file; a leading ~ in the path or in any path setting is the
@@ -117,7 +132,7 @@ const (
 // settings stay empty: WithDefaults fills them.
 func Load(path string) (Config, error) {
 	var cfg Config
-	expanded, err := expandHome(path)
+	expanded, err := sandbox.ExpandHome(path)
 	if err != nil {
 		return cfg, err
 	}
@@ -133,6 +148,9 @@ func Load(path string) (Config, error) {
 	if err := cfg.expandPaths(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
+	if cfg.File, err = filepath.Abs(expanded); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
 	return cfg, nil
 }
 
@@ -140,7 +158,7 @@ func (c *Config) expandPaths() error {
 	var err error
 	expand := func(p *string) {
 		if err == nil {
-			*p, err = expandHome(*p)
+			*p, err = sandbox.ExpandHome(*p)
 		}
 	}
 	expand(&c.DataDir)
@@ -150,17 +168,6 @@ func (c *Config) expandPaths() error {
 		expand(&c.WorkspaceRoots[i])
 	}
 	return err
-}
-
-func expandHome(p string) (string, error) {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
-		return p, nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("expand %q: %w", p, err)
-	}
-	return filepath.Join(home, p[1:]), nil
 }
 
 // WithDefaults returns the config with every unset setting at its default.
@@ -176,6 +183,8 @@ func (c Config) WithDefaults() (Config, error) {
 		c.DataDir = dir
 	}
 	if len(c.WorkspaceRoots) == 0 {
+		// Where a user's projects are. The data dir and the config file below it are
+		// kept out of every workspace (sandboxOptions).
 		home, err := os.UserHomeDir()
 		if err != nil {
 			return c, fmt.Errorf("no workspace_roots configured and no home directory to default to: %w", err)
@@ -187,6 +196,9 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.EventBuffer <= 0 {
 		c.EventBuffer = DefaultEventBuffer
+	}
+	if c.EventBufferBytes <= 0 {
+		c.EventBufferBytes = DefaultEventBufferBytes
 	}
 	if c.SubscriberQueue <= 0 {
 		c.SubscriberQueue = DefaultSubscriberQueue
@@ -247,7 +259,7 @@ func (c Config) Validate() error {
 
 func (a AgentConfig) validate() error {
 	switch a.Type {
-	case AgentTypeACP, AgentTypeDeepChat:
+	case presenters.AgentTypeACP, presenters.AgentTypeDeepChat:
 	case "":
 		return fmt.Errorf("agent %q: type is required (acp or deepchat)", a.ID)
 	default:
@@ -256,10 +268,10 @@ func (a AgentConfig) validate() error {
 	if a.ID == "" {
 		return fmt.Errorf("id is required, like %s.<provider>.<name>", a.Type)
 	}
-	if !strings.HasPrefix(a.ID, a.Type+".") || strings.ContainsAny(a.ID, " \t\n/") {
+	if !strings.HasPrefix(a.ID, string(a.Type)+".") || strings.ContainsAny(a.ID, " \t\n/") {
 		return fmt.Errorf("agent id %q must look like %s.<provider>.<name> (no spaces or slashes)", a.ID, a.Type)
 	}
-	if a.Type == AgentTypeACP && a.Command == "" {
+	if a.Type == presenters.AgentTypeACP && a.Command == "" {
 		return fmt.Errorf("agent %q: command is required for an acp agent (the program that speaks ACP on stdio)", a.ID)
 	}
 	return nil

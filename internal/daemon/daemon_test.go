@@ -15,6 +15,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"gorm.io/gorm"
+
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
 func TestMain(m *testing.M) {
@@ -84,7 +88,7 @@ agents:
 		t.Fatalf("agents = %+v", cfg.Agents)
 	}
 	acp, dc := cfg.Agents[0], cfg.Agents[1]
-	if acp.ID != "acp.anthropic.claude" || acp.Type != AgentTypeACP || acp.Command != "claude-agent-acp" || acp.Args[0] != "--verbose" ||
+	if acp.ID != "acp.anthropic.claude" || acp.Type != presenters.AgentTypeACP || acp.Command != "claude-agent-acp" || acp.Args[0] != "--verbose" ||
 		acp.Env["IS_SANDBOX"] != "1" || acp.AuthMethod != "api-key" || acp.PermissionTimeout != 5*time.Minute ||
 		acp.StartupTimeout != 45*time.Second || acp.PolicyMode != "balanced" {
 		t.Errorf("acp agent = %+v", acp)
@@ -97,6 +101,9 @@ agents:
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
+	}
+	if cfg.File != path {
+		t.Errorf("File = %q, want %q", cfg.File, path)
 	}
 }
 
@@ -308,5 +315,69 @@ func TestDeployConfigLoads(t *testing.T) {
 	cfg.Token = ""
 	if err := cfg.Validate(); err == nil {
 		t.Error("deploy/agenticd.yaml listens beyond loopback; without a token it must be refused")
+	}
+}
+
+// Sessions get neither the agents' API keys in their terminals nor a way to agenticd's
+// own files, whatever the workspace roots.
+func TestSandboxOptionsHideTheServersSecrets(t *testing.T) {
+	cfg := Config{
+		DataDir: "/data", File: "/etc/agenticd.yaml", TLS: TLSConfig{CertFile: "/tls/cert.pem", KeyFile: "/tls/key.pem"},
+		Agents: []AgentConfig{
+			{ID: "deepchat.openai.gpt", Type: presenters.AgentTypeDeepChat, APIKeyEnv: "OPENAI_API_KEY"},
+			{ID: "deepchat.local.llama", Type: presenters.AgentTypeDeepChat},
+			{ID: "deepchat.ds.chat", Type: presenters.AgentTypeDeepChat, APIKeyEnv: "DEEPSEEK_API_KEY"},
+		},
+	}
+	opts := sandboxOptions(cfg)
+	if got := strings.Join(opts.HiddenEnv, " "); got != "OPENAI_API_KEY DEEPSEEK_API_KEY" {
+		t.Errorf("hidden variables %q", got)
+	}
+	if got := strings.Join(opts.Excluded, " "); got != "/data /etc/agenticd.yaml /tls/key.pem" {
+		t.Errorf("excluded paths %q", got)
+	}
+}
+
+// closingAgent is an agent whose Close writes to the database (as a cancelled turn saves
+// its last message) and records the context it got. Only AgentID and Close are called.
+type closingAgent struct {
+	presenters.Presenter
+	db       *gorm.DB
+	ctxErr   error
+	writeErr error
+}
+
+func (a *closingAgent) AgentID() string { return "deepchat.closing" }
+
+func (a *closingAgent) Close(ctx context.Context) error {
+	a.ctxErr = ctx.Err()
+	a.writeErr = a.db.WithContext(ctx).Exec("CREATE TABLE IF NOT EXISTS closed_cleanly (id INTEGER)").Error
+	return nil
+}
+
+// The agents close with a budget of their own, even when the graceful stop used up its
+// deadline, and the database closes only after them.
+func TestAgentsCloseOnTheirOwnBudgetBeforeTheDatabase(t *testing.T) {
+	db, err := transcript.OpenSQLite(filepath.Join(t.TempDir(), DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := []*closingAgent{{db: db}, {db: db}}
+	s := &Server{cfg: Config{ShutdownTimeout: time.Minute}, logger: quiet, db: db}
+	for _, a := range agents {
+		s.presenters = append(s.presenters, a)
+	}
+	expired, cancel := context.WithCancel(context.Background())
+	cancel() // the graceful stop's deadline has passed
+	if err := s.release(expired); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range agents {
+		if a.ctxErr != nil || a.writeErr != nil {
+			t.Errorf("agent %d closed with context %v; its write: %v", i, a.ctxErr, a.writeErr)
+		}
+	}
+	if sqlDB, err := db.DB(); err != nil || sqlDB.Ping() == nil {
+		t.Errorf("the database is still open after release (%v)", err)
 	}
 }

@@ -11,14 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 	"gorm.io/gorm"
 
-	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
@@ -46,10 +40,8 @@ type Server struct {
 	cfg        Config
 	logger     *slog.Logger
 	db         *gorm.DB
-	hub        *service.Hub
 	presenters []presenters.Presenter
-	grpc       *grpc.Server
-	health     *health.Server
+	grpc       *service.GRPCServer
 	addr       string
 	served     chan struct{} // closed when Serve returns
 	serveErr   error         // Serve's result, readable once served is closed
@@ -83,8 +75,6 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		return nil, fmt.Errorf("listen on %s: %w (is another agenticd running? choose another address with --listen)", cfg.Listen, err)
 	}
 	s.addr = lis.Addr().String()
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(agenticv1.AgenticService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	go func() {
 		defer close(s.served)
 		s.serveErr = s.grpc.Serve(lis)
@@ -121,8 +111,9 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.hub, err = service.NewHub(ctx, service.HubOptions{
+	hub, err := service.NewHub(ctx, service.HubOptions{
 		Capacity:        cfg.EventBuffer,
+		MaxBytes:        cfg.EventBufferBytes,
 		SubscriberQueue: cfg.SubscriberQueue,
 		Store:           store,
 		Logger:          s.logger,
@@ -130,11 +121,11 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	roots, err := sandbox.NewRoots(cfg.WorkspaceRoots)
+	roots, err := sandbox.NewRootsWithOptions(cfg.WorkspaceRoots, sandboxOptions(cfg))
 	if err != nil {
 		return fmt.Errorf("workspace_roots: %w", err)
 	}
-	deps := Deps{Publisher: s.hub, Roots: roots, DB: db, Logger: s.logger, DataDir: cfg.DataDir}
+	deps := Deps{Publisher: hub, Roots: roots, DB: db, Logger: s.logger, DataDir: cfg.DataDir}
 	for _, build := range []func(context.Context, Config, Deps) ([]presenters.Presenter, error){acpPresenters, deepchatPresenters} {
 		ps, err := build(ctx, cfg, deps)
 		s.presenters = append(s.presenters, ps...)
@@ -146,26 +137,30 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// WaitForHandlers: after a stop, no handler still runs when the agents are closed.
-	opts := append(service.ServerOptions(cfg.Token, s.logger), grpc.WaitForHandlers(true))
-	if cfg.TLS.CertFile != "" {
-		creds, err := credentials.NewServerTLSFromFile(cfg.TLS.CertFile, cfg.TLS.KeyFile)
-		if err != nil {
-			return fmt.Errorf("tls: %w", err)
+	s.grpc, err = service.NewGRPCServer(
+		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: s.logger}),
+		service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile, Logger: s.logger},
+	)
+	return err
+}
+
+// sandboxOptions keeps agenticd's own secrets from sessions: terminals do not inherit the
+// agents' API keys (nor the token, which sandbox always hides), and no workspace reaches
+// the data dir (the database), the config file (the token) or the TLS key, even when a
+// workspace root such as the default, the home directory, contains them.
+func sandboxOptions(cfg Config) sandbox.Options {
+	var opts sandbox.Options
+	for _, a := range cfg.Agents {
+		if a.APIKeyEnv != "" {
+			opts.HiddenEnv = append(opts.HiddenEnv, a.APIKeyEnv)
 		}
-		opts = append(opts, grpc.Creds(creds))
 	}
-	s.grpc = grpc.NewServer(opts...)
-	agenticv1.RegisterAgenticServiceServer(s.grpc, service.New(service.Options{
-		Registry: registry,
-		Hub:      s.hub,
-		Roots:    roots,
-		Logger:   s.logger,
-	}))
-	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
-	return nil
+	for _, p := range []string{cfg.DataDir, cfg.File, cfg.TLS.KeyFile} {
+		if p != "" {
+			opts.Excluded = append(opts.Excluded, p)
+		}
+	}
+	return opts
 }
 
 // Addr is the address the server listens on (with the real port when Listen asked for 0).
@@ -175,8 +170,9 @@ func (s *Server) Addr() string { return s.addr }
 func (s *Server) Done() <-chan struct{} { return s.served }
 
 // Stop shuts down gracefully: health NOT_SERVING, event streams ended (clients are told
-// where to resume), in-flight RPCs finished until ctx ends (then cut), agents closed,
-// database closed. It is idempotent and returns the first Stop's result.
+// where to resume), in-flight RPCs finished until ctx ends (then cut), then the agents
+// closed with a budget of their own (ShutdownTimeout), and the database closed once every
+// agent has. It is idempotent and returns the first Stop's result.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
 	return s.stopErr
@@ -184,38 +180,40 @@ func (s *Server) Stop(ctx context.Context) error {
 
 func (s *Server) stop(ctx context.Context) error {
 	s.logger.Info("agenticd stopping")
-	s.health.Shutdown()
-	s.hub.Close()
-	graceful := make(chan struct{})
-	go func() {
-		defer close(graceful)
-		s.grpc.GracefulStop()
-	}()
-	select {
-	case <-graceful:
-	case <-ctx.Done():
-		s.logger.Warn("RPCs still running at the shutdown deadline; cutting them off")
-		s.grpc.Stop()
-		<-graceful
+	if !s.grpc.Stop(ctx) {
+		s.logger.Warn("RPCs still running at the shutdown deadline were cut off")
 	}
 	<-s.served
 	err := s.release(ctx)
-	if s.serveErr != nil && !errors.Is(s.serveErr, grpc.ErrServerStopped) {
+	if s.serveErr != nil {
 		err = errors.Join(fmt.Errorf("serve: %w", s.serveErr), err)
 	}
 	s.logger.Info("agenticd stopped")
 	return err
 }
 
-// release closes the agents and the database.
+// release closes the agents, all at once, then the database. The agents get their own
+// budget (ShutdownTimeout) whatever is left of ctx, whose deadline may have passed while
+// RPCs finished: a Close cut short would leave turns writing to a closed database. ctx
+// only passes on its values.
 func (s *Server) release(ctx context.Context) error {
-	var errs []error
-	for _, p := range s.presenters {
-		if err := p.Close(ctx); err != nil {
-			s.logger.Error("agent did not close cleanly", "agent_id", p.AgentID(), "err", err)
-			errs = append(errs, fmt.Errorf("close agent %s: %w", p.AgentID(), err))
-		}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	errs := make([]error, len(s.presenters))
+	var wg sync.WaitGroup
+	for i, p := range s.presenters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Close(closeCtx); err != nil {
+				s.logger.Error("agent did not close cleanly", "agent_id", p.AgentID(), "err", err)
+				errs[i] = fmt.Errorf("close agent %s: %w", p.AgentID(), err)
+			}
+		}()
 	}
+	// The database only once every Close has returned: closing agents still write (a
+	// cancelled turn's last message).
+	wg.Wait()
 	if s.db != nil {
 		if sqlDB, err := s.db.DB(); err == nil {
 			if err := sqlDB.Close(); err != nil {

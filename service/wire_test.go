@@ -1,0 +1,232 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// badUTF8 is text with a byte that is not UTF-8, as a misbehaving agent may send.
+const badUTF8 = "ok\xffbad\xc3"
+
+// poison sets every string (and raw JSON) reachable from v to invalid UTF-8, allocating
+// pointers and one element of each slice on the way.
+func poison(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(badUTF8)
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		poison(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				poison(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if v.Type() == reflect.TypeFor[json.RawMessage]() {
+			v.SetBytes([]byte(`{"k": "a` + "\xff" + `b", "` + "\xfe" + `": ["` + badUTF8 + `"]}`))
+			return
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		if v.Len() == 0 {
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		}
+		for i := range v.Len() {
+			poison(v.Index(i))
+		}
+	}
+}
+
+// No string a presenter sends, however broken, makes an event or a message unencodable.
+func TestConvertersCleanInvalidUTF8(t *testing.T) {
+	payloads := []presenters.Payload{
+		presenters.SessionCreatedPayload{}, presenters.SessionReadyPayload{}, presenters.SessionUpdatedPayload{},
+		presenters.SessionClosedPayload{}, presenters.MessageDeltaPayload{}, presenters.MessageEndPayload{},
+		presenters.ToolStartPayload{}, presenters.ToolRunningPayload{}, presenters.ToolEndPayload{},
+		presenters.PermissionRequiredPayload{}, presenters.PermissionGrantedPayload{}, presenters.PermissionDeniedPayload{},
+		presenters.StatusChangedPayload{}, presenters.ErrorPayload{},
+	}
+	// Every block variant, through MESSAGE_BLOCK.
+	for _, typ := range []presenters.BlockType{presenters.BlockText, presenters.BlockReasoning, presenters.BlockTool, presenters.BlockError,
+		presenters.BlockImage, presenters.BlockAction, presenters.BlockSearch, presenters.BlockMcpUIResource, presenters.BlockPlan,
+		presenters.BlockDiff, presenters.BlockTerminal, presenters.BlockResource} {
+		var b presenters.Block
+		poison(reflect.ValueOf(&b))
+		b.Type = typ
+		payloads = append(payloads, presenters.MessageBlockPayload{MessageID: badUTF8, Block: b})
+	}
+	for _, p := range payloads {
+		v := reflect.New(reflect.TypeOf(p))
+		v.Elem().Set(reflect.ValueOf(p))
+		if _, isBlock := p.(presenters.MessageBlockPayload); !isBlock {
+			poison(v)
+		}
+		ev := presenters.Event{Sequence: 1, SessionID: badUTF8, AgentID: badUTF8, Payload: v.Elem().Interface().(presenters.Payload)}
+		if _, err := proto.Marshal(eventToPB(ev)); err != nil {
+			t.Errorf("%T: %v", p, err)
+		}
+	}
+	var m presenters.Message
+	poison(reflect.ValueOf(&m))
+	if _, err := proto.Marshal(messageToPB(m)); err != nil {
+		t.Errorf("message: %v", err)
+	}
+	var a presenters.AgentInfo
+	poison(reflect.ValueOf(&a))
+	if _, err := proto.Marshal(agentInfoToPB(a)); err != nil {
+		t.Errorf("agent info: %v", err)
+	}
+	if got := eventToPB(presenters.Event{Payload: presenters.MessageDeltaPayload{Text: badUTF8}}).GetMessageDelta().GetText(); got != "ok\uFFFDbad\uFFFD" {
+		t.Errorf("cleaned text %q", got)
+	}
+}
+
+// An event with invalid UTF-8 reaches every subscriber (cleaned), live and replayed, and
+// the events after it flow; the history holding it reads back.
+func TestInvalidUTF8NeitherBreaksStreamsNorHistory(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{id}})
+	em := presenters.NewEmitter(e.hub, fakeID, id)
+	bad := em.MessageDelta("m", presenters.RoleAssistant, badUTF8)
+	next := em.MessageDelta("m", presenters.RoleAssistant, "next")
+	for _, want := range []string{"ok\uFFFDbad\uFFFD", "next"} {
+		if got := recv(t, stream).GetMessageDelta().GetText(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	replay := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{id}, AfterSequence: bad - 1})
+	if evs := recvN(t, replay, 2); evs[0].GetSequence() != bad || evs[1].GetSequence() != next {
+		t.Errorf("replay %v", evs)
+	}
+	e.fake.messagesFn = func(context.Context, string, presenters.MessageQuery) ([]presenters.Message, error) {
+		return []presenters.Message{{ID: "m", Role: presenters.RoleAssistant, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: badUTF8}}}}, nil
+	}
+	resp, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
+	if err != nil {
+		t.Fatalf("GetMessages with invalid UTF-8 in the history: %v", err)
+	}
+	if got := resp.GetMessages()[0].GetBlocks()[0].GetText().GetText(); got != "ok\uFFFDbad\uFFFD" {
+		t.Errorf("history text %q", got)
+	}
+}
+
+// An event over the cap reaches a default client (4 MiB limit) cut, with a marker, on a
+// UTF-8 boundary; the stream goes on.
+func TestOversizeEventIsCut(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s"}})
+	em := presenters.NewEmitter(e.hub, fakeID, "s")
+	huge := strings.Repeat("é", 3<<20) // 6 MiB of two-byte characters
+	em.MessageDelta("m", presenters.RoleAssistant, huge)
+	em.ToolStart("m", presenters.ToolCall{ToolID: "t", Arguments: json.RawMessage(`{"content": "` + strings.Repeat("x", 5<<20) + `", "path": "a.txt"}`)})
+	em.MessageDelta("m", presenters.RoleAssistant, "after")
+
+	delta := recv(t, stream)
+	text := delta.GetMessageDelta().GetText()
+	if proto.Size(delta) > MaxEventBytes || !utf8.ValidString(text) || !strings.HasPrefix(huge, strings.TrimSuffix(text, truncatedMarker(t, text))) {
+		t.Errorf("cut delta: %d bytes, valid UTF-8 %v, ends %q", proto.Size(delta), utf8.ValidString(text), text[max(len(text)-40, 0):])
+	}
+	tool := recv(t, stream).GetToolStart().GetTool()
+	fields := tool.GetArguments().GetStructValue().GetFields()
+	if fields["path"].GetStringValue() != "a.txt" || !strings.HasSuffix(fields["content"].GetStringValue(), "bytes]") {
+		t.Errorf("cut tool arguments: path %q, content ends %q", fields["path"].GetStringValue(), fields["content"].GetStringValue()[max(len(fields["content"].GetStringValue())-40, 0):])
+	}
+	if got := recv(t, stream).GetMessageDelta().GetText(); got != "after" {
+		t.Errorf("the event after: %q", got)
+	}
+}
+
+// truncatedMarker returns the "[truncated: N bytes]" ending text, failing if there is none.
+func truncatedMarker(t *testing.T, text string) string {
+	t.Helper()
+	i := strings.LastIndex(text, "[truncated: ")
+	if i < 0 || !strings.HasSuffix(text, " bytes]") {
+		t.Fatalf("no truncation marker at the end of %q", text[max(len(text)-40, 0):])
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(text[i+len("[truncated: "):], " bytes]"))
+	if err != nil || n <= 0 {
+		t.Fatalf("marker %q does not count the bytes cut", text[i:])
+	}
+	return text[i:]
+}
+
+// An event too large even with every text cut (a huge plan of short entries) becomes an
+// ERROR event with its sequence: never a gap, never a broken stream.
+func TestUncuttableEventIsReplacedByError(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s"}})
+	entries := make([]presenters.PlanEntry, 300_000)
+	for i := range entries {
+		entries[i] = presenters.PlanEntry{Content: "step " + strconv.Itoa(i), Status: "pending", Priority: "low"}
+	}
+	em := presenters.NewEmitter(e.hub, fakeID, "s")
+	seq := em.MessageBlock("m", presenters.RoleAssistant, presenters.Block{Type: presenters.BlockPlan, Plan: &presenters.PlanBlock{Entries: entries}})
+	em.MessageDelta("m", presenters.RoleAssistant, "after")
+	ev := recv(t, stream)
+	if ev.GetSequence() != seq || ev.GetType() != pb.AgenticEventType_AGENTIC_EVENT_TYPE_ERROR || ev.GetError().GetCode() != "event_not_sendable" ||
+		ev.GetSessionId() != "s" || !strings.Contains(ev.GetError().GetMessage(), "MESSAGE_BLOCK") {
+		t.Errorf("in place of the plan: %v", ev)
+	}
+	if got := recv(t, stream).GetMessageDelta().GetText(); got != "after" {
+		t.Errorf("the event after: %q", got)
+	}
+}
+
+// GetMessages cuts a message over the cap, and refuses (saying how many would fit) a
+// page that is too large as a whole, rather than failing in the client.
+func TestGetMessagesStaysUnderTheCap(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	message := func(id, text string) presenters.Message {
+		return presenters.Message{ID: id, Role: presenters.RoleAssistant, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: text}}}
+	}
+	var msgs []presenters.Message
+	e.fake.messagesFn = func(_ context.Context, _ string, q presenters.MessageQuery) ([]presenters.Message, error) {
+		if q.Limit == 0 {
+			return msgs, nil
+		}
+		return msgs[max(len(msgs)-q.Limit, 0):], nil
+	}
+	msgs = []presenters.Message{message("big", strings.Repeat("x", 6<<20))}
+	resp, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := resp.GetMessages()[0].GetBlocks()[0].GetText().GetText(); len(text) > MaxEventBytes {
+		t.Errorf("message of %d bytes sent", len(text))
+	} else {
+		truncatedMarker(t, text)
+	}
+
+	msgs = nil
+	for i := range 5 {
+		msgs = append(msgs, message("m"+strconv.Itoa(i), strings.Repeat("y", 1<<20)))
+	}
+	_, err = e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
+	st := wantCode(t, err, codes.OutOfRange)
+	info := errorInfo(st)
+	if info.GetReason() != "RESPONSE_TOO_LARGE" || info.GetMetadata()["max_limit"] != "3" || !strings.Contains(st.Message(), "before_message_id") {
+		t.Fatalf("too large a page: %q, %v", st.Message(), info)
+	}
+	resp, err = e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id, Limit: 3})
+	if err != nil || len(resp.GetMessages()) != 3 || resp.GetMessages()[0].GetMessageId() != "m2" {
+		t.Errorf("the page that fits: %v, %v", resp, err)
+	}
+}
