@@ -154,20 +154,11 @@ func dcSession(t *testing.T, s *testServer, ws, mode string) string {
 	return resp.GetSession().GetSessionId()
 }
 
-// dcSubscribe follows a session's events from its current point. Subscribe returns on
-// the client before the server has registered the subscriber, so a live-only stream
-// could miss what happens next; resuming after last_sequence misses nothing.
+// dcSubscribe follows a session's events from now on (the harness's Subscribe returns
+// once the server has registered the subscription, so nothing that follows is missed).
 func dcSubscribe(t *testing.T, s *testServer, sessionID string) *eventStream {
 	t.Helper()
-	resp, err := s.Client.GetSession(context.Background(), &agenticv1.GetSessionRequest{SessionId: sessionID})
-	if err != nil {
-		t.Fatalf("GetSession: %v", err)
-	}
-	point := resp.GetSession().GetLastSequence()
-	if point == 0 {
-		t.Fatal("GetSession reported no last_sequence to resume after")
-	}
-	return s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{sessionID}, AfterSequence: point})
+	return s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{sessionID}})
 }
 
 func dcSend(t *testing.T, s *testServer, sessionID, text string) *agenticv1.SendMessageResponse {
@@ -518,6 +509,8 @@ func TestDeepChatRiskClassificationTable(t *testing.T) {
 		{"dd if=/dev/zero of=/dev/sda", agenticv1.RiskLevel_RISK_LEVEL_CRITICAL, "dd"},
 		{"chmod -R 777 /", agenticv1.RiskLevel_RISK_LEVEL_CRITICAL, "chmod"},
 		{"shutdown -h now", agenticv1.RiskLevel_RISK_LEVEL_CRITICAL, "shutdown"},
+		{"python3 -c 'import shutil; shutil.rmtree(\"/\")'", agenticv1.RiskLevel_RISK_LEVEL_HIGH, "python3"},
+		{"a=rm; $a -rf /", agenticv1.RiskLevel_RISK_LEVEL_HIGH, "$a"},
 	}
 	s, llm, ws := startDeepChat(t)
 	sid := dcSession(t, s, ws, "strict")
@@ -565,7 +558,8 @@ func TestDeepChatDefaultNeedsConfiguration(t *testing.T) {
 			def = a
 		}
 	}
-	if def.GetStatus() != agenticv1.AgentStatus_AGENT_STATUS_NEEDS_CONFIGURATION || !containsAll(def.GetStatusReason(), "provider", "base_url", "models", "deepchat.default") {
+	if def.GetStatus() != agenticv1.AgentStatus_AGENT_STATUS_NEEDS_CONFIGURATION ||
+		!strings.HasPrefix(def.GetStatusReason(), "deepchat.default has no usable LLM provider; missing settings: provider, base_url, models.") {
 		t.Fatalf("deepchat.default = %v", def)
 	}
 	ws := s.Cfg.WorkspaceRoots[0]
@@ -578,7 +572,7 @@ func TestDeepChatDefaultNeedsConfiguration(t *testing.T) {
 		t.Fatalf("GetMessages: %v", err)
 	}
 	_, err = s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "hi"}})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "api_key_env") {
-		t.Fatalf("SendMessage: %v, want FAILED_PRECONDITION naming the config keys", err)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "missing settings: provider, base_url, models.") {
+		t.Fatalf("SendMessage: %v, want FAILED_PRECONDITION listing the missing settings", err)
 	}
 }

@@ -44,7 +44,7 @@ func deepchatPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenter
 	}
 	haveDefault := false
 	for _, a := range cfg.Agents {
-		if a.Type != AgentTypeDeepChat {
+		if a.Type != presenters.AgentTypeDeepChat {
 			continue
 		}
 		if len(a.MCPServers) > 0 {

@@ -115,10 +115,10 @@ func resolveProvider(cfg Config) (provider, error) {
 // is read on every call, so setting it needs no restart of the presenter's config.
 func (p *Presenter) readiness() string {
 	if len(p.provider.missing) > 0 {
-		return fmt.Sprintf("no LLM provider configured for %s: add an agents: entry with id: %s, type: deepchat and set %s "+
+		return fmt.Sprintf("%s has no usable LLM provider; missing settings: %s. Set them in the agents: entry with id: %s, type: deepchat "+
 			"(for example provider: openai, base_url: https://api.openai.com/v1, api_key_env: OPENAI_API_KEY, models: [gpt-4o-mini]; "+
 			"or provider: ollama, models: [llama3.2])",
-			p.cfg.ID, p.cfg.ID, strings.Join(p.provider.missing, ", "))
+			p.cfg.ID, strings.Join(p.provider.missing, ", "), p.cfg.ID)
 	}
 	if p.provider.needsKey && os.Getenv(p.cfg.APIKeyEnv) == "" {
 		return fmt.Sprintf("the API key for %s is missing: set the environment variable %s (named by api_key_env) for agenticd", p.cfg.ID, p.cfg.APIKeyEnv)

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -53,7 +51,11 @@ func userBlocks(ws *sandbox.Workspace, c presenters.MessageContent) ([]presenter
 			}
 			b.Base64 = img.Data
 		case presenters.ImageFile:
-			data, err := readWorkspaceFile(ws, img.Data, maxImageBytes)
+			abs, err := ws.Resolve(img.Data)
+			if err != nil {
+				return nil, fmt.Errorf("image %d: %v: %w", i+1, err, presenters.ErrInvalidArgument)
+			}
+			data, err := ws.ReadFile(img.Data, maxImageBytes)
 			if err != nil {
 				return nil, fmt.Errorf("image %d: %v: %w", i+1, err, presenters.ErrInvalidArgument)
 			}
@@ -63,7 +65,9 @@ func userBlocks(ws *sandbox.Workspace, c presenters.MessageContent) ([]presenter
 			if !strings.HasPrefix(b.MimeType, "image/") {
 				return nil, fmt.Errorf("image %d: %s is not a known image type; give mime_type: %w", i+1, img.Data, presenters.ErrInvalidArgument)
 			}
-			b.Base64 = base64.StdEncoding.EncodeToString(data)
+			// Stored with both: the model is sent the data, clients see the file's URL
+			// when the data is too large to show inline (presentBlocks).
+			b.URL, b.Base64 = "file://"+abs, base64.StdEncoding.EncodeToString(data)
 		default:
 			return nil, fmt.Errorf("image %d: unknown source kind %q: %w", i+1, img.Kind, presenters.ErrInvalidArgument)
 		}
@@ -102,38 +106,6 @@ func userBlocks(ws *sandbox.Workspace, c presenters.MessageContent) ([]presenter
 			URI: res.URI, MimeType: res.MimeType, Text: res.Text, Blob: res.Blob}})
 	}
 	return blocks, nil
-}
-
-// readWorkspaceFile reads a (binary) file inside the workspace, at most limit bytes.
-// It opens through an os.Root on the workspace, so a symlink swapped in after the
-// check cannot lead the read outside.
-func readWorkspaceFile(ws *sandbox.Workspace, path string, limit int64) ([]byte, error) {
-	abs, err := ws.Resolve(path)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := filepath.Rel(ws.Root(), abs)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, sandbox.ErrOutsideWorkspace)
-	}
-	root, err := os.OpenRoot(ws.Root())
-	if err != nil {
-		return nil, fmt.Errorf("open workspace: %w", err)
-	}
-	defer root.Close()
-	f, err := root.Open(rel)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d MiB", path, limit>>20)
-	}
-	return data, nil
 }
 
 // chatHistory turns stored messages into chat messages, skipping the message with id
@@ -180,7 +152,7 @@ func userContent(blocks []presenters.Block) any {
 			parts = append(parts, contentPart{Type: "text", Text: b.Text})
 		case presenters.BlockImage:
 			url := b.Image.URL
-			if url == "" {
+			if b.Image.Base64 != "" {
 				url = "data:" + b.Image.MimeType + ";base64," + b.Image.Base64
 			}
 			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: url}})

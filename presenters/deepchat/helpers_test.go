@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ type fakeReply struct {
 	noDone  bool     // end without data: [DONE]
 	hangup  bool     // after the events, cut the TCP connection
 	hold    bool     // after the events, wait until the client goes away
+	trickle bool     // send the stream one byte per write, so writes split characters
 }
 
 type recordedRequest struct {
@@ -116,7 +118,15 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flusher := w.(http.Flusher)
 	for _, ev := range rep.events {
-		fmt.Fprintf(w, "data: %s\n\n", ev)
+		frame := fmt.Sprintf("data: %s\n\n", ev)
+		if !rep.trickle {
+			io.WriteString(w, frame)
+			continue
+		}
+		for i := range len(frame) {
+			io.WriteString(w, frame[i:i+1])
+			flusher.Flush()
+		}
 	}
 	flusher.Flush()
 	switch {
@@ -189,6 +199,44 @@ func toolReply(id, name, args string) fakeReply {
 	mid := len(args) / 2
 	evs := toolEvents(0, id, name, args[:mid], args[mid:])
 	return fakeReply{events: append(evs, finishEvent("tool_calls"), usageEvent(5, 3))}
+}
+
+// syncBuffer is a log destination that tests read while the presenter writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// sleepLog stands in for the wait between provider attempts: it records the duration
+// asked for and returns at once.
+type sleepLog struct {
+	mu    sync.Mutex
+	asked []time.Duration
+}
+
+func (l *sleepLog) sleep(ctx context.Context, d time.Duration) error {
+	l.mu.Lock()
+	l.asked = append(l.asked, d)
+	l.mu.Unlock()
+	return ctx.Err()
+}
+
+func (l *sleepLog) all() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.asked...)
 }
 
 // ---- recording publisher ----
@@ -325,6 +373,8 @@ func ofType[T presenters.Payload](events []presenters.Event) []T {
 type harness struct {
 	t         testing.TB
 	p         *Presenter
+	logs      *syncBuffer // the presenter's log, as text
+	sleeps    *sleepLog   // the waits between provider attempts
 	store     *transcript.Store
 	db        *gorm.DB
 	dbPath    string
@@ -350,7 +400,8 @@ func newHarness(t testing.TB, options ...func(*harness)) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, rec: newRecorder(), llm: newFakeLLM(t), roots: roots, workspace: ws,
-		dbPath: filepath.Join(dir, "data", "agenticd.db"), openDB: transcript.OpenSQLite}
+		dbPath: filepath.Join(dir, "data", "agenticd.db"), openDB: transcript.OpenSQLite,
+		logs: &syncBuffer{}, sleeps: &sleepLog{}}
 	t.Cleanup(h.llm.srv.Close)
 	t.Setenv(testKeyEnv, "sk-test-123")
 	h.cfg = Config{ID: "deepchat.fake.test", Provider: "fake", BaseURL: h.llm.srv.URL + "/v1", APIKeyEnv: testKeyEnv,
@@ -379,11 +430,11 @@ func (h *harness) start() {
 	if _, err := store.MarkInterrupted(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(h.cfg, Deps{Publisher: h.rec, Roots: h.roots, Store: store, Logger: slog.New(slog.DiscardHandler)})
+	p, err := New(h.cfg, Deps{Publisher: h.rec, Roots: h.roots, Store: store, Logger: slog.New(slog.NewTextHandler(h.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.client.backoff = func(int) time.Duration { return 0 }
+	p.client.sleep = h.sleeps.sleep
 	t.Cleanup(func() { p.Close(context.Background()) })
 	h.p, h.store, h.db = p, store, db
 }
@@ -506,3 +557,5 @@ func openCountingDB(path string) (*gorm.DB, error) {
 	return gorm.Open(gormsqlite.New(gormsqlite.Config{DriverName: "sqlite3_commit_counting", DSN: dsn}),
 		&gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true})
 }
+
+func mkfifo(path string) error { return syscall.Mkfifo(path, 0o644) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/textutil"
 )
 
 // The OpenAI chat completions wire format, as far as agenticd uses it. OpenAI, Ollama,
@@ -130,15 +131,26 @@ type wireError struct {
 	Code    any    `json:"code"`
 }
 
-// providerError is a failed provider call, already worded for the user.
+// providerError is a failed provider call. message is what clients see: what happened
+// and what to do, naming the provider by host only. detail is for the server log: it
+// may hold the whole base URL, addresses and Go errors, which clients must not see.
 type providerError struct {
 	code       string // ERROR event code, e.g. "provider_rate_limited"
 	message    string
+	detail     error         // nil when message says it all
 	retryable  bool          // safe to repeat the request
 	retryAfter time.Duration // from Retry-After, 0 when absent
 }
 
 func (e *providerError) Error() string { return e.message }
+
+// logDetail is what the server log records about the failure.
+func (e *providerError) logDetail() string {
+	if e.detail == nil {
+		return e.message
+	}
+	return e.message + ": " + e.detail.Error()
+}
 
 // streamHandler receives a streamed reply as it arrives.
 type streamHandler struct {
@@ -157,12 +169,30 @@ type roundResult struct {
 type providerClient struct {
 	http        *http.Client
 	baseURL     string
+	host        string // the base URL's host[:port], without credentials: what messages name
 	apiKey      func() string
 	idleTimeout time.Duration // no byte from the provider for this long fails the call
 	maxRetries  int
 	backoff     func(attempt int) time.Duration
 	maxWait     time.Duration // longest Retry-After that is waited out
+	// sleep waits between attempts; it returns early with ctx's error.
+	sleep func(ctx context.Context, d time.Duration) error
 }
+
+// sleepContext waits for d or until ctx ends.
+func sleepContext(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// maxProviderDetail bounds the provider's own words quoted in an error message.
+const maxProviderDetail = 500
 
 var errIdleTimeout = errors.New("provider idle timeout")
 
@@ -191,12 +221,8 @@ func (c *providerClient) stream(ctx context.Context, req chatRequest, h streamHa
 			}
 			wait = pe.retryAfter
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if c.sleep(ctx, wait) != nil {
 			return res, err
-		case <-timer.C:
 		}
 	}
 }
@@ -210,7 +236,8 @@ func (c *providerClient) once(parent context.Context, body []byte, h streamHandl
 
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return roundResult{}, &providerError{code: "provider_misconfigured", message: fmt.Sprintf("bad provider base_url %q: %v", c.baseURL, err)}
+		return roundResult{}, &providerError{code: "provider_misconfigured", detail: err,
+			message: fmt.Sprintf("the provider address (base_url, host %s) cannot be used; fix base_url in the agent's config", c.host)}
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "text/event-stream")
@@ -223,7 +250,7 @@ func (c *providerClient) once(parent context.Context, body []byte, h streamHandl
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return roundResult{}, statusError(resp)
+		return roundResult{}, c.statusError(resp)
 	}
 
 	var res roundResult
@@ -238,7 +265,7 @@ func (c *providerClient) once(parent context.Context, body []byte, h streamHandl
 					return res, nil // some servers end without [DONE]
 				}
 				return res, &providerError{code: "provider_stream_broken", retryable: true,
-					message: "the provider closed the stream before the reply was complete; send the message again"}
+					message: fmt.Sprintf("the provider at %s closed the stream before the reply was complete; send the message again", c.host)}
 			}
 			return res, c.readError(ctx, parent, err)
 		}
@@ -294,11 +321,12 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 func (c *providerClient) handleChunk(payload []byte, res *roundResult, byIndex map[int]int, h streamHandler, delivered *bool) error {
 	var chunk streamChunk
 	if err := json.Unmarshal(payload, &chunk); err != nil {
-		return &providerError{code: "provider_bad_response", message: fmt.Sprintf("the provider sent a stream event that is not valid JSON (%v); check that base_url points at an OpenAI-compatible API", err)}
+		return &providerError{code: "provider_bad_response", detail: err,
+			message: fmt.Sprintf("the provider at %s sent a stream event that is not valid JSON; check that base_url points at an OpenAI-compatible API", c.host)}
 	}
 	if chunk.Error != nil {
 		return &providerError{code: "provider_error", retryable: !*delivered,
-			message: "the provider reported an error mid-stream: " + chunk.Error.Message}
+			message: fmt.Sprintf("the provider at %s reported an error mid-stream: %s", c.host, providerWords(chunk.Error.Message))}
 	}
 	if chunk.Usage != nil {
 		u := chunk.Usage.usage()
@@ -355,11 +383,11 @@ func (c *providerClient) transportError(ctx, parent context.Context, err error) 
 		return context.Cause(parent)
 	}
 	if errors.Is(context.Cause(ctx), errIdleTimeout) {
-		return &providerError{code: "provider_timeout", retryable: true,
-			message: fmt.Sprintf("the provider at %s sent nothing for %s; it may be overloaded or the model still loading; try again", c.baseURL, c.idleTimeout)}
+		return &providerError{code: "provider_timeout", retryable: true, detail: err,
+			message: fmt.Sprintf("the provider at %s sent nothing for %s; it may be overloaded or the model still loading; try again", c.host, c.idleTimeout)}
 	}
-	return &providerError{code: "provider_unreachable", retryable: true,
-		message: fmt.Sprintf("could not reach the provider at %s (%v); check base_url and that the server is running", c.baseURL, err)}
+	return &providerError{code: "provider_unreachable", retryable: true, detail: err,
+		message: fmt.Sprintf("could not reach the provider at %s; check that it is running and that base_url is right", c.host)}
 }
 
 // readError words a failure while reading the stream.
@@ -371,22 +399,32 @@ func (c *providerClient) readError(ctx, parent context.Context, err error) error
 	if errors.As(err, &pe) {
 		return pe
 	}
-	return &providerError{code: "provider_stream_broken", retryable: true,
-		message: fmt.Sprintf("the connection to the provider broke mid-reply (%v); send the message again", err)}
+	return &providerError{code: "provider_stream_broken", retryable: true, detail: err,
+		message: fmt.Sprintf("the connection to the provider at %s broke mid-reply; send the message again", c.host)}
 }
 
-func statusError(resp *http.Response) error {
+// providerWords makes the provider's own error text safe to quote: valid UTF-8 (the
+// body is whatever bytes the provider sent) and at most maxProviderDetail bytes.
+func providerWords(s string) string {
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
+	if cut := textutil.Prefix(s, maxProviderDetail); len(cut) < len(s) {
+		return cut + "..."
+	}
+	return s
+}
+
+// statusError words an answer other than 200 OK, quoting the provider's own message
+// (a JSON error's message, or the start of the body).
+func (c *providerClient) statusError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	detail := strings.TrimSpace(string(raw))
+	detail := string(raw)
 	var wrapped struct {
 		Error *wireError `json:"error"`
 	}
 	if json.Unmarshal(raw, &wrapped) == nil && wrapped.Error != nil && wrapped.Error.Message != "" {
 		detail = wrapped.Error.Message
 	}
-	if len(detail) > 500 {
-		detail = detail[:500] + "..."
-	}
+	detail = providerWords(detail)
 	if detail != "" {
 		detail = ": " + detail
 	}
@@ -394,11 +432,11 @@ func statusError(resp *http.Response) error {
 	switch code := resp.StatusCode; {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		pe.code = "provider_unauthorized"
-		pe.message = fmt.Sprintf("the provider rejected the API key (HTTP %d)%s; check the key in the environment variable named by api_key_env", code, detail)
+		pe.message = fmt.Sprintf("the provider at %s rejected the API key (HTTP %d)%s; check the key in the environment variable named by api_key_env", c.host, code, detail)
 	case code == http.StatusTooManyRequests:
 		pe.code, pe.retryable = "provider_rate_limited", true
 		pe.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
-		pe.message = fmt.Sprintf("the provider is rate limiting requests (HTTP 429)%s", detail)
+		pe.message = fmt.Sprintf("the provider at %s is rate limiting requests (HTTP 429)%s", c.host, detail)
 		if pe.retryAfter > 0 {
 			pe.message += fmt.Sprintf("; retry after %s", pe.retryAfter)
 		} else {
@@ -406,13 +444,13 @@ func statusError(resp *http.Response) error {
 		}
 	case code == http.StatusNotFound:
 		pe.code = "provider_not_found"
-		pe.message = fmt.Sprintf("the provider answered 404 Not Found%s; check base_url (it should end in /v1 for most providers) and the model id", detail)
+		pe.message = fmt.Sprintf("the provider at %s answered 404 Not Found%s; check base_url (it should end in /v1 for most providers) and the model id", c.host, detail)
 	case code >= 500 || code == http.StatusRequestTimeout:
 		pe.code, pe.retryable = "provider_unavailable", true
-		pe.message = fmt.Sprintf("the provider failed with HTTP %d%s; try again later", code, detail)
+		pe.message = fmt.Sprintf("the provider at %s failed with HTTP %d%s; try again later", c.host, code, detail)
 	default:
 		pe.code = "provider_bad_request"
-		pe.message = fmt.Sprintf("the provider refused the request (HTTP %d)%s", code, detail)
+		pe.message = fmt.Sprintf("the provider at %s refused the request (HTTP %d)%s", c.host, code, detail)
 	}
 	return pe
 }

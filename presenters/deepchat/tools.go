@@ -8,15 +8,19 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/risk"
+	"github.com/agenticd/agenticd/presenters/textutil"
 	"github.com/agenticd/agenticd/sandbox"
 )
 
-// maxToolOutput bounds what one tool result sends back to the model.
-const maxToolOutput = 100 << 10
+const (
+	// maxToolOutput bounds what one tool result sends back to the model.
+	maxToolOutput = 100 << 10
+	// maxToolTitle bounds the command quoted in a run_command title (bytes).
+	maxToolTitle = 80
+)
 
 // toolSpec is one tool the model may call.
 type toolSpec struct {
@@ -217,7 +221,7 @@ func prepareWrite(r *turnRun, args json.RawMessage) (toolPlan, error) {
 			}
 			return toolOutput{
 				text:    fmt.Sprintf("%s %s (%d bytes).", verb, a.Path, len(*a.Content)),
-				content: []presenters.ToolContent{{Diff: &presenters.DiffBlock{Path: abs, OldText: old, NewText: *a.Content}}},
+				content: []presenters.ToolContent{{Diff: boundedDiff(abs, old, *a.Content)}},
 			}, nil
 		},
 	}, nil
@@ -268,7 +272,7 @@ func prepareEdit(r *turnRun, args json.RawMessage) (toolPlan, error) {
 			}
 			return toolOutput{
 				text:    fmt.Sprintf("Replaced %d occurrence(s) in %s.", n, a.Path),
-				content: []presenters.ToolContent{{Diff: &presenters.DiffBlock{Path: abs, OldText: old, NewText: updated}}},
+				content: []presenters.ToolContent{{Diff: boundedDiff(abs, old, updated)}},
 			}, nil
 		},
 	}, nil
@@ -378,9 +382,9 @@ func prepareRun(r *turnRun, args json.RawMessage) (toolPlan, error) {
 	if a.TimeoutSeconds > 0 && time.Duration(a.TimeoutSeconds)*time.Second < timeout {
 		timeout = time.Duration(a.TimeoutSeconds) * time.Second
 	}
-	title := a.Command
-	if utf8.RuneCountInString(title) > 80 {
-		title = string([]rune(title)[:79]) + "…"
+	title := textutil.Prefix(a.Command, maxToolTitle)
+	if len(title) < len(a.Command) {
+		title += "…"
 	}
 	return toolPlan{
 		title:       "Run " + title,
@@ -519,7 +523,8 @@ func (r *turnRun) endTool(ctx context.Context, idx int, tc presenters.ToolCall, 
 		tc.Status, tc.Error = presenters.ToolCancelled, "cancelled"
 		text = "The tool call was cancelled."
 	case err != nil:
-		tc.Status, tc.Error = presenters.ToolFailed, err.Error()
+		// File names in sandbox errors are bytes from the file system.
+		tc.Status, tc.Error = presenters.ToolFailed, strings.ToValidUTF8(err.Error(), "\uFFFD")
 		if text == "" {
 			text = "Error: " + err.Error()
 		} else {
@@ -547,12 +552,9 @@ func (r *turnRun) setTool(idx int, tc presenters.ToolCall) {
 
 // capOutput keeps a tool result within maxToolOutput, at a UTF-8 boundary.
 func capOutput(s string) string {
-	if len(s) <= maxToolOutput {
+	cut := textutil.Prefix(s, maxToolOutput)
+	if len(cut) == len(s) {
 		return s
 	}
-	cut := maxToolOutput
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[... %d more bytes cut; read a smaller range]", len(s)-cut)
+	return cut + fmt.Sprintf("\n[... %d more bytes cut; read a smaller range]", len(s)-len(cut))
 }

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/textutil"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -79,7 +79,7 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return presenters.SendResult{}, fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", sessionID, presenters.ErrFailedPrecondition)
+		return presenters.SendResult{}, errClosed(sessionID)
 	}
 	if s.turn != nil {
 		return presenters.SendResult{}, fmt.Errorf("session %s is still answering message %s; wait for its MESSAGE_END or cancel it: %w",
@@ -119,7 +119,7 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 		patch.UpdatedAt = &now
 		em.SessionUpdated(patch)
 	}
-	run := &turnRun{p: p, s: s, t: t, ws: ws, em: em, lastSave: now,
+	run := &turnRun{p: p, s: s, t: t, ws: ws, em: em, lastSave: p.now(),
 		reply: reply, log: p.log.With("session_id", sessionID, "message_id", reply.ID)}
 	go run.run(turnCtx)
 	return presenters.SendResult{MessageID: reply.ID, UserMessageID: user.ID}, nil
@@ -139,12 +139,14 @@ func titleFrom(c presenters.MessageContent) string {
 			text = "Image"
 		}
 	}
-	const maxTitle = 60
-	if utf8.RuneCountInString(text) > maxTitle {
-		text = string([]rune(text)[:maxTitle-1]) + "…"
+	if cut := textutil.Prefix(text, maxTitle); len(cut) < len(text) {
+		text = cut + "…"
 	}
 	return text
 }
+
+// maxTitle bounds a title taken from a message (bytes).
+const maxTitle = 80
 
 // CancelMessage cancels the running turn (messageID empty: whatever runs) and waits
 // until it has ended with MESSAGE_END(cancelled). With no such turn running it does
@@ -204,8 +206,9 @@ func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.M
 		if ctx.Err() != nil {
 			return presenters.StopCancelled, presenters.MessageCancelled, nil
 		}
-		return presenters.StopError, presenters.MessageError, &presenters.ErrorPayload{Code: "storage_failed",
-			Message: "could not read the conversation history: " + err.Error(), MessageID: r.reply.ID}
+		r.log.Error("could not read the conversation history", "err", err)
+		return presenters.StopError, presenters.MessageError, &presenters.ErrorPayload{Code: "storage_failed", MessageID: r.reply.ID,
+			Message: "the conversation history could not be read from the history database; check the server log and the data directory, then send the message again"}
 	}
 	msgs := []chatMessage{{Role: "system", Content: systemPrompt(r.ws.Root())}}
 	msgs = append(msgs, chatHistory(history, r.reply.ID)...)
@@ -231,12 +234,14 @@ func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.M
 			return presenters.StopCancelled, presenters.MessageCancelled, nil
 		}
 		if err != nil {
-			failure := &presenters.ErrorPayload{Code: "provider_error", Message: err.Error(), MessageID: r.reply.ID}
 			var pe *providerError
-			if errors.As(err, &pe) {
-				failure.Code, failure.Retryable = pe.code, pe.retryable
+			if !errors.As(err, &pe) {
+				pe = &providerError{code: "provider_error", detail: err,
+					message: "the request to the provider failed; check the server log"}
 			}
-			return presenters.StopError, presenters.MessageError, failure
+			r.log.Warn("provider call failed", "code", pe.code, "err", pe.logDetail())
+			return presenters.StopError, presenters.MessageError,
+				&presenters.ErrorPayload{Code: pe.code, Message: pe.message, MessageID: r.reply.ID, Retryable: pe.retryable}
 		}
 		if len(res.toolCalls) == 0 {
 			return stopReason(res.finishReason), presenters.MessageComplete, nil
@@ -308,7 +313,7 @@ func (r *turnRun) appendText(ctx context.Context, typ presenters.BlockType, s st
 	}
 	r.open.WriteString(s)
 	r.unsaved += len(s)
-	if r.unsaved >= checkpointBytes || time.Since(r.lastSave) >= checkpointInterval {
+	if r.unsaved >= checkpointBytes || r.p.now().Sub(r.lastSave) >= checkpointInterval {
 		r.checkpoint(ctx)
 	}
 }
@@ -343,7 +348,7 @@ func (r *turnRun) snapshot() presenters.Message {
 func (r *turnRun) checkpoint(ctx context.Context) {
 	m := r.snapshot()
 	m.Status = transcript.StatusInProgress
-	r.lastSave, r.unsaved = time.Now(), 0
+	r.lastSave, r.unsaved = r.p.now(), 0
 	if err := r.p.deps.Store.SaveMessage(context.WithoutCancel(ctx), m); err != nil {
 		r.log.Warn("checkpoint of partial reply failed", "err", err)
 	}
@@ -351,13 +356,17 @@ func (r *turnRun) checkpoint(ctx context.Context) {
 
 // finish commits the reply, then ends the turn: MESSAGE_END, the usage update and the
 // status change are published after the commit and before the session takes a new turn.
+// When CloseSession closed the session meanwhile, the same commit stores the close, and
+// the session is unregistered and SESSION_CLOSED sent.
 func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status presenters.MessageStatus, failure *presenters.ErrorPayload) {
 	if failure != nil {
 		r.em.Error(*failure)
 		b := presenters.Block{Type: presenters.BlockError, Error: &presenters.ErrorBlock{Message: failure.Message, Code: failure.Code}}
 		r.addBlock(b)
 		r.em.MessageBlock(r.reply.ID, presenters.RoleAssistant, b)
-		r.log.Warn("turn failed", "code", failure.Code, "err", failure.Message)
+	}
+	if stop == presenters.StopCancelled {
+		r.log.Info("turn cancelled", "cause", context.Cause(ctx))
 	}
 	m := r.snapshot()
 	m.Status, m.StopReason, m.Usage = status, stop, r.usage
@@ -376,15 +385,19 @@ func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status
 	conv := s.conv
 	now := time.Now()
 	conv.UpdatedAt = now
+	conv.Closed = s.closed
 	if r.usage != nil {
 		conv.Usage = conv.Usage.Add(*r.usage)
 	}
+	closed := false
 	if err := r.p.deps.Store.SaveTurn(commitCtx, conv, m); err != nil {
 		r.log.Error("could not save the reply", "err", err)
 		r.em.Error(presenters.ErrorPayload{Code: "storage_failed", MessageID: m.ID,
-			Message: "the reply could not be saved to the history database: " + err.Error() + "; check the data directory's disk space and permissions"})
+			Message: "the reply could not be saved to the history database; check the data directory's disk space and permissions"})
+		s.closed = false // a close that was not stored did not happen
 	} else {
 		s.conv = conv
+		closed = conv.Closed
 	}
 	s.turn = nil
 	newStatus, reason := presenters.SessionIdle, ""
@@ -401,6 +414,10 @@ func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status
 	}
 	r.em.SessionUpdated(patch)
 	r.em.StatusChanged(newStatus, reason)
+	if closed {
+		r.p.unregister(conv.ID)
+		r.em.SessionClosed("closed by client")
+	}
 	s.mu.Unlock()
 	close(r.t.done)
 }

@@ -1,6 +1,7 @@
 package risk
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -80,6 +81,17 @@ func (c *classifier) program(inv invocation, ctx context) {
 	f := func(level presenters.RiskLevel, reason, suggestion, signature string) {
 		c.add(finding{level: level, reason: reason, suggestion: suggestion, signature: signature, base: name})
 	}
+	if program := inv.words[0]; program.expands {
+		// $(echo rm) -rf /, a=rm; $a -rf /: what runs cannot be read from the line.
+		f(high, "runs a program whose name is computed when the line runs ("+program.text+")",
+			"spell the program name out", program.text)
+		return
+	}
+	if flag := inlineCodeFlag(name, args); flag != "" {
+		f(high, name+" runs code given on the command line ("+flag+"), which no file in the workspace holds",
+			"write the code to a file in the workspace and run that", name+" "+flag)
+		return
+	}
 	switch {
 	case name == "rm" || name == "rmdir" || name == "unlink" || name == "shred":
 		c.remove(name, flags, operands)
@@ -93,10 +105,16 @@ func (c *classifier) program(inv invocation, ctx context) {
 		c.shell(name, args, ctx)
 	case name == "eval":
 		var src []string
+		computed := false
 		for _, a := range args {
 			src = append(src, a.text)
+			computed = computed || a.expands
 		}
-		f(medium, "evaluates a string as shell code", "run the command directly", "eval")
+		if computed {
+			f(high, "evaluates shell code built when the line runs", "run the command directly", "eval $var")
+		} else {
+			f(medium, "evaluates a string as shell code", "run the command directly", "eval")
+		}
 		c.line(strings.Join(src, " "), context{depth: ctx.depth + 1, escalated: ctx.escalated})
 	case name == "su":
 		if i := indexOf(args, "-c"); i >= 0 && i+1 < len(args) {
@@ -402,6 +420,11 @@ func (c *classifier) find(args []word, ctx context) {
 func (c *classifier) shell(name string, args []word, ctx context) {
 	if i := indexOf(args, "-c"); i >= 0 {
 		if i+1 < len(args) {
+			if args[i+1].expands {
+				// The outer shell expands the string before this one reads it as code.
+				c.add(finding{level: high, reason: name + " -c runs shell code built when the line runs (" + args[i+1].text + ")",
+					suggestion: "run the command directly", signature: name + " -c $var", base: name})
+			}
 			c.line(args[i+1].text, context{depth: ctx.depth + 1, escalated: ctx.escalated})
 			return
 		}
@@ -620,4 +643,66 @@ func (c *classifier) build(name string, flags []string, operands []word) {
 		reason = "runs a shell script in the current shell"
 	}
 	c.add(finding{level: medium, reason: reason, suggestion: "check what it runs", signature: sig, base: name})
+}
+
+// inlineInterpreters are the interpreters that take a program on the command line: the
+// options that give it, and the options that take the next word as their value.
+var inlineInterpreters = []struct {
+	names  []string
+	code   map[string]string // option -> how the signature names it
+	valued string            // space-separated options whose value is the next word
+	// clusters: single-letter options may be bundled (perl -lne): letters that give
+	// code, and letters that take the rest of the word as their value.
+	clusterCode, clusterValued string
+}{
+	{names: []string{"python", "python2", "python3", "pypy", "pypy3"}, code: map[string]string{"-c": "-c"}, valued: "-W -X -Q",
+		clusterCode: "c", clusterValued: "WXQm"},
+	{names: []string{"perl"}, code: map[string]string{"-e": "-e", "-E": "-e"}, valued: "-I -M -m",
+		clusterCode: "eE", clusterValued: "IMmixC0dDV"},
+	{names: []string{"ruby"}, code: map[string]string{"-e": "-e"}, valued: "-I -r -C -E",
+		clusterCode: "e", clusterValued: "IrCExFKT0"},
+	{names: []string{"node", "nodejs", "bun"}, code: map[string]string{"-e": "-e", "--eval": "-e", "-p": "-p", "--print": "-p"},
+		valued: "-r --require --import --loader -C --conditions --input-type", clusterCode: "ep", clusterValued: "rC"},
+	{names: []string{"deno"}, code: map[string]string{"eval": "eval"}},
+	{names: []string{"php"}, code: map[string]string{"-r": "-r", "-R": "-r", "-B": "-r", "-E": "-r"}, valued: "-c -d -z"},
+	{names: []string{"lua", "luajit", "Rscript", "julia", "osascript"}, code: map[string]string{"-e": "-e"}},
+}
+
+// inlineCodeFlag returns how an interpreter is given its program on the command line
+// ("-c" for python3 -c CODE), or "" when it runs a script, a module or its input.
+func inlineCodeFlag(name string, args []word) string {
+	if strings.HasPrefix(name, "python3.") {
+		name = "python3"
+	}
+	for _, in := range inlineInterpreters {
+		if !slices.Contains(in.names, name) {
+			continue
+		}
+		for i := 0; i < len(args); i++ {
+			a := args[i].text
+			opt, _, _ := strings.Cut(a, "=")
+			if sig, ok := in.code[opt]; ok {
+				return sig
+			}
+			if a == "--" || a == "-" || !strings.HasPrefix(a, "-") && in.code[a] == "" {
+				return "" // the script (or module, or stdin) and its own arguments follow
+			}
+			if in.valued != "" && inList(in.valued, a) {
+				i++
+				continue
+			}
+			if in.clusterCode != "" && !strings.HasPrefix(a, "--") {
+				for _, letter := range a[1:] {
+					if strings.ContainsRune(in.clusterCode, letter) {
+						return in.code["-"+string(letter)]
+					}
+					if strings.ContainsRune(in.clusterValued, letter) {
+						break
+					}
+				}
+			}
+		}
+		return ""
+	}
+	return ""
 }

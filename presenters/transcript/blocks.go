@@ -1,15 +1,16 @@
 package transcript
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
+	"strings"
 
 	"github.com/agenticd/agenticd/presenters"
 )
 
 // blockRow is one row of the blocks table. Text and reasoning live in text; every other
-// block type keeps its typed payload as JSON in payload, except the raw tool arguments
+// block type keeps its typed payload as JSON in payload (format: payload.go), except the raw tool arguments
 // and results, which are stored byte for byte in their own columns (JSON encoding would
 // re-format them), and a tool call's status, which has a column so that MarkInterrupted
 // can settle unfinished tool calls without decoding payloads.
@@ -26,55 +27,75 @@ type blockRow struct {
 	Payload      string
 }
 
+// equal reports whether two rows store the same block.
+func (r blockRow) equal(o blockRow) bool {
+	return r.MessageID == o.MessageID && r.Position == o.Position && r.Type == o.Type && r.Text == o.Text &&
+		r.ToolID == o.ToolID && r.ToolName == o.ToolName && r.ToolStatus == o.ToolStatus &&
+		bytes.Equal(r.RawArguments, o.RawArguments) && bytes.Equal(r.RawResult, o.RawResult) && r.Payload == o.Payload
+}
+
+// encodeBlock makes a block's row. Text columns are made valid UTF-8 (JSON payloads
+// already are): what is read back is sent to clients, and protobuf refuses invalid
+// UTF-8, so one bad byte stored would fail every read of the message.
 func encodeBlock(messageID string, position int, b presenters.Block) (blockRow, error) {
-	row := blockRow{MessageID: messageID, Position: position, Type: string(b.Type), Text: b.Text}
+	row := blockRow{MessageID: messageID, Position: position, Type: string(b.Type), Text: validUTF8(b.Text)}
 	var payload any
+	missing := false
 	switch b.Type {
 	case presenters.BlockText, presenters.BlockReasoning:
 	case presenters.BlockTool:
-		if b.Tool == nil {
-			return row, missingPayload(b.Type, position)
+		if missing = b.Tool == nil; !missing {
+			tc := *b.Tool
+			row.ToolID, row.ToolName, row.ToolStatus = validUTF8(tc.ToolID), validUTF8(tc.ToolName), string(tc.Status)
+			row.RawArguments, row.RawResult = tc.Arguments, tc.Result
+			payload = storeToolCall(tc)
 		}
-		tc := *b.Tool
-		row.ToolID, row.ToolName, row.ToolStatus = tc.ToolID, tc.ToolName, string(tc.Status)
-		row.RawArguments, row.RawResult = tc.Arguments, tc.Result
-		tc.Arguments, tc.Result, tc.Status = nil, nil, ""
-		payload = tc
 	case presenters.BlockAction:
-		if b.Action == nil {
-			return row, missingPayload(b.Type, position)
+		if missing = b.Action == nil; !missing {
+			if b.Action.Permission != nil {
+				row.RawArguments = b.Action.Permission.Arguments
+			}
+			payload = storeAction(*b.Action)
 		}
-		a := *b.Action
-		if a.Permission != nil {
-			p := *a.Permission
-			row.RawArguments = p.Arguments
-			p.Arguments = nil
-			a.Permission = &p
-		}
-		payload = a
 	case presenters.BlockError:
-		payload = b.Error
+		if missing = b.Error == nil; !missing {
+			payload = storeError(*b.Error)
+		}
 	case presenters.BlockImage:
-		payload = b.Image
+		if missing = b.Image == nil; !missing {
+			payload = storeImage(*b.Image)
+		}
 	case presenters.BlockSearch:
-		payload = b.Search
+		if missing = b.Search == nil; !missing {
+			payload = storeSearch(*b.Search)
+		}
 	case presenters.BlockMcpUIResource:
-		payload = b.McpUIResource
+		if missing = b.McpUIResource == nil; !missing {
+			payload = storeMcpUIResource(*b.McpUIResource)
+		}
 	case presenters.BlockPlan:
-		payload = b.Plan
+		if missing = b.Plan == nil; !missing {
+			payload = storePlan(*b.Plan)
+		}
 	case presenters.BlockDiff:
-		payload = b.Diff
+		if missing = b.Diff == nil; !missing {
+			payload = storeDiff(*b.Diff)
+		}
 	case presenters.BlockTerminal:
-		payload = b.Terminal
+		if missing = b.Terminal == nil; !missing {
+			payload = storeTerminal(*b.Terminal)
+		}
 	case presenters.BlockResource:
-		payload = b.Resource
+		if missing = b.Resource == nil; !missing {
+			payload = storeResource(*b.Resource)
+		}
 	default:
 		return row, fmt.Errorf("block %d has unknown type %q: %w", position, b.Type, presenters.ErrInvalidArgument)
 	}
+	if missing {
+		return row, fmt.Errorf("block %d has type %q but no %s payload: %w", position, b.Type, b.Type, presenters.ErrInvalidArgument)
+	}
 	if payload != nil {
-		if isNilPointer(payload) {
-			return row, missingPayload(b.Type, position)
-		}
 		data, err := json.Marshal(payload)
 		if err != nil {
 			return row, fmt.Errorf("block %d (%s): %w: %w", position, b.Type, err, presenters.ErrInvalidArgument)
@@ -84,70 +105,53 @@ func encodeBlock(messageID string, position int, b presenters.Block) (blockRow, 
 	return row, nil
 }
 
-func missingPayload(t presenters.BlockType, position int) error {
-	return fmt.Errorf("block %d has type %q but no %s payload: %w", position, t, t, presenters.ErrInvalidArgument)
-}
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
-// isNilPointer reports whether a typed block pointer is nil (the block claims a type
-// whose payload is missing).
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
+// loadPayload decodes a stored payload of format S into the presenters type P.
+func loadPayload[S interface{ load() P }, P any](row blockRow) (*P, error) {
+	var stored S
+	if err := json.Unmarshal([]byte(row.Payload), &stored); err != nil {
+		return nil, fmt.Errorf("stored block %d of message %s: %w", row.Position, row.MessageID, err)
+	}
+	p := stored.load()
+	return &p, nil
 }
 
 func decodeBlock(row blockRow) (presenters.Block, error) {
 	b := presenters.Block{Type: presenters.BlockType(row.Type), Text: row.Text}
-	var target any
+	var err error
 	switch b.Type {
 	case presenters.BlockText, presenters.BlockReasoning:
-		return b, nil
 	case presenters.BlockTool:
-		b.Tool = &presenters.ToolCall{}
-		target = b.Tool
+		if b.Tool, err = loadPayload[storedToolCall](row); err == nil {
+			b.Tool.Status = presenters.ToolStatus(row.ToolStatus)
+			b.Tool.Arguments = rawOrNil(row.RawArguments)
+			b.Tool.Result = rawOrNil(row.RawResult)
+		}
 	case presenters.BlockAction:
-		b.Action = &presenters.ActionBlock{}
-		target = b.Action
+		if b.Action, err = loadPayload[storedAction](row); err == nil && b.Action.Permission != nil {
+			b.Action.Permission.Arguments = rawOrNil(row.RawArguments)
+		}
 	case presenters.BlockError:
-		b.Error = &presenters.ErrorBlock{}
-		target = b.Error
+		b.Error, err = loadPayload[storedError](row)
 	case presenters.BlockImage:
-		b.Image = &presenters.ImageBlock{}
-		target = b.Image
+		b.Image, err = loadPayload[storedImage](row)
 	case presenters.BlockSearch:
-		b.Search = &presenters.SearchBlock{}
-		target = b.Search
+		b.Search, err = loadPayload[storedSearch](row)
 	case presenters.BlockMcpUIResource:
-		b.McpUIResource = &presenters.McpUIResourceBlock{}
-		target = b.McpUIResource
+		b.McpUIResource, err = loadPayload[storedMcpUIResource](row)
 	case presenters.BlockPlan:
-		b.Plan = &presenters.PlanBlock{}
-		target = b.Plan
+		b.Plan, err = loadPayload[storedPlan](row)
 	case presenters.BlockDiff:
-		b.Diff = &presenters.DiffBlock{}
-		target = b.Diff
+		b.Diff, err = loadPayload[storedDiff](row)
 	case presenters.BlockTerminal:
-		b.Terminal = &presenters.TerminalBlock{}
-		target = b.Terminal
+		b.Terminal, err = loadPayload[storedTerminal](row)
 	case presenters.BlockResource:
-		b.Resource = &presenters.ResourceBlock{}
-		target = b.Resource
+		b.Resource, err = loadPayload[storedResource](row)
 	default:
 		return b, fmt.Errorf("stored block %d of message %s has unknown type %q", row.Position, row.MessageID, row.Type)
 	}
-	if err := json.Unmarshal([]byte(row.Payload), target); err != nil {
-		return b, fmt.Errorf("stored block %d of message %s: %w", row.Position, row.MessageID, err)
-	}
-	switch b.Type {
-	case presenters.BlockTool:
-		b.Tool.Status = presenters.ToolStatus(row.ToolStatus)
-		b.Tool.Arguments = rawOrNil(row.RawArguments)
-		b.Tool.Result = rawOrNil(row.RawResult)
-	case presenters.BlockAction:
-		if b.Action.Permission != nil {
-			b.Action.Permission.Arguments = rawOrNil(row.RawArguments)
-		}
-	}
-	return b, nil
+	return b, err
 }
 
 func rawOrNil(b []byte) json.RawMessage {

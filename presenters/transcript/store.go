@@ -5,6 +5,12 @@
 // StatusInProgress; MarkInterrupted, run at start-up, turns whatever a crash left in
 // that state into presenters.MessageIncomplete. SaveMessage replaces one whole message
 // and its blocks in one transaction, so a reader never sees half a message.
+//
+// A presenter saves a message in progress again and again as it grows (checkpoints).
+// The store remembers the block rows it last committed for each message in progress and
+// writes only the rows that differ, so a long turn costs the bytes that changed rather
+// than the whole message at every checkpoint. A message in progress must therefore be
+// written through one Store only (each presenter keeps to its own sessions).
 package transcript
 
 import (
@@ -50,6 +56,10 @@ type Conversation struct {
 type Store struct {
 	db      *gorm.DB
 	writeMu sync.Mutex
+	// committed holds the block rows as last committed of each message saved in
+	// progress; guarded by writeMu. An entry goes when its message is saved with a final
+	// status, and when a write that included it fails (the next save rewrites it whole).
+	committed map[string][]blockRow
 }
 
 // New runs the schema migrations on db and returns a store on it.
@@ -57,7 +67,7 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, committed: make(map[string][]blockRow)}, nil
 }
 
 // write runs fn in one write transaction.
@@ -184,27 +194,6 @@ func updateConversation(tx *gorm.DB, c Conversation) error {
 	return nil
 }
 
-// ListConversations returns the conversations of one agent (all agents when agentID is
-// empty), newest first.
-func (s *Store) ListConversations(ctx context.Context, agentID string) ([]Conversation, error) {
-	q := s.db.WithContext(ctx)
-	var rows []conversationRow
-	var err error
-	if agentID == "" {
-		err = q.Raw(`SELECT ` + conversationColumns + ` FROM conversations ORDER BY created_at DESC, id DESC`).Scan(&rows).Error
-	} else {
-		err = q.Raw(`SELECT `+conversationColumns+` FROM conversations WHERE agent_id = ? ORDER BY created_at DESC, id DESC`, agentID).Scan(&rows).Error
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list conversations: %w", err)
-	}
-	out := make([]Conversation, len(rows))
-	for i, r := range rows {
-		out[i] = r.conversation()
-	}
-	return out, nil
-}
-
 // SaveMessage upserts one whole message and its blocks in one transaction. The
 // conversation must exist (presenters.ErrNotFound otherwise). A message keeps the place
 // in its conversation it got when it was first saved.
@@ -214,44 +203,64 @@ func (s *Store) SaveMessage(ctx context.Context, m presenters.Message) error {
 
 // SaveMessages upserts several whole messages in one transaction (all or none).
 func (s *Store) SaveMessages(ctx context.Context, msgs ...presenters.Message) error {
-	return s.write(ctx, func(tx *gorm.DB) error {
-		for _, m := range msgs {
-			if err := saveMessage(tx, m); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return s.writeMessages(ctx, msgs, nil)
 }
 
 // SaveTurn writes the conversation (as UpdateConversation does) and upserts messages in
 // one transaction, so a turn's end costs one commit.
 func (s *Store) SaveTurn(ctx context.Context, c Conversation, msgs ...presenters.Message) error {
-	return s.write(ctx, func(tx *gorm.DB) error {
-		if err := updateConversation(tx, c); err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			if err := saveMessage(tx, m); err != nil {
+	return s.writeMessages(ctx, msgs, func(tx *gorm.DB) error { return updateConversation(tx, c) })
+}
+
+// writeMessages runs first (if any) and saves msgs in one transaction, then records
+// what was committed.
+func (s *Store) writeMessages(ctx context.Context, msgs []presenters.Message, first func(tx *gorm.DB) error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	saved := make(map[string][]blockRow, len(msgs)) // what this transaction wrote, by message
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if first != nil {
+			if err := first(tx); err != nil {
 				return err
 			}
 		}
+		for _, m := range msgs {
+			prev, ok := saved[m.ID]
+			if !ok {
+				prev = s.committed[m.ID]
+			}
+			rows, err := saveMessage(tx, m, prev)
+			if err != nil {
+				return err
+			}
+			saved[m.ID] = rows
+		}
 		return nil
 	})
+	for _, m := range msgs { // the last save of a message decides
+		if err == nil && m.Status == StatusInProgress {
+			s.committed[m.ID] = saved[m.ID]
+		} else {
+			delete(s.committed, m.ID)
+		}
+	}
+	return err
 }
 
-// blockInsertRows bounds one multi-row INSERT (10 parameters a row).
-const blockInsertRows = 50
+// blockUpsertRows bounds one multi-row INSERT (10 parameters a row).
+const blockUpsertRows = 50
 
-func saveMessage(tx *gorm.DB, m presenters.Message) error {
+// saveMessage upserts m and its blocks. prev is what is stored of its blocks when known
+// (nil: unknown, rewrite them all); it returns the rows m now has.
+func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow, error) {
 	if m.ID == "" || m.SessionID == "" || m.Role == "" || m.Status == "" {
-		return fmt.Errorf("save message %q: id, session id, role and status are required: %w", m.ID, presenters.ErrInvalidArgument)
+		return nil, fmt.Errorf("save message %q: id, session id, role and status are required: %w", m.ID, presenters.ErrInvalidArgument)
 	}
 	rows := make([]blockRow, len(m.Blocks))
 	for i, b := range m.Blocks {
 		row, err := encodeBlock(m.ID, i, b)
 		if err != nil {
-			return fmt.Errorf("save message %s: %w", m.ID, err)
+			return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 		}
 		rows[i] = row
 	}
@@ -259,7 +268,7 @@ func saveMessage(tx *gorm.DB, m presenters.Message) error {
 	if m.Usage != nil {
 		data, err := json.Marshal(m.Usage)
 		if err != nil {
-			return fmt.Errorf("save message %s: usage: %w", m.ID, err)
+			return nil, fmt.Errorf("save message %s: usage: %w", m.ID, err)
 		}
 		u := string(data)
 		usage = &u
@@ -277,19 +286,45 @@ func saveMessage(tx *gorm.DB, m presenters.Message) error {
 		m.ID, m.SessionID, string(m.Role), string(m.Status), string(m.StopReason), usage,
 		created.UnixNano(), now.UnixNano())
 	if isConstraint(res.Error, sqlite3.ErrConstraintForeignKey) {
-		return fmt.Errorf("save message %s: session %s: %w", m.ID, m.SessionID, presenters.ErrNotFound)
+		return nil, fmt.Errorf("save message %s: session %s: %w", m.ID, m.SessionID, presenters.ErrNotFound)
 	}
 	if res.Error != nil {
-		return fmt.Errorf("save message %s: %w", m.ID, res.Error)
+		return nil, fmt.Errorf("save message %s: %w", m.ID, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrInvalidArgument)
+		return nil, fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrInvalidArgument)
 	}
-	if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ?`, m.ID).Error; err != nil {
-		return fmt.Errorf("save message %s: %w", m.ID, err)
+	changed := rows
+	if prev == nil {
+		if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ?`, m.ID).Error; err != nil {
+			return nil, fmt.Errorf("save message %s: %w", m.ID, err)
+		}
+	} else {
+		changed = nil
+		for i, r := range rows {
+			if i >= len(prev) || !r.equal(prev[i]) {
+				changed = append(changed, r)
+			}
+		}
+		if len(prev) > len(rows) {
+			if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ? AND position >= ?`, m.ID, len(rows)).Error; err != nil {
+				return nil, fmt.Errorf("save message %s: %w", m.ID, err)
+			}
+		}
 	}
-	for start := 0; start < len(rows); start += blockInsertRows {
-		batch := rows[start:min(start+blockInsertRows, len(rows))]
+	if err := upsertBlocks(tx, changed); err != nil {
+		return nil, fmt.Errorf("save message %s: blocks: %w", m.ID, err)
+	}
+	if err := tx.Exec(`UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`, now.UnixNano(), m.SessionID).Error; err != nil {
+		return nil, fmt.Errorf("save message %s: %w", m.ID, err)
+	}
+	return rows, nil
+}
+
+// upsertBlocks writes block rows, replacing those stored at the same positions.
+func upsertBlocks(tx *gorm.DB, rows []blockRow) error {
+	for start := 0; start < len(rows); start += blockUpsertRows {
+		batch := rows[start:min(start+blockUpsertRows, len(rows))]
 		var sb strings.Builder
 		sb.WriteString(`INSERT INTO blocks (message_id, position, type, text, tool_id, tool_name, tool_status, raw_arguments, raw_result, payload) VALUES `)
 		args := make([]any, 0, len(batch)*10)
@@ -301,12 +336,12 @@ func saveMessage(tx *gorm.DB, m presenters.Message) error {
 			args = append(args, r.MessageID, r.Position, r.Type, r.Text, r.ToolID, r.ToolName, r.ToolStatus,
 				nilIfEmpty(r.RawArguments), nilIfEmpty(r.RawResult), r.Payload)
 		}
+		sb.WriteString(` ON CONFLICT (message_id, position) DO UPDATE SET type = excluded.type, text = excluded.text,
+			tool_id = excluded.tool_id, tool_name = excluded.tool_name, tool_status = excluded.tool_status,
+			raw_arguments = excluded.raw_arguments, raw_result = excluded.raw_result, payload = excluded.payload`)
 		if err := tx.Exec(sb.String(), args...).Error; err != nil {
-			return fmt.Errorf("save message %s: blocks: %w", m.ID, err)
+			return err
 		}
-	}
-	if err := tx.Exec(`UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`, now.UnixNano(), m.SessionID).Error; err != nil {
-		return fmt.Errorf("save message %s: %w", m.ID, err)
 	}
 	return nil
 }
@@ -466,6 +501,7 @@ func (s *Store) MessageCounts(ctx context.Context, agentID string) (map[string]i
 func (s *Store) MarkInterrupted(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.write(ctx, func(tx *gorm.DB) error {
+		clear(s.committed) // the rows it changes are no longer what was committed
 		err := tx.Exec(`UPDATE blocks SET tool_status = ?
 			WHERE type = ? AND tool_status IN (?, ?)
 			AND message_id IN (SELECT id FROM messages WHERE status = ?)`,
