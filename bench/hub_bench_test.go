@@ -1,0 +1,256 @@
+// Package bench holds agenticd's Go micro-benchmarks (testing.B, run with -benchmem by
+// `make bench`): the event hub's fan-out, the gRPC Subscribe path on loopback, and the
+// transcript store. The end-to-end load program is cmd/agentic-bench.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service"
+)
+
+const (
+	benchSession = "bench-session"
+	benchAgent   = "acp.bench.agent"
+	// window is how far the publisher may run ahead of the slowest subscriber: well
+	// under the hub's subscriber queue, so that the benchmark measures throughput
+	// and never the overflow path.
+	window = 1024
+)
+
+var chunk64 = strings.Repeat("x", 64)
+
+// progress tracks how many events each subscriber received.
+type progress struct {
+	counts []atomic.Int64
+	poke   chan struct{}
+}
+
+func newProgress(n int) *progress {
+	return &progress{counts: make([]atomic.Int64, n), poke: make(chan struct{}, 1)}
+}
+
+func (p *progress) add(i int) {
+	if n := p.counts[i].Add(1); n%256 == 0 {
+		select {
+		case p.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *progress) min() int64 {
+	m := p.counts[0].Load()
+	for i := range p.counts {
+		m = min(m, p.counts[i].Load())
+	}
+	return m
+}
+
+// waitFor blocks until every subscriber received at least n events.
+func (p *progress) waitFor(n int64) {
+	for p.min() < n {
+		select {
+		case <-p.poke:
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func (p *progress) reset() {
+	for i := range p.counts {
+		p.counts[i].Store(0)
+	}
+}
+
+// publishAll publishes n deltas, never more than window ahead of the slowest
+// subscriber, and waits until all of them arrived everywhere.
+func publishAll(hub *service.Hub, p *progress, n int) {
+	emit := presenters.NewEmitter(hub, benchAgent, benchSession)
+	for i := 0; i < n; i++ {
+		if i%256 == 0 {
+			p.waitFor(int64(i - window))
+		}
+		emit.MessageDelta("msg-1", presenters.RoleAssistant, chunk64)
+	}
+	p.waitFor(int64(n))
+}
+
+// warm publishes until every subscriber has seen an event (their subscriptions are
+// registered), then zeroes the counts.
+func warm(hub *service.Hub, p *progress) {
+	emit := presenters.NewEmitter(hub, benchAgent, benchSession)
+	for p.min() == 0 {
+		emit.MessageDelta("msg-0", presenters.RoleAssistant, "warm")
+		time.Sleep(time.Millisecond)
+	}
+	// Drain what the warm-up left in flight before counting from zero.
+	time.Sleep(20 * time.Millisecond)
+	p.reset()
+}
+
+// captureStream is a Subscribe stream without a network: it counts what the handler
+// sends. The handler hands SendMsg each event already encoded (once, shared by all
+// subscribers), so the encoding cost is in the figure; a proto message given to Send is
+// marshalled here as gRPC would.
+type captureStream struct {
+	ctx context.Context
+	p   *progress
+	i   int
+	buf []byte
+}
+
+var _ pb.AgenticService_SubscribeServer = (*captureStream)(nil)
+
+func (s *captureStream) Send(ev *pb.AgenticEvent) error {
+	var err error
+	s.buf, err = proto.MarshalOptions{}.MarshalAppend(s.buf[:0], ev)
+	s.p.add(s.i)
+	return err
+}
+
+func (s *captureStream) SendMsg(m any) error {
+	if ev, ok := m.(*pb.AgenticEvent); ok {
+		return s.Send(ev)
+	}
+	s.p.add(s.i)
+	return nil
+}
+func (s *captureStream) Context() context.Context     { return s.ctx }
+func (s *captureStream) SetHeader(metadata.MD) error  { return nil }
+func (s *captureStream) SendHeader(metadata.MD) error { return nil }
+func (s *captureStream) SetTrailer(metadata.MD)       {}
+func (s *captureStream) RecvMsg(any) error            { return nil }
+
+// serveGRPC serves the service over a hub on loopback TCP as agenticd does
+// (service.NewGRPCServer: its codec and interceptors) and returns a client; stop ends
+// both.
+func serveGRPC(b *testing.B, hub *service.Hub, registry *service.Registry) (pb.AgenticServiceClient, func()) {
+	srv, err := service.NewGRPCServer(service.New(service.Options{Hub: hub, Registry: registry}), service.GRPCOptions{Logger: discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pb.NewAgenticServiceClient(conn), func() {
+		conn.Close()
+		srv.Stop(context.Background())
+		<-served
+	}
+}
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newHub(b *testing.B) *service.Hub {
+	hub, err := service.NewHub(context.Background(), service.HubOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return hub
+}
+
+// BenchmarkHubFanout: Publish of 64-byte deltas to N in-process Subscribe handlers
+// (hub, domain→protobuf conversion, proto marshal per subscriber); no network.
+func BenchmarkHubFanout(b *testing.B) {
+	for _, subs := range []int{1, 16} {
+		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
+			hub := newHub(b)
+			svc := service.New(service.Options{Hub: hub})
+			ctx, cancel := context.WithCancel(context.Background())
+			p := newProgress(subs)
+			var wg sync.WaitGroup
+			for i := 0; i < subs; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = svc.Subscribe(&pb.SubscribeRequest{SessionIds: []string{benchSession}}, &captureStream{ctx: ctx, p: p, i: i})
+				}()
+			}
+			warm(hub, p)
+			b.ReportAllocs()
+			b.ResetTimer()
+			publishAll(hub, p, b.N)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			cancel()
+			hub.Close()
+			wg.Wait()
+		})
+	}
+}
+
+// BenchmarkHubPublishNoSubscribers is the cost of Publish alone (sequence, ring,
+// projection).
+func BenchmarkHubPublishNoSubscribers(b *testing.B) {
+	hub := newHub(b)
+	emit := presenters.NewEmitter(hub, benchAgent, benchSession)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		emit.MessageDelta("msg-1", presenters.RoleAssistant, chunk64)
+	}
+}
+
+// BenchmarkSubscribeGRPC: the same fan-out through a real gRPC server and clients on
+// loopback TCP in this process; events/s is per subscriber.
+func BenchmarkSubscribeGRPC(b *testing.B) {
+	for _, subs := range []int{1, 16} {
+		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
+			hub := newHub(b)
+			client, stop := serveGRPC(b, hub, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			p := newProgress(subs)
+			var wg sync.WaitGroup
+			for i := 0; i < subs; i++ {
+				stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{benchSession}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						if _, err := stream.Recv(); err != nil {
+							return
+						}
+						p.add(i)
+					}
+				}()
+			}
+			warm(hub, p)
+			b.ReportAllocs()
+			b.ResetTimer()
+			publishAll(hub, p, b.N)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			cancel()
+			wg.Wait()
+			hub.Close()
+			stop()
+		})
+	}
+}

@@ -1,0 +1,38 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// testAgent is presenters/acp/testagent, built once for the package.
+var testAgent string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bench-testagent-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testAgent = filepath.Join(dir, "testagent")
+	build := exec.Command("go", "build", "-o", testAgent, "../presenters/acp/testagent")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	code := 1
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the test agent:", err)
+	} else {
+		code = m.Run()
+		// goleak.VerifyTestMain would exit before the cleanup; check by hand.
+		if err := goleak.Find(); code == 0 && err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

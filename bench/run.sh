@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# bench/run.sh is `make bench`: the Go benchmarks (testing.B, -benchmem), the load program
+# cmd/agentic-bench against a real bin/agenticd and the scripted test agent, pprof
+# profiles of the hot paths, and docs/BENCHMARKS.md rendered from all of it.
+#
+# Raw outputs (results.jsonl, go test output, .pprof files) go to bin/bench/.
+# A part that cannot run (a binary that does not build yet) leaves a row saying
+# "not available: <why>" instead of stopping the rest. Budget: < 15 min on 2 cores.
+#
+# BENCH_QUICK=1 runs each figure once with smaller sizes (a smoke test of the harness;
+# its figures are not the issue's).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+started=$(date +%s)
+out=bin/bench
+rm -rf "$out"
+mkdir -p "$out/profiles"
+results=$out/results.jsonl
+: >"$results"
+
+quick=${BENCH_QUICK:-0}
+runs=3
+starts=5
+count=3
+if [[ $quick == 1 ]]; then
+	runs=1
+	starts=1
+	count=1
+fi
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "build bin/agenticd, bin/agentic-bench, bin/testagent"
+go build -o bin/agentic-bench ./cmd/agentic-bench || { echo "bench: cmd/agentic-bench does not build" >&2; exit 1; }
+go build -o bin/agenticd ./cmd/agenticd || echo "bench: cmd/agenticd does not build; its rows will say not available" >&2
+go build -o bin/testagent ./presenters/acp/testagent || echo "bench: the test agent does not build; ACP rows will say not available" >&2
+
+ab() {
+	echo "+ agentic-bench $*"
+	bin/agentic-bench "$@" -results "$results" || echo "bench: agentic-bench $1 failed (exit $?)" >&2
+}
+
+step "Go benchmarks"
+gobench_cmd="go test -run='^\$' -bench=. -benchmem -count=$count -timeout=10m ./..."
+[[ $quick == 1 ]] && gobench_cmd="go test -run='^\$' -bench=. -benchmem -count=1 -benchtime=200ms -timeout=10m ./..."
+echo "+ $gobench_cmd"
+eval "$gobench_cmd" 2>&1 | tee "$out/gobench.txt"
+
+step "ACP floods (issue 6 and 7)"
+if [[ $quick == 1 ]]; then
+	ab flood -count 20000 -size 64 -runs 1
+	ab flood -count 5000 -size 1024 -runs 1
+	ab flood -count 10000 -size 64 -subs 16 -runs 1
+	ab latency -rate 1000 -seconds 2 -subs 16 -runs 1
+	ab tools -calls 500 -runs 1
+else
+	ab flood -count 100000 -size 64 -runs "$runs"
+	ab flood -count 20000 -size 1024 -runs "$runs"
+	ab flood -count 50000 -size 64 -subs 16 -runs "$runs"
+	ab latency -rate 1000 -seconds 5 -subs 16 -runs "$runs"
+	ab tools -calls 2000 -runs "$runs"
+fi
+
+step "DeepChat"
+if [[ $quick == 1 ]]; then
+	ab deepchat-reply -chunks 10000 -runs 1
+	ab sessions -sessions 2000 -pairs 500 -runs 1
+	ab startup -sessions 2000 -runs 1
+else
+	ab deepchat-reply -chunks 10000 -runs "$runs"
+	ab sessions -sessions 10000 -pairs 2000 -runs "$runs"
+	ab startup -sessions 10000 -runs "$starts"
+fi
+
+step "profiles (agenticd in-process; these runs' rows are not in the table)"
+prof() {
+	local name=$1
+	shift
+	echo "+ agentic-bench $* -cpuprofile $out/$name-cpu.pprof -memprofile $out/$name-allocs.pprof"
+	if bin/agentic-bench "$@" -inprocess -runs 1 -results "$out/profile-runs.jsonl" \
+		-cpuprofile "$out/$name-cpu.pprof" -memprofile "$out/$name-allocs.pprof" >/dev/null; then
+		{
+			echo "\$ agentic-bench $* -inprocess -runs 1 -cpuprofile $name-cpu.pprof"
+			echo "\$ go tool pprof -top -cum -nodecount=35 -hide='^runtime\.|^testing\.|^sync\.' $name-cpu.pprof"
+			go tool pprof -top -cum -nodecount=35 -hide='^runtime\.|^testing\.|^sync\.' "$out/$name-cpu.pprof" 2>/dev/null | sed -n '/Duration/p;/flat%/,$p'
+		} >"$out/profiles/$name-cpu.txt"
+		{
+			echo "\$ go tool pprof -sample_index=alloc_space -top -nodecount=20 $name-allocs.pprof"
+			go tool pprof -sample_index=alloc_space -top -nodecount=20 "$out/$name-allocs.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+		} >"$out/profiles/$name-allocs.txt"
+	else
+		echo "not available: agentic-bench $* -inprocess failed" >"$out/profiles/$name-cpu.txt"
+	fi
+}
+if [[ $quick == 1 ]]; then
+	prof flood64 flood -count 20000 -size 64 -baselines=false
+else
+	prof flood64 flood -count 100000 -size 64 -baselines=false
+	prof fanout16 flood -count 50000 -size 64 -subs 16 -baselines=false
+	prof flood1k flood -count 20000 -size 1024 -baselines=false
+	prof tools tools -calls 3000 -baselines=false
+	prof deepchat-reply deepchat-reply -chunks 10000
+fi
+
+step "report"
+elapsed=$(($(date +%s) - started))
+bin/agentic-bench report -results "$results" -gobench "$out/gobench.txt" -gobench-cmd "$gobench_cmd" \
+	-profiles "$out/profiles" -findings bench/FINDINGS.md -go-version "$(go version | awk '{print $3}')" \
+	-elapsed "${elapsed}s" -out docs/BENCHMARKS.md
+echo "bench: wrote docs/BENCHMARKS.md in ${elapsed}s (raw outputs in $out/)"

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"gopkg.in/yaml.v3"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/daemon"
+)
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// agenticd is a running server under test and a client connected to it: a real
+// bin/agenticd process by default, or daemon.Start in this process (for pprof profiles
+// and for figures read from the Go heap).
+type agenticd struct {
+	addr    string
+	conn    *grpc.ClientConn
+	client  pb.AgenticServiceClient
+	started time.Duration // process start -> health SERVING
+
+	proc   *exec.Cmd      // process mode
+	exited <-chan error   // process mode: Wait's result
+	inproc *daemon.Server // in-process mode
+}
+
+// startAgenticd starts a server with cfg (Listen is chosen here). binary "" runs it in
+// this process.
+func startAgenticd(ctx context.Context, binary string, cfg daemon.Config) (*agenticd, error) {
+	if binary == "" {
+		return startInProcess(ctx, cfg)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Listen = addr
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "warn"
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	cfgFile := filepath.Join(cfg.DataDir, "bench-config.yaml")
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "agenticd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(binary, "--config", cfgFile)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", binary, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	s := &agenticd{addr: addr, proc: cmd}
+	if err := s.waitServing(ctx, exited); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		tail, _ := os.ReadFile(logFile.Name())
+		return nil, fmt.Errorf("%w; its log ends: %s", err, lastLines(string(tail), 5))
+	}
+	s.started = time.Since(start)
+	s.exited = exited
+	return s, nil
+}
+
+func startInProcess(ctx context.Context, cfg daemon.Config) (*agenticd, error) {
+	cfg.Listen = "127.0.0.1:0"
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "warn"
+	}
+	start := time.Now()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := daemon.Start(ctx, cfg, logger)
+	if err != nil {
+		return nil, fmt.Errorf("start agenticd in-process: %w", err)
+	}
+	s := &agenticd{addr: srv.Addr(), inproc: srv}
+	if err := s.waitServing(ctx, nil); err != nil {
+		_ = srv.Stop(context.Background())
+		return nil, err
+	}
+	s.started = time.Since(start)
+	return s, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitServing polls until the port accepts connections and health says SERVING. The
+// polling step is 1 ms, the resolution of the start-up figure.
+func (s *agenticd) waitServing(ctx context.Context, exited <-chan error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("agenticd exited before serving: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agenticd did not listen on %s within 60 s", s.addr)
+		}
+	}
+	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return err
+	}
+	health := healthpb.NewHealthClient(conn)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := health.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			conn.Close()
+			return fmt.Errorf("agenticd on %s not SERVING within 60 s (last: %v %v)", s.addr, resp.GetStatus(), err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.conn, s.client = conn, pb.NewAgenticServiceClient(conn)
+	return nil
+}
+
+// pid of the server (this process in-process).
+func (s *agenticd) pid() int {
+	if s.proc != nil {
+		return s.proc.Process.Pid
+	}
+	return os.Getpid()
+}
+
+// stop ends the server gracefully (SIGTERM; SIGKILL after 20 s).
+func (s *agenticd) stop() error {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.inproc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return s.inproc.Stop(ctx)
+	}
+	_ = syscall.Kill(s.proc.Process.Pid, syscall.SIGTERM)
+	select {
+	case err := <-s.exited:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("agenticd exited with %v after SIGTERM", err)
+		}
+		return err
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-s.proc.Process.Pid, syscall.SIGKILL)
+		<-s.exited
+		return errors.New("agenticd did not stop within 20 s of SIGTERM; killed")
+	}
+}
+
+// procMem is a process's resident memory from /proc (KiB).
+type procMem struct{ rssKiB, hwmKiB int64 }
+
+func readProcMem(pid int) (procMem, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return procMem{}, err
+	}
+	var m procMem
+	for _, line := range strings.Split(string(b), "\n") {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 10, 64)
+		switch key {
+		case "VmRSS":
+			m.rssKiB = n
+		case "VmHWM":
+			m.hwmKiB = n
+		}
+	}
+	return m, nil
+}
+
+// resetPeakRSS makes VmHWM start again from the current RSS (Linux clear_refs 5).
+func resetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

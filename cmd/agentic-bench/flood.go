@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// baselineRuns collects one baseline client's runs of a figure.
+type baselineRuns struct {
+	name    string
+	total   int
+	elapsed []float64 // seconds, intact runs only
+	p50     []float64 // ms
+	p99     []float64
+	fails   []string
+}
+
+func (b *baselineRuns) add(r turnResult) {
+	b.total++
+	if err := r.intactErr(); err != nil {
+		b.fails = append(b.fails, oneLine(err.Error()))
+		return
+	}
+	b.elapsed = append(b.elapsed, r.elapsed.Seconds())
+	if r.check != nil {
+		p50, p99 := r.check.lat.p50p99()
+		b.p50 = append(b.p50, ms(p50))
+		b.p99 = append(b.p99, ms(p99))
+	}
+}
+
+func (b *baselineRuns) intact() string {
+	return fmt.Sprintf("%s %d/%d intact", b.name, len(b.elapsed), b.total)
+}
+
+// last describes the latest intact run, for progress lines.
+func (b *baselineRuns) last() string {
+	if len(b.elapsed) == 0 {
+		return b.name + " -"
+	}
+	s := fmt.Sprintf("%s %.0f ms", b.name, b.elapsed[len(b.elapsed)-1]*1000)
+	if len(b.p50) > 0 {
+		s += fmt.Sprintf(" (p50 %.2f p99 %.2f ms)", b.p50[len(b.p50)-1], b.p99[len(b.p99)-1])
+	}
+	return s
+}
+
+// agenticdRuns collects the runs through agenticd.
+type agenticdRuns struct {
+	total      int
+	slowest    []float64 // seconds to MESSAGE_END at the slowest subscriber, intact runs
+	fastest    []float64
+	p50, p99   []float64 // ms, over all subscribers' chunks
+	peakMiB    []float64
+	growthMiB  []float64
+	fails      []string
+	errorEvent []string
+	resumes    []float64 // per run, summed over subscribers
+}
+
+func (a *agenticdRuns) add(t *grpcTurn) {
+	a.total++
+	resumes := 0
+	for _, s := range t.subs {
+		a.errorEvent = append(a.errorEvent, s.errors...)
+		resumes += s.resumes
+	}
+	a.resumes = append(a.resumes, float64(resumes))
+	if err := t.intactErr(); err != nil {
+		a.fails = append(a.fails, oneLine(err.Error()))
+		return
+	}
+	var slowest, fastest time.Duration
+	var all latencies
+	for i, s := range t.subs {
+		e := t.elapsed(i)
+		if i == 0 || e > slowest {
+			slowest = e
+		}
+		if i == 0 || e < fastest {
+			fastest = e
+		}
+		if s.check != nil {
+			all = append(all, s.check.lat...)
+		}
+	}
+	a.slowest = append(a.slowest, slowest.Seconds())
+	a.fastest = append(a.fastest, fastest.Seconds())
+	if len(all) > 0 {
+		p50, p99 := all.p50p99()
+		a.p50 = append(a.p50, ms(p50))
+		a.p99 = append(a.p99, ms(p99))
+	}
+	if t.rssEnd.hwmKiB > 0 {
+		a.peakMiB = append(a.peakMiB, float64(t.rssEnd.hwmKiB)/1024)
+		a.growthMiB = append(a.growthMiB, float64(t.rssEnd.hwmKiB-t.rssStart.rssKiB)/1024)
+	}
+}
+
+func (a *agenticdRuns) last() string {
+	if len(a.slowest) == 0 {
+		return "agenticd -"
+	}
+	s := fmt.Sprintf("agenticd %.0f ms", a.slowest[len(a.slowest)-1]*1000)
+	if len(a.p50) > 0 {
+		s += fmt.Sprintf(" (p50 %.2f p99 %.2f ms)", a.p50[len(a.p50)-1], a.p99[len(a.p99)-1])
+	}
+	return s
+}
+
+func (a *agenticdRuns) intact() string {
+	return fmt.Sprintf("agenticd %d/%d intact", len(a.slowest), a.total)
+}
+
+func failNotes(parts ...[]string) string {
+	var notes []string
+	for _, p := range parts {
+		for _, f := range p {
+			if !slices.Contains(notes, f) {
+				notes = append(notes, f)
+			}
+		}
+	}
+	if len(notes) > 3 {
+		notes = append(notes[:3], fmt.Sprintf("and %d more", len(notes)-3))
+	}
+	return strings.Join(notes, "; ")
+}
+
+func floodCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("flood", flag.ExitOnError)
+	var c common
+	c.register(fs, 3)
+	count := fs.Int("count", 100_000, "chunks per turn")
+	size := fs.Int("size", 64, "bytes per chunk")
+	subs := fs.Int("subs", 1, "gRPC subscribers on the session")
+	baselines := fs.Bool("baselines", true, "also run the raw reader and the bare SDK client")
+	fs.Parse(args)
+	cleanup, err := c.prepare()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	section := "ACP flood"
+	what := fmt.Sprintf("%d × %d B chunks, %d subscriber(s)", *count, *size, *subs)
+	if err := c.checkAgent(); err != nil {
+		return emit(c.results, notAvailable(section, what, "", err))
+	}
+	env := floodEnv(*count, *size, 0)
+	newCheck := func() *chunkCheck { return newChunkCheck(*size, *count) }
+	raw := &baselineRuns{name: "raw reader"}
+	bare := &baselineRuns{name: "bare SDK"}
+	var through agenticdRuns
+	for run := 0; run < c.runs; run++ {
+		if *baselines {
+			_, ws, err := c.runDir("raw")
+			if err != nil {
+				return err
+			}
+			spec := agentSpec{bin: c.agent, env: env}
+			raw.add(rawTurn(ctx, spec, ws, newCheck()))
+			bare.add(sdkTurn(ctx, spec, ws, newCheck()))
+		}
+		through.add(c.agenticdRun(ctx, "flood", env, nil, *subs, newCheck))
+		fmt.Printf("run %d: %s; %s; %s\n", run+1, raw.last(), bare.last(), through.last())
+	}
+	return emit(c.results, floodRows(section, *count, *size, *subs, raw, bare, &through)...)
+}
+
+func floodRows(section string, count, size, subs int, raw, bare *baselineRuns, a *agenticdRuns) []Row {
+	runs := strings.Join([]string{a.intact(), raw.intact(), bare.intact()}, ", ")
+	notes := failNotes(a.fails, raw.fails, bare.fails)
+	if r := median(a.resumes); r > 0 {
+		notes = strings.TrimPrefix(notes+fmt.Sprintf("; subscribers overflowed their queue and resumed with after_sequence %.0f times per run (median, all subscribers)", r), "; ")
+	}
+	if len(a.errorEvent) > 0 {
+		notes = strings.TrimPrefix(notes+"; ERROR events: "+failNotes(a.errorEvent), "; ")
+	}
+	cmd := commandLine()
+	label := fmt.Sprintf("%d × %s chunks", count, sizeLabel(size))
+	if len(a.slowest) == 0 {
+		return []Row{{Section: section, Figure: label + fmt.Sprintf(", %d subscriber(s)", subs), Value: "no intact run through agenticd",
+			Met: "no", Runs: runs, Command: cmd, Notes: notes}}
+	}
+	evs := float64(count) / median(a.slowest)
+	var rows []Row
+	bareEvs := 0.0
+	if len(bare.elapsed) > 0 {
+		bareEvs = float64(count) / median(bare.elapsed)
+	}
+	ratioToBare := func(v float64) (string, float64) {
+		if bareEvs == 0 {
+			return "bare SDK: no intact run", 0
+		}
+		r := v / bareEvs
+		return fmt.Sprintf("%.2f × bare SDK (%s ev/s over %d intact run(s))", r, si(bareEvs), len(bare.elapsed)), r
+	}
+	if subs == 1 {
+		ratio, r := ratioToBare(evs)
+		row := Row{Section: section, Figure: "events/s to 1 gRPC subscriber, " + label, Value: si(evs) + " ev/s",
+			Ratio: ratio, Runs: runs, Command: cmd, Notes: notes}
+		if size == 64 {
+			row.Target, row.Met = "≥ 0.8 × bare SDK", metStr(r >= 0.8)
+		}
+		rows = append(rows, row)
+		timeRow := Row{Section: section, Figure: "SendMessage → MESSAGE_END, " + label,
+			Value: fmt.Sprintf("%.0f ms", median(a.slowest)*1000), Runs: runs, Command: cmd}
+		var parts []string
+		rawRatio := 0.0
+		if len(raw.elapsed) > 0 {
+			rawRatio = median(a.slowest) / median(raw.elapsed)
+			parts = append(parts, fmt.Sprintf("%.2f × raw reader (%.0f ms)", rawRatio, median(raw.elapsed)*1000))
+		} else {
+			parts = append(parts, "raw reader: no intact run")
+		}
+		if len(bare.elapsed) > 0 {
+			parts = append(parts, fmt.Sprintf("%.2f × bare SDK (%.0f ms, %d intact)", median(a.slowest)/median(bare.elapsed), median(bare.elapsed)*1000, len(bare.elapsed)))
+		} else {
+			parts = append(parts, "bare SDK: no intact run")
+		}
+		timeRow.Ratio = strings.Join(parts, "; ")
+		limit := map[int]float64{64: 2.0, 1024: 1.5}[size]
+		if limit > 0 {
+			timeRow.Target = fmt.Sprintf("≤ %.1f × raw reader", limit)
+			timeRow.Met = metStr(rawRatio > 0 && rawRatio <= limit)
+		}
+		rows = append(rows, timeRow)
+		intactRow := Row{Section: section, Figure: "intact runs through agenticd, " + label,
+			Value: fmt.Sprintf("%d of %d", len(a.slowest), a.total), Target: fmt.Sprintf("%d of %d", a.total, a.total),
+			Met: metStr(len(a.slowest) == a.total), Runs: runs, Command: cmd}
+		rows = append(rows, intactRow)
+	} else {
+		ratio, r := ratioToBare(evs)
+		rows = append(rows, Row{Section: section, Figure: fmt.Sprintf("per-subscriber events/s, %d subscribers on one session, %s (slowest subscriber)", subs, label),
+			Value: si(evs) + " ev/s", Ratio: ratio, Target: "≥ 0.5 × bare SDK", Met: metStr(r >= 0.5),
+			Runs: runs, Command: cmd, Notes: strings.TrimPrefix(notes+fmt.Sprintf("; fastest subscriber %s ev/s", si(float64(count)/median(a.fastest))), "; ")})
+	}
+	if len(a.p50) > 0 {
+		lat := Row{Section: section, Figure: fmt.Sprintf("chunk latency agent write → receive, unpaced, %s, %d subscriber(s)", label, subs),
+			Value: fmt.Sprintf("p50 %.2f ms / p99 %.2f ms", median(a.p50), median(a.p99)), Runs: runs, Command: cmd}
+		var parts []string
+		for _, b := range []*baselineRuns{raw, bare} {
+			if len(b.p50) > 0 {
+				parts = append(parts, fmt.Sprintf("%s p50 %.2f / p99 %.2f ms", b.name, median(b.p50), median(b.p99)))
+			}
+		}
+		lat.Ratio = strings.Join(parts, "; ")
+		lat.Notes = "an unpaced flood queues at every stage: this is mostly queueing time, not per-event cost"
+		rows = append(rows, lat)
+	}
+	if len(a.peakMiB) > 0 {
+		mem := Row{Section: section, Figure: fmt.Sprintf("agenticd peak RSS during the turn, %s, %d subscriber(s)", label, subs),
+			Value: fmt.Sprintf("peak %.0f MiB, growth %.0f MiB", median(a.peakMiB), median(a.growthMiB)), Runs: runs, Command: cmd,
+			Notes: "growth = peak RSS during the turn (VmHWM reset at SendMessage) − RSS at SendMessage"}
+		if size == 1024 && subs == 1 {
+			mem.Target, mem.Met = "growth < 100 MiB", metStr(median(a.growthMiB) < 100)
+		}
+		rows = append(rows, mem)
+	}
+	return rows
+}
+
+func sizeLabel(size int) string {
+	if size%1024 == 0 {
+		return fmt.Sprintf("%d KiB", size/1024)
+	}
+	return fmt.Sprintf("%d B", size)
+}
+
+// si formats a rate with a k/M suffix.
+func si(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}

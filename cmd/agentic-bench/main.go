@@ -1,0 +1,51 @@
+// Command agentic-bench is agenticd's load program: it measures what putting agenticd
+// between a client and an ACP agent (or using its DeepChat agent) costs, against
+// baselines run in the same invocation, and renders docs/BENCHMARKS.md. `make bench`
+// (bench/run.sh) runs every subcommand; each can also run alone:
+//
+//	agentic-bench flood   [-count 100000 -size 64 -subs 1]   ACP chunk floods vs. raw reader and bare SDK
+//	agentic-bench latency [-rate 1000 -subs 16]              paced chunks: added latency vs. bare SDK
+//	agentic-bench tools   [-calls 2000]                      tool-call bursts
+//	agentic-bench deepchat-reply [-chunks 10000]             SQLite write transactions per reply
+//	agentic-bench sessions [-sessions 10000]                 heap per idle session; create+close rate
+//	agentic-bench startup [-sessions 10000]                  start → health SERVING with a full database
+//	agentic-bench report  -results FILE ...                  write docs/BENCHMARKS.md
+//
+// Every subcommand takes -agenticd BIN (default bin/agenticd) or -inprocess, -agent BIN
+// (default bin/testagent), -runs N, -results FILE, -cpuprofile/-memprofile FILE.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|report [flags]; see -h of each")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmds := map[string]func(context.Context, []string) error{
+		"flood":          floodCmd,
+		"latency":        latencyCmd,
+		"tools":          toolsCmd,
+		"deepchat-reply": deepchatReplyCmd,
+		"sessions":       sessionsCmd,
+		"startup":        startupCmd,
+		"report":         func(_ context.Context, args []string) error { return reportCmd(args) },
+	}
+	run, ok := cmds[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "agentic-bench: unknown subcommand %q\n", os.Args[1])
+		os.Exit(2)
+	}
+	if err := run(ctx, os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "agentic-bench %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
