@@ -65,9 +65,9 @@ go-test: deps
 client-smoke: deps
 	SMOKE_BUILD_FLAGS='$(GO_TEST_FLAGS)' scripts/client-smoke.sh
 
-## bench: the Go benchmarks
+## bench: the Go benchmarks, the load program against a real agenticd, profiles, docs/BENCHMARKS.md
 bench: deps
-	go test -run='^$$' -bench=. -benchmem ./...
+	bash bench/run.sh
 
 clean:
 	rm -rf bin

@@ -34,11 +34,14 @@ func sharedEventCodecOption() grpc.ServerOption {
 	return grpc.ForceServerCodecV2(sharedEventCodec{encoding.GetCodecV2(protocodec.Name)})
 }
 
-// encoded returns the event's wire bytes, converting and marshalling on first use. It
-// always has bytes to send (see encodeEvent); a replaced or cut event is logged once.
+// encoded returns the event's wire bytes, converting and marshalling on first use, and
+// then lets the payload go: the ring keeps the wire bytes alone. It always has bytes to
+// send (see encodeEvent); a replaced or cut event is logged once.
 func (he *heldEvent) encoded(logger *slog.Logger) *encodedEvent {
 	he.encodeOnce.Do(func() {
-		he.wire = &encodedEvent{bytes: encodeEvent(he.ev, logger)}
+		ev := presenters.Event{Sequence: he.sequence, SessionID: he.sessionID, AgentID: he.agentID, Time: he.time, Payload: he.payload}
+		he.wire = &encodedEvent{bytes: encodeEvent(ev, logger)}
+		he.payload = nil
 	})
 	return he.wire
 }

@@ -139,6 +139,11 @@ func openStore(t testing.TB) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Errorf("close the store: %v", err)
+		}
+	})
 	return store
 }
 

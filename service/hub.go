@@ -13,8 +13,12 @@ import (
 // Hub defaults.
 const (
 	DefaultEventCapacity = 100_000
-	// DefaultEventBytes bounds the memory of the held events: 256 MiB.
-	DefaultEventBytes      int64 = 256 << 20
+	// DefaultEventBytes bounds the memory of the held events: 64 MiB. Small events meet
+	// DefaultEventCapacity first (100,000 deltas of 64 B take ~32 MiB); large ones meet
+	// this: ~50,000 chunks of 1 KiB, a long turn's worth of resume window. A larger bound
+	// resumes further back but is paid for in resident memory during every flood (the Go
+	// heap may grow to about twice its live data before a collection).
+	DefaultEventBytes      int64 = 64 << 20
 	DefaultSubscriberQueue       = 4096
 	// DefaultSequenceBlock is how many sequences one write of the floor reserves.
 	DefaultSequenceBlock uint64 = 100_000
@@ -33,8 +37,9 @@ type HubOptions struct {
 	// Capacity is how many recent events are held for resuming subscribers.
 	Capacity int
 	// MaxBytes bounds the held events by size too: when their estimated memory (each
-	// event's text twice, as payload and as wire bytes, plus a fixed overhead) passes it,
-	// the oldest are let go, even below Capacity. The newest event is always held.
+	// event's text once, as payload until a stream encodes it and as wire bytes from then
+	// on, plus a fixed overhead) passes it, the oldest are let go, even below Capacity.
+	// The newest event is always held.
 	MaxBytes int64
 	// SubscriberQueue is how many events may wait for one subscriber before it is ended
 	// with RESOURCE_EXHAUSTED.
@@ -74,13 +79,23 @@ type Hub struct {
 
 var _ presenters.Publisher = (*Hub)(nil)
 
-// heldEvent is one published event, shared read-only by the ring and every subscriber
-// queue. Its wire bytes are built once, by the first stream that sends it (codec.go).
+// heldEvent is one published event, shared by the ring and every subscriber queue. Its
+// wire bytes are built once, by the first stream that sends it (codec.go); from then on
+// they are all of the event that is kept (payload is dropped), so the ring holds each
+// event's text once. The filters and the ring need only the ids and the sequence; the
+// projection reads the payload in Publish, before the event is shared.
 type heldEvent struct {
-	ev         presenters.Event
-	size       int64 // heldSize, counted in Hub.heldBytes while held
+	sequence  uint64
+	sessionID string
+	agentID   string
+	size      int64 // heldSize, counted in Hub.heldBytes while held
+
 	encodeOnce sync.Once
-	wire       *encodedEvent
+	// time and payload are read, and payload cleared, only inside encodeOnce, which sets
+	// wire.
+	time    time.Time
+	payload presenters.Payload
+	wire    *encodedEvent
 }
 
 // sessionState is the projection of one session's events; for an idle session it is a
@@ -146,7 +161,7 @@ func (h *Hub) Publish(ev presenters.Event) uint64 {
 	h.reserveLocked(seq)
 	ev.Sequence = seq
 	ev.Time = time.Now()
-	he := &heldEvent{ev: ev, size: heldSize(ev.Payload)}
+	he := &heldEvent{sequence: seq, sessionID: ev.SessionID, agentID: ev.AgentID, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
 	if seq-h.oldest == uint64(len(h.ring)) {
 		h.evictOldestLocked() // its slot is the one seq takes
 	}
@@ -155,10 +170,10 @@ func (h *Hub) Publish(ev presenters.Event) uint64 {
 	for h.heldBytes > h.maxBytes && h.oldest < seq {
 		h.evictOldestLocked()
 	}
-	h.projectLocked(&he.ev)
+	h.projectLocked(&ev)
 	for i := 0; i < len(h.subs); i++ {
 		sub := h.subs[i]
-		if !sub.matches(&he.ev) {
+		if !sub.matches(he) {
 			continue
 		}
 		select {
@@ -180,7 +195,7 @@ func (h *Hub) evictOldestLocked() {
 	*slot = nil
 	h.heldBytes -= he.size
 	h.oldest++
-	h.forgetLocked(&he.ev)
+	h.forgetLocked(he)
 }
 
 // reserveLocked keeps the stored floor ahead of the sequences issued. Halfway through a
@@ -274,10 +289,10 @@ func (h *Hub) projectLocked(ev *presenters.Event) {
 // so that memory follows the sessions with recent events, not all sessions ever seen.
 // Nothing is lost: an idle session's projection holds nothing but its owner, which the
 // store also knows.
-func (h *Hub) forgetLocked(evicted *presenters.Event) {
-	st := h.sessions[evicted.SessionID]
-	if st != nil && st.lastSeq == evicted.Sequence && st.inFlight == "" && st.pending == nil {
-		delete(h.sessions, evicted.SessionID)
+func (h *Hub) forgetLocked(evicted *heldEvent) {
+	st := h.sessions[evicted.sessionID]
+	if st != nil && st.lastSeq == evicted.sequence && st.inFlight == "" && st.pending == nil {
+		delete(h.sessions, evicted.sessionID)
 	}
 }
 
@@ -418,14 +433,14 @@ type subscription struct {
 	end      error               // *overflowError or errShuttingDown; set before ch is closed
 }
 
-func (s *subscription) matches(ev *presenters.Event) bool {
+func (s *subscription) matches(he *heldEvent) bool {
 	if s.sessions != nil {
-		if _, ok := s.sessions[ev.SessionID]; !ok {
+		if _, ok := s.sessions[he.sessionID]; !ok {
 			return false
 		}
 	}
 	if s.agents != nil {
-		if _, ok := s.agents[ev.AgentID]; !ok {
+		if _, ok := s.agents[he.agentID]; !ok {
 			return false
 		}
 	}
@@ -496,7 +511,7 @@ func (h *Hub) subscribe(sessionIDs, agentIDs []string, after uint64) (*subscript
 // the sequence gives each one's slot.
 func (h *Hub) appendHeldLocked(out []*heldEvent, sub *subscription, from, to uint64) []*heldEvent {
 	for seq := from; seq <= to; seq++ {
-		if he := h.ring[seq%uint64(len(h.ring))]; sub.matches(&he.ev) {
+		if he := h.ring[seq%uint64(len(h.ring))]; sub.matches(he) {
 			out = append(out, he)
 		}
 	}

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 )
 
@@ -133,8 +136,8 @@ func TestHubResumeBounds(t *testing.T) {
 			t.Errorf("%s: backlog of %d, want %d", c.name, len(backlog), c.backlog)
 		}
 		for i, he := range backlog {
-			if he.ev.Sequence != c.after+uint64(i)+1 || !sub.matches(&he.ev) {
-				t.Errorf("%s: backlog[%d] = %d, want %d", c.name, i, he.ev.Sequence, c.after+uint64(i)+1)
+			if he.sequence != c.after+uint64(i)+1 || !sub.matches(he) {
+				t.Errorf("%s: backlog[%d] = %d, want %d", c.name, i, he.sequence, c.after+uint64(i)+1)
 			}
 		}
 	}
@@ -181,8 +184,8 @@ func TestHubOverflowEndsOnlyTheSlowSubscriber(t *testing.T) {
 		t.Errorf("end = %v, want an overflow of a 2-event queue", slow.end)
 	}
 	publishDeltas(h, "a", "other", 1)
-	if ev := <-other.ch; ev.ev.SessionID != "other" {
-		t.Errorf("the other subscriber got %v", ev.ev)
+	if ev := <-other.ch; ev.sessionID != "other" {
+		t.Errorf("the other subscriber got session %q", ev.sessionID)
 	}
 }
 
@@ -287,7 +290,7 @@ func TestHubRingBoundedByBytes(t *testing.T) {
 		t.Errorf("resume before the held events: %v, want out of range", err)
 	}
 	sub, backlog, err := h.subscribe(nil, nil, seqs[14])
-	if err != nil || len(backlog) != 10 || backlog[0].ev.Sequence != seqs[15] {
+	if err != nil || len(backlog) != 10 || backlog[0].sequence != seqs[15] {
 		t.Fatalf("resume at the oldest held: %d events, %v", len(backlog), err)
 	}
 	h.unsubscribe(sub)
@@ -314,14 +317,50 @@ func TestHubLongReplayWhilePublishing(t *testing.T) {
 	want = append(want, <-done...)
 	var got []uint64
 	for _, he := range backlog {
-		got = append(got, he.ev.Sequence)
+		got = append(got, he.sequence)
 	}
 	for len(got) < len(want) {
-		got = append(got, (<-sub.ch).ev.Sequence)
+		got = append(got, (<-sub.ch).sequence)
 	}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("event %d has sequence %d, want %d (gap or duplicate)", i, got[i], want[i])
 		}
+	}
+}
+
+// Once a stream encoded an event, the ring keeps its wire bytes alone, and a replay sends
+// those same bytes.
+func TestHubKeepsOnlyWireBytesOnceEncoded(t *testing.T) {
+	h := newTestHub(t, HubOptions{})
+	sub, _, err := h.subscribe(nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.unsubscribe(sub)
+	em := presenters.NewEmitter(h, "a", "s")
+	em.StatusChanged(presenters.SessionIdle, "") // so that the delta can be resumed after
+	<-sub.ch
+	seq := em.MessageDelta("m", presenters.RoleAssistant, "held once")
+	live := <-sub.ch
+	if live.payload == nil {
+		t.Fatal("the payload is gone before the event was encoded")
+	}
+	wire := live.encoded(discard)
+	if live.payload != nil {
+		t.Error("the payload is still held after encoding")
+	}
+	var got pb.AgenticEvent
+	if err := proto.Unmarshal(wire.bytes, &got); err != nil || got.GetSequence() != seq || got.GetSessionId() != "s" ||
+		got.GetAgentId() != "a" || got.GetMessageDelta().GetText() != "held once" || got.GetTime() == nil {
+		t.Fatalf("encoded event = %v, %v", &got, err)
+	}
+	replay, backlog, err := h.subscribe([]string{"s"}, []string{"a"}, seq-1)
+	if err != nil || len(backlog) != 1 {
+		t.Fatalf("replay: %d events, %v", len(backlog), err)
+	}
+	defer h.unsubscribe(replay)
+	if again := backlog[0].encoded(discard); again != wire {
+		t.Error("the replay encoded the event again instead of sending the held bytes")
 	}
 }

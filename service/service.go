@@ -695,7 +695,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 		if err := s.send(stream, he); err != nil {
 			return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
 		}
-		last = he.ev.Sequence
+		last = he.sequence
 	}
 	backlog = nil // the replay may be long; let it go while the stream lives on
 	for {
@@ -709,7 +709,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			if err := s.send(stream, he); err != nil {
 				return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
 			}
-			last = he.ev.Sequence
+			last = he.sequence
 		}
 	}
 }

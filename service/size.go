@@ -97,8 +97,8 @@ func stringsOf(m protoreflect.Message, out []stringField) []stringField {
 // the heldEvent, the ring slot, and the framing of its wire form.
 const heldOverhead = 256
 
-// heldSize estimates the memory an event takes while the hub holds it: its text twice
-// (the payload, and the wire form once a stream encoded it) plus the fixed overhead. It
+// heldSize estimates the memory an event takes while the hub holds it: its text once
+// (the payload until a stream encodes it, then the wire form) plus the fixed overhead. It
 // counts the fields that can be large; the rest is in the overhead.
 func heldSize(p presenters.Payload) int64 {
 	var text int
@@ -122,7 +122,7 @@ func heldSize(p presenters.Payload) int64 {
 	case presenters.StatusChangedPayload:
 		text = len(p.Reason)
 	}
-	return heldOverhead + 2*int64(text)
+	return heldOverhead + int64(text)
 }
 
 func blockText(b *presenters.Block) int {

@@ -2,23 +2,33 @@ package service
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
 // Store keeps what the service itself must remember across restarts, in the server's
 // SQLite database: which agent owns each session, and the event sequence floor.
 type Store struct {
 	db *gorm.DB
+	// Prepared once: every CreateSession runs it, and preparing it each time (through GORM's
+	// statement builder) cost more than running it. Closing the database closes it too.
+	addSessionStmt *sql.Stmt
+	// writeMu is the database's one write lock, shared with the presenters' history
+	// stores (transcript.WriteLock): writers queue here instead of in SQLite's sleeping
+	// busy handler.
+	writeMu sync.Locker
 }
 
 var _ SequenceStore = (*Store)(nil)
@@ -42,12 +52,27 @@ type sequenceFloor struct {
 
 func (sequenceFloor) TableName() string { return "event_sequence_floor" }
 
-// NewStore creates the service's tables if needed. It reads no rows.
+// NewStore creates the service's tables if needed. It reads no rows. Close releases its
+// prepared statement.
 func NewStore(ctx context.Context, db *gorm.DB) (*Store, error) {
 	if err := db.WithContext(ctx).AutoMigrate(&sessionOwner{}, &sequenceFloor{}); err != nil {
 		return nil, fmt.Errorf("create the service tables: %w", err)
 	}
-	return &Store{db: db}, nil
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("service tables: %w", err)
+	}
+	stmt, err := sqlDB.PrepareContext(ctx, `INSERT INTO session_owners (session_id, agent_id, workspace, created_unix_nano)
+		VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	if err != nil {
+		return nil, fmt.Errorf("service tables: prepare the session owner insert: %w", err)
+	}
+	return &Store{db: db, addSessionStmt: stmt, writeMu: transcript.WriteLock(db)}, nil
+}
+
+// Close releases the prepared statement. The store must not be used afterwards.
+func (s *Store) Close() error {
+	return s.addSessionStmt.Close()
 }
 
 // SequenceFloor returns the stored floor (0 on a new database).
@@ -63,6 +88,8 @@ func (s *Store) SequenceFloor(ctx context.Context) (uint64, error) {
 // SetSequenceFloor raises the stored floor to floor; it never lowers it, so that writes
 // landing out of order leave the highest.
 func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	return s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "id"}},
 		DoUpdates: clause.Set{{Column: clause.Column{Name: "floor"}, Value: gorm.Expr("MAX(floor, excluded.floor)")}},
@@ -73,11 +100,17 @@ func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
 // agent stays as it is; one by another agent is an error (session ids are one namespace
 // across agents, and the first owner keeps its session).
 func (s *Store) addSession(ctx context.Context, rec sessionOwner) error {
-	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&rec)
-	if res.Error != nil {
-		return fmt.Errorf("record session %s: %w", rec.SessionID, res.Error)
+	s.writeMu.Lock()
+	res, err := s.addSessionStmt.ExecContext(ctx, rec.SessionID, rec.AgentID, rec.Workspace, rec.CreatedUnixNano)
+	s.writeMu.Unlock()
+	var rows int64
+	if err == nil {
+		rows, err = res.RowsAffected()
 	}
-	if res.RowsAffected == 1 {
+	if err != nil {
+		return fmt.Errorf("record session %s: %w", rec.SessionID, err)
+	}
+	if rows == 1 {
 		return nil
 	}
 	existing, err := s.sessionOwnerOf(ctx, rec.SessionID)

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/presenters"
 )
 
 // common are the flags every subcommand takes.
@@ -106,7 +107,7 @@ func acpConfig(dataDir, workspace, agentBin string, env map[string]string, args 
 		DataDir:        dataDir,
 		WorkspaceRoots: []string{filepath.Dir(workspace)},
 		Agents: []daemon.AgentConfig{{
-			ID: benchACPAgent, Type: daemon.AgentTypeACP, Command: agentBin, Args: args, Env: env,
+			ID: benchACPAgent, Type: presenters.AgentTypeACP, Command: agentBin, Args: args, Env: env,
 		}},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agenticd/agenticd/bench/fakeopenai"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/presenters"
 )
 
 const benchDeepChatAgent = "deepchat.bench.fake"
@@ -25,7 +26,7 @@ func deepchatConfig(dataDir, workspace, baseURL string) daemon.Config {
 		DataDir:        dataDir,
 		WorkspaceRoots: []string{filepath.Dir(workspace)},
 		Agents: []daemon.AgentConfig{{
-			ID: benchDeepChatAgent, Type: daemon.AgentTypeDeepChat, Provider: "bench", BaseURL: baseURL,
+			ID: benchDeepChatAgent, Type: presenters.AgentTypeDeepChat, Provider: "bench", BaseURL: baseURL,
 			Models: []string{fakeopenai.Model}, DefaultModel: fakeopenai.Model,
 		}},
 	}

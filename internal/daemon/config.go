@@ -50,9 +50,12 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// EventBuffer is how many recent events are held for subscribers that resume.
 	EventBuffer int `yaml:"event_buffer"`
-	// EventBufferBytes bounds the held events' memory too (estimated: their text twice,
-	// as payload and as wire bytes, plus a small overhead each); the oldest go first.
-	// Default 256 MiB.
+	// EventBufferBytes bounds the held events' memory too (estimated: their text once,
+	// plus a small overhead each); the oldest go first. Default 64 MiB: about 50,000
+	// chunks of 1 KiB (small events meet EventBuffer first). It is the resume window
+	// traded against resident memory: the held events are live heap, and the Go heap
+	// grows to about twice its live data, so raising it raises agenticd's RSS during a
+	// long flood by up to twice as much.
 	EventBufferBytes int64 `yaml:"event_buffer_bytes"`
 	// SubscriberQueue is how many events may wait for one subscriber before its stream is
 	// ended with RESOURCE_EXHAUSTED (it then resumes with after_sequence).

@@ -40,6 +40,7 @@ type Server struct {
 	cfg        Config
 	logger     *slog.Logger
 	db         *gorm.DB
+	store      *service.Store
 	presenters []presenters.Presenter
 	grpc       *service.GRPCServer
 	addr       string
@@ -111,6 +112,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.store = store
 	hub, err := service.NewHub(ctx, service.HubOptions{
 		Capacity:        cfg.EventBuffer,
 		MaxBytes:        cfg.EventBufferBytes,
@@ -214,6 +216,11 @@ func (s *Server) release(ctx context.Context) error {
 	// The database only once every Close has returned: closing agents still write (a
 	// cancelled turn's last message).
 	wg.Wait()
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the service store: %w", err))
+		}
+	}
 	if s.db != nil {
 		if sqlDB, err := s.db.DB(); err == nil {
 			if err := sqlDB.Close(); err != nil {

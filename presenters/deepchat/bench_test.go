@@ -84,3 +84,39 @@ func BenchmarkLongReply(b *testing.B) {
 	b.ReportMetric(float64(total)/float64(b.N), "commits/turn")
 	b.ReportMetric(float64(len(strings.Join(chunks, ""))), "reply-bytes")
 }
+
+// BenchmarkDescribeSessions describes a ListSessions page of 1000 stored (closed)
+// sessions: GetSession per session, and one GetSessions batch.
+func BenchmarkDescribeSessions(b *testing.B) {
+	h := newHarness(b)
+	ctx := context.Background()
+	ids := make([]string, 1000)
+	for i := range ids {
+		info, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.workspace})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.p.CloseSession(ctx, info.SessionID); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = info.SessionID
+	}
+	b.Run("per-session", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, id := range ids {
+				if _, err := h.p.GetSession(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("batched", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if infos, err := h.p.GetSessions(ctx, ids); err != nil || len(infos) != len(ids) {
+				b.Fatalf("%d sessions, %v", len(infos), err)
+			}
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -50,5 +51,33 @@ func OpenSQLite(path string) (*gorm.DB, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open history database %s: journal mode is %q, not WAL; put the data dir on a local file system", path, mode)
 	}
+	if err := db.Use(&writeGate{}); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open history database %s: %w", path, err)
+	}
 	return db, nil
+}
+
+// writeGate is the one write lock of a database opened by OpenSQLite, kept as a GORM
+// plugin so that everyone holding the *gorm.DB finds the same one (WriteLock).
+type writeGate struct{ sync.Mutex }
+
+const writeGateName = "agenticd:write-gate"
+
+func (*writeGate) Name() string              { return writeGateName }
+func (*writeGate) Initialize(*gorm.DB) error { return nil }
+
+// WriteLock returns the lock that every writer of the database takes around a write
+// transaction or a single write statement. SQLite has one writer at a time anyway; a
+// writer that finds the database locked waits in SQLite's busy handler, which sleeps
+// whole milliseconds per try, and writers from different stores (the service's session
+// owners, each presenter's history) used to meet there several times per session. Queued
+// on this mutex instead, the next writer starts as soon as the last one commits. A
+// database not opened by OpenSQLite gets a lock of its own per call (its callers then
+// serialize only their own writes).
+func WriteLock(db *gorm.DB) sync.Locker {
+	if g, ok := db.Config.Plugins[writeGateName].(*writeGate); ok {
+		return g
+	}
+	return new(sync.Mutex)
 }

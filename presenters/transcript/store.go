@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,23 +52,53 @@ type Conversation struct {
 }
 
 // Store reads and writes the history. It is safe for concurrent use; its writes are
-// serialized (SQLite has one writer anyway, and waiting on a mutex is cheaper than
-// waiting on the busy timeout).
+// serialized with every other writer of the database (WriteLock).
 type Store struct {
 	db      *gorm.DB
-	writeMu sync.Mutex
+	writeMu sync.Locker // WriteLock(db)
+	// Prepared once for the statements every session runs (creating and closing it):
+	// preparing each time was a tenth of a session's cost. database/sql prepares them
+	// again on each connection that runs them, and closing the database closes them too.
+	insertConversationStmt *sql.Stmt
+	updateConversationStmt *sql.Stmt
 	// committed holds the block rows as last committed of each message saved in
 	// progress; guarded by writeMu. An entry goes when its message is saved with a final
 	// status, and when a write that included it fails (the next save rewrites it whole).
 	committed map[string][]blockRow
 }
 
-// New runs the schema migrations on db and returns a store on it.
+// New runs the schema migrations on db and returns a store on it. Close releases its
+// prepared statements (closing db does too).
 func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	return &Store{db: db, committed: make(map[string][]blockRow)}, nil
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("history database: %w", err)
+	}
+	s := &Store{db: db, writeMu: WriteLock(db), committed: make(map[string][]blockRow)}
+	if s.insertConversationStmt, err = sqlDB.PrepareContext(ctx, insertConversationSQL); err != nil {
+		return nil, fmt.Errorf("history database: prepare the conversation insert: %w", err)
+	}
+	if s.updateConversationStmt, err = sqlDB.PrepareContext(ctx, updateConversationSQL); err != nil {
+		_ = s.insertConversationStmt.Close()
+		return nil, fmt.Errorf("history database: prepare the conversation update: %w", err)
+	}
+	return s, nil
+}
+
+// Close releases the prepared statements. The store must not be used afterwards.
+func (s *Store) Close() error {
+	return errors.Join(s.insertConversationStmt.Close(), s.updateConversationStmt.Close())
+}
+
+// writeStmt runs one prepared write statement on its own: a single statement is a
+// transaction of its own in SQLite, so it needs no BEGIN and COMMIT round trips.
+func (s *Store) writeStmt(ctx context.Context, stmt *sql.Stmt, args ...any) (sql.Result, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return stmt.ExecContext(ctx, args...)
 }
 
 // write runs fn in one write transaction.
@@ -131,14 +162,11 @@ func (s *Store) CreateConversation(ctx context.Context, c Conversation) error {
 		c.UpdatedAt = c.CreatedAt
 	}
 	u := c.Usage
-	err := s.write(ctx, func(tx *gorm.DB) error {
-		return tx.Exec(`INSERT INTO conversations (`+conversationColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.ID, c.AgentID, c.Workspace, c.Title, c.ModelID, c.ModeID,
-			c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), c.Closed,
-			u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedInputTokens,
-			u.ReasoningTokens, u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency).Error
-	})
+	_, err := s.writeStmt(ctx, s.insertConversationStmt,
+		c.ID, c.AgentID, c.Workspace, c.Title, c.ModelID, c.ModeID,
+		c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), c.Closed,
+		u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedInputTokens,
+		u.ReasoningTokens, u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency)
 	if isConstraint(err, sqlite3.ErrConstraintPrimaryKey) || isConstraint(err, sqlite3.ErrConstraintUnique) {
 		return fmt.Errorf("conversation %s: %w", c.ID, ErrConversationExists)
 	}
@@ -162,36 +190,99 @@ func (s *Store) GetConversation(ctx context.Context, id string) (Conversation, e
 	return rows[0].conversation(), nil
 }
 
+// idBatch is how many ids one IN (...) query binds: far below SQLite's variable limit.
+const idBatch = 500
+
+// GetConversations returns the stored conversations among ids, in any order; an id not
+// stored is left out. One query per 500 ids.
+func (s *Store) GetConversations(ctx context.Context, ids []string) ([]Conversation, error) {
+	out := make([]Conversation, 0, len(ids))
+	for part := range slices.Chunk(ids, idBatch) {
+		var rows []conversationRow
+		err := s.db.WithContext(ctx).Raw(`SELECT `+conversationColumns+` FROM conversations WHERE id IN ?`, part).
+			Scan(&rows).Error
+		if err != nil {
+			return nil, fmt.Errorf("read %d conversations: %w", len(part), err)
+		}
+		for _, r := range rows {
+			out = append(out, r.conversation())
+		}
+	}
+	return out, nil
+}
+
+// CountMessagesOf returns the number of stored messages of each of the sessions; one
+// with none is absent from the map. One query per 500 ids.
+func (s *Store) CountMessagesOf(ctx context.Context, sessionIDs []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(sessionIDs))
+	for part := range slices.Chunk(sessionIDs, idBatch) {
+		var rows []messageCount
+		err := s.db.WithContext(ctx).Raw(`SELECT conversation_id, COUNT(*) AS n FROM messages
+			WHERE conversation_id IN ? GROUP BY conversation_id`, part).Scan(&rows).Error
+		if err != nil {
+			return nil, fmt.Errorf("count messages of %d sessions: %w", len(part), err)
+		}
+		for _, r := range rows {
+			out[r.ConversationID] = r.N
+		}
+	}
+	return out, nil
+}
+
+type messageCount struct {
+	ConversationID string
+	N              int64
+}
+
 // UpdateConversation writes every mutable field of c (all but ID, AgentID, CreatedAt).
 // A zero UpdatedAt is set to now. presenters.ErrNotFound if it is not stored.
 func (s *Store) UpdateConversation(ctx context.Context, c Conversation) error {
-	err := s.write(ctx, func(tx *gorm.DB) error { return updateConversation(tx, c) })
-	if err != nil && !errors.Is(err, presenters.ErrNotFound) {
+	res, err := s.writeStmt(ctx, s.updateConversationStmt, updateConversationArgs(c)...)
+	var rows int64
+	if err == nil {
+		rows, err = res.RowsAffected()
+	}
+	if err != nil {
 		return fmt.Errorf("update conversation %s: %w", c.ID, err)
 	}
-	return err
+	return conversationUpdated(c.ID, rows, nil)
 }
 
-func updateConversation(tx *gorm.DB, c Conversation) error {
+const (
+	insertConversationSQL = `INSERT INTO conversations (` + conversationColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	updateConversationSQL = `UPDATE conversations SET workspace = ?, title = ?, model_id = ?, mode_id = ?,
+		updated_at = ?, closed = ?, usage_input_tokens = ?, usage_output_tokens = ?,
+		usage_total_tokens = ?, usage_cached_input_tokens = ?, usage_reasoning_tokens = ?,
+		usage_context_used = ?, usage_context_size = ?, usage_cost = ?, usage_cost_currency = ?
+		WHERE id = ?`
+)
+
+// updateConversationArgs are updateConversationSQL's arguments; a zero UpdatedAt is now.
+func updateConversationArgs(c Conversation) []any {
 	if c.UpdatedAt.IsZero() {
 		c.UpdatedAt = time.Now()
 	}
 	u := c.Usage
-	res := tx.Exec(`UPDATE conversations SET workspace = ?, title = ?, model_id = ?, mode_id = ?,
-		updated_at = ?, closed = ?, usage_input_tokens = ?, usage_output_tokens = ?,
-		usage_total_tokens = ?, usage_cached_input_tokens = ?, usage_reasoning_tokens = ?,
-		usage_context_used = ?, usage_context_size = ?, usage_cost = ?, usage_cost_currency = ?
-		WHERE id = ?`,
-		c.Workspace, c.Title, c.ModelID, c.ModeID, c.UpdatedAt.UnixNano(), c.Closed,
+	return []any{c.Workspace, c.Title, c.ModelID, c.ModeID, c.UpdatedAt.UnixNano(), c.Closed,
 		u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedInputTokens, u.ReasoningTokens,
-		u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency, c.ID)
-	if res.Error != nil {
-		return res.Error
+		u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency, c.ID}
+}
+
+// conversationUpdated is presenters.ErrNotFound when an update changed no row.
+func conversationUpdated(id string, rows int64, err error) error {
+	if err != nil {
+		return err
 	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("session %s: %w", c.ID, presenters.ErrNotFound)
+	if rows == 0 {
+		return fmt.Errorf("session %s: %w", id, presenters.ErrNotFound)
 	}
 	return nil
+}
+
+func updateConversation(tx *gorm.DB, c Conversation) error {
+	res := tx.Exec(updateConversationSQL, updateConversationArgs(c)...)
+	return conversationUpdated(c.ID, res.RowsAffected, res.Error)
 }
 
 // SaveMessage upserts one whole message and its blocks in one transaction. The
@@ -471,11 +562,7 @@ func (s *Store) CountMessages(ctx context.Context, sessionID string) (int64, err
 // MessageCounts returns how many messages each conversation of one agent (all agents
 // when agentID is empty) holds; conversations without messages are absent.
 func (s *Store) MessageCounts(ctx context.Context, agentID string) (map[string]int64, error) {
-	type row struct {
-		ConversationID string
-		N              int64
-	}
-	var rows []row
+	var rows []messageCount
 	q := s.db.WithContext(ctx)
 	var err error
 	if agentID == "" {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -50,7 +51,36 @@ func openStore(t testing.TB) (*Store, *gorm.DB) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
 	return s, db
+}
+
+// Every store on one database queues its writes on the same lock; a database opened
+// some other way gets no shared lock (each caller serializes only its own writes).
+func TestWriteLockIsOnePerDatabase(t *testing.T) {
+	_, db := openStore(t)
+	other := openDB(t, filepath.Join(t.TempDir(), "other.db"))
+	if WriteLock(db) != WriteLock(db) || WriteLock(db) == WriteLock(other) {
+		t.Fatal("WriteLock is not one lock per database")
+	}
+	if _, ok := WriteLock(db).(*writeGate); !ok {
+		t.Fatalf("WriteLock of an OpenSQLite database is %T, want its write gate", WriteLock(db))
+	}
+	plain, err := gorm.Open(sqlite.Open(filepath.Join(t.TempDir(), "plain.db")), &gorm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sqlDB, _ := plain.DB()
+		_ = sqlDB.Close()
+	})
+	if WriteLock(plain) == WriteLock(plain) {
+		t.Error("a database not opened by OpenSQLite shares a lock between callers")
+	}
 }
 
 func mustCreate(t testing.TB, s *Store, id, agent string) {
@@ -537,5 +567,39 @@ func TestCrashMidTurnLeavesIncompleteMessage(t *testing.T) {
 	}
 	if n, _ := s.MarkInterrupted(context.Background()); n != 0 {
 		t.Fatalf("second MarkInterrupted changed %d messages", n)
+	}
+}
+
+// The batch reads answer for every stored id, across more ids than one query binds, and
+// leave unknown ids out.
+func TestGetConversationsAndCountsInBatches(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	var ids []string
+	for i := range idBatch + 10 {
+		id := fmt.Sprintf("c%04d", i)
+		mustCreate(t, s, id, "agent")
+		ids = append(ids, id)
+	}
+	last := ids[len(ids)-1]
+	if err := s.SaveMessage(ctx, presenters.Message{ID: "m", SessionID: last, Role: presenters.RoleUser, Status: presenters.MessageComplete}); err != nil {
+		t.Fatal(err)
+	}
+	convs, err := s.GetConversations(ctx, append(ids, "unknown"))
+	if err != nil || len(convs) != len(ids) {
+		t.Fatalf("GetConversations: %d conversations, %v; want %d", len(convs), err, len(ids))
+	}
+	seen := map[string]bool{}
+	for _, c := range convs {
+		seen[c.ID] = c.AgentID == "agent" && c.Workspace == "/w"
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			t.Fatalf("conversation %s missing or wrong", id)
+		}
+	}
+	counts, err := s.CountMessagesOf(ctx, append(ids, "unknown"))
+	if err != nil || len(counts) != 1 || counts[last] != 1 {
+		t.Fatalf("CountMessagesOf = %v, %v; want only %s: 1", counts, err, last)
 	}
 }
