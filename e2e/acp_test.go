@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/presenters"
 )
 
 // buildTestAgent builds presenters/acp/testagent (the scripted ACP agent) for one test.
@@ -38,7 +40,7 @@ func scriptedAgent(t *testing.T, id, script string) daemon.AgentConfig {
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return daemon.AgentConfig{ID: id, Type: daemon.AgentTypeACP, Command: buildTestAgent(t), Env: map[string]string{"TESTAGENT_SCRIPT": path}}
+	return daemon.AgentConfig{ID: id, Type: presenters.AgentTypeACP, Command: buildTestAgent(t), Env: map[string]string{"TESTAGENT_SCRIPT": path}}
 }
 
 // workspaceUnder makes a workspace directory inside a new root and returns both.
@@ -428,27 +430,66 @@ func exampleAgentPath(t *testing.T) string {
 // exampleWorkspace is /home/user/project: the npm example agent asks to edit
 // /home/user/project/config.json whatever the session's cwd. With any other workspace
 // the server's policy denies that edit (tested below); to see it allowed, the session
-// must really work in that directory. It is created if missing (and then removed).
+// must really work in that directory.
+//
+// The directory is shared with the machine, so the test is careful with it: an
+// exclusive lock (flock on exampleLockPath) keeps concurrent test processes apart; the
+// directories are created only if missing, and a marker file records that this test
+// created them; cleanup removes only what it created (the project directory, holding
+// only the marker and what the agent wrote, and /home/user if it was made here and is
+// then empty). A directory that existed before is used as it is and left alone.
 func exampleWorkspace(t *testing.T) string {
 	t.Helper()
-	const dir = "/home/user/project"
-	if _, err := os.Stat(dir); err == nil {
-		return dir
-	}
-	created := "/home/user/project"
-	if _, err := os.Stat("/home/user"); errors.Is(err, os.ErrNotExist) {
-		created = "/home/user"
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		msg := fmt.Sprintf("cannot create %s for the npm example agent's edit: %v", dir, err)
+	const dir, parent = "/home/user/project", "/home/user"
+	skip := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(created) })
+	lock, err := os.OpenFile(exampleLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		skip("cannot open the lock %s for %s: %v", exampleLockPath, dir, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		_ = lock.Close()
+		skip("cannot lock %s: %v", exampleLockPath, err)
+	}
+	t.Cleanup(func() { _ = lock.Close() }) // closing releases the lock, after the removal below
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+	_, err = os.Stat(parent)
+	createdParent := errors.Is(err, os.ErrNotExist)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		skip("cannot create %s for the npm example agent's edit: %v", dir, err)
+	}
+	marker := filepath.Join(dir, exampleMarker)
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		_ = os.Remove(dir)
+		skip("cannot mark %s as made by this test: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(marker); err != nil {
+			return // not ours any more: leave it
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing %s, which this test created: %v", dir, err)
+		}
+		if createdParent {
+			_ = os.Remove(parent) // only if empty
+		}
+	})
 	return dir
 }
+
+// exampleLockPath serializes test processes that use /home/user/project;
+// exampleMarker marks the directory as created by one of them.
+const (
+	exampleLockPath = "/tmp/agenticd-e2e-home-user-project.lock"
+	exampleMarker   = ".agenticd-e2e-created"
+)
 
 // The real third-party example agent from npm, driven through agenticd over gRPC: a
 // whole turn with its read and edit tool calls, the edit allowed by a user, denied by
@@ -460,7 +501,7 @@ func TestNPMExampleAgentOverGRPC(t *testing.T) {
 	const id = "acp.npm.example"
 	s := startServer(t, daemon.Config{
 		WorkspaceRoots: []string{home, otherRoot},
-		Agents:         []daemon.AgentConfig{{ID: id, Type: daemon.AgentTypeACP, Command: "node", Args: []string{agentJS}}},
+		Agents:         []daemon.AgentConfig{{ID: id, Type: presenters.AgentTypeACP, Command: "node", Args: []string{agentJS}}},
 	})
 	// The example agent's texts (dist/examples/agent.js).
 	var (
@@ -486,10 +527,12 @@ func TestNPMExampleAgentOverGRPC(t *testing.T) {
 			`PERMISSION_REQUIRED call_2 [/home/user/project/config.json]`, `STATUS PAUSED`,
 			`PERMISSION_DENIED call_2 reject by USER`, `STATUS GENERATING`,
 			declined,
+			`TOOL_END call_2 EDIT FAILED`, // the agent never ends it: the turn's end does, as denied
 			`END ASSISTANT END_TURN`, `STATUS IDLE`}},
 		{"denied by the workspace policy", otherWS, "", []string{
 			`PERMISSION_DENIED call_2 reject by POLICY`,
 			declined,
+			`TOOL_END call_2 EDIT FAILED`,
 			`END ASSISTANT END_TURN`, `STATUS IDLE`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/presenters"
 )
 
 // The DeepChat agent end to end: a real agenticd over gRPC, a real SQLite file, a real
@@ -135,7 +136,7 @@ func startDeepChat(t *testing.T) (*testServer, *dcLLM, string) {
 		t.Fatal(err)
 	}
 	s := startServer(t, daemon.Config{WorkspaceRoots: []string{root}, Agents: []daemon.AgentConfig{{
-		ID: dcAgent, Type: daemon.AgentTypeDeepChat, Provider: "fake", BaseURL: llm.srv.URL + "/v1",
+		ID: dcAgent, Type: presenters.AgentTypeDeepChat, Provider: "fake", BaseURL: llm.srv.URL + "/v1",
 		Models: []string{"fake-model", "fake-model-2"},
 	}}})
 	return s, llm, ws

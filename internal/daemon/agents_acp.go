@@ -29,7 +29,7 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 	ids := map[string]bool{}
 	commands := map[string]bool{}
 	for _, a := range cfg.Agents {
-		if a.Type != AgentTypeACP {
+		if a.Type != presenters.AgentTypeACP {
 			continue
 		}
 		c := acp.Config{

@@ -122,14 +122,6 @@ type MCPServerConfig struct {
 	URL     string            `yaml:"url"`
 }
 
-// The agent types, as presenters names them. Deprecated: use presenters.AgentTypeACP
-// and presenters.AgentTypeDeepChat; these stay until the last users outside this package
-// (agents_acp.go, e2e/acp_test.go, cmd/agentic-bench) have switched.
-const (
-	AgentTypeACP      = presenters.AgentTypeACP
-	AgentTypeDeepChat = presenters.AgentTypeDeepChat
-)
-
 // Load reads a YAML config file; a leading ~ in the path or in any path setting is the
 // home directory. Unknown keys are errors (a typo must not silently do nothing). Unset
 // settings stay empty: WithDefaults fills them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -19,15 +20,26 @@ type client struct {
 var _ sdk.Client = (*client)(nil)
 
 // SessionUpdate must never block (see flowreader.go): it routes the update to its
-// session, which normalizes it and publishes, and reports it finished.
-func (h *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
-	defer h.c.flow.notificationDone()
+// session, which normalizes it and publishes. The agentReader calls it on the reading
+// goroutine, in the order the agent sent the updates.
+func (h *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) (err error) {
+	defer h.recoverPanic(sdk.ClientMethodSessionUpdate, &err)
 	h.c.route(n)
 	return nil
 }
 
-func (h *client) RequestPermission(ctx context.Context, req sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
-	h.c.flow.barrier(ctx)
+// recoverPanic is the backstop of every handler: the SDK runs them in goroutines that
+// do not recover, so a panic would end the daemon. It is logged, and the agent gets
+// an internal error.
+func (h *client) recoverPanic(method string, err *error) {
+	if v := recover(); v != nil {
+		h.c.log.Error("panic while serving an agent request", "method", method, "panic", v, "stack", string(debug.Stack()))
+		*err = sdk.NewInternalError(map[string]any{"error": "the client failed to serve " + method})
+	}
+}
+
+func (h *client) RequestPermission(ctx context.Context, req sdk.RequestPermissionRequest) (_ sdk.RequestPermissionResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodSessionRequestPermission, &err)
 	s := h.c.session(req.SessionId)
 	if s == nil {
 		h.c.log.Warn("permission request for an unknown session answered cancelled", "acp_session_id", req.SessionId)
@@ -36,23 +48,26 @@ func (h *client) RequestPermission(ctx context.Context, req sdk.RequestPermissio
 	return s.requestPermission(ctx, req), nil
 }
 
-// session finds the session of a request, after the notifications the agent sent
-// before it were handled (see flowReader.barrier).
-func (h *client) session(ctx context.Context, id sdk.SessionId) (*session, error) {
-	h.c.flow.barrier(ctx)
+// sandbox finds the session of a request and its workspace and terminals. The updates
+// the agent sent before the request were handled already (see flowreader.go).
+func (h *client) sandbox(id sdk.SessionId) (*session, *sandbox.Workspace, *sandbox.Terminals, error) {
 	s := h.c.session(id)
 	if s == nil {
-		return nil, sdk.NewInvalidParams(map[string]any{"sessionId": id, "error": "unknown session"})
+		return nil, nil, nil, sdk.NewInvalidParams(map[string]any{"sessionId": id, "error": "unknown session"})
 	}
-	return s, nil
+	ws, terms, err := s.sandbox()
+	if err != nil {
+		return nil, nil, nil, sdk.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
+	}
+	return s, ws, terms, nil
 }
 
-func (h *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
-	s, err := h.session(ctx, req.SessionId)
+func (h *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) (_ sdk.ReadTextFileResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodFsReadTextFile, &err)
+	s, ws, _, err := h.sandbox(req.SessionId)
 	if err != nil {
 		return sdk.ReadTextFileResponse{}, err
 	}
-	ws, _ := s.sandbox()
 	content, err := ws.ReadTextFile(req.Path, sandbox.ReadOptions{Line: deref(req.Line), Limit: deref(req.Limit)})
 	if err != nil {
 		return sdk.ReadTextFileResponse{}, s.clientError("read", req.Path, err)
@@ -60,24 +75,24 @@ func (h *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) 
 	return sdk.ReadTextFileResponse{Content: content}, nil
 }
 
-func (h *client) WriteTextFile(ctx context.Context, req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
-	s, err := h.session(ctx, req.SessionId)
+func (h *client) WriteTextFile(ctx context.Context, req sdk.WriteTextFileRequest) (_ sdk.WriteTextFileResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodFsWriteTextFile, &err)
+	s, ws, _, err := h.sandbox(req.SessionId)
 	if err != nil {
 		return sdk.WriteTextFileResponse{}, err
 	}
-	ws, _ := s.sandbox()
 	if err := ws.WriteTextFile(req.Path, req.Content); err != nil {
 		return sdk.WriteTextFileResponse{}, s.clientError("write", req.Path, err)
 	}
 	return sdk.WriteTextFileResponse{}, nil
 }
 
-func (h *client) CreateTerminal(ctx context.Context, req sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
-	s, err := h.session(ctx, req.SessionId)
+func (h *client) CreateTerminal(ctx context.Context, req sdk.CreateTerminalRequest) (_ sdk.CreateTerminalResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodTerminalCreate, &err)
+	s, _, terms, err := h.sandbox(req.SessionId)
 	if err != nil {
 		return sdk.CreateTerminalResponse{}, err
 	}
-	_, terms := s.sandbox()
 	spec := sandbox.TerminalSpec{Command: req.Command, Args: req.Args, Cwd: deref(req.Cwd)}
 	if req.OutputByteLimit != nil {
 		spec.OutputByteLimit = int64(*req.OutputByteLimit)
@@ -100,12 +115,12 @@ func (h *client) CreateTerminal(ctx context.Context, req sdk.CreateTerminalReque
 	return sdk.CreateTerminalResponse{TerminalId: id}, nil
 }
 
-func (h *client) TerminalOutput(ctx context.Context, req sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
-	s, err := h.session(ctx, req.SessionId)
+func (h *client) TerminalOutput(ctx context.Context, req sdk.TerminalOutputRequest) (_ sdk.TerminalOutputResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodTerminalOutput, &err)
+	s, _, terms, err := h.sandbox(req.SessionId)
 	if err != nil {
 		return sdk.TerminalOutputResponse{}, err
 	}
-	_, terms := s.sandbox()
 	out, err := terms.Output(req.TerminalId)
 	if err != nil {
 		return sdk.TerminalOutputResponse{}, s.clientError("read terminal", req.TerminalId, err)
@@ -117,12 +132,12 @@ func (h *client) TerminalOutput(ctx context.Context, req sdk.TerminalOutputReque
 	return resp, nil
 }
 
-func (h *client) WaitForTerminalExit(ctx context.Context, req sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
-	s, err := h.session(ctx, req.SessionId)
+func (h *client) WaitForTerminalExit(ctx context.Context, req sdk.WaitForTerminalExitRequest) (_ sdk.WaitForTerminalExitResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodTerminalWaitForExit, &err)
+	s, _, terms, err := h.sandbox(req.SessionId)
 	if err != nil {
 		return sdk.WaitForTerminalExitResponse{}, err
 	}
-	_, terms := s.sandbox()
 	st, err := terms.WaitForExit(ctx, req.TerminalId)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -133,25 +148,25 @@ func (h *client) WaitForTerminalExit(ctx context.Context, req sdk.WaitForTermina
 	return sdk.WaitForTerminalExitResponse{ExitCode: st.Code, Signal: nonEmpty(st.Signal)}, nil
 }
 
-func (h *client) KillTerminal(ctx context.Context, req sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
-	s, err := h.session(ctx, req.SessionId)
+func (h *client) KillTerminal(ctx context.Context, req sdk.KillTerminalRequest) (_ sdk.KillTerminalResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodTerminalKill, &err)
+	s, _, terms, err := h.sandbox(req.SessionId)
 	if err != nil {
 		return sdk.KillTerminalResponse{}, err
 	}
-	_, terms := s.sandbox()
 	if err := terms.Kill(req.TerminalId); err != nil {
 		return sdk.KillTerminalResponse{}, s.clientError("kill terminal", req.TerminalId, err)
 	}
 	return sdk.KillTerminalResponse{}, nil
 }
 
-func (h *client) ReleaseTerminal(ctx context.Context, req sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
-	s, err := h.session(ctx, req.SessionId)
+func (h *client) ReleaseTerminal(ctx context.Context, req sdk.ReleaseTerminalRequest) (_ sdk.ReleaseTerminalResponse, err error) {
+	defer h.recoverPanic(sdk.ClientMethodTerminalRelease, &err)
+	s, _, terms, err := h.sandbox(req.SessionId)
 	if err != nil {
 		return sdk.ReleaseTerminalResponse{}, err
 	}
 	s.terminalReleasing(req.TerminalId)
-	_, terms := s.sandbox()
 	if err := terms.Release(req.TerminalId); err != nil {
 		return sdk.ReleaseTerminalResponse{}, s.clientError("release terminal", req.TerminalId, err)
 	}

@@ -37,20 +37,26 @@ const (
 // to be handled (a process that escaped the group could hold the pipe open).
 const drainTimeout = 3 * time.Second
 
+// exitAfterDisconnect is how long a process whose connection ended may take to exit on
+// its own before it is stopped.
+const exitAfterDisconnect = time.Second
+
 // agentConn is one agent process and the ACP connection to it. Sessions route
 // through it by their ACP session id.
 type agentConn struct {
-	proc *process
-	flow *flowReader
-	rpc  *sdk.ClientSideConnection
-	init sdk.InitializeResponse
-	log  *slog.Logger
+	proc   *process
+	reader *agentReader
+	rpc    *sdk.ClientSideConnection
+	init   sdk.InitializeResponse
+	log    *slog.Logger
 
-	stopping atomic.Bool   // Close/stop asked for the exit: not a crash
-	gone     chan struct{} // closed once the exit was fully handled
-	onGone   func(*agentConn)
+	stopping     atomic.Bool   // Close/stop asked for the exit: not a crash
+	disconnected atomic.Bool   // the connection ended while the process still ran
+	gone         chan struct{} // closed once the exit was fully handled
+	onGone       func(*agentConn)
 
 	mu       sync.Mutex
+	closed   bool // the exit is being handled: no session may register any more
 	sessions map[sdk.SessionId]*session
 	// early holds session-level updates for ids not registered yet: agents may send
 	// available_commands_update before session/new has answered.
@@ -79,8 +85,9 @@ func dial(ctx context.Context, cfg Config, log *slog.Logger, newClient func(*age
 		sessions: map[sdk.SessionId]*session{},
 		early:    map[sdk.SessionId][]sdk.SessionUpdate{},
 	}
-	c.flow = newFlowReader(proc.stdout, defaultHighWater, log)
-	c.rpc = sdk.NewClientSideConnection(newClient(c), proc.stdin, c.flow)
+	handler := newClient(c)
+	c.reader = newAgentReader(proc.stdout, handler, log)
+	c.rpc = sdk.NewClientSideConnection(handler, proc.stdin, c.reader)
 	c.rpc.SetLogger(log)
 	go c.supervise()
 
@@ -101,44 +108,75 @@ func dial(ctx context.Context, cfg Config, log *slog.Logger, newClient func(*age
 }
 
 // failReason explains why a request to the agent failed, preferring how the process
-// ended when it did.
+// ended when it did. It never shows the SDK's internals: those go to the log.
 func (c *agentConn) failReason(ctx context.Context, err error) string {
-	exited := "the agent process %s (see the log for its stderr)"
 	select {
 	case <-c.proc.exited:
-		return fmt.Sprintf(exited, c.proc.exitReason())
+		return c.goneReason()
 	case <-c.rpc.Done():
 		// Its output closed: the process is ending; wait a moment to say how.
 		t := time.NewTimer(time.Second)
 		defer t.Stop()
 		select {
 		case <-c.proc.exited:
-			return fmt.Sprintf(exited, c.proc.exitReason())
 		case <-t.C:
 		}
+		return c.goneReason()
 	default:
 	}
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return "no answer in time; the agent may be stuck or need a longer start_timeout"
 	}
-	return err.Error()
+	return agentErrorText(c.log, err)
 }
 
-// supervise waits for the process to end, lets the notifications it sent before
-// dying reach SessionUpdate, releases the pipes and reports the exit.
+// goneReason says why the connection ended, for status_reason, ERROR events and logs.
+func (c *agentConn) goneReason() string {
+	if err := c.reader.fatalError(); err != nil {
+		return err.Error() + "; it was stopped"
+	}
+	select {
+	case <-c.proc.exited:
+	default:
+		return "the agent closed its connection"
+	}
+	if c.disconnected.Load() {
+		return "the agent closed its connection; it was stopped"
+	}
+	return fmt.Sprintf("the agent process %s (see the log for its stderr)", c.proc.exitReason())
+}
+
+// supervise waits for the process to end or the connection to close. A process whose
+// connection ended is stopped: nothing can reach it any more. The lines it wrote
+// before exiting are still handled, then the pipes are released and the exit reported.
 func (c *agentConn) supervise() {
-	<-c.proc.exited
+	select {
+	case <-c.proc.exited:
+	case <-c.rpc.Done():
+		t := time.NewTimer(exitAfterDisconnect)
+		select {
+		case <-c.proc.exited:
+		case <-t.C:
+			c.disconnected.Store(true)
+			c.log.Error("the agent connection ended while its process runs; stopping it", "reason", c.goneReason())
+			c.proc.stop(context.Background(), time.Second)
+		}
+		t.Stop()
+	}
 	c.proc.closePipes()
-	timeout := make(chan struct{})
-	t := time.AfterFunc(drainTimeout, func() { close(timeout) })
-	c.flow.waitDrained(timeout)
+	t := time.NewTimer(drainTimeout)
+	select {
+	case <-c.rpc.Done():
+	case <-t.C:
+		c.log.Warn("the agent's output stayed open after it exited; closing it")
+	}
 	t.Stop()
-	c.flow.Close()
-	_ = c.proc.stdout.Close()
+	_ = c.proc.stdout.Close() // ends a Read still waiting on a pipe held by an escaped process
 	<-c.rpc.Done()
-	handed, finished, maxInFlight := c.flow.stats()
-	c.log.Info("agent connection closed", "exit", c.proc.exitReason(), "notifications", handed,
-		"unhandled_at_close", handed-finished, "max_unhandled", maxInFlight)
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.log.Info("agent connection closed", "reason", c.goneReason())
 	if c.onGone != nil {
 		c.onGone(c)
 	}
@@ -167,10 +205,17 @@ func (c *agentConn) stop(ctx context.Context) {
 	}
 }
 
-// register routes a session's updates to s and hands it what arrived early.
-func (c *agentConn) register(id sdk.SessionId, s *session) {
+// errConnClosed refuses a session on a connection whose exit is being handled.
+var errConnClosed = errors.New("the agent connection has closed")
+
+// register routes a session's updates to s and hands it what arrived early. It
+// refuses once the connection is closed: that session would never hear of the exit.
+func (c *agentConn) register(id sdk.SessionId, s *session) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%w: agent session %s", errConnClosed, id)
+	}
 	c.sessions[id] = s
 	early := c.early[id]
 	delete(c.early, id)
@@ -178,11 +223,13 @@ func (c *agentConn) register(id sdk.SessionId, s *session) {
 	for _, u := range early {
 		s.applyUpdate(u)
 	}
+	return nil
 }
 
 func (c *agentConn) unregister(id sdk.SessionId) {
 	c.mu.Lock()
 	delete(c.sessions, id)
+	delete(c.early, id)
 	c.mu.Unlock()
 }
 
@@ -298,14 +345,20 @@ func isAuthRequired(err error) bool {
 	return errors.As(err, &re) && re.Code == codeAuthRequired
 }
 
-// agentErrorText is an agent's error as a person can read it.
-func agentErrorText(err error) string {
+// agentErrorText is an agent's error as a client may see it: the agent's message
+// only. Its data and any other error go to the log (with the logger's agent_id and
+// session_id).
+func agentErrorText(log *slog.Logger, err error) string {
 	var re *sdk.RequestError
 	if errors.As(err, &re) {
 		if re.Data != nil {
-			return fmt.Sprintf("%s (%v)", re.Message, re.Data)
+			log.Warn("agent error", "code", re.Code, "message", re.Message, "data", re.Data)
 		}
-		return re.Message
+		if re.Message != "" {
+			return re.Message
+		}
+		return fmt.Sprintf("error %d", re.Code)
 	}
-	return err.Error()
+	log.Warn("request to the agent failed", "err", err)
+	return "the request to the agent failed (see the server log)"
 }

@@ -25,7 +25,6 @@ type floodClient struct {
 }
 
 func (f *floodClient) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
-	defer f.c.flow.notificationDone()
 	if n.Update.AgentMessageChunk == nil || n.Update.AgentMessageChunk.Content.Text == nil {
 		return nil
 	}
@@ -94,8 +93,9 @@ func dialFlood(t *testing.T, h *harness, script string) (*agentConn, *floodClien
 	return c, fc
 }
 
-// The SDK alone closes the connection when 1024 notifications wait; through the flow
-// reader a fast agent is slowed down instead, and every chunk arrives in order.
+// The SDK alone closes the connection when 1024 notifications wait; through the agent
+// reader a fast agent is slowed down instead, every chunk arrives in order, and the
+// Prompt response comes only after every chunk of its turn was handled.
 func TestConnectionSurvivesAFloodAndStaysUsable(t *testing.T) {
 	h := newHarness(t)
 	const chunks = 100_000
@@ -119,11 +119,6 @@ func TestConnectionSurvivesAFloodAndStaysUsable(t *testing.T) {
 	// Prompt returns only after the turn's notifications were handled.
 	if got != chunks || bad != "" {
 		t.Fatalf("received %d of %d chunks; order: %s", got, chunks, bad)
-	}
-	handed, finished, maxInFlight := c.flow.stats()
-	t.Logf("at most %d notifications were unhandled at once", maxInFlight)
-	if maxInFlight > defaultHighWater || handed != finished {
-		t.Fatalf("in flight at most %d (limit %d); handed %d, finished %d", maxInFlight, defaultHighWater, handed, finished)
 	}
 	if _, err := c.rpc.Prompt(ctx, sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("again")}}); err != nil {
 		t.Fatalf("second turn after the flood: %v", err)
@@ -151,8 +146,5 @@ func TestConnectionServesAPermissionDuringAFlood(t *testing.T) {
 	defer fc.mu.Unlock()
 	if fc.next != chunks || fc.badOrder != "" || fc.permAsked != 1 {
 		t.Fatalf("received %d of %d chunks (order: %s), %d permission requests", fc.next, chunks, fc.badOrder, fc.permAsked)
-	}
-	if _, _, maxInFlight := c.flow.stats(); maxInFlight > defaultHighWater {
-		t.Fatalf("in flight at most %d, limit %d", maxInFlight, defaultHighWater)
 	}
 }

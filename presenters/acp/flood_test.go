@@ -76,6 +76,22 @@ func TestFloodWithAPermissionRequestInTheMiddle(t *testing.T) {
 	h.finish(s.SessionID, res, from)
 	evs := h.rec.eventsOf(s.SessionID, from)
 	checkChunks(t, evs, res.MessageID, 100_000, 64)
+	// The agent sent the tool call before its permission request: the request must not
+	// overtake it, whatever the flood around them.
+	toolAt, askedAt := -1, -1
+	for i, ev := range evs {
+		switch v := ev.Payload.(type) {
+		case presenters.ToolStartPayload:
+			if v.Tool.ToolID == "flood-permission" && toolAt < 0 {
+				toolAt = i
+			}
+		case presenters.PermissionRequiredPayload:
+			askedAt = i
+		}
+	}
+	if toolAt < 0 || askedAt < toolAt {
+		t.Fatalf("TOOL_START of the flood's tool call at event %d, its PERMISSION_REQUIRED at %d: the request overtook it", toolAt, askedAt)
+	}
 	tail := timeline(evs[len(evs)-3:], map[string]string{res.MessageID: "A"})
 	if want := []string{`DELTA assistant A "permission: allow_once allow"`, `END assistant A end_turn`, `STATUS idle`}; strings.Join(tail, "|") != strings.Join(want, "|") {
 		t.Fatalf("turn end %q, want %q", tail, want)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -13,312 +14,143 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 )
 
-// Flow control between an agent's stdout and the SDK (issue 7).
+// Reading an agent's stdout (issue 7).
 //
-// acp-go-sdk v0.13.0 queues every incoming notification in a fixed 1024-entry channel
-// and closes the connection when it is full; it never stops reading. An agent that
-// streams faster than notifications are handled (session/load replay, tool output)
-// therefore kills its own connection. The SDK reads the agent through a flowReader
-// instead of the raw pipe: the reader counts the session/update lines it has handed
-// to the SDK, our SessionUpdate reports each one it finished, and while handed minus
-// finished reaches the high-water mark the reader stops reading. The pipe then fills
-// and the agent blocks on write: a burst slows the agent down instead of breaking it.
+// acp-go-sdk v0.13.0 queues every incoming notification in a fixed 1024-entry channel,
+// closes the connection when it is full and never stops reading, so an agent that
+// streams faster than its updates are handled (session/load replay, tool output) would
+// kill its own connection. The SDK therefore reads the agent through an agentReader,
+// which handles session/update notifications itself, one at a time, in order, on the
+// goroutine that reads (the SDK's receive goroutine, inside Read): it decodes each one
+// once into sdk.SessionNotification, validates it as the SDK would, and calls the same
+// Client.SessionUpdate the SDK would have called. A line that does not decode or
+// validate is logged and skipped, as the SDK would have dropped it. Every other line
+// (requests, responses, other notifications, $/cancel_request) goes to the SDK as it is.
 //
-// Why this cannot deadlock:
-//   - Only lines at a line boundary are held back, and only session/update lines are
-//     counted. Every counted line is exactly one that the SDK will queue and hand to
-//     SessionUpdate: the reader decodes its params with the SDK's own type first and
-//     drops (with a log line) what the SDK would reject, and it drops other
-//     notifications the SDK would only log and skip. So no count can leak.
-//   - The SDK's queue therefore never holds more than highWater (< 1024) entries.
-//   - SessionUpdate never blocks: it normalizes, publishes to the hub (Publish never
-//     blocks), appends to the in-memory transcript and returns; it takes session locks
-//     that no holder keeps across I/O. So while the reader waits, finished catches up
-//     with handed and the reader resumes, always.
-//   - Requests and responses are never counted and never held back on their own: they
-//     wait only behind notifications that precede them on the wire, which drain by
-//     the previous point. The SDK runs each incoming request (request_permission,
-//     fs/*, terminal/*) in its own goroutine, so a permission that waits for a user
-//     blocks neither the reader nor the notification queue. A Prompt response that
-//     the SDK holds until the notifications sent before it are handled waits only on
-//     those, which drain.
-//   - If the connection shuts down while the reader waits, Close wakes it.
-
-// defaultHighWater is how many session/update notifications may wait unhandled in the
-// SDK at most; far below the SDK's queue of 1024.
-const defaultHighWater = 256
+// What follows from that:
+//   - Backpressure is implicit: while an update is handled nothing more is read from
+//     the agent's stdout, so a burst fills the pipe and blocks the agent on write. The
+//     SDK's notification queue never sees a session/update, so it cannot overflow.
+//   - Order holds: a request or response that follows some updates on the wire reaches
+//     the SDK only after those updates were handled. A request_permission cannot
+//     overtake its tool_call, nor a Prompt response the turn's updates.
+//   - It cannot deadlock: SessionUpdate never waits on the agent or on I/O (it
+//     normalizes and publishes, Publish never blocks, persistence is batched
+//     elsewhere), so reading always resumes. Requests run in the SDK's own goroutines.
+//   - A line longer than maxLineBytes cannot be handed on whole, and dropping it could
+//     leave a caller waiting forever for a response: Read fails with errLineTooLong,
+//     which ends the connection, and the agent goes through the crash path.
 
 // maxLineBytes matches the SDK's scanner limit: a longer line would end the connection.
 const maxLineBytes = 10 * 1024 * 1024
 
-// errFlowReaderClosed ends Read after Close.
-var errFlowReaderClosed = errors.New("agent output closed")
+// errLineTooLong ends the connection when the agent writes an over-long line.
+var errLineTooLong = fmt.Errorf("the agent sent a line longer than %d MiB", maxLineBytes>>20)
 
-type flowReader struct {
-	src       *bufio.Reader
-	highWater uint64
-	log       *slog.Logger
+// agentReader hands the SDK the agent's lines except the session/updates it handles
+// itself. Read is called by one goroutine only (the SDK's receive loop).
+type agentReader struct {
+	src    *bufio.Reader
+	client sdk.Client
+	log    *slog.Logger
+	cur    []byte // rest of the line being handed to the SDK
 
-	cur  []byte // rest of the line being handed to the SDK
-	held []byte // a counted line read from the agent but not admitted yet
-
-	mu          sync.Mutex
-	changed     *sync.Cond
-	handed      uint64 // counted lines handed to the SDK
-	finished    uint64 // counted lines SessionUpdate finished
-	maxInFlight uint64 // the largest handed-finished seen (tests check the bound)
-	closed      bool
-	eof         bool // src is exhausted: no more lines will be handed
+	mu    sync.Mutex
+	fatal error // why reading ended for good, if the agent's output was at fault
 }
 
-func newFlowReader(src io.Reader, highWater int, log *slog.Logger) *flowReader {
-	if highWater <= 0 {
-		highWater = defaultHighWater
-	}
-	r := &flowReader{src: bufio.NewReaderSize(src, 64*1024), highWater: uint64(highWater), log: log}
-	r.changed = sync.NewCond(&r.mu)
-	return r
+func newAgentReader(src io.Reader, client sdk.Client, log *slog.Logger) *agentReader {
+	return &agentReader{src: bufio.NewReaderSize(src, 64*1024), client: client, log: log}
 }
 
-// envelope is the part of a JSON-RPC message the reader needs to classify a line.
+// envelope is what routing a line needs; params are decoded only for session/update.
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
 }
 
-// Read hands the SDK whole lines, holding back a session/update line while too many
-// are unhandled. It returns what it has rather than block with bytes in hand.
-func (r *flowReader) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		if len(r.cur) > 0 {
-			c := copy(p[n:], r.cur)
-			r.cur = r.cur[c:]
-			n += c
-			continue
+// Read hands the SDK the next line (or the rest of it), after handling the
+// session/updates in front of it.
+func (r *agentReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		line, err := r.readLine()
+		if len(line) >= maxLineBytes {
+			r.mu.Lock()
+			r.fatal = errLineTooLong
+			r.mu.Unlock()
+			r.log.Error("ending the agent connection: it sent an over-long line", "bytes_at_least", len(line))
+			return 0, errLineTooLong
 		}
-		if r.held == nil {
-			if n > 0 && !r.lineBuffered() {
-				return n, nil
-			}
-			line, counted, err := r.nextLine()
-			if err != nil {
-				if n > 0 {
-					return n, nil
-				}
-				return 0, err
-			}
-			if !counted {
-				r.cur = line
-				continue
-			}
-			r.held = line
+		if len(line) > 0 && !r.handled(line) {
+			r.cur = line
+			break
 		}
-		if !r.admit(n == 0) {
-			return n, nil
+		if err != nil {
+			return 0, err
 		}
-		if r.held == nil { // closed while waiting
-			return n, errFlowReaderClosed
-		}
-		r.cur, r.held = r.held, nil
 	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
 	return n, nil
 }
 
-// lineBuffered reports whether a whole line can be read without blocking.
-func (r *flowReader) lineBuffered() bool {
-	b, _ := r.src.Peek(r.src.Buffered())
-	return bytes.IndexByte(b, '\n') >= 0
+// fatalError is why the agent's output was refused, or nil.
+func (r *agentReader) fatalError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal
 }
 
-// nextLine reads lines until one is to be handed to the SDK and says whether it counts.
-func (r *flowReader) nextLine() ([]byte, bool, error) {
-	for {
-		r.mu.Lock()
-		closed := r.closed
-		r.mu.Unlock()
-		if closed {
-			return nil, false, errFlowReaderClosed
-		}
-		line, err := r.readLine()
-		if len(line) == 0 {
-			if err == nil {
-				continue
-			}
-			r.mu.Lock()
-			r.eof = true
-			r.changed.Broadcast()
-			r.mu.Unlock()
-			return nil, false, err
-		}
-		if len(line) > maxLineBytes {
-			r.log.Error("dropping an over-long line from the agent", "bytes", len(line))
-			continue
-		}
-		keep, counted := r.classify(line)
-		if !keep {
-			continue
-		}
-		return line, counted, nil
-	}
-}
-
-// readLine returns the next line including its newline (the last one may lack it).
-func (r *flowReader) readLine() ([]byte, error) {
+// readLine returns the next line including its newline (the last one may lack it),
+// or maxLineBytes bytes of a longer one.
+func (r *agentReader) readLine() ([]byte, error) {
 	line, err := r.src.ReadSlice('\n')
-	if err == nil {
-		return append([]byte(nil), line...), nil
-	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
 		return append([]byte(nil), line...), err
 	}
 	buf := append([]byte(nil), line...)
-	for {
+	for len(buf) < maxLineBytes {
 		more, err := r.src.ReadSlice('\n')
-		if len(buf) <= maxLineBytes {
-			buf = append(buf, more...)
-		} else {
-			buf = buf[:maxLineBytes+1] // keep the marker that it is too long, not the bytes
-		}
-		if err == nil || !errors.Is(err, bufio.ErrBufferFull) {
+		buf = append(buf, more...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
 			return buf, err
 		}
 	}
+	return buf, nil
 }
 
-// classify decides whether a line goes to the SDK and whether it counts against the
-// high-water mark.
-func (r *flowReader) classify(line []byte) (keep, counted bool) {
+// handled reports whether the line was consumed here: a session/update (handled), an
+// empty line or one that is not JSON (which the SDK would only log).
+func (r *agentReader) handled(line []byte) bool {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
-		return false, false
+		return true
 	}
 	var env envelope
 	if err := json.Unmarshal(trimmed, &env); err != nil {
 		r.log.Warn("dropping a line from the agent that is not JSON-RPC", "err", err, "line", truncateForLog(trimmed))
-		return false, false
+		return true
 	}
-	isNotification := env.Method != "" && (len(env.ID) == 0 || string(env.ID) == "null")
-	if !isNotification {
-		return true, false // a request or a response
+	isNotification := len(env.ID) == 0 || string(env.ID) == "null"
+	if !isNotification || env.Method != sdk.ClientMethodSessionUpdate {
+		return false
 	}
-	switch env.Method {
-	case sdk.ClientMethodSessionUpdate:
-		// The SDK hands a session/update to SessionUpdate exactly when its params
-		// decode into SessionNotification (whose Validate accepts everything).
-		var n sdk.SessionNotification
-		if err := json.Unmarshal(env.Params, &n); err != nil {
-			r.log.Warn("dropping a session/update the SDK cannot decode", "err", err, "line", truncateForLog(trimmed))
-			return false, false
-		}
-		return true, true
-	case "$/cancel_request":
-		return true, false // handled by the SDK at once, never queued
-	default:
-		r.log.Info("ignoring an agent notification this client does not handle", "method", env.Method)
-		return false, false
+	var n sdk.SessionNotification
+	err := json.Unmarshal(env.Params, &n)
+	if err == nil {
+		err = n.Validate()
 	}
-}
-
-// admit counts the held line as handed once fewer than highWater are unhandled,
-// waiting for that if wait is set. It reports false if it would have to wait.
-func (r *flowReader) admit(wait bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.handed-r.finished >= r.highWater {
-		if r.closed {
-			r.held = nil
-			return true
-		}
-		if !wait {
-			return false
-		}
-		r.changed.Wait()
+	if err != nil {
+		r.log.Warn("dropping a session/update that does not decode", "err", err, "line", truncateForLog(trimmed))
+		return true
 	}
-	r.handed++
-	if d := r.handed - r.finished; d > r.maxInFlight {
-		r.maxInFlight = d
+	// The SDK hands notification handlers a context that lives as long as the
+	// connection; SessionUpdate does not block and does not use it.
+	if err := r.client.SessionUpdate(context.Background(), n); err != nil {
+		r.log.Warn("handling a session/update failed", "err", err)
 	}
 	return true
-}
-
-// notificationDone is called by SessionUpdate for every session/update it finished.
-func (r *flowReader) notificationDone() {
-	r.mu.Lock()
-	r.finished++
-	// Wake the reader (room again), waitDrained and barriers. Broadcasting on every
-	// finish is a mutex round-trip per notification; cheap next to the decoding.
-	r.changed.Broadcast()
-	r.mu.Unlock()
-}
-
-// barrier waits until every counted line handed so far has been finished (or ctx
-// ends or the reader closes). The SDK runs each incoming request in its own goroutine
-// while notifications wait in its queue, so a request_permission could otherwise be
-// served before the tool_call the agent sent just ahead of it. Waiting cannot
-// deadlock: finishing notifications never waits for a request handler, and the lines
-// handed after the request (an agent that keeps streaming) finish just the same.
-func (r *flowReader) barrier(ctx context.Context) {
-	r.mu.Lock()
-	target := r.handed
-	if r.finished >= target || r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		r.changed.Broadcast()
-		r.mu.Unlock()
-	})
-	defer stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.finished < target && !r.closed && ctx.Err() == nil {
-		r.changed.Wait()
-	}
-}
-
-// waitDrained blocks until the source is exhausted and every counted line was
-// finished, or until stop is closed.
-func (r *flowReader) waitDrained(stop <-chan struct{}) {
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-stop:
-			r.mu.Lock()
-			r.changed.Broadcast()
-			r.mu.Unlock()
-		case <-done:
-		}
-	}()
-	defer close(done)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for !(r.eof && r.handed == r.finished) {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		r.changed.Wait()
-	}
-}
-
-// Close makes a waiting or later Read return an error.
-func (r *flowReader) Close() {
-	r.mu.Lock()
-	r.closed = true
-	r.changed.Broadcast()
-	r.mu.Unlock()
-}
-
-// stats reports the counters (for tests and diagnostics).
-func (r *flowReader) stats() (handed, finished, maxInFlight uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.handed, r.finished, r.maxInFlight
 }
 
 func truncateForLog(b []byte) string {

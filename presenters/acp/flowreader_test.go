@@ -2,15 +2,17 @@ package acp
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+
+	sdk "github.com/coder/acp-go-sdk"
 )
 
 func updateLine(i int) string {
@@ -19,175 +21,171 @@ func updateLine(i int) string {
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// readAvailable reads once with a large buffer: the flow reader returns what it can
-// hand over without waiting.
-func readAvailable(t *testing.T, r *flowReader) string {
-	t.Helper()
-	buf := make([]byte, 1<<20)
-	n, err := r.Read(buf)
-	if err != nil {
-		t.Fatalf("Read: %v", err)
-	}
-	return string(buf[:n])
+// updateLog is an sdk.Client whose SessionUpdate records the chunk texts into a log
+// shared with the test, and optionally waits on a gate first.
+type updateLog struct {
+	floodClient // the other methods; never called here
+
+	mu      sync.Mutex
+	entries []string
+	entered chan struct{} // receives once per update, before the gate
+	gate    chan struct{} // when set, every update waits for a value
 }
 
-func TestFlowReaderHoldsBackNotificationsAtHighWater(t *testing.T) {
-	var src strings.Builder
-	for i := range 10 {
-		src.WriteString(updateLine(i))
+func (u *updateLog) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
+	if u.entered != nil {
+		u.entered <- struct{}{}
 	}
-	r := newFlowReader(strings.NewReader(src.String()), 4, discardLog())
-
-	got := readAvailable(t, r)
-	if want := updateLine(0) + updateLine(1) + updateLine(2) + updateLine(3); got != want {
-		t.Fatalf("first read handed %q, want the first 4 lines", got)
+	if u.gate != nil {
+		<-u.gate
 	}
-	if h, f, _ := r.stats(); h != 4 || f != 0 {
-		t.Fatalf("handed=%d finished=%d, want 4, 0", h, f)
-	}
-	r.notificationDone()
-	if got := readAvailable(t, r); got != updateLine(4) {
-		t.Fatalf("after one finished, read %q, want exactly line 4", got)
-	}
-	for range 4 { // lines 1-4 finished: nothing in flight
-		r.notificationDone()
-	}
-	if got := readAvailable(t, r); got != updateLine(5)+updateLine(6)+updateLine(7)+updateLine(8) {
-		t.Fatalf("read %q, want lines 5-8", got)
-	}
-	if _, _, max := r.stats(); max != 4 {
-		t.Fatalf("max in flight %d, want 4", max)
-	}
+	u.add("update " + n.Update.AgentMessageChunk.Content.Text.Text)
+	return nil
 }
 
-func TestFlowReaderPassesRequestsAndResponsesUncounted(t *testing.T) {
-	response := `{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}` + "\n"
-	request := `{"jsonrpc":"2.0","id":"a","method":"session/request_permission","params":{}}` + "\n"
-	cancel := `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":3}}` + "\n"
-	src := updateLine(0) + response + request + cancel + updateLine(1)
-	r := newFlowReader(strings.NewReader(src), 1, discardLog())
-
-	if got := readAvailable(t, r); got != updateLine(0)+response+request+cancel {
-		t.Fatalf("read %q, want the notification, then the uncounted lines, holding back the second notification", got)
-	}
-	r.notificationDone()
-	if got := readAvailable(t, r); got != updateLine(1) {
-		t.Fatalf("read %q, want the second notification", got)
-	}
-	if h, _, _ := r.stats(); h != 2 {
-		t.Fatalf("handed %d counted lines, want 2", h)
-	}
+func (u *updateLog) add(e string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.entries = append(u.entries, e)
 }
 
-func TestFlowReaderDropsWhatTheSDKWouldRejectWithoutCounting(t *testing.T) {
+func (u *updateLog) list() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.entries...)
+}
+
+// Updates are handled in the reader, each before any later line reaches the SDK;
+// everything else reaches the SDK as it is, in order; what the SDK would drop is
+// dropped (and no longer counted: nothing can leak and stall the agent).
+func TestAgentReaderHandlesUpdatesInOrderAndPassesTheRest(t *testing.T) {
+	response := `{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}`
+	request := `{"jsonrpc":"2.0","id":"a","method":"session/request_permission","params":{}}`
+	cancel := `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":3}}`
+	vendor := `{"jsonrpc":"2.0","method":"_vendor/notice","params":{}}`
 	bad := []string{
-		"not json at all\n",
-		`{"jsonrpc":"2.0","method":"_vendor/notice","params":{}}` + "\n",
-		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":5,"update":{}}}` + "\n",
-		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":7}}}` + "\n",
-		"\n",
+		"not json at all",
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":5,"update":{}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":7}}}`,
+		"",
 	}
-	src := strings.Join(bad, "") + updateLine(1)
-	r := newFlowReader(strings.NewReader(src), 8, discardLog())
-	if got := readAvailable(t, r); got != updateLine(1) {
-		t.Fatalf("read %q, want only the valid update", got)
-	}
-	if h, _, _ := r.stats(); h != 1 {
-		t.Fatalf("handed %d, want 1: dropped lines must not count (a count that never finishes would stall the agent)", h)
-	}
-}
-
-func TestFlowReaderServesLongLinesInPieces(t *testing.T) {
-	long := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s"}}}}`, strings.Repeat("y", 200_000)) + "\n"
-	r := newFlowReader(strings.NewReader(long+updateLine(2)), 8, discardLog())
-	var out bytes.Buffer
-	buf := make([]byte, 4096)
-	for out.Len() < len(long)+len(updateLine(2)) {
-		n, err := r.Read(buf)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		out.Write(buf[:n])
-	}
-	if out.String() != long+updateLine(2) {
-		t.Fatal("long line not passed through intact")
-	}
-}
-
-// A reader blocked at the high-water mark resumes as notifications finish and ends
-// when closed; every line reaches the consumer once, in order.
-func TestFlowReaderBlocksUntilFinishedAndCloseWakesIt(t *testing.T) {
-	pr, pw := io.Pipe()
-	const total = 2000
-	go func() {
-		for i := range total {
-			if _, err := io.WriteString(pw, updateLine(i)); err != nil {
-				return
-			}
-		}
-		_ = pw.Close()
-	}()
-	r := newFlowReader(pr, 16, discardLog())
+	src := updateLine(0) + response + "\n" + updateLine(1) + request + "\n" + strings.Join(bad, "\n") + "\n" +
+		cancel + "\n" + updateLine(2) + vendor + "\n" + updateLine(3)
+	log := &updateLog{}
+	r := newAgentReader(strings.NewReader(src), log, discardLog())
 	sc := bufio.NewScanner(r)
-	lines := make(chan string, 64)
+	for sc.Scan() {
+		log.add("sdk " + sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"update 0", "sdk " + response, "update 1", "sdk " + request, "sdk " + cancel, "update 2", "sdk " + vendor, "update 3"}
+	if got := log.list(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("order:\n got %q\nwant %q", got, want)
+	}
+}
+
+// While an update is being handled nothing more is read from the agent: its next write
+// blocks until the handler returns. That is the whole of the flow control.
+func TestAgentReaderStopsReadingWhileAnUpdateIsHandled(t *testing.T) {
+	pr, pw := io.Pipe()
+	log := &updateLog{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	r := newAgentReader(pr, log, discardLog())
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	wg.Go(func() {
-		defer close(lines)
+		sc := bufio.NewScanner(r)
 		for sc.Scan() {
-			lines <- sc.Text()
+			log.add("sdk " + sc.Text())
 		}
 	})
-	i := 0
-	for line := range lines {
-		if line+"\n" != updateLine(i) {
-			t.Fatalf("line %d = %q", i, line)
+	secondWritten := make(chan struct{})
+	wg.Go(func() { agentWrites(pw, secondWritten) })
+
+	<-log.entered // the first update is being handled and held
+	blocked := make(chan struct{})
+	wg.Go(func() {
+		if waitForGoroutineIn("acp.agentWrites", "io.(*pipe).write", secondWritten) {
+			close(blocked)
 		}
-		i++
-		r.notificationDone()
+	})
+	select {
+	case <-secondWritten:
+		close(log.gate) // let everything finish, then fail
+		wg.Wait()
+		t.Fatal("the agent's next line was read while an update was still being handled: no backpressure")
+	case <-blocked:
 	}
+	log.gate <- struct{}{}
+	<-secondWritten
+	<-log.entered
+	log.gate <- struct{}{}
 	wg.Wait()
-	if i != total {
-		t.Fatalf("got %d lines, want %d", i, total)
-	}
-	if _, _, max := r.stats(); max > 16 {
-		t.Fatalf("max in flight %d exceeds the high-water mark 16", max)
-	}
-	stop := make(chan struct{})
-	r.waitDrained(stop) // source at EOF, all finished: returns at once
-
-	// A reader waiting for room returns once closed.
-	r2 := newFlowReader(strings.NewReader(updateLine(0)+updateLine(1)), 1, discardLog())
-	readAvailable(t, r2)
-	done := make(chan error, 1)
-	go func() {
-		_, err := r2.Read(make([]byte, 1024))
-		done <- err
-	}()
-	r2.Close()
-	if err := <-done; !errors.Is(err, errFlowReaderClosed) {
-		t.Fatalf("Read after Close: %v, want errFlowReaderClosed", err)
+	if got, want := log.list(), []string{"update 0", "update 1", "sdk {}"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("handled %q, want %q", got, want)
 	}
 }
 
-// barrier returns once every notification handed before it was finished, or when its
-// context ends.
-func TestFlowReaderBarrier(t *testing.T) {
-	r := newFlowReader(strings.NewReader(updateLine(0)+updateLine(1)), 8, discardLog())
-	readAvailable(t, r)
-	r.barrier(canceledContext()) // a cancelled wait returns at once
-	done := make(chan struct{})
-	go func() {
-		r.barrier(context.Background())
-		close(done)
-	}()
-	r.notificationDone()
-	r.notificationDone()
-	<-done
-	r.barrier(context.Background()) // nothing outstanding: returns at once
+// agentWrites plays an agent writing two updates and a last line, each write returning
+// only once the reader took it.
+func agentWrites(w *io.PipeWriter, secondWritten chan<- struct{}) {
+	_, _ = io.WriteString(w, updateLine(0))
+	_, _ = io.WriteString(w, updateLine(1))
+	close(secondWritten)
+	_, _ = io.WriteString(w, "{}\n")
+	_ = w.Close()
 }
 
-func canceledContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
+// waitForGoroutineIn reports true once some goroutine's stack holds both function
+// names, false if stop closes first.
+func waitForGoroutineIn(fn, blockedIn string, stop <-chan struct{}) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, blockedIn) {
+				return true
+			}
+		}
+		select {
+		case <-stop:
+			return false
+		default:
+			runtime.Gosched()
+		}
+	}
+}
+
+// A line longer than the SDK can take is not dropped silently (a dropped response
+// would leave its caller waiting forever): reading fails, which ends the connection.
+func TestAgentReaderFailsOnAnOverLongLine(t *testing.T) {
+	long := `{"jsonrpc":"2.0","id":1,"result":{"x":"` + strings.Repeat("y", maxLineBytes) + `"}}` + "\n"
+	r := newAgentReader(strings.NewReader(updateLine(0)+long+updateLine(1)), &updateLog{}, discardLog())
+	_, err := io.ReadAll(r)
+	if !errors.Is(err, errLineTooLong) || !errors.Is(r.fatalError(), errLineTooLong) {
+		t.Fatalf("read error %v, fatal %v; want errLineTooLong", err, r.fatalError())
+	}
+}
+
+// Long lines below the limit reach the SDK whole, however small its reads.
+func TestAgentReaderServesLongLinesInPieces(t *testing.T) {
+	long := `{"jsonrpc":"2.0","id":1,"result":{"x":"` + strings.Repeat("y", 200_000) + `"}}` + "\n"
+	log := &updateLog{}
+	r := newAgentReader(strings.NewReader(long+updateLine(2)), log, discardLog())
+	var out strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		out.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out.String() != long || strings.Join(log.list(), "") != "update 2" {
+		t.Fatalf("long line not passed through intact (%d bytes of %d), updates %q", out.Len(), len(long), log.list())
+	}
 }

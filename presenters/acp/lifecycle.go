@@ -75,33 +75,61 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	id := string(resp.SessionId)
 	now := time.Now()
 	conv := transcript.Conversation{ID: id, AgentID: p.cfg.ID, Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
-	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {
-		return presenters.SessionInfo{}, fmt.Errorf("storing session %s: %w", id, err)
-	}
-
 	s := newSession(p, id, ws)
 	p.mu.Lock()
 	caps := p.capabilities()
-	p.sessions[id] = s
 	p.mu.Unlock()
 
 	s.mu.Lock()
 	s.conv = conv
+	s.unstored = true // until CreateConversation: updates arriving meanwhile are stored with it
 	s.info = presenters.SessionInfo{SessionID: id, AgentID: p.cfg.ID, Status: presenters.SessionIdle,
 		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: caps}
 	s.attachLocked(conn, resp.SessionId, ws, sessionState{resp.Modes, resp.Models, resp.ConfigOptions})
+	// An id the session does not offer fails before anyone can see the session.
+	if err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID); err != nil {
+		terms := s.terms
+		s.conn, s.terms = nil, nil
+		s.mu.Unlock()
+		_ = terms.Close()
+		p.abandonAgentSession(conn, resp.SessionId)
+		return presenters.SessionInfo{}, err
+	}
+	s.mu.Unlock()
+	// Registered at once, so the updates the agent sends from now on reach the session.
+	if err := conn.register(resp.SessionId, s); err != nil {
+		s.mu.Lock()
+		terms := s.terms
+		s.conn, s.terms = nil, nil
+		s.mu.Unlock()
+		_ = terms.Close()
+		return presenters.SessionInfo{}, fmt.Errorf("%w: agent %s stopped while creating a session; try again", presenters.ErrAgentUnavailable, p.cfg.ID)
+	}
+	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {
+		s.detach()
+		p.abandonAgentSession(conn, resp.SessionId)
+		return presenters.SessionInfo{}, fmt.Errorf("storing session %s: %w", id, err)
+	}
+	s.mu.Lock()
+	s.unstored = false
 	s.emit.SessionCreated(s.info)
 	s.mu.Unlock()
-	conn.register(resp.SessionId, s)
+	p.mu.Lock()
+	p.sessions[id] = s
+	p.mu.Unlock()
 
 	if cfg.ModeID != "" {
 		if err := s.setMode(ctx, cfg.ModeID); err != nil {
-			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its mode could not be set: %w", id, err)
+			_ = s.close(context.WithoutCancel(ctx))
+			p.forget(s)
+			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its mode could not be set, so it was closed: %w", id, err)
 		}
 	}
 	if cfg.ModelID != "" {
 		if err := s.setModel(ctx, cfg.ModelID); err != nil {
-			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its model could not be set: %w", id, err)
+			_ = s.close(context.WithoutCancel(ctx))
+			p.forget(s)
+			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its model could not be set, so it was closed: %w", id, err)
 		}
 	}
 	s.mu.Lock()
@@ -110,19 +138,70 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	return s.snapshot(), nil
 }
 
+// checkModeModelLocked fails for a mode or model id the session does not offer (s.mu held).
+func (s *session) checkModeModelLocked(modeID, modelID string) error {
+	if modeID != "" && !hasID(s.info.AvailableModes, modeID, func(m presenters.Mode) string { return m.ID }) {
+		return fmt.Errorf("mode %q is not one of the agent's modes (%s): %w", modeID,
+			idList(s.info.AvailableModes, func(m presenters.Mode) string { return m.ID }), presenters.ErrInvalidArgument)
+	}
+	if modelID != "" && !hasID(s.info.AvailableModels, modelID, func(m presenters.Model) string { return m.ID }) {
+		return fmt.Errorf("model %q is not one of the agent's models (%s): %w", modelID,
+			idList(s.info.AvailableModels, func(m presenters.Model) string { return m.ID }), presenters.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// detach unregisters a session that never became visible and releases its terminals.
+func (s *session) detach() {
+	s.mu.Lock()
+	conn, acpID := s.conn, s.acpID
+	s.mu.Unlock()
+	if conn != nil {
+		conn.unregister(acpID)
+	}
+	s.mu.Lock()
+	terms := s.terms
+	s.conn, s.terms = nil, nil
+	s.mu.Unlock()
+	if terms != nil {
+		_ = terms.Close()
+	}
+}
+
+// abandonAgentSession tells the agent (session/close, when it advertises it) that a
+// session it created will not be used, bounded by the start timeout.
+func (p *Presenter) abandonAgentSession(conn *agentConn, id sdk.SessionId) {
+	if conn.init.AgentCapabilities.SessionCapabilities.Close == nil || !conn.alive() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.StartTimeout)
+	defer cancel()
+	if _, err := conn.rpc.CloseSession(ctx, sdk.CloseSessionRequest{SessionId: id}); err != nil {
+		p.log.Warn("session/close of an abandoned session failed", "acp_session_id", id, "err", err)
+	}
+}
+
 // attachLocked makes the session live on conn (s.mu held).
 func (s *session) attachLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState) {
-	s.conn, s.acpID, s.ws = conn, acpID, ws
-	s.norm.workspace = ws.Root()
-	s.terms = ws.NewTerminals()
-	s.termCommands = map[string]string{}
-	s.termFinal = map[string]presenters.TerminalBlock{}
+	s.attachSandboxLocked(conn, acpID, ws)
 	s.modeState, s.modelState, s.configs = st.modes, st.models, st.configs
 	caps := conn.init.AgentCapabilities.PromptCapabilities
 	s.info.Capabilities.SupportsVision = caps.Image
 	s.info.Capabilities.SupportsResources = caps.EmbeddedContext
 	s.info.Capabilities.SupportsTools, s.info.Capabilities.SupportsCommands, s.info.Capabilities.SupportsLoad = true, true, true
 	s.deriveModesModels()
+}
+
+// attachSandboxLocked binds the session to conn and its workspace, so that the agent's
+// requests can be served as soon as the session is registered (s.mu held).
+func (s *session) attachSandboxLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace) {
+	s.conn, s.acpID, s.ws = conn, acpID, ws
+	s.norm.workspace = ws.Root()
+	if s.terms == nil {
+		s.terms = ws.NewTerminals()
+		s.termCommands = map[string]string{}
+		s.termFinal = map[string]presenters.TerminalBlock{}
+	}
 }
 
 // sessionCallError maps a failed session/new, load or resume.
@@ -136,7 +215,7 @@ func (p *Presenter) sessionCallError(conn *agentConn, method string, err error) 
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", method, presenters.ErrCancelled)
 	}
-	return fmt.Errorf("%w: agent %s refused %s: %s", presenters.ErrAgentUnavailable, p.cfg.ID, method, agentErrorText(err))
+	return fmt.Errorf("%w: agent %s refused %s: %s", presenters.ErrAgentUnavailable, p.cfg.ID, method, agentErrorText(p.log, err))
 }
 
 // LoadSession reopens a session. A live one just replays its stored history. Else the
@@ -145,11 +224,41 @@ func (p *Presenter) sessionCallError(conn *agentConn, method string, err error) 
 // session/resume when advertised, or replaced by a new one (the agent then does not
 // remember the conversation, but its history stays in the store).
 func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
-	s, err := p.session(ctx, sessionID)
+	s, err := p.openableSession(ctx, sessionID)
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	if s.checkLive() == nil {
+	// One reopening at a time: later callers wait for it and then see a live session.
+	s.mu.Lock()
+	waited := false
+	for s.opening != nil {
+		ch := s.opening
+		waited = true
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return presenters.SessionInfo{}, fmt.Errorf("waiting for session %s to reopen: %w", sessionID, presenters.ErrCancelled)
+		}
+		s.mu.Lock()
+	}
+	live := s.checkLiveLocked() == nil
+	if live && waited { // reopened by the call we waited for: it replayed the history
+		s.mu.Unlock()
+		return s.snapshot(), nil
+	}
+	if !live {
+		opening := make(chan struct{})
+		s.opening = opening
+		defer func() {
+			s.mu.Lock()
+			s.opening = nil
+			s.mu.Unlock()
+			close(opening)
+		}()
+	}
+	s.mu.Unlock()
+	if live {
 		n, err := s.replayStored(ctx, lc)
 		if err != nil {
 			return presenters.SessionInfo{}, err
@@ -171,10 +280,6 @@ func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presen
 	}
 
 	s.mu.Lock()
-	if s.conn != nil { // reopened concurrently
-		s.mu.Unlock()
-		return s.snapshot(), nil
-	}
 	acpID := s.acpID
 	s.conv = conv
 	s.conv.Closed = false
@@ -184,7 +289,9 @@ func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presen
 	if caps.LoadSession {
 		st, count, err := s.loadFromAgent(ctx, conn, acpID, ws)
 		if err == nil {
-			s.reopened(conn, acpID, ws, st)
+			if err := s.reopened(conn, acpID, ws, st); err != nil {
+				return presenters.SessionInfo{}, err
+			}
 			s.emit.SessionReady(count)
 			return s.snapshot(), nil
 		}
@@ -211,7 +318,9 @@ func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presen
 		acpID = resp.SessionId
 		st = sessionState{resp.Modes, resp.Models, resp.ConfigOptions}
 	}
-	s.reopened(conn, acpID, ws, st)
+	if err := s.reopened(conn, acpID, ws, st); err != nil {
+		return presenters.SessionInfo{}, err
+	}
 	n, err := s.replayStored(ctx, lc)
 	if err != nil {
 		return presenters.SessionInfo{}, err
@@ -221,35 +330,57 @@ func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presen
 }
 
 // loadFromAgent runs session/load; the agent's replay streams through the normalizer
-// as events while it runs.
+// as events while it runs. The session is attached to its workspace before it is
+// registered, so that the agent's requests during the load can be served.
 func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace) (sessionState, int64, error) {
 	s.mu.Lock()
-	s.norm.workspace = ws.Root()
+	s.attachSandboxLocked(conn, acpID, ws)
 	s.norm.startReplay()
 	s.mu.Unlock()
-	conn.register(acpID, s)
-	resp, err := conn.rpc.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: s.p.mcpServers(conn.init.AgentCapabilities)})
+	err := conn.register(acpID, s)
+	var resp sdk.LoadSessionResponse
+	if err == nil {
+		resp, err = conn.rpc.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: s.p.mcpServers(conn.init.AgentCapabilities)})
+		if err != nil {
+			err = s.p.sessionCallError(conn, "session/load", err)
+		}
+	} else {
+		err = fmt.Errorf("%w: agent %s stopped before session/load; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID)
+	}
 	s.mu.Lock()
 	count := s.norm.endReplay(s.emitPayload)
 	s.mu.Unlock()
 	if err != nil {
-		conn.unregister(acpID)
-		return sessionState{}, 0, s.p.sessionCallError(conn, "session/load", err)
+		s.detach()
+		return sessionState{}, 0, err
 	}
 	return sessionState{resp.Modes, resp.Models, resp.ConfigOptions}, count, nil
 }
 
-// reopened makes a reopened session live and tells subscribers.
-func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState) {
+// reopened makes a reopened session live and tells subscribers. A connection that
+// closed meanwhile refuses the session, which is then in error.
+func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState) error {
 	s.mu.Lock()
 	old := s.info
 	s.attachLocked(conn, acpID, ws, st)
+	s.mu.Unlock()
+	if err := conn.register(acpID, s); err != nil {
+		s.detach()
+		s.mu.Lock()
+		s.setStatus(presenters.SessionError, "the agent stopped while the session was reopened; reopen it with LoadSession")
+		s.mu.Unlock()
+		return fmt.Errorf("%w: agent %s stopped while session %s was reopened; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID, s.id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != conn { // the agent stopped meanwhile: connGone reported it
+		return fmt.Errorf("%w: agent %s stopped while session %s was reopened; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID, s.id)
+	}
 	s.info.Workspace = ws.Root()
 	s.setStatus(presenters.SessionIdle, "")
 	s.publishPatch(old)
 	s.storeConversationLocked()
-	s.mu.Unlock()
-	conn.register(acpID, s)
+	return nil
 }
 
 // replayStored streams the stored history as events (text as deltas, every other

@@ -1,9 +1,11 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
-	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +34,13 @@ type toolState struct {
 	call  presenters.ToolCall
 	block int  // index of its block in the message
 	ended bool // TOOL_END was emitted
+	// liveTerminal: the call is unfinished and shows a terminal (counted in
+	// normalizer.liveTerminals).
+	liveTerminal bool
+	// grantedIn is the workspace a permission grant was checked against (nil: not
+	// granted); checkedPaths are the target paths checked since.
+	grantedIn    workspaceResolver
+	checkedPaths []string
 }
 
 // sessionChange is what a session-level update changes; the session turns it into a
@@ -61,6 +70,12 @@ type normalizer struct {
 	msg       *messageBuilder
 	userMsgID string
 	tools     map[string]*toolState
+	// deniedTools maps the tool calls of this turn whose permission was denied to
+	// why, so that a denied call the agent leaves unfinished ends as failed.
+	deniedTools map[string]string
+	// liveTerminals counts the tools whose liveTerminal is set: the session asks after
+	// every update whether to follow terminals, which must not walk every tool.
+	liveTerminals int
 
 	replayed      int64  // replayed messages ended so far
 	replayAgentID string // the agent's messageId of the replay message being built
@@ -71,19 +86,24 @@ func (n *normalizer) startTurn(userMsgID, assistantMsgID string) {
 	n.mode, n.dropped = modeTurn, 0
 	n.userMsgID = userMsgID
 	n.msg = newMessageBuilder(assistantMsgID, n.sessionID, presenters.RoleAssistant)
-	n.tools = map[string]*toolState{}
+	n.resetTools()
+}
+
+// resetTools forgets the tool calls of the previous message.
+func (n *normalizer) resetTools() {
+	n.tools, n.liveTerminals, n.deniedTools = map[string]*toolState{}, 0, nil
 }
 
 // endTurn returns the turn's message builder and forgets the turn.
 func (n *normalizer) endTurn() *messageBuilder {
 	m := n.msg
-	n.mode, n.msg, n.tools, n.userMsgID = modeIdle, nil, nil, ""
+	n.mode, n.msg, n.tools, n.userMsgID, n.liveTerminals, n.deniedTools = modeIdle, nil, nil, "", 0, nil
 	return m
 }
 
 func (n *normalizer) startReplay() {
 	n.mode = modeReplay
-	n.msg, n.tools, n.replayed, n.replayAgentID = nil, nil, 0, ""
+	n.msg, n.tools, n.liveTerminals, n.replayed, n.replayAgentID = nil, nil, 0, 0, ""
 }
 
 // endReplay closes the last replayed message and returns how many were replayed.
@@ -104,7 +124,7 @@ func (n *normalizer) closeReplayMessage(emit emitFunc) {
 	}
 	emit(end)
 	n.replayed++
-	n.msg, n.tools = nil, nil
+	n.msg, n.tools, n.liveTerminals = nil, nil, 0
 }
 
 // replayMessage returns the replay message for role, starting a new one when the role
@@ -119,7 +139,7 @@ func (n *normalizer) replayMessage(role presenters.MessageRole, agentMsgID *stri
 	}
 	n.closeReplayMessage(emit)
 	n.msg = newMessageBuilder(n.newID(), n.sessionID, role)
-	n.tools = map[string]*toolState{}
+	n.resetTools()
 	n.replayAgentID = id
 	return n.msg
 }
@@ -141,10 +161,9 @@ func (n *normalizer) apply(u sdk.SessionUpdate, emit emitFunc) *sessionChange {
 	case u.UserMessageChunk != nil && u.UserMessageChunk.SessionUpdate == "user_message_chunk":
 		c := u.UserMessageChunk
 		if n.mode == modeTurn {
-			// The user's message is stored from SendMessage; an echo is only shown.
-			if c.Content.Text != nil && c.Content.Text.Text != "" {
-				emit(presenters.MessageDeltaPayload{MessageID: n.userMsgID, Text: c.Content.Text.Text, Role: presenters.RoleUser})
-			}
+			// The user's message was stored and sent (with its MESSAGE_END) from
+			// SendMessage; shown again, clients would show the prompt twice.
+			n.log.Debug("dropping the agent's echo of the user's message", "session_id", n.sessionID, "message_id", n.userMsgID)
 			return nil
 		}
 		n.content(presenters.RoleUser, c.MessageId, c.Content, false, emit)
@@ -309,14 +328,19 @@ func (n *normalizer) tool(u sdk.ToolCallUpdate, emit emitFunc) (presenters.ToolC
 	}
 	before := st.call
 	n.merge(&st.call, u)
-	if known && reflect.DeepEqual(before, st.call) {
+	if u.Content == nil && st.call.Status.Finished() && !before.Status.Finished() {
+		// TOOL_END and the stored message carry the terminals' final output.
+		n.refreshToolTerminals(&st.call)
+	}
+	if known && sameToolCall(before, st.call) {
 		return st.call, true // nothing changed (e.g. a permission request repeating it)
 	}
+	n.track(st)
 	msg.setTool(st.block, st.call)
 	finished := st.call.Status.Finished()
 	switch {
 	case !known:
-		emit(presenters.ToolStartPayload{MessageID: msg.id, Tool: st.call})
+		emit(presenters.ToolStartPayload{MessageID: msg.id, Tool: liveView(st.call)})
 		if finished {
 			emit(presenters.ToolEndPayload{MessageID: msg.id, Tool: st.call})
 			st.ended = true
@@ -325,9 +349,86 @@ func (n *normalizer) tool(u sdk.ToolCallUpdate, emit emitFunc) (presenters.ToolC
 		emit(presenters.ToolEndPayload{MessageID: msg.id, Tool: st.call})
 		st.ended = true
 	default:
-		emit(presenters.ToolRunningPayload{MessageID: msg.id, Tool: st.call})
+		emit(presenters.ToolRunningPayload{MessageID: msg.id, Tool: liveView(st.call)})
+	}
+	if targetsMayDiffer(before, st.call) {
+		n.recheckGranted(st, emit)
 	}
 	return st.call, true
+}
+
+// targetsMayDiffer reports whether an update touched what targetPaths reads; the
+// raw input is parsed only then.
+func targetsMayDiffer(a, b presenters.ToolCall) bool {
+	if !bytes.Equal(a.Arguments, b.Arguments) || !slices.Equal(a.Locations, b.Locations) || len(a.Content) != len(b.Content) {
+		return true
+	}
+	for i := range a.Content {
+		da, db := a.Content[i].Diff, b.Content[i].Diff
+		if (da == nil) != (db == nil) || (da != nil && da.Path != db.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// track keeps liveTerminals in step with a tool call that may have changed.
+func (n *normalizer) track(st *toolState) {
+	live := !st.call.Status.Finished() && slices.ContainsFunc(st.call.Content, func(c presenters.ToolContent) bool { return c.Terminal != nil })
+	switch {
+	case live && !st.liveTerminal:
+		n.liveTerminals++
+	case !live && st.liveTerminal:
+		n.liveTerminals--
+	}
+	st.liveTerminal = live
+}
+
+// granted remembers that a permission request for the tool call was granted after
+// paths were checked against ws, and checks the paths its updates named meanwhile.
+func (n *normalizer) granted(toolID string, paths []string, ws workspaceResolver, emit emitFunc) {
+	st := n.tools[toolID]
+	if st == nil {
+		return
+	}
+	st.grantedIn, st.checkedPaths = ws, slices.Clone(paths)
+	n.recheckGranted(st, emit)
+}
+
+// recheckGranted checks the target paths of a granted tool call that were not checked
+// yet. The agent may name other paths after the grant; the tool ran or runs already,
+// so an outside path cannot be refused any more, only reported as an ERROR. This reads
+// the file system (symlinks) under the session's lock, but only for granted tool calls
+// whose paths changed.
+func (n *normalizer) recheckGranted(st *toolState, emit emitFunc) {
+	if st.grantedIn == nil {
+		return
+	}
+	paths, err := targetPaths(st.call)
+	var unchecked []string
+	for _, p := range paths {
+		if !slices.Contains(st.checkedPaths, p) {
+			unchecked = append(unchecked, p)
+		}
+	}
+	st.checkedPaths = append(st.checkedPaths, unchecked...)
+	reason := outsideReason(st.grantedIn, unchecked)
+	if reason == "" && err != nil {
+		reason = err.Error()
+	}
+	if reason == "" {
+		return
+	}
+	n.log.Warn("a granted tool call names a path outside the workspace", "session_id", n.sessionID, "tool_id", st.call.ToolID, "reason", reason)
+	e := presenters.ErrorPayload{
+		Code: "policy_violation",
+		Message: fmt.Sprintf("tool %s (%s, %q) was granted permission, then the agent named another target: %s; it may already have run",
+			st.call.ToolName, st.call.ToolID, st.call.Title, reason),
+	}
+	if n.msg != nil {
+		e.MessageID = n.msg.id
+	}
+	emit(e)
 }
 
 // merge applies the fields an update carries; ACP replaces collections whole.
@@ -367,7 +468,6 @@ func (n *normalizer) merge(call *presenters.ToolCall, u sdk.ToolCallUpdate) {
 		}
 		call.Content = content
 	}
-	n.refreshToolTerminals(call)
 	if name := toolName(u.Meta); name != "" {
 		call.ToolName = name
 	} else if call.ToolName == "" || call.ToolName == string(presenters.ToolOther) {
@@ -421,8 +521,21 @@ func (n *normalizer) toolContent(c sdk.ToolCallContent) (presenters.ToolContent,
 	return presenters.ToolContent{}, false
 }
 
-// cancelUnfinished ends every unfinished tool call of the turn as cancelled.
-func (n *normalizer) cancelUnfinished(emit emitFunc) {
+// denied records that a tool call's permission was denied (the call may not have
+// been announced yet: some agents ask before their tool_call).
+func (n *normalizer) denied(toolID, reason string) {
+	if n.mode != modeTurn || toolID == "" {
+		return
+	}
+	if n.deniedTools == nil {
+		n.deniedTools = map[string]string{}
+	}
+	n.deniedTools[toolID] = reason
+}
+
+// endUnfinished ends every unfinished tool call of the turn: as failed when its
+// permission was denied, as cancelled otherwise.
+func (n *normalizer) endUnfinished(emit emitFunc) {
 	if n.msg == nil {
 		return
 	}
@@ -430,29 +543,83 @@ func (n *normalizer) cancelUnfinished(emit emitFunc) {
 		if st.call.Status.Finished() {
 			continue
 		}
-		st.call.Status = presenters.ToolCancelled
+		if reason, ok := n.deniedTools[st.call.ToolID]; ok {
+			st.call.Status = presenters.ToolFailed
+			st.call.Error = "permission denied"
+			if reason != "" {
+				st.call.Error += ": " + reason
+			}
+		} else {
+			st.call.Status = presenters.ToolCancelled
+		}
+		n.refreshToolTerminals(&st.call)
+		n.track(st)
 		n.msg.setTool(st.block, st.call)
 		emit(presenters.ToolEndPayload{MessageID: n.msg.id, Tool: st.call})
 		st.ended = true
 	}
 }
 
+// liveTerminalIDs lists the terminals shown by unfinished tool calls, in message order.
+func (n *normalizer) liveTerminalIDs() []string {
+	if n.liveTerminals == 0 {
+		return nil
+	}
+	var ids []string
+	for _, st := range n.sortedTools() {
+		if !st.liveTerminal {
+			continue
+		}
+		for _, c := range st.call.Content {
+			if c.Terminal != nil && !slices.Contains(ids, c.Terminal.TerminalID) {
+				ids = append(ids, c.Terminal.TerminalID)
+			}
+		}
+	}
+	return ids
+}
+
 // refreshTerminals re-reads the terminals shown by the turn's tool calls and emits
 // TOOL_RUNNING (TOOL_END for ended ones) where their state changed. It reports whether
 // a live terminal is still shown.
 func (n *normalizer) refreshTerminals(emit emitFunc) bool {
+	if n.msg == nil || n.terminal == nil {
+		return false
+	}
+	states := map[string]presenters.TerminalBlock{}
+	for _, st := range n.tools {
+		for _, c := range st.call.Content {
+			if c.Terminal == nil {
+				continue
+			}
+			if _, done := states[c.Terminal.TerminalID]; done {
+				continue
+			}
+			if now, ok := n.terminal(c.Terminal.TerminalID); ok {
+				states[c.Terminal.TerminalID] = now
+			}
+		}
+	}
+	return n.applyTerminals(states, emit)
+}
+
+// applyTerminals puts terminals' current states (read by the caller, possibly without
+// the session's lock) into the tool calls that show them and emits TOOL_RUNNING
+// (TOOL_END for ended ones) where a state changed. It reports whether a live terminal
+// is still shown.
+func (n *normalizer) applyTerminals(states map[string]presenters.TerminalBlock, emit emitFunc) bool {
 	if n.msg == nil {
 		return false
 	}
 	for _, st := range n.sortedTools() {
-		if !n.refreshToolTerminals(&st.call) {
+		if !setTerminals(&st.call, states) {
 			continue
 		}
 		n.msg.setTool(st.block, st.call)
 		if st.ended {
 			emit(presenters.ToolEndPayload{MessageID: n.msg.id, Tool: st.call})
 		} else {
-			emit(presenters.ToolRunningPayload{MessageID: n.msg.id, Tool: st.call})
+			emit(presenters.ToolRunningPayload{MessageID: n.msg.id, Tool: liveView(st.call)})
 		}
 	}
 	return n.showsLiveTerminal()
@@ -464,13 +631,27 @@ func (n *normalizer) refreshToolTerminals(call *presenters.ToolCall) bool {
 	if n.terminal == nil {
 		return false
 	}
+	states := map[string]presenters.TerminalBlock{}
+	for _, c := range call.Content {
+		if c.Terminal != nil {
+			if now, ok := n.terminal(c.Terminal.TerminalID); ok {
+				states[c.Terminal.TerminalID] = now
+			}
+		}
+	}
+	return setTerminals(call, states)
+}
+
+// setTerminals replaces the terminal contents of call whose state in states differs;
+// it reports whether any changed.
+func setTerminals(call *presenters.ToolCall, states map[string]presenters.TerminalBlock) bool {
 	changed := false
 	for i, c := range call.Content {
 		if c.Terminal == nil {
 			continue
 		}
-		now, ok := n.terminal(c.Terminal.TerminalID)
-		if !ok || reflect.DeepEqual(now, *c.Terminal) {
+		now, ok := states[c.Terminal.TerminalID]
+		if !ok || sameTerminal(now, *c.Terminal) {
 			continue
 		}
 		if !changed {
@@ -484,19 +665,10 @@ func (n *normalizer) refreshToolTerminals(call *presenters.ToolCall) bool {
 }
 
 // showsLiveTerminal reports whether an unfinished tool call of the turn shows a
-// terminal (whose output the session then follows).
+// terminal (whose output the session then follows). O(1): the session asks after
+// every update.
 func (n *normalizer) showsLiveTerminal() bool {
-	for _, st := range n.tools {
-		if st.call.Status.Finished() {
-			continue
-		}
-		for _, c := range st.call.Content {
-			if c.Terminal != nil {
-				return true
-			}
-		}
-	}
-	return false
+	return n.liveTerminals > 0
 }
 
 // sortedTools returns the tool states in message order.

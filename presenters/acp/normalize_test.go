@@ -3,9 +3,11 @@ package acp
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -86,9 +88,9 @@ func TestNormalizerTurnUpdates(t *testing.T) {
 				`{"sessionUpdate":"agent_message_chunk","content":{"type":"audio","mimeType":"audio/wav","data":"AAAA"}}`},
 			[]string{`BLOCK a image image/png url="" b64="AAAA"`, `BLOCK a resource file:///ws/a.go name="a.go" text=""`,
 				`BLOCK a resource mem://x name="" text="inline"`}},
-		{"a user chunk during a turn is shown as the user's message",
+		{"a user chunk during a turn is an echo of the stored, ended user message: dropped",
 			[]string{`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"echo"}}`},
-			[]string{`DELTA user u "echo"`}},
+			nil},
 		{"tool call lifecycle",
 			[]string{`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read a.go","kind":"read","status":"pending"}`,
 				`{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"in_progress"}`,
@@ -288,7 +290,7 @@ func TestNormalizerCancelEndsUnfinishedToolsAndFollowsTerminals(t *testing.T) {
 		t.Fatalf("terminal output %q after refresh", c.Output)
 	}
 	got = nil
-	n.cancelUnfinished(emit)
+	n.endUnfinished(emit)
 	if want := []string{`TOOL_END run execute cancelled "make"`}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("cancel emitted %q, want %q", got, want)
 	}
@@ -308,6 +310,211 @@ func TestCommandOfReadsCommonShapes(t *testing.T) {
 	} {
 		if got := commandOf(json.RawMessage(in)); got != want {
 			t.Errorf("commandOf(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// liveTerminalCount recounts what showsLiveTerminal answers from its counter.
+func liveTerminalCount(n *normalizer) int {
+	count := 0
+	for _, st := range n.tools {
+		if st.call.Status.Finished() {
+			continue
+		}
+		for _, c := range st.call.Content {
+			if c.Terminal != nil {
+				count++
+				break
+			}
+		}
+	}
+	return count
+}
+
+func TestNormalizerCountsToolsShowingALiveTerminal(t *testing.T) {
+	n := newTestNormalizer(t)
+	n.terminal = func(id string) (presenters.TerminalBlock, bool) {
+		return presenters.TerminalBlock{TerminalID: id, Output: "x"}, true
+	}
+	emit := func(presenters.Payload) {}
+	check := func(step string, want int) {
+		t.Helper()
+		if got := liveTerminalCount(n); got != want || n.liveTerminals != want || n.showsLiveTerminal() != (want > 0) {
+			t.Fatalf("%s: %d tools show a live terminal, counter %d, showsLiveTerminal %v; want %d",
+				step, got, n.liveTerminals, n.showsLiveTerminal(), want)
+		}
+	}
+	n.startTurn("u", "a")
+	check("new turn", 0)
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"a","title":"make","kind":"execute","status":"in_progress","content":[{"type":"terminal","terminalId":"t1"}]}`), emit)
+	check("a tool shows a terminal", 1)
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"a","title":"make all","kind":"execute","content":[{"type":"terminal","terminalId":"t1"}]}`), emit)
+	check("the tool_call repeated", 1)
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"b","status":"in_progress","content":[{"type":"terminal","terminalId":"t2"}]}`), emit)
+	check("a second one", 2)
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"b","content":[{"type":"content","content":{"type":"text","text":"done"}}]}`), emit)
+	check("the second one's terminal replaced by text", 1)
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"a","status":"completed"}`), emit)
+	check("the first one finished", 0)
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"b","content":[{"type":"terminal","terminalId":"t2"}]}`), emit)
+	check("the second one shows a terminal again", 1)
+	n.endUnfinished(emit)
+	check("cancelled", 0)
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"c","status":"in_progress","content":[{"type":"terminal","terminalId":"t3"}]}`), emit)
+	check("a third one", 1)
+	n.endTurn()
+	check("turn ended", 0)
+	n.startReplay()
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"d","status":"in_progress","content":[{"type":"terminal","terminalId":"t4"}]}`), emit)
+	check("a replayed tool", 1)
+	n.apply(update(t, `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"next"}}`), emit)
+	check("the next replayed message", 0)
+	n.endReplay(emit)
+	check("replay ended", 0)
+}
+
+// A terminal may keep megabytes: live events carry its tail, the stored message and
+// TOOL_END all of it.
+func TestNormalizerLiveEventsCarryATerminalTail(t *testing.T) {
+	n := newTestNormalizer(t)
+	output := strings.Repeat("é", liveTerminalTail) // 2 bytes a character: cut at a boundary
+	n.terminal = func(id string) (presenters.TerminalBlock, bool) {
+		return presenters.TerminalBlock{TerminalID: id, Output: output}, true
+	}
+	var events []presenters.Payload
+	emit := func(p presenters.Payload) { events = append(events, p) }
+	terminalOf := func(call presenters.ToolCall) *presenters.TerminalBlock {
+		t.Helper()
+		if len(call.Content) != 1 || call.Content[0].Terminal == nil {
+			t.Fatalf("content %+v: want one terminal", call.Content)
+		}
+		return call.Content[0].Terminal
+	}
+	stored := func() *presenters.TerminalBlock {
+		for _, b := range n.msg.snapshot(presenters.MessageStatus("")).Blocks {
+			if b.Tool != nil {
+				return terminalOf(*b.Tool)
+			}
+		}
+		t.Fatal("no tool block")
+		return nil
+	}
+	n.startTurn("u", "a")
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"run","title":"cat","kind":"execute","status":"in_progress","content":[{"type":"terminal","terminalId":"t1"}]}`), emit)
+	output += "tail"
+	n.refreshTerminals(emit)
+	if len(events) != 2 {
+		t.Fatalf("events %v: want TOOL_START, TOOL_RUNNING", events)
+	}
+	for _, ev := range events {
+		var live *presenters.TerminalBlock
+		switch p := ev.(type) {
+		case presenters.ToolStartPayload:
+			live = terminalOf(p.Tool)
+		case presenters.ToolRunningPayload:
+			live = terminalOf(p.Tool)
+		default:
+			t.Fatalf("unexpected %T", ev)
+		}
+		if len(live.Output) > liveTerminalTail || !live.Truncated || !utf8.ValidString(live.Output) || !strings.Contains(output, live.Output) {
+			t.Fatalf("%T carries %d bytes (truncated %v): want a valid tail of at most %d", ev, len(live.Output), live.Truncated, liveTerminalTail)
+		}
+	}
+	if got := terminalOf(events[1].(presenters.ToolRunningPayload).Tool).Output; !strings.HasSuffix(got, "tail") {
+		t.Fatal("TOOL_RUNNING must carry the latest output")
+	}
+	if s := stored(); s.Output != output || s.Truncated {
+		t.Fatalf("stored message has %d bytes (truncated %v), want all %d", len(s.Output), s.Truncated, len(output))
+	}
+	events = nil
+	output += "end"
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"run","status":"completed"}`), emit)
+	if len(events) != 1 {
+		t.Fatalf("events %v: want TOOL_END", events)
+	}
+	if end := terminalOf(events[0].(presenters.ToolEndPayload).Tool); end.Output != output {
+		t.Fatalf("TOOL_END carries %d bytes, want the final %d", len(end.Output), len(output))
+	}
+	if s := stored(); s.Output != output {
+		t.Fatalf("stored message has %d bytes, want the final %d", len(s.Output), len(output))
+	}
+}
+
+// Once a terminal's output is cut to its byte limit its length stays put; a change is
+// still seen, and an unchanged terminal emits nothing.
+func TestNormalizerSeesChangesOfATruncatedTerminal(t *testing.T) {
+	n := newTestNormalizer(t)
+	output := strings.Repeat("a", 100)
+	n.terminal = func(id string) (presenters.TerminalBlock, bool) {
+		return presenters.TerminalBlock{TerminalID: id, Output: output, Truncated: true}, true
+	}
+	var got []string
+	emit := func(p presenters.Payload) { got = append(got, summary(p)) }
+	n.startTurn("u", "a")
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"run","title":"yes","kind":"execute","status":"in_progress","content":[{"type":"terminal","terminalId":"t1"}]}`), emit)
+	got = nil
+	n.refreshTerminals(emit)
+	if len(got) != 0 {
+		t.Fatalf("unchanged terminal emitted %q", got)
+	}
+	output = output[1:] + "b"
+	n.refreshTerminals(emit)
+	if want := []string{`TOOL_RUNNING run execute in_progress "yes"`}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("rolled output emitted %q, want %q", got, want)
+	}
+}
+
+func TestNormalizerGrantedToolNamingAnOutsidePathIsReported(t *testing.T) {
+	ws, project := openWorkspace(t)
+	n := newTestNormalizer(t)
+	var errs []presenters.ErrorPayload
+	emit := func(p presenters.Payload) {
+		if e, ok := p.(presenters.ErrorPayload); ok {
+			errs = append(errs, e)
+		}
+	}
+	n.startTurn("u", "a")
+	inside := filepath.Join(project, "a.go")
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"w","title":"Write","kind":"edit","rawInput":{"file_path":"`+inside+`"}}`), emit)
+	n.granted("w", []string{inside}, ws, emit)
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"w","status":"in_progress","rawInput":{"file_path":"`+inside+`","content":"x"}}`), emit)
+	if len(errs) != 0 {
+		t.Fatalf("inside paths reported: %+v", errs)
+	}
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"w","rawInput":{"file_path":"~/.ssh/authorized_keys"}}`), emit)
+	n.apply(update(t, `{"sessionUpdate":"tool_call_update","toolCallId":"w","status":"completed"}`), emit)
+	if len(errs) != 1 || errs[0].Code != "policy_violation" || errs[0].MessageID != "a" ||
+		!strings.Contains(errs[0].Message, "~/.ssh/authorized_keys") || !strings.Contains(errs[0].Message, "(w,") {
+		t.Fatalf("errors %+v: want one policy_violation naming the tool and the path", errs)
+	}
+	// An ungranted tool call is the permission request's business, not reported here.
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"v","title":"Write","kind":"edit","locations":[{"path":"/etc/passwd"}]}`), emit)
+	if len(errs) != 1 {
+		t.Fatalf("ungranted tool reported: %+v", errs[1:])
+	}
+}
+
+// The session asks showsLiveTerminal after every update; with many tool calls in a
+// turn that must not cost a walk over them.
+func BenchmarkNormalizerToolBurst(b *testing.B) {
+	n := &normalizer{log: discardLog(), sessionID: "s", workspace: "/ws", newID: func() string { return "id" }}
+	n.startTurn("u", "a")
+	emit := func(presenters.Payload) {}
+	var u sdk.SessionUpdate
+	if err := json.Unmarshal([]byte(`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"in_progress"}`), &u); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 2000 {
+		id := fmt.Sprintf("t%d", i)
+		u.ToolCallUpdate.ToolCallId = sdk.ToolCallId(id)
+		n.apply(u, emit)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		u.ToolCallUpdate.ToolCallId = sdk.ToolCallId(fmt.Sprintf("t%d", i%2000))
+		n.apply(u, emit)
+		if n.showsLiveTerminal() {
+			b.Fatal("no tool shows a terminal")
 		}
 	}
 }

@@ -2,8 +2,6 @@ package acp
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,7 +9,6 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/sandbox"
 )
 
 // pendingPermission is a request waiting for an answer; answer gets exactly one
@@ -47,30 +44,31 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 		PermissionType: permissionType(call.Kind),
 		Description:    call.Title,
 		CommandInfo:    call.CommandInfo,
-		Paths:          targetPaths(call),
 		Arguments:      call.Arguments,
 		RequestedAt:    time.Now(),
 	}
-	for _, o := range req.Options {
-		pr.Options = append(pr.Options, presenters.PermissionOption{ID: string(o.OptionId), Name: o.Name, Kind: presenters.PermissionOptionKind(o.Kind)})
-		if o.Kind == sdk.PermissionOptionKindAllowAlways {
-			pr.Rememberable = true
-		}
-	}
+	paths, pathsErr := targetPaths(call)
+	pr.Paths = paths
+	pr.Options = offeredOptions(req.Options)
 	if s.turn != nil {
 		pr.MessageID = s.turn.assistantID
 	}
-	var ws workspaceResolver
-	if s.ws != nil {
-		ws = s.ws
+	// Without a running turn nobody can be asked and nothing may be allowed, whatever
+	// the policy would say.
+	if !s.turnRunningLocked() {
+		s.emitDecisionLocked(pr, "", presenters.DecidedByCancelled, "no turn is running to ask for")
+		s.mu.Unlock()
+		return permissionResponse("")
 	}
+	ws := s.workspaceLocked()
 	s.mu.Unlock()
 
 	// The policy reads the file system (symlinks): not under s.mu.
-	d, decided := s.policy(pr, call, ws)
+	d, decided := s.policy(pr, call, ws, pathsErr)
 
 	s.mu.Lock()
-	if !decided && (s.conn == nil || s.turn == nil || s.turn.cancelled || s.turn.finished) {
+	if !s.turnRunningLocked() {
+		// The turn ended while the policy looked: an allow would outlive it.
 		d, decided = decision{by: presenters.DecidedByCancelled, reason: "no turn is running to ask for"}, true
 	}
 	if decided {
@@ -100,6 +98,36 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 		option = <-pp.answer
 	}
 	return permissionResponse(option)
+}
+
+// turnRunningLocked reports whether a prompt runs that a permission request can
+// belong to (s.mu held).
+func (s *session) turnRunningLocked() bool {
+	return s.conn != nil && s.turn != nil && !s.turn.cancelled && !s.turn.finished
+}
+
+// workspaceLocked is the workspace the policy checks paths against; nil (not a typed
+// nil) while the session has none open (s.mu held).
+func (s *session) workspaceLocked() workspaceResolver {
+	if s.ws == nil {
+		return nil
+	}
+	return s.ws
+}
+
+// offeredOptions are the agent's options minus allow_always. An agent remembers
+// allow_always for the whole tool class and stops asking, and its request is the only
+// moment this server sees an agent-run tool's target: the workspace check would never
+// run again. Clients are therefore offered allow_once and the reject options only.
+func offeredOptions(agentOptions []sdk.PermissionOption) []presenters.PermissionOption {
+	out := make([]presenters.PermissionOption, 0, len(agentOptions))
+	for _, o := range agentOptions {
+		if o.Kind == sdk.PermissionOptionKindAllowAlways {
+			continue
+		}
+		out = append(out, presenters.PermissionOption{ID: string(o.OptionId), Name: o.Name, Kind: presenters.PermissionOptionKind(o.Kind)})
+	}
+	return out
 }
 
 func permissionResponse(optionID string) sdk.RequestPermissionResponse {
@@ -158,12 +186,20 @@ func (s *session) cancelPendingLocked(reason string) {
 	}
 }
 
-// emitDecisionLocked tells every subscriber how a request was decided (s.mu held).
+// emitDecisionLocked tells every subscriber how a request was decided (s.mu held). A
+// granted tool call is remembered with the workspace, so that paths a later update
+// names are checked too.
 func (s *session) emitDecisionLocked(req presenters.PermissionRequest, optionID string, by presenters.PermissionDecider, reason string) {
 	d := presenters.PermissionDecision{RequestID: req.RequestID, ToolID: req.ToolID, OptionID: optionID, DecidedBy: by, Reason: reason}
 	if o, ok := req.Option(optionID); ok && o.Kind.Allows() {
 		s.emit.PermissionGranted(d)
+		if ws := s.workspaceLocked(); ws != nil {
+			s.norm.granted(req.ToolID, req.Paths, ws, s.emitPayload)
+		}
 		return
+	}
+	if by != presenters.DecidedByCancelled {
+		s.norm.denied(req.ToolID, reason)
 	}
 	s.emit.PermissionDenied(d)
 }
@@ -171,18 +207,20 @@ func (s *session) emitDecisionLocked(req presenters.PermissionRequest, optionID 
 // policy is the server's own answer, before anyone is asked. Agents that run their
 // own Write/Edit/Bash tools never call fs/* or terminal/*: this is the only moment the
 // server sees such an operation, so a target outside the workspace is refused here.
-func (s *session) policy(pr presenters.PermissionRequest, call presenters.ToolCall, ws workspaceResolver) (decision, bool) {
-	for _, path := range pr.Paths {
-		if ws == nil {
-			break
-		}
-		if _, err := ws.Resolve(path); err != nil {
-			reason := fmt.Sprintf("path %s is outside the session's workspace %s", path, ws.Root())
-			if !errors.Is(err, sandbox.ErrOutsideWorkspace) {
-				reason = fmt.Sprintf("path %s cannot be checked against the session's workspace: %v", path, err)
-			}
-			return decision{optionID: optionOfKinds(pr, presenters.RejectOnce, presenters.RejectAlways), by: presenters.DecidedByPolicy, reason: reason}, true
-		}
+// Without a workspace (a session still loading) or with a raw input too large to
+// read, nothing can be checked: refused as well.
+func (s *session) policy(pr presenters.PermissionRequest, call presenters.ToolCall, ws workspaceResolver, pathsErr error) (decision, bool) {
+	reject := func(reason string) (decision, bool) {
+		return decision{optionID: optionOfKinds(pr, presenters.RejectOnce, presenters.RejectAlways), by: presenters.DecidedByPolicy, reason: reason}, true
+	}
+	if ws == nil {
+		return reject("the session has no open workspace to check the tool call's paths against; load the session, then retry")
+	}
+	if pathsErr != nil {
+		return reject(pathsErr.Error())
+	}
+	if reason := outsideReason(ws, pr.Paths); reason != "" {
+		return reject(reason)
 	}
 	if call.Kind != presenters.ToolExecute || call.CommandInfo == nil {
 		return decision{}, false
@@ -190,13 +228,12 @@ func (s *session) policy(pr presenters.PermissionRequest, call presenters.ToolCa
 	mode := s.p.cfg.PolicyMode
 	level := call.CommandInfo.RiskLevel
 	if level == presenters.RiskLow && (mode == PolicyAutoAllowLow || mode == PolicyAuto) {
-		if id := optionOfKinds(pr, presenters.AllowOnce, presenters.AllowAlways); id != "" {
+		if id := optionOfKinds(pr, presenters.AllowOnce); id != "" {
 			return decision{optionID: id, by: presenters.DecidedByPolicy, reason: "low-risk command allowed by policy " + mode + ": " + call.CommandInfo.Reason}, true
 		}
 	}
 	if (level == presenters.RiskHigh || level == presenters.RiskCritical) && (mode == PolicyAutoDenyHigh || mode == PolicyAuto) {
-		return decision{optionID: optionOfKinds(pr, presenters.RejectOnce, presenters.RejectAlways), by: presenters.DecidedByPolicy,
-			reason: fmt.Sprintf("%s-risk command denied by policy %s: %s", level, mode, call.CommandInfo.Reason)}, true
+		return reject(fmt.Sprintf("%s-risk command denied by policy %s: %s", level, mode, call.CommandInfo.Reason))
 	}
 	return decision{}, false
 }
@@ -228,35 +265,4 @@ func permissionType(k presenters.ToolKind) presenters.PermissionType {
 		return presenters.PermissionCommand
 	}
 	return presenters.PermissionAll
-}
-
-// pathKeys are raw-input fields that name files a tool touches.
-var pathKeys = []string{"file_path", "filePath", "path", "notebook_path", "notebookPath", "cwd", "old_path", "new_path", "destination"}
-
-// targetPaths lists the files a tool call would touch: its locations, its diffs' paths
-// and path-like raw input fields.
-func targetPaths(call presenters.ToolCall) []string {
-	var out []string
-	add := func(p string) {
-		if p != "" && !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	for _, l := range call.Locations {
-		add(l.Path)
-	}
-	for _, c := range call.Content {
-		if c.Diff != nil {
-			add(c.Diff.Path)
-		}
-	}
-	var input map[string]any
-	if len(call.Arguments) > 0 && json.Unmarshal(call.Arguments, &input) == nil {
-		for _, k := range pathKeys {
-			if v, ok := input[k].(string); ok {
-				add(v)
-			}
-		}
-	}
-	return out
 }

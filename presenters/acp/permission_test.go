@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func TestPermissionAnsweredByAUser(t *testing.T) {
 			res, from := h.send(p, s.SessionID, "edit b.txt")
 			req := h.permissionRequired(s.SessionID, from)
 			if req.ToolID != "e1" || req.PermissionType != presenters.PermissionWrite || req.MessageID != res.MessageID ||
-				!reflect.DeepEqual(req.Paths, []string{target}) || len(req.Options) != 3 || !req.Rememberable {
+				!reflect.DeepEqual(req.Paths, []string{target}) || len(req.Options) != 2 || req.Rememberable {
 				t.Fatalf("permission request %+v", req)
 			}
 			if info, _ := p.GetSession(testContext(t), s.SessionID); info.Status != presenters.SessionPaused || len(info.PendingPermissions) != 1 {
@@ -90,19 +91,30 @@ func TestPermissionOutsideTheWorkspaceIsDeniedByPolicy(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(h.ws, "link")); err != nil {
 		t.Fatal(err)
 	}
+	// ~ is $HOME for agents: here h.dir, above the workspace, so ~/.ssh is outside.
+	t.Setenv("HOME", h.dir)
 	for name, toolCall := range map[string]string{
-		"location":  `{"toolCallId": "x", "title": "Edit", "kind": "edit", "locations": [{"path": "/etc/passwd"}]}`,
-		"rawInput":  `{"toolCallId": "x", "title": "Write", "rawInput": {"file_path": "{cwd}/../../outside/x.txt", "content": "x"}}`,
-		"symlink":   `{"toolCallId": "x", "title": "Write", "kind": "edit", "rawInput": {"path": "link/x.txt"}}`,
-		"diff path": `{"toolCallId": "x", "title": "Edit", "kind": "edit", "content": [{"type": "diff", "path": "/tmp/elsewhere.txt", "newText": "x"}]}`,
+		"location":             `{"toolCallId": "x", "title": "Edit", "kind": "edit", "locations": [{"path": "/etc/passwd"}]}`,
+		"rawInput":             `{"toolCallId": "x", "title": "Write", "rawInput": {"file_path": "{cwd}/../../outside/x.txt", "content": "x"}}`,
+		"symlink":              `{"toolCallId": "x", "title": "Write", "kind": "edit", "rawInput": {"path": "link/x.txt"}}`,
+		"diff path":            `{"toolCallId": "x", "title": "Edit", "kind": "edit", "content": [{"type": "diff", "path": "/tmp/elsewhere.txt", "newText": "x"}]}`,
+		"gemini absolute_path": `{"toolCallId": "x", "title": "ReadFile", "kind": "read", "rawInput": {"absolute_path": "/etc/shadow"}}`,
+		"gemini dir_path":      `{"toolCallId": "x", "title": "ReadFolder", "kind": "read", "rawInput": {"dir_path": "../.."}}`,
+		"codex changes map":    `{"toolCallId": "x", "title": "Apply patch", "kind": "edit", "rawInput": {"changes": {"{cwd}/ok.txt": {"add": {"content": "x"}}, "/etc/cron.d/x": {"add": {"content": "x"}}}}}`,
+		"codex workdir":        `{"toolCallId": "x", "title": "Run", "kind": "execute", "rawInput": {"command": ["ls"], "workdir": "/"}}`,
+		"nested edits":         `{"toolCallId": "x", "title": "Edit", "kind": "edit", "rawInput": {"edits": [{"file_path": "{cwd}/a.txt"}, {"file_path": "{cwd}/../../outside/b.txt"}]}}`,
+		"paths array":          `{"toolCallId": "x", "title": "Read many", "kind": "read", "rawInput": {"paths": ["a.txt", "../x.txt"]}}`,
+		"home":                 `{"toolCallId": "x", "title": "Read key", "kind": "read", "rawInput": {"file_path": "~/.ssh/id_rsa"}}`,
+		"relative ..":          `{"toolCallId": "x", "title": "Write", "kind": "edit", "rawInput": {"file_path": "../../outside/x.txt"}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := h.presenter(h.config(`{"turns": [[{"permission": {"toolCall": ` + toolCall + `, "report": true}}]]}`))
 			s := h.create(p)
 			res, from := h.send(p, s.SessionID, "write outside")
 			got := afterPreamble(t, h.finish(s.SessionID, res, from))
-			if len(got) != 5 || got[1] != `PERMISSION_DENIED x "reject" by policy` || got[2] != `DELTA assistant A "permission: reject_once reject"` {
-				t.Fatalf("events %q: want TOOL_START, a policy denial with the reject option, the agent's report, END, idle", got)
+			if len(got) != 6 || got[1] != `PERMISSION_DENIED x "reject" by policy` || got[2] != `DELTA assistant A "permission: reject_once reject"` ||
+				!strings.HasPrefix(got[3], "TOOL_END x ") || !strings.Contains(got[3], " failed ") {
+				t.Fatalf("events %q: want TOOL_START, a policy denial with the reject option, the agent's report, the denied tool ended failed, END, idle", got)
 			}
 			ev, _ := h.rec.waitFrom(t, from, "the denial", isType(presenters.EventToolPermissionDenied))
 			if reason := ev.Payload.(presenters.PermissionDeniedPayload).Reason; reason == "" {
@@ -129,7 +141,15 @@ func TestPermissionBeforeItsToolCallAndCommandRisk(t *testing.T) {
 		req.CommandInfo.Command != "go test ./..." || req.CommandInfo.RiskLevel != presenters.RiskMedium || string(req.Arguments) != `{"command":"go test ./..."}` {
 		t.Fatalf("permission request %+v (command info %+v)", req, req.CommandInfo)
 	}
-	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "allow-always"}); err != nil {
+	// allow_always would make the agent skip later requests, and so the workspace
+	// check: it is not offered.
+	if _, ok := req.OptionOfKind(presenters.AllowAlways); ok || req.Rememberable {
+		t.Fatalf("allow_always offered: %+v", req.Options)
+	}
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "allow-always"}); !errors.Is(err, presenters.ErrInvalidArgument) {
+		t.Fatalf("answering allow-always: %v, want ErrInvalidArgument", err)
+	}
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "allow"}); err != nil {
 		t.Fatal(err)
 	}
 	got := afterPreamble(t, h.finish(s.SessionID, res, from))
@@ -137,9 +157,9 @@ func TestPermissionBeforeItsToolCallAndCommandRisk(t *testing.T) {
 		`TOOL_START c1 execute pending "Run tests"`,
 		`PERMISSION_REQUIRED c1 []`,
 		`STATUS paused`,
-		`PERMISSION_GRANTED c1 allow-always by user`,
+		`PERMISSION_GRANTED c1 allow by user`,
 		`STATUS generating`,
-		`DELTA assistant A "permission: allow_always allow-always"`,
+		`DELTA assistant A "permission: allow_once allow"`,
 		`TOOL_RUNNING c1 execute in_progress "Run tests"`,
 		`TOOL_END c1 execute completed "Run tests"`,
 		`END assistant A end_turn`,
@@ -213,5 +233,106 @@ func TestPermissionNobodyAnswersInTime(t *testing.T) {
 	}
 	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: "unknown", OptionID: "allow"}); !errors.Is(err, presenters.ErrNotFound) {
 		t.Fatalf("unknown request: %v", err)
+	}
+}
+
+// A path inside the workspace is asked about, whatever field names it (the policy
+// does not deny everything it walks).
+func TestPermissionInsideTheWorkspaceIsAsked(t *testing.T) {
+	h := newHarness(t)
+	t.Setenv("HOME", filepath.Dir(h.ws)) // ~/project is the workspace
+	p := h.presenter(h.config(`{"turns": [[{"permission": {"toolCall": {"toolCallId": "x", "title": "Edit", "kind": "edit",
+	  "rawInput": {"absolute_path": "{cwd}/a.txt", "changes": {"{cwd}/b.txt": {}}, "paths": ["c.txt"], "file_path": "~/project/d.txt",
+	   "content": "/* not a path */\nx"}}, "report": true}}]]}`))
+	s := h.create(p)
+	res, from := h.send(p, s.SessionID, "edit")
+	req := h.permissionRequired(s.SessionID, from)
+	want := []string{filepath.Join(h.ws, "a.txt"), filepath.Join(h.ws, "b.txt"), "~/project/d.txt", "c.txt"}
+	if !reflect.DeepEqual(req.Paths, want) {
+		t.Fatalf("paths %q, want %q", req.Paths, want)
+	}
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "reject"}); err != nil {
+		t.Fatal(err)
+	}
+	h.finish(s.SessionID, res, from)
+}
+
+// After a grant the agent may name other paths; the tool already runs, so an outside
+// one is reported as an ERROR naming the tool.
+func TestPermissionGrantedToolThatMovesOutsideIsReported(t *testing.T) {
+	h := newHarness(t)
+	p := h.presenter(h.config(`{"turns": [[
+	 {"update": {"sessionUpdate": "tool_call", "toolCallId": "e1", "title": "Edit b.txt", "kind": "edit", "status": "pending",
+	   "locations": [{"path": "{cwd}/b.txt"}]}},
+	 {"permission": {"toolCall": {"toolCallId": "e1"},
+	   "onAllow": [
+	    {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "in_progress", "locations": [{"path": "{cwd}/b.txt"}, {"path": "/etc/passwd"}]}},
+	    {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "completed", "locations": [{"path": "/etc/passwd"}]}}]}}
+	]]}`))
+	s := h.create(p)
+	res, from := h.send(p, s.SessionID, "edit")
+	req := h.permissionRequired(s.SessionID, from)
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	got := afterPreamble(t, h.finish(s.SessionID, res, from))
+	want := []string{
+		`TOOL_START e1 edit pending "Edit b.txt"`,
+		`PERMISSION_REQUIRED e1 [` + filepath.Join(h.ws, "b.txt") + `]`,
+		`STATUS paused`,
+		`PERMISSION_GRANTED e1 allow by user`,
+		`STATUS generating`,
+		`TOOL_RUNNING e1 edit in_progress "Edit b.txt"`,
+		`ERROR policy_violation`, // once: the path was reported already at the next update
+		`TOOL_END e1 edit completed "Edit b.txt"`,
+		`END assistant A end_turn`,
+		`STATUS idle`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events:\n got %q\nwant %q", got, want)
+	}
+	ev, _ := h.rec.waitFrom(t, from, "the violation", isType(presenters.EventError))
+	e := ev.Payload.(presenters.ErrorPayload)
+	if !strings.Contains(e.Message, "e1") || !strings.Contains(e.Message, "/etc/passwd") || e.MessageID != res.MessageID {
+		t.Fatalf("violation %+v: must name the tool and the path, for the turn's message", e)
+	}
+}
+
+// With no turn running (here: a session/load replay) nothing is allowed, whatever the
+// policy: a low-risk command under the auto policy is answered cancelled.
+func TestPermissionWithoutATurnIsCancelledWhateverThePolicy(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(`{"agent": {"loadSession": true},
+	 "load": [{"permission": {"toolCall": {"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "ls -la"}}}}],
+	 "turns": [[{"text": "ok"}]]}`)
+	cfg.PolicyMode = PolicyAuto
+	p := h.presenter(cfg)
+	s := h.create(p)
+	res, from := h.send(p, s.SessionID, "first")
+	h.finish(s.SessionID, res, from)
+	p = h.restart(p, cfg)
+	from = h.rec.len()
+	if _, err := p.LoadSession(testContext(t), s.SessionID, presenters.LoadContext{}); err != nil {
+		t.Fatal(err)
+	}
+	var decisions []string
+	for _, ev := range h.rec.eventsOf(s.SessionID, from) {
+		switch ev.Payload.(type) {
+		case presenters.PermissionGrantedPayload, presenters.PermissionDeniedPayload, presenters.PermissionRequiredPayload:
+			decisions = append(decisions, eventSummary(ev.Payload))
+		}
+	}
+	if want := []string{`PERMISSION_DENIED c "" by cancelled`}; !reflect.DeepEqual(decisions, want) {
+		t.Fatalf("decisions %q, want %q", decisions, want)
+	}
+}
+
+// Without an open workspace nothing can be checked: the policy refuses (fail closed).
+func TestPolicyWithoutAWorkspaceRefuses(t *testing.T) {
+	s := &session{}
+	pr := presenters.PermissionRequest{Options: []presenters.PermissionOption{{ID: "allow", Kind: presenters.AllowOnce}, {ID: "no", Kind: presenters.RejectOnce}}}
+	d, decided := s.policy(pr, presenters.ToolCall{Kind: presenters.ToolRead}, nil, nil)
+	if !decided || d.optionID != "no" || d.by != presenters.DecidedByPolicy || d.reason == "" {
+		t.Fatalf("decision %+v (decided %v): want the reject option by policy, with a reason", d, decided)
 	}
 }

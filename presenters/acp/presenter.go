@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
 // Presenter drives one ACP agent: one process, shared by all its sessions.
@@ -36,7 +37,9 @@ type Presenter struct {
 	impl         string
 	crashes      int // consecutive crashes, for the restart backoff
 	lastCrash    time.Time
-	sessions     map[string]*session // every session known in memory, by id
+	// sessions are the sessions that are live, being opened, or in error after a
+	// crash (so that GetSession shows why); stored ones are read from the store.
+	sessions map[string]*session
 }
 
 var _ presenters.Presenter = (*Presenter)(nil)
@@ -129,6 +132,16 @@ func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
 			p.mu.Unlock()
 			return c, nil
 		}
+		if p.conn != nil {
+			// Dead (crashed, or its connection ended): make sure it is stopped and
+			// its exit handled before a new agent starts.
+			old := p.conn
+			p.conn = nil
+			p.mu.Unlock()
+			old.stop(context.WithoutCancel(ctx))
+			p.mu.Lock()
+			continue
+		}
 		if p.starting != nil {
 			ch := p.starting
 			p.mu.Unlock()
@@ -162,6 +175,10 @@ func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
 	}
 	ch := make(chan struct{})
 	p.starting = ch
+	// Close waits (p.wg) for this start, including stopping its agent if Close came
+	// meanwhile.
+	p.wg.Add(1)
+	defer p.wg.Done()
 	p.status, p.statusReason = presenters.AgentStarting, ""
 	p.mu.Unlock()
 
@@ -170,7 +187,6 @@ func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
 	c, err := p.start(context.WithoutCancel(ctx))
 
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.starting = nil
 	close(ch)
 	if err != nil {
@@ -183,24 +199,33 @@ func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
 			p.lastCrash = time.Now()
 		}
 		p.statusReason = err.Error()
+		p.mu.Unlock()
 		return nil, err
 	}
 	if p.closed {
-		go c.stop(context.Background())
+		p.mu.Unlock()
+		// Close waits for this start to end: the agent is gone when it returns.
+		c.stop(context.Background())
 		return nil, fmt.Errorf("%w: agent %s is shutting down", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
 	p.conn = c
 	p.status, p.statusReason = presenters.AgentReady, ""
+	p.mu.Unlock()
 	return c, nil
 }
 
 // backoff is how long a restart must still wait (p.mu held).
 func (p *Presenter) backoff() time.Duration {
-	if p.crashes <= 1 {
+	return time.Until(p.lastCrash.Add(backoffFor(p.crashes)))
+}
+
+// backoffFor is the pause before a restart after crashes crashes in a row: none after
+// the first, then 1 s, 2 s, 4 s ... up to maxBackoff.
+func backoffFor(crashes int) time.Duration {
+	if crashes <= 1 {
 		return 0
 	}
-	d := time.Second << min(p.crashes-2, 5)
-	return time.Until(p.lastCrash.Add(min(d, maxBackoff)))
+	return min(time.Second<<min(crashes-2, 5), maxBackoff)
 }
 
 // start launches the agent, initializes and authenticates it.
@@ -233,7 +258,7 @@ func (p *Presenter) needsAuth(err error) error {
 	defer p.mu.Unlock()
 	e := &presenters.AuthRequiredError{AgentID: p.cfg.ID, Methods: append([]presenters.AuthMethod(nil), p.authMethods...)}
 	p.status = presenters.AgentNeedsAuth
-	p.statusReason = fmt.Sprintf("%s (the agent said: %s)", e.Error(), agentErrorText(err))
+	p.statusReason = fmt.Sprintf("%s (the agent said: %s)", e.Error(), agentErrorText(p.log, err))
 	return e
 }
 
@@ -245,7 +270,7 @@ func (p *Presenter) connGone(c *agentConn) {
 		p.conn = nil
 	}
 	crashed := !c.stopping.Load()
-	reason := "the agent process " + c.proc.exitReason()
+	reason := c.goneReason()
 	if crashed {
 		if time.Since(c.proc.started) > stableAfter {
 			p.crashes = 0
@@ -263,7 +288,8 @@ func (p *Presenter) connGone(c *agentConn) {
 	}
 }
 
-// session returns a session known in memory, or loads a stored one as not live.
+// session returns a session known in memory, or a stored one as not live. Stored
+// sessions are not kept: memory holds only what is live, opening or in error.
 func (p *Presenter) session(ctx context.Context, id string) (*session, error) {
 	p.mu.Lock()
 	s := p.sessions[id]
@@ -271,15 +297,25 @@ func (p *Presenter) session(ctx context.Context, id string) (*session, error) {
 	if s != nil {
 		return s, nil
 	}
-	conv, err := p.deps.Store.GetConversation(ctx, id)
+	conv, err := p.storedConversation(ctx, id)
 	if err != nil {
-		if errors.Is(err, presenters.ErrNotFound) {
-			return nil, fmt.Errorf("session %s: %w", id, presenters.ErrNotFound)
-		}
 		return nil, err
 	}
-	if conv.AgentID != p.cfg.ID {
-		return nil, fmt.Errorf("session %s belongs to agent %s, not %s: %w", id, conv.AgentID, p.cfg.ID, presenters.ErrNotFound)
+	return newStoredSession(p, conv, p.capabilitiesLocked()), nil
+}
+
+// openableSession returns the one in-memory session of id, adding a stored one, so
+// that concurrent LoadSession calls meet on the same session.
+func (p *Presenter) openableSession(ctx context.Context, id string) (*session, error) {
+	p.mu.Lock()
+	s := p.sessions[id]
+	p.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	conv, err := p.storedConversation(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -289,6 +325,41 @@ func (p *Presenter) session(ctx context.Context, id string) (*session, error) {
 	s = newStoredSession(p, conv, p.capabilities())
 	p.sessions[id] = s
 	return s, nil
+}
+
+// forget drops a session that is neither live nor opening nor in error from memory.
+func (p *Presenter) forget(s *session) {
+	s.mu.Lock()
+	keep := s.conn != nil || s.opening != nil || s.info.Status == presenters.SessionError
+	s.mu.Unlock()
+	if keep {
+		return
+	}
+	p.mu.Lock()
+	if p.sessions[s.id] == s {
+		delete(p.sessions, s.id)
+	}
+	p.mu.Unlock()
+}
+
+func (p *Presenter) storedConversation(ctx context.Context, id string) (transcript.Conversation, error) {
+	conv, err := p.deps.Store.GetConversation(ctx, id)
+	if err != nil {
+		if errors.Is(err, presenters.ErrNotFound) {
+			return transcript.Conversation{}, fmt.Errorf("session %s: %w", id, presenters.ErrNotFound)
+		}
+		return transcript.Conversation{}, err
+	}
+	if conv.AgentID != p.cfg.ID {
+		return transcript.Conversation{}, fmt.Errorf("session %s belongs to agent %s, not %s: %w", id, conv.AgentID, p.cfg.ID, presenters.ErrNotFound)
+	}
+	return conv, nil
+}
+
+func (p *Presenter) capabilitiesLocked() presenters.Capabilities {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.capabilities()
 }
 
 // liveSession returns a session that can take requests now.
@@ -373,7 +444,9 @@ func (p *Presenter) CloseSession(ctx context.Context, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	return s.close(ctx)
+	err = s.close(ctx)
+	p.forget(s)
+	return err
 }
 
 // checkpointLoop writes running turns' messages every checkpointEvery, so a crash of
@@ -416,10 +489,9 @@ func (p *Presenter) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	if starting != nil {
-		select {
-		case <-starting:
-		case <-ctx.Done():
-		}
+		// A start is bounded by the start timeout; when it ends it stops its agent
+		// itself (p.closed), so waiting for it leaves no process behind.
+		<-starting
 		p.mu.Lock()
 		conn = p.conn
 		p.mu.Unlock()

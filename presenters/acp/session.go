@@ -9,12 +9,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/risk"
+	"github.com/agenticd/agenticd/presenters/textutil"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -48,6 +48,14 @@ type session struct {
 	termCommands map[string]string                   // terminal id -> command line
 	termFinal    map[string]presenters.TerminalBlock // last state of released terminals
 	following    bool                                // the terminal follower runs
+	// draining is a cancelled turn that was ended without the agent's answer: its
+	// Prompt is still awaited, its late updates are dropped and no turn may start.
+	draining *turn
+	// opening is closed when a LoadSession in progress ends; others wait for it.
+	opening chan struct{}
+	// unstored: CreateSession has not written the conversation yet (it writes the
+	// latest state when it does).
+	unstored bool
 }
 
 // turn is one running prompt.
@@ -105,11 +113,18 @@ func newStoredSession(p *Presenter, conv transcript.Conversation, caps presenter
 
 func (s *session) emitPayload(p presenters.Payload) { s.emit.Emit(p) }
 
-// sandbox returns the session's workspace and terminals (set while live).
-func (s *session) sandbox() (*sandbox.Workspace, *sandbox.Terminals) {
+// errSessionNotOpen answers an agent's request for a session that is not live (closed,
+// crashed, shutting down, or not attached yet).
+var errSessionNotOpen = errors.New("session is not open")
+
+// sandbox returns the session's workspace and terminals while it is live.
+func (s *session) sandbox() (*sandbox.Workspace, *sandbox.Terminals, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ws, s.terms
+	if s.conn == nil || s.ws == nil || s.terms == nil {
+		return nil, nil, fmt.Errorf("session %s: %w", s.id, errSessionNotOpen)
+	}
+	return s.ws, s.terms, nil
 }
 
 // snapshot is the session as GetSession shows it.
@@ -131,7 +146,7 @@ func (s *session) checkLiveLocked() error {
 	switch {
 	case s.info.Status == presenters.SessionError:
 		return fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrFailedPrecondition)
-	case s.conn == nil || s.info.Status == presenters.SessionClosed:
+	case s.conn == nil || s.info.Status == presenters.SessionClosed || !s.conn.alive():
 		return fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrFailedPrecondition)
 	}
 	return nil
@@ -160,6 +175,10 @@ func (s *session) reportError(e presenters.ErrorPayload) {
 func (s *session) applyUpdate(u sdk.SessionUpdate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.draining != nil && !isSessionLevel(u) {
+		s.log.Debug("dropping a late update of a cancelled turn", "kind", updateKind(u))
+		return
+	}
 	if ch := s.norm.apply(u, s.emitPayload); ch != nil {
 		old := s.info
 		s.applyChange(ch)
@@ -301,6 +320,9 @@ func (s *session) publishPatch(old presenters.SessionInfo) {
 
 // storeConversationLocked queues the conversation's current fields for the store.
 func (s *session) storeConversationLocked() {
+	if s.unstored {
+		return
+	}
 	s.conv.Title = s.info.Title
 	s.conv.ModeID = s.info.CurrentModeID
 	s.conv.ModelID = s.info.CurrentModelID
@@ -373,18 +395,20 @@ func (s *session) sendableLocked() error {
 		return fmt.Errorf("session %s is still answering message %s; wait for its MESSAGE_END or cancel it: %w",
 			s.id, s.turn.assistantID, presenters.ErrSessionBusy)
 	}
+	if s.draining != nil {
+		return fmt.Errorf("session %s: the agent is still cancelling its last turn; try again shortly: %w", s.id, presenters.ErrSessionBusy)
+	}
 	return nil
 }
 
 // titleFrom makes a session title from the first message: its first line, shortened.
 func titleFrom(text string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
-	const maxRunes = 80
-	if utf8.RuneCountInString(line) <= maxRunes {
+	const maxBytes = 80
+	if len(line) <= maxBytes {
 		return line
 	}
-	r := []rune(line)
-	return string(r[:maxRunes-1]) + "…"
+	return textutil.Prefix(line, maxBytes-len("…")) + "…"
 }
 
 // runTurn sends session/prompt and ends the turn with the agent's answer.
@@ -404,6 +428,9 @@ func (s *session) runTurn(ctx context.Context, conn *agentConn, acpID sdk.Sessio
 func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) {
 	s.mu.Lock()
 	if t.finished {
+		if s.draining == t {
+			s.draining = nil
+		}
 		s.mu.Unlock()
 		return
 	}
@@ -420,7 +447,7 @@ func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) 
 		stop, status = presenters.StopError, presenters.MessageError
 		authFailed = isAuthRequired(promptErr)
 		e := presenters.ErrorPayload{Code: "agent_error", MessageID: t.assistantID, Retryable: true,
-			Message: "the agent failed the turn: " + agentErrorText(promptErr)}
+			Message: "the agent failed the turn: " + agentErrorText(s.log, promptErr)}
 		if authFailed {
 			e.Code, e.Retryable = "agent_unauthenticated", false
 			e.Message = "the agent requires authentication; set auth_method in its config (see ListAgents for its methods)"
@@ -449,12 +476,12 @@ func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) 
 // when it was written (s.mu held).
 func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan struct{}) {
 	t.finished = true
-	if t.grace != nil {
-		t.grace.Stop()
+	if t.grace != nil && t.grace.Stop() {
+		s.p.wg.Done() // it will not run
 	}
-	if stop == presenters.StopCancelled || stop == presenters.StopError {
-		s.norm.cancelUnfinished(s.emitPayload)
-	}
+	// No tool call stays pending past its turn (an agent may end a turn after a
+	// refused permission without ending the tool).
+	s.norm.endUnfinished(s.emitPayload)
 	s.cancelPendingLocked("the turn ended")
 	mb := s.norm.endTurn()
 	msg := mb.snapshot(status)
@@ -512,7 +539,12 @@ func (s *session) cancel(ctx context.Context, messageID string) error {
 	s.cancelPendingLocked("the turn was cancelled")
 	conn, acpID := s.conn, s.acpID
 	if first {
-		t.grace = time.AfterFunc(s.p.cancelGrace, t.stopPrompt)
+		// Owned by p.wg from here: done when it ran, or when endTurnLocked stopped it.
+		s.p.wg.Add(1)
+		t.grace = time.AfterFunc(s.p.cancelGrace, func() {
+			defer s.p.wg.Done()
+			s.endCancelledTurn(t)
+		})
 	}
 	s.mu.Unlock()
 	if first && conn != nil {
@@ -521,6 +553,37 @@ func (s *session) cancel(ctx context.Context, messageID string) error {
 		}
 	}
 	return nil
+}
+
+// endCancelledTurn ends a cancelled turn whose agent did not answer within the grace:
+// MESSAGE_END(cancelled) now, while the Prompt is still awaited (see draining).
+func (s *session) endCancelledTurn(t *turn) {
+	s.mu.Lock()
+	if t.finished {
+		s.mu.Unlock()
+		return
+	}
+	s.log.Warn("the agent did not end a cancelled turn in time; ending it without the agent's answer")
+	msg, wait := s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageCancelled, nil)
+	s.draining = t
+	s.mu.Unlock()
+	<-wait
+	s.turnEnded(t, msg)
+}
+
+// isSessionLevel reports whether an update belongs to the session rather than a turn.
+func isSessionLevel(u sdk.SessionUpdate) bool {
+	kind := updateKind(u)
+	return strings.HasSuffix(kind, "_update") && kind != "tool_call_update"
+}
+
+// liveConn returns the connection and agent session id of a live session, or why it
+// is not live (s.mu held).
+func (s *session) liveConnLocked() (*agentConn, sdk.SessionId, error) {
+	if err := s.checkLiveLocked(); err != nil {
+		return nil, "", err
+	}
+	return s.conn, s.acpID, nil
 }
 
 // setMode switches the session's mode: session/set_mode, or the config option of
@@ -532,7 +595,11 @@ func (s *session) setMode(ctx context.Context, modeID string) error {
 		return fmt.Errorf("mode %q is not one of the session's modes (%s): %w", modeID,
 			idList(s.info.AvailableModes, func(m presenters.Mode) string { return m.ID }), presenters.ErrInvalidArgument)
 	}
-	conn, acpID := s.conn, s.acpID
+	conn, acpID, err := s.liveConnLocked()
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	var configID sdk.SessionConfigId
 	if s.modeState == nil {
 		if opt := s.configOption(sdk.SessionConfigOptionCategoryMode); opt != nil {
@@ -560,7 +627,11 @@ func (s *session) setModel(ctx context.Context, modelID string) error {
 		return fmt.Errorf("model %q is not one of the session's models (%s): %w", modelID,
 			idList(s.info.AvailableModels, func(m presenters.Model) string { return m.ID }), presenters.ErrInvalidArgument)
 	}
-	conn, acpID := s.conn, s.acpID
+	conn, acpID, err := s.liveConnLocked()
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	var configID sdk.SessionConfigId
 	if opt := s.configOption(sdk.SessionConfigOptionCategoryModel); opt != nil {
 		configID = opt.Id
@@ -619,13 +690,13 @@ func (s *session) agentCallError(conn *agentConn, method string, err error) erro
 		case -32601:
 			return fmt.Errorf("agent %s does not support %s: %w", s.p.cfg.ID, method, presenters.ErrUnsupported)
 		case -32602:
-			return fmt.Errorf("agent %s rejected %s: %s: %w", s.p.cfg.ID, method, agentErrorText(err), presenters.ErrInvalidArgument)
+			return fmt.Errorf("agent %s rejected %s: %s: %w", s.p.cfg.ID, method, agentErrorText(s.log, err), presenters.ErrInvalidArgument)
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", method, presenters.ErrCancelled)
 	}
-	return fmt.Errorf("agent %s failed %s: %s: %w", s.p.cfg.ID, method, agentErrorText(err), presenters.ErrFailedPrecondition)
+	return fmt.Errorf("agent %s failed %s: %s: %w", s.p.cfg.ID, method, agentErrorText(s.log, err), presenters.ErrFailedPrecondition)
 }
 
 func hasID[T any](list []T, id string, key func(T) string) bool {
@@ -670,7 +741,17 @@ func (s *session) close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.cancelPendingLocked("the session was closed")
-	conn, acpID, terms := s.conn, s.acpID, s.terms
+	conn, acpID := s.conn, s.acpID
+	s.mu.Unlock()
+	if conn != nil {
+		conn.unregister(acpID)
+	}
+	s.mu.Lock()
+	if s.draining != nil {
+		s.draining.stopPrompt()
+		s.draining = nil
+	}
+	terms := s.terms
 	s.conn, s.terms = nil, nil
 	s.setStatus(presenters.SessionClosed, "closed by a client; reopen it with LoadSession")
 	s.emit.SessionClosed("closed by a client")
@@ -678,7 +759,6 @@ func (s *session) close(ctx context.Context) error {
 	s.storeConversationLocked()
 	s.mu.Unlock()
 	if conn != nil {
-		conn.unregister(acpID)
 		if conn.init.AgentCapabilities.SessionCapabilities.Close != nil && conn.alive() {
 			if _, err := conn.rpc.CloseSession(ctx, sdk.CloseSessionRequest{SessionId: acpID}); err != nil {
 				s.log.Warn("session/close failed", "err", err)
@@ -704,12 +784,19 @@ func (s *session) shutdown() {
 		msg, wait = s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageIncomplete, nil)
 	}
 	s.cancelPendingLocked("the server is shutting down")
-	conn, acpID, terms := s.conn, s.acpID, s.terms
-	s.conn, s.terms = nil, nil
+	conn, acpID := s.conn, s.acpID
 	s.mu.Unlock()
 	if conn != nil {
 		conn.unregister(acpID)
 	}
+	s.mu.Lock()
+	if s.draining != nil {
+		s.draining.stopPrompt()
+		s.draining = nil
+	}
+	terms := s.terms
+	s.conn, s.terms = nil, nil
+	s.mu.Unlock()
 	if terms != nil {
 		_ = terms.Close()
 	}
@@ -744,6 +831,11 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 		msg, wait = s.endTurnLocked(t, presenters.StopError, presenters.MessageError, nil)
 	}
 	s.cancelPendingLocked("the agent stopped")
+	acpID := s.acpID
+	s.mu.Unlock()
+	c.unregister(acpID)
+	s.mu.Lock()
+	s.draining = nil
 	terms := s.terms
 	s.conn, s.terms = nil, nil
 	s.mu.Unlock()

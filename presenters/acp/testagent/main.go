@@ -222,8 +222,8 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	modes, models, configs := s.state(a.script.Session)
 	if len(a.script.Session.AfterNew) > 0 {
 		go func() {
-			t := &turn{a: a, s: s, ctx: context.Background()}
-			if _, err := t.run(a.script.Session.AfterNew); err != nil {
+			t := &turn{a: a, s: s}
+			if _, err := t.run(context.Background(), a.script.Session.AfterNew); err != nil {
 				log.Printf("afterNew: %v", err)
 			}
 		}()
@@ -239,8 +239,8 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
-	t := &turn{a: a, s: s, ctx: ctx}
-	if _, err := t.run(a.script.Load); err != nil {
+	t := &turn{a: a, s: s}
+	if _, err := t.run(ctx, a.script.Load); err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
 	modes, models, configs := s.state(a.script.Session)
@@ -301,8 +301,8 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if len(a.script.Turns) > 0 {
 		steps = a.script.Turns[min(n, len(a.script.Turns)-1)]
 	}
-	t := &turn{a: a, s: s, ctx: ctx, prompt: p.Prompt}
-	resp, err := t.run(steps)
+	t := &turn{a: a, s: s, prompt: p.Prompt}
+	resp, err := t.run(ctx, steps)
 	s.mu.Lock()
 	s.cancel = nil
 	s.mu.Unlock()

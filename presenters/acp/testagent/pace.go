@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -48,7 +49,7 @@ func stampedChunk(buf []byte, i int, sent int64, size int) string {
 	return string(buf)
 }
 
-func (t *turn) paced(p *PacedStep) error {
+func (t *turn) paced(ctx context.Context, p *PacedStep) error {
 	var interval time.Duration
 	if p.Rate > 0 {
 		interval = time.Duration(float64(time.Second) / p.Rate)
@@ -56,7 +57,7 @@ func (t *turn) paced(p *PacedStep) error {
 	buf := make([]byte, 0, max(p.Size, 64))
 	start := time.Now()
 	for i := 0; i < p.Count; i++ {
-		if t.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return nil
 		}
 		if interval > 0 {

@@ -77,6 +77,16 @@ type Step struct {
 	// CrashOnce exits with status 3 unless the marker file it names exists; it creates
 	// the marker first, so the restarted agent goes on.
 	CrashOnce string `json:"crashOnce,omitempty"`
+	// LateAfterCancel waits for session/cancel, then still sends a text chunk after a
+	// pause and ends the turn cancelled: an agent slow to stop.
+	LateAfterCancel *LateStep `json:"lateAfterCancel,omitempty"`
+	// Line writes this line to stdout as it is ({cwd} expanded): malformed messages.
+	Line string `json:"line,omitempty"`
+	// LongLine sends a session/update line with a text of this many bytes.
+	LongLine int `json:"longLine,omitempty"`
+	// CloseOutput closes stdout and blocks for good: the process lives, its connection
+	// does not.
+	CloseOutput bool `json:"closeOutput,omitempty"`
 	// Hang blocks the turn for good, ignoring session/cancel.
 	Hang bool `json:"hang,omitempty"`
 	// Stop ends the turn with this stop reason (default end_turn) and Usage.
@@ -84,6 +94,12 @@ type Step struct {
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Fail ends the turn with a JSON-RPC error.
 	Fail *FailStep `json:"fail,omitempty"`
+}
+
+// LateStep is what LateAfterCancel sends, and when.
+type LateStep struct {
+	After string `json:"after"` // a time.Duration
+	Text  string `json:"text"`
 }
 
 // PermissionStep asks session/request_permission and branches on the answer.
@@ -145,6 +161,7 @@ type ReplayStep struct {
 type FailStep struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
 // loadScript reads the script named by -script or TESTAGENT_SCRIPT; TESTAGENT_FLOOD_COUNT

@@ -16,24 +16,24 @@ import (
 type turn struct {
 	a      *agent
 	s      *session
-	ctx    context.Context // ends when the client cancels the turn
 	prompt []sdk.ContentBlock
 	resp   sdk.PromptResponse
 }
 
-func (t *turn) run(steps []Step) (sdk.PromptResponse, error) {
+func (t *turn) run(ctx context.Context, steps []Step) (sdk.PromptResponse, error) {
 	t.resp.StopReason = sdk.StopReasonEndTurn
-	_, err := t.steps(steps)
+	_, err := t.steps(ctx, steps)
 	return t.resp, err
 }
 
-// steps runs steps until one ends the turn (done) or the turn is cancelled.
-func (t *turn) steps(steps []Step) (done bool, err error) {
+// steps runs steps until one ends the turn (done) or the turn is cancelled (ctx ends
+// when the client cancels the turn).
+func (t *turn) steps(ctx context.Context, steps []Step) (done bool, err error) {
 	for _, st := range steps {
-		if t.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return true, nil
 		}
-		done, err := t.step(st)
+		done, err := t.step(ctx, st)
 		if err != nil || done {
 			return done, err
 		}
@@ -54,7 +54,7 @@ func (t *turn) expandJSON(raw json.RawMessage) []byte {
 	return []byte(expand(string(raw), t.s))
 }
 
-func (t *turn) step(st Step) (bool, error) {
+func (t *turn) step(ctx context.Context, st Step) (bool, error) {
 	switch {
 	case st.Update != nil:
 		var u sdk.SessionUpdate
@@ -73,12 +73,36 @@ func (t *turn) step(st Step) (bool, error) {
 		}
 		_, err = t.a.out.Write(append(line, '\n'))
 		return false, err
+	case st.LateAfterCancel != nil:
+		d, err := time.ParseDuration(st.LateAfterCancel.After)
+		if err != nil {
+			return false, fmt.Errorf("script lateAfterCancel: %w", err)
+		}
+		<-ctx.Done()
+		time.Sleep(d)
+		if err := t.say(st.LateAfterCancel.Text); err != nil {
+			return false, err
+		}
+		t.resp.StopReason = sdk.StopReasonCancelled
+		return true, nil
+	case st.Line != "":
+		_, err := t.a.out.Write([]byte(expand(st.Line, t.s) + "\n"))
+		return false, err
+	case st.LongLine > 0:
+		line := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + string(t.s.id) +
+			`","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", st.LongLine) + `"}}}}` + "\n"
+		_, err := t.a.out.Write([]byte(line))
+		return false, err
+	case st.CloseOutput:
+		// The connection ends for the client while the process lives on.
+		_ = os.Stdout.Close()
+		select {}
 	case st.Text != nil:
 		return false, t.say(*st.Text)
 	case st.Thought != nil:
 		return false, t.send(sdk.UpdateAgentThoughtText(*st.Thought))
 	case st.Permission != nil:
-		return t.permission(st.Permission)
+		return t.permission(ctx, st.Permission)
 	case st.Read != nil:
 		resp, err := t.a.conn.ReadTextFile(sendCtx, sdk.ReadTextFileRequest{
 			SessionId: t.s.id, Path: expand(st.Read.Path, t.s), Line: st.Read.Line, Limit: st.Read.Limit,
@@ -102,7 +126,7 @@ func (t *turn) step(st Step) (bool, error) {
 	case st.Replay != nil:
 		return false, t.replay(st.Replay)
 	case st.Paced != nil:
-		return false, t.paced(st.Paced)
+		return false, t.paced(ctx, st.Paced)
 	case st.Sleep != "":
 		d, err := parseSleep(st.Sleep)
 		if err != nil {
@@ -112,11 +136,11 @@ func (t *turn) step(st Step) (bool, error) {
 		defer timer.Stop()
 		select {
 		case <-timer.C:
-		case <-t.ctx.Done():
+		case <-ctx.Done():
 		}
 		return false, nil
 	case st.WaitCancel:
-		<-t.ctx.Done()
+		<-ctx.Done()
 		return false, nil
 	case st.EchoPrompt:
 		b, err := json.Marshal(t.prompt)
@@ -157,7 +181,7 @@ func (t *turn) step(st Step) (bool, error) {
 		}
 		return true, nil
 	case st.Fail != nil:
-		return true, &sdk.RequestError{Code: st.Fail.Code, Message: st.Fail.Message}
+		return true, &sdk.RequestError{Code: st.Fail.Code, Message: st.Fail.Message, Data: st.Fail.Data}
 	}
 	return false, fmt.Errorf("script step with nothing set")
 }
@@ -196,7 +220,7 @@ func (t *turn) askPermission(p *PermissionStep) (string, string, error) {
 	return "", "", fmt.Errorf("client chose option %q that was not offered", resp.Outcome.Selected.OptionId)
 }
 
-func (t *turn) permission(p *PermissionStep) (bool, error) {
+func (t *turn) permission(ctx context.Context, p *PermissionStep) (bool, error) {
 	kind, option, err := t.askPermission(p)
 	if err != nil {
 		return false, err
@@ -208,11 +232,11 @@ func (t *turn) permission(p *PermissionStep) (bool, error) {
 	}
 	switch kind {
 	case string(sdk.PermissionOptionKindAllowOnce), string(sdk.PermissionOptionKindAllowAlways):
-		return t.steps(p.OnAllow)
+		return t.steps(ctx, p.OnAllow)
 	case "cancelled":
-		return t.steps(p.OnCancel)
+		return t.steps(ctx, p.OnCancel)
 	default:
-		return t.steps(p.OnReject)
+		return t.steps(ctx, p.OnReject)
 	}
 }
 
@@ -294,10 +318,19 @@ func (t *turn) flood(f *FloodStep) error {
 	var perm chan answer
 	for i := 0; i < f.Count; i++ {
 		if f.PermissionAt > 0 && i == f.PermissionAt {
+			// The tool call, then (while the flood goes on) the request about it: the
+			// client must see them in that order.
+			call := json.RawMessage(`{"toolCallId":"flood-permission","title":"Write {cwd}/flood.txt","kind":"edit","status":"pending","locations":[{"path":"{cwd}/flood.txt"}]}`)
+			var u sdk.SessionUpdate
+			if err := json.Unmarshal(t.expandJSON([]byte(`{"sessionUpdate":"tool_call",`+string(call[1:]))), &u); err != nil {
+				return err
+			}
+			if err := t.send(u); err != nil {
+				return err
+			}
 			perm = make(chan answer, 1)
 			go func() {
-				kind, option, err := t.askPermission(&PermissionStep{ToolCall: json.RawMessage(
-					`{"toolCallId":"flood-permission","title":"Write {cwd}/flood.txt","kind":"edit","status":"pending","locations":[{"path":"{cwd}/flood.txt"}]}`)})
+				kind, option, err := t.askPermission(&PermissionStep{ToolCall: call})
 				perm <- answer{kind, option, err}
 			}()
 		}
@@ -314,6 +347,9 @@ func (t *turn) flood(f *FloodStep) error {
 		a := <-perm
 		if a.err != nil {
 			return a.err
+		}
+		if err := t.send(sdk.UpdateToolCall("flood-permission", sdk.WithUpdateStatus(sdk.ToolCallStatusCompleted))); err != nil {
+			return err
 		}
 		return t.say("permission: " + strings.TrimSpace(a.kind+" "+a.option))
 	}
