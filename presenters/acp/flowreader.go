@@ -83,7 +83,7 @@ func (r *agentReader) Read(p []byte) (int, error) {
 			return 0, errLineTooLong
 		}
 		if len(line) > 0 && !r.handled(line) {
-			r.cur = line
+			r.cur = bytes.Clone(line) // the SDK reads it after the buffer moves on
 			break
 		}
 		if err != nil {
@@ -103,11 +103,12 @@ func (r *agentReader) fatalError() error {
 }
 
 // readLine returns the next line including its newline (the last one may lack it),
-// or maxLineBytes bytes of a longer one.
+// or maxLineBytes bytes of a longer one. A line that fits the buffer is not copied:
+// it is valid until the next read, which is all a session/update needs.
 func (r *agentReader) readLine() ([]byte, error) {
 	line, err := r.src.ReadSlice('\n')
 	if !errors.Is(err, bufio.ErrBufferFull) {
-		return append([]byte(nil), line...), err
+		return line, err
 	}
 	buf := append([]byte(nil), line...)
 	for len(buf) < maxLineBytes {
