@@ -22,7 +22,8 @@ import (
 // kill its own connection. The SDK therefore reads the agent through an agentReader,
 // which handles session/update notifications itself, one at a time, in order, on the
 // goroutine that reads (the SDK's receive goroutine, inside Read): it decodes each one
-// once into sdk.SessionNotification, validates it as the SDK would, and calls the same
+// once into sdk.SessionNotification (text chunks through a narrow decoder of their
+// own, chunkdecode.go), validates it as the SDK would, and calls the same
 // Client.SessionUpdate the SDK would have called. A line that does not decode or
 // validate is logged and skipped, as the SDK would have dropped it. Every other line
 // (requests, responses, other notifications, $/cancel_request) goes to the SDK as it is.
@@ -128,6 +129,10 @@ func (r *agentReader) handled(line []byte) bool {
 	if len(trimmed) == 0 {
 		return true
 	}
+	if n, ok := decodeTextChunk(trimmed); ok {
+		r.sessionUpdate(n)
+		return true
+	}
 	var env envelope
 	if err := json.Unmarshal(trimmed, &env); err != nil {
 		r.log.Warn("dropping a line from the agent that is not JSON-RPC", "err", err, "line", truncateForLog(trimmed))
@@ -146,12 +151,16 @@ func (r *agentReader) handled(line []byte) bool {
 		r.log.Warn("dropping a session/update that does not decode", "err", err, "line", truncateForLog(trimmed))
 		return true
 	}
+	r.sessionUpdate(n)
+	return true
+}
+
+func (r *agentReader) sessionUpdate(n sdk.SessionNotification) {
 	// The SDK hands notification handlers a context that lives as long as the
 	// connection; SessionUpdate does not block and does not use it.
 	if err := r.client.SessionUpdate(context.Background(), n); err != nil {
 		r.log.Warn("handling a session/update failed", "err", err)
 	}
-	return true
 }
 
 func truncateForLog(b []byte) string {
