@@ -51,6 +51,11 @@ func (he *heldEvent) encoded(logger *slog.Logger) *encodedEvent {
 // replaced by an ERROR event with the same sequence, so that a stream never ends, nor
 // skips a sequence, because of one event.
 func encodeEvent(ev presenters.Event, logger *slog.Logger) []byte {
+	if p, ok := ev.Payload.(presenters.MessageDeltaPayload); ok {
+		if b, ok := encodeMessageDelta(ev, p); ok {
+			return b
+		}
+	}
 	msg := eventToPB(ev)
 	b, err := proto.Marshal(msg)
 	if err == nil && len(b) <= MaxEventBytes {

@@ -1,8 +1,8 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/json"
-	"strings"
 	"unicode/utf8"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -32,81 +32,106 @@ const (
 	maxChunkDepth = 32
 )
 
+// The objects of a chunk line and their keys as the schema spells them. Keys that
+// decodeTextChunk refuses to handle (_meta, annotations) are listed so that they, and
+// their case variants, are recognised.
+const (
+	levelLine = iota
+	levelParams
+	levelUpdate
+	levelContent
+)
+
+var chunkKeys = [...][]string{
+	levelLine:    {"jsonrpc", "id", "method", "params"},
+	levelParams:  {"sessionId", "update", "_meta"},
+	levelUpdate:  {"sessionUpdate", "messageId", "content", "_meta"},
+	levelContent: {"type", "text", "annotations", "_meta"},
+}
+
+// chunkFields are what a chunk line says.
+type chunkFields struct {
+	method, sessionID, kind, contentType, text string
+	messageID                                  *string
+	seen                                       [len(chunkKeys)]bool // the object at each level was read
+}
+
 // decodeTextChunk decodes line if it is a plain text chunk notification; ok is false
-// for every other line, which must then be decoded the SDK's way.
-func decodeTextChunk(line []byte) (n sdk.SessionNotification, ok bool) {
-	d := chunkScanner{buf: line}
-	var method, sessionID, kind, text, contentType string
-	var messageID *string
-	var seenParams, seenUpdate, seenContent bool
-	ok = d.object(0, []string{"jsonrpc", "id", "method", "params"}, func(key string) bool {
-		switch key {
-		case "id":
-			return d.literal("null")
-		case "method":
-			return d.str(&method)
-		case "params":
-			seenParams = true
-			return d.object(1, []string{"sessionId", "update", "_meta"}, func(key string) bool {
-				switch key {
-				case "sessionId":
-					return d.nullableStr(&sessionID)
-				case "update":
-					seenUpdate = true
-					return d.object(2, []string{"sessionUpdate", "messageId", "content", "_meta"}, func(key string) bool {
-						switch key {
-						case "sessionUpdate":
-							return d.str(&kind)
-						case "messageId":
-							if d.peekNull() {
-								return d.literal("null")
-							}
-							var id string
-							messageID = &id
-							return d.str(&id)
-						case "content":
-							seenContent = true
-							return d.object(3, []string{"type", "text", "annotations", "_meta"}, func(key string) bool {
-								switch key {
-								case "type":
-									return d.str(&contentType)
-								case "text":
-									return d.nullableStr(&text)
-								}
-								return false // annotations, _meta
-							})
-						}
-						return false // _meta
-					})
-				}
-				return false // _meta
-			})
-		}
-		return d.skipValue(1) // jsonrpc
-	})
-	if !ok || !d.end() || !seenParams || !seenUpdate || !seenContent ||
-		method != sdk.ClientMethodSessionUpdate || contentType != "text" {
+// for every other line, which must then be decoded the SDK's way. lastSessionID, when
+// equal, is reused instead of allocating the same id again for every chunk.
+func decodeTextChunk(line []byte, lastSessionID string) (n sdk.SessionNotification, ok bool) {
+	d := chunkScanner{buf: line, lastSessionID: lastSessionID}
+	var f chunkFields
+	if !d.object(levelLine, &f) || !d.end() || !f.seen[levelParams] || !f.seen[levelUpdate] || !f.seen[levelContent] ||
+		f.method != sdk.ClientMethodSessionUpdate || f.contentType != "text" {
 		return sdk.SessionNotification{}, false
 	}
-	content := sdk.ContentBlock{Text: &sdk.ContentBlockText{Type: contentType, Text: text}}
-	n.SessionId = sdk.SessionId(sessionID)
-	switch kind {
+	content := sdk.ContentBlock{Text: &sdk.ContentBlockText{Type: f.contentType, Text: f.text}}
+	n.SessionId = sdk.SessionId(f.sessionID)
+	switch f.kind {
 	case updateAgentMessageChunk:
-		n.Update.AgentMessageChunk = &sdk.SessionUpdateAgentMessageChunk{Content: content, MessageId: messageID, SessionUpdate: kind}
+		n.Update.AgentMessageChunk = &sdk.SessionUpdateAgentMessageChunk{Content: content, MessageId: f.messageID, SessionUpdate: f.kind}
 	case updateAgentThoughtChunk:
-		n.Update.AgentThoughtChunk = &sdk.SessionUpdateAgentThoughtChunk{Content: content, MessageId: messageID, SessionUpdate: kind}
+		n.Update.AgentThoughtChunk = &sdk.SessionUpdateAgentThoughtChunk{Content: content, MessageId: f.messageID, SessionUpdate: f.kind}
 	case updateUserMessageChunk:
-		n.Update.UserMessageChunk = &sdk.SessionUpdateUserMessageChunk{Content: content, MessageId: messageID, SessionUpdate: kind}
+		n.Update.UserMessageChunk = &sdk.SessionUpdateUserMessageChunk{Content: content, MessageId: f.messageID, SessionUpdate: f.kind}
 	default:
 		return sdk.SessionNotification{}, false
 	}
 	return n, true
 }
 
+// member reads the value of the known key at level into f.
+func (d *chunkScanner) member(level int, key string, f *chunkFields) bool {
+	switch level {
+	case levelLine:
+		switch key {
+		case "id":
+			return d.literal("null")
+		case "method":
+			return d.enum(&f.method, sdk.ClientMethodSessionUpdate)
+		case "params":
+			return d.object(levelParams, f)
+		}
+		return d.skipValue(1) // jsonrpc: any value, as the SDK ignores it
+	case levelParams:
+		switch key {
+		case "sessionId":
+			return d.sessionID(&f.sessionID)
+		case "update":
+			return d.object(levelUpdate, f)
+		}
+	case levelUpdate:
+		switch key {
+		case "sessionUpdate":
+			return d.enum(&f.kind, updateAgentMessageChunk, updateAgentThoughtChunk, updateUserMessageChunk)
+		case "messageId":
+			if d.peek() == 'n' {
+				f.messageID = nil
+				return d.literal("null")
+			}
+			id := new(string)
+			f.messageID = id
+			return d.str(id)
+		case "content":
+			return d.object(levelContent, f)
+		}
+	case levelContent:
+		switch key {
+		case "type":
+			return d.enum(&f.contentType, "text")
+		case "text":
+			return d.nullableStr(&f.text)
+		}
+	}
+	return false // _meta, annotations
+}
+
 // chunkScanner reads one JSON value strictly (RFC 8259, as encoding/json does) from buf.
 type chunkScanner struct {
-	buf []byte
-	pos int
+	buf           []byte
+	pos           int
+	lastSessionID string
 }
 
 func (d *chunkScanner) space() {
@@ -134,8 +159,6 @@ func (d *chunkScanner) peek() byte {
 	return 0
 }
 
-func (d *chunkScanner) peekNull() bool { return d.peek() == 'n' }
-
 func (d *chunkScanner) literal(word string) bool {
 	d.space()
 	if len(d.buf)-d.pos < len(word) || string(d.buf[d.pos:d.pos+len(word)]) != word {
@@ -145,19 +168,21 @@ func (d *chunkScanner) literal(word string) bool {
 	return true
 }
 
-// object reads an object whose members known (the schema's keys at this level) are
-// handed to member, once each; other keys' values are skipped. A key that differs from
+// object reads the object at level, handing the members whose keys the schema has
+// there to member, once each, and skipping the others' values. A key that differs from
 // a known one only in case, or that has escapes or non-ASCII bytes, fails.
-func (d *chunkScanner) object(depth int, known []string, member func(key string) bool) bool {
-	if depth > maxChunkDepth || d.peek() != '{' {
+func (d *chunkScanner) object(level int, f *chunkFields) bool {
+	if level > maxChunkDepth || d.peek() != '{' {
 		return false
 	}
 	d.pos++
+	f.seen[level] = true
 	var seen uint8 // bit i: known[i] was read
 	if d.peek() == '}' {
 		d.pos++
 		return true
 	}
+	known := chunkKeys[level]
 	for {
 		key, ok := d.plainKey()
 		if !ok || d.peek() != ':' {
@@ -166,19 +191,19 @@ func (d *chunkScanner) object(depth int, known []string, member func(key string)
 		d.pos++
 		handled := false
 		for i, k := range known {
-			if key == k {
-				if seen&(1<<i) != 0 || !member(k) {
+			if string(key) == k {
+				if seen&(1<<i) != 0 || !d.member(level, k, f) {
 					return false
 				}
 				seen |= 1 << i
 				handled = true
 				break
 			}
-			if strings.EqualFold(key, k) {
+			if bytes.EqualFold(key, []byte(k)) {
 				return false
 			}
 		}
-		if !handled && !d.skipValue(depth+1) {
+		if !handled && !d.skipValue(level+1) {
 			return false
 		}
 		switch d.peek() {
@@ -194,21 +219,40 @@ func (d *chunkScanner) object(depth int, known []string, member func(key string)
 }
 
 // plainKey reads a key made of printable ASCII without escapes.
-func (d *chunkScanner) plainKey() (string, bool) {
+func (d *chunkScanner) plainKey() ([]byte, bool) {
 	if d.peek() != '"' {
-		return "", false
+		return nil, false
 	}
 	start := d.pos + 1
 	for i := start; i < len(d.buf); i++ {
 		switch c := d.buf[i]; {
 		case c == '"':
 			d.pos = i + 1
-			return string(d.buf[start:i]), true
+			return d.buf[start:i], true
 		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// enum reads a string that must be one of values, without escapes, and sets out to it
+// (the constant, so nothing is allocated); any other string fails.
+func (d *chunkScanner) enum(out *string, values ...string) bool {
+	if d.peek() != '"' {
+		return false
+	}
+	raw, plain, ok := d.stringToken()
+	if !ok || !plain {
+		return false
+	}
+	for _, v := range values {
+		if string(raw[1:len(raw)-1]) == v {
+			*out = v
+			return true
+		}
+	}
+	return false
 }
 
 // str reads a string (not null).
@@ -229,9 +273,23 @@ func (d *chunkScanner) str(out *string) bool {
 	return json.Unmarshal(raw, out) == nil
 }
 
+// sessionID reads a nullable string, reusing lastSessionID when it is the same.
+func (d *chunkScanner) sessionID(out *string) bool {
+	if d.peek() == '"' && d.lastSessionID != "" {
+		start := d.pos
+		raw, plain, ok := d.stringToken()
+		if ok && plain && string(raw[1:len(raw)-1]) == d.lastSessionID {
+			*out = d.lastSessionID
+			return true
+		}
+		d.pos = start
+	}
+	return d.nullableStr(out)
+}
+
 // nullableStr reads a string, or null as "" (what encoding/json leaves in a string field).
 func (d *chunkScanner) nullableStr(out *string) bool {
-	if d.peekNull() {
+	if d.peek() == 'n' {
 		return d.literal("null")
 	}
 	return d.str(out)

@@ -66,21 +66,23 @@ var chunkLines = []struct {
 // The fast path takes plain text chunks, and whatever it takes decodes exactly as the
 // SDK would decode it.
 func TestDecodeTextChunkMatchesTheSDK(t *testing.T) {
-	for _, c := range chunkLines {
-		got, ok := decodeTextChunk([]byte(c.line))
-		if ok != c.fast {
-			t.Errorf("decodeTextChunk(%s): ok=%v, want %v", c.line, ok, c.fast)
-		}
-		if !ok {
-			continue
-		}
-		want, sdkOK := decodeLikeSDK([]byte(c.line))
-		if !sdkOK {
-			t.Errorf("decodeTextChunk took %s, which the SDK drops", c.line)
-			continue
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("decodeTextChunk(%s)\n got %#v\nwant %#v", c.line, got, want)
+	for _, last := range []string{"", "s", "other"} { // the last chunk's session id
+		for _, c := range chunkLines {
+			got, ok := decodeTextChunk([]byte(c.line), last)
+			if ok != c.fast {
+				t.Errorf("decodeTextChunk(%s, %q): ok=%v, want %v", c.line, last, ok, c.fast)
+			}
+			if !ok {
+				continue
+			}
+			want, sdkOK := decodeLikeSDK([]byte(c.line))
+			if !sdkOK {
+				t.Errorf("decodeTextChunk took %s, which the SDK drops", c.line)
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("decodeTextChunk(%s, %q)\n got %#v\nwant %#v", c.line, last, got, want)
+			}
 		}
 	}
 }
@@ -90,7 +92,7 @@ func FuzzDecodeTextChunk(f *testing.F) {
 		f.Add([]byte(c.line))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		got, ok := decodeTextChunk(line)
+		got, ok := decodeTextChunk(line, "s")
 		if !ok {
 			return
 		}

@@ -56,6 +56,8 @@ type agentReader struct {
 	log    *slog.Logger
 	cur    []byte // rest of the line being handed to the SDK
 
+	lastSessionID string // of the last text chunk, reused while the same
+
 	mu    sync.Mutex
 	fatal error // why reading ended for good, if the agent's output was at fault
 }
@@ -129,7 +131,8 @@ func (r *agentReader) handled(line []byte) bool {
 	if len(trimmed) == 0 {
 		return true
 	}
-	if n, ok := decodeTextChunk(trimmed); ok {
+	if n, ok := decodeTextChunk(trimmed, r.lastSessionID); ok {
+		r.lastSessionID = string(n.SessionId)
 		r.sessionUpdate(n)
 		return true
 	}
