@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agenticd/agenticd/presenters"
 )
@@ -40,4 +45,112 @@ func BenchmarkCheckpointedTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// largeText is about n bytes (at most 3 fewer) of reply text with 2-, 3- and 4-byte
+// characters in it, the way a model writes prose and code; it is valid UTF-8, as
+// streamed text is.
+func largeText(n int) string {
+	const line = "Streaming a long reply: café, naïve, 文字化け, emoji 🚀, and some code `x := f(y)`.\n"
+	return validPrefix(strings.Repeat(line, n/len(line)+1), n)
+}
+
+// validPrefix is the longest prefix of s of at most n bytes that ends where a character
+// starts.
+func validPrefix(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// BenchmarkSaveGrowingText saves one 20 MB reply the way a turn checkpoints it: ten
+// saves in progress, each 2 MB longer than the last, then the final save. One op is the
+// whole turn; B/op is what the saves allocate.
+func BenchmarkSaveGrowingText(b *testing.B) {
+	const checkpoints, total = 10, 20 << 20
+	s, _ := openStore(b)
+	ctx := context.Background()
+	mustCreate(b, s, "c1", "deepchat.bench")
+	text := largeText(total)
+	n := 0
+	b.ReportAllocs()
+	b.SetBytes(total)
+	for b.Loop() {
+		n++
+		m := presenters.Message{ID: fmt.Sprintf("m%d", n), SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress}
+		for i := 1; i <= checkpoints; i++ {
+			m.Blocks = []presenters.Block{{Type: presenters.BlockText, Text: validPrefix(text, total/checkpoints*i)}}
+			if err := s.SaveMessage(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		m.Status = presenters.MessageComplete
+		if err := s.SaveMessage(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSaveLargeText saves a new message holding one 20 MB text at once. Besides
+// B/op it reports, where Linux lets a process reset its peak RSS, how far the process's
+// peak RSS rose above its RSS before the save (the largest rise over all ops).
+func BenchmarkSaveLargeText(b *testing.B) {
+	const total = 20 << 20
+	s, _ := openStore(b)
+	ctx := context.Background()
+	mustCreate(b, s, "c1", "deepchat.bench")
+	text := largeText(total)
+	n := 0
+	var peakRise int64
+	measured := true
+	b.ReportAllocs()
+	b.SetBytes(total)
+	for b.Loop() {
+		n++
+		m := presenters.Message{ID: fmt.Sprintf("m%d", n), SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: text}}}
+		b.StopTimer()
+		runtime.GC()
+		debug.FreeOSMemory()
+		before, ok := resetPeakRSS()
+		measured = measured && ok
+		b.StartTimer()
+		if err := s.SaveMessage(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+		if peak, ok := procStatusKiB("VmHWM"); ok && measured {
+			peakRise = max(peakRise, peak-before)
+		}
+	}
+	if measured {
+		b.ReportMetric(float64(peakRise)/1024, "peak-RSS-rise-MiB")
+	}
+}
+
+// resetPeakRSS makes the process's peak RSS (VmHWM) its current RSS and returns that, in
+// KiB; false where the kernel does not allow it.
+func resetPeakRSS() (int64, bool) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return 0, false
+	}
+	return procStatusKiB("VmRSS")
+}
+
+// procStatusKiB reads one "Name: N kB" line of /proc/self/status.
+func procStatusKiB(name string) (int64, bool) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, name+":"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kib, err == nil
+		}
+	}
+	return 0, false
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 )
 
-// blockRow is one row of the blocks table. Text and reasoning live in text; every other
+// blockRow is one block as stored in the blocks table, with its whole text (the table
+// holds long texts in parts: textparts.go). Text and reasoning live in text; every other
 // block type keeps its typed payload as JSON in payload (format: payload.go), except the raw tool arguments
 // and results, which are stored byte for byte in their own columns (JSON encoding would
 // re-format them), and a tool call's status, which has a column so that MarkInterrupted
@@ -27,9 +28,10 @@ type blockRow struct {
 	Payload      string
 }
 
-// equal reports whether two rows store the same block.
-func (r blockRow) equal(o blockRow) bool {
-	return r.MessageID == o.MessageID && r.Position == o.Position && r.Type == o.Type && r.Text == o.Text &&
+// sameExceptText reports whether two rows store the same block but maybe for its text
+// (which is compared part by part: planBlockWrites).
+func (r blockRow) sameExceptText(o blockRow) bool {
+	return r.MessageID == o.MessageID && r.Position == o.Position && r.Type == o.Type &&
 		r.ToolID == o.ToolID && r.ToolName == o.ToolName && r.ToolStatus == o.ToolStatus &&
 		bytes.Equal(r.RawArguments, o.RawArguments) && bytes.Equal(r.RawResult, o.RawResult) && r.Payload == o.Payload
 }

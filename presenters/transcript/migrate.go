@@ -67,6 +67,22 @@ CREATE TABLE blocks (
 );
 CREATE INDEX blocks_by_tool ON blocks(tool_id) WHERE tool_id <> '';
 `,
+	// 2: long texts in parts (textparts.go). A block's text is its text column followed
+	// by text_parts rows of block_text_parts, numbered from 1; texts stored before this
+	// migration are whole in the text column, with text_parts 0. Parts go with their
+	// block, and so with its message and conversation.
+	`
+ALTER TABLE blocks ADD COLUMN text_parts INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE block_text_parts (
+	message_id TEXT NOT NULL,
+	position   INTEGER NOT NULL,
+	part       INTEGER NOT NULL,
+	text       TEXT NOT NULL,
+	PRIMARY KEY (message_id, position, part),
+	FOREIGN KEY (message_id, position) REFERENCES blocks(message_id, position) ON DELETE CASCADE
+);
+`,
 }
 
 // migrate brings the schema up to date. It refuses a database written by a newer

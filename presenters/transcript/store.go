@@ -8,9 +8,10 @@
 //
 // A presenter saves a message in progress again and again as it grows (checkpoints).
 // The store remembers the block rows it last committed for each message in progress and
-// writes only the rows that differ, so a long turn costs the bytes that changed rather
-// than the whole message at every checkpoint. A message in progress must therefore be
-// written through one Store only (each presenter keeps to its own sessions).
+// writes only the rows that differ, and of a long text only the parts that differ
+// (textparts.go), so a long turn costs the bytes that changed rather than the whole
+// message at every checkpoint. A message in progress must therefore be written through
+// one Store only (each presenter keeps to its own sessions).
 package transcript
 
 import (
@@ -338,9 +339,6 @@ func (s *Store) writeMessages(ctx context.Context, msgs []presenters.Message, fi
 	return err
 }
 
-// blockUpsertRows bounds one multi-row INSERT (10 parameters a row).
-const blockUpsertRows = 50
-
 // saveMessage upserts m and its blocks. prev is what is stored of its blocks when known
 // (nil: unknown, rewrite them all); it returns the rows m now has.
 func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow, error) {
@@ -385,25 +383,17 @@ func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow
 	if res.RowsAffected == 0 {
 		return nil, fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrInvalidArgument)
 	}
-	changed := rows
 	if prev == nil {
+		// Deleting a block deletes its text's parts (foreign key cascade).
 		if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ?`, m.ID).Error; err != nil {
 			return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 		}
-	} else {
-		changed = nil
-		for i, r := range rows {
-			if i >= len(prev) || !r.equal(prev[i]) {
-				changed = append(changed, r)
-			}
-		}
-		if len(prev) > len(rows) {
-			if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ? AND position >= ?`, m.ID, len(rows)).Error; err != nil {
-				return nil, fmt.Errorf("save message %s: %w", m.ID, err)
-			}
+	} else if len(prev) > len(rows) {
+		if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ? AND position >= ?`, m.ID, len(rows)).Error; err != nil {
+			return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 		}
 	}
-	if err := upsertBlocks(tx, changed); err != nil {
+	if err := writeBlocks(tx, m.ID, planBlockWrites(rows, prev)); err != nil {
 		return nil, fmt.Errorf("save message %s: blocks: %w", m.ID, err)
 	}
 	if err := tx.Exec(`UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`, now.UnixNano(), m.SessionID).Error; err != nil {
@@ -412,24 +402,54 @@ func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow
 	return rows, nil
 }
 
-// upsertBlocks writes block rows, replacing those stored at the same positions.
-func upsertBlocks(tx *gorm.DB, rows []blockRow) error {
-	for start := 0; start < len(rows); start += blockUpsertRows {
-		batch := rows[start:min(start+blockUpsertRows, len(rows))]
+// writeBlocks makes the writes of one message's blocks; the blocks rows go before the
+// text parts, which refer to them.
+func writeBlocks(tx *gorm.DB, messageID string, w blockWrites) error {
+	for _, t := range w.trims {
+		if err := tx.Exec(`DELETE FROM block_text_parts WHERE message_id = ? AND position = ? AND part >= ?`,
+			messageID, t.Position, t.Keep).Error; err != nil {
+			return err
+		}
+	}
+	for _, c := range w.counts {
+		if err := tx.Exec(`UPDATE blocks SET text_parts = ? WHERE message_id = ? AND position = ?`,
+			c.TextParts, messageID, c.Position).Error; err != nil {
+			return err
+		}
+	}
+	for batch := range statements(w.heads, blockHead.size) {
 		var sb strings.Builder
-		sb.WriteString(`INSERT INTO blocks (message_id, position, type, text, tool_id, tool_name, tool_status, raw_arguments, raw_result, payload) VALUES `)
-		args := make([]any, 0, len(batch)*10)
-		for i, r := range batch {
+		sb.WriteString(`INSERT INTO blocks (message_id, position, type, text, text_parts, tool_id, tool_name, tool_status, raw_arguments, raw_result, payload) VALUES `)
+		args := make([]any, 0, len(batch)*11)
+		for i, h := range batch {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-			args = append(args, r.MessageID, r.Position, r.Type, r.Text, r.ToolID, r.ToolName, r.ToolStatus,
-				nilIfEmpty(r.RawArguments), nilIfEmpty(r.RawResult), r.Payload)
+			sb.WriteString("(?, ?, ?, CAST(? AS TEXT), ?, ?, ?, ?, ?, ?, CAST(? AS TEXT))")
+			r := h.row
+			args = append(args, r.MessageID, r.Position, r.Type, textArg(h.text), h.textParts, r.ToolID, r.ToolName, r.ToolStatus,
+				nilIfEmpty(r.RawArguments), nilIfEmpty(r.RawResult), textArg(r.Payload))
 		}
 		sb.WriteString(` ON CONFLICT (message_id, position) DO UPDATE SET type = excluded.type, text = excluded.text,
-			tool_id = excluded.tool_id, tool_name = excluded.tool_name, tool_status = excluded.tool_status,
-			raw_arguments = excluded.raw_arguments, raw_result = excluded.raw_result, payload = excluded.payload`)
+			text_parts = excluded.text_parts, tool_id = excluded.tool_id, tool_name = excluded.tool_name,
+			tool_status = excluded.tool_status, raw_arguments = excluded.raw_arguments,
+			raw_result = excluded.raw_result, payload = excluded.payload`)
+		if err := tx.Exec(sb.String(), args...).Error; err != nil {
+			return err
+		}
+	}
+	for batch := range statements(w.parts, textPart.size) {
+		var sb strings.Builder
+		sb.WriteString(`INSERT INTO block_text_parts (message_id, position, part, text) VALUES `)
+		args := make([]any, 0, len(batch)*4)
+		for i, p := range batch {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("(?, ?, ?, CAST(? AS TEXT))")
+			args = append(args, p.MessageID, p.Position, p.Part, textArg(p.Text))
+		}
+		sb.WriteString(` ON CONFLICT (message_id, position, part) DO UPDATE SET text = excluded.text`)
 		if err := tx.Exec(sb.String(), args...).Error; err != nil {
 			return err
 		}
@@ -453,12 +473,20 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	// One statement, so the page is one consistent snapshot even while a turn writes.
-	query := `SELECT m.seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at,
-			b.position, b.type, b.text, b.tool_id, b.tool_name, b.tool_status, b.raw_arguments, b.raw_result, b.payload
-		FROM (SELECT * FROM messages WHERE conversation_id = ? %s ORDER BY seq DESC LIMIT ?) AS m
-		LEFT JOIN blocks AS b ON b.message_id = m.id
-		ORDER BY m.seq, b.position`
+	// One statement, so the page is one consistent snapshot even while a turn writes: a
+	// text's parts are read with its block. Each block row (part 0) is followed by the
+	// rows of its text's further parts.
+	query := `WITH m AS MATERIALIZED (SELECT seq, id, role, status, stop_reason, usage, created_at
+			FROM messages WHERE conversation_id = ? %s ORDER BY seq DESC LIMIT ?)
+		SELECT m.seq AS seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at,
+			b.position AS position, 0 AS part, b.type, b.text, b.text_parts, b.tool_id, b.tool_name, b.tool_status,
+			b.raw_arguments, b.raw_result, b.payload
+		FROM m LEFT JOIN blocks AS b ON b.message_id = m.id
+		UNION ALL
+		SELECT m.seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at,
+			p.position, p.part, NULL, p.text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+		FROM m JOIN block_text_parts AS p ON p.message_id = m.id
+		ORDER BY seq, position, part`
 	args := []any{sessionID}
 	before := ""
 	if q.BeforeMessageID != "" {
@@ -473,20 +501,28 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 	defer rows.Close()
 	var out []presenters.Message
 	var lastSeq int64 = -1
+	var long longText
 	for rows.Next() {
 		var (
-			seq                          int64
+			seq, part                    int64
 			id, role, status, stopReason string
 			usage                        sql.NullString
 			created                      int64
-			position                     sql.NullInt64
+			position, textParts          sql.NullInt64
 			typ, text, toolID, toolName  sql.NullString
 			toolStatus, payload          sql.NullString
 			rawArguments, rawResult      []byte
 		)
 		if err := rows.Scan(&seq, &id, &role, &status, &stopReason, &usage, &created,
-			&position, &typ, &text, &toolID, &toolName, &toolStatus, &rawArguments, &rawResult, &payload); err != nil {
+			&position, &part, &typ, &text, &textParts, &toolID, &toolName, &toolStatus, &rawArguments, &rawResult, &payload); err != nil {
 			return nil, fmt.Errorf("read messages of session %s: %w", sessionID, err)
+		}
+		if part > 0 {
+			long.add(seq, int(position.Int64), int(part), text.String)
+			continue
+		}
+		if err := long.finish(); err != nil {
+			return nil, err
 		}
 		if seq != lastSeq {
 			m := presenters.Message{
@@ -520,9 +556,15 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 		}
 		m := &out[len(out)-1]
 		m.Blocks = append(m.Blocks, b)
+		if textParts.Int64 > 0 {
+			long.start(&m.Blocks[len(m.Blocks)-1], id, seq, int(position.Int64), int(textParts.Int64))
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read messages of session %s: %w", sessionID, err)
+	}
+	if err := long.finish(); err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		if err := s.explainEmpty(ctx, sessionID, q.BeforeMessageID); err != nil {
