@@ -172,6 +172,22 @@ func runGRPCTurn(ctx context.Context, s *agenticd, agentID, workspace string, su
 	// Resuming from the session's last sequence closes the gap between Subscribe
 	// returning here and the server registering the stream.
 	after := got.GetSession().GetLastSequence()
+	// Several subscribers stand for several frontends, each with its own connection
+	// (and so its own HTTP/2 writer in agenticd); a lone subscriber shares the control
+	// connection.
+	clients := []pb.AgenticServiceClient{s.client}
+	if subs > 1 {
+		clients = clients[:0]
+		for i := range subs {
+			conn, err := s.dial()
+			if err != nil {
+				t.err = fmt.Errorf("connect subscriber %d: %w", i, err)
+				return t
+			}
+			defer conn.Close()
+			clients = append(clients, pb.NewAgenticServiceClient(conn))
+		}
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg, ready sync.WaitGroup
@@ -184,9 +200,10 @@ func runGRPCTurn(ctx context.Context, s *agenticd, agentID, workspace string, su
 		t.subs[i] = r
 		wg.Add(1)
 		ready.Add(1)
+		client := clients[i]
 		go func() {
 			defer wg.Done()
-			r.err = followTurn(sctx, s.client, id, r, ready.Done)
+			r.err = followTurn(sctx, client, id, r, ready.Done)
 		}()
 	}
 	// Every subscription is registered (the server sends headers only then) before the

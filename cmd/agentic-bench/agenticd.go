@@ -140,8 +140,7 @@ func (s *agenticd) waitServing(ctx context.Context, exited <-chan error) error {
 			return fmt.Errorf("agenticd did not listen on %s within 60 s", s.addr)
 		}
 	}
-	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	conn, err := s.dial()
 	if err != nil {
 		return err
 	}
@@ -161,6 +160,12 @@ func (s *agenticd) waitServing(ctx context.Context, exited <-chan error) error {
 	}
 	s.conn, s.client = conn, pb.NewAgenticServiceClient(conn)
 	return nil
+}
+
+// dial opens a client connection to the server.
+func (s *agenticd) dial() (*grpc.ClientConn, error) {
+	return grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 }
 
 // pid of the server (this process in-process).

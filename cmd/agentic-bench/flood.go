@@ -237,7 +237,7 @@ func floodRows(section string, count, size, subs int, raw, bare *baselineRuns, a
 		ratio, r := ratioToBare(evs)
 		rows = append(rows, Row{Section: section, Figure: fmt.Sprintf("per-subscriber events/s, %d subscribers on one session, %s (slowest subscriber)", subs, label),
 			Value: si(evs) + " ev/s", Ratio: ratio, Target: "≥ 0.5 × bare SDK", Met: metStr(r >= 0.5),
-			Runs: runs, Command: cmd, Notes: strings.TrimPrefix(notes+fmt.Sprintf("; fastest subscriber %s ev/s", si(float64(count)/median(a.fastest))), "; ")})
+			Runs: runs, Command: cmd, Notes: strings.TrimPrefix(notes+fmt.Sprintf("; fastest subscriber %s ev/s; each subscriber has its own gRPC connection, as separate frontends would", si(float64(count)/median(a.fastest))), "; ")})
 	}
 	if len(a.p50) > 0 {
 		lat := Row{Section: section, Figure: fmt.Sprintf("chunk latency agent write → receive, unpaced, %s, %d subscriber(s)", label, subs),
