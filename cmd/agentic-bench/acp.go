@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ type common struct {
 	work      string // scratch directory (a temp dir when empty)
 	results   string // JSON-lines file the rows are appended to
 	profile   profileFlags
+	// sharedConn puts several subscribers on one gRPC connection (one frontend
+	// multiplexing them) instead of one connection each (separate frontends).
+	sharedConn bool
 }
 
 func (c *common) register(fs *flag.FlagSet, runs int) {
@@ -35,6 +39,7 @@ func (c *common) register(fs *flag.FlagSet, runs int) {
 	fs.IntVar(&c.runs, "runs", runs, "runs per figure; figures are medians")
 	fs.StringVar(&c.work, "work", "", "scratch directory (default: a new temp dir, removed afterwards)")
 	fs.StringVar(&c.results, "results", "", "append result rows (JSON lines) to this file")
+	fs.BoolVar(&c.sharedConn, "shared-conn", false, "several subscribers share one gRPC connection instead of one each")
 	c.profile.register(fs)
 }
 
@@ -156,7 +161,7 @@ func (t *grpcTurn) intactErr() error {
 
 // runGRPCTurn creates a session of agentID, subscribes subs streams to it, sends one
 // message and waits until every subscriber got the assistant's MESSAGE_END.
-func runGRPCTurn(ctx context.Context, s *agenticd, agentID, workspace string, subs int, newCheck func() *chunkCheck) *grpcTurn {
+func runGRPCTurn(ctx context.Context, s *agenticd, agentID, workspace string, subs int, shared bool, newCheck func() *chunkCheck) *grpcTurn {
 	t := &grpcTurn{}
 	created, err := s.client.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: agentID, Config: &pb.SessionConfig{Workspace: workspace}})
 	if err != nil {
@@ -173,10 +178,10 @@ func runGRPCTurn(ctx context.Context, s *agenticd, agentID, workspace string, su
 	// returning here and the server registering the stream.
 	after := got.GetSession().GetLastSequence()
 	// Several subscribers stand for several frontends, each with its own connection
-	// (and so its own HTTP/2 writer in agenticd); a lone subscriber shares the control
-	// connection.
-	clients := []pb.AgenticServiceClient{s.client}
-	if subs > 1 {
+	// (and so its own HTTP/2 writer in agenticd), unless shared says they are one
+	// frontend multiplexing them on the control connection.
+	clients := slices.Repeat([]pb.AgenticServiceClient{s.client}, subs)
+	if subs > 1 && !shared {
 		clients = clients[:0]
 		for i := range subs {
 			conn, err := s.dial()
@@ -225,6 +230,17 @@ func runGRPCTurn(ctx context.Context, s *agenticd, agentID, workspace string, su
 		t.err = fmt.Errorf("CloseSession: %w", err)
 	}
 	return t
+}
+
+// layout says how several subscribers connect, for the rows' figures.
+func (c *common) layout(subs int) string {
+	switch {
+	case subs <= 1:
+		return ""
+	case c.sharedConn:
+		return ", all on one gRPC connection"
+	}
+	return ", one gRPC connection each"
 }
 
 // followTurn subscribes to the session and reads until the assistant's MESSAGE_END. A
@@ -304,7 +320,7 @@ func (c *common) agenticdRun(ctx context.Context, name string, env map[string]st
 	if err != nil {
 		return &grpcTurn{err: err}
 	}
-	t := runGRPCTurn(ctx, s, benchACPAgent, workspace, subs, newCheck)
+	t := runGRPCTurn(ctx, s, benchACPAgent, workspace, subs, c.sharedConn, newCheck)
 	if err := s.stop(); err != nil && t.err == nil {
 		t.err = fmt.Errorf("stop agenticd: %w", err)
 	}

@@ -29,7 +29,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 	defer cleanup()
 	section := "ACP latency"
 	count := int(*rate * *seconds)
-	figure := fmt.Sprintf("added latency agent write → gRPC receive, p50 / p99, %g ev/s, %d subscribers", *rate, *subs)
+	figure := fmt.Sprintf("added latency agent write → gRPC receive, p50 / p99, %g ev/s, %d subscribers%s", *rate, *subs, c.layout(*subs))
 	target := "≤ 0.2 ms / ≤ 1 ms"
 	if err := c.checkAgent(); err != nil {
 		return emit(c.results, notAvailable(section, figure, target, err))
@@ -75,7 +75,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 	return emit(c.results, Row{Section: section, Figure: figure, Target: target,
 		Value: fmt.Sprintf("+%.3f ms / +%.3f ms", a50, a99), Ratio: strings.Join(parts, "; "),
 		Met: metStr(a50 <= 0.2 && a99 <= 1), Runs: runs, Command: commandLine(),
-		Notes: strings.TrimPrefix(notes+"; each subscriber has its own gRPC connection; latencies pooled over all subscribers' chunks; added = agenticd − bare SDK client, per run, median of runs", "; ")})
+		Notes: strings.TrimPrefix(notes+"; latencies pooled over all subscribers' chunks; added = agenticd − bare SDK client, per run, median of runs", "; ")})
 }
 
 // toolsCmd: bursts of tool calls (tool_call, in_progress, completed with content) from a
