@@ -16,15 +16,24 @@ import (
 
 // encodedEvent is an event's wire bytes, encoded once and sent as they are to every
 // subscriber (the codec below recognises it), instead of being marshalled per stream.
-type encodedEvent struct{ bytes []byte }
+// The BufferSlice wrapping them is built once too: gRPC only reads and reslices it, and
+// building it per send cost two allocations per event per subscriber.
+type encodedEvent struct {
+	bytes []byte
+	slice mem.BufferSlice
+}
+
+func newEncodedEvent(b []byte) *encodedEvent {
+	// A SliceBuffer's Ref and Free do nothing: the shared bytes stay intact for the others.
+	return &encodedEvent{bytes: b, slice: mem.BufferSlice{mem.SliceBuffer(b)}}
+}
 
 // sharedEventCodec is gRPC's proto codec, except for encodedEvent.
 type sharedEventCodec struct{ encoding.CodecV2 }
 
 func (c sharedEventCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if e, ok := v.(*encodedEvent); ok {
-		// A SliceBuffer's Free does nothing: the shared bytes stay intact for the others.
-		return mem.BufferSlice{mem.SliceBuffer(e.bytes)}, nil
+		return e.slice, nil
 	}
 	return c.CodecV2.Marshal(v)
 }
@@ -40,7 +49,7 @@ func sharedEventCodecOption() grpc.ServerOption {
 func (he *heldEvent) encoded(logger *slog.Logger) *encodedEvent {
 	he.encodeOnce.Do(func() {
 		ev := presenters.Event{Sequence: he.sequence, SessionID: he.sessionID, AgentID: he.agentID, Time: he.time, Payload: he.payload}
-		he.wire = &encodedEvent{bytes: encodeEvent(ev, logger)}
+		he.wire = newEncodedEvent(encodeEvent(ev, logger))
 		he.payload = nil
 	})
 	return he.wire
