@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -71,6 +72,9 @@ type turnResult struct {
 	updates int64         // session/update notifications received
 	check   *chunkCheck   // nil for turns that are not stamped floods
 	err     error         // the turn or the connection failed
+	// handledBeforeBreak counts the chunks handled in order before the connection broke
+	// (bare SDK turns with err set; -1 when they were not in order).
+	handledBeforeBreak int
 }
 
 // intactErr is nil when the turn completed and (for floods) every chunk arrived in order.
@@ -199,7 +203,23 @@ func rawTurn(ctx context.Context, spec agentSpec, workspace string, check *chunk
 // sdkClient is the bare acp-go-sdk client: SessionUpdate only counts and checks chunks.
 type sdkClient struct {
 	updates atomic.Int64
+	// mu guards check: after a connection break the SDK may still be handling queued
+	// notifications while the turn's result is read, so it stops feeding it then.
+	mu      sync.Mutex
 	check   *chunkCheck
+	stopped bool
+}
+
+// stop ends feeding the check and returns how many chunks it had taken in order (-1
+// when one was out of order or malformed).
+func (c *sdkClient) stop() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	if c.check == nil || c.check.err != nil {
+		return -1
+	}
+	return c.check.next
 }
 
 var _ sdk.Client = (*sdkClient)(nil)
@@ -210,7 +230,11 @@ func (c *sdkClient) SessionUpdate(_ context.Context, n sdk.SessionNotification) 
 	recv := time.Now().UnixNano()
 	c.updates.Add(1)
 	if c.check != nil && n.Update.AgentMessageChunk != nil && n.Update.AgentMessageChunk.Content.Text != nil {
-		c.check.feed(n.Update.AgentMessageChunk.Content.Text.Text, recv)
+		c.mu.Lock()
+		if !c.stopped {
+			c.check.feed(n.Update.AgentMessageChunk.Content.Text.Text, recv)
+		}
+		c.mu.Unlock()
 	}
 	return nil
 }
@@ -270,6 +294,7 @@ func sdkTurn(ctx context.Context, spec agentSpec, workspace string, check *chunk
 	res := turnResult{elapsed: time.Since(start), updates: client.updates.Load(), check: check}
 	if err != nil {
 		res.err = fmt.Errorf("prompt (connection lost?): %w", err)
+		res.handledBeforeBreak = client.stop()
 	}
 	return res
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The per-subscriber row compares with the bare SDK's intact runs, else with the rate it
+// sustained until its connection broke, else with the raw reader; met follows the ratio
+// shown first.
+func TestFloodRowsBaselineChoice(t *testing.T) {
+	const count = 50_000
+	broken := func(handled int, elapsed time.Duration) turnResult {
+		return turnResult{elapsed: elapsed, err: errors.New("prompt (connection lost?): peer disconnected"), handledBeforeBreak: handled}
+	}
+	agenticd := func(seconds float64) *agenticdRuns {
+		return &agenticdRuns{total: 1, slowest: []float64{seconds}, fastest: []float64{seconds}}
+	}
+	raw := &baselineRuns{name: "raw reader"}
+	raw.add(turnResult{elapsed: time.Second}) // 50k ev/s
+
+	for _, tc := range []struct {
+		name      string
+		bare      []turnResult
+		seconds   float64 // agenticd's slowest subscriber
+		wantRatio string
+		wantMet   string
+	}{
+		{"intact bare run", []turnResult{{elapsed: 2 * time.Second}}, 3, "0.67 × bare SDK (25.0k ev/s over 1 intact run(s)); 0.33 × raw reader", "yes"},
+		{"bare runs cut short", []turnResult{broken(10_000, 250*time.Millisecond), broken(20_000, 500*time.Millisecond), broken(-1, time.Second)},
+			3, "0.42 × bare SDK (40.0k ev/s until it lost the connection: 2 run(s), 10000, 20000 chunks handled before the break)", "no"},
+		{"no bare run to measure", []turnResult{broken(-1, time.Second)}, 1.5, "bare SDK: no run to measure; 0.67 × raw reader (50.0k ev/s), standing in for it", "yes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bare := &baselineRuns{name: "bare SDK"}
+			for _, r := range tc.bare {
+				bare.add(r)
+			}
+			rows := floodRows("ACP flood", count, 64, 16, ", one gRPC connection each", raw, bare, agenticd(tc.seconds))
+			if len(rows) == 0 {
+				t.Fatal("no rows")
+			}
+			row := rows[0]
+			if !strings.HasPrefix(row.Ratio, tc.wantRatio) || row.Met != tc.wantMet {
+				t.Errorf("ratio %q met %q; want ratio starting %q, met %q", row.Ratio, row.Met, tc.wantRatio, tc.wantMet)
+			}
+		})
+	}
+}
