@@ -206,16 +206,24 @@ func (d *chunkScanner) object(level int, f *chunkFields) bool {
 		if !handled && !d.skipValue(level+1) {
 			return false
 		}
-		switch d.peek() {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			return true
-		default:
-			return false
+		if more, ok := d.separator('}'); !more {
+			return ok
 		}
 	}
+}
+
+// separator reads what follows a member or element: a comma (more follow) or the closer
+// (the object or array is done, ok). Anything else is malformed: neither more nor ok.
+func (d *chunkScanner) separator(closer byte) (more, ok bool) {
+	switch d.peek() {
+	case ',':
+		d.pos++
+		return true, true
+	case closer:
+		d.pos++
+		return false, true
+	}
+	return false, false
 }
 
 // plainKey reads a key made of printable ASCII without escapes.
@@ -371,14 +379,8 @@ func (d *chunkScanner) skipValue(depth int) bool {
 			if !d.skipValue(depth + 1) {
 				return false
 			}
-			switch d.peek() {
-			case ',':
-				d.pos++
-			case '}':
-				d.pos++
-				return true
-			default:
-				return false
+			if more, ok := d.separator('}'); !more {
+				return ok
 			}
 		}
 	case c == '[':
@@ -391,14 +393,8 @@ func (d *chunkScanner) skipValue(depth int) bool {
 			if !d.skipValue(depth + 1) {
 				return false
 			}
-			switch d.peek() {
-			case ',':
-				d.pos++
-			case ']':
-				d.pos++
-				return true
-			default:
-				return false
+			if more, ok := d.separator(']'); !more {
+				return ok
 			}
 		}
 	case c == 't':
