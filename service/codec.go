@@ -18,14 +18,11 @@ import (
 // subscriber (the codec below recognises it), instead of being marshalled per stream.
 // The BufferSlice wrapping them is built once too: gRPC only reads and reslices it, and
 // building it per send cost two allocations per event per subscriber.
-type encodedEvent struct {
-	bytes []byte
-	slice mem.BufferSlice
-}
+type encodedEvent struct{ slice mem.BufferSlice }
 
 func newEncodedEvent(b []byte) *encodedEvent {
 	// A SliceBuffer's Ref and Free do nothing: the shared bytes stay intact for the others.
-	return &encodedEvent{bytes: b, slice: mem.BufferSlice{mem.SliceBuffer(b)}}
+	return &encodedEvent{slice: mem.BufferSlice{mem.SliceBuffer(b)}}
 }
 
 // sharedEventCodec is gRPC's proto codec, except for encodedEvent.

@@ -351,7 +351,7 @@ func TestHubKeepsOnlyWireBytesOnceEncoded(t *testing.T) {
 		t.Error("the payload is still held after encoding")
 	}
 	var got pb.AgenticEvent
-	if err := proto.Unmarshal(wire.bytes, &got); err != nil || got.GetSequence() != seq || got.GetSessionId() != "s" ||
+	if err := proto.Unmarshal(wire.slice.Materialize(), &got); err != nil || got.GetSequence() != seq || got.GetSessionId() != "s" ||
 		got.GetAgentId() != "a" || got.GetMessageDelta().GetText() != "held once" || got.GetTime() == nil {
 		t.Fatalf("encoded event = %v, %v", &got, err)
 	}

@@ -211,7 +211,7 @@ type sdkClient struct {
 }
 
 // stop ends feeding the check and returns how many chunks it had taken in order (-1
-// when one was out of order or malformed).
+// when one was out of order or malformed, or the turn has no check).
 func (c *sdkClient) stop() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -291,10 +291,15 @@ func sdkTurn(ctx context.Context, spec agentSpec, workspace string, check *chunk
 	}
 	start := time.Now()
 	_, err = conn.Prompt(ctx, sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("go")}})
-	res := turnResult{elapsed: time.Since(start), updates: client.updates.Load(), check: check}
+	elapsed := time.Since(start)
+	// Stopped on every path, so the check is read below with nothing feeding it.
+	handled := client.stop()
+	res := turnResult{elapsed: elapsed, updates: client.updates.Load(), check: check}
 	if err != nil {
 		res.err = fmt.Errorf("prompt (connection lost?): %w", err)
-		res.handledBeforeBreak = client.stop()
+		if ctx.Err() == nil { // a break, not the benchmark being stopped
+			res.handledBeforeBreak = handled
+		}
 	}
 	return res
 }
