@@ -2,12 +2,18 @@ package service
 
 import (
 	"bytes"
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 )
 
@@ -69,4 +75,45 @@ func FuzzEncodeMessageDelta(f *testing.F) {
 		at := time.Unix(sec, nsec%1_000_000_000)
 		compareDelta(t, deltaEvent(seq, session, agent, msg, text, presenters.MessageRole(role), at))
 	})
+}
+
+// encodeMessageDelta writes fields by number. It must know every field the general
+// path could set on a MESSAGE_DELTA event: a field added to the proto messages or to
+// the domain types it is built from fails here until the encoder learns it.
+func TestEncodeMessageDeltaKnowsEveryField(t *testing.T) {
+	fieldsOf := func(d protoreflect.MessageDescriptor, skipOneof bool) map[string]protowire.Number {
+		got := map[string]protowire.Number{}
+		for i := range d.Fields().Len() {
+			f := d.Fields().Get(i)
+			if skipOneof && f.ContainingOneof() != nil && f.Name() != "message_delta" {
+				continue
+			}
+			got[string(f.Name())] = f.Number()
+		}
+		return got
+	}
+	for _, c := range []struct {
+		desc protoreflect.MessageDescriptor
+		want map[string]protowire.Number
+	}{
+		{(&pb.AgenticEvent{}).ProtoReflect().Descriptor(), map[string]protowire.Number{
+			"sequence": eventSequenceField, "session_id": eventSessionIDField, "agent_id": eventAgentIDField,
+			"time": eventTimeField, "type": eventTypeField, "message_delta": eventMessageDeltaField}},
+		{(&pb.MessageDelta{}).ProtoReflect().Descriptor(), map[string]protowire.Number{
+			"message_id": deltaMessageIDField, "text": deltaTextField, "role": deltaRoleField}},
+		{(&timestamppb.Timestamp{}).ProtoReflect().Descriptor(), map[string]protowire.Number{
+			"seconds": timestampSecondsField, "nanos": timestampNanosField}},
+	} {
+		if got := fieldsOf(c.desc, true); !maps.Equal(got, c.want) {
+			t.Errorf("%s has fields %v; encodeMessageDelta knows %v", c.desc.FullName(), got, c.want)
+		}
+	}
+	for typ, want := range map[reflect.Type]int{
+		reflect.TypeFor[presenters.Event]():               5, // Sequence, SessionID, AgentID, Time, Payload
+		reflect.TypeFor[presenters.MessageDeltaPayload](): 3, // MessageID, Text, Role
+	} {
+		if typ.NumField() != want {
+			t.Errorf("%s has %d fields; encodeMessageDelta encodes %d", typ, typ.NumField(), want)
+		}
+	}
 }
