@@ -30,6 +30,7 @@ var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 // bin/agenticd process by default, or daemon.Start in this process (for pprof profiles
 // and for figures read from the Go heap).
 type agenticd struct {
+	name    string // for messages: agenticd, or the relay
 	addr    string
 	conn    *grpc.ClientConn
 	client  pb.AgenticServiceClient
@@ -65,21 +66,26 @@ func startAgenticd(ctx context.Context, binary string, cfg daemon.Config) (*agen
 	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
 		return nil, err
 	}
-	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "agenticd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	return startProcess(ctx, "agenticd", exec.Command(binary, "--config", cfgFile), addr, filepath.Join(cfg.DataDir, "agenticd.log"))
+}
+
+// startProcess starts a server process that will serve on addr, its output appended to
+// logPath, and waits until its health service says SERVING.
+func startProcess(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath string) (*agenticd, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(binary, "--config", cfgFile)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", binary, err)
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	s := &agenticd{addr: addr, proc: cmd}
+	s := &agenticd{name: name, addr: addr, proc: cmd}
 	if err := s.waitServing(ctx, exited); err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		tail, _ := os.ReadFile(logFile.Name())
@@ -101,7 +107,7 @@ func startInProcess(ctx context.Context, cfg daemon.Config) (*agenticd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agenticd in-process: %w", err)
 	}
-	s := &agenticd{addr: srv.Addr(), inproc: srv}
+	s := &agenticd{name: "agenticd", addr: srv.Addr(), inproc: srv}
 	if err := s.waitServing(ctx, nil); err != nil {
 		_ = srv.Stop(context.Background())
 		return nil, err
@@ -131,13 +137,13 @@ func (s *agenticd) waitServing(ctx context.Context, exited <-chan error) error {
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("agenticd exited before serving: %v", err)
+			return fmt.Errorf("%s exited before serving: %v", s.name, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("agenticd did not listen on %s within 60 s", s.addr)
+			return fmt.Errorf("%s did not listen on %s within 60 s", s.name, s.addr)
 		}
 	}
 	conn, err := s.dial()
@@ -154,7 +160,7 @@ func (s *agenticd) waitServing(ctx context.Context, exited <-chan error) error {
 		}
 		if time.Now().After(deadline) {
 			conn.Close()
-			return fmt.Errorf("agenticd on %s not SERVING within 60 s (last: %v %v)", s.addr, resp.GetStatus(), err)
+			return fmt.Errorf("%s on %s not SERVING within 60 s (last: %v %v)", s.name, s.addr, resp.GetStatus(), err)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -191,13 +197,13 @@ func (s *agenticd) stop() error {
 	case err := <-s.exited:
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return fmt.Errorf("agenticd exited with %v after SIGTERM", err)
+			return fmt.Errorf("%s exited with %v after SIGTERM", s.name, err)
 		}
 		return err
 	case <-time.After(20 * time.Second):
 		_ = syscall.Kill(-s.proc.Process.Pid, syscall.SIGKILL)
 		<-s.exited
-		return errors.New("agenticd did not stop within 20 s of SIGTERM; killed")
+		return fmt.Errorf("%s did not stop within 20 s of SIGTERM; killed", s.name)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -60,6 +61,7 @@ func (b *baselineRuns) last() string {
 
 // agenticdRuns collects the runs through agenticd.
 type agenticdRuns struct {
+	name       string // "" is agenticd
 	total      int
 	slowest    []float64 // seconds to MESSAGE_END at the slowest subscriber, intact runs
 	fastest    []float64
@@ -122,7 +124,7 @@ func (a *agenticdRuns) last() string {
 }
 
 func (a *agenticdRuns) intact() string {
-	return fmt.Sprintf("agenticd %d/%d intact", len(a.slowest), a.total)
+	return fmt.Sprintf("%s %d/%d intact", cmp.Or(a.name, "agenticd"), len(a.slowest), a.total)
 }
 
 func failNotes(parts ...[]string) string {

@@ -21,6 +21,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 	seconds := fs.Float64("seconds", 5, "length of each paced turn")
 	size := fs.Int("size", 64, "bytes per chunk")
 	subs := fs.Int("subs", 16, "gRPC subscribers on the session")
+	withRelay := fs.Bool("relay", true, "also run the minimal gRPC relay (the floor of any Go gRPC fan-out; see relay.go)")
 	fs.Parse(args)
 	cleanup, err := c.prepare()
 	if err != nil {
@@ -39,7 +40,8 @@ func latencyCmd(ctx context.Context, args []string) error {
 	bare := &baselineRuns{name: "bare SDK"}
 	raw := &baselineRuns{name: "raw reader"}
 	var through agenticdRuns
-	var added50, added99 []float64
+	relay := agenticdRuns{name: "relay"}
+	var added50, added99, own50 []float64
 	for run := 0; run < c.runs; run++ {
 		_, ws, err := c.runDir("paced")
 		if err != nil {
@@ -56,10 +58,21 @@ func latencyCmd(ctx context.Context, args []string) error {
 			added50 = append(added50, through.p50[before]-ms(p50))
 			added99 = append(added99, through.p99[before]-ms(p99))
 		}
+		if *withRelay {
+			relayBefore := len(relay.p50)
+			relay.add(c.relayRun(ctx, spec, *subs, newCheck))
+			if len(through.p50) > before && len(relay.p50) > relayBefore {
+				own50 = append(own50, through.p50[before]-relay.p50[relayBefore])
+			}
+		}
 		fmt.Printf("run %d: %s, %s\n", run+1, bare.intact(), through.intact())
 	}
-	runs := strings.Join([]string{through.intact(), bare.intact(), raw.intact()}, ", ")
-	notes := failNotes(through.fails, bare.fails, raw.fails)
+	intact := []string{through.intact(), bare.intact(), raw.intact()}
+	if *withRelay {
+		intact = append(intact, relay.intact())
+	}
+	runs := strings.Join(intact, ", ")
+	notes := failNotes(through.fails, bare.fails, raw.fails, relay.fails)
 	if len(added50) == 0 {
 		return emit(c.results, Row{Section: section, Figure: figure, Target: target, Value: "no run where both agenticd and the bare SDK client were intact",
 			Met: "no", Runs: runs, Command: commandLine(), Notes: notes})
@@ -72,10 +85,35 @@ func latencyCmd(ctx context.Context, args []string) error {
 			parts = append(parts, fmt.Sprintf("%s p50 %.3f / p99 %.3f ms", b.name, median(b.p50), median(b.p99)))
 		}
 	}
+	if len(relay.p50) > 0 {
+		part := fmt.Sprintf("minimal gRPC relay p50 %.3f / p99 %.3f ms", median(relay.p50), median(relay.p99))
+		if len(own50) > 0 {
+			part += fmt.Sprintf(" (agenticd − relay: %+.3f ms p50)", median(own50))
+		}
+		parts = append(parts, part)
+	}
 	return emit(c.results, Row{Section: section, Figure: figure, Target: target,
 		Value: fmt.Sprintf("+%.3f ms / +%.3f ms", a50, a99), Ratio: strings.Join(parts, "; "),
 		Met: metStr(a50 <= 0.2 && a99 <= 1), Runs: runs, Command: commandLine(),
 		Notes: strings.TrimPrefix(notes+"; latencies pooled over all subscribers' chunks; added = agenticd − bare SDK client, per run, median of runs", "; ")})
+}
+
+// relayRun starts the minimal gRPC relay on the agent for one run, runs one turn through
+// it as through agenticd, and stops it.
+func (c *common) relayRun(ctx context.Context, spec agentSpec, subs int, newCheck func() *chunkCheck) *grpcTurn {
+	dataDir, workspace, err := c.runDir("relay")
+	if err != nil {
+		return &grpcTurn{err: err}
+	}
+	s, err := startRelay(ctx, spec, dataDir)
+	if err != nil {
+		return &grpcTurn{err: err}
+	}
+	t := runGRPCTurn(ctx, s, benchACPAgent, workspace, subs, c.sharedConn, newCheck)
+	if err := s.stop(); err != nil && t.err == nil {
+		t.err = fmt.Errorf("stop the relay: %w", err)
+	}
+	return t
 }
 
 // toolsCmd: bursts of tool calls (tool_call, in_progress, completed with content) from a

@@ -10,6 +10,7 @@
 //	agentic-bench sessions [-sessions 10000]                 heap per idle session; create+close rate
 //	agentic-bench startup [-sessions 10000]                  start → health SERVING with a full database
 //	agentic-bench report  -results FILE ...                  write docs/BENCHMARKS.md
+//	agentic-bench relay   -listen ADDR -agent BIN            the latency rows' minimal gRPC relay (run by latency)
 //
 // Every subcommand takes -agenticd BIN (default bin/agenticd) or -inprocess, -agent BIN
 // (default bin/testagent), -runs N, -results FILE, -cpuprofile/-memprofile FILE.
@@ -37,6 +38,7 @@ func main() {
 		"deepchat-reply": deepchatReplyCmd,
 		"sessions":       sessionsCmd,
 		"startup":        startupCmd,
+		"relay":          relayCmd,
 		"report":         func(_ context.Context, args []string) error { return reportCmd(args) },
 	}
 	run, ok := cmds[os.Args[1]]
