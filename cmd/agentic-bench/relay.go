@@ -95,13 +95,13 @@ type relayServer struct {
 	pb.UnimplementedAgenticServiceServer
 	agent agentSpec
 
-	mu       sync.Mutex
-	seq      uint64
-	subs     map[chan relayWire]struct{}
-	proc     *agentProc
-	conn     *sdk.ClientSideConnection
-	acpID    sdk.SessionId
-	prompts  sync.WaitGroup // the turn in flight, ended by stopping the agent
+	mu      sync.Mutex
+	seq     uint64
+	subs    map[chan relayWire]struct{}
+	proc    *agentProc
+	conn    *sdk.ClientSideConnection
+	acpID   sdk.SessionId
+	prompts sync.WaitGroup // the turn in flight, ended by stopping the agent
 }
 
 var _ pb.AgenticServiceServer = (*relayServer)(nil)
