@@ -118,8 +118,89 @@ func (c *chunkContent) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// rawTurn runs initialize, session/new and one session/prompt by hand over the agent's
-// pipes, decoding each line into rawMessage only: no SDK, no queue, no goroutines.
+// rawConn speaks JSON-RPC to the test agent by hand: requests written as lines, each
+// line of its output decoded into rawMessage only. No SDK, no queue, no goroutines.
+type rawConn struct {
+	a  *agentProc
+	in *bufio.Reader
+}
+
+func newRawConn(a *agentProc) *rawConn {
+	return &rawConn{a: a, in: bufio.NewReaderSize(a.stdout, 1<<20)}
+}
+
+func (c *rawConn) send(id int, method string, params any) error {
+	line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		return err
+	}
+	_, err = c.a.stdin.Write(append(line, '\n'))
+	return err
+}
+
+// await reads lines until the answer to id, handing session/update notifications to
+// onUpdate with the time each line was read (Unix nanoseconds).
+func (c *rawConn) await(id int, onUpdate func(*rawMessage, int64)) (json.RawMessage, error) {
+	want := fmt.Sprint(id)
+	for {
+		line, err := c.in.ReadSlice('\n')
+		if err != nil {
+			return nil, fmt.Errorf("agent output ended: %w", err)
+		}
+		recv := time.Now().UnixNano()
+		var m rawMessage
+		if err := json.Unmarshal(line, &m); err != nil {
+			return nil, fmt.Errorf("agent sent a line that is not JSON: %w", err)
+		}
+		switch {
+		case m.Method == "session/update":
+			onUpdate(&m, recv)
+		case m.Method == "" && string(m.ID) == want:
+			if len(m.Error) > 0 && string(m.Error) != "null" {
+				return nil, fmt.Errorf("agent answered id %d with an error: %s", id, m.Error)
+			}
+			return m.Result, nil
+		}
+	}
+}
+
+// open runs initialize and session/new and returns the agent's session id.
+func (c *rawConn) open(workspace string) (string, error) {
+	ignore := func(*rawMessage, int64) {}
+	if err := c.send(1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}); err != nil {
+		return "", err
+	}
+	if _, err := c.await(1, ignore); err != nil {
+		return "", err
+	}
+	if err := c.send(2, "session/new", map[string]any{"cwd": workspace, "mcpServers": []any{}}); err != nil {
+		return "", err
+	}
+	result, err := c.await(2, ignore)
+	if err != nil {
+		return "", err
+	}
+	var created struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(result, &created); err != nil || created.SessionID == "" {
+		return "", fmt.Errorf("session/new answered %s", result)
+	}
+	return created.SessionID, nil
+}
+
+// prompt sends one session/prompt and reads until its answer.
+func (c *rawConn) prompt(sessionID, text string, onUpdate func(*rawMessage, int64)) error {
+	err := c.send(3, "session/prompt", map[string]any{"sessionId": sessionID,
+		"prompt": []any{map[string]any{"type": "text", "text": text}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.await(3, onUpdate)
+	return err
+}
+
+// rawTurn runs initialize, session/new and one session/prompt over a rawConn.
 func rawTurn(ctx context.Context, spec agentSpec, workspace string, check *chunkCheck) turnResult {
 	a, err := startAgent(spec)
 	if err != nil {
@@ -128,75 +209,20 @@ func rawTurn(ctx context.Context, spec agentSpec, workspace string, check *chunk
 	defer a.stop()
 	stop := context.AfterFunc(ctx, a.stop)
 	defer stop()
-	in := bufio.NewReaderSize(a.stdout, 1<<20)
-	send := func(id int, method string, params any) error {
-		line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-		if err != nil {
-			return err
-		}
-		_, err = a.stdin.Write(append(line, '\n'))
-		return err
-	}
-	var res turnResult
-	res.check = check
-	// await reads lines until the answer to id, handing notifications to onUpdate.
-	await := func(id int, onUpdate func(*rawMessage, int64)) (json.RawMessage, error) {
-		want := fmt.Sprint(id)
-		for {
-			line, err := in.ReadSlice('\n')
-			if err != nil {
-				return nil, fmt.Errorf("agent output ended: %w", err)
-			}
-			recv := time.Now().UnixNano()
-			var m rawMessage
-			if err := json.Unmarshal(line, &m); err != nil {
-				return nil, fmt.Errorf("agent sent a line that is not JSON: %w", err)
-			}
-			switch {
-			case m.Method == "session/update":
-				onUpdate(&m, recv)
-			case m.Method == "" && string(m.ID) == want:
-				if len(m.Error) > 0 && string(m.Error) != "null" {
-					return nil, fmt.Errorf("agent answered id %d with an error: %s", id, m.Error)
-				}
-				return m.Result, nil
-			}
-		}
-	}
-	ignore := func(*rawMessage, int64) {}
-	if err := send(1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}); err != nil {
-		return turnResult{err: err}
-	}
-	if _, err := await(1, ignore); err != nil {
-		return turnResult{err: err}
-	}
-	if err := send(2, "session/new", map[string]any{"cwd": workspace, "mcpServers": []any{}}); err != nil {
-		return turnResult{err: err}
-	}
-	result, err := await(2, ignore)
+	conn := newRawConn(a)
+	id, err := conn.open(workspace)
 	if err != nil {
 		return turnResult{err: err}
 	}
-	var created struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := json.Unmarshal(result, &created); err != nil || created.SessionID == "" {
-		return turnResult{err: fmt.Errorf("session/new answered %s", result)}
-	}
+	res := turnResult{check: check}
 	start := time.Now()
-	err = send(3, "session/prompt", map[string]any{"sessionId": created.SessionID,
-		"prompt": []any{map[string]any{"type": "text", "text": "go"}}})
-	if err != nil {
-		return turnResult{err: err}
-	}
-	_, err = await(3, func(m *rawMessage, recv int64) {
+	res.err = conn.prompt(id, "go", func(m *rawMessage, recv int64) {
 		res.updates++
 		if check != nil && m.Params.Update.SessionUpdate == "agent_message_chunk" {
 			check.feed(m.Params.Update.Content.Text, recv)
 		}
 	})
 	res.elapsed = time.Since(start)
-	res.err = err
 	return res
 }
 

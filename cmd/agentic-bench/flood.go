@@ -113,10 +113,11 @@ func (a *agenticdRuns) add(t *grpcTurn) {
 }
 
 func (a *agenticdRuns) last() string {
+	name := cmp.Or(a.name, "agenticd")
 	if len(a.slowest) == 0 {
-		return "agenticd -"
+		return name + " -"
 	}
-	s := fmt.Sprintf("agenticd %.0f ms", a.slowest[len(a.slowest)-1]*1000)
+	s := fmt.Sprintf("%s %.0f ms", name, a.slowest[len(a.slowest)-1]*1000)
 	if len(a.p50) > 0 {
 		s += fmt.Sprintf(" (p50 %.2f p99 %.2f ms)", a.p50[len(a.p50)-1], a.p99[len(a.p99)-1])
 	}
@@ -150,6 +151,7 @@ func floodCmd(ctx context.Context, args []string) error {
 	size := fs.Int("size", 64, "bytes per chunk")
 	subs := fs.Int("subs", 1, "gRPC subscribers on the session")
 	baselines := fs.Bool("baselines", true, "also run the raw reader and the bare SDK client")
+	withRelay := fs.Bool("relay", true, "with several subscribers, also run the minimal gRPC relay on the raw reader (the most a fan-out can deliver here; see relay.go)")
 	fs.Parse(args)
 	cleanup, err := c.prepare()
 	if err != nil {
@@ -166,25 +168,40 @@ func floodCmd(ctx context.Context, args []string) error {
 	raw := &baselineRuns{name: "raw reader"}
 	bare := &baselineRuns{name: "bare SDK"}
 	var through agenticdRuns
+	var relay *agenticdRuns
+	if *withRelay && *subs > 1 {
+		relay = &agenticdRuns{name: "relay"}
+	}
+	spec := agentSpec{bin: c.agent, env: env}
 	for run := 0; run < c.runs; run++ {
 		if *baselines {
 			_, ws, err := c.runDir("raw")
 			if err != nil {
 				return err
 			}
-			spec := agentSpec{bin: c.agent, env: env}
 			raw.add(rawTurn(ctx, spec, ws, newCheck()))
 			bare.add(sdkTurn(ctx, spec, ws, newCheck()))
 		}
 		through.add(c.agenticdRun(ctx, "flood", env, nil, *subs, newCheck))
-		fmt.Printf("run %d: %s; %s; %s\n", run+1, raw.last(), bare.last(), through.last())
+		progress := []string{raw.last(), bare.last(), through.last()}
+		if relay != nil {
+			relay.add(c.relayRun(ctx, spec, "raw", *subs, newCheck))
+			progress = append(progress, relay.last())
+		}
+		fmt.Printf("run %d: %s\n", run+1, strings.Join(progress, "; "))
 	}
-	return emit(c.results, floodRows(section, *count, *size, *subs, c.layout(*subs), raw, bare, &through)...)
+	return emit(c.results, floodRows(section, *count, *size, *subs, c.layout(*subs), raw, bare, &through, relay)...)
 }
 
-func floodRows(section string, count, size, subs int, layout string, raw, bare *baselineRuns, a *agenticdRuns) []Row {
-	runs := strings.Join([]string{a.intact(), raw.intact(), bare.intact()}, ", ")
+// floodRows renders a flood's rows; relay is nil when the minimal relay did not run.
+func floodRows(section string, count, size, subs int, layout string, raw, bare *baselineRuns, a, relay *agenticdRuns) []Row {
+	intact := []string{a.intact(), raw.intact(), bare.intact()}
 	notes := failNotes(a.fails, raw.fails, bare.fails)
+	if relay != nil {
+		intact = append(intact, relay.intact())
+		notes = failNotes(a.fails, raw.fails, bare.fails, relay.fails)
+	}
+	runs := strings.Join(intact, ", ")
 	if r := median(a.resumes); r > 0 {
 		notes = strings.TrimPrefix(notes+fmt.Sprintf("; subscribers overflowed their queue and resumed with after_sequence %.0f times per run (median, all subscribers)", r), "; ")
 	}
@@ -268,6 +285,10 @@ func floodRows(section string, count, size, subs int, layout string, raw, bare *
 		rows = append(rows, intactRow)
 	} else {
 		ratio, r := ratioToBare(evs)
+		if relay != nil && len(relay.slowest) > 0 {
+			relayEvs := float64(count) / median(relay.slowest)
+			ratio += fmt.Sprintf("; minimal gRPC relay (raw reader, waits for the slowest subscriber) %s ev/s, agenticd %.2f × relay", si(relayEvs), evs/relayEvs)
+		}
 		rows = append(rows, Row{Section: section, Figure: fmt.Sprintf("per-subscriber events/s, %d subscribers on one session%s, %s (slowest subscriber)", subs, layout, label),
 			Value: si(evs) + " ev/s", Ratio: ratio, Target: "≥ 0.5 × bare SDK", Met: metStr(r >= 0.5),
 			Runs: runs, Command: cmd, Notes: strings.TrimPrefix(notes+fmt.Sprintf("; fastest subscriber %s ev/s", si(float64(count)/median(a.fastest))), "; ")})

@@ -60,7 +60,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 		}
 		if *withRelay {
 			relayBefore := len(relay.p50)
-			relay.add(c.relayRun(ctx, spec, *subs, newCheck))
+			relay.add(c.relayRun(ctx, spec, "sdk", *subs, newCheck))
 			if len(through.p50) > before && len(relay.p50) > relayBefore {
 				own50 = append(own50, through.p50[before]-relay.p50[relayBefore])
 			}
@@ -98,14 +98,14 @@ func latencyCmd(ctx context.Context, args []string) error {
 		Notes: strings.TrimPrefix(notes+"; latencies pooled over all subscribers' chunks; added = agenticd − bare SDK client, per run, median of runs", "; ")})
 }
 
-// relayRun starts the minimal gRPC relay on the agent for one run, runs one turn through
-// it as through agenticd, and stops it.
-func (c *common) relayRun(ctx context.Context, spec agentSpec, subs int, newCheck func() *chunkCheck) *grpcTurn {
+// relayRun starts the minimal gRPC relay on the agent for one run, reading it with reader
+// (sdk or raw, see relay.go), runs one turn through it as through agenticd, and stops it.
+func (c *common) relayRun(ctx context.Context, spec agentSpec, reader string, subs int, newCheck func() *chunkCheck) *grpcTurn {
 	dataDir, workspace, err := c.runDir("relay")
 	if err != nil {
 		return &grpcTurn{err: err}
 	}
-	s, err := startRelay(ctx, spec, dataDir)
+	s, err := startRelay(ctx, spec, reader, dataDir)
 	if err != nil {
 		return &grpcTurn{err: err}
 	}

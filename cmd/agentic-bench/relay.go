@@ -27,15 +27,27 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
 
-// The relay is the floor under agenticd's latency: the bare acp-go-sdk client plus the
-// least a Go gRPC service must do to fan chunks out, with none of agenticd's own work (no
-// normalising, held events, projection or transcript). It serves the generated
-// AgenticService with five calls; each event is marshalled once, in the SDK's handler,
-// and each subscriber gets a channel and a goroutine that sends the same bytes. agenticd's
-// latency minus the relay's is what agenticd itself adds; the relay's minus the bare
-// client's is what a gRPC fan-out to that many connections costs on the machine.
+// The relay is the floor under agenticd: an ACP client plus the least a Go gRPC service
+// does to fan chunks out, with none of agenticd's own work (no normalising, held events,
+// projection or transcript). It serves the generated AgenticService with five calls;
+// each event is marshalled once, and each subscriber gets a channel and a goroutine that
+// sends the same bytes. It reads the agent one of two ways:
+//
+//   - sdk (the latency rows): the bare acp-go-sdk client, dropping a subscriber that
+//     falls a whole queue behind, as agenticd does. agenticd's latency minus the relay's
+//     is what agenticd itself adds; the relay's minus the bare client's is what a gRPC
+//     fan-out to that many connections costs on the machine.
+//   - raw (the 16-subscriber floods): the raw reader, waiting for the slowest subscriber
+//     before it reads the next line, so that the pipe holds the agent back and nothing
+//     is dropped or resumed: the most a fan-out can deliver with the agent, the server
+//     and the clients sharing the machine.
 
-const relaySessionID = "relay-session"
+const (
+	relaySessionID = "relay-session"
+	relayReplyID   = "relay-reply"
+	// relayQueue is a subscriber's channel capacity, agenticd's default subscriber_queue.
+	relayQueue = 4096
+)
 
 // relayCmd serves the relay until SIGTERM or SIGINT (run by startRelay as a process, so
 // that it pays for its own CPU as agenticd does).
@@ -43,14 +55,18 @@ func relayCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
 	agent := fs.String("agent", "bin/testagent", "the scripted ACP test agent binary")
+	reader := fs.String("reader", "sdk", "how to read the agent: sdk (drop a subscriber a whole queue behind) or raw (wait for the slowest subscriber)")
 	var env envFlag
 	fs.Var(&env, "env", "KEY=VALUE for the agent's environment (repeatable)")
 	fs.Parse(args)
+	if *reader != "sdk" && *reader != "raw" {
+		return fmt.Errorf("-reader %q: want sdk or raw", *reader)
+	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	r := &relayServer{agent: agentSpec{bin: *agent, env: env}}
+	r := &relayServer{agent: agentSpec{bin: *agent, env: env}, raw: *reader == "raw"}
 	defer r.close()
 	srv := newRelayGRPCServer(r)
 	served := make(chan error, 1)
@@ -94,20 +110,24 @@ func (e *envFlag) Set(kv string) error {
 type relayServer struct {
 	pb.UnimplementedAgenticServiceServer
 	agent agentSpec
+	raw   bool // read the agent with a rawConn and wait for the slowest subscriber
 
 	mu      sync.Mutex
 	seq     uint64
-	subs    map[chan relayWire]struct{}
+	subs    map[*relaySub]struct{}
 	proc    *agentProc
-	conn    *sdk.ClientSideConnection
-	acpID   sdk.SessionId
-	prompts sync.WaitGroup // the turn in flight, ended by stopping the agent
+	prompt  func(text string) pb.StopReason // runs one turn on the agent
+	prompts sync.WaitGroup                  // the turn in flight, ended by stopping the agent
 }
 
 var _ pb.AgenticServiceServer = (*relayServer)(nil)
 
-// relayQueue is a subscriber's channel capacity, agenticd's default subscriber_queue.
-const relayQueue = 4096
+// relaySub is one Subscribe stream. gone is closed when the stream ends, so that a
+// publisher waiting for it moves on.
+type relaySub struct {
+	ch   chan relayWire
+	gone chan struct{}
+}
 
 func (r *relayServer) CreateSession(ctx context.Context, req *pb.CreateSessionRequest) (*pb.CreateSessionResponse, error) {
 	r.mu.Lock()
@@ -120,16 +140,10 @@ func (r *relayServer) CreateSession(ctx context.Context, req *pb.CreateSessionRe
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	conn := sdk.NewClientSideConnection(&relayClient{r: r}, proc.stdin, proc.stdout)
-	conn.SetLogger(discardLogger)
-	if _, err := conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
-		proc.stop()
-		return nil, status.Errorf(codes.Unavailable, "initialize: %v", err)
-	}
-	sess, err := conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: req.GetConfig().GetWorkspace(), McpServers: []sdk.McpServer{}})
+	prompt, err := r.open(ctx, proc, req.GetConfig().GetWorkspace())
 	if err != nil {
 		proc.stop()
-		return nil, status.Errorf(codes.Unavailable, "session/new: %v", err)
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	r.mu.Lock()
 	if r.proc != nil { // another CreateSession got there first
@@ -137,9 +151,49 @@ func (r *relayServer) CreateSession(ctx context.Context, req *pb.CreateSessionRe
 		proc.stop()
 		return nil, status.Error(codes.FailedPrecondition, "the relay holds one session at a time; close it first")
 	}
-	r.proc, r.conn, r.acpID = proc, conn, sess.SessionId
+	r.proc, r.prompt = proc, prompt
 	r.mu.Unlock()
 	return &pb.CreateSessionResponse{Session: &pb.SessionInfo{SessionId: relaySessionID, AgentId: req.GetAgentId()}}, nil
+}
+
+// open starts an ACP session on the agent and returns how to run a turn on it.
+func (r *relayServer) open(ctx context.Context, proc *agentProc, workspace string) (func(string) pb.StopReason, error) {
+	if r.raw {
+		conn := newRawConn(proc)
+		id, err := conn.open(workspace)
+		if err != nil {
+			return nil, err
+		}
+		return func(text string) pb.StopReason {
+			err := conn.prompt(id, text, func(m *rawMessage, _ int64) {
+				if m.Params.Update.SessionUpdate == "agent_message_chunk" {
+					r.publish(r.delta(m.Params.Update.Content.Text))
+				}
+			})
+			return stopReason(err == nil)
+		}, nil
+	}
+	conn := sdk.NewClientSideConnection(&relayClient{r: r}, proc.stdin, proc.stdout)
+	conn.SetLogger(discardLogger)
+	if _, err := conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	sess, err := conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: workspace, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		return nil, fmt.Errorf("session/new: %w", err)
+	}
+	return func(text string) pb.StopReason {
+		// The turn ends with the agent: CloseSession and close stop it.
+		resp, err := conn.Prompt(context.Background(), sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock(text)}})
+		return stopReason(err == nil && resp.StopReason == sdk.StopReasonEndTurn)
+	}, nil
+}
+
+func stopReason(endTurn bool) pb.StopReason {
+	if endTurn {
+		return pb.StopReason_STOP_REASON_END_TURN
+	}
+	return pb.StopReason_STOP_REASON_UNSPECIFIED
 }
 
 func (r *relayServer) GetSession(_ context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
@@ -158,13 +212,13 @@ func (r *relayServer) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticServi
 		r.mu.Unlock()
 		return status.Errorf(codes.Unimplemented, "the relay does not replay: subscribe with after_sequence=%d (the newest)", r.seq)
 	}
-	ch := make(chan relayWire, relayQueue)
+	sub := &relaySub{ch: make(chan relayWire, relayQueue), gone: make(chan struct{})}
 	if r.subs == nil {
-		r.subs = map[chan relayWire]struct{}{}
+		r.subs = map[*relaySub]struct{}{}
 	}
-	r.subs[ch] = struct{}{}
+	r.subs[sub] = struct{}{}
 	r.mu.Unlock()
-	defer r.unsubscribe(ch)
+	defer r.unsubscribe(sub)
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}
@@ -173,41 +227,58 @@ func (r *relayServer) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticServi
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case ev, ok := <-ch:
+		case wire, ok := <-sub.ch:
 			if !ok {
 				return status.Error(codes.ResourceExhausted, "subscriber fell a whole queue behind")
 			}
-			if err := stream.SendMsg(ev); err != nil {
+			if err := stream.SendMsg(wire); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func (r *relayServer) unsubscribe(ch chan relayWire) {
+func (r *relayServer) unsubscribe(sub *relaySub) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.subs, ch) // a no-op when publish already dropped it
+	delete(r.subs, sub) // a no-op when publish already dropped it
+	close(sub.gone)
 }
 
-// publish numbers ev, marshals it and queues the bytes for every subscriber; one whose
-// queue is full is dropped (its stream ends with RESOURCE_EXHAUSTED), as agenticd does.
+// publish numbers ev, marshals it and queues the bytes for every subscriber. The sdk
+// reader drops a subscriber whose queue is full (its stream ends with
+// RESOURCE_EXHAUSTED), as agenticd does; the raw reader waits for it.
 func (r *relayServer) publish(ev *pb.AgenticEvent) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.seq++
 	ev.Sequence = r.seq
 	b, err := proto.Marshal(ev)
 	if err != nil {
-		panic(fmt.Sprintf("relay: marshal event %d: %v", r.seq, err)) // generated messages always marshal
+		r.mu.Unlock()
+		panic(fmt.Sprintf("relay: marshal event %d: %v", ev.Sequence, err)) // generated messages always marshal
 	}
 	wire := relayWire{mem.SliceBuffer(b)}
-	for ch := range r.subs {
+	if !r.raw {
+		defer r.mu.Unlock()
+		for sub := range r.subs {
+			select {
+			case sub.ch <- wire:
+			default:
+				close(sub.ch)
+				delete(r.subs, sub)
+			}
+		}
+		return
+	}
+	subs := make([]*relaySub, 0, len(r.subs))
+	for sub := range r.subs {
+		subs = append(subs, sub)
+	}
+	r.mu.Unlock()
+	for _, sub := range subs {
 		select {
-		case ch <- wire:
-		default:
-			close(ch)
-			delete(r.subs, ch)
+		case sub.ch <- wire:
+		case <-sub.gone:
 		}
 	}
 }
@@ -216,30 +287,31 @@ func (r *relayServer) event(t pb.AgenticEventType) *pb.AgenticEvent {
 	return &pb.AgenticEvent{SessionId: relaySessionID, AgentId: benchACPAgent, Time: timestamppb.Now(), Type: t}
 }
 
+func (r *relayServer) delta(text string) *pb.AgenticEvent {
+	ev := r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA)
+	ev.Payload = &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: relayReplyID, Text: text, Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
+	return ev
+}
+
 // SendMessage starts the prompt turn; MESSAGE_END follows its last chunk.
 func (r *relayServer) SendMessage(_ context.Context, req *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
 	r.mu.Lock()
-	conn, id := r.conn, r.acpID
-	if conn != nil {
+	prompt := r.prompt
+	if prompt != nil {
 		r.prompts.Add(1)
 	}
 	r.mu.Unlock()
-	if conn == nil || req.GetSessionId() != relaySessionID {
+	if prompt == nil || req.GetSessionId() != relaySessionID {
 		return nil, status.Errorf(codes.NotFound, "session %q: create the relay's session first", req.GetSessionId())
 	}
 	go func() {
 		defer r.prompts.Done()
-		// The turn ends with the agent: CloseSession and close stop it.
-		resp, err := conn.Prompt(context.Background(), sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.TextBlock(req.GetContent().GetText())}})
-		stop := pb.StopReason_STOP_REASON_END_TURN
-		if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
-			stop = pb.StopReason_STOP_REASON_UNSPECIFIED
-		}
+		stop := prompt(req.GetContent().GetText())
 		ev := r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END)
-		ev.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: &pb.MessageEnd{MessageId: "relay-reply", StopReason: stop, Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
+		ev.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: &pb.MessageEnd{MessageId: relayReplyID, StopReason: stop, Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
 		r.publish(ev)
 	}()
-	return &pb.SendMessageResponse{MessageId: "relay-reply"}, nil
+	return &pb.SendMessageResponse{MessageId: relayReplyID}, nil
 }
 
 func (r *relayServer) CloseSession(_ context.Context, req *pb.CloseSessionRequest) (*pb.CloseSessionResponse, error) {
@@ -254,7 +326,7 @@ func (r *relayServer) CloseSession(_ context.Context, req *pb.CloseSessionReques
 func (r *relayServer) close() {
 	r.mu.Lock()
 	proc := r.proc
-	r.proc, r.conn = nil, nil
+	r.proc, r.prompt = nil, nil
 	r.mu.Unlock()
 	if proc != nil {
 		proc.stop()
@@ -262,7 +334,7 @@ func (r *relayServer) close() {
 	r.prompts.Wait()
 }
 
-// relayClient turns the agent's text chunks into MESSAGE_DELTA events.
+// relayClient turns the agent's text chunks into MESSAGE_DELTA events (sdk reader).
 type relayClient struct {
 	sdkClient
 	r *relayServer
@@ -270,9 +342,7 @@ type relayClient struct {
 
 func (c *relayClient) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
 	if chunk := n.Update.AgentMessageChunk; chunk != nil && chunk.Content.Text != nil {
-		ev := c.r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA)
-		ev.Payload = &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: "relay-reply", Text: chunk.Content.Text.Text, Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
-		c.r.publish(ev)
+		c.r.publish(c.r.delta(chunk.Content.Text.Text))
 	}
 	return nil
 }
@@ -290,8 +360,9 @@ func (c relayCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.CodecV2.Marshal(v)
 }
 
-// startRelay runs this program's relay subcommand as a process, reading spec's agent.
-func startRelay(ctx context.Context, spec agentSpec, logDir string) (*agenticd, error) {
+// startRelay runs this program's relay subcommand as a process on spec's agent, reading
+// it with reader (sdk or raw).
+func startRelay(ctx context.Context, spec agentSpec, reader, logDir string) (*agenticd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -300,7 +371,7 @@ func startRelay(ctx context.Context, spec agentSpec, logDir string) (*agenticd, 
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"relay", "-listen", addr, "-agent", spec.bin}
+	args := []string{"relay", "-listen", addr, "-agent", spec.bin, "-reader", reader}
 	for k, v := range spec.env {
 		args = append(args, "-env", k+"="+v)
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 	"google.golang.org/grpc"
@@ -95,4 +97,51 @@ func TestRelayRefusesReplay(t *testing.T) {
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("Subscribe after_sequence=7 on a relay at 0: %v, want Unimplemented", err)
 	}
+}
+
+// With the raw reader the relay waits for its slowest subscriber instead of dropping it:
+// more events than a queue holds all arrive, in order, and a subscriber that leaves while
+// the publisher waits for it releases the publisher.
+func TestRelayRawReaderWaitsForSlowestSubscriber(t *testing.T) {
+	r, client := startTestRelay(t)
+	r.raw = true
+	// A relay that kept waiting for the subscriber that left would stall the reader: its
+	// Recv then fails at this deadline instead of the test hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subscribe := func(ctx context.Context) pb.AgenticService_SubscribeClient {
+		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Header(); err != nil {
+			t.Fatal(err)
+		}
+		return stream
+	}
+	reader := subscribe(ctx)
+	leaverCtx, leave := context.WithCancel(ctx)
+	defer leave()
+	subscribe(leaverCtx) // never reads: once its queue is full, the relay waits for it
+	const events = 3 * relayQueue
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range events {
+			r.publish(r.delta(fmt.Sprint(i)))
+		}
+	}()
+	for i := range events {
+		if i == relayQueue/2 {
+			leave()
+		}
+		ev, err := reader.Recv()
+		if err != nil {
+			t.Fatalf("event %d: %v", i+1, err)
+		}
+		if ev.GetSequence() != uint64(i+1) || ev.GetMessageDelta().GetText() != fmt.Sprint(i) {
+			t.Fatalf("got sequence %d text %q, want %d %q", ev.GetSequence(), ev.GetMessageDelta().GetText(), i+1, fmt.Sprint(i))
+		}
+	}
+	<-published
 }
