@@ -161,7 +161,7 @@ func (t *grpcTurn) intactErr() error {
 
 // runGRPCTurn creates a session of agentID, subscribes subs streams to it, sends one
 // message and waits until every subscriber got the assistant's MESSAGE_END.
-func runGRPCTurn(ctx context.Context, s *agenticd, agentID, workspace string, subs int, shared bool, newCheck func() *chunkCheck) *grpcTurn {
+func runGRPCTurn(ctx context.Context, s *server, agentID, workspace string, subs int, shared bool, newCheck func() *chunkCheck) *grpcTurn {
 	t := &grpcTurn{}
 	created, err := s.client.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: agentID, Config: &pb.SessionConfig{Workspace: workspace}})
 	if err != nil {

@@ -26,11 +26,11 @@ import (
 
 var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// agenticd is a running server under test and a client connected to it: a real
-// bin/agenticd process by default, or daemon.Start in this process (for pprof profiles
-// and for figures read from the Go heap).
-type agenticd struct {
-	name    string // for messages: agenticd, or the relay
+// server is a running server under test and a client connected to it: agenticd as a real
+// bin/agenticd process by default or daemon.Start in this process (for pprof profiles and
+// for figures read from the Go heap), or the minimal relay (relay.go) as a process.
+type server struct {
+	name    string // for messages: "agenticd" or "the relay"
 	addr    string
 	conn    *grpc.ClientConn
 	client  pb.AgenticServiceClient
@@ -43,7 +43,7 @@ type agenticd struct {
 
 // startAgenticd starts a server with cfg (Listen is chosen here). binary "" runs it in
 // this process.
-func startAgenticd(ctx context.Context, binary string, cfg daemon.Config) (*agenticd, error) {
+func startAgenticd(ctx context.Context, binary string, cfg daemon.Config) (*server, error) {
 	if binary == "" {
 		return startInProcess(ctx, cfg)
 	}
@@ -71,7 +71,7 @@ func startAgenticd(ctx context.Context, binary string, cfg daemon.Config) (*agen
 
 // startProcess starts a server process that will serve on addr, its output appended to
 // logPath, and waits until its health service says SERVING.
-func startProcess(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath string) (*agenticd, error) {
+func startProcess(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath string) (*server, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func startProcess(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	s := &agenticd{name: name, addr: addr, proc: cmd}
+	s := &server{name: name, addr: addr, proc: cmd}
 	if err := s.waitServing(ctx, exited); err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		tail, _ := os.ReadFile(logFile.Name())
@@ -96,7 +96,7 @@ func startProcess(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath
 	return s, nil
 }
 
-func startInProcess(ctx context.Context, cfg daemon.Config) (*agenticd, error) {
+func startInProcess(ctx context.Context, cfg daemon.Config) (*server, error) {
 	cfg.Listen = "127.0.0.1:0"
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "warn"
@@ -107,7 +107,7 @@ func startInProcess(ctx context.Context, cfg daemon.Config) (*agenticd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agenticd in-process: %w", err)
 	}
-	s := &agenticd{name: "agenticd", addr: srv.Addr(), inproc: srv}
+	s := &server{name: "agenticd", addr: srv.Addr(), inproc: srv}
 	if err := s.waitServing(ctx, nil); err != nil {
 		_ = srv.Stop(context.Background())
 		return nil, err
@@ -127,7 +127,7 @@ func freeAddr() (string, error) {
 
 // waitServing polls until the port accepts connections and health says SERVING. The
 // polling step is 1 ms, the resolution of the start-up figure.
-func (s *agenticd) waitServing(ctx context.Context, exited <-chan error) error {
+func (s *server) waitServing(ctx context.Context, exited <-chan error) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond)
@@ -169,13 +169,13 @@ func (s *agenticd) waitServing(ctx context.Context, exited <-chan error) error {
 }
 
 // dial opens a client connection to the server.
-func (s *agenticd) dial() (*grpc.ClientConn, error) {
+func (s *server) dial() (*grpc.ClientConn, error) {
 	return grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 }
 
 // pid of the server (this process in-process).
-func (s *agenticd) pid() int {
+func (s *server) pid() int {
 	if s.proc != nil {
 		return s.proc.Process.Pid
 	}
@@ -183,7 +183,7 @@ func (s *agenticd) pid() int {
 }
 
 // stop ends the server gracefully (SIGTERM; SIGKILL after 20 s).
-func (s *agenticd) stop() error {
+func (s *server) stop() error {
 	if s.conn != nil {
 		s.conn.Close()
 	}

@@ -24,9 +24,10 @@ import (
 
 // agentProc is a test agent child process in its own process group.
 type agentProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	stdout   io.ReadCloser
+	stopOnce sync.Once
 }
 
 // agentSpec is how to run the test agent: binary, extra environment, arguments.
@@ -59,11 +60,15 @@ func startAgent(spec agentSpec) (*agentProc, error) {
 	return &agentProc{cmd: cmd, stdin: stdin, stdout: stdout}, nil
 }
 
-// stop kills the agent's process group and reaps it.
+// stop kills the agent's process group and reaps it. It may be called more than once
+// and at the same time (a context's AfterFunc and a deferred call): every call returns
+// once the process is reaped.
 func (a *agentProc) stop() {
-	_ = a.stdin.Close()
-	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-	_ = a.cmd.Wait()
+	a.stopOnce.Do(func() {
+		_ = a.stdin.Close()
+		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+		_ = a.cmd.Wait()
+	})
 }
 
 // turnResult is what one client saw of one prompt turn.
@@ -119,28 +124,30 @@ func (c *chunkContent) UnmarshalJSON(b []byte) error {
 }
 
 // rawConn speaks JSON-RPC to the test agent by hand: requests written as lines, each
-// line of its output decoded into rawMessage only. No SDK, no queue, no goroutines.
+// line of its output decoded into rawMessage only. No SDK, no queue, no goroutines; one
+// request at a time.
 type rawConn struct {
-	a  *agentProc
-	in *bufio.Reader
+	a      *agentProc
+	in     *bufio.Reader
+	lastID int
 }
 
 func newRawConn(a *agentProc) *rawConn {
 	return &rawConn{a: a, in: bufio.NewReaderSize(a.stdout, 1<<20)}
 }
 
-func (c *rawConn) send(id int, method string, params any) error {
+// call sends a request and reads lines until its answer, handing session/update
+// notifications to onUpdate with the time each line was read (Unix nanoseconds).
+func (c *rawConn) call(method string, params any, onUpdate func(*rawMessage, int64)) (json.RawMessage, error) {
+	c.lastID++
+	id := c.lastID
 	line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = c.a.stdin.Write(append(line, '\n'))
-	return err
-}
-
-// await reads lines until the answer to id, handing session/update notifications to
-// onUpdate with the time each line was read (Unix nanoseconds).
-func (c *rawConn) await(id int, onUpdate func(*rawMessage, int64)) (json.RawMessage, error) {
+	if _, err := c.a.stdin.Write(append(line, '\n')); err != nil {
+		return nil, err
+	}
 	want := fmt.Sprint(id)
 	for {
 		line, err := c.in.ReadSlice('\n')
@@ -157,7 +164,7 @@ func (c *rawConn) await(id int, onUpdate func(*rawMessage, int64)) (json.RawMess
 			onUpdate(&m, recv)
 		case m.Method == "" && string(m.ID) == want:
 			if len(m.Error) > 0 && string(m.Error) != "null" {
-				return nil, fmt.Errorf("agent answered id %d with an error: %s", id, m.Error)
+				return nil, fmt.Errorf("agent answered %s (id %d) with an error: %s", method, id, m.Error)
 			}
 			return m.Result, nil
 		}
@@ -167,16 +174,10 @@ func (c *rawConn) await(id int, onUpdate func(*rawMessage, int64)) (json.RawMess
 // open runs initialize and session/new and returns the agent's session id.
 func (c *rawConn) open(workspace string) (string, error) {
 	ignore := func(*rawMessage, int64) {}
-	if err := c.send(1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}); err != nil {
+	if _, err := c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, ignore); err != nil {
 		return "", err
 	}
-	if _, err := c.await(1, ignore); err != nil {
-		return "", err
-	}
-	if err := c.send(2, "session/new", map[string]any{"cwd": workspace, "mcpServers": []any{}}); err != nil {
-		return "", err
-	}
-	result, err := c.await(2, ignore)
+	result, err := c.call("session/new", map[string]any{"cwd": workspace, "mcpServers": []any{}}, ignore)
 	if err != nil {
 		return "", err
 	}
@@ -191,12 +192,8 @@ func (c *rawConn) open(workspace string) (string, error) {
 
 // prompt sends one session/prompt and reads until its answer.
 func (c *rawConn) prompt(sessionID, text string, onUpdate func(*rawMessage, int64)) error {
-	err := c.send(3, "session/prompt", map[string]any{"sessionId": sessionID,
-		"prompt": []any{map[string]any{"type": "text", "text": text}}})
-	if err != nil {
-		return err
-	}
-	_, err = c.await(3, onUpdate)
+	_, err := c.call("session/prompt", map[string]any{"sessionId": sessionID,
+		"prompt": []any{map[string]any{"type": "text", "text": text}}}, onUpdate)
 	return err
 }
 

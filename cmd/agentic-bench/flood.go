@@ -59,8 +59,8 @@ func (b *baselineRuns) last() string {
 	return s
 }
 
-// agenticdRuns collects the runs through agenticd.
-type agenticdRuns struct {
+// serverRuns collects the runs through agenticd, or through the relay when name says so.
+type serverRuns struct {
 	name       string // "" is agenticd
 	total      int
 	slowest    []float64 // seconds to MESSAGE_END at the slowest subscriber, intact runs
@@ -73,7 +73,7 @@ type agenticdRuns struct {
 	resumes    []float64 // per run, summed over subscribers
 }
 
-func (a *agenticdRuns) add(t *grpcTurn) {
+func (a *serverRuns) add(t *grpcTurn) {
 	a.total++
 	resumes := 0
 	for _, s := range t.subs {
@@ -112,7 +112,7 @@ func (a *agenticdRuns) add(t *grpcTurn) {
 	}
 }
 
-func (a *agenticdRuns) last() string {
+func (a *serverRuns) last() string {
 	name := cmp.Or(a.name, "agenticd")
 	if len(a.slowest) == 0 {
 		return name + " -"
@@ -124,7 +124,7 @@ func (a *agenticdRuns) last() string {
 	return s
 }
 
-func (a *agenticdRuns) intact() string {
+func (a *serverRuns) intact() string {
 	return fmt.Sprintf("%s %d/%d intact", cmp.Or(a.name, "agenticd"), len(a.slowest), a.total)
 }
 
@@ -151,7 +151,7 @@ func floodCmd(ctx context.Context, args []string) error {
 	size := fs.Int("size", 64, "bytes per chunk")
 	subs := fs.Int("subs", 1, "gRPC subscribers on the session")
 	baselines := fs.Bool("baselines", true, "also run the raw reader and the bare SDK client")
-	withRelay := fs.Bool("relay", true, "with several subscribers, also run the minimal gRPC relay on the raw reader (the most a fan-out can deliver here; see relay.go)")
+	withRelay := fs.Bool("relay", true, "with several subscribers, also run the plain gRPC relay (raw reader, waits for a subscriber a queue behind; see relay.go)")
 	fs.Parse(args)
 	cleanup, err := c.prepare()
 	if err != nil {
@@ -167,10 +167,10 @@ func floodCmd(ctx context.Context, args []string) error {
 	newCheck := func() *chunkCheck { return newChunkCheck(*size, *count) }
 	raw := &baselineRuns{name: "raw reader"}
 	bare := &baselineRuns{name: "bare SDK"}
-	var through agenticdRuns
-	var relay *agenticdRuns
+	var through serverRuns
+	var relay *serverRuns
 	if *withRelay && *subs > 1 {
-		relay = &agenticdRuns{name: "relay"}
+		relay = &serverRuns{name: "relay"}
 	}
 	spec := agentSpec{bin: c.agent, env: env}
 	for run := 0; run < c.runs; run++ {
@@ -185,7 +185,7 @@ func floodCmd(ctx context.Context, args []string) error {
 		through.add(c.agenticdRun(ctx, "flood", env, nil, *subs, newCheck))
 		progress := []string{raw.last(), bare.last(), through.last()}
 		if relay != nil {
-			relay.add(c.relayRun(ctx, spec, "raw", *subs, newCheck))
+			relay.add(c.relayRun(ctx, spec, true, *subs, newCheck))
 			progress = append(progress, relay.last())
 		}
 		fmt.Printf("run %d: %s\n", run+1, strings.Join(progress, "; "))
@@ -193,8 +193,8 @@ func floodCmd(ctx context.Context, args []string) error {
 	return emit(c.results, floodRows(section, *count, *size, *subs, c.layout(*subs), raw, bare, &through, relay)...)
 }
 
-// floodRows renders a flood's rows; relay is nil when the minimal relay did not run.
-func floodRows(section string, count, size, subs int, layout string, raw, bare *baselineRuns, a, relay *agenticdRuns) []Row {
+// floodRows renders a flood's rows; relay is nil when the relay did not run.
+func floodRows(section string, count, size, subs int, layout string, raw, bare *baselineRuns, a, relay *serverRuns) []Row {
 	intact := []string{a.intact(), raw.intact(), bare.intact()}
 	notes := failNotes(a.fails, raw.fails, bare.fails)
 	if relay != nil {
@@ -287,7 +287,7 @@ func floodRows(section string, count, size, subs int, layout string, raw, bare *
 		ratio, r := ratioToBare(evs)
 		if relay != nil && len(relay.slowest) > 0 {
 			relayEvs := float64(count) / median(relay.slowest)
-			ratio += fmt.Sprintf("; minimal gRPC relay (raw reader, waits for the slowest subscriber) %s ev/s, agenticd %.2f × relay", si(relayEvs), evs/relayEvs)
+			ratio += fmt.Sprintf("; plain gRPC relay (raw reader, waits for the slowest subscriber) %s ev/s, agenticd %.2f × relay", si(relayEvs), evs/relayEvs)
 		}
 		rows = append(rows, Row{Section: section, Figure: fmt.Sprintf("per-subscriber events/s, %d subscribers on one session%s, %s (slowest subscriber)", subs, layout, label),
 			Value: si(evs) + " ev/s", Ratio: ratio, Target: "≥ 0.5 × bare SDK", Met: metStr(r >= 0.5),

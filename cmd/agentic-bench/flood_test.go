@@ -18,8 +18,8 @@ func TestFloodRowsBaselineChoice(t *testing.T) {
 	broken := func(handled int, elapsed time.Duration) turnResult {
 		return turnResult{elapsed: elapsed, err: errors.New("prompt (connection lost?): peer disconnected"), handledBeforeBreak: handled}
 	}
-	agenticd := func(seconds float64) *agenticdRuns {
-		return &agenticdRuns{total: 1, slowest: []float64{seconds}, fastest: []float64{seconds}}
+	agenticd := func(seconds float64) *serverRuns {
+		return &serverRuns{total: 1, slowest: []float64{seconds}, fastest: []float64{seconds}}
 	}
 	raw := &baselineRuns{name: "raw reader"}
 	raw.add(turnResult{elapsed: time.Second}) // 50k ev/s

@@ -21,7 +21,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 	seconds := fs.Float64("seconds", 5, "length of each paced turn")
 	size := fs.Int("size", 64, "bytes per chunk")
 	subs := fs.Int("subs", 16, "gRPC subscribers on the session")
-	withRelay := fs.Bool("relay", true, "also run the minimal gRPC relay (the floor of any Go gRPC fan-out; see relay.go)")
+	withRelay := fs.Bool("relay", true, "also run the plain gRPC relay (raw reader, drops a subscriber a queue behind; see relay.go)")
 	fs.Parse(args)
 	cleanup, err := c.prepare()
 	if err != nil {
@@ -39,8 +39,8 @@ func latencyCmd(ctx context.Context, args []string) error {
 	newCheck := func() *chunkCheck { return newChunkCheck(*size, count) }
 	bare := &baselineRuns{name: "bare SDK"}
 	raw := &baselineRuns{name: "raw reader"}
-	var through agenticdRuns
-	relay := agenticdRuns{name: "relay"}
+	var through serverRuns
+	relay := serverRuns{name: "relay"}
 	var added50, added99, own50 []float64
 	for run := 0; run < c.runs; run++ {
 		_, ws, err := c.runDir("paced")
@@ -60,12 +60,16 @@ func latencyCmd(ctx context.Context, args []string) error {
 		}
 		if *withRelay {
 			relayBefore := len(relay.p50)
-			relay.add(c.relayRun(ctx, spec, "sdk", *subs, newCheck))
+			relay.add(c.relayRun(ctx, spec, false, *subs, newCheck))
 			if len(through.p50) > before && len(relay.p50) > relayBefore {
 				own50 = append(own50, through.p50[before]-relay.p50[relayBefore])
 			}
 		}
-		fmt.Printf("run %d: %s, %s\n", run+1, bare.intact(), through.intact())
+		progress := []string{bare.intact(), through.intact()}
+		if *withRelay {
+			progress = append(progress, relay.intact())
+		}
+		fmt.Printf("run %d: %s\n", run+1, strings.Join(progress, ", "))
 	}
 	intact := []string{through.intact(), bare.intact(), raw.intact()}
 	if *withRelay {
@@ -86,7 +90,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 		}
 	}
 	if len(relay.p50) > 0 {
-		part := fmt.Sprintf("minimal gRPC relay p50 %.3f / p99 %.3f ms", median(relay.p50), median(relay.p99))
+		part := fmt.Sprintf("plain gRPC relay p50 %.3f / p99 %.3f ms", median(relay.p50), median(relay.p99))
 		if len(own50) > 0 {
 			part += fmt.Sprintf(" (agenticd − relay: %+.3f ms p50)", median(own50))
 		}
@@ -98,14 +102,14 @@ func latencyCmd(ctx context.Context, args []string) error {
 		Notes: strings.TrimPrefix(notes+"; latencies pooled over all subscribers' chunks; added = agenticd − bare SDK client, per run, median of runs", "; ")})
 }
 
-// relayRun starts the minimal gRPC relay on the agent for one run, reading it with reader
-// (sdk or raw, see relay.go), runs one turn through it as through agenticd, and stops it.
-func (c *common) relayRun(ctx context.Context, spec agentSpec, reader string, subs int, newCheck func() *chunkCheck) *grpcTurn {
+// relayRun starts the relay on the agent for one run (wait: see relayServer), runs one
+// turn through it as through agenticd, and stops it.
+func (c *common) relayRun(ctx context.Context, spec agentSpec, wait bool, subs int, newCheck func() *chunkCheck) *grpcTurn {
 	dataDir, workspace, err := c.runDir("relay")
 	if err != nil {
 		return &grpcTurn{err: err}
 	}
-	s, err := startRelay(ctx, spec, reader, dataDir)
+	s, err := startRelay(ctx, spec, wait, dataDir)
 	if err != nil {
 		return &grpcTurn{err: err}
 	}
@@ -143,7 +147,7 @@ func toolsCmd(ctx context.Context, args []string) error {
 	updates := 3 * *calls
 	raw := &baselineRuns{name: "raw reader"}
 	bare := &baselineRuns{name: "bare SDK"}
-	var through agenticdRuns
+	var through serverRuns
 	for run := 0; run < c.runs; run++ {
 		_, ws, err := c.runDir("tools")
 		if err != nil {

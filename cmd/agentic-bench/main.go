@@ -10,7 +10,7 @@
 //	agentic-bench sessions [-sessions 10000]                 heap per idle session; create+close rate
 //	agentic-bench startup [-sessions 10000]                  start → health SERVING with a full database
 //	agentic-bench report  -results FILE ...                  write docs/BENCHMARKS.md
-//	agentic-bench relay   -listen ADDR -agent BIN            the latency rows' minimal gRPC relay (run by latency)
+//	agentic-bench relay   -listen ADDR -agent BIN [-wait]    a plain gRPC fan-out to compare with (run by latency and flood)
 //
 // Every subcommand takes -agenticd BIN (default bin/agenticd) or -inprocess, -agent BIN
 // (default bin/testagent), -runs N, -results FILE, -cpuprofile/-memprofile FILE.

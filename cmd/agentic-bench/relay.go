@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"sync"
 
-	sdk "github.com/coder/acp-go-sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -27,20 +27,16 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
 
-// The relay is the floor under agenticd: an ACP client plus the least a Go gRPC service
-// does to fan chunks out, with none of agenticd's own work (no normalising, held events,
-// projection or transcript). It serves the generated AgenticService with five calls;
-// each event is marshalled once, and each subscriber gets a channel and a goroutine that
-// sends the same bytes. It reads the agent one of two ways:
-//
-//   - sdk (the latency rows): the bare acp-go-sdk client, dropping a subscriber that
-//     falls a whole queue behind, as agenticd does. agenticd's latency minus the relay's
-//     is what agenticd itself adds; the relay's minus the bare client's is what a gRPC
-//     fan-out to that many connections costs on the machine.
-//   - raw (the 16-subscriber floods): the raw reader, waiting for the slowest subscriber
-//     before it reads the next line, so that the pipe holds the agent back and nothing
-//     is dropped or resumed: the most a fan-out can deliver with the agent, the server
-//     and the clients sharing the machine.
+// The relay is a plain Go gRPC fan-out to compare agenticd with: the raw reader (rawConn)
+// plus the least a gRPC service does to pass chunks on, and none of agenticd's own work
+// (no normalising, held events, replay, projection or transcript). It serves the
+// generated AgenticService with five calls; each text chunk becomes a MESSAGE_DELTA,
+// marshalled once, and each subscriber gets a channel and a goroutine that sends the
+// shared bytes. A subscriber that falls a whole queue behind is either dropped (its
+// stream ends with RESOURCE_EXHAUSTED; it cannot resume, there is nothing held), or,
+// with -wait, waited for: the reader then reads the agent's next line only once every
+// queue took the chunk, so the pipe holds the agent back. The latency rows use the
+// first, the 16-subscriber floods the second (there a subscriber does fall behind).
 
 const (
 	relaySessionID = "relay-session"
@@ -55,18 +51,15 @@ func relayCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
 	agent := fs.String("agent", "bin/testagent", "the scripted ACP test agent binary")
-	reader := fs.String("reader", "sdk", "how to read the agent: sdk (drop a subscriber a whole queue behind) or raw (wait for the slowest subscriber)")
+	wait := fs.Bool("wait", false, "wait for a subscriber a whole queue behind instead of dropping it")
 	var env envFlag
 	fs.Var(&env, "env", "KEY=VALUE for the agent's environment (repeatable)")
 	fs.Parse(args)
-	if *reader != "sdk" && *reader != "raw" {
-		return fmt.Errorf("-reader %q: want sdk or raw", *reader)
-	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	r := &relayServer{agent: agentSpec{bin: *agent, env: env}, raw: *reader == "raw"}
+	r := &relayServer{agent: agentSpec{bin: *agent, env: env}, wait: *wait}
 	defer r.close()
 	srv := newRelayGRPCServer(r)
 	served := make(chan error, 1)
@@ -110,14 +103,16 @@ func (e *envFlag) Set(kv string) error {
 type relayServer struct {
 	pb.UnimplementedAgenticServiceServer
 	agent agentSpec
-	raw   bool // read the agent with a rawConn and wait for the slowest subscriber
+	wait  bool // wait for a subscriber a whole queue behind instead of dropping it
 
 	mu      sync.Mutex
 	seq     uint64
 	subs    map[*relaySub]struct{}
 	proc    *agentProc
-	prompt  func(text string) pb.StopReason // runs one turn on the agent
-	prompts sync.WaitGroup                  // the turn in flight, ended by stopping the agent
+	conn    *rawConn
+	acpID   string
+	turning bool           // a turn is in flight; the agent takes one prompt at a time
+	turns   sync.WaitGroup // the turn in flight, ended by stopping the agent
 }
 
 var _ pb.AgenticServiceServer = (*relayServer)(nil)
@@ -125,84 +120,58 @@ var _ pb.AgenticServiceServer = (*relayServer)(nil)
 // relaySub is one Subscribe stream. gone is closed when the stream ends, so that a
 // publisher waiting for it moves on.
 type relaySub struct {
-	ch   chan relayWire
+	ch   chan *relayWire
 	gone chan struct{}
 }
+
+var errOneSession = status.Error(codes.FailedPrecondition, "the relay holds one session at a time; close it first")
 
 func (r *relayServer) CreateSession(ctx context.Context, req *pb.CreateSessionRequest) (*pb.CreateSessionResponse, error) {
 	r.mu.Lock()
 	busy := r.proc != nil
 	r.mu.Unlock()
 	if busy {
-		return nil, status.Error(codes.FailedPrecondition, "the relay holds one session at a time; close it first")
+		return nil, errOneSession
 	}
 	proc, err := startAgent(r.agent)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	prompt, err := r.open(ctx, proc, req.GetConfig().GetWorkspace())
-	if err != nil {
+	// The handshake reads the agent's pipe, which only the agent's end unblocks: a
+	// cancelled call stops the agent.
+	stop := context.AfterFunc(ctx, proc.stop)
+	conn := newRawConn(proc)
+	id, err := conn.open(req.GetConfig().GetWorkspace())
+	stop()
+	if err := cmp.Or(ctx.Err(), err); err != nil {
 		proc.stop()
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, status.Errorf(codes.Unavailable, "start the agent's session: %v", err)
 	}
 	r.mu.Lock()
 	if r.proc != nil { // another CreateSession got there first
 		r.mu.Unlock()
 		proc.stop()
-		return nil, status.Error(codes.FailedPrecondition, "the relay holds one session at a time; close it first")
+		return nil, errOneSession
 	}
-	r.proc, r.prompt = proc, prompt
+	r.proc, r.conn, r.acpID = proc, conn, id
 	r.mu.Unlock()
 	return &pb.CreateSessionResponse{Session: &pb.SessionInfo{SessionId: relaySessionID, AgentId: req.GetAgentId()}}, nil
 }
 
-// open starts an ACP session on the agent and returns how to run a turn on it.
-func (r *relayServer) open(ctx context.Context, proc *agentProc, workspace string) (func(string) pb.StopReason, error) {
-	if r.raw {
-		conn := newRawConn(proc)
-		id, err := conn.open(workspace)
-		if err != nil {
-			return nil, err
-		}
-		return func(text string) pb.StopReason {
-			err := conn.prompt(id, text, func(m *rawMessage, _ int64) {
-				if m.Params.Update.SessionUpdate == "agent_message_chunk" {
-					r.publish(r.delta(m.Params.Update.Content.Text))
-				}
-			})
-			return stopReason(err == nil)
-		}, nil
-	}
-	conn := sdk.NewClientSideConnection(&relayClient{r: r}, proc.stdin, proc.stdout)
-	conn.SetLogger(discardLogger)
-	if _, err := conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
-		return nil, fmt.Errorf("initialize: %w", err)
-	}
-	sess, err := conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: workspace, McpServers: []sdk.McpServer{}})
-	if err != nil {
-		return nil, fmt.Errorf("session/new: %w", err)
-	}
-	return func(text string) pb.StopReason {
-		// The turn ends with the agent: CloseSession and close stop it.
-		resp, err := conn.Prompt(context.Background(), sdk.PromptRequest{SessionId: sess.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock(text)}})
-		return stopReason(err == nil && resp.StopReason == sdk.StopReasonEndTurn)
-	}, nil
-}
-
-func stopReason(endTurn bool) pb.StopReason {
-	if endTurn {
-		return pb.StopReason_STOP_REASON_END_TURN
-	}
-	return pb.StopReason_STOP_REASON_UNSPECIFIED
-}
-
 func (r *relayServer) GetSession(_ context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
-	if req.GetSessionId() != relaySessionID {
-		return nil, status.Errorf(codes.NotFound, "session %q: the relay has only %q", req.GetSessionId(), relaySessionID)
+	if err := checkRelaySession(req.GetSessionId()); err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return &pb.GetSessionResponse{Session: &pb.SessionInfo{SessionId: relaySessionID, LastSequence: r.seq}}, nil
+}
+
+func checkRelaySession(id string) error {
+	if id != relaySessionID {
+		return status.Errorf(codes.NotFound, "session %q: the relay has only %q", id, relaySessionID)
+	}
+	return nil
 }
 
 // Subscribe streams live events only: the relay holds none to replay.
@@ -212,7 +181,7 @@ func (r *relayServer) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticServi
 		r.mu.Unlock()
 		return status.Errorf(codes.Unimplemented, "the relay does not replay: subscribe with after_sequence=%d (the newest)", r.seq)
 	}
-	sub := &relaySub{ch: make(chan relayWire, relayQueue), gone: make(chan struct{})}
+	sub := &relaySub{ch: make(chan *relayWire, relayQueue), gone: make(chan struct{})}
 	if r.subs == nil {
 		r.subs = map[*relaySub]struct{}{}
 	}
@@ -229,7 +198,7 @@ func (r *relayServer) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticServi
 			return ctx.Err()
 		case wire, ok := <-sub.ch:
 			if !ok {
-				return status.Error(codes.ResourceExhausted, "subscriber fell a whole queue behind")
+				return status.Error(codes.ResourceExhausted, "subscriber fell a whole queue behind; the relay holds no events to resume from")
 			}
 			if err := stream.SendMsg(wire); err != nil {
 				return err
@@ -245,41 +214,47 @@ func (r *relayServer) unsubscribe(sub *relaySub) {
 	close(sub.gone)
 }
 
-// publish numbers ev, marshals it and queues the bytes for every subscriber. The sdk
-// reader drops a subscriber whose queue is full (its stream ends with
-// RESOURCE_EXHAUSTED), as agenticd does; the raw reader waits for it.
+// publish numbers ev, marshals it and queues the bytes for every subscriber, dropping or
+// (with wait) waiting for one whose queue is full. One goroutine publishes at a time: the
+// turn's (see SendMessage).
 func (r *relayServer) publish(ev *pb.AgenticEvent) {
 	r.mu.Lock()
 	r.seq++
 	ev.Sequence = r.seq
-	b, err := proto.Marshal(ev)
-	if err != nil {
-		r.mu.Unlock()
-		panic(fmt.Sprintf("relay: marshal event %d: %v", ev.Sequence, err)) // generated messages always marshal
-	}
-	wire := relayWire{mem.SliceBuffer(b)}
-	if !r.raw {
-		defer r.mu.Unlock()
-		for sub := range r.subs {
-			select {
-			case sub.ch <- wire:
-			default:
-				close(sub.ch)
-				delete(r.subs, sub)
-			}
-		}
-		return
-	}
 	subs := make([]*relaySub, 0, len(r.subs))
 	for sub := range r.subs {
 		subs = append(subs, sub)
 	}
 	r.mu.Unlock()
+	b, err := proto.Marshal(ev)
+	if err != nil {
+		// Only invalid UTF-8 in a text fails, and encoding/json has replaced it by then.
+		panic(fmt.Sprintf("relay: marshal event %d: %v", ev.Sequence, err))
+	}
+	wire := &relayWire{slice: mem.BufferSlice{mem.SliceBuffer(b)}}
 	for _, sub := range subs {
+		if r.wait {
+			select {
+			case sub.ch <- wire:
+			case <-sub.gone:
+			}
+			continue
+		}
 		select {
 		case sub.ch <- wire:
-		case <-sub.gone:
+		default:
+			r.drop(sub)
 		}
+	}
+}
+
+// drop ends a subscriber whose queue is full: its stream drains the queue, then ends.
+func (r *relayServer) drop(sub *relaySub) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.subs[sub]; ok {
+		delete(r.subs, sub)
+		close(sub.ch)
 	}
 }
 
@@ -295,74 +270,83 @@ func (r *relayServer) delta(text string) *pb.AgenticEvent {
 
 // SendMessage starts the prompt turn; MESSAGE_END follows its last chunk.
 func (r *relayServer) SendMessage(_ context.Context, req *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
+	if err := checkRelaySession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
-	prompt := r.prompt
-	if prompt != nil {
-		r.prompts.Add(1)
+	conn, id := r.conn, r.acpID
+	switch {
+	case conn == nil:
+		r.mu.Unlock()
+		return nil, status.Error(codes.FailedPrecondition, "the relay has no session open: CreateSession first")
+	case r.turning:
+		r.mu.Unlock()
+		return nil, status.Error(codes.FailedPrecondition, "a turn is in flight: wait for its MESSAGE_END")
 	}
+	r.turning = true
+	r.turns.Add(1)
 	r.mu.Unlock()
-	if prompt == nil || req.GetSessionId() != relaySessionID {
-		return nil, status.Errorf(codes.NotFound, "session %q: create the relay's session first", req.GetSessionId())
-	}
 	go func() {
-		defer r.prompts.Done()
-		stop := prompt(req.GetContent().GetText())
+		defer r.turns.Done()
+		// The turn ends with the agent's answer, or with the agent (close stops it).
+		err := conn.prompt(id, req.GetContent().GetText(), func(m *rawMessage, _ int64) {
+			if m.Params.Update.SessionUpdate == "agent_message_chunk" {
+				r.publish(r.delta(m.Params.Update.Content.Text))
+			}
+		})
+		stop := pb.StopReason_STOP_REASON_END_TURN
+		if err != nil {
+			stop = pb.StopReason_STOP_REASON_UNSPECIFIED
+		}
 		ev := r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END)
 		ev.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: &pb.MessageEnd{MessageId: relayReplyID, StopReason: stop, Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
 		r.publish(ev)
+		r.mu.Lock()
+		r.turning = false
+		r.mu.Unlock()
 	}()
 	return &pb.SendMessageResponse{MessageId: relayReplyID}, nil
 }
 
 func (r *relayServer) CloseSession(_ context.Context, req *pb.CloseSessionRequest) (*pb.CloseSessionResponse, error) {
-	if req.GetSessionId() != relaySessionID {
-		return nil, status.Errorf(codes.NotFound, "session %q: the relay has only %q", req.GetSessionId(), relaySessionID)
+	if err := checkRelaySession(req.GetSessionId()); err != nil {
+		return nil, err
 	}
 	r.close()
 	return &pb.CloseSessionResponse{}, nil
 }
 
-// close stops the agent and waits for the turn in flight to end.
+// close stops the agent and waits for the turn in flight to end. With wait, that turn's
+// last publish waits for subscribers that neither read nor leave; the benchmark's read to
+// MESSAGE_END before CloseSession, and on SIGTERM the server ends every stream first.
 func (r *relayServer) close() {
 	r.mu.Lock()
 	proc := r.proc
-	r.proc, r.prompt = nil, nil
+	r.proc, r.conn = nil, nil
 	r.mu.Unlock()
 	if proc != nil {
 		proc.stop()
 	}
-	r.prompts.Wait()
+	r.turns.Wait()
 }
 
-// relayClient turns the agent's text chunks into MESSAGE_DELTA events (sdk reader).
-type relayClient struct {
-	sdkClient
-	r *relayServer
-}
-
-func (c *relayClient) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
-	if chunk := n.Update.AgentMessageChunk; chunk != nil && chunk.Content.Text != nil {
-		c.r.publish(c.r.delta(chunk.Content.Text.Text))
-	}
-	return nil
-}
-
-// relayWire is an event's wire bytes, shared by every subscriber's stream.
-type relayWire mem.BufferSlice
+// relayWire is an event's wire bytes, shared by every subscriber's stream. It travels as
+// a pointer so that a send does not copy it into an interface (an allocation per send).
+type relayWire struct{ slice mem.BufferSlice }
 
 // relayCodec is gRPC's proto codec, except that it sends a relayWire as it is.
 type relayCodec struct{ encoding.CodecV2 }
 
 func (c relayCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if w, ok := v.(relayWire); ok {
-		return mem.BufferSlice(w), nil
+	if w, ok := v.(*relayWire); ok {
+		return w.slice, nil
 	}
 	return c.CodecV2.Marshal(v)
 }
 
-// startRelay runs this program's relay subcommand as a process on spec's agent, reading
-// it with reader (sdk or raw).
-func startRelay(ctx context.Context, spec agentSpec, reader, logDir string) (*agenticd, error) {
+// startRelay runs this program's relay subcommand as a process on spec's agent; wait
+// chooses what it does with a subscriber a whole queue behind (see relayServer).
+func startRelay(ctx context.Context, spec agentSpec, wait bool, logDir string) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -371,7 +355,7 @@ func startRelay(ctx context.Context, spec agentSpec, reader, logDir string) (*ag
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"relay", "-listen", addr, "-agent", spec.bin, "-reader", reader}
+	args := []string{"relay", "-listen", addr, "-agent", spec.bin, fmt.Sprintf("-wait=%t", wait)}
 	for k, v := range spec.env {
 		args = append(args, "-env", k+"="+v)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	sdk "github.com/coder/acp-go-sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,13 +16,13 @@ import (
 )
 
 // startTestRelay serves a relay with no agent on loopback and returns a client of it.
-func startTestRelay(t *testing.T) (*relayServer, pb.AgenticServiceClient) {
+func startTestRelay(t *testing.T, wait bool) (*relayServer, pb.AgenticServiceClient) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &relayServer{}
+	r := &relayServer{wait: wait}
 	srv := newRelayGRPCServer(r)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
@@ -41,30 +40,54 @@ func startTestRelay(t *testing.T) (*relayServer, pb.AgenticServiceClient) {
 	return r, pb.NewAgenticServiceClient(conn)
 }
 
+// subscribeRegistered opens a stream and waits for its headers: the relay sends them
+// once the subscriber is registered.
+func subscribeRegistered(ctx context.Context, t *testing.T, client pb.AgenticServiceClient) pb.AgenticService_SubscribeClient {
+	t.Helper()
+	stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{relaySessionID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+// newestSub is the subscriber registered last (the relay holds only a few in these tests).
+func newestSub(t *testing.T, r *relayServer, before map[*relaySub]struct{}) *relaySub {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sub := range r.subs {
+		if _, ok := before[sub]; !ok {
+			return sub
+		}
+	}
+	t.Fatal("no new subscriber registered")
+	return nil
+}
+
+func subsNow(r *relayServer) map[*relaySub]struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := make(map[*relaySub]struct{}, len(r.subs))
+	for sub := range r.subs {
+		now[sub] = struct{}{}
+	}
+	return now
+}
+
 // Every subscriber gets every chunk as a MESSAGE_DELTA, numbered in order, then the
 // MESSAGE_END: the bytes marshalled once decode as the events they stand for.
 func TestRelayFansChunksOut(t *testing.T) {
-	r, client := startTestRelay(t)
+	r, client := startTestRelay(t, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var streams []pb.AgenticService_SubscribeClient
-	for range 2 {
-		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{relaySessionID}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := stream.Header(); err != nil { // registered once headers arrive
-			t.Fatal(err)
-		}
-		streams = append(streams, stream)
-	}
+	streams := []pb.AgenticService_SubscribeClient{subscribeRegistered(ctx, t, client), subscribeRegistered(ctx, t, client)}
 	chunks := []string{"one", "two", "three"}
-	agent := &relayClient{r: r}
 	for _, text := range chunks {
-		n := sdk.SessionNotification{Update: sdk.SessionUpdate{AgentMessageChunk: &sdk.SessionUpdateAgentMessageChunk{Content: sdk.TextBlock(text)}}}
-		if err := agent.SessionUpdate(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+		r.publish(r.delta(text))
 	}
 	end := r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END)
 	end.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: &pb.MessageEnd{Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
@@ -89,7 +112,7 @@ func TestRelayFansChunksOut(t *testing.T) {
 // The relay holds no events: a resume point other than the newest sequence is refused
 // with a reason, not answered with a gap.
 func TestRelayRefusesReplay(t *testing.T) {
-	_, client := startTestRelay(t)
+	_, client := startTestRelay(t, false)
 	stream, err := client.Subscribe(context.Background(), &pb.SubscribeRequest{AfterSequence: 7})
 	if err == nil {
 		_, err = stream.Recv()
@@ -99,30 +122,13 @@ func TestRelayRefusesReplay(t *testing.T) {
 	}
 }
 
-// With the raw reader the relay waits for its slowest subscriber instead of dropping it:
-// more events than a queue holds all arrive, in order, and a subscriber that leaves while
-// the publisher waits for it releases the publisher.
-func TestRelayRawReaderWaitsForSlowestSubscriber(t *testing.T) {
-	r, client := startTestRelay(t)
-	r.raw = true
-	// A relay that kept waiting for the subscriber that left would stall the reader: its
-	// Recv then fails at this deadline instead of the test hanging.
+// Without -wait a subscriber that falls a whole queue behind is dropped: it gets what was
+// queued, in order, then RESOURCE_EXHAUSTED, and the publisher never waits for it.
+func TestRelayDropsSubscriberAQueueBehind(t *testing.T) {
+	r, client := startTestRelay(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	subscribe := func(ctx context.Context) pb.AgenticService_SubscribeClient {
-		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := stream.Header(); err != nil {
-			t.Fatal(err)
-		}
-		return stream
-	}
-	reader := subscribe(ctx)
-	leaverCtx, leave := context.WithCancel(ctx)
-	defer leave()
-	subscribe(leaverCtx) // never reads: once its queue is full, the relay waits for it
+	stream := subscribeRegistered(ctx, t, client)
 	const events = 3 * relayQueue
 	published := make(chan struct{})
 	go func() {
@@ -131,10 +137,70 @@ func TestRelayRawReaderWaitsForSlowestSubscriber(t *testing.T) {
 			r.publish(r.delta(fmt.Sprint(i)))
 		}
 	}()
-	for i := range events {
-		if i == relayQueue/2 {
-			leave()
+	select { // nothing reads yet: a relay that waited would still be publishing
+	case <-published:
+	case <-ctx.Done():
+		t.Fatal("publishing to a subscriber that does not read never finished: the relay waited for it")
+	}
+	got := 0
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted || got >= events {
+				t.Fatalf("after %d of %d events: %v, want RESOURCE_EXHAUSTED before the end", got, events, err)
+			}
+			return
 		}
+		if ev.GetSequence() != uint64(got+1) {
+			t.Fatalf("got sequence %d after %d events", ev.GetSequence(), got)
+		}
+		got++
+	}
+}
+
+// With -wait the relay waits for its slowest subscriber instead of dropping it: more
+// events than a queue holds all arrive, in order, and a subscriber that leaves while the
+// publisher waits for it releases the publisher.
+func TestRelayWaitsForSlowestSubscriber(t *testing.T) {
+	r, client := startTestRelay(t, true)
+	// A relay that kept waiting for the subscriber that left would stall the reader: its
+	// Recv then fails at this deadline instead of the test hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reader := subscribeRegistered(ctx, t, client)
+	before := subsNow(r)
+	leaverCtx, leave := context.WithCancel(ctx)
+	defer leave()
+	subscribeRegistered(leaverCtx, t, client) // never reads
+	leaver := newestSub(t, r, before)
+	const events = 3 * relayQueue
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range events {
+			r.publish(r.delta(fmt.Sprint(i)))
+		}
+	}()
+	// The leaver leaves once its queue is full, that is while the publisher waits for it.
+	left := make(chan bool, 1)
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				left <- false
+				return
+			case <-tick.C:
+				if len(leaver.ch) == cap(leaver.ch) {
+					leave()
+					left <- true
+					return
+				}
+			}
+		}
+	}()
+	for i := range events {
 		ev, err := reader.Recv()
 		if err != nil {
 			t.Fatalf("event %d: %v", i+1, err)
@@ -144,4 +210,7 @@ func TestRelayRawReaderWaitsForSlowestSubscriber(t *testing.T) {
 		}
 	}
 	<-published
+	if !<-left {
+		t.Fatal("the leaver's queue never filled: the publisher did not wait for it")
+	}
 }

@@ -40,8 +40,9 @@ func reportCmd(args []string) error {
 	b.WriteString("Every figure is the median of the runs named in its row; throughput and latency figures are also given as a ratio to a baseline measured in the same run " +
 		"(absolute numbers drift on these shared machines). Baselines: a **bare acp-go-sdk client** reading the same test agent with a SessionUpdate that only checks the chunk, " +
 		"and a **raw reader** that writes the JSON-RPC requests by hand and decodes each line of the agent's stdout into a minimal struct (no SDK). " +
-		"The latency rows also run a **minimal gRPC relay** (`agentic-bench relay`, a process of its own): the bare SDK client plus the least a Go gRPC service does to fan chunks out " +
-		"(each event marshalled once, a channel and a goroutine per subscriber, nothing else), with the same subscribers; agenticd − relay is what agenticd's own work adds to a gRPC fan-out. " +
+		"The latency and 16-subscriber rows also run a **plain gRPC relay** (`agentic-bench relay`, a process of its own): the raw reader plus the least a Go gRPC service does to pass chunks on " +
+		"(each event marshalled once, a channel and a goroutine per subscriber, no held events or replay), read by the same subscribers. For latency it drops a subscriber a whole queue behind, as agenticd does; " +
+		"in the floods it waits for it instead (it could not resume), so the pipe holds the agent back. agenticd against the relay is what agenticd's own work costs over a plain fan-out. " +
 		"The far end is the scripted test agent (presenters/acp/testagent) in flood, paced or tool-burst mode; agenticd runs as a real `bin/agenticd` process " +
 		"with gRPC clients on loopback unless a row says in-process.\n\n")
 
