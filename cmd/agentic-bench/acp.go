@@ -312,17 +312,32 @@ func floodEnv(count, size int, rate float64) map[string]string {
 
 // agenticdRun starts agenticd for one run, runs one turn through it and stops it.
 func (c *common) agenticdRun(ctx context.Context, name string, env map[string]string, args []string, subs int, newCheck func() *chunkCheck) *grpcTurn {
+	return c.serverRun(ctx, name, subs, newCheck, func(dataDir, workspace string) (*server, error) {
+		return startAgenticd(ctx, c.agenticd, acpConfig(dataDir, workspace, c.agent, env, args))
+	})
+}
+
+// relayRun starts the relay on the agent for one run (wait: see relayServer), runs one
+// turn through it as through agenticd, and stops it.
+func (c *common) relayRun(ctx context.Context, spec agentSpec, wait bool, subs int, newCheck func() *chunkCheck) *grpcTurn {
+	return c.serverRun(ctx, "relay", subs, newCheck, func(dataDir, _ string) (*server, error) {
+		return startRelay(ctx, spec, wait, dataDir)
+	})
+}
+
+// serverRun starts a server in a fresh run directory, runs one turn through it and stops it.
+func (c *common) serverRun(ctx context.Context, name string, subs int, newCheck func() *chunkCheck, start func(dataDir, workspace string) (*server, error)) *grpcTurn {
 	dataDir, workspace, err := c.runDir(name)
 	if err != nil {
 		return &grpcTurn{err: err}
 	}
-	s, err := startAgenticd(ctx, c.agenticd, acpConfig(dataDir, workspace, c.agent, env, args))
+	s, err := start(dataDir, workspace)
 	if err != nil {
 		return &grpcTurn{err: err}
 	}
 	t := runGRPCTurn(ctx, s, benchACPAgent, workspace, subs, c.sharedConn, newCheck)
 	if err := s.stop(); err != nil && t.err == nil {
-		t.err = fmt.Errorf("stop agenticd: %w", err)
+		t.err = fmt.Errorf("stop %s: %w", s.name, err)
 	}
 	return t
 }

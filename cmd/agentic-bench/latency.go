@@ -102,24 +102,6 @@ func latencyCmd(ctx context.Context, args []string) error {
 		Notes: strings.TrimPrefix(notes+"; latencies pooled over all subscribers' chunks; added = agenticd − bare SDK client, per run, median of runs", "; ")})
 }
 
-// relayRun starts the relay on the agent for one run (wait: see relayServer), runs one
-// turn through it as through agenticd, and stops it.
-func (c *common) relayRun(ctx context.Context, spec agentSpec, wait bool, subs int, newCheck func() *chunkCheck) *grpcTurn {
-	dataDir, workspace, err := c.runDir("relay")
-	if err != nil {
-		return &grpcTurn{err: err}
-	}
-	s, err := startRelay(ctx, spec, wait, dataDir)
-	if err != nil {
-		return &grpcTurn{err: err}
-	}
-	t := runGRPCTurn(ctx, s, benchACPAgent, workspace, subs, c.sharedConn, newCheck)
-	if err := s.stop(); err != nil && t.err == nil {
-		t.err = fmt.Errorf("stop the relay: %w", err)
-	}
-	return t
-}
-
 // toolsCmd: bursts of tool calls (tool_call, in_progress, completed with content) from a
 // script, through agenticd against the two baselines.
 func toolsCmd(ctx context.Context, args []string) error {

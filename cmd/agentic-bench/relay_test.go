@@ -78,6 +78,19 @@ func subsNow(r *relayServer) map[*relaySub]struct{} {
 	return now
 }
 
+// publishInBackground publishes deltas "0", "1", … and closes the channel it returns
+// once all are published.
+func publishInBackground(r *relayServer, events int) <-chan struct{} {
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range events {
+			r.publish(r.delta(fmt.Sprint(i)))
+		}
+	}()
+	return published
+}
+
 // Every subscriber gets every chunk as a MESSAGE_DELTA, numbered in order, then the
 // MESSAGE_END: the bytes marshalled once decode as the events they stand for.
 func TestRelayFansChunksOut(t *testing.T) {
@@ -130,13 +143,7 @@ func TestRelayDropsSubscriberAQueueBehind(t *testing.T) {
 	defer cancel()
 	stream := subscribeRegistered(ctx, t, client)
 	const events = 3 * relayQueue
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		for i := range events {
-			r.publish(r.delta(fmt.Sprint(i)))
-		}
-	}()
+	published := publishInBackground(r, events)
 	select { // nothing reads yet: a relay that waited would still be publishing
 	case <-published:
 	case <-ctx.Done():
@@ -174,13 +181,7 @@ func TestRelayWaitsForSlowestSubscriber(t *testing.T) {
 	subscribeRegistered(leaverCtx, t, client) // never reads
 	leaver := newestSub(t, r, before)
 	const events = 3 * relayQueue
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		for i := range events {
-			r.publish(r.delta(fmt.Sprint(i)))
-		}
-	}()
+	published := publishInBackground(r, events)
 	// The leaver leaves once its queue is full, that is while the publisher waits for it.
 	left := make(chan bool, 1)
 	go func() {
