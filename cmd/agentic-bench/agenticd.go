@@ -28,7 +28,7 @@ var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // server is a running server under test and a client connected to it: agenticd as a real
 // bin/agenticd process by default or daemon.Start in this process (for pprof profiles and
-// for figures read from the Go heap), or the minimal relay (relay.go) as a process.
+// for figures read from the Go heap), or the plain gRPC relay (relay.go) as a process.
 type server struct {
 	name    string // for messages: "agenticd" or "the relay"
 	addr    string
