@@ -40,7 +40,10 @@ func latencyCmd(ctx context.Context, args []string) error {
 	bare := &baselineRuns{name: "bare SDK"}
 	raw := &baselineRuns{name: "raw reader"}
 	var through serverRuns
-	relay := serverRuns{name: "relay"}
+	var relay *serverRuns
+	if *withRelay {
+		relay = &serverRuns{name: "relay"}
+	}
 	var added50, added99, own50 []float64
 	for run := 0; run < c.runs; run++ {
 		_, ws, err := c.runDir("paced")
@@ -58,25 +61,24 @@ func latencyCmd(ctx context.Context, args []string) error {
 			added50 = append(added50, through.p50[before]-ms(p50))
 			added99 = append(added99, through.p99[before]-ms(p99))
 		}
-		if *withRelay {
+		progress := []string{bare.intact(), through.intact()}
+		if relay != nil {
 			relayBefore := len(relay.p50)
 			relay.add(c.relayRun(ctx, spec, false, *subs, newCheck))
 			if len(through.p50) > before && len(relay.p50) > relayBefore {
 				own50 = append(own50, through.p50[before]-relay.p50[relayBefore])
 			}
-		}
-		progress := []string{bare.intact(), through.intact()}
-		if *withRelay {
 			progress = append(progress, relay.intact())
 		}
 		fmt.Printf("run %d: %s\n", run+1, strings.Join(progress, ", "))
 	}
 	intact := []string{through.intact(), bare.intact(), raw.intact()}
-	if *withRelay {
+	notes := failNotes(through.fails, bare.fails, raw.fails)
+	if relay != nil {
 		intact = append(intact, relay.intact())
+		notes = failNotes(through.fails, bare.fails, raw.fails, relay.fails)
 	}
 	runs := strings.Join(intact, ", ")
-	notes := failNotes(through.fails, bare.fails, raw.fails, relay.fails)
 	if len(added50) == 0 {
 		return emit(c.results, Row{Section: section, Figure: figure, Target: target, Value: "no run where both agenticd and the bare SDK client were intact",
 			Met: "no", Runs: runs, Command: commandLine(), Notes: notes})
@@ -89,7 +91,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 			parts = append(parts, fmt.Sprintf("%s p50 %.3f / p99 %.3f ms", b.name, median(b.p50), median(b.p99)))
 		}
 	}
-	if len(relay.p50) > 0 {
+	if relay != nil && len(relay.p50) > 0 {
 		part := fmt.Sprintf("plain gRPC relay p50 %.3f / p99 %.3f ms", median(relay.p50), median(relay.p99))
 		if len(own50) > 0 {
 			part += fmt.Sprintf(" (agenticd − relay: %+.3f ms p50)", median(own50))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -107,7 +108,7 @@ type relayServer struct {
 
 	mu      sync.Mutex
 	seq     uint64
-	subs    map[*relaySub]struct{}
+	subs    []*relaySub // replaced, never changed in place: publish reads it without a copy
 	proc    *agentProc
 	conn    *rawConn
 	acpID   string
@@ -182,10 +183,7 @@ func (r *relayServer) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticServi
 		return status.Errorf(codes.Unimplemented, "the relay does not replay: subscribe with after_sequence=%d (the newest)", r.seq)
 	}
 	sub := &relaySub{ch: make(chan *relayWire, relayQueue), gone: make(chan struct{})}
-	if r.subs == nil {
-		r.subs = map[*relaySub]struct{}{}
-	}
-	r.subs[sub] = struct{}{}
+	r.subs = append(slices.Clip(r.subs), sub)
 	r.mu.Unlock()
 	defer r.unsubscribe(sub)
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
@@ -210,7 +208,7 @@ func (r *relayServer) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticServi
 func (r *relayServer) unsubscribe(sub *relaySub) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.subs, sub) // a no-op when publish already dropped it
+	r.removeLocked(sub) // a no-op when publish already dropped it
 	close(sub.gone)
 }
 
@@ -221,10 +219,7 @@ func (r *relayServer) publish(ev *pb.AgenticEvent) {
 	r.mu.Lock()
 	r.seq++
 	ev.Sequence = r.seq
-	subs := make([]*relaySub, 0, len(r.subs))
-	for sub := range r.subs {
-		subs = append(subs, sub)
-	}
+	subs := r.subs
 	r.mu.Unlock()
 	b, err := proto.Marshal(ev)
 	if err != nil {
@@ -252,18 +247,25 @@ func (r *relayServer) publish(ev *pb.AgenticEvent) {
 func (r *relayServer) drop(sub *relaySub) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.subs[sub]; ok {
-		delete(r.subs, sub)
+	if r.removeLocked(sub) {
 		close(sub.ch)
 	}
 }
 
-func (r *relayServer) event(t pb.AgenticEventType) *pb.AgenticEvent {
+// removeLocked takes sub out of the subscribers and reports whether it was there.
+func (r *relayServer) removeLocked(sub *relaySub) bool {
+	kept := slices.DeleteFunc(slices.Clone(r.subs), func(s *relaySub) bool { return s == sub })
+	removed := len(kept) < len(r.subs)
+	r.subs = kept
+	return removed
+}
+
+func relayEvent(t pb.AgenticEventType) *pb.AgenticEvent {
 	return &pb.AgenticEvent{SessionId: relaySessionID, AgentId: benchACPAgent, Time: timestamppb.Now(), Type: t}
 }
 
-func (r *relayServer) delta(text string) *pb.AgenticEvent {
-	ev := r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA)
+func relayDelta(text string) *pb.AgenticEvent {
+	ev := relayEvent(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA)
 	ev.Payload = &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: relayReplyID, Text: text, Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
 	return ev
 }
@@ -291,14 +293,14 @@ func (r *relayServer) SendMessage(_ context.Context, req *pb.SendMessageRequest)
 		// The turn ends with the agent's answer, or with the agent (close stops it).
 		err := conn.prompt(id, req.GetContent().GetText(), func(m *rawMessage, _ int64) {
 			if m.Params.Update.SessionUpdate == "agent_message_chunk" {
-				r.publish(r.delta(m.Params.Update.Content.Text))
+				r.publish(relayDelta(m.Params.Update.Content.Text))
 			}
 		})
 		stop := pb.StopReason_STOP_REASON_END_TURN
 		if err != nil {
 			stop = pb.StopReason_STOP_REASON_UNSPECIFIED
 		}
-		ev := r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END)
+		ev := relayEvent(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END)
 		ev.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: &pb.MessageEnd{MessageId: relayReplyID, StopReason: stop, Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
 		r.publish(ev)
 		r.mu.Lock()

@@ -54,28 +54,11 @@ func subscribeRegistered(ctx context.Context, t *testing.T, client pb.AgenticSer
 	return stream
 }
 
-// newestSub is the subscriber registered last (the relay holds only a few in these tests).
-func newestSub(t *testing.T, r *relayServer, before map[*relaySub]struct{}) *relaySub {
-	t.Helper()
+// newestSub is the subscriber registered last.
+func newestSub(r *relayServer) *relaySub {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for sub := range r.subs {
-		if _, ok := before[sub]; !ok {
-			return sub
-		}
-	}
-	t.Fatal("no new subscriber registered")
-	return nil
-}
-
-func subsNow(r *relayServer) map[*relaySub]struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := make(map[*relaySub]struct{}, len(r.subs))
-	for sub := range r.subs {
-		now[sub] = struct{}{}
-	}
-	return now
+	return r.subs[len(r.subs)-1]
 }
 
 // publishInBackground publishes deltas "0", "1", … and closes the channel it returns
@@ -85,7 +68,7 @@ func publishInBackground(r *relayServer, events int) <-chan struct{} {
 	go func() {
 		defer close(published)
 		for i := range events {
-			r.publish(r.delta(fmt.Sprint(i)))
+			r.publish(relayDelta(fmt.Sprint(i)))
 		}
 	}()
 	return published
@@ -100,9 +83,9 @@ func TestRelayFansChunksOut(t *testing.T) {
 	streams := []pb.AgenticService_SubscribeClient{subscribeRegistered(ctx, t, client), subscribeRegistered(ctx, t, client)}
 	chunks := []string{"one", "two", "three"}
 	for _, text := range chunks {
-		r.publish(r.delta(text))
+		r.publish(relayDelta(text))
 	}
-	end := r.event(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END)
+	end := relayEvent(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END)
 	end.Payload = &pb.AgenticEvent_MessageEnd{MessageEnd: &pb.MessageEnd{Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT}}
 	r.publish(end)
 	for i, stream := range streams {
@@ -175,11 +158,10 @@ func TestRelayWaitsForSlowestSubscriber(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reader := subscribeRegistered(ctx, t, client)
-	before := subsNow(r)
 	leaverCtx, leave := context.WithCancel(ctx)
 	defer leave()
 	subscribeRegistered(leaverCtx, t, client) // never reads
-	leaver := newestSub(t, r, before)
+	leaver := newestSub(r)
 	const events = 3 * relayQueue
 	published := publishInBackground(r, events)
 	// The leaver leaves once its queue is full, that is while the publisher waits for it.
