@@ -1,7 +1,7 @@
-# agenticd: build, generate, lint and test. `make test` is what CI runs (.ci/run);
-# on a fresh Debian machine with Go, node and npm it installs the rest itself
-# (as root: apt-get for protoc and Python gRPC, node_modules from package-lock.json,
-# go mod download).
+# agenticd: build, generate, lint and test. `make build` and `make run` need Go alone.
+# `make test` is what CI runs (.ci/run); on a fresh Debian machine with Go, node and
+# npm it installs the rest itself (as root: apt-get for protoc and Python gRPC,
+# node_modules from package-lock.json with `npm ci`, go mod download).
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -20,7 +20,7 @@ GO_TEST_PKGS ?= ./...
 # Arguments for `make run`, e.g. `make run RUN_ARGS='--listen 127.0.0.1:6000'`.
 RUN_ARGS ?=
 
-.PHONY: deps generate lint check-generated breaking build run test go-test client-smoke bench clean
+.PHONY: deps generate lint check-generated breaking build run test tree-unchanged go-test client-smoke bench clean
 
 ## deps: install protoc, the gRPC Python plugin and runtime (apt), node_modules, Go modules
 deps:
@@ -47,16 +47,25 @@ check-generated: deps
 breaking: deps
 	scripts/breaking.sh
 
-## build: the commands into bin/
+## build: agenticd and agenticctl into bin/ (Go alone; the benchmark program is `make bench`'s)
 build:
-	go build -o bin/ ./cmd/...
+	go build -o bin/ ./cmd/agenticd ./cmd/agenticctl
 
-## run: agenticd with its defaults (127.0.0.1:50051, data under ~/.local/share/agenticd)
-run: deps build
+## run: agenticd with its defaults (127.0.0.1:50051, data under ~/.local/share/agenticd); needs only Go
+run: build
 	bin/agenticd $(RUN_ARGS)
 
-## test: everything CI checks
-test: deps lint check-generated breaking go-test client-smoke
+## test: everything CI checks, and that it left the working tree as it found it
+test: deps lint check-generated breaking go-test client-smoke tree-unchanged
+
+# git status as it was when make started (newlines become spaces, as in $(shell)).
+TREE_BEFORE := $(shell git status --porcelain 2>/dev/null)
+tree-unchanged:
+	@after=$$(git status --porcelain 2>/dev/null | tr '\n' ' ' | sed 's/ $$//'); \
+	if [[ "$$after" != '$(TREE_BEFORE)' ]]; then \
+		echo "make test changed the working tree (a step wrote a file it should not):"; \
+		git status --short; exit 1; \
+	fi
 
 go-test: deps
 	go test $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
