@@ -70,7 +70,7 @@ tree-unchanged:
 go-test: deps
 	go test $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
 
-## client-smoke: the TypeScript and Python clients against a real agenticd (built with GO_TEST_FLAGS)
+## client-smoke: the TypeScript and Python smoke clients and the Go, TypeScript and Python examples against a real agenticd (built with GO_TEST_FLAGS)
 client-smoke: deps
 	SMOKE_BUILD_FLAGS='$(GO_TEST_FLAGS)' scripts/client-smoke.sh
 
@@ -79,5 +79,5 @@ bench: deps
 	bash bench/run.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin gen/python/build gen/python/src/*.egg-info
 	find gen/python clients/python -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// deepchat.default configures itself from these; a developer's own must not change
+	// what the tests see.
+	for _, name := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"} {
+		_ = os.Unsetenv(name)
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -52,6 +52,11 @@ type AgentInfo struct {
 	AuthMethods    []AuthMethod
 	Capabilities   Capabilities
 	Implementation string
+	// ConfigSource says where the agent's configuration came from, for a person: "config
+	// file /path", "environment: OPENAI_API_KEY", "ollama at http://127.0.0.1:11434",
+	// "found on PATH: /usr/bin/codex-acp", "built-in: not configured". It names
+	// variables, never their values.
+	ConfigSource string
 }
 
 // SessionStatus is the state of a session.

@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # Fails when gen/ differs from what `buf generate` makes of proto/ now: generates
 # into a temporary directory and compares, leaving the working tree untouched.
+# Besides generated code, gen/ holds the hand-written package manifests listed below
+# (generation writes into src/ beside them and leaves them alone); anything else in
+# gen/, such as the code of a removed .proto, is reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 buf=${BUF:-node_modules/.bin/buf}
+manifests=(gen/ts/package.json gen/python/pyproject.toml)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 "$buf" generate --output "$tmp"
-if ! diff -r -x __pycache__ gen "$tmp/gen" >"$tmp/diff.txt"; then
+for manifest in "${manifests[@]}"; do
+	if [[ ! -f $manifest ]]; then
+		echo "check-generated: $manifest is missing; it is written by hand, not generated: restore it from git" >&2
+		exit 1
+	fi
+	cp "$manifest" "$tmp/$manifest"
+done
+# Not compared: what Python, pip and npm leave beside the code when they run or
+# install it (__pycache__, build, *.egg-info, node_modules).
+if ! diff -r -x __pycache__ -x build -x '*.egg-info' -x node_modules gen "$tmp/gen" >"$tmp/diff.txt"; then
 	echo "check-generated: these generated files differ from proto/:" >&2
 	grep -E '^(diff|Only in)' "$tmp/diff.txt" | sed "s#$tmp/gen#(fresh)gen#g" | head -n 40 >&2
 	echo "gen/ is stale: run make generate and commit" >&2

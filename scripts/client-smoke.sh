@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs the TypeScript and Python client programs against a real agenticd: builds it
-# (into the temporary directory, with -race unless SMOKE_BUILD_FLAGS says otherwise),
-# starts it on a free loopback port with its data and workspaces in a temporary
-# directory, waits until its health service says SERVING, runs both clients, then
-# stops it with SIGTERM. Whatever happens, agenticd is stopped and the temporary
+# Runs the TypeScript and Python client programs and the Go, TypeScript and Python
+# examples against a real agenticd: builds it and the Go example (into the temporary
+# directory, with -race unless SMOKE_BUILD_FLAGS says otherwise), starts it on a free
+# loopback port with its data and workspaces in a temporary directory, waits until its
+# health service says SERVING, runs the clients and the examples, then stops it with
+# SIGTERM. Whatever happens, agenticd is stopped and the temporary
 # directory removed. Exits non-zero when any step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,20 @@ turn_agent=acp.test.scripted              # runs clients/testdata/acp-turn.json
 # With -race (the default, as for go test) a data race the clients provoke makes
 # agenticd exit non-zero at shutdown, which fails this script.
 read -r -a build_flags <<<"${SMOKE_BUILD_FLAGS--race}"
+
+# clients/README.md shows parts of the examples: every block marked
+# "<!-- excerpt: FILE -->" must appear in FILE word for word, and each example has some.
+"$python" - clients <<'EOF'
+import pathlib, re, sys
+clients = pathlib.Path(sys.argv[1])
+blocks = re.findall(r"<!-- excerpt: (\S+) -->\n```\w*\n(.*?)```", (clients / "README.md").read_text(), re.S)
+stale = sorted({name for name, code in blocks if code not in (clients / name).read_text()})
+missing = sorted({"go/example/main.go", "ts/example.ts", "python/example.py"} - {name for name, _ in blocks})
+if stale or missing:
+    sys.exit("client-smoke: clients/README.md " + "; ".join(
+        [f"no longer matches {name}: copy the changed lines into its excerpt" for name in stale]
+        + [f"shows nothing of {name}" for name in missing]))
+EOF
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/agenticd-smoke.XXXXXX")
 server_pid=""
@@ -76,6 +91,8 @@ trap 'exit 130' INT TERM
 echo "client-smoke: building agenticd (go build ${build_flags[*]}) and the scripted ACP test agent"
 go build "${build_flags[@]}" -o "$tmp/agenticd" ./cmd/agenticd
 go build -o "$tmp/testagent" ./presenters/acp/testagent
+# With agenticd's flags: the packages it shares with agenticd are already built so.
+go build "${build_flags[@]}" -o "$tmp/example-go" ./clients/go/example
 
 workspace_root="$tmp/workspaces"
 workspace="$workspace_root/project"
@@ -145,6 +162,51 @@ echo "client-smoke: TypeScript client"
 echo "client-smoke: Python client"
 PYTHONDONTWRITEBYTECODE=1 "$python" clients/python/smoke.py "${client_args[@]}" || failed+=(python)
 
+# The examples are documentation (clients/README.md): each runs one turn in a workspace
+# of its own and must print exactly the assistant's reply (the user's message, which
+# streams first under its own id, must not show), say on stderr that it chose the
+# allow-once option, and exit 0. The agent (clients/testdata/acp-turn.json) says which
+# option it got ("permission: <kind> <option id>") and writes notes.txt once allowed.
+example_message="Say hello, then edit notes.txt."
+example_reply="Hello from the scripted agent. I would like to edit notes.txt.permission: allow_once allowwrite ok"
+example_choice='permission "Edit notes.txt": chose "Allow"'
+run_example() {
+	local name=$1
+	shift
+	local dir="$workspace_root/example-$name" status=0 problems=()
+	mkdir -p "$dir"
+	echo "client-smoke: $name example"
+	AGENTICD_ADDR=$addr timeout -k 5 "$client_timeout" "$@" --agent "$turn_agent" --workspace "$dir" \
+		--message "$example_message" >"$tmp/example-$name.out" 2>"$tmp/example-$name.err" || status=$?
+	((status == 0)) || problems+=("exit status $status, want 0")
+	[[ $(<"$tmp/example-$name.out") == "$example_reply" ]] || problems+=("stdout is not exactly the reply \"$example_reply\"")
+	grep -qF "$example_choice" "$tmp/example-$name.err" || problems+=("stderr lacks '$example_choice'")
+	grep -qs "after the client allowed it" "$dir/notes.txt" || problems+=("the agent did not write notes.txt: the permission was not allowed")
+	if ((${#problems[@]} > 0)); then
+		printf 'client-smoke: %s example failed:\n' "$name" >&2
+		printf '  - %s\n' "${problems[@]}" >&2
+		printf -- '--- stdout ---\n%s\n--- stderr ---\n%s\n' "$(<"$tmp/example-$name.out")" "$(<"$tmp/example-$name.err")" >&2
+		failed+=("$name example")
+		return
+	fi
+	echo "ok   $name example: printed the reply, chose allow once"
+}
+
+run_example go "$tmp/example-go"
+
+# The TypeScript example imports the generated code as the package gen/ts is: give it a
+# project of its own whose node_modules links that package and the repository's runtime.
+ts_project="$tmp/ts-example"
+mkdir -p "$ts_project/node_modules/@agenticd"
+echo '{"type": "module"}' >"$ts_project/package.json"
+ln -s "$PWD/gen/ts" "$ts_project/node_modules/@agenticd/api"
+ln -s "$PWD/node_modules/@bufbuild" "$PWD/node_modules/@connectrpc" "$ts_project/node_modules/"
+cp clients/ts/example.ts "$ts_project/"
+run_example typescript "$tsx" "$ts_project/example.ts"
+
+# The Python example imports agentic.v1 as `pip install ./gen/python` installs it.
+PYTHONPATH="$PWD/gen/python/src" PYTHONDONTWRITEBYTECODE=1 run_example python "$python" clients/python/example.py
+
 echo "client-smoke: stopping agenticd"
 stop_server || failed+=("agenticd shutdown")
 
@@ -158,4 +220,4 @@ if ((${#failed[@]} > 0)); then
 	echo "client-smoke: FAILED: ${failed[*]}" >&2
 	exit 1
 fi
-echo "client-smoke: both clients passed"
+echo "client-smoke: both clients and the three examples passed"

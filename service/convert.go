@@ -189,6 +189,7 @@ func agentInfoToPB(a presenters.AgentInfo) *pb.AgentInfo {
 		StatusReason:   clean(a.StatusReason),
 		Capabilities:   capabilitiesToPB(a.Capabilities),
 		Implementation: clean(a.Implementation),
+		ConfigSource:   clean(a.ConfigSource),
 	}
 	for _, m := range a.AuthMethods {
 		out.AuthMethods = append(out.AuthMethods, &pb.AuthMethod{Id: clean(m.ID), Name: clean(m.Name), Description: clean(m.Description)})

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "gen" / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "gen" / "python" / "src"))
 
 import grpc  # noqa: E402
 

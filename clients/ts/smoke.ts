@@ -11,10 +11,10 @@ import { parseArgs } from "node:util";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client, Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { AgenticService } from "../../gen/ts/agentic/v1/service_pb.js";
-import type { AgenticEvent } from "../../gen/ts/agentic/v1/events_pb.js";
-import { AgenticEventType } from "../../gen/ts/agentic/v1/events_pb.js";
-import { PermissionOptionKind, StopReason } from "../../gen/ts/agentic/v1/types_pb.js";
+import { AgenticService } from "../../gen/ts/src/agentic/v1/service_pb.js";
+import type { AgenticEvent } from "../../gen/ts/src/agentic/v1/events_pb.js";
+import { AgenticEventType } from "../../gen/ts/src/agentic/v1/events_pb.js";
+import { PermissionOptionKind, StopReason } from "../../gen/ts/src/agentic/v1/types_pb.js";
 import { Health, HealthCheckResponse_ServingStatus } from "./health.js";
 
 class StepFailure extends Error {}

@@ -2,9 +2,12 @@
 // built-in DeepChat agent.
 //
 //	agenticd [--config FILE] [--listen ADDR] [--data-dir DIR] [--token TOKEN] [--log-level LEVEL]
+//	agenticd --version
 //
-// Flags override the config file; AGENTICD_TOKEN overrides the file's token and --token
-// overrides both. SIGINT or SIGTERM stops it gracefully; a second signal stops it at once.
+// Without --config it reads $XDG_CONFIG_HOME/agenticd/agenticd.yaml (else
+// ~/.config/agenticd/agenticd.yaml) when that file exists. Flags override the config
+// file; AGENTICD_TOKEN overrides the file's token and --token overrides both. SIGINT or
+// SIGTERM stops it gracefully; a second signal stops it at once.
 package main
 
 import (
@@ -13,27 +16,63 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/internal/version"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+// usage is what -h prints before the flags: where the config file goes, what it holds,
+// and what configures itself without one.
+const usage = `usage: agenticd [flags]
+
+Serves agentic.v1.AgenticService (gRPC, with reflection and grpc.health.v1).
+
+The config file (YAML) is --config FILE. Without --config, agenticd reads
+$XDG_CONFIG_HOME/agenticd/agenticd.yaml (default ~/.config/agenticd/agenticd.yaml)
+if it exists, and otherwise runs on its defaults; --config '' reads no file.
+It may hold:
+  listen            host:port to serve on (default ` + daemon.DefaultListen + `; beyond loopback a token is required)
+  data_dir          the SQLite database's directory (default ~/.local/share/agenticd)
+  token             bearer token every RPC but health must carry (AGENTICD_TOKEN overrides it)
+  tls               cert_file and key_file (PEM): serve over TLS
+  workspace_roots   directories below which sessions may work (default: your home directory)
+  shutdown_timeout, event_buffer, event_buffer_bytes, subscriber_queue, log_level, log_format
+  agents            ACP agents (id, type: acp, command, args, env, ...) and DeepChat agents
+                    (id, type: deepchat, provider, base_url, api_key_env, models, ...)
+Every key is described in README.md ("The config file") in agenticd's source.
+
+No file is needed for a first turn. Unless an agents: entry has id deepchat.default,
+the built-in agent deepchat.default configures itself at start-up from:
+  ` + daemon.EnvOpenAIAPIKey + `, ` + daemon.EnvOpenAIBaseURL + `, ` + daemon.EnvOpenAIModel + `
+                    any OpenAI-compatible API (base URL default https://api.openai.com/v1;
+                    without ` + daemon.EnvOpenAIModel + `, the models the server lists)
+  a local Ollama    answering at ` + daemon.DefaultOllamaAddr + ` (or ` + daemon.EnvOllamaHost + `), with the models it has
+Known ACP agents found on PATH (claude-code-acp, claude-agent-acp, codex-acp, gemini)
+are registered too. ` + "`agenticctl agents`" + ` shows each agent's status and where its
+configuration came from.
+
+flags:
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("agenticd", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	configPath := flags.String("config", "", "YAML config file (see README.md); without it, built-in defaults")
+	configPath := flags.String("config", "", "YAML config file (default $XDG_CONFIG_HOME/agenticd/agenticd.yaml when it exists; '' for none)")
 	listen := flags.String("listen", "", "host:port to listen on (default "+daemon.DefaultListen+"; beyond loopback a token is required)")
 	dataDir := flags.String("data-dir", "", "directory of the SQLite database (default ~/.local/share/agenticd)")
 	token := flags.String("token", "", "bearer token every RPC but health must carry (prefer AGENTICD_TOKEN: flags show in ps)")
 	logLevel := flags.String("log-level", "", "debug, info, warn or error (default info)")
+	showVersion := flags.Bool("version", false, "print the version and exit")
 	flags.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agenticd [flags]\n\nServes agentic.v1.AgenticService (gRPC, with reflection and grpc.health.v1).\n\nflags:")
+		fmt.Fprint(stderr, usage)
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -46,15 +85,15 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agenticd: unexpected argument %q; agenticd takes only flags (see agenticd -h)\n", flags.Arg(0))
 		return 2
 	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("agenticd"))
+		return 0
+	}
 
-	var cfg daemon.Config
-	if *configPath != "" {
-		loaded, err := daemon.Load(*configPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "agenticd: %v\n", err)
-			return 1
-		}
-		cfg = loaded
+	cfg, err := loadConfig(flags, *configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "agenticd: %v\n", err)
+		return 1
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
@@ -76,7 +115,7 @@ func run(args []string, stderr io.Writer) int {
 	if *logLevel != "" {
 		cfg.LogLevel = *logLevel
 	}
-	cfg, err := cfg.WithDefaults()
+	cfg, err = cfg.WithDefaults()
 	if err == nil {
 		err = cfg.Validate()
 	}
@@ -98,9 +137,33 @@ func run(args []string, stderr io.Writer) int {
 		stop()
 	}()
 	if err := daemon.Run(ctx, cfg, logger); err != nil {
-		logger.Error("agenticd failed", "err", err)
 		fmt.Fprintf(stderr, "agenticd: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// loadConfig reads the file --config names; without the flag, the default file when it
+// exists. An explicit empty --config reads none.
+func loadConfig(flags *flag.FlagSet, path string) (daemon.Config, error) {
+	explicit := false
+	flags.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	if explicit {
+		if path == "" {
+			return daemon.Config{}, nil
+		}
+		return daemon.Load(path)
+	}
+	path, err := daemon.DefaultConfigFile()
+	if err != nil {
+		return daemon.Config{}, nil // no home directory: no default file to read
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return daemon.Config{}, nil
+	}
+	cfg, err := daemon.Load(path)
+	if err != nil {
+		return cfg, fmt.Errorf("%w\n(that is the default config file; fix it, or pass --config FILE, or --config '' for none)", err)
+	}
+	return cfg, nil
 }

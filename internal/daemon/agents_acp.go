@@ -35,7 +35,7 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 		c := acp.Config{
 			ID: a.ID, Command: a.Command, Args: a.Args, Env: a.Env, AuthMethod: a.AuthMethod,
 			PermissionTimeout: a.PermissionTimeout, PolicyMode: a.PolicyMode, StartTimeout: a.StartupTimeout,
-			Name: a.Name, Description: a.Description,
+			Name: a.Name, Description: a.Description, Source: cfg.source(),
 		}
 		for _, m := range a.MCPServers {
 			c.MCPServers = append(c.MCPServers, acp.MCPServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL})
@@ -52,6 +52,7 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 		if ids[c.ID] || commands[commandName(c.Command)] {
 			continue
 		}
+		c.Source = "found on PATH: " + c.Command
 		p, err := acp.New(c, acpDeps)
 		if err != nil {
 			return out, err

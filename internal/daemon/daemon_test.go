@@ -22,6 +22,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// deepchat.default configures itself from these; the tests that want them set them.
+	for _, name := range []string{EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel} {
+		_ = os.Unsetenv(name)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -129,6 +133,7 @@ func TestDefaults(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_DATA_HOME", "")
+	t.Chdir(home)
 	cfg, err := Config{}.WithDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -335,6 +340,10 @@ func TestSandboxOptionsHideTheServersSecrets(t *testing.T) {
 	}
 	if got := strings.Join(opts.Excluded, " "); got != "/data /etc/agenticd.yaml /tls/key.pem" {
 		t.Errorf("excluded paths %q", got)
+	}
+	// deepchat.default configured from the environment reads OPENAI_API_KEY.
+	if got := strings.Join(sandboxOptions(Config{}).HiddenEnv, " "); got != "OPENAI_API_KEY" {
+		t.Errorf("hidden variables without agents: entries %q, want OPENAI_API_KEY", got)
 	}
 }
 

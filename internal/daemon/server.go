@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"gorm.io/gorm"
@@ -155,6 +156,11 @@ func sandboxOptions(cfg Config) sandbox.Options {
 	for _, a := range cfg.Agents {
 		if a.APIKeyEnv != "" {
 			opts.HiddenEnv = append(opts.HiddenEnv, a.APIKeyEnv)
+		}
+	}
+	for _, n := range defaultDeepChatSecrets(cfg) {
+		if !slices.Contains(opts.HiddenEnv, n) {
+			opts.HiddenEnv = append(opts.HiddenEnv, n)
 		}
 	}
 	for _, p := range []string{cfg.DataDir, cfg.File, cfg.TLS.KeyFile} {

@@ -51,6 +51,8 @@ type Config struct {
 	Args       []string
 	Env        map[string]string // added to agenticd's own environment
 	AuthMethod string            // an advertised auth method id to call authenticate with
+	// Source says where this configuration came from (AgentInfo.ConfigSource).
+	Source string
 	// PermissionTimeout: a permission request nobody answers in this time is answered
 	// `cancelled` (default 5 min).
 	PermissionTimeout time.Duration

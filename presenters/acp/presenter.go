@@ -102,6 +102,7 @@ func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
 		AuthMethods:    append([]presenters.AuthMethod(nil), p.authMethods...),
 		Capabilities:   p.capabilities(),
 		Implementation: p.impl,
+		ConfigSource:   p.cfg.Source,
 	}
 }
 

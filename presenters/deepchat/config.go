@@ -34,6 +34,12 @@ type Config struct {
 	PermissionTimeout time.Duration
 	// ProviderIdleTimeout fails a provider call that sends nothing for this long (default 2m).
 	ProviderIdleTimeout time.Duration
+	// Source says where this configuration came from (AgentInfo.ConfigSource).
+	Source string
+	// NeedsConfiguration, when set, is why the agent cannot answer and what to do about
+	// it: the agent then reports needs_configuration with this reason whatever else is
+	// set. The daemon uses it for an agent it could not configure from the environment.
+	NeedsConfiguration string
 }
 
 // Deps are the shared services a presenter uses.
@@ -95,7 +101,9 @@ func resolveProvider(cfg Config) (provider, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return p, fmt.Errorf("agent %s: base_url %q is not an http(s) URL", cfg.ID, cfg.BaseURL)
 		}
-		p.needsKey = isKnown && known.needsKey
+		// A provider's name asks for a key only at its own address: an explicit base_url
+		// (a local OpenAI-compatible server, say) needs one only on a keyed host.
+		p.needsKey = isKnown && known.needsKey && cfg.BaseURL == ""
 		for _, h := range keyedHosts {
 			if u.Hostname() == h || strings.HasSuffix(u.Hostname(), "."+h) {
 				p.needsKey = true
@@ -111,9 +119,12 @@ func resolveProvider(cfg Config) (provider, error) {
 	return p, nil
 }
 
-// readiness says why the agent cannot answer now ("" when it can). The key's variable
-// is read on every call, so setting it needs no restart of the presenter's config.
+// readiness says why the agent cannot answer now ("" when it can). It runs before every
+// turn: a key is required only of a provider that refuses requests without one.
 func (p *Presenter) readiness() string {
+	if p.cfg.NeedsConfiguration != "" {
+		return p.cfg.NeedsConfiguration
+	}
 	if len(p.provider.missing) > 0 {
 		return fmt.Sprintf("%s has no usable LLM provider; missing settings: %s. Set them in the agents: entry with id: %s, type: deepchat "+
 			"(for example provider: openai, base_url: https://api.openai.com/v1, api_key_env: OPENAI_API_KEY, models: [gpt-4o-mini]; "+
@@ -121,7 +132,7 @@ func (p *Presenter) readiness() string {
 			p.cfg.ID, strings.Join(p.provider.missing, ", "), p.cfg.ID)
 	}
 	if p.provider.needsKey && os.Getenv(p.cfg.APIKeyEnv) == "" {
-		return fmt.Sprintf("the API key for %s is missing: set the environment variable %s (named by api_key_env) for agenticd", p.cfg.ID, p.cfg.APIKeyEnv)
+		return fmt.Sprintf("the API key for %s is missing: %s (named by api_key_env) is not set in agenticd's environment; set it and restart agenticd", p.cfg.ID, p.cfg.APIKeyEnv)
 	}
 	return ""
 }

@@ -48,13 +48,16 @@ func TestPlainTextTurnIsCommittedBeforeMessageEnd(t *testing.T) {
 		}
 		kinds = append(kinds, describe(ev))
 	}
-	want := "created status:generating updated delta delta delta end:end_turn updated status:idle"
+	want := "created user_delta user_end status:generating updated delta delta delta end:end_turn updated status:idle"
 	if got := strings.Join(kinds, " "); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
 	deltas := ofType[presenters.MessageDeltaPayload](h.rec.all())
-	if deltas[0].Text != "Hel" || deltas[0].MessageID != res.MessageID || deltas[0].Role != presenters.RoleAssistant {
-		t.Fatalf("first delta = %+v", deltas[0])
+	if deltas[0].Text != "Say hello" || deltas[0].MessageID != res.UserMessageID || deltas[0].Role != presenters.RoleUser {
+		t.Fatalf("the user's message is not echoed first: %+v", deltas[0])
+	}
+	if deltas[1].Text != "Hel" || deltas[1].MessageID != res.MessageID || deltas[1].Role != presenters.RoleAssistant {
+		t.Fatalf("first reply delta = %+v", deltas[1])
 	}
 	updates := ofType[presenters.SessionUpdatedPayload](h.rec.all())
 	if updates[0].Patch.Title == nil || *updates[0].Patch.Title != "Say hello" {
@@ -141,7 +144,7 @@ func TestToolCallSplitAcrossChunksRunsAndFeedsBack(t *testing.T) {
 	if end.StopReason != presenters.StopEndTurn || end.Usage.InputTokens != 17 {
 		t.Fatalf("end = %+v", end)
 	}
-	if h.rec.summary() != "created status:generating updated delta tool_start:read_file tool_running:read_file tool_end:read_file:completed delta end:end_turn updated status:idle" {
+	if h.rec.summary() != "created user_delta user_end status:generating updated delta tool_start:read_file tool_running:read_file tool_end:read_file:completed delta end:end_turn updated status:idle" {
 		t.Fatalf("events: %s", h.rec.summary())
 	}
 	endTool := ofType[presenters.ToolEndPayload](h.rec.all())[0].Tool
@@ -488,7 +491,7 @@ func TestCancelWhileWaitingForPermission(t *testing.T) {
 		t.Fatalf("denied = %+v", denied)
 	}
 	ends := ofType[presenters.MessageEndPayload](h.rec.all())
-	if len(ends) != 1 || ends[0].StopReason != presenters.StopCancelled {
+	if len(ends) != 2 || ends[0].Role != presenters.RoleUser || ends[1].StopReason != presenters.StopCancelled {
 		t.Fatalf("ends = %+v", ends)
 	}
 	tool := ofType[presenters.ToolEndPayload](h.rec.all())[0].Tool
@@ -707,7 +710,7 @@ func TestRestartKeepsHistoryAndLoadSessionReplays(t *testing.T) {
 	if loaded.Status != presenters.SessionIdle || loaded.MessageCount != 4 {
 		t.Fatalf("LoadSession = %+v", loaded)
 	}
-	if got := h.rec.summary(); got != "delta end: block:tool delta end:end_turn delta end: delta end:end_turn ready" {
+	if got := h.rec.summary(); got != "user_delta user_end block:tool delta end:end_turn user_delta user_end delta end:end_turn ready" {
 		// user text, assistant [tool, text], user text, assistant text
 		t.Fatalf("replay = %s", got)
 	}

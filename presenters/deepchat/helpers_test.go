@@ -315,6 +315,9 @@ func describe(ev presenters.Event) string {
 	case presenters.StatusChangedPayload:
 		return "status:" + string(p.Status)
 	case presenters.MessageEndPayload:
+		if p.Role == presenters.RoleUser {
+			return "user_end"
+		}
 		return "end:" + string(p.StopReason)
 	case presenters.MessageBlockPayload:
 		return "block:" + string(p.Block.Type)
@@ -327,6 +330,9 @@ func describe(ev presenters.Event) string {
 	case presenters.ErrorPayload:
 		return "error:" + p.Code
 	case presenters.MessageDeltaPayload:
+		if p.Role == presenters.RoleUser {
+			return "user_delta"
+		}
 		return "delta"
 	case presenters.PermissionRequiredPayload:
 		return "perm_required"

@@ -167,6 +167,7 @@ func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
 		Status:         presenters.AgentReady,
 		Capabilities:   p.capabilities(),
 		Implementation: "agenticd deepchat",
+		ConfigSource:   p.cfg.Source,
 	}
 	if p.cfg.Provider != "" {
 		info.Description += " (provider " + p.cfg.Provider + ")"

@@ -433,6 +433,10 @@ func (c *providerClient) statusError(resp *http.Response) error {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		pe.code = "provider_unauthorized"
 		pe.message = fmt.Sprintf("the provider at %s rejected the API key (HTTP %d)%s; check the key in the environment variable named by api_key_env", c.host, code, detail)
+		if c.apiKey() == "" {
+			pe.message = fmt.Sprintf("the provider at %s wants an API key (HTTP %d)%s and agenticd sent none: put the key in an environment variable of agenticd "+
+				"and name it with api_key_env in the agent's entry (deepchat.default set up from the environment reads OPENAI_API_KEY), then restart agenticd", c.host, code, detail)
+		}
 	case code == http.StatusTooManyRequests:
 		pe.code, pe.retryable = "provider_rate_limited", true
 		pe.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))

@@ -57,7 +57,11 @@ type AgenticServiceClient interface {
 	// Ends a session: running turn cancelled, terminals released. History stays.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
 	// Starts a turn. Returns the assistant message id at once; the reply streams as events
-	// and ends with MESSAGE_END.
+	// and ends with MESSAGE_END. Before the reply, both kinds of agent (ACP and DeepChat)
+	// echo the user's message as events with role MESSAGE_ROLE_USER under
+	// user_message_id (MESSAGE_DELTA for its text, MESSAGE_BLOCK for its other parts, then
+	// MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
+	// in order.
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
 	// Cancels the running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
 	CancelMessage(ctx context.Context, in *CancelMessageRequest, opts ...grpc.CallOption) (*CancelMessageResponse, error)
@@ -246,7 +250,11 @@ type AgenticServiceServer interface {
 	// Ends a session: running turn cancelled, terminals released. History stays.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
 	// Starts a turn. Returns the assistant message id at once; the reply streams as events
-	// and ends with MESSAGE_END.
+	// and ends with MESSAGE_END. Before the reply, both kinds of agent (ACP and DeepChat)
+	// echo the user's message as events with role MESSAGE_ROLE_USER under
+	// user_message_id (MESSAGE_DELTA for its text, MESSAGE_BLOCK for its other parts, then
+	// MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
+	// in order.
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
 	// Cancels the running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
 	CancelMessage(context.Context, *CancelMessageRequest) (*CancelMessageResponse, error)

@@ -963,8 +963,22 @@ type AgentInfo struct {
 	Capabilities *Capabilities `protobuf:"bytes,8,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// The agent's own name and version from its initialize answer (ACP), when known.
 	Implementation string `protobuf:"bytes,9,opt,name=implementation,proto3" json:"implementation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Where the agent's configuration came from, for a person to read. It names
+	// variables, never their values:
+	//
+	//	"config file /etc/agenticd/agenticd.yaml": an agents: entry of that file;
+	//	"config (no file)": an entry given by a program that embeds agenticd;
+	//	"environment: OPENAI_BASE_URL, OPENAI_API_KEY": deepchat.default set up from the
+	//	  variables listed (with the models its server lists, unless OPENAI_MODEL is one);
+	//	"ollama at http://127.0.0.1:11434": deepchat.default on a local Ollama;
+	//	"found on PATH: /usr/local/bin/codex-acp": a known ACP agent found at start-up;
+	//	"built-in: not configured": deepchat.default with nothing to use (status_reason
+	//	  says what to set).
+	//
+	// Show it as is: new forms may be added, so do not parse it.
+	ConfigSource  string `protobuf:"bytes,10,opt,name=config_source,json=configSource,proto3" json:"config_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentInfo) Reset() {
@@ -1056,6 +1070,13 @@ func (x *AgentInfo) GetCapabilities() *Capabilities {
 func (x *AgentInfo) GetImplementation() string {
 	if x != nil {
 		return x.Implementation
+	}
+	return ""
+}
+
+func (x *AgentInfo) GetConfigSource() string {
+	if x != nil {
+		return x.ConfigSource
 	}
 	return ""
 }
@@ -3690,7 +3711,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11supports_commands\x18\x04 \x01(\bR\x10supportsCommands\x12#\n" +
 	"\rsupports_load\x18\x05 \x01(\bR\fsupportsLoad\x12'\n" +
 	"\x0fsupports_models\x18\x06 \x01(\bR\x0esupportsModels\x12-\n" +
-	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\"\xfe\x02\n" +
+	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\"\xa3\x03\n" +
 	"\tAgentInfo\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -3700,7 +3721,9 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\rstatus_reason\x18\x06 \x01(\tR\fstatusReason\x129\n" +
 	"\fauth_methods\x18\a \x03(\v2\x16.agentic.v1.AuthMethodR\vauthMethods\x12<\n" +
 	"\fcapabilities\x18\b \x01(\v2\x18.agentic.v1.CapabilitiesR\fcapabilities\x12&\n" +
-	"\x0eimplementation\x18\t \x01(\tR\x0eimplementation\"L\n" +
+	"\x0eimplementation\x18\t \x01(\tR\x0eimplementation\x12#\n" +
+	"\rconfig_source\x18\n" +
+	" \x01(\tR\fconfigSource\"L\n" +
 	"\x04Mode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +

@@ -139,7 +139,11 @@ class AgenticServiceServicer(object):
 
     def SendMessage(self, request, context):
         """Starts a turn. Returns the assistant message id at once; the reply streams as events
-        and ends with MESSAGE_END.
+        and ends with MESSAGE_END. Before the reply, both kinds of agent (ACP and DeepChat)
+        echo the user's message as events with role MESSAGE_ROLE_USER under
+        user_message_id (MESSAGE_DELTA for its text, MESSAGE_BLOCK for its other parts, then
+        MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
+        in order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,92 @@
+"""A small agenticd client: creates a session, subscribes to its events, sends one
+message, prints the assistant's reply as it streams and allows once whatever tool
+the agent asks permission for.
+
+    python3 example.py --workspace ~/src/project --agent deepchat.default \\
+        --message 'Say hello' [--addr 127.0.0.1:50051] [--token T]
+"""
+
+import argparse
+import os
+import sys
+
+import grpc
+from agentic.v1 import service_pb2, service_pb2_grpc, types_pb2
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--addr", default=os.environ.get("AGENTICD_ADDR", "127.0.0.1:50051"))
+    parser.add_argument("--token", default=os.environ.get("AGENTICD_TOKEN", ""))
+    parser.add_argument("--agent", default="deepchat.default")
+    parser.add_argument("--workspace", required=True,
+                        help="an absolute directory under one of the server's workspace_roots")
+    parser.add_argument("--message", default="Hello! What can you do?")
+    opts = parser.parse_args()
+    metadata = [("authorization", f"Bearer {opts.token}")] if opts.token else []
+
+    with grpc.insecure_channel(opts.addr) as channel:
+        client = service_pb2_grpc.AgenticServiceStub(channel)
+        session = client.CreateSession(
+            service_pb2.CreateSessionRequest(
+                agent_id=opts.agent, config=service_pb2.SessionConfig(workspace=opts.workspace)),
+            metadata=metadata,
+        ).session
+        # Subscribe from the session's last_sequence: the server replays what came after
+        # it, so the stream holds every event of the turn however the calls race.
+        events = client.Subscribe(
+            service_pb2.SubscribeRequest(
+                session_ids=[session.session_id], after_sequence=session.last_sequence),
+            metadata=metadata,
+        )
+        try:
+            sent = client.SendMessage(
+                service_pb2.SendMessageRequest(
+                    session_id=session.session_id, content=types_pb2.MessageContent(text=opts.message)),
+                metadata=metadata,
+            )
+            print_reply(client, session.session_id, events, sent.message_id, metadata)
+        finally:
+            events.cancel()
+            client.CloseSession(service_pb2.CloseSessionRequest(session_id=session.session_id),
+                                metadata=metadata)
+
+
+def print_reply(client, session_id, events, message_id, metadata):
+    for event in events:
+        kind = event.WhichOneof("payload")
+        if kind == "message_delta" and event.message_delta.message_id == message_id:
+            # The user's message streams too, under its own id: print only the reply.
+            print(event.message_delta.text, end="", flush=True)
+        elif kind == "tool_permission_required":
+            allow_once(client, session_id, event.tool_permission_required.request, metadata)
+        elif kind == "error":
+            print(f"agent error: {event.error.message}", file=sys.stderr)
+        elif kind == "message_end" and event.message_end.message_id == message_id:
+            print()
+            if event.message_end.stop_reason != types_pb2.STOP_REASON_END_TURN:
+                sys.exit(f"the turn ended with {types_pb2.StopReason.Name(event.message_end.stop_reason)}")
+            return
+    sys.exit("the event stream ended before the reply did")
+
+
+def allow_once(client, session_id, request, metadata):
+    """Answers a permission request with its allow-once option."""
+    option = next((o for o in request.options
+                   if o.kind == types_pb2.PERMISSION_OPTION_KIND_ALLOW_ONCE), None)
+    if option is None:
+        print(f'permission "{request.description}": no allow-once option; left unanswered', file=sys.stderr)
+        return
+    print(f'permission "{request.description}": chose "{option.name}"', file=sys.stderr)
+    client.RespondPermission(
+        service_pb2.RespondPermissionRequest(
+            session_id=session_id, request_id=request.request_id, option_id=option.option_id),
+        metadata=metadata,
+    )
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except grpc.RpcError as err:
+        sys.exit(f"example: {err.code().name}: {err.details()}")
