@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/version"
 )
 
 func cmdAgents(c *cli, args []string) error {
@@ -27,7 +29,7 @@ func cmdAgents(c *cli, args []string) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTYPE\tSTATUS\tNAME\tNOTE")
+	fmt.Fprintln(w, "ID\tTYPE\tSTATUS\tNAME\tSOURCE\tNOTE")
 	for _, a := range resp.GetAgents() {
 		note := a.GetStatusReason()
 		if len(a.GetAuthMethods()) > 0 && a.GetStatus() == pb.AgentStatus_AGENT_STATUS_NEEDS_AUTH {
@@ -37,8 +39,8 @@ func cmdAgents(c *cli, args []string) error {
 			}
 			note = strings.TrimSpace(note + " auth methods: " + strings.Join(ids, ", "))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.GetAgentId(), enumName(a.GetType().String(), "AGENT_TYPE_"),
-			enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetName(), note)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetAgentId(), enumName(a.GetType().String(), "AGENT_TYPE_"),
+			enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetName(), a.GetConfigSource(), note)
 	}
 	return w.Flush()
 }
@@ -83,7 +85,7 @@ func cmdSessions(c *cli, args []string) error {
 func cmdNew(c *cli, args []string) error {
 	fs := flag.NewFlagSet("new", flag.ContinueOnError)
 	agent := fs.String("agent", "", "agent id (see `agenticctl agents`)")
-	workspace := fs.String("workspace", "", "absolute directory under one of agenticd's workspace_roots")
+	workspace := fs.String("workspace", "", "directory under one of agenticd's workspace_roots (. is this one)")
 	model := fs.String("model", "", "model id (default: the agent's)")
 	mode := fs.String("mode", "", "mode id (default: the agent's)")
 	title := fs.String("title", "", "session title")
@@ -93,11 +95,16 @@ func cmdNew(c *cli, args []string) error {
 	if *agent == "" || *workspace == "" {
 		return usagef("--agent and --workspace are required")
 	}
+	// agenticd resolves nothing against this shell's directory: send it absolute.
+	dir, err := filepath.Abs(*workspace)
+	if err != nil {
+		return fmt.Errorf("--workspace %s: %w", *workspace, err)
+	}
 	ctx, cancel := c.call()
 	defer cancel()
 	resp, err := c.client.CreateSession(ctx, &pb.CreateSessionRequest{
 		AgentId: *agent,
-		Config:  &pb.SessionConfig{Workspace: *workspace, ModelId: *model, ModeId: *mode, Title: *title},
+		Config:  &pb.SessionConfig{Workspace: dir, ModelId: *model, ModeId: *mode, Title: *title},
 	})
 	if err != nil {
 		return err
@@ -153,46 +160,61 @@ func cmdApprove(c *cli, args []string) error { return c.answer("approve", args, 
 
 func cmdDeny(c *cli, args []string) error { return c.answer("deny", args, false) }
 
-// answer responds to a permission request with its allow (or reject) option: the "once"
-// kind when offered, else the "always" kind.
 func (c *cli) answer(name string, args []string, allow bool) error {
 	pos, err := c.parse(flag.NewFlagSet(name, flag.ContinueOnError), args, "SESSION", "REQUEST_ID")
 	if err != nil {
 		return err
 	}
-	return c.respond(pos[0], pos[1], allow)
+	done, err := c.respond(pos[0], pos[1], allow)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, done)
+	return nil
 }
 
-func (c *cli) respond(sessionID, requestID string, allow bool) error {
+// respond answers a permission request with its allow (or reject) option: the "once" kind
+// when offered, else the "always" kind. It returns what it did, as a line for people.
+func (c *cli) respond(sessionID, requestID string, allow bool) (string, error) {
 	ctx, cancel := c.call()
 	defer cancel()
-	req := &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID}
 	kinds := []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ALWAYS}
 	if allow {
 		kinds = []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ALWAYS}
 	}
-	req.Answer = &pb.RespondPermissionRequest_OptionKind{OptionKind: kinds[0]}
+	req := &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID,
+		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: kinds[0]}}
+	var chosen *pb.PermissionOption
+	// Without the request's options (it is not pending), the server's answer says why.
 	if s, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID}); err == nil {
 		for _, p := range s.GetSession().GetPendingPermissions() {
 			if p.GetRequestId() == requestID {
-				req.Answer = &pb.RespondPermissionRequest_OptionKind{OptionKind: pickKind(p.GetOptions(), kinds)}
+				chosen = pickOption(p.GetOptions(), kinds)
 			}
 		}
 	}
-	_, err := c.client.RespondPermission(ctx, req)
-	return err
+	kind := kinds[0]
+	if chosen != nil {
+		kind = chosen.GetKind()
+		req.Answer = &pb.RespondPermissionRequest_OptionId{OptionId: chosen.GetOptionId()}
+	}
+	if _, err := c.client.RespondPermission(ctx, req); err != nil {
+		return "", err
+	}
+	return answerLine(sessionID, requestID, kind, chosen), nil
 }
 
-// pickKind is the first of kinds that the options offer (the first kind when none is).
-func pickKind(options []*pb.PermissionOption, kinds []pb.PermissionOptionKind) pb.PermissionOptionKind {
+// pickOption is the first option of the first of kinds that the options offer (nil when
+// none is).
+func pickOption(options []*pb.PermissionOption, kinds []pb.PermissionOptionKind) *pb.PermissionOption {
 	for _, k := range kinds {
 		for _, o := range options {
 			if o.GetKind() == k {
-				return k
+				return o
 			}
 		}
 	}
-	return kinds[0]
+	return nil
 }
 
 func cmdCancel(c *cli, args []string) error {
@@ -243,14 +265,11 @@ func cmdLoad(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.call()
-	defer cancel()
-	resp, err := c.client.LoadSession(ctx, &pb.LoadSessionRequest{SessionId: pos[0], MaxHistory: int32(*maxHistory)})
+	s, err := c.load(pos[0], *maxHistory)
 	if err != nil {
 		return err
 	}
-	s := resp.GetSession()
-	fmt.Fprintf(c.stdout, "%s %s (%d messages)\n", s.GetSessionId(), enumName(s.GetStatus().String(), "SESSION_STATUS_"), s.GetMessageCount())
+	fmt.Fprintf(c.stdout, "reopened session %s: %s, %s\n", s.GetSessionId(), enumName(s.GetStatus().String(), "SESSION_STATUS_"), storedMessages(s.GetMessageCount()))
 	return nil
 }
 
@@ -268,4 +287,12 @@ func cmdClose(c *cli, args []string) error {
 // enumName shortens an enum value's name: AGENT_STATUS_READY -> ready.
 func enumName(name, prefix string) string {
 	return strings.ToLower(strings.TrimPrefix(name, prefix))
+}
+
+func cmdVersion(c *cli, args []string) error {
+	if len(args) > 0 {
+		return usagef("version takes no arguments")
+	}
+	fmt.Fprintln(c.stdout, version.String("agenticctl"))
+	return nil
 }

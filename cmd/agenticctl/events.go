@@ -4,11 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -30,13 +30,32 @@ type eventOrErr struct {
 	err error
 }
 
-// follow subscribes and hands each event to handle until handle says stop, the stream
-// fails, or ctx ends. When the server ends the stream because this client fell behind, it
-// resumes where the server says (as long as each stream made progress); interrupt, if not
-// nil, is called on each SIGINT.
-func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, handle func(*pb.AgenticEvent) (bool, error), interrupt func() error) error {
+// loop is what follow runs, all on one goroutine so that output never interleaves: the
+// stream's events, and SIGINTs, clock ticks and lines typed at the terminal.
+type loop struct {
+	event func(*pb.AgenticEvent) (stop bool, err error)
+	// interrupt, when set, is called on each SIGINT instead of its default.
+	interrupt func() error
+	// tick and input may be nil (never ready).
+	tick    <-chan time.Time
+	onTick  func()
+	input   <-chan terminalLine
+	onInput func(terminalLine) error
+}
+
+// terminalLine is one line typed at the terminal, or its end.
+type terminalLine struct {
+	text string
+	eof  bool
+	err  error
+}
+
+// follow subscribes and hands each event to l.event until it says stop, the stream fails,
+// or ctx ends. When the server ends the stream because this client fell behind, it resumes
+// where the server says (as long as each stream made progress).
+func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, l *loop) error {
 	sigs := make(chan os.Signal, 1)
-	if interrupt != nil {
+	if l.interrupt != nil {
 		signal.Notify(sigs, os.Interrupt)
 		defer signal.Stop(sigs)
 	}
@@ -63,7 +82,7 @@ func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, handle func(
 				}
 			}
 		}()
-		resume, err := c.drain(events, sigs, req, handle, interrupt)
+		resume, err := c.drain(events, sigs, req, l)
 		cancel()
 		<-readerDone
 		if !resume {
@@ -73,13 +92,18 @@ func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, handle func(
 }
 
 // drain handles one stream's events; it reports whether to resubscribe (req updated).
-func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.SubscribeRequest,
-	handle func(*pb.AgenticEvent) (bool, error), interrupt func() error) (bool, error) {
+func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.SubscribeRequest, l *loop) (bool, error) {
 	start := req.GetAfterSequence()
 	for {
 		select {
 		case <-sigs:
-			if err := interrupt(); err != nil {
+			if err := l.interrupt(); err != nil {
+				return false, err
+			}
+		case <-l.tick:
+			l.onTick()
+		case line := <-l.input:
+			if err := l.onInput(line); err != nil {
 				return false, err
 			}
 		case r := <-events:
@@ -87,7 +111,7 @@ func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.Sub
 				return c.resume(r.err, req, start)
 			}
 			req.AfterSequence = r.ev.GetSequence()
-			if stop, err := handle(r.ev); stop || err != nil {
+			if stop, err := l.event(r.ev); stop || err != nil {
 				return false, err
 			}
 		}
@@ -140,7 +164,7 @@ func cmdSubscribe(c *cli, args []string) error {
 		return err
 	}
 	req := &pb.SubscribeRequest{SessionIds: sessions, AgentIds: agents, AfterSequence: *after}
-	return c.follow(context.Background(), req, func(ev *pb.AgenticEvent) (bool, error) {
+	return c.follow(context.Background(), req, &loop{event: func(ev *pb.AgenticEvent) (bool, error) {
 		if *asJSON {
 			line, err := protojson.Marshal(ev)
 			if err != nil {
@@ -152,176 +176,7 @@ func cmdSubscribe(c *cli, args []string) error {
 		_, err := fmt.Fprintf(c.stdout, "#%d %s %s %s %s\n", ev.GetSequence(), ev.GetTime().AsTime().Local().Format("15:04:05.000"),
 			ev.GetSessionId(), enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_"), describeEvent(ev))
 		return false, err
-	}, nil)
-}
-
-func cmdSend(c *cli, args []string) error {
-	fs := flag.NewFlagSet("send", flag.ContinueOnError)
-	approveAll := fs.Bool("approve-all", false, "allow every permission request of this turn")
-	denyAll := fs.Bool("deny-all", false, "reject every permission request of this turn")
-	pos, err := c.parse(fs, args, "SESSION", "MESSAGE", "...")
-	if err != nil {
-		return err
-	}
-	if *approveAll && *denyAll {
-		return usagef("--approve-all and --deny-all exclude each other")
-	}
-	sessionID, text := pos[0], strings.Join(pos[1:], " ")
-	if text == "-" {
-		in, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return fmt.Errorf("read the message from stdin: %w", err)
-		}
-		text = string(in)
-	}
-
-	// The session's snapshot point, taken before sending, is where the subscription
-	// starts: the server replays from there, so no event of the reply is missed however
-	// fast the agent answers (or however late the stream is registered).
-	ctx, cancel := c.call()
-	snap, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID})
-	cancel()
-	if err != nil {
-		return err
-	}
-	ctx, cancel = c.call()
-	sent, err := c.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: sessionID, Content: &pb.MessageContent{Text: text}})
-	cancel()
-	if err != nil {
-		return err
-	}
-	t := &turn{c: c, sessionID: sessionID, messageID: sent.GetMessageId(), approve: *approveAll, deny: *denyAll}
-	req := &pb.SubscribeRequest{SessionIds: []string{sessionID}, AfterSequence: snap.GetSession().GetLastSequence()}
-	if err := c.follow(context.Background(), req, t.handle, t.interrupt); err != nil {
-		return err
-	}
-	return t.result
-}
-
-// turn prints one turn of a session: the reply's text on stdout as it streams, tool calls,
-// permission requests and errors on stderr.
-type turn struct {
-	c                  *cli
-	sessionID          string
-	messageID          string
-	approve, deny      bool
-	cancelled, midLine bool
-	result             error
-}
-
-func (t *turn) ours(messageID string) bool { return messageID == "" || messageID == t.messageID }
-
-// note writes a line to stderr. On a terminal, where both streams meet, it first ends the
-// reply's current line; stdout itself only ever gets the reply.
-func (t *turn) note(format string, args ...any) {
-	if t.midLine && isTerminal(t.c.stdout) {
-		fmt.Fprintln(t.c.stderr)
-		t.midLine = false
-	}
-	fmt.Fprintf(t.c.stderr, format+"\n", args...)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func (t *turn) text(s string) {
-	if s == "" {
-		return
-	}
-	fmt.Fprint(t.c.stdout, s)
-	t.midLine = !strings.HasSuffix(s, "\n")
-}
-
-func (t *turn) interrupt() error {
-	if t.cancelled {
-		t.note("agenticctl: interrupted again; leaving the turn running")
-		return exitError(130)
-	}
-	t.cancelled = true
-	t.note("agenticctl: cancelling the turn (Ctrl-C again to stop waiting)")
-	ctx, cancel := t.c.call()
-	defer cancel()
-	_, err := t.c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: t.sessionID, MessageId: t.messageID})
-	return err
-}
-
-func (t *turn) handle(ev *pb.AgenticEvent) (bool, error) {
-	switch p := ev.GetPayload().(type) {
-	case *pb.AgenticEvent_MessageDelta:
-		if p.MessageDelta.GetMessageId() == t.messageID {
-			t.text(p.MessageDelta.GetText())
-		}
-	case *pb.AgenticEvent_MessageBlock:
-		if p.MessageBlock.GetMessageId() != t.messageID {
-			break
-		}
-		if text := p.MessageBlock.GetBlock().GetText(); text != nil {
-			t.text(text.GetText())
-		} else {
-			t.note("%s", describeBlock(p.MessageBlock.GetBlock()))
-		}
-	case *pb.AgenticEvent_ToolStart:
-		if t.ours(p.ToolStart.GetMessageId()) {
-			t.note("→ %s", describeTool(p.ToolStart.GetTool()))
-		}
-	case *pb.AgenticEvent_ToolEnd:
-		if t.ours(p.ToolEnd.GetMessageId()) {
-			t.note("← %s", describeTool(p.ToolEnd.GetTool()))
-		}
-	case *pb.AgenticEvent_ToolPermissionRequired:
-		return false, t.permission(p.ToolPermissionRequired.GetRequest())
-	case *pb.AgenticEvent_ToolPermissionGranted, *pb.AgenticEvent_ToolPermissionDenied:
-		t.note("%s %s", enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_TOOL_"), describeEvent(ev))
-	case *pb.AgenticEvent_Error:
-		if t.ours(p.Error.GetMessageId()) {
-			t.note("error %s: %s", p.Error.GetCode(), p.Error.GetMessage())
-		}
-	case *pb.AgenticEvent_SessionClosed:
-		t.note("the session was closed: %s", p.SessionClosed.GetReason())
-		t.result = exitError(1)
-		return true, nil
-	case *pb.AgenticEvent_MessageEnd:
-		if p.MessageEnd.GetMessageId() != t.messageID {
-			break
-		}
-		if t.midLine {
-			fmt.Fprintln(t.c.stdout)
-			t.midLine = false
-		}
-		switch reason := p.MessageEnd.GetStopReason(); reason {
-		case pb.StopReason_STOP_REASON_END_TURN:
-		case pb.StopReason_STOP_REASON_CANCELLED:
-			t.note("(cancelled)")
-			t.result = exitError(130)
-		default:
-			t.note("(stopped: %s)", enumName(reason.String(), "STOP_REASON_"))
-			t.result = exitError(1)
-		}
-		return true, nil
-	}
-	return false, nil
-}
-
-func (t *turn) permission(r *pb.PermissionRequest) error {
-	if !t.ours(r.GetMessageId()) {
-		return nil
-	}
-	t.note("? permission %s: %s", r.GetRequestId(), describePermission(r))
-	switch {
-	case t.approve, t.deny:
-		if err := t.c.respond(t.sessionID, r.GetRequestId(), t.approve); err != nil && status.Code(err) != codes.NotFound {
-			return err
-		}
-	default:
-		t.note("  answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetRequestId())
-	}
-	return nil
+	}})
 }
 
 func describeEvent(ev *pb.AgenticEvent) string {
@@ -352,10 +207,10 @@ func describeEvent(ev *pb.AgenticEvent) string {
 		return r.GetRequestId() + " " + describePermission(r)
 	case *pb.AgenticEvent_ToolPermissionGranted:
 		d := p.ToolPermissionGranted
-		return fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason())
+		return strings.TrimSpace(fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason()))
 	case *pb.AgenticEvent_ToolPermissionDenied:
 		d := p.ToolPermissionDenied
-		return fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason())
+		return strings.TrimSpace(fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason()))
 	case *pb.AgenticEvent_StatusChanged:
 		return strings.TrimSpace(enumName(p.StatusChanged.GetStatus().String(), "SESSION_STATUS_") + " " + p.StatusChanged.GetReason())
 	case *pb.AgenticEvent_Error:

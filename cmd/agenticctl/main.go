@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/version"
 )
 
 const defaultAddr = "127.0.0.1:50051"
@@ -38,9 +40,13 @@ type cli struct {
 	caFile  string
 	timeout time.Duration
 
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	conn           *grpc.ClientConn
 	client         pb.AgenticServiceClient
+	// session is the session the command is about, when it names one: errors that
+	// tell to load it then name it.
+	session string
 }
 
 type command struct {
@@ -58,33 +64,39 @@ func init() {
 		"new":       {"new --agent ID --workspace DIR [--model ID] [--mode ID] [--title T]", "create a session; prints its id", cmdNew},
 		"get":       {"get SESSION", "show a session as JSON (status, modes, models, pending permissions...)", cmdGet},
 		"messages":  {"messages [--limit N] [--before ID] SESSION", "show a session's stored history", cmdMessages},
-		"send":      {"send [--approve-all | --deny-all] SESSION MESSAGE...", "send a message (- reads it from stdin) and stream the reply; Ctrl-C cancels the turn", cmdSend},
+		"send":      {"send [--approve-all | --deny-all] SESSION MESSAGE...", "send a message (- reads it from stdin) and stream the reply; on a terminal it asks about permission requests; Ctrl-C cancels the turn", cmdSend},
 		"subscribe": {"subscribe [--session ID]... [--agent ID]... [--after N] [--json]", "print events as they happen", cmdSubscribe},
 		"approve":   {"approve SESSION REQUEST_ID", "allow a pending permission request (allow once, else always)", cmdApprove},
 		"deny":      {"deny SESSION REQUEST_ID", "reject a pending permission request (reject once, else always)", cmdDeny},
 		"cancel":    {"cancel SESSION", "cancel the running turn", cmdCancel},
 		"mode":      {"mode SESSION MODE_ID", "choose one of the session's modes", cmdMode},
 		"model":     {"model SESSION MODEL_ID", "choose one of the session's models", cmdModel},
-		"load":      {"load [--max-history N] SESSION", "reopen a stored session", cmdLoad},
+		"load":      {"load [--max-history N] SESSION", "reopen a stored session (send does so by itself)", cmdLoad},
 		"close":     {"close SESSION", "close a session (its history stays)", cmdClose},
+		"version":   {"version", "print agenticctl's version (also: --version)", cmdVersion},
 	}
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
 	global := flag.NewFlagSet("agenticctl", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	c.register(global)
+	showVersion := global.Bool("version", false, "print agenticctl's version and exit")
 	global.Usage = func() { c.usage(global) }
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("agenticctl"))
+		return 0
 	}
 	if global.NArg() == 0 || global.Arg(0) == "help" {
 		c.usage(global)
@@ -183,6 +195,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]st
 	} else if fs.NArg() != n {
 		return nil, usagef("expected %d argument(s) (%s), got %d", n, strings.Join(positional, " "), fs.NArg())
 	}
+	if len(positional) > 0 && positional[0] == "SESSION" {
+		c.session = fs.Arg(0)
+	}
 	if err := c.dial(); err != nil {
 		return nil, err
 	}
@@ -239,17 +254,56 @@ func (c *cli) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), c.timeout)
 }
 
-// explain turns an RPC error into a line a person can act on.
+// explain turns an error into a line a person can act on: the server's message without
+// the transport's wording, and agenticctl commands where it names API calls.
 func (c *cli) explain(err error) string {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err.Error()
 	}
-	if st.Code() == codes.Unavailable && !reachable(c.addr) {
+	switch {
+	case st.Code() == codes.Unavailable && !reachable(c.addr):
 		return fmt.Sprintf("agenticd is not running at %s (start it with `make run` or `agenticd`)", c.addr)
+	case st.Code() == codes.DeadlineExceeded && st.Message() == context.DeadlineExceeded.Error():
+		return fmt.Sprintf("agenticd did not answer within %s (--timeout)", c.timeout)
 	}
-	return fmt.Sprintf("%s: %s", st.Code(), st.Message())
+	msg := rpcNoise.ReplaceAllString(err.Error(), "")
+	return rpcName.ReplaceAllStringFunc(msg, func(name string) string {
+		cmd := rpcCommands[name]
+		if c.session != "" && strings.HasSuffix(cmd, " SESSION") {
+			cmd = strings.TrimSuffix(cmd, "SESSION") + c.session
+		}
+		return "`agenticctl " + cmd + "`"
+	})
 }
+
+// rpcNoise is what grpc-go puts around a server's message.
+var rpcNoise = regexp.MustCompile(`rpc error: code = \w+ desc = `)
+
+// rpcCommands are the agenticctl commands that do what an RPC named in a server's message
+// does.
+var rpcCommands = map[string]string{
+	"ListAgents":        "agents",
+	"ListSessions":      "sessions",
+	"CreateSession":     "new",
+	"GetSession":        "get SESSION",
+	"GetMessages":       "messages SESSION",
+	"LoadSession":       "load SESSION",
+	"CloseSession":      "close SESSION",
+	"SendMessage":       "send SESSION",
+	"CancelMessage":     "cancel SESSION",
+	"SetMode":           "mode SESSION",
+	"SetModel":          "model SESSION",
+	"RespondPermission": "approve SESSION",
+}
+
+var rpcName = func() *regexp.Regexp {
+	names := make([]string, 0, len(rpcCommands))
+	for name := range rpcCommands {
+		names = append(names, name)
+	}
+	return regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\b`)
+}()
 
 func reachable(addr string) bool {
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)

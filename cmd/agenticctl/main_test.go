@@ -178,7 +178,7 @@ func startServer(t *testing.T) *server {
 // ctl runs agenticctl against the server and returns its exit status and output.
 func (s *server) ctl(args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
-	code := run(append([]string{"--addr", s.addr}, args...), &stdout, &stderr)
+	code := run(append([]string{"--addr", s.addr}, args...), nil, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -199,7 +199,7 @@ func TestNotRunning(t *testing.T) {
 	addr := lis.Addr().String()
 	_ = lis.Close() // nothing listens there now
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"--addr", addr, "agents"}, &stdout, &stderr); code != 1 {
+	if code := run([]string{"--addr", addr, "agents"}, nil, &stdout, &stderr); code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
 	if want := "agenticd is not running at " + addr + " (start it with `make run` or `agenticd`)"; !strings.Contains(stderr.String(), want) {
@@ -236,14 +236,15 @@ func TestSessionCommands(t *testing.T) {
 		t.Errorf("mode: %q", out)
 	}
 	code, _, errOut := s.ctl("mode", id, "yolo")
-	if code != 1 || !strings.Contains(errOut, "InvalidArgument") || !strings.Contains(errOut, "strict, balanced") {
+	if code != 1 || !strings.HasPrefix(errOut, "agenticctl mode: ") || !strings.Contains(errOut, "strict, balanced") || strings.Contains(errOut, "rpc error") {
 		t.Errorf("a bad mode: exit %d, stderr %q", code, errOut)
 	}
 	if out := s.mustCtl(t, "messages", id); !strings.Contains(out, "hi there") {
 		t.Errorf("messages: %q", out)
 	}
+	// The server's message names ListSessions; agenticctl names its own command.
 	code, _, errOut = s.ctl("get", "nope")
-	if code != 1 || !strings.Contains(errOut, "NotFound") {
+	if code != 1 || !strings.Contains(errOut, `unknown session "nope"; `+"`agenticctl sessions`") {
 		t.Errorf("unknown session: exit %d, stderr %q", code, errOut)
 	}
 	s.mustCtl(t, "close", id)
@@ -261,9 +262,12 @@ func TestSendApproveAll(t *testing.T) {
 			t.Errorf("stderr %q lacks %q", errOut, want)
 		}
 	}
-	code, out, _ = s.ctl("send", "--deny-all", id, "again")
-	if code != 0 || out != "Hello denied\n" {
-		t.Errorf("send --deny-all: exit %d, stdout %q", code, out)
+	if !strings.Contains(errOut, "allowed once: request r1 of session "+id+" (option yes)") {
+		t.Errorf("stderr %q does not confirm the answer", errOut)
+	}
+	code, out, errOut = s.ctl("send", "--deny-all", id, "again")
+	if code != 0 || out != "Hello denied\n" || !strings.Contains(errOut, "rejected once: request r1 of session "+id+" (option no)") {
+		t.Errorf("send --deny-all: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 
@@ -303,13 +307,15 @@ func TestSendThenApproveFromAnotherClient(t *testing.T) {
 			break
 		}
 	}
-	s.mustCtl(t, "approve", id, "r1")
+	if out := s.mustCtl(t, "approve", id, "r1"); out != "allowed once: request r1 of session "+id+" (option yes)\n" {
+		t.Errorf("approve printed %q", out)
+	}
 	r := <-done
 	if r.code != 0 || r.out != "Hello world\n" || !strings.Contains(r.errOut, "agenticctl approve "+id+" r1") {
 		t.Errorf("send: exit %d, stdout %q, stderr %q", r.code, r.out, r.errOut)
 	}
 	code, _, errOut := s.ctl("approve", id, "r1")
-	if code != 1 || !strings.Contains(errOut, "NotFound") {
+	if code != 1 || !strings.Contains(errOut, "agenticctl approve: ") || !strings.Contains(errOut, "`agenticctl get "+id+"` lists the pending ones") {
 		t.Errorf("a second answer: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -320,7 +326,7 @@ func TestSubscribePrintsUntilServerStops(t *testing.T) {
 	out := &watchWriter{want: "streamed", seen: make(chan struct{})}
 	done := make(chan int, 1)
 	args := []string{"--addr", s.addr, "subscribe", "--json", "--session", id, "--after", fmt.Sprint(s.hub.LastSequence())}
-	go func() { done <- run(args, out, io.Discard) }()
+	go func() { done <- run(args, nil, out, io.Discard) }()
 	presenters.NewEmitter(s.hub, agentID, "other").MessageDelta("m9", presenters.RoleAssistant, "filtered out")
 	presenters.NewEmitter(s.hub, agentID, id).MessageDelta("m9", presenters.RoleAssistant, "streamed")
 	<-out.seen
@@ -380,7 +386,7 @@ func TestResumeOnlyAfterServerOverflowWithProgress(t *testing.T) {
 		for _, r := range results {
 			events <- r
 		}
-		return c.drain(events, nil, req, func(*pb.AgenticEvent) (bool, error) { return false, nil }, nil)
+		return c.drain(events, nil, req, &loop{event: func(*pb.AgenticEvent) (bool, error) { return false, nil }})
 	}
 	req := &pb.SubscribeRequest{AfterSequence: 10}
 	resume, err := drain(req, eventOrErr{ev: &pb.AgenticEvent{Sequence: 11}}, eventOrErr{ev: &pb.AgenticEvent{Sequence: 12}}, eventOrErr{err: overflowed(t, 12)})
@@ -402,5 +408,32 @@ func TestResumeOnlyAfterServerOverflowWithProgress(t *testing.T) {
 	resume, err = drain(req, eventOrErr{ev: &pb.AgenticEvent{Sequence: 31}}, eventOrErr{err: tooLarge})
 	if resume || err == nil || !strings.Contains(err.Error(), "larger than this client accepts") || status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a message over the client's limit: resume %v, %v", resume, err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, nil, &stdout, &stderr)
+		if code != 0 || !strings.HasPrefix(stdout.String(), "agenticctl ") || !strings.HasSuffix(stdout.String(), ")\n") || stderr.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// Where the server's message names an RPC as the thing to do, agenticctl names its
+// command, with the session the command was about.
+func TestExplainNamesCommands(t *testing.T) {
+	closed := status.Error(codes.FailedPrecondition, "session s1 is closed; reopen it with LoadSession: failed precondition")
+	c := &cli{session: "s1"}
+	if got, want := c.explain(fmt.Errorf("reopening: %w", closed)), "reopening: session s1 is closed; reopen it with `agenticctl load s1`: failed precondition"; got != want {
+		t.Errorf("explain = %q, want %q", got, want)
+	}
+	unknown := status.Error(codes.NotFound, `not found: unknown agent "x"; ListAgents shows the agents of this server (a, b)`)
+	if got, want := (&cli{}).explain(unknown), "not found: unknown agent \"x\"; `agenticctl agents` shows the agents of this server (a, b)"; got != want {
+		t.Errorf("explain = %q, want %q", got, want)
+	}
+	if got, want := (&cli{}).explain(closed), "session s1 is closed; reopen it with `agenticctl load SESSION`: failed precondition"; got != want {
+		t.Errorf("without a session: explain = %q, want %q", got, want)
 	}
 }

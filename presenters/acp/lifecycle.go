@@ -224,6 +224,18 @@ func (p *Presenter) sessionCallError(conn *agentConn, method string, err error) 
 // session/resume when advertised, or replaced by a new one (the agent then does not
 // remember the conversation, but its history stays in the store).
 func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
+	info, err := p.loadSession(ctx, sessionID, lc)
+	if err != nil {
+		return info, err
+	}
+	// The stored count, as GetSession reports it: what a client can page through.
+	if n, err := p.deps.Store.CountMessages(ctx, sessionID); err == nil {
+		info.MessageCount = n
+	}
+	return info, nil
+}
+
+func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
 	s, err := p.openableSession(ctx, sessionID)
 	if err != nil {
 		return presenters.SessionInfo{}, err

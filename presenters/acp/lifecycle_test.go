@@ -141,6 +141,9 @@ func TestAgentCrashMidTurnMarksSessionsAndRestarts(t *testing.T) {
 	if info.Status != presenters.SessionIdle || p.Describe(testContext(t)).Status != presenters.AgentReady {
 		t.Fatalf("after reopening: session %s, agent %s", info.Status, p.Describe(testContext(t)).Status)
 	}
+	if info.MessageCount != 2 {
+		t.Fatalf("LoadSession's message count %d, want the 2 stored messages", info.MessageCount)
+	}
 	got = timeline(h.rec.eventsOf(s.SessionID, from), map[string]string{msgs[0].ID: "U", msgs[1].ID: "A"})
 	want = []string{`STATUS idle`, `DELTA user U "crash please"`, `END user U `, `DELTA assistant A "about to crash"`, `MESSAGE_BLOCK`, `END assistant A error`, `SESSION_READY 2`}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[3] != want[3] || got[5] != want[5] || got[6] != want[6] {

@@ -1,0 +1,528 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+)
+
+// statusEvery is how often the status line on a terminal is redrawn.
+const statusEvery = 500 * time.Millisecond
+
+func cmdSend(c *cli, args []string) error {
+	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	approveAll := fs.Bool("approve-all", false, "allow every permission request of this turn")
+	denyAll := fs.Bool("deny-all", false, "reject every permission request of this turn")
+	pos, err := c.parse(fs, args, "SESSION", "MESSAGE", "...")
+	if err != nil {
+		return err
+	}
+	if *approveAll && *denyAll {
+		return usagef("--approve-all and --deny-all exclude each other")
+	}
+	sessionID, text := pos[0], strings.Join(pos[1:], " ")
+	if text == "-" {
+		in, err := io.ReadAll(c.stdin)
+		if err != nil {
+			return fmt.Errorf("read the message from stdin: %w", err)
+		}
+		text = string(in)
+	}
+
+	snap, messageID, err := c.sendMessage(sessionID, text)
+	if err != nil {
+		return err
+	}
+	t := &turn{c: c, sessionID: sessionID, messageID: messageID, approve: *approveAll, deny: *denyAll,
+		stdoutTTY: isTerminal(c.stdout), lastOutput: time.Now(), waiting: map[string]bool{}, answered: map[string]bool{}}
+	l := &loop{event: t.event, interrupt: t.interrupt, onTick: t.tick, onInput: t.input}
+	if isTerminal(c.stderr) {
+		t.ticker = time.NewTicker(statusEvery)
+		l.tick = t.ticker.C
+		if f, ok := c.stdin.(*os.File); ok && isTerminal(f) && !t.approve && !t.deny {
+			t.tty, t.lines = f, make(chan terminalLine)
+			l.input = t.lines
+		}
+	}
+	defer t.finish()
+	// The session's snapshot point, taken before sending, is where the subscription
+	// starts: the server replays from there, so no event of the reply is missed however
+	// fast the agent answers (or however late the stream is registered).
+	req := &pb.SubscribeRequest{SessionIds: []string{sessionID}, AfterSequence: snap.GetLastSequence()}
+	if err := c.follow(context.Background(), req, l); err != nil {
+		return err
+	}
+	return t.result
+}
+
+// sendMessage sends text and returns the session's snapshot taken before it and the id of
+// the reply. A stored session that is not open (not loaded since agenticd started, closed,
+// or stopped with its agent) is reopened first, and the snapshot is then the reopened one.
+func (c *cli) sendMessage(sessionID, text string) (*pb.SessionInfo, string, error) {
+	ctx, cancel := c.call()
+	got, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID})
+	cancel()
+	if err != nil {
+		return nil, "", err
+	}
+	snap := got.GetSession()
+	if snap.GetStatus() == pb.SessionStatus_SESSION_STATUS_CLOSED {
+		if snap, err = c.reopen(snap); err != nil {
+			return nil, "", err
+		}
+	}
+	send := func() (string, error) {
+		ctx, cancel := c.call()
+		defer cancel()
+		sent, err := c.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: sessionID, Content: &pb.MessageContent{Text: text}})
+		return sent.GetMessageId(), err
+	}
+	messageID, err := send()
+	// A session in error may still take messages (a provider failed once) or may not (its
+	// agent stopped): only the server can tell.
+	if status.Code(err) == codes.FailedPrecondition && snap.GetStatus() == pb.SessionStatus_SESSION_STATUS_ERROR {
+		if snap, err = c.reopen(snap); err != nil {
+			return nil, "", err
+		}
+		messageID, err = send()
+	}
+	return snap, messageID, err
+}
+
+// reopen loads a session that is not open and says so on stderr.
+func (c *cli) reopen(s *pb.SessionInfo) (*pb.SessionInfo, error) {
+	id := s.GetSessionId()
+	was := "was not loaded"
+	if s.GetStatus() == pb.SessionStatus_SESSION_STATUS_ERROR {
+		was = "had stopped (" + s.GetStatusReason() + ")"
+	}
+	loaded, err := c.load(id, 0)
+	if err != nil {
+		return nil, fmt.Errorf("session %s %s, and reopening it failed: %w (run `agenticctl load %s` to try again)", id, was, err, id)
+	}
+	fmt.Fprintf(c.stderr, "agenticctl: session %s %s; reopened it (%s)\n", id, was, storedMessages(loaded.GetMessageCount()))
+	return loaded, nil
+}
+
+// load reopens a stored session and returns its snapshot after the reopening, taken
+// with GetSession: not every agent's LoadSession answer counts the stored messages.
+func (c *cli) load(sessionID string, maxHistory int) (*pb.SessionInfo, error) {
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.LoadSession(ctx, &pb.LoadSessionRequest{SessionId: sessionID, MaxHistory: int32(maxHistory)})
+	if err != nil {
+		return nil, err
+	}
+	got, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID})
+	if err != nil {
+		return resp.GetSession(), nil
+	}
+	return got.GetSession(), nil
+}
+
+func storedMessages(n int64) string {
+	if n == 1 {
+		return "1 stored message"
+	}
+	return fmt.Sprintf("%d stored messages", n)
+}
+
+// turn prints one turn of a session: the reply's text on stdout as it streams, tool calls,
+// permission requests and errors on stderr. When stderr is a terminal it also keeps a
+// status line there while the turn waits, and when stdin is one too it asks about
+// permission requests inline.
+type turn struct {
+	c             *cli
+	sessionID     string
+	messageID     string
+	approve, deny bool
+	cancelled     bool
+	result        error
+
+	stdoutTTY  bool
+	midLine    bool // the reply's last text on stdout did not end its line
+	lastOutput time.Time
+	ticker     *time.Ticker // nil: stderr is not a terminal
+	status     string       // the status line on the screen ("": none)
+
+	// waiting holds the requests this turn pointed to `agenticctl approve` for.
+	waiting map[string]bool
+
+	tty    *os.File // nil: permission requests are not asked inline
+	lines  chan terminalLine
+	reader *lineReader
+	asking []*pb.PermissionRequest // asked on the terminal, oldest first
+	listed string                  // the request whose options are on the screen
+	asked  bool                    // the question line is on the screen, the cursor after it
+	// answered holds the requests answered here, whose confirmation is already shown.
+	answered map[string]bool
+}
+
+func (t *turn) ours(messageID string) bool { return messageID == "" || messageID == t.messageID }
+
+// clear makes room for output on the terminal: it erases the status line and ends the
+// question line.
+func (t *turn) clear() {
+	if t.status != "" {
+		fmt.Fprint(t.c.stderr, "\r\x1b[K")
+		t.status = ""
+	}
+	if t.asked {
+		fmt.Fprintln(t.c.stderr)
+		t.asked = false
+	}
+	t.lastOutput = time.Now()
+}
+
+// startLine readies stderr for a line of its own. On a terminal, where both streams meet,
+// that ends the reply's current line too; stdout itself only ever gets the reply.
+func (t *turn) startLine() {
+	t.clear()
+	if t.midLine && t.stdoutTTY {
+		fmt.Fprintln(t.c.stderr)
+		t.midLine = false
+	}
+}
+
+// note writes a line to stderr.
+func (t *turn) note(format string, args ...any) {
+	t.startLine()
+	fmt.Fprintf(t.c.stderr, format+"\n", args...)
+}
+
+func (t *turn) text(s string) {
+	if s == "" {
+		return
+	}
+	t.clear()
+	fmt.Fprint(t.c.stdout, s)
+	t.midLine = !strings.HasSuffix(s, "\n")
+}
+
+// tick redraws the status line: what the turn waits for, and for how long nothing came.
+func (t *turn) tick() {
+	if t.asked || (t.midLine && t.stdoutTTY) {
+		return
+	}
+	idle := time.Since(t.lastOutput)
+	if idle < time.Second {
+		return
+	}
+	what := "waiting for the model…"
+	if len(t.waiting) > 0 {
+		what = "waiting for your answer…"
+	}
+	if line := fmt.Sprintf("%s %ds", what, int(idle/time.Second)); line != t.status {
+		fmt.Fprint(t.c.stderr, "\r\x1b[K"+line)
+		t.status = line
+	}
+}
+
+// finish leaves the terminal clean and stops what the turn started.
+func (t *turn) finish() {
+	if t.status != "" || t.asked {
+		t.clear()
+	}
+	if t.ticker != nil {
+		t.ticker.Stop()
+	}
+	t.stopReading()
+}
+
+func (t *turn) interrupt() error {
+	if t.cancelled {
+		t.note("agenticctl: interrupted again; leaving the turn running")
+		return exitError(130)
+	}
+	t.cancelled = true
+	t.note("agenticctl: cancelling the turn (Ctrl-C again to stop waiting)")
+	ctx, cancel := t.c.call()
+	defer cancel()
+	_, err := t.c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: t.sessionID, MessageId: t.messageID})
+	return err
+}
+
+// event handles one event, then puts the question back on the screen if output took it.
+func (t *turn) event(ev *pb.AgenticEvent) (bool, error) {
+	stop, err := t.handle(ev)
+	if !stop && err == nil {
+		t.ask()
+	}
+	return stop, err
+}
+
+func (t *turn) handle(ev *pb.AgenticEvent) (bool, error) {
+	switch p := ev.GetPayload().(type) {
+	case *pb.AgenticEvent_MessageDelta:
+		if p.MessageDelta.GetMessageId() == t.messageID {
+			t.text(p.MessageDelta.GetText())
+		}
+	case *pb.AgenticEvent_MessageBlock:
+		if p.MessageBlock.GetMessageId() != t.messageID {
+			break
+		}
+		if text := p.MessageBlock.GetBlock().GetText(); text != nil {
+			t.text(text.GetText())
+		} else {
+			t.note("%s", describeBlock(p.MessageBlock.GetBlock()))
+		}
+	case *pb.AgenticEvent_ToolStart:
+		if t.ours(p.ToolStart.GetMessageId()) {
+			t.note("→ %s", describeTool(p.ToolStart.GetTool()))
+		}
+	case *pb.AgenticEvent_ToolEnd:
+		if t.ours(p.ToolEnd.GetMessageId()) {
+			t.note("← %s", describeTool(p.ToolEnd.GetTool()))
+		}
+	case *pb.AgenticEvent_ToolPermissionRequired:
+		return false, t.permission(p.ToolPermissionRequired.GetRequest())
+	case *pb.AgenticEvent_ToolPermissionGranted:
+		d := p.ToolPermissionGranted
+		t.decided(ev, d.GetRequestId(), "allowed", d.GetOptionId(), d.GetDecidedBy(), d.GetReason())
+	case *pb.AgenticEvent_ToolPermissionDenied:
+		d := p.ToolPermissionDenied
+		t.decided(ev, d.GetRequestId(), "rejected", d.GetOptionId(), d.GetDecidedBy(), d.GetReason())
+	case *pb.AgenticEvent_Error:
+		if t.ours(p.Error.GetMessageId()) {
+			t.note("error %s: %s", p.Error.GetCode(), p.Error.GetMessage())
+		}
+	case *pb.AgenticEvent_SessionClosed:
+		t.note("the session was closed: %s", p.SessionClosed.GetReason())
+		t.result = exitError(1)
+		return true, nil
+	case *pb.AgenticEvent_MessageEnd:
+		if p.MessageEnd.GetMessageId() != t.messageID {
+			break
+		}
+		if t.midLine {
+			t.clear()
+			fmt.Fprintln(t.c.stdout)
+			t.midLine = false
+		}
+		switch reason := p.MessageEnd.GetStopReason(); reason {
+		case pb.StopReason_STOP_REASON_END_TURN:
+		case pb.StopReason_STOP_REASON_CANCELLED:
+			t.note("(cancelled)")
+			t.result = exitError(130)
+		default:
+			t.note("(stopped: %s)", enumName(reason.String(), "STOP_REASON_"))
+			t.result = exitError(1)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func (t *turn) permission(r *pb.PermissionRequest) error {
+	if !t.ours(r.GetMessageId()) {
+		return nil
+	}
+	t.note("? permission %s: %s", r.GetRequestId(), describePermission(r))
+	switch {
+	case t.approve, t.deny:
+		done, err := t.c.respond(t.sessionID, r.GetRequestId(), t.approve)
+		switch {
+		case status.Code(err) == codes.NotFound:
+			// Answered already, by another client or the server's policy: its event follows.
+		case err != nil:
+			return err
+		default:
+			t.note("%s", done)
+		}
+	case t.tty != nil && t.startReading():
+		t.asking = append(t.asking, r)
+	default:
+		t.waiting[r.GetRequestId()] = true
+		t.note("  answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetRequestId())
+	}
+	return nil
+}
+
+// decided shows a permission decision. A request still asked on the terminal was
+// answered elsewhere: its question is withdrawn, saying by whom.
+func (t *turn) decided(ev *pb.AgenticEvent, requestID, verb, optionID string, by pb.PermissionDecider, reason string) {
+	delete(t.waiting, requestID)
+	if t.answered[requestID] {
+		return
+	}
+	i := t.askingIndex(requestID)
+	if i < 0 {
+		t.note("%s %s", enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_TOOL_"), describeEvent(ev))
+		return
+	}
+	t.asking = append(t.asking[:i], t.asking[i+1:]...)
+	how := "was answered elsewhere: another client " + verb + " it"
+	switch by {
+	case pb.PermissionDecider_PERMISSION_DECIDER_POLICY:
+		how = "was answered by agenticd's policy, which " + verb + " it"
+	case pb.PermissionDecider_PERMISSION_DECIDER_CANCELLED:
+		how = "was cancelled"
+	}
+	if optionID != "" {
+		how += " (option " + optionID + ")"
+	}
+	if reason != "" {
+		how += ": " + reason
+	}
+	t.note("  withdrawn: permission %s %s", requestID, how)
+	if len(t.asking) == 0 {
+		t.stopReading()
+	}
+}
+
+func (t *turn) askingIndex(requestID string) int {
+	for i, r := range t.asking {
+		if r.GetRequestId() == requestID {
+			return i
+		}
+	}
+	return -1
+}
+
+// startReading starts reading answers from the terminal, if it is not already; it
+// reports whether answers can be read there.
+func (t *turn) startReading() bool {
+	if t.reader != nil {
+		return true
+	}
+	reader, err := startLineReader(t.tty, t.lines)
+	if err != nil {
+		t.note("agenticctl: cannot read answers from the terminal: %v", err)
+		t.tty = nil
+		return false
+	}
+	t.reader = reader
+	return true
+}
+
+func (t *turn) stopReading() {
+	if t.reader != nil {
+		t.reader.stop()
+		t.reader = nil
+	}
+}
+
+// ask shows the oldest unanswered request's options (once) and its question.
+func (t *turn) ask() {
+	if len(t.asking) == 0 || t.asked {
+		return
+	}
+	r := t.asking[0]
+	options := choices(r)
+	if t.listed != r.GetRequestId() {
+		t.note("  answer permission %s here, or from another terminal with agenticctl approve/deny:", r.GetRequestId())
+		for i, o := range options {
+			t.note("  %d) %s", i+1, describeOption(o))
+		}
+		t.listed = r.GetRequestId()
+	}
+	t.startLine()
+	fmt.Fprintf(t.c.stderr, "  your answer [1-%d]: ", len(options))
+	t.asked = true
+}
+
+// input takes a line typed at the terminal as the answer to the oldest request asked.
+func (t *turn) input(l terminalLine) error {
+	t.asked = false // the Enter that ended the line moved the cursor to a new one
+	if l.eof || l.err != nil {
+		t.stopReading()
+		t.tty = nil
+		for _, r := range t.asking {
+			t.waiting[r.GetRequestId()] = true
+			t.note("  no more input; answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetRequestId())
+		}
+		t.asking = nil
+		return nil
+	}
+	if len(t.asking) == 0 {
+		return nil
+	}
+	r := t.asking[0]
+	options := choices(r)
+	n, err := strconv.Atoi(strings.TrimSpace(l.text))
+	if err != nil || n < 1 || n > len(options) {
+		t.note("  type a number from 1 to %d (Ctrl-C cancels the turn)", len(options))
+		t.ask()
+		return nil
+	}
+	o := options[n-1]
+	t.asking = t.asking[1:]
+	ctx, cancel := t.c.call()
+	_, err = t.c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: t.sessionID, RequestId: r.GetRequestId(),
+		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: o.GetOptionId()}})
+	cancel()
+	switch {
+	case status.Code(err) == codes.NotFound:
+		t.note("  permission %s was answered elsewhere before your answer arrived", r.GetRequestId())
+	case err != nil:
+		return err
+	default:
+		t.answered[r.GetRequestId()] = true
+		t.note("%s", answerLine(t.sessionID, r.GetRequestId(), o.GetKind(), o))
+	}
+	if len(t.asking) == 0 {
+		t.stopReading()
+	}
+	t.ask()
+	return nil
+}
+
+// choices are a request's options in the order allow once, allow always, reject once,
+// reject always (others last), as the request offers them.
+func choices(r *pb.PermissionRequest) []*pb.PermissionOption {
+	options := append([]*pb.PermissionOption(nil), r.GetOptions()...)
+	rank := func(o *pb.PermissionOption) int {
+		if k := o.GetKind(); k != pb.PermissionOptionKind_PERMISSION_OPTION_KIND_UNSPECIFIED {
+			return int(k)
+		}
+		return len(pb.PermissionOptionKind_name)
+	}
+	sort.SliceStable(options, func(i, j int) bool { return rank(options[i]) < rank(options[j]) })
+	return options
+}
+
+func describeOption(o *pb.PermissionOption) string {
+	s := strings.ReplaceAll(enumName(o.GetKind().String(), "PERMISSION_OPTION_KIND_"), "_", " ")
+	if o.GetKind() == pb.PermissionOptionKind_PERMISSION_OPTION_KIND_UNSPECIFIED {
+		s = "other"
+	}
+	if o.GetName() != "" {
+		s += fmt.Sprintf(" %q", o.GetName())
+	}
+	return s + " (option " + o.GetOptionId() + ")"
+}
+
+// answerLine says what an answer to a permission request did, e.g.
+// `allowed once: request r1 of session s1 (option allow_once "Allow")`. o may be nil when
+// the request's options were not known.
+func answerLine(sessionID, requestID string, kind pb.PermissionOptionKind, o *pb.PermissionOption) string {
+	did := map[pb.PermissionOptionKind]string{
+		pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE:    "allowed once",
+		pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ALWAYS:  "allowed always",
+		pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE:   "rejected once",
+		pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ALWAYS: "rejected always",
+	}[kind]
+	if did == "" {
+		did = "answered"
+	}
+	s := fmt.Sprintf("%s: request %s of session %s", did, requestID, sessionID)
+	if o != nil {
+		s += " (option " + o.GetOptionId()
+		if o.GetName() != "" {
+			s += fmt.Sprintf(" %q", o.GetName())
+		}
+		s += ")"
+	}
+	return s
+}
