@@ -98,6 +98,8 @@ type AgentConfig struct {
 	PermissionTimeout time.Duration `yaml:"permission_timeout"`
 	// StartupTimeout bounds the agent's start and initialize.
 	StartupTimeout time.Duration `yaml:"startup_timeout"`
+	// IdleTimeout stops a workspace's agent process that has had no open session this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// PolicyMode is the server-side permission policy for the agent's requests.
 	PolicyMode string `yaml:"policy_mode"`
 

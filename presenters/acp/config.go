@@ -41,6 +41,9 @@ const (
 	// DefaultStartTimeout bounds start-up to an answered initialize: some agents take
 	// seconds (gemini-cli ~3 s alone, ~11 s when several start at once on 2 cores).
 	DefaultStartTimeout = 60 * time.Second
+	// DefaultIdleTimeout is how long an agent process with no open session lives on, so
+	// that a session opened soon after in the same workspace starts at once.
+	DefaultIdleTimeout = 10 * time.Minute
 	minStartTimeout     = 30 * time.Second
 )
 
@@ -58,6 +61,9 @@ type Config struct {
 	PermissionTimeout time.Duration
 	PolicyMode        string        // "", ask, auto_allow_low, auto_deny_high, auto
 	StartTimeout      time.Duration // default 60 s; values below 30 s are raised to 30 s
+	// IdleTimeout stops a workspace's agent process that has had no open session for
+	// this long (default 10 min).
+	IdleTimeout time.Duration
 	// Name and Description are shown by ListAgents (defaults derive from ID and Command).
 	Name        string
 	Description string
@@ -111,6 +117,9 @@ func (c Config) validate() (Config, error) {
 		c.StartTimeout = DefaultStartTimeout
 	}
 	c.StartTimeout = max(c.StartTimeout, minStartTimeout)
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
 	if c.Name == "" {
 		c.Name = parts[len(parts)-1]
 	}

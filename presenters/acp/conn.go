@@ -44,16 +44,21 @@ const exitAfterDisconnect = time.Second
 // agentConn is one agent process and the ACP connection to it. Sessions route
 // through it by their ACP session id.
 type agentConn struct {
-	proc   *process
-	reader *agentReader
-	rpc    *sdk.ClientSideConnection
-	init   sdk.InitializeResponse
-	log    *slog.Logger
+	workspace string // the workspace root the process is confined to and started in
+	proc      *process
+	reader    *agentReader
+	rpc       *sdk.ClientSideConnection
+	init      sdk.InitializeResponse
+	log       *slog.Logger
 
 	stopping     atomic.Bool   // Close/stop asked for the exit: not a crash
 	disconnected atomic.Bool   // the connection ended while the process still ran
 	gone         chan struct{} // closed once the exit was fully handled
 	onGone       func(*agentConn)
+
+	// idleSince is when the process was last seen with no session (zero while it has
+	// some); the presenter's mutex guards it.
+	idleSince time.Time
 
 	mu       sync.Mutex
 	closed   bool // the exit is being handled: no session may register any more
@@ -72,18 +77,20 @@ const (
 // dial starts the agent and initializes the connection. newClient builds the handler
 // for the agent's requests and notifications; onGone runs after the process exited
 // (crash or stop) and every notification it sent was handled.
-func dial(ctx context.Context, cfg Config, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
-	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, log)
+func dial(ctx context.Context, cfg Config, workspace string, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
+	log = log.With("workspace", workspace)
+	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, workspace, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", presenters.ErrAgentUnavailable, err)
 	}
 	c := &agentConn{
-		proc:     proc,
-		log:      log,
-		gone:     make(chan struct{}),
-		onGone:   onGone,
-		sessions: map[sdk.SessionId]*session{},
-		early:    map[sdk.SessionId][]sdk.SessionUpdate{},
+		workspace: workspace,
+		proc:      proc,
+		log:       log,
+		gone:      make(chan struct{}),
+		onGone:    onGone,
+		sessions:  map[sdk.SessionId]*session{},
+		early:     map[sdk.SessionId][]sdk.SessionUpdate{},
 	}
 	handler := newClient(c)
 	c.reader = newAgentReader(proc.stdout, handler, log)

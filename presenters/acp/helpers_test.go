@@ -382,3 +382,12 @@ func afterPreamble(t *testing.T, lines []string) []string {
 	}
 	return lines[i:]
 }
+
+// soleConnLocked is the presenter's one agent process (p.mu held), nil when none runs;
+// for tests whose sessions all share one workspace.
+func soleConnLocked(p *Presenter) *agentConn {
+	for _, c := range p.conns {
+		return c
+	}
+	return nil
+}

@@ -61,7 +61,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	conn, err := p.ensureConn(ctx)
+	conn, err := p.ensureConn(ctx, ws.Root())
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
@@ -286,7 +286,7 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 	if err != nil {
 		return presenters.SessionInfo{}, fmt.Errorf("session %s cannot be reopened: %w", sessionID, err)
 	}
-	conn, err := p.ensureConn(ctx)
+	conn, err := p.ensureConn(ctx, ws.Root())
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}

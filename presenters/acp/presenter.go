@@ -26,9 +26,12 @@ type Presenter struct {
 	cancelGrace time.Duration
 	wg          sync.WaitGroup
 
-	mu           sync.Mutex
-	conn         *agentConn    // the running agent, nil when none
-	starting     chan struct{} // closed when a start in progress ends
+	mu sync.Mutex
+	// conns are the running agent processes by workspace root: a process is confined
+	// to one workspace, so sessions share a process only when they share a workspace.
+	conns map[string]*agentConn
+	// starting holds, by workspace root, a channel closed when that start ends.
+	starting     map[string]chan struct{}
 	closed       bool
 	status       presenters.AgentStatus
 	statusReason string
@@ -78,6 +81,8 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		cancelGrace: cancelGrace,
 		status:      presenters.AgentNotStarted,
 		sessions:    map[string]*session{},
+		conns:       map[string]*agentConn{},
+		starting:    map[string]chan struct{}{},
 	}
 	p.persist = newPersister(deps.Store, log)
 	p.wg.Add(2)
@@ -119,32 +124,30 @@ func (p *Presenter) capabilities() presenters.Capabilities {
 
 func (p *Presenter) newID() string { return uuid.NewString() }
 
-// ensureConn returns the running agent, starting (or restarting, after the backoff)
-// it when needed. Concurrent callers share one start.
-func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
+// ensureConn returns the agent process of a workspace, starting (or restarting, after
+// the backoff) it when needed. Concurrent callers for one workspace share one start.
+func (p *Presenter) ensureConn(ctx context.Context, workspace string) (*agentConn, error) {
 	p.mu.Lock()
 	for {
 		if p.closed {
 			p.mu.Unlock()
 			return nil, fmt.Errorf("%w: agent %s is shutting down", presenters.ErrAgentUnavailable, p.cfg.ID)
 		}
-		if p.conn != nil && p.conn.alive() {
-			c := p.conn
+		if c := p.conns[workspace]; c != nil && c.alive() {
+			c.idleSince = time.Time{}
 			p.mu.Unlock()
 			return c, nil
 		}
-		if p.conn != nil {
+		if old := p.conns[workspace]; old != nil {
 			// Dead (crashed, or its connection ended): make sure it is stopped and
 			// its exit handled before a new agent starts.
-			old := p.conn
-			p.conn = nil
+			delete(p.conns, workspace)
 			p.mu.Unlock()
 			old.stop(context.WithoutCancel(ctx))
 			p.mu.Lock()
 			continue
 		}
-		if p.starting != nil {
-			ch := p.starting
+		if ch := p.starting[workspace]; ch != nil {
 			p.mu.Unlock()
 			select {
 			case <-ch:
@@ -175,7 +178,7 @@ func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
 		break
 	}
 	ch := make(chan struct{})
-	p.starting = ch
+	p.starting[workspace] = ch
 	// Close waits (p.wg) for this start, including stopping its agent if Close came
 	// meanwhile.
 	p.wg.Add(1)
@@ -185,10 +188,10 @@ func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
 
 	// Other callers may share this start: one caller hanging up must not abort it (it
 	// is bounded by the start timeout) nor count as a crash.
-	c, err := p.start(context.WithoutCancel(ctx))
+	c, err := p.start(context.WithoutCancel(ctx), workspace)
 
 	p.mu.Lock()
-	p.starting = nil
+	delete(p.starting, workspace)
 	close(ch)
 	if err != nil {
 		var authErr *presenters.AuthRequiredError
@@ -209,7 +212,7 @@ func (p *Presenter) ensureConn(ctx context.Context) (*agentConn, error) {
 		c.stop(context.Background())
 		return nil, fmt.Errorf("%w: agent %s is shutting down", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
-	p.conn = c
+	p.conns[workspace] = c
 	p.status, p.statusReason = presenters.AgentReady, ""
 	p.mu.Unlock()
 	return c, nil
@@ -229,9 +232,9 @@ func backoffFor(crashes int) time.Duration {
 	return min(time.Second<<min(crashes-2, 5), maxBackoff)
 }
 
-// start launches the agent, initializes and authenticates it.
-func (p *Presenter) start(ctx context.Context) (*agentConn, error) {
-	c, err := dial(ctx, p.cfg, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
+// start launches the agent for a workspace, initializes and authenticates it.
+func (p *Presenter) start(ctx context.Context, workspace string) (*agentConn, error) {
+	c, err := dial(ctx, p.cfg, workspace, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +251,7 @@ func (p *Presenter) start(ctx context.Context) (*agentConn, error) {
 			return nil, err
 		}
 	}
-	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "implementation", p.impl)
+	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "workspace", workspace, "implementation", p.impl)
 	return c, nil
 }
 
@@ -267,8 +270,8 @@ func (p *Presenter) needsAuth(err error) error {
 // crash: the sessions that lived on it are marked error.
 func (p *Presenter) connGone(c *agentConn) {
 	p.mu.Lock()
-	if p.conn == c {
-		p.conn = nil
+	if p.conns[c.workspace] == c {
+		delete(p.conns, c.workspace)
 	}
 	crashed := !c.stopping.Load()
 	reason := c.goneReason()
@@ -451,7 +454,8 @@ func (p *Presenter) CloseSession(ctx context.Context, sessionID string) error {
 }
 
 // checkpointLoop writes running turns' messages every checkpointEvery, so a crash of
-// agenticd loses at most that much of a turn.
+// agenticd loses at most that much of a turn, and stops the agent processes that have
+// been idle for the idle timeout.
 func (p *Presenter) checkpointLoop() {
 	t := time.NewTicker(checkpointEvery)
 	defer t.Stop()
@@ -470,7 +474,31 @@ func (p *Presenter) checkpointLoop() {
 		for _, s := range sessions {
 			s.checkpoint()
 		}
+		for _, c := range p.idleConns(time.Now()) {
+			p.log.Info("stopping an idle agent process", "workspace", c.workspace, "idle_timeout", p.cfg.IdleTimeout)
+			c.stop(context.Background())
+		}
 	}
+}
+
+// idleConns notes which agent processes have no session and returns those that have
+// had none for the idle timeout, taken out of p.conns so no new session can pick them.
+func (p *Presenter) idleConns(now time.Time) []*agentConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var idle []*agentConn
+	for ws, c := range p.conns {
+		switch {
+		case len(c.liveSessions()) > 0:
+			c.idleSince = time.Time{}
+		case c.idleSince.IsZero():
+			c.idleSince = now
+		case now.Sub(c.idleSince) >= p.cfg.IdleTimeout:
+			delete(p.conns, ws)
+			idle = append(idle, c)
+		}
+	}
+	return idle
 }
 
 // Close ends every turn, session, process and goroutine of the presenter.
@@ -482,27 +510,34 @@ func (p *Presenter) Close(ctx context.Context) error {
 	}
 	p.closed = true
 	close(p.closing)
-	starting := p.starting
-	conn := p.conn
+	starting := make([]chan struct{}, 0, len(p.starting))
+	for _, ch := range p.starting {
+		starting = append(starting, ch)
+	}
 	sessions := make([]*session, 0, len(p.sessions))
 	for _, s := range p.sessions {
 		sessions = append(sessions, s)
 	}
 	p.mu.Unlock()
-	if starting != nil {
-		// A start is bounded by the start timeout; when it ends it stops its agent
-		// itself (p.closed), so waiting for it leaves no process behind.
-		<-starting
-		p.mu.Lock()
-		conn = p.conn
-		p.mu.Unlock()
+	// A start is bounded by the start timeout; when it ends it stops its agent itself
+	// (p.closed), so waiting for it leaves no process behind.
+	for _, ch := range starting {
+		<-ch
 	}
+	p.mu.Lock()
+	conns := make([]*agentConn, 0, len(p.conns))
+	for _, c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
 	for _, s := range sessions {
 		s.shutdown()
 	}
-	if conn != nil {
-		conn.stop(ctx)
+	var stops sync.WaitGroup
+	for _, c := range conns {
+		stops.Go(func() { c.stop(ctx) })
 	}
+	stops.Wait()
 	p.persist.close()
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()

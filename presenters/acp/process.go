@@ -30,9 +30,10 @@ type process struct {
 	started    time.Time
 }
 
-// startProcess starts the agent with agenticd's environment plus env, stderr lines going
-// to log. The process and anything it spawns share a new process group.
-func startProcess(command string, args []string, env map[string]string, log *slog.Logger) (*process, error) {
+// startProcess starts the agent in its workspace with agenticd's environment plus env,
+// stderr lines going to log. The process and anything it spawns share a new process
+// group.
+func startProcess(command string, args []string, env map[string]string, workspace string, log *slog.Logger) (*process, error) {
 	path, err := exec.LookPath(command)
 	if err != nil {
 		return nil, fmt.Errorf("agent command %q not found: install it or fix `command` in the config: %w", command, err)
@@ -54,6 +55,7 @@ func startProcess(command string, args []string, env map[string]string, log *slo
 
 	cmd := exec.Command(path, args...)
 	cmd.Env = mergeEnv(os.Environ(), env)
+	cmd.Dir = workspace
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	// Setpgid: kill the whole group (agents such as gemini-cli re-spawn themselves).
 	// Pdeathsig: if agenticd dies without cleaning up, the kernel ends the agent.

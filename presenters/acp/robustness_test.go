@@ -69,7 +69,7 @@ func TestAgentThatClosesItsConnectionButLives(t *testing.T) {
 	p := h.presenter(h.config(`{"turns": [[{"text": "bye"}, {"closeOutput": true}], [{"text": "new agent"}]]}`))
 	s := h.create(p)
 	p.mu.Lock()
-	pid := p.conn.proc.cmd.Process.Pid
+	pid := soleConnLocked(p).proc.cmd.Process.Pid
 	p.mu.Unlock()
 	res, from := h.send(p, s.SessionID, "go")
 	got := afterPreamble(t, h.finish(s.SessionID, res, from))
@@ -80,7 +80,7 @@ func TestAgentThatClosesItsConnectionButLives(t *testing.T) {
 		t.Fatalf("session error reason %q", reason)
 	}
 	p.mu.Lock()
-	conn := p.conn
+	conn := soleConnLocked(p)
 	p.mu.Unlock()
 	if conn != nil {
 		<-conn.gone
@@ -99,7 +99,7 @@ func TestAgentRequestsForASessionThatIsNotOpen(t *testing.T) {
 	h := newHarness(t)
 	p := h.presenter(h.config(`{}`))
 	info := h.create(p)
-	conn, err := p.ensureConn(testContext(t))
+	conn, err := p.ensureConn(testContext(t), info.Workspace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestCreateSessionWithABadModeLeavesNothing(t *testing.T) {
 	}
 	p.mu.Lock()
 	n := len(p.sessions)
-	conn := p.conn
+	conn := soleConnLocked(p)
 	p.mu.Unlock()
 	conn.mu.Lock()
 	registered := len(conn.sessions)
@@ -246,7 +246,7 @@ func TestRegisterOnAClosedConnectionIsRefused(t *testing.T) {
 	p := h.presenter(h.config(`{}`))
 	info := h.create(p)
 	p.mu.Lock()
-	conn := p.conn
+	conn := soleConnLocked(p)
 	s := p.sessions[info.SessionID]
 	p.mu.Unlock()
 	conn.stop(context.Background())
