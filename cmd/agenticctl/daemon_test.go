@@ -138,6 +138,17 @@ func openTerminal(t *testing.T) *terminal {
 	return term
 }
 
+// drain waits until everything written to the terminal so far has reached the screen:
+// a marker written after it arrives after it.
+func (term *terminal) drain(t *testing.T) {
+	t.Helper()
+	const marker = "<drained>"
+	if _, err := term.tty.Write([]byte(marker)); err != nil {
+		t.Fatal(err)
+	}
+	term.screen.waitFor(t, regexp.MustCompile(regexp.QuoteMeta(marker)+`$`))
+}
+
 // typeLine types a line as a person would (Enter sends \r; the tty makes it \n).
 func (term *terminal) typeLine(t *testing.T, s string) {
 	t.Helper()
@@ -285,6 +296,7 @@ func TestStatusLineOnlyOnATerminal(t *testing.T) {
 	if r.code != 0 || r.stdout != "Hello.permission: allow_once allow\n" {
 		t.Errorf("send: exit %d, stdout %q", r.code, r.stdout)
 	}
+	term.drain(t)
 	screen := term.screen.String()
 	for _, status := range regexp.MustCompile(`waiting for [^\r\n]*?\d+s`).FindAllStringIndex(screen, -1) {
 		if rest := screen[status[1]:]; !strings.HasPrefix(rest, "\r\x1b[K") {
