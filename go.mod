@@ -6,6 +6,7 @@ require (
 	github.com/coder/acp-go-sdk v0.13.0
 	github.com/creack/pty v1.1.24
 	github.com/google/uuid v1.6.0
+	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/mattn/go-sqlite3 v1.14.22
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.49.0
@@ -24,6 +25,7 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.2 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
 )
 
 tool (

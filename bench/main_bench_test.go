@@ -9,12 +9,15 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 // testAgent is presenters/acp/testagent, built once for the package.
 var testAgent string
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	// This package holds benchmarks only: a plain `go test ./...` (make test) runs
 	// nothing here, so it must not pay for building the test agent.
 	flag.Parse()

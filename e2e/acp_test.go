@@ -40,7 +40,8 @@ func scriptedAgent(t *testing.T, id, script string) daemon.AgentConfig {
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return daemon.AgentConfig{ID: id, Type: presenters.AgentTypeACP, Command: buildTestAgent(t), Env: map[string]string{"TESTAGENT_SCRIPT": path}}
+	return daemon.AgentConfig{ID: id, Type: presenters.AgentTypeACP, Command: buildTestAgent(t), Env: map[string]string{"TESTAGENT_SCRIPT": path},
+		ReadPaths: []string{filepath.Dir(path)}}
 }
 
 // workspaceUnder makes a workspace directory inside a new root and returns both.

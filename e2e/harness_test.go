@@ -21,9 +21,11 @@ import (
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	// deepchat.default configures itself from these; a developer's own must not change
 	// what the tests see.
 	for _, name := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"} {

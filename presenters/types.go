@@ -57,6 +57,8 @@ type AgentInfo struct {
 	// "found on PATH: /usr/bin/codex-acp", "built-in: not configured". It names
 	// variables, never their values.
 	ConfigSource string
+	// Confinement describes the OS boundary the agent's processes run under.
+	Confinement string
 }
 
 // SessionStatus is the state of a session.

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 // helperEnv makes the test binary act as a child command for terminal
@@ -16,6 +18,7 @@ import (
 const helperEnv = "SANDBOX_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode, os.Args[1:]))
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	// a workspace inside one is not allowed. "~" is expanded; paths that do not
 	// exist yet are excluded all the same.
 	Excluded []string
+	// Confinement is the OS boundary of the processes started for sessions; the zero
+	// value is ConfineOff.
+	Confinement ConfinementMode
 }
 
 func (o Options) withDefaults() Options {

@@ -240,10 +240,11 @@ func (t *Terminals) get(id string) (*terminal, error) {
 
 // terminal is one running (or finished, unreleased) command.
 type terminal struct {
-	cmd    *exec.Cmd
-	pgid   int
-	master *os.File // pty master, non-blocking so Close interrupts a Read
-	out    *outputBuffer
+	cmd     *exec.Cmd
+	release func() // removes the private temp dir of a confined command once it exited
+	pgid    int
+	master  *os.File // pty master, non-blocking so Close interrupts a Read
+	out     *outputBuffer
 
 	reaped     atomic.Bool   // cmd.Wait has returned: the pid may be reused
 	readerDone chan struct{} // the reader saw end of file or the master closed
@@ -312,7 +313,13 @@ func startTerminal(ws *Workspace, spec TerminalSpec, dir resolved, env []string,
 		// terminal (fd 1 in the child).
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 1},
 	}
+	release, err := ws.opts.confine(cmd, ws.root, ProcessPaths{})
+	if err != nil {
+		master.Close()
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
+		release()
 		master.Close()
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: start %q: %v", ErrNotFound, name, err)
@@ -321,6 +328,7 @@ func startTerminal(ws *Workspace, spec TerminalSpec, dir resolved, env []string,
 	}
 	term := &terminal{
 		cmd:        cmd,
+		release:    release,
 		pgid:       cmd.Process.Pid,
 		master:     master,
 		out:        newOutputBuffer(limit),
@@ -370,6 +378,7 @@ func (tm *terminal) markDrained() { tm.drainOnce.Do(func() { close(tm.drained) }
 // wait reaps the command, then publishes its status once its output is in.
 func (tm *terminal) wait() {
 	tm.cmd.Wait()
+	tm.release()
 	tm.reaped.Store(true)
 	tm.exit = exitStatusOf(tm.cmd.ProcessState)
 	tm.master.SetReadDeadline(time.Now().Add(drainGrace)) // fails harmlessly once released

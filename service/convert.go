@@ -190,6 +190,7 @@ func agentInfoToPB(a presenters.AgentInfo) *pb.AgentInfo {
 		Capabilities:   capabilitiesToPB(a.Capabilities),
 		Implementation: clean(a.Implementation),
 		ConfigSource:   clean(a.ConfigSource),
+		Confinement:    clean(a.Confinement),
 	}
 	for _, m := range a.AuthMethods {
 		out.AuthMethods = append(out.AuthMethods, &pb.AuthMethod{Id: clean(m.ID), Name: clean(m.Name), Description: clean(m.Description)})

@@ -22,9 +22,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 func main() {
+	// -inprocess runs agenticd here, which re-executes this binary to confine agents.
+	confine.MaybeRunInit()
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|report [flags]; see -h of each")
 		os.Exit(2)

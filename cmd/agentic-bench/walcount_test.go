@@ -8,9 +8,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	goleak.VerifyTestMain(m)
 }
 

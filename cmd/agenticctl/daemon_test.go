@@ -51,7 +51,7 @@ func startAgenticd(t *testing.T, script string) *agenticd {
 	d := &agenticd{ws: filepath.Join(root, "project"), cfg: daemon.Config{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), WorkspaceRoots: []string{root},
 		Agents: []daemon.AgentConfig{{ID: acpAgentID, Type: presenters.AgentTypeACP, Command: agent,
-			Env: map[string]string{"TESTAGENT_SCRIPT": scriptPath}}},
+			Env: map[string]string{"TESTAGENT_SCRIPT": scriptPath}, ReadPaths: []string{filepath.Dir(scriptPath)}}},
 	}}
 	if err := os.Mkdir(d.ws, 0o755); err != nil {
 		t.Fatal(err)

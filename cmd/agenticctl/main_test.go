@@ -25,10 +25,12 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/sandbox/confine"
 	"github.com/agenticd/agenticd/service"
 )
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	goleak.VerifyTestMain(m)
 }
 

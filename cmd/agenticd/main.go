@@ -23,9 +23,12 @@ import (
 
 	"github.com/agenticd/agenticd/internal/daemon"
 	"github.com/agenticd/agenticd/internal/version"
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 func main() {
+	// A re-executed copy of agenticd is the init of a confined process: it never returns.
+	confine.MaybeRunInit()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -22,9 +22,11 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/version"
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	// deepchat.default configures itself from these: the tests run without them.
 	for _, name := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"} {
 		_ = os.Unsetenv(name)

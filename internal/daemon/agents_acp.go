@@ -35,8 +35,8 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 		c := acp.Config{
 			ID: a.ID, Command: a.Command, Args: a.Args, Env: a.Env, AuthMethod: a.AuthMethod,
 			PermissionTimeout: a.PermissionTimeout, PolicyMode: a.PolicyMode, StartTimeout: a.StartupTimeout,
-			IdleTimeout: a.IdleTimeout,
-			Name:        a.Name, Description: a.Description, Source: cfg.source(),
+			IdleTimeout: a.IdleTimeout, ReadPaths: a.ReadPaths, WritePaths: a.WritePaths,
+			Name: a.Name, Description: a.Description, Source: cfg.source(),
 		}
 		for _, m := range a.MCPServers {
 			c.MCPServers = append(c.MCPServers, acp.MCPServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL})

@@ -64,6 +64,10 @@ type Config struct {
 	// LogLevel is debug, info, warn or error (default info); LogFormat is text or json.
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
+	// Confinement is the OS boundary of every process started for sessions: on (required:
+	// a process that cannot be confined is not started), off, or auto (the default: on
+	// where the kernel supports it, with a loud warning about what it does not).
+	Confinement string `yaml:"confinement"`
 	// Agents are the agents to register, in order.
 	Agents []AgentConfig `yaml:"agents"`
 
@@ -100,6 +104,11 @@ type AgentConfig struct {
 	StartupTimeout time.Duration `yaml:"startup_timeout"`
 	// IdleTimeout stops a workspace's agent process that has had no open session this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ReadPaths and WritePaths are what the confined agent may read, and write, beyond its
+	// workspace, a private temp dir, the system and its own installation (its login and
+	// state, e.g. ~/.claude). Agents found on PATH come with theirs.
+	ReadPaths  []string `yaml:"read_paths"`
+	WritePaths []string `yaml:"write_paths"`
 	// PolicyMode is the server-side permission policy for the agent's requests.
 	PolicyMode string `yaml:"policy_mode"`
 
@@ -291,6 +300,9 @@ func (c Config) Validate() error {
 		return errors.New("tls needs both cert_file and key_file")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if _, err := sandbox.ParseConfinementMode(c.Confinement); err != nil {
 		return err
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

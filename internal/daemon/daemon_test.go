@@ -19,9 +19,11 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	// deepchat.default configures itself from these; the tests that want them set them.
 	for _, name := range []string{EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel} {
 		_ = os.Unsetenv(name)

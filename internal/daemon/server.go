@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"gorm.io/gorm"
@@ -124,9 +125,13 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	roots, err := sandbox.NewRootsWithOptions(cfg.WorkspaceRoots, sandboxOptions(cfg))
+	opts := sandboxOptions(cfg)
+	roots, err := sandbox.NewRootsWithOptions(cfg.WorkspaceRoots, opts)
 	if err != nil {
 		return fmt.Errorf("workspace_roots: %w", err)
+	}
+	if err := checkConfinement(roots, opts.Confinement, s.logger); err != nil {
+		return err
 	}
 	deps := Deps{Publisher: hub, Roots: roots, DB: db, Logger: s.logger, DataDir: cfg.DataDir}
 	for _, build := range []func(context.Context, Config, Deps) ([]presenters.Presenter, error){acpPresenters, deepchatPresenters} {
@@ -163,6 +168,8 @@ func sandboxOptions(cfg Config) sandbox.Options {
 			opts.HiddenEnv = append(opts.HiddenEnv, n)
 		}
 	}
+	// Validate has checked the mode.
+	opts.Confinement, _ = sandbox.ParseConfinementMode(cfg.Confinement)
 	for _, p := range []string{cfg.DataDir, cfg.File, cfg.TLS.KeyFile} {
 		if p != "" {
 			opts.Excluded = append(opts.Excluded, p)
@@ -275,4 +282,24 @@ func parseLevel(s string) (slog.Level, error) {
 		return level, fmt.Errorf("log_level %q: use debug, info, warn or error", s)
 	}
 	return level, nil
+}
+
+// checkConfinement says at start-up what boundary the processes of sessions run under.
+// What the kernel cannot enforce is a warning in auto mode and an error when the config
+// asks for confinement: never a silent downgrade.
+func checkConfinement(roots *sandbox.Roots, mode sandbox.ConfinementMode, logger *slog.Logger) error {
+	missing := roots.ConfinementMissing()
+	switch {
+	case mode == sandbox.ConfineOff:
+		logger.Warn("confinement is off: agents and their commands can read and write whatever agenticd's user can, agenticd's own files included", "confinement", roots.ConfinementState())
+	case len(missing) == 0:
+		logger.Info("agents and their commands run confined to their workspace", "confinement", roots.ConfinementState())
+	case mode == sandbox.ConfineOn:
+		return fmt.Errorf("confinement: on, but this machine cannot enforce it: %s; run on a kernel with Landlock and user namespaces, or set confinement: auto to run with less", strings.Join(missing, "; "))
+	default:
+		for _, m := range missing {
+			logger.Warn("CONFINEMENT INCOMPLETE: agents and their commands run with less than the full boundary", "missing", m)
+		}
+	}
+	return nil
 }

@@ -44,7 +44,7 @@ const (
 	// DefaultIdleTimeout is how long an agent process with no open session lives on, so
 	// that a session opened soon after in the same workspace starts at once.
 	DefaultIdleTimeout = 10 * time.Minute
-	minStartTimeout     = 30 * time.Second
+	minStartTimeout    = 30 * time.Second
 )
 
 // Config is one ACP agent from the configuration file.
@@ -56,6 +56,12 @@ type Config struct {
 	AuthMethod string            // an advertised auth method id to call authenticate with
 	// Source says where this configuration came from (AgentInfo.ConfigSource).
 	Source string
+	// ReadPaths and WritePaths are what the confined agent process may read, and write,
+	// beyond its workspace, a private temp dir, the system and its own installation:
+	// its state and login (e.g. ~/.claude). "~" is the home directory; missing paths are
+	// left out.
+	ReadPaths  []string
+	WritePaths []string
 	// PermissionTimeout: a permission request nobody answers in this time is answered
 	// `cancelled` (default 5 min).
 	PermissionTimeout time.Duration
@@ -137,18 +143,23 @@ type knownAgent struct {
 	args        []string
 	claude      bool // Claude's adapters refuse to run as root unless IS_SANDBOX=1
 	description string
+	// state is where the agent keeps its login, settings and history: writable when
+	// it runs confined.
+	state []string
 }
+
+var claudeState = []string{"~/.claude", "~/.claude.json", "~/.config/claude"}
 
 var knownAgents = []knownAgent{
 	{binary: "claude-code-acp", id: "acp.anthropic.claude-code", name: "Claude Code", claude: true,
-		description: "Claude Code through Zed's claude-code-acp adapter"},
+		description: "Claude Code through Zed's claude-code-acp adapter", state: claudeState},
 	{binary: "claude-agent-acp", id: "acp.anthropic.claude", name: "Claude Agent", claude: true,
-		description: "Claude through the claude-agent-acp adapter"},
+		description: "Claude through the claude-agent-acp adapter", state: claudeState},
 	{binary: "codex-acp", id: "acp.openai.codex", name: "Codex",
-		description: "OpenAI Codex through the codex-acp adapter"},
+		description: "OpenAI Codex through the codex-acp adapter", state: []string{"~/.codex"}},
 	// gemini-cli 0.33+ takes --acp (--experimental-acp is its deprecated alias).
 	{binary: "gemini", id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
-		description: "Google Gemini CLI in ACP mode"},
+		description: "Google Gemini CLI in ACP mode", state: []string{"~/.gemini"}},
 }
 
 // Discover returns a Config for every known ACP agent found by lookPath (exec.LookPath
@@ -160,7 +171,7 @@ func Discover(lookPath func(string) (string, error)) []Config {
 		if err != nil || path == "" {
 			continue
 		}
-		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description}
+		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description, WritePaths: k.state}
 		if k.claude && os.Geteuid() == 0 {
 			c.Env = map[string]string{"IS_SANDBOX": "1"}
 		}

@@ -14,6 +14,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
 )
 
 // clientInfo is what agenticd tells agents about itself in initialize.
@@ -77,9 +78,10 @@ const (
 // dial starts the agent and initializes the connection. newClient builds the handler
 // for the agent's requests and notifications; onGone runs after the process exited
 // (crash or stop) and every notification it sent was handled.
-func dial(ctx context.Context, cfg Config, workspace string, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
+func dial(ctx context.Context, cfg Config, workspace string, conf confiner, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
 	log = log.With("workspace", workspace)
-	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, workspace, log)
+	paths := sandbox.ProcessPaths{Read: expandHome(cfg.ReadPaths), Write: expandHome(cfg.WritePaths)}
+	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, workspace, conf, paths, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", presenters.ErrAgentUnavailable, err)
 	}

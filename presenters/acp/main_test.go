@@ -8,12 +8,15 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 // testAgentPath is the scripted ACP agent (./testagent), built once for the package.
 var testAgentPath string
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	dir, err := os.MkdirTemp("", "acp-testagent-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

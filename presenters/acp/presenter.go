@@ -108,6 +108,7 @@ func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
 		Capabilities:   p.capabilities(),
 		Implementation: p.impl,
 		ConfigSource:   p.cfg.Source,
+		Confinement:    p.deps.Roots.ConfinementState(),
 	}
 }
 
@@ -234,7 +235,7 @@ func backoffFor(crashes int) time.Duration {
 
 // start launches the agent for a workspace, initializes and authenticates it.
 func (p *Presenter) start(ctx context.Context, workspace string) (*agentConn, error) {
-	c, err := dial(ctx, p.cfg, workspace, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
+	c, err := dial(ctx, p.cfg, workspace, p.deps.Roots, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
 	if err != nil {
 		return nil, err
 	}

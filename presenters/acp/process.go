@@ -12,6 +12,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/agenticd/agenticd/sandbox"
 )
 
 // process is one running agent binary in its own process group. Its stdout and stdin
@@ -24,16 +26,24 @@ type process struct {
 	stdout *os.File // our end: the connection reads here
 	stderr *os.File // our end: logged line by line
 
+	release    func()        // frees what confining the process took (its private temp dir)
 	exited     chan struct{} // closed when the process has exited and its group was killed
 	exitErr    error         // valid after exited
 	stderrDone chan struct{}
 	started    time.Time
 }
 
-// startProcess starts the agent in its workspace with agenticd's environment plus env,
-// stderr lines going to log. The process and anything it spawns share a new process
-// group.
-func startProcess(command string, args []string, env map[string]string, workspace string, log *slog.Logger) (*process, error) {
+// confiner puts a process under the OS boundary of its workspace (sandbox.Roots).
+type confiner interface {
+	Confine(cmd *exec.Cmd, workspace string, extra sandbox.ProcessPaths) (release func(), err error)
+}
+
+var _ confiner = (*sandbox.Roots)(nil)
+
+// startProcess starts the agent in its workspace, confined to it, with agenticd's
+// environment plus env, stderr lines going to log. The process and anything it spawns
+// share a new process group; confined, they also end with it.
+func startProcess(command string, args []string, env map[string]string, workspace string, conf confiner, paths sandbox.ProcessPaths, log *slog.Logger) (*process, error) {
 	path, err := exec.LookPath(command)
 	if err != nil {
 		return nil, fmt.Errorf("agent command %q not found: install it or fix `command` in the config: %w", command, err)
@@ -60,7 +70,13 @@ func startProcess(command string, args []string, env map[string]string, workspac
 	// Setpgid: kill the whole group (agents such as gemini-cli re-spawn themselves).
 	// Pdeathsig: if agenticd dies without cleaning up, the kernel ends the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	release, err := conf.Confine(cmd, workspace, paths)
+	if err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return nil, fmt.Errorf("start agent %q: %w", command, err)
+	}
 	if err := cmd.Start(); err != nil {
+		release()
 		closeAll(inR, inW, outR, outW, errR, errW)
 		return nil, fmt.Errorf("start agent %q: %w", command, err)
 	}
@@ -69,6 +85,7 @@ func startProcess(command string, args []string, env map[string]string, workspac
 
 	p := &process{
 		cmd:        cmd,
+		release:    release,
 		pgid:       cmd.Process.Pid,
 		stdin:      inW,
 		stdout:     outR,
@@ -86,6 +103,7 @@ func (p *process) wait() {
 	err := p.cmd.Wait()
 	// Whatever the leader left behind in its group goes with it.
 	p.killGroup()
+	p.release()
 	p.exitErr = err
 	close(p.exited)
 }
@@ -208,4 +226,16 @@ func closeAll(cs ...io.Closer) {
 	for _, c := range cs {
 		_ = c.Close()
 	}
+}
+
+// expandHome expands a leading "~" in each path; a path that cannot be expanded (no
+// home directory) is left out, as a missing path would be.
+func expandHome(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if e, err := sandbox.ExpandHome(p); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -27,9 +27,11 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
 func TestMain(m *testing.M) {
+	confine.MaybeRunInit()
 	goleak.VerifyTestMain(m)
 }
 

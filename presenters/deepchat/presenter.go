@@ -168,6 +168,7 @@ func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
 		Capabilities:   p.capabilities(),
 		Implementation: "agenticd deepchat",
 		ConfigSource:   p.cfg.Source,
+		Confinement:    p.deps.Roots.ConfinementState(),
 	}
 	if p.cfg.Provider != "" {
 		info.Description += " (provider " + p.cfg.Provider + ")"

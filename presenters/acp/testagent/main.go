@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 )
@@ -210,7 +211,7 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	a.mu.Lock()
 	needAuth := a.script.Agent.RequireAuth && !a.authenticated
 	a.nextID++
-	id := sdk.SessionId(fmt.Sprintf("sess-%d-%d", os.Getpid(), a.nextID))
+	id := sdk.SessionId(fmt.Sprintf("sess-%s-%d", processToken, a.nextID))
 	a.mu.Unlock()
 	if needAuth {
 		return sdk.NewSessionResponse{}, sdk.NewAuthRequired(map[string]any{"error": "log in first"})
@@ -385,5 +386,9 @@ func (a *agent) UnstableSetSessionModel(ctx context.Context, p sdk.UnstableSetSe
 func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
 	return sdk.ListSessionsResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionList)
 }
+
+// processToken tells this process's session ids from those of earlier or other test agent
+// processes: a pid alone repeats, as every confined agent is pid 2 of its namespace.
+var processToken = fmt.Sprintf("%d-%x", os.Getpid(), time.Now().UnixNano())
 
 func expand(s string, sess *session) string { return strings.ReplaceAll(s, "{cwd}", sess.cwd) }

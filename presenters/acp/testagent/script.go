@@ -72,6 +72,10 @@ type Step struct {
 	// Spawn starts `sh -c Spawn` as a child (in the agent's process group) and reports
 	// "spawned <pid>", as agents that re-spawn themselves do.
 	Spawn string `json:"spawn,omitempty"`
+	// Shell runs `sh -c Shell` inside the agent's own process, as agents with built-in
+	// Bash and Write tools do (never through the client), waits for it and says
+	// "shell exit N: OUTPUT". {cwd} is the session's directory.
+	Shell string `json:"shell,omitempty"`
 	// Crash exits the process with this status at once.
 	Crash *int `json:"crash,omitempty"`
 	// CrashOnce exits with status 3 unless the marker file it names exists; it creates

@@ -148,6 +148,18 @@ func (t *turn) step(ctx context.Context, st Step) (bool, error) {
 			return false, err
 		}
 		return false, t.say(string(b))
+	case st.Shell != "":
+		cmd := exec.Command("/bin/sh", "-c", expand(st.Shell, t.s))
+		cmd.Dir = t.s.cwd
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if err != nil {
+			code = -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+		}
+		return false, t.say(fmt.Sprintf("shell exit %d: %s", code, out))
 	case st.Spawn != "":
 		cmd := exec.Command("/bin/sh", "-c", st.Spawn)
 		if err := cmd.Start(); err != nil {

@@ -976,7 +976,12 @@ type AgentInfo struct {
 	//	  says what to set).
 	//
 	// Show it as is: new forms may be added, so do not parse it.
-	ConfigSource  string `protobuf:"bytes,10,opt,name=config_source,json=configSource,proto3" json:"config_source,omitempty"`
+	ConfigSource string `protobuf:"bytes,10,opt,name=config_source,json=configSource,proto3" json:"config_source,omitempty"`
+	// The operating-system boundary the agent's processes and commands run under, in
+	// words: "on: Landlock ABI 7, user+PID+mount namespaces ok", "partial (...): missing
+	// ..." (the kernel lacks part of it; the server warned at start-up), or "off: ..."
+	// (the config turned it off). Show it as is; do not parse it.
+	Confinement   string `protobuf:"bytes,11,opt,name=confinement,proto3" json:"confinement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1077,6 +1082,13 @@ func (x *AgentInfo) GetImplementation() string {
 func (x *AgentInfo) GetConfigSource() string {
 	if x != nil {
 		return x.ConfigSource
+	}
+	return ""
+}
+
+func (x *AgentInfo) GetConfinement() string {
+	if x != nil {
+		return x.Confinement
 	}
 	return ""
 }
@@ -3711,7 +3723,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11supports_commands\x18\x04 \x01(\bR\x10supportsCommands\x12#\n" +
 	"\rsupports_load\x18\x05 \x01(\bR\fsupportsLoad\x12'\n" +
 	"\x0fsupports_models\x18\x06 \x01(\bR\x0esupportsModels\x12-\n" +
-	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\"\xa3\x03\n" +
+	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\"\xc5\x03\n" +
 	"\tAgentInfo\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -3723,7 +3735,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\fcapabilities\x18\b \x01(\v2\x18.agentic.v1.CapabilitiesR\fcapabilities\x12&\n" +
 	"\x0eimplementation\x18\t \x01(\tR\x0eimplementation\x12#\n" +
 	"\rconfig_source\x18\n" +
-	" \x01(\tR\fconfigSource\"L\n" +
+	" \x01(\tR\fconfigSource\x12 \n" +
+	"\vconfinement\x18\v \x01(\tR\vconfinement\"L\n" +
 	"\x04Mode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +

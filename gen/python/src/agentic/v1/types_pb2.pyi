@@ -91,11 +91,12 @@ class ActionBlock(_message.Message):
     def __init__(self, action_type: _Optional[str] = ..., description: _Optional[str] = ..., permission: _Optional[_Union[PermissionRequest, _Mapping]] = ...) -> None: ...
 
 class AgentInfo(_message.Message):
-    __slots__ = ["agent_id", "auth_methods", "capabilities", "config_source", "description", "implementation", "name", "status", "status_reason", "type"]
+    __slots__ = ["agent_id", "auth_methods", "capabilities", "config_source", "confinement", "description", "implementation", "name", "status", "status_reason", "type"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AUTH_METHODS_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     CONFIG_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CONFINEMENT_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     IMPLEMENTATION_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -106,13 +107,14 @@ class AgentInfo(_message.Message):
     auth_methods: _containers.RepeatedCompositeFieldContainer[AuthMethod]
     capabilities: Capabilities
     config_source: str
+    confinement: str
     description: str
     implementation: str
     name: str
     status: AgentStatus
     status_reason: str
     type: AgentType
-    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., type: _Optional[_Union[AgentType, str]] = ..., description: _Optional[str] = ..., status: _Optional[_Union[AgentStatus, str]] = ..., status_reason: _Optional[str] = ..., auth_methods: _Optional[_Iterable[_Union[AuthMethod, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., implementation: _Optional[str] = ..., config_source: _Optional[str] = ...) -> None: ...
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., type: _Optional[_Union[AgentType, str]] = ..., description: _Optional[str] = ..., status: _Optional[_Union[AgentStatus, str]] = ..., status_reason: _Optional[str] = ..., auth_methods: _Optional[_Iterable[_Union[AuthMethod, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., implementation: _Optional[str] = ..., config_source: _Optional[str] = ..., confinement: _Optional[str] = ...) -> None: ...
 
 class AuthMethod(_message.Message):
     __slots__ = ["description", "id", "name"]

@@ -178,6 +178,16 @@ export declare type AgentInfo = Message$1<"agentic.v1.AgentInfo"> & {
    * @generated from field: string config_source = 10;
    */
   configSource: string;
+
+  /**
+   * The operating-system boundary the agent's processes and commands run under, in
+   * words: "on: Landlock ABI 7, user+PID+mount namespaces ok", "partial (...): missing
+   * ..." (the kernel lacks part of it; the server warned at start-up), or "off: ..."
+   * (the config turned it off). Show it as is; do not parse it.
+   *
+   * @generated from field: string confinement = 11;
+   */
+  confinement: string;
 };
 
 /**

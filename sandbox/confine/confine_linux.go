@@ -1,0 +1,384 @@
+package confine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// selfExe is the running binary; the kernel resolves it even after the
+// file on disk was replaced or removed.
+const selfExe = "/proc/self/exe"
+
+// MaybeRunInit must be the first thing main (and TestMain) does. In the
+// process Policy.Wrap started it runs the init and exits, never returning;
+// anywhere else it returns at once.
+func MaybeRunInit() {
+	initCalled.Store(true)
+	if spec, ok := os.LookupEnv(initEnv); ok {
+		os.Exit(runInit(spec))
+	}
+	if _, ok := os.LookupEnv(probeEnv); ok {
+		os.Exit(runProbe())
+	}
+}
+
+var (
+	probeOnce   sync.Once
+	probeResult Support
+)
+
+// Probe reports what this machine supports. The namespace check starts a
+// real process in new namespaces once (a few milliseconds); the result is
+// cached for the life of the process.
+func Probe() Support {
+	if !initCalled.Load() {
+		return Support{LandlockABI: landlockABI(), Namespaces: ErrNoInit}
+	}
+	probeOnce.Do(func() {
+		probeResult = Support{LandlockABI: landlockABI(), Namespaces: probeNamespaces()}
+	})
+	return probeResult
+}
+
+func landlockABI() int {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return abi
+}
+
+// probeNamespaces runs the namespace probe: this binary, re-executed in new
+// user, PID and mount namespaces, doing the init's mount steps.
+func probeNamespaces() error {
+	cmd := exec.Command(selfExe)
+	cmd.Args = []string{initArgv0 + "-probe"}
+	cmd.Env = []string{probeEnv + "=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	addNamespaces(cmd.SysProcAttr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if msg := strings.TrimSpace(string(out)); msg != "" {
+			return fmt.Errorf("%v: %s", err, msg)
+		}
+		return err
+	}
+	return nil
+}
+
+func runProbe() int {
+	if err := setupNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// addNamespaces makes the process start in new user, PID and mount
+// namespaces, mapping the caller's uid and gid to themselves so that files
+// it creates keep their real owner.
+func addNamespaces(attr *syscall.SysProcAttr) {
+	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+	// An unprivileged user may map its gid only after denying setgroups(2).
+	attr.GidMappingsEnableSetgroups = false
+	// A process mapped to a uid other than 0 loses its capabilities in the
+	// new namespace at exec; the init keeps the two it needs, to mount and
+	// to empty the capability bounding set, and drops them before starting
+	// the command.
+	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP)
+}
+
+func wrap(cmd *exec.Cmd, spec initSpec) error {
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("encode confinement spec: %w", err)
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, initEnv+"=") || strings.HasPrefix(kv, probeEnv+"=")
+	})
+	cmd.Env = append(env, initEnv+"="+string(specJSON))
+	args := cmd.Args
+	if len(args) == 0 {
+		args = []string{cmd.Path} // what exec.Cmd runs for empty Args
+	}
+	cmd.Args = append([]string{initArgv0}, args...)
+	cmd.Path = selfExe
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if spec.Namespaces {
+		addNamespaces(cmd.SysProcAttr)
+	}
+	// If agenticd dies, its confined commands die with it (the init's
+	// death ends its namespace). Like every Pdeathsig this follows the
+	// thread that started the process: do not start confined commands from
+	// a goroutine that locks its thread and then exits.
+	if cmd.SysProcAttr.Pdeathsig == 0 {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	return nil
+}
+
+// setupNamespace runs first in the new namespaces: it keeps mount changes
+// from propagating back to the host and mounts a /proc that shows only this
+// PID namespace, hiding every outside process (agenticd's environment
+// included). It must precede Landlock, which forbids mounting, and which
+// (in cgo builds, before Landlock ABI 8) reaches every thread by listing
+// /proc/<getpid()>/task: that needs the namespace's own /proc.
+func setupNamespace() error {
+	if os.Getpid() != 1 {
+		return fmt.Errorf("confine: init is pid %d, not 1: no PID namespace", os.Getpid())
+	}
+	if err := unix.Mount("none", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("confine: make mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("confine: mount /proc: %w", err)
+	}
+	return nil
+}
+
+// forwardedSignals are passed on to the command's process group. SIGWINCH
+// and terminal-generated signals need no forwarding: the terminal sends
+// them to its foreground group, which is the command's.
+var forwardedSignals = []os.Signal{
+	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
+}
+
+// runInit is the init: it sets up the boundary, runs the command and
+// returns the exit code to leave with.
+func runInit(specJSON string) int {
+	// Stripped before anything else, so the command never inherits it.
+	os.Unsetenv(initEnv)
+	var spec initSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "confine: bad %s: %v\n", initEnv, err)
+		return ExitSetupFailed
+	}
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "confine: no command to run")
+		return ExitSetupFailed
+	}
+	// Capability drops, the fork and the signals below must come from one
+	// thread: the capability bounding set belongs to a thread, and so may
+	// the Landlock domain (see the signal loop).
+	runtime.LockOSThread()
+	if spec.Namespaces {
+		if err := setupNamespace(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return ExitSetupFailed
+		}
+		if err := dropCaps(); err != nil {
+			fmt.Fprintf(os.Stderr, "confine: drop capabilities: %v\n", err)
+			return ExitSetupFailed
+		}
+	}
+	if spec.Landlock {
+		if err := restrictFiles(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "confine: landlock: %v\n", err)
+			return ExitSetupFailed
+		}
+	}
+	if !spec.Namespaces {
+		// Without a PID namespace there is nothing for an init to hold
+		// together: become the command, so that it keeps the pid, process
+		// group and terminal its starter knows.
+		err := syscall.Exec(spec.Path, os.Args[1:], os.Environ())
+		return execFailed(spec.Path, err)
+	}
+
+	// Caught before the command exists, so an early signal is queued for
+	// it rather than ending the init with its default action.
+	signals := make(chan os.Signal, 16)
+	signal.Notify(signals, forwardedSignals...)
+
+	files := make([]uintptr, 3+spec.ExtraFiles)
+	for i := range files {
+		files[i] = uintptr(i)
+	}
+	pid, err := syscall.ForkExec(spec.Path, os.Args[1:], &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: files,
+		Sys:   commandAttr(),
+	})
+	if err != nil {
+		return execFailed(spec.Path, err)
+	}
+	exited := make(chan int, 1)
+	go func() { exited <- reapUntil(pid) }()
+	// Signals go out from this (locked) thread, the one that started the
+	// command: before Landlock ABI 8 each thread gets a Landlock domain of
+	// its own, and Landlock's signal scoping lets a thread signal only
+	// processes of its own domain (or one nested in it).
+	for {
+		select {
+		case sig := <-signals:
+			_ = syscall.Kill(-pid, sig.(syscall.Signal))
+		case code := <-exited:
+			return code
+		}
+	}
+}
+
+// execFailed reports why the command could not be started and returns the
+// exit code that says so.
+func execFailed(path string, err error) int {
+	fmt.Fprintf(os.Stderr, "confine: start %s: %v\n", path, err)
+	if errors.Is(err, syscall.ENOENT) {
+		return ExitNotFound
+	}
+	return ExitCannotExecute
+}
+
+// commandAttr puts the command in a process group of its own, in the
+// foreground when the init owns a terminal. The command's group, not the
+// init's, then gets the terminal's signals (Ctrl-C, SIGWINCH) and may read
+// it; signals sent to the init's group are forwarded once, so none arrives
+// twice.
+func commandAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	for fd := range 3 {
+		pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		if err == nil && pgrp == syscall.Getpgrp() {
+			attr.Foreground = true
+			attr.Ctty = fd
+			break
+		}
+	}
+	return attr
+}
+
+// reapUntil reaps every child (orphans are reparented to the init) until
+// the command itself ends, and returns the command's exit code, 128+n when
+// signal n killed it.
+func reapUntil(pid int) int {
+	for {
+		var status syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &status, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "confine: wait: %v\n", err)
+			return ExitSetupFailed
+		}
+		if got != pid {
+			continue
+		}
+		switch {
+		case status.Exited():
+			return status.ExitStatus()
+		case status.Signaled():
+			return 128 + int(status.Signal())
+		}
+	}
+}
+
+// restrictFiles applies the policy's Landlock ruleset to the init, and so
+// to everything it starts. It uses the newest ruleset go-landlock knows,
+// downgraded to what the kernel offers; Wrap made sure that is at least
+// minLandlockABI. Network rights are not handled, so the network stays
+// open; IPC scoping (abstract unix sockets, signals) keeps the command from
+// reaching processes outside its domain.
+func restrictFiles(spec initSpec) error {
+	cfg := landlock.V11
+	cfg.HandledAccessNet = 0
+	rules := []landlock.Rule{
+		landlock.RWFiles("/dev/null", "/dev/full").IgnoreIfMissing(),
+		landlock.ROFiles("/dev/zero", "/dev/random", "/dev/urandom").IgnoreIfMissing(),
+	}
+	if spec.Namespaces {
+		// The namespace's own /proc: only the command's processes.
+		rules = append(rules, landlock.RODirs("/proc"))
+	}
+	if spec.Pty {
+		rules = append(rules,
+			landlock.RWFiles("/dev/ptmx", "/dev/tty").WithIoctlDev().IgnoreIfMissing(),
+			landlock.RWDirs("/dev/pts").WithIoctlDev().IgnoreIfMissing())
+	}
+	for _, path := range spec.ReadOnly {
+		if isDir(path) {
+			rules = append(rules, landlock.RODirs(path))
+		} else {
+			rules = append(rules, landlock.ROFiles(path))
+		}
+	}
+	for _, path := range spec.ReadWrite {
+		if isDir(path) {
+			rules = append(rules, landlock.RWDirs(path).WithRefer().WithResolveUnix())
+		} else {
+			// Directory rights (refer among them) are invalid on a file.
+			rules = append(rules, landlock.RWFiles(path))
+		}
+	}
+	return cfg.BestEffort().Restrict(rules...)
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
+}
+
+// dropCaps empties this thread's capability bounding and ambient sets, so
+// that the command holds no capabilities after exec: not as uid 0 in the
+// namespace (agenticd run as root), not from the init's ambient
+// capabilities, not from a file's capabilities.
+func dropCaps() error {
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("bounding capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("ambient capabilities: %w", err)
+	}
+	// Inheritable capabilities pass to a uid-0 command at exec whatever
+	// the bounding set says; raising ambient ones put two there.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear inheritable capabilities: %w", err)
+	}
+	return nil
+}
+
+// lastCap is the highest capability number this kernel knows.
+func lastCap() (int, error) {
+	data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 0, err
+	}
+	var last int
+	if _, err := fmt.Sscan(string(bytes.TrimSpace(data)), &last); err != nil {
+		return 0, fmt.Errorf("parse cap_last_cap: %w", err)
+	}
+	return last, nil
+}

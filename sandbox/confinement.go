@@ -1,0 +1,209 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agenticd/agenticd/sandbox/confine"
+)
+
+// ConfinementMode says whether the processes started for sessions (agents, terminals,
+// commands) run under the operating system's boundary (sandbox/confine).
+type ConfinementMode string
+
+const (
+	// ConfineOff starts processes unconfined: only the permission policy and the file
+	// tools' path checks stand between an agent and the machine.
+	ConfineOff ConfinementMode = "off"
+	// ConfineAuto confines as far as this kernel allows and says loudly what it cannot.
+	ConfineAuto ConfinementMode = "auto"
+	// ConfineOn requires the whole boundary: a process that cannot be confined is not
+	// started.
+	ConfineOn ConfinementMode = "on"
+)
+
+// ParseConfinementMode reads a configured mode; empty is ConfineAuto.
+func ParseConfinementMode(s string) (ConfinementMode, error) {
+	switch m := ConfinementMode(s); m {
+	case "":
+		return ConfineAuto, nil
+	case ConfineOff, ConfineAuto, ConfineOn:
+		return m, nil
+	}
+	return "", fmt.Errorf("confinement %q: use on, off or auto (on where the kernel supports it)", s)
+}
+
+// systemReadPaths are what every confined process may read and execute: the system's
+// programs, libraries and configuration. agenticd's own files are carved out of them.
+var systemReadPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+// ProcessPaths are the paths a confined process may use beyond its workspace, its
+// private temp dir and the system: an agent's installation and state directories.
+type ProcessPaths struct {
+	Read  []string
+	Write []string
+}
+
+// ErrConfinement: a process could not be started under the boundary the configuration
+// asks for.
+var ErrConfinement = errors.New("cannot confine the process")
+
+// ConfinementState describes the boundary processes run under, for logs and AgentInfo.
+func (r *Roots) ConfinementState() string {
+	if r.opts.Confinement == ConfineOff || r.opts.Confinement == "" {
+		return "off: processes agents start are not confined (confinement: off)"
+	}
+	support := confine.Probe()
+	if missing := support.Missing(); len(missing) > 0 {
+		return fmt.Sprintf("partial (%s): missing %s", support, strings.Join(missing, "; "))
+	}
+	return "on: " + support.String()
+}
+
+// ConfinementMissing lists what this kernel cannot enforce of the configured boundary;
+// empty when confinement is off or complete.
+func (r *Roots) ConfinementMissing() []string {
+	if r.opts.Confinement == ConfineOff || r.opts.Confinement == "" {
+		return nil
+	}
+	return confine.Probe().Missing()
+}
+
+// Confine rewrites cmd, not yet started, to run under the boundary for workspace: it
+// may write only the workspace, a private temp dir (TMPDIR) and extra.Write; read the
+// system, the workspace, extra.Read and the command's own installation; and never
+// agenticd's own files. Whatever it starts ends with it. The returned release removes
+// the temp dir once the process has exited; it is a no-op when confinement is off.
+func (r *Roots) Confine(cmd *exec.Cmd, workspace string, extra ProcessPaths) (release func(), err error) {
+	return r.opts.confine(cmd, workspace, extra)
+}
+
+func (o Options) confine(cmd *exec.Cmd, workspace string, extra ProcessPaths) (release func(), err error) {
+	mode := o.Confinement
+	if mode == ConfineOff || mode == "" {
+		return func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "agenticd-tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("%w: private temp dir: %v", ErrConfinement, err)
+	}
+	release = func() { _ = os.RemoveAll(tmp) }
+	policy := confine.Policy{
+		ReadOnly:   o.readPaths(append(installPaths(cmd), extra.Read...)),
+		ReadWrite:  append([]string{workspace, tmp}, o.allowed(existing(extra.Write))...),
+		Pty:        true,
+		BestEffort: mode == ConfineAuto,
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = withEnv(env, map[string]string{"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp, "CLAUDE_CODE_TMPDIR": tmp})
+	if _, err := policy.Wrap(cmd); err != nil {
+		release()
+		return nil, fmt.Errorf("%w: %v", ErrConfinement, err)
+	}
+	return release, nil
+}
+
+// readPaths are the system's read paths plus extra, with agenticd's own files carved
+// out: a directory holding one is replaced by its other entries.
+func (o Options) readPaths(extra []string) []string {
+	var out []string
+	for _, p := range append(existing(systemReadPaths), o.allowed(existing(extra))...) {
+		out = append(out, o.carve(p)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// carve returns dir whole when no excluded path lies inside it, else its entries minus
+// the excluded ones, carving further down where an excluded path lies deeper.
+func (o Options) carve(dir string) []string {
+	if isExcluded(o.Excluded, dir) {
+		return nil
+	}
+	inside := false
+	for _, ex := range o.Excluded {
+		if within(dir, ex) {
+			inside = true
+			break
+		}
+	}
+	if !inside {
+		return []string{dir}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, o.carve(filepath.Join(dir, e.Name()))...)
+	}
+	return out
+}
+
+// allowed drops the paths that are or lie inside agenticd's own files.
+func (o Options) allowed(paths []string) []string {
+	return slices.DeleteFunc(paths, func(p string) bool { return isExcluded(o.Excluded, p) })
+}
+
+// installPaths are what the command needs to run: the directory of its real file and
+// of any absolute file among its arguments (a script run by an interpreter), widened to
+// the node_modules that holds it, where its dependencies are.
+func installPaths(cmd *exec.Cmd) []string {
+	var out []string
+	add := func(p string) {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return
+		}
+		if fi, err := os.Stat(real); err != nil || fi.IsDir() {
+			return
+		}
+		dir := filepath.Dir(real)
+		if i := strings.Index(dir+"/", "/node_modules/"); i >= 0 {
+			dir = dir[:i+len("/node_modules")]
+		}
+		out = append(out, dir)
+	}
+	add(cmd.Path)
+	for _, a := range cmd.Args[1:] {
+		if filepath.IsAbs(a) {
+			add(a)
+		}
+	}
+	return out
+}
+
+// existing keeps the paths that exist, resolved and cleaned; missing ones are left out
+// (an agent's state directory it has not created yet).
+func existing(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil && filepath.IsAbs(real) {
+			out = append(out, filepath.Clean(real))
+		}
+	}
+	return out
+}
+
+// withEnv sets variables in an environment list, replacing earlier values.
+func withEnv(env []string, set map[string]string) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		_, ok := set[k]
+		return ok
+	})
+	for k, v := range set {
+		out = append(out, k+"="+v)
+	}
+	return out
+}

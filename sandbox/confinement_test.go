@@ -1,0 +1,203 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agenticd/agenticd/sandbox/confine"
+)
+
+// requireConfinement skips where the kernel cannot confine at all; this machine kind can,
+// so there the tests below run.
+func requireConfinement(t *testing.T) {
+	t.Helper()
+	if missing := confine.Probe().Missing(); len(missing) > 0 {
+		t.Skipf("this kernel cannot confine: %s", strings.Join(missing, "; "))
+	}
+}
+
+// agenticdFiles are a data dir and a config file beside the workspace root, as
+// agenticd's own files are kept out of every workspace.
+type agenticdFiles struct{ data, config string }
+
+func newAgenticdFiles(t *testing.T, base string) agenticdFiles {
+	t.Helper()
+	f := agenticdFiles{data: filepath.Join(base, "data"), config: filepath.Join(base, "agenticd.yaml")}
+	if err := os.MkdirAll(f.data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.data, "agenticd.db"), []byte("the database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.config, []byte("token: s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// shell runs a shell line in a terminal of terms and returns its output and exit code.
+func shell(t *testing.T, terms *Terminals, line string) (string, int) {
+	t.Helper()
+	out, st := runToExit(t, terms, TerminalSpec{Command: line})
+	if st.Code == nil {
+		t.Fatalf("%q ended by signal %s", line, st.Signal)
+	}
+	return out.Output, *st.Code
+}
+
+// With every permission allowed, a command in a confined terminal still cannot read
+// agenticd's files or anything outside its workspace and the system, nor write outside
+// its workspace and private temp dir. The same commands unconfined succeed, so each
+// refusal is the boundary's.
+func TestConfinedTerminalStaysInItsWorkspace(t *testing.T) {
+	requireConfinement(t)
+	attacks := func(tr *testTree, f agenticdFiles) []string {
+		return []string{
+			"cat " + f.config,
+			"ls " + f.data,
+			"cat " + filepath.Join(f.data, "agenticd.db"),
+			"touch " + filepath.Join(f.data, "planted"),
+			"cat " + filepath.Join(tr.outside, "secret.txt"),
+			"echo x > " + filepath.Join(tr.outside, "written"),
+			"echo x > " + filepath.Join(tr.rootDir, "other-workspace-file"),
+		}
+	}
+	for _, mode := range []ConfinementMode{ConfineOff, ConfineOn} {
+		t.Run(string(mode), func(t *testing.T) {
+			base, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newAgenticdFiles(t, base)
+			tr, terms := newTerminals(t, Options{Confinement: mode, Excluded: []string{f.data, f.config}})
+			for _, line := range attacks(tr, f) {
+				out, code := shell(t, terms, line)
+				if mode == ConfineOff && code != 0 {
+					t.Errorf("unconfined %q failed (exit %d: %s); the confined run proves nothing", line, code, out)
+				}
+				if mode == ConfineOn && (code == 0 || strings.Contains(out, "s3cret") || strings.Contains(out, "the database")) {
+					t.Errorf("confined %q succeeded (exit %d): %q", line, code, out)
+				}
+			}
+			if mode == ConfineOff {
+				return
+			}
+			// What it may do: write, rename and remove in its workspace and temp dir.
+			out, code := shell(t, terms, `set -e; mkdir -p a b; echo made > a/f; mv a/f b/g; cat b/g; `+
+				`echo tmp > "$TMPDIR/t"; cat "$TMPDIR/t"; cat /etc/hostname >/dev/null; echo ok`)
+			if code != 0 || out != "made\ntmp\nok\n" {
+				t.Errorf("work inside the workspace: exit %d, %q", code, out)
+			}
+			if _, err := os.Stat(filepath.Join(tr.wsDir, "b", "g")); err != nil {
+				t.Errorf("the file written inside the workspace is not there: %v", err)
+			}
+		})
+	}
+}
+
+// A confined command cannot read agenticd's environment through /proc: it sees only its
+// own PID namespace.
+func TestConfinedTerminalCannotReadTheServersEnvironment(t *testing.T) {
+	requireConfinement(t)
+	// /proc/PID/environ is the environment a process was started with: stand in for
+	// agenticd with a process started with a secret in it.
+	server := exec.Command("sleep", "1000")
+	server.Env = append(os.Environ(), "AGENTICD_TEST_SECRET=env-s3cret")
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
+	line := fmt.Sprintf("cat /proc/%d/environ", server.Process.Pid)
+	_, plain := newTerminals(t, Options{HiddenEnv: []string{"AGENTICD_TEST_SECRET"}})
+	if out, _ := shell(t, plain, line); !strings.Contains(out, "env-s3cret") {
+		t.Fatalf("unconfined, %q did not show the secret (%q); the confined run proves nothing", line, out)
+	}
+	_, terms := newTerminals(t, Options{Confinement: ConfineOn, HiddenEnv: []string{"AGENTICD_TEST_SECRET"}})
+	if out, _ := shell(t, terms, line+"; cat /proc/*/environ"); strings.Contains(out, "env-s3cret") {
+		t.Errorf("the confined command read the server's environment: %q", out)
+	}
+}
+
+// Background processes a confined command starts (setsid, a double fork) end with it:
+// when it exits, and when its terminal is killed.
+func TestConfinedTerminalLeavesNothingBehind(t *testing.T) {
+	requireConfinement(t)
+	_, terms := newTerminals(t, Options{Confinement: ConfineOn})
+	marker := fmt.Sprintf("agenticd-orphan-%d-%d", os.Getpid(), time.Now().UnixNano())
+	// Each background process is a shell named by the marker ($0), kept alive by a
+	// second command so the shell does not exec sleep in its place.
+	bg := fmt.Sprintf(`sh -c 'sleep 1000; :' %s`, marker)
+	spawn := fmt.Sprintf(`setsid %[1]s & (%[1]s &) ; nohup %[1]s >/dev/null 2>&1 & sleep 0.2`, bg)
+	if _, code := shell(t, terms, spawn); code != 0 {
+		t.Fatalf("spawning exited %d", code)
+	}
+	eventually(t, "background processes of an exited command are gone", func() bool { return len(processesWith(marker)) == 0 })
+
+	id, err := terms.Create(context.Background(), TerminalSpec{Command: spawn + "; sleep 1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second command's background processes started", func() bool { return len(processesWith(marker)) >= 3 })
+	if err := terms.Kill(id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "background processes of a killed command are gone", func() bool { return len(processesWith(marker)) == 0 })
+	if err := terms.Release(id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// processesWith lists the pids whose command line contains s.
+func processesWith(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), s) && !processGone(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// A system directory holding one of agenticd's files stays readable but for that file.
+func TestReadPathsCarveOutAgenticdsFiles(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(base, "etc")
+	for _, dir := range []string{"agenticd", "ssl", "apt"} {
+		if err := os.MkdirAll(filepath.Join(etc, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"hosts", "agenticd/agenticd.yaml", "agenticd/README"} {
+		if err := os.WriteFile(filepath.Join(etc, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := Options{Excluded: []string{filepath.Join(etc, "agenticd", "agenticd.yaml")}}
+	got := o.readPaths([]string{etc})
+	for _, want := range []string{filepath.Join(etc, "hosts"), filepath.Join(etc, "ssl"), filepath.Join(etc, "apt"), filepath.Join(etc, "agenticd", "README"), "/usr"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("read paths lack %s: %v", want, got)
+		}
+	}
+	for _, p := range got {
+		if p == etc || p == filepath.Join(etc, "agenticd") || strings.HasSuffix(p, "agenticd.yaml") {
+			t.Errorf("read paths hold %s, which holds agenticd's config: %v", p, got)
+		}
+	}
+}
