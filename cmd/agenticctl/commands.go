@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,7 +43,20 @@ func cmdAgents(c *cli, args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetAgentId(), enumName(a.GetType().String(), "AGENT_TYPE_"),
 			enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetName(), a.GetConfigSource(), note)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// The boundary is the server's, so it is the same for every agent: one line says it.
+	var states []string
+	for _, a := range resp.GetAgents() {
+		if st := a.GetConfinement(); st != "" && !slices.Contains(states, st) {
+			states = append(states, st)
+		}
+	}
+	for _, st := range states {
+		fmt.Fprintf(c.stdout, "confinement: %s\n", st)
+	}
+	return nil
 }
 
 func cmdSessions(c *cli, args []string) error {

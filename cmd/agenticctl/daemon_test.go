@@ -320,6 +320,9 @@ func TestSendReopensAStoredSession(t *testing.T) {
 	if out := d.mustCtl(t, "agents"); !regexp.MustCompile(acpAgentID + `\s+acp\s+\S+\s+\S+\s+config \(no file\)`).MatchString(out) {
 		t.Errorf("agents does not show where the agent's config came from: %q", out)
 	}
+	if out := d.mustCtl(t, "agents"); !regexp.MustCompile(`(?m)^confinement: (on|partial|off)\b`).MatchString(out) {
+		t.Errorf("agents does not show the confinement: %q", out)
+	}
 	id := strings.TrimSpace(d.mustCtl(t, "new", "--agent", acpAgentID, "--workspace", "."))
 	if out := d.mustCtl(t, "sessions"); !strings.Contains(out, d.ws) {
 		t.Errorf("--workspace . did not become %s: %q", d.ws, out)
