@@ -262,7 +262,7 @@ func TestACPTurnOverGRPC(t *testing.T) {
 	}
 }
 
-// Issue 7's proof over gRPC: floods of 100,000 64-byte and 20,000 1 KiB chunks, a flood
+// Flow control over gRPC: floods of 100,000 64-byte and 20,000 1 KiB chunks, a flood
 // with a permission request in the middle, and a 50,000-message session/load replay
 // each reach a subscriber exactly once and in order; the session stays usable.
 func TestACPFloodsReachSubscribersWhole(t *testing.T) {

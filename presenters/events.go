@@ -2,7 +2,7 @@ package presenters
 
 import "time"
 
-// EventType names an event's payload (seed 000 AgenticEventType).
+// EventType names an event's payload.
 type EventType int
 
 const (
@@ -133,7 +133,7 @@ type Publisher interface {
 	Publish(ev Event) uint64
 }
 
-// Emitter publishes the events of one session (seed 000 AgenticEventEmitter). It is a
+// Emitter publishes the events of one session. It is a
 // small value: create one wherever needed.
 type Emitter struct {
 	pub       Publisher

@@ -14,7 +14,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 )
 
-// Reading an agent's stdout (issue 7).
+// Reading an agent's stdout without the SDK's notification queue overflowing.
 //
 // acp-go-sdk v0.13.0 queues every incoming notification in a fixed 1024-entry channel,
 // closes the connection when it is full and never stops reading, so an agent that

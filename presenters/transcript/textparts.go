@@ -14,7 +14,7 @@ import (
 
 // textPartBytes bounds one stored part of a text. A save binds a text part by part:
 // SQLite copies every bound value and builds a record around it, so binding a 20 MB
-// reply whole cost several times that in memory at once (issue 7). Parts also let a
+// reply whole cost several times that in memory at once. Parts also let a
 // checkpoint of a growing text rewrite only its last part and the new ones instead of
 // the whole text each time.
 const textPartBytes = 256 << 10

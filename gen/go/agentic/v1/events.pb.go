@@ -23,7 +23,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// The kinds of events, one per payload of AgenticEvent (seed 000's AgenticEventType).
+// The kinds of events, one per payload of AgenticEvent.
 // Clients may filter on it; the payload oneof carries the same information.
 type AgenticEventType int32
 

@@ -546,7 +546,7 @@ export declare type Error = Message<"agentic.v1.Error"> & {
 export declare const ErrorSchema: GenMessage<Error>;
 
 /**
- * The kinds of events, one per payload of AgenticEvent (seed 000's AgenticEventType).
+ * The kinds of events, one per payload of AgenticEvent.
  * Clients may filter on it; the payload oneof carries the same information.
  *
  * @generated from enum agentic.v1.AgenticEventType

@@ -131,7 +131,7 @@ export const AgenticEventTypeSchema = /*@__PURE__*/
   enumDesc(file_agentic_v1_events, 0);
 
 /**
- * The kinds of events, one per payload of AgenticEvent (seed 000's AgenticEventType).
+ * The kinds of events, one per payload of AgenticEvent.
  * Clients may filter on it; the payload oneof carries the same information.
  *
  * @generated from enum agentic.v1.AgenticEventType
