@@ -18,6 +18,15 @@ func String(command string) string {
 	return command + " " + describe(info)
 }
 
+// Number is the version alone, as agenticd names itself to the agents it starts: the
+// module version, else "devel" (a build from a checkout).
+func Number() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}
+
 func describe(info *debug.BuildInfo) string {
 	if v := info.Main.Version; v != "" && v != "(devel)" {
 		return fmt.Sprintf("%s (%s)", v, info.GoVersion)

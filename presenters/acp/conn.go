@@ -13,12 +13,13 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/agenticd/agenticd/internal/version"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 )
 
 // clientInfo is what agenticd tells agents about itself in initialize.
-var clientInfo = sdk.Implementation{Name: "agenticd", Version: "0.1.0"}
+var clientInfo = sdk.Implementation{Name: "agenticd", Version: version.Number()}
 
 // clientCapabilities are exactly what sandbox/ serves for every session: text file
 // read and write inside the workspace, and pty terminals. (The prompt content we send

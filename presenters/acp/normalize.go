@@ -579,30 +579,6 @@ func (n *normalizer) liveTerminalIDs() []string {
 	return ids
 }
 
-// refreshTerminals re-reads the terminals shown by the turn's tool calls and emits
-// TOOL_RUNNING (TOOL_END for ended ones) where their state changed. It reports whether
-// a live terminal is still shown.
-func (n *normalizer) refreshTerminals(emit emitFunc) bool {
-	if n.msg == nil || n.terminal == nil {
-		return false
-	}
-	states := map[string]presenters.TerminalBlock{}
-	for _, st := range n.tools {
-		for _, c := range st.call.Content {
-			if c.Terminal == nil {
-				continue
-			}
-			if _, done := states[c.Terminal.TerminalID]; done {
-				continue
-			}
-			if now, ok := n.terminal(c.Terminal.TerminalID); ok {
-				states[c.Terminal.TerminalID] = now
-			}
-		}
-	}
-	return n.applyTerminals(states, emit)
-}
-
 // applyTerminals puts terminals' current states (read by the caller, possibly without
 // the session's lock) into the tool calls that show them and emits TOOL_RUNNING
 // (TOOL_END for ended ones) where a state changed. It reports whether a live terminal

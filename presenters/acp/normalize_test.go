@@ -278,11 +278,11 @@ func TestNormalizerCancelEndsUnfinishedToolsAndFollowsTerminals(t *testing.T) {
 		t.Fatalf("terminal content %+v: want the terminal's current output", c)
 	}
 	got = nil
-	if n.refreshTerminals(emit); len(got) != 0 {
+	if refreshShownTerminals(n, emit); len(got) != 0 {
 		t.Fatalf("unchanged output emitted %v", got)
 	}
 	output = "one\ntwo\n"
-	n.refreshTerminals(emit)
+	refreshShownTerminals(n, emit)
 	if want := []string{`TOOL_RUNNING run execute in_progress "make"`}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("refresh emitted %q, want %q", got, want)
 	}
@@ -402,7 +402,7 @@ func TestNormalizerLiveEventsCarryATerminalTail(t *testing.T) {
 	n.startTurn("u", "a")
 	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"run","title":"cat","kind":"execute","status":"in_progress","content":[{"type":"terminal","terminalId":"t1"}]}`), emit)
 	output += "tail"
-	n.refreshTerminals(emit)
+	refreshShownTerminals(n, emit)
 	if len(events) != 2 {
 		t.Fatalf("events %v: want TOOL_START, TOOL_RUNNING", events)
 	}
@@ -453,12 +453,12 @@ func TestNormalizerSeesChangesOfATruncatedTerminal(t *testing.T) {
 	n.startTurn("u", "a")
 	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"run","title":"yes","kind":"execute","status":"in_progress","content":[{"type":"terminal","terminalId":"t1"}]}`), emit)
 	got = nil
-	n.refreshTerminals(emit)
+	refreshShownTerminals(n, emit)
 	if len(got) != 0 {
 		t.Fatalf("unchanged terminal emitted %q", got)
 	}
 	output = output[1:] + "b"
-	n.refreshTerminals(emit)
+	refreshShownTerminals(n, emit)
 	if want := []string{`TOOL_RUNNING run execute in_progress "yes"`}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("rolled output emitted %q, want %q", got, want)
 	}
@@ -517,4 +517,16 @@ func BenchmarkNormalizerToolBurst(b *testing.B) {
 			b.Fatal("no tool shows a terminal")
 		}
 	}
+}
+
+// refreshShownTerminals does what the session's terminal follower does: read the live
+// terminals the turn shows and apply their states.
+func refreshShownTerminals(n *normalizer, emit emitFunc) {
+	states := map[string]presenters.TerminalBlock{}
+	for _, id := range n.liveTerminalIDs() {
+		if now, ok := n.terminal(id); ok {
+			states[id] = now
+		}
+	}
+	n.applyTerminals(states, emit)
 }

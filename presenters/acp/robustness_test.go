@@ -288,16 +288,6 @@ func TestLateUpdatesOfACancelledTurnAreDropped(t *testing.T) {
 	}
 }
 
-func TestTitleIsCutAtACharacterBoundary(t *testing.T) {
-	long := strings.Repeat("é", 100)
-	got := titleFrom(long + "\nsecond line")
-	if !strings.HasSuffix(got, "…") || len(got) > 80 || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
-		t.Fatalf("title %q (%d bytes)", got, len(got))
-	}
-	if got := titleFrom("short\nmore"); got != "short" {
-		t.Fatalf("title %q", got)
-	}
-}
 
 // Sessions read from the store are not kept in memory; closed ones are dropped.
 func TestStoredSessionsAreNotCached(t *testing.T) {

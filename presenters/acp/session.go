@@ -14,7 +14,6 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/risk"
-	"github.com/agenticd/agenticd/presenters/textutil"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -374,7 +373,7 @@ func (s *session) send(content presenters.MessageContent) (presenters.SendResult
 
 	old := s.info
 	if s.info.Title == "" {
-		s.info.Title = titleFrom(content.Text)
+		s.info.Title = presenters.TitleFrom(content)
 	}
 	s.info.UpdatedAt = now
 	s.publishPatch(old)
@@ -399,16 +398,6 @@ func (s *session) sendableLocked() error {
 		return fmt.Errorf("session %s: the agent is still cancelling its last turn; try again shortly: %w", s.id, presenters.ErrSessionBusy)
 	}
 	return nil
-}
-
-// titleFrom makes a session title from the first message: its first line, shortened.
-func titleFrom(text string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
-	const maxBytes = 80
-	if len(line) <= maxBytes {
-		return line
-	}
-	return textutil.Prefix(line, maxBytes-len("…")) + "…"
 }
 
 // runTurn sends session/prompt and ends the turn with the agent's answer.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/textutil"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -96,7 +95,7 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	conv := s.conv
 	var patch presenters.SessionPatch
 	if conv.Title == "" {
-		if title := titleFrom(content); title != "" {
+		if title := presenters.TitleFrom(content); title != "" {
 			conv.Title = title
 			patch.Title = &conv.Title
 		}
@@ -135,28 +134,6 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	return presenters.SendResult{MessageID: reply.ID, UserMessageID: user.ID}, nil
 }
 
-// titleFrom names a conversation after its first message.
-func titleFrom(c presenters.MessageContent) string {
-	text := strings.TrimSpace(c.Text)
-	if i := strings.IndexByte(text, '\n'); i >= 0 {
-		text = strings.TrimSpace(text[:i])
-	}
-	if text == "" {
-		switch {
-		case len(c.Files) > 0:
-			text = c.Files[0].Path
-		case len(c.Images) > 0:
-			text = "Image"
-		}
-	}
-	if cut := textutil.Prefix(text, maxTitle); len(cut) < len(text) {
-		text = cut + "…"
-	}
-	return text
-}
-
-// maxTitle bounds a title taken from a message (bytes).
-const maxTitle = 80
 
 // CancelMessage cancels the running turn (messageID empty: whatever runs) and waits
 // until it has ended with MESSAGE_END(cancelled). With no such turn running it does
