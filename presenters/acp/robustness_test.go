@@ -288,7 +288,6 @@ func TestLateUpdatesOfACancelledTurnAreDropped(t *testing.T) {
 	}
 }
 
-
 // Sessions read from the store are not kept in memory; closed ones are dropped.
 func TestStoredSessionsAreNotCached(t *testing.T) {
 	h := newHarness(t)

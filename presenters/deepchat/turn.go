@@ -134,7 +134,6 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	return presenters.SendResult{MessageID: reply.ID, UserMessageID: user.ID}, nil
 }
 
-
 // CancelMessage cancels the running turn (messageID empty: whatever runs) and waits
 // until it has ended with MESSAGE_END(cancelled). With no such turn running it does
 // nothing: the turn may just have ended.
