@@ -186,6 +186,15 @@ func ExpandHome(p string) (string, error) {
 	return filepath.Join(home, p[1:]), nil
 }
 
+// Excluded returns the paths no workspace may reach (Options.Excluded, canonical):
+// agenticd's own files.
+func (r *Roots) Excluded() []string {
+	if r == nil {
+		return nil
+	}
+	return append([]string(nil), r.opts.Excluded...)
+}
+
 // Dirs returns the canonical (absolute, symlink-free) root directories.
 func (r *Roots) Dirs() []string {
 	return append([]string(nil), r.dirs...)

@@ -12,15 +12,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/risk"
 	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
-// Presenter drives one ACP agent: one process, shared by all its sessions.
+// Presenter drives one ACP agent: a process per workspace, shared by the sessions there.
 type Presenter struct {
-	cfg     Config
-	deps    Deps
-	log     *slog.Logger
-	persist *persister
+	cfg Config
+	// classifier rates execute tools' commands, with agenticd's own files as the
+	// critical ones.
+	classifier *risk.Classifier
+	deps       Deps
+	log        *slog.Logger
+	persist    *persister
 
 	closing     chan struct{} // closed by Close: background loops end
 	cancelGrace time.Duration
@@ -79,6 +83,7 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		log:         log,
 		closing:     make(chan struct{}),
 		cancelGrace: cancelGrace,
+		classifier:  risk.NewClassifier(deps.Roots.Excluded()),
 		status:      presenters.AgentNotStarted,
 		sessions:    map[string]*session{},
 		conns:       map[string]*agentConn{},

@@ -13,7 +13,6 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/risk"
 	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -82,7 +81,7 @@ func newSession(p *Presenter, id string, ws *sandbox.Workspace) *session {
 	s.norm = normalizer{
 		log:       s.log,
 		sessionID: id,
-		classify:  risk.Classify,
+		classify:  p.classifier.Classify,
 		terminal:  s.terminalBlock,
 		newID:     p.newID,
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/risk"
 	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
@@ -58,7 +59,9 @@ var (
 
 // Presenter drives every session of one deepchat agent id.
 type Presenter struct {
-	cfg          Config
+	cfg Config
+	// classifier rates commands, with agenticd's own files as the critical ones.
+	classifier   *risk.Classifier
 	provider     provider
 	deps         Deps
 	log          *slog.Logger
@@ -120,7 +123,7 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		cfg.ProviderIdleTimeout = defaultProviderIdleTimeout
 	}
 	p := &Presenter{cfg: cfg, provider: prov, deps: deps, log: deps.Logger, http: deps.HTTPClient,
-		now: time.Now, sessions: make(map[string]*session)}
+		now: time.Now, sessions: make(map[string]*session), classifier: risk.NewClassifier(deps.Roots.Excluded())}
 	if p.log == nil {
 		p.log = slog.Default()
 	}

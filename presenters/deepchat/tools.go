@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/risk"
 	"github.com/agenticd/agenticd/presenters/textutil"
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -377,7 +376,7 @@ func prepareRun(r *turnRun, args json.RawMessage) (toolPlan, error) {
 	if err != nil {
 		return toolPlan{}, err
 	}
-	info := risk.Classify(a.Command, r.ws.Root())
+	info := r.p.classifier.ClassifyIn(a.Command, r.ws.Root(), absCwd)
 	timeout := r.p.cfg.CommandTimeout
 	if a.TimeoutSeconds > 0 && time.Duration(a.TimeoutSeconds)*time.Second < timeout {
 		timeout = time.Duration(a.TimeoutSeconds) * time.Second

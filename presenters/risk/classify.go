@@ -9,6 +9,7 @@ package risk
 import (
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -17,12 +18,59 @@ import (
 // maxDepth bounds nested `sh -c` / substitution classification.
 const maxDepth = 4
 
+// Classifier classifies command lines for one server: it knows the server's own files
+// (its data directory, config file and TLS key), which a command must not touch.
+type Classifier struct {
+	// protected are absolute clean paths, each also in its symlink-resolved form.
+	protected []string
+}
+
+// NewClassifier returns a Classifier that rates any command touching one of the protected
+// files or directories, or a path below one, critical. Paths may start with "~"; relative
+// paths are taken from the current directory; empty paths are skipped.
+func NewClassifier(protected []string) *Classifier {
+	k := &Classifier{}
+	home := os.Getenv("HOME")
+	for _, p := range protected {
+		if p == "" {
+			continue
+		}
+		if (p == "~" || strings.HasPrefix(p, "~/")) && home != "" {
+			p = home + p[1:]
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue // only when the current directory is gone: nothing to compare with
+		}
+		k.protected = appendNew(k.protected, abs)
+		k.protected = appendNew(k.protected, realPath(abs))
+	}
+	return k
+}
+
 // Classify reads a shell command line that would run with the workspace as its working
 // directory. Signature is a normalized form of the line (program, subcommand and the
-// flags that matter) for remembering an allow-always answer; BaseCommand is the program
-// behind the riskiest part.
-func Classify(command string, workspace string) presenters.CommandInfo {
+// flags and paths that matter) for remembering an allow-always answer; BaseCommand is the
+// program behind the riskiest part. A nil Classifier protects no paths.
+func (k *Classifier) Classify(command, workspace string) presenters.CommandInfo {
+	return k.ClassifyIn(command, workspace, "")
+}
+
+// ClassifyIn is Classify for a line that starts in the directory cwd: absolute, or
+// relative to the workspace ("" is the workspace itself).
+func (k *Classifier) ClassifyIn(command, workspace, cwd string) presenters.CommandInfo {
 	c := &classifier{workspace: cleanDir(workspace), home: cleanDir(os.Getenv("HOME"))}
+	if k != nil {
+		c.protected = k.protected
+	}
+	switch {
+	case cwd == "":
+		c.cwd = c.workspace
+	case path.IsAbs(cwd):
+		c.cwd = path.Clean(cwd)
+	case c.workspace != "":
+		c.cwd = path.Join(c.workspace, cwd)
+	}
 	if strings.Contains(strings.ReplaceAll(command, " ", ""), ":(){:|:&};:") {
 		c.add(finding{level: presenters.RiskCritical, reason: "a fork bomb: it starts processes until the machine stops responding",
 			suggestion: "do not run it", signature: "fork bomb", base: ":"})
@@ -38,7 +86,8 @@ func Classify(command string, workspace string) presenters.CommandInfo {
 	var sigs []string
 	seen := map[string]bool{}
 	for _, f := range c.findings {
-		if rank(f.level) > rank(top.level) {
+		// Of equally risky findings, one about a path says more than one about the program.
+		if rank(f.level) > rank(top.level) || rank(f.level) == rank(top.level) && f.path && !top.path {
 			top = f
 		}
 		if f.signature != "" && !seen[f.signature] {
@@ -51,12 +100,18 @@ func Classify(command string, workspace string) presenters.CommandInfo {
 	return info
 }
 
+// Classify is Classify of a Classifier that protects no paths.
+func Classify(command, workspace string) presenters.CommandInfo {
+	return (*Classifier)(nil).Classify(command, workspace)
+}
+
 type finding struct {
 	level      presenters.RiskLevel
 	reason     string
 	suggestion string
 	signature  string
 	base       string
+	path       bool // about a path the command touches, not the program
 }
 
 func rank(l presenters.RiskLevel) int {
@@ -91,7 +146,13 @@ func bump(l presenters.RiskLevel) presenters.RiskLevel {
 type classifier struct {
 	workspace string
 	home      string
-	findings  []finding
+	protected []string
+	// cwd is where relative paths start: the workspace until a `cd` moves it. It is ""
+	// when there is neither a workspace nor a cwd to resolve against.
+	cwd string
+	// cwdUnknown is set after a `cd` whose target is only known when the line runs.
+	cwdUnknown bool
+	findings   []finding
 }
 
 // context is what surrounds a command: sudo before it, nesting depth.
@@ -107,6 +168,11 @@ func (c *classifier) line(src string, ctx context) {
 		c.add(finding{level: presenters.RiskHigh, reason: "commands nested too deeply to read",
 			suggestion: "run the inner command directly", signature: "nested shell", base: "sh"})
 		return
+	}
+	if ctx.depth > 0 {
+		// A nested line (sh -c, a substitution) runs in a shell of its own: its `cd` does
+		// not move the commands after it.
+		defer func(cwd string, unknown bool) { c.cwd, c.cwdUnknown = cwd, unknown }(c.cwd, c.cwdUnknown)
 	}
 	for _, pl := range parse(src) {
 		c.pipeline(pl, ctx)
@@ -293,6 +359,10 @@ func (c *classifier) simple(cmd simpleCmd, inv invocation, ctx context) {
 		}
 	} else {
 		c.program(inv, ctx)
+		c.access(cmd, inv)
+		if name == "cd" || name == "pushd" {
+			c.chdir(inv.args())
+		}
 	}
 	if ctx.escalated {
 		esc := inv.escalation
@@ -378,32 +448,17 @@ var harmlessDevices = map[string]bool{"/dev/null": true, "/dev/zero": true, "/de
 var diskPrefixes = []string{"/dev/sd", "/dev/hd", "/dev/vd", "/dev/xvd", "/dev/nvme", "/dev/mmcblk", "/dev/disk", "/dev/mapper/", "/dev/md", "/dev/dm-", "/dev/loop"}
 
 func (c *classifier) place(w word) place {
-	p := w.text
+	p, known := c.resolve(w)
 	switch {
+	case !known && isHomeRelative(w.text) && c.home == "":
+		return placeOutside
+	case !known:
+		return placeUnknown
 	case p == "":
-		return placeUnknown
-	case p == "~" || strings.HasPrefix(p, "~/"):
-		if c.home == "" {
-			return placeOutside
-		}
-		p = c.home + p[1:]
-	case strings.HasPrefix(p, "$HOME") || strings.HasPrefix(p, "${HOME}"):
-		if c.home == "" {
-			return placeOutside
-		}
-		p = c.home + strings.TrimPrefix(strings.TrimPrefix(p, "$HOME"), "${HOME}")
-	case w.expands:
-		return placeUnknown
+		return placeInside // a relative path with no workspace to compare it with
 	}
-	if !path.IsAbs(p) {
-		if c.workspace == "" {
-			return placeInside
-		}
-		p = path.Join(c.workspace, p)
-	}
-	p = path.Clean(p)
 	trimmed := strings.TrimSuffix(strings.TrimSuffix(p, "/*"), "/.*")
-	if c.workspace != "" && (p == c.workspace || strings.HasPrefix(p, c.workspace+"/")) && trimmed != "/" {
+	if c.inWorkspace(p) && trimmed != "/" {
 		return placeInside
 	}
 	if harmlessDevices[p] || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/dev/pts/") {
@@ -418,11 +473,86 @@ func (c *classifier) place(w word) place {
 		return placeRoot
 	}
 	for _, d := range systemDirs {
-		if p == d || strings.HasPrefix(p, d+"/") {
+		if under(p, d) {
 			return placeSystem
 		}
 	}
 	return placeOutside
+}
+
+// resolve returns the absolute clean path a word names, with "~" and $HOME expanded and a
+// relative path taken from the current directory. known is false when the path is only
+// known when the line runs (a variable, a substitution, a directory a `cd $DIR` chose);
+// the path is "" for a relative path with no workspace or cwd to resolve it against.
+func (c *classifier) resolve(w word) (p string, known bool) {
+	p = w.text
+	switch {
+	case p == "":
+		return "", false
+	case isHomeRelative(p):
+		if c.home == "" {
+			return "", false
+		}
+		p = c.home + strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(p, "~"), "${HOME}"), "$HOME")
+		if w.expands && strings.ContainsAny(p, "$`") {
+			return "", false
+		}
+	case w.expands:
+		return "", false
+	}
+	if !path.IsAbs(p) {
+		if c.cwdUnknown {
+			return "", false
+		}
+		if c.cwd == "" {
+			return "", true
+		}
+		p = path.Join(c.cwd, p)
+	}
+	return path.Clean(p), true
+}
+
+// isHomeRelative reports whether a path starts at the home directory: ~, ~/x, $HOME/x.
+func isHomeRelative(p string) bool {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return true
+	}
+	for _, h := range []string{"$HOME", "${HOME}"} {
+		if p == h || strings.HasPrefix(p, h+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *classifier) inWorkspace(p string) bool {
+	return c.workspace != "" && under(p, c.workspace)
+}
+
+// under reports whether the clean path p is dir or lies below it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// chdir follows a `cd` (or pushd), so that the paths of later commands resolve from
+// where it went.
+func (c *classifier) chdir(args []word) {
+	_, operands := splitArgs(args)
+	if len(operands) == 0 {
+		operands = []word{{text: "~"}}
+	}
+	if operands[0].text == "-" {
+		c.cwdUnknown = true
+		return
+	}
+	p, known := c.resolve(operands[0])
+	if !known {
+		c.cwdUnknown = true
+		return
+	}
+	if p != "" {
+		c.cwd = p
+	}
 }
 
 // worst returns the farthest place of the words (root > system > outside > unknown > inside).

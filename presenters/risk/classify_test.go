@@ -82,7 +82,7 @@ func TestClassify(t *testing.T) {
 		{"git push origin :feature", high, "git", "git push --delete"},
 		{"git reset --hard HEAD~3", high, "git", "git reset --hard"},
 		{"git clean -fdx", high, "git", "git clean -f"},
-		{"sudo ls /root", high, "ls", "sudo ls"},
+		{"sudo ls /root", high, "ls", "sudo ls; sudo ls /root"},
 		{"echo x >> ~/.bashrc", high, "echo", ""},
 		{"cat secrets > /tmp/leak.txt", high, "cat", ""},
 		{"mv ../other.txt .", high, "mv", ""},

@@ -26,7 +26,7 @@ var readOnly = map[string]bool{
 	"sha1sum": true, "sha256sum": true, "sha512sum": true, "printenv": true, "ps": true, "man": true,
 	"help": true, "cd": true, "pushd": true, "popd": true, "export": true, "unset": true, "set": true,
 	"sleep": true, "seq": true, "fold": true, "comm": true, "paste": true, "join": true, "tac": true,
-	"rev": true, "strings": true, "zcat": true, "awk": true, "gawk": true, "sed": true, "env": true, "locale": true,
+	"rev": true, "strings": true, "base64": true, "base32": true, "zcat": true, "awk": true, "gawk": true, "sed": true, "env": true, "locale": true,
 	"uptime": true, "free": true, "nproc": true, "lsof": true, "pgrep": true, "exit": true, "read": true,
 	"local": true, "return": true, "shift": true, "wait": true, "jobs": true, "alias": true, "cal": true,
 	"for": true, "case": true, "select": true, "function": true, "tput": true, "clear": true, "yes": true,
@@ -88,8 +88,11 @@ func (c *classifier) program(inv invocation, ctx context) {
 		return
 	}
 	if flag := inlineCodeFlag(name, args); flag != "" {
-		f(high, name+" runs code given on the command line ("+flag+"), which no file in the workspace holds",
-			"write the code to a file in the workspace and run that", name+" "+flag)
+		reason := name + " runs code given on the command line (" + flag + "), which no file in the workspace holds"
+		if p := c.namedOutside(args); p != "" {
+			reason += "; it names " + p
+		}
+		f(high, reason, "write the code to a file in the workspace and run that", name+" "+flag)
 		return
 	}
 	switch {
