@@ -1,11 +1,11 @@
 // Package acp drives Agent Client Protocol agents (claude-code-acp, claude-agent-acp,
 // codex-acp, gemini --acp, any other) as presenters: one confined child process per
 // agent and workspace, shared by the sessions in that workspace, spoken to with
-// github.com/coder/acp-go-sdk through a
-// flow-controlled reader (see flowreader.go). Session updates are normalized into
-// presenters events; fs/* and terminal/* requests are served by sandbox/ inside the
-// session's workspace; permission requests pass a server-side policy before any user
-// is asked; every turn is stored through presenters/transcript.
+// github.com/coder/acp-go-sdk through a flow-controlled reader (see flowreader.go).
+// Session updates are normalized into presenters events; fs/* and terminal/* requests
+// are served by sandbox/ inside the session's workspace; permission requests pass a
+// server-side policy before any user is asked; every turn is stored through
+// presenters/transcript.
 package acp
 
 import (
