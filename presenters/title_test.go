@@ -25,3 +25,15 @@ func TestTitleFrom(t *testing.T) {
 		}
 	}
 }
+
+func TestRiskRankOrdersLevelsAndDistrustsUnknownOnes(t *testing.T) {
+	order := []RiskLevel{RiskLow, RiskMedium, RiskHigh, RiskCritical}
+	for i, l := range order {
+		if l.Rank() != i {
+			t.Errorf("%s ranks %d, want %d", l, l.Rank(), i)
+		}
+	}
+	if RiskLevel("").Rank() != RiskCritical.Rank() || RiskLevel("extreme").Rank() != RiskCritical.Rank() {
+		t.Error("an unknown risk level must rank as critical")
+	}
+}

@@ -251,6 +251,20 @@ const (
 	RiskCritical RiskLevel = "critical"
 )
 
+// Rank orders risk levels from low (0) to critical (3). A level it does not know ranks
+// as critical: whatever compares risks errs on the side of asking.
+func (l RiskLevel) Rank() int {
+	switch l {
+	case RiskLow:
+		return 0
+	case RiskMedium:
+		return 1
+	case RiskHigh:
+		return 2
+	}
+	return 3
+}
+
 // CommandInfo is the server's reading of a command a tool wants to run.
 type CommandInfo struct {
 	Command     string

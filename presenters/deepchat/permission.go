@@ -39,18 +39,6 @@ func mustAsk(mode string, perm presenters.PermissionType, cmd *presenters.Comman
 	}
 }
 
-func riskRank(l presenters.RiskLevel) int {
-	switch l {
-	case presenters.RiskLow:
-		return 0
-	case presenters.RiskMedium:
-		return 1
-	case presenters.RiskHigh:
-		return 2
-	}
-	return 3
-}
-
 // rememberKey is what an allow-always answer holds for: the tool and, for commands,
 // the command's signature.
 func rememberKey(tool string, cmd *presenters.CommandInfo) string {
@@ -84,7 +72,7 @@ func (r *turnRun) authorize(ctx context.Context, tc presenters.ToolCall, spec *t
 		s.mu.Unlock()
 		return true, ""
 	}
-	if allowed, ok := s.remembered[key]; ok && riskRank(level) <= riskRank(allowed) {
+	if allowed, ok := s.remembered[key]; ok && level.Rank() <= allowed.Rank() {
 		s.mu.Unlock()
 		return true, ""
 	}

@@ -87,7 +87,7 @@ func (k *Classifier) ClassifyIn(command, workspace, cwd string) presenters.Comma
 	seen := map[string]bool{}
 	for _, f := range c.findings {
 		// Of equally risky findings, one about a path says more than one about the program.
-		if rank(f.level) > rank(top.level) || rank(f.level) == rank(top.level) && f.path && !top.path {
+		if f.level.Rank() > top.level.Rank() || f.level.Rank() == top.level.Rank() && f.path && !top.path {
 			top = f
 		}
 		if f.signature != "" && !seen[f.signature] {
@@ -114,20 +114,8 @@ type finding struct {
 	path       bool // about a path the command touches, not the program
 }
 
-func rank(l presenters.RiskLevel) int {
-	switch l {
-	case presenters.RiskMedium:
-		return 1
-	case presenters.RiskHigh:
-		return 2
-	case presenters.RiskCritical:
-		return 3
-	}
-	return 0
-}
-
 func atLeast(l, floor presenters.RiskLevel) presenters.RiskLevel {
-	if rank(l) < rank(floor) {
+	if l.Rank() < floor.Rank() {
 		return floor
 	}
 	return l

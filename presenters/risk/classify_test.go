@@ -169,7 +169,7 @@ func TestClassify(t *testing.T) {
 		if got.Command != tc.cmd || got.Reason == "" {
 			t.Errorf("%-45q: command %q reason %q", tc.cmd, got.Command, got.Reason)
 		}
-		if rank(got.RiskLevel) >= rank(high) && got.Suggestion == "" {
+		if got.RiskLevel.Rank() >= high.Rank() && got.Suggestion == "" {
 			t.Errorf("%-45q is %s but has no suggestion", tc.cmd, got.RiskLevel)
 		}
 	}
@@ -185,7 +185,7 @@ func TestClassifyEmptyAndWorkspaceRelativePaths(t *testing.T) {
 	// The same write is fine inside one workspace and outside another.
 	in := Classify("echo x > /srv/app/out.txt", "/srv/app")
 	out := Classify("echo x > /srv/app/out.txt", "/home/u/proj")
-	if in.RiskLevel != medium || rank(out.RiskLevel) < rank(high) {
+	if in.RiskLevel != medium || out.RiskLevel.Rank() < high.Rank() {
 		t.Fatalf("inside: %s, outside: %s", in.RiskLevel, out.RiskLevel)
 	}
 	// ".." escapes are resolved against the workspace.

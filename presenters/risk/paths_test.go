@@ -32,7 +32,7 @@ func checkPathCases(t *testing.T, classify func(string) presenters.CommandInfo, 
 		if exact, ok := strings.CutPrefix(tc.sig, "="); ok && got.Signature != exact || !ok && !strings.Contains(got.Signature, tc.sig) {
 			t.Errorf("%-50q signature %q, want it to contain %q", tc.cmd, got.Signature, tc.sig)
 		}
-		if rank(got.RiskLevel) >= rank(high) && got.Suggestion == "" {
+		if got.RiskLevel.Rank() >= high.Rank() && got.Suggestion == "" {
 			t.Errorf("%-50q is %s but has no suggestion", tc.cmd, got.RiskLevel)
 		}
 	}
