@@ -51,7 +51,7 @@ gobench_cmd="go test -run='^\$' -bench=. -benchmem -count=$count -timeout=10m ./
 echo "+ $gobench_cmd"
 eval "$gobench_cmd" 2>&1 | tee "$out/gobench.txt"
 
-step "ACP floods (issue 6 and 7)"
+step "ACP floods"
 if [[ $quick == 1 ]]; then
 	ab flood -count 20000 -size 64 -runs 1
 	ab flood -count 5000 -size 1024 -runs 1
@@ -81,6 +81,13 @@ else
 	ab deepchat-reply -chunks 10000 -runs "$runs"
 	ab sessions -sessions 10000 -pairs 2000 -runs "$runs"
 	ab startup -sessions 10000 -runs "$starts"
+fi
+
+step "Confinement (agent start, turn latency and memory, confinement on vs. off)"
+if [[ $quick == 1 ]]; then
+	ab confinement -starts 5 -turns 100 -workspaces 3 -runs 1
+else
+	ab confinement -starts 20 -turns 1000 -workspaces 8 -runs "$runs"
 fi
 
 step "profiles (agenticd in-process; these runs' rows are not in the table)"

@@ -9,6 +9,7 @@
 //	agentic-bench deepchat-reply [-chunks 10000]             SQLite write transactions per reply
 //	agentic-bench sessions [-sessions 10000]                 heap per idle session; create+close rate
 //	agentic-bench startup [-sessions 10000]                  start → health SERVING with a full database
+//	agentic-bench confinement [-starts 10 -turns 300 -workspaces 8]  agent start, turn latency and memory, confinement on vs. off
 //	agentic-bench report  -results FILE ...                  write docs/BENCHMARKS.md
 //	agentic-bench relay   -listen ADDR -agent BIN [-wait]    a plain gRPC fan-out to compare with (run by latency and flood)
 //
@@ -30,7 +31,7 @@ func main() {
 	// -inprocess runs agenticd here, which re-executes this binary to confine agents.
 	confine.MaybeRunInit()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|report [flags]; see -h of each")
+		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|confinement|report [flags]; see -h of each")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,6 +43,7 @@ func main() {
 		"deepchat-reply": deepchatReplyCmd,
 		"sessions":       sessionsCmd,
 		"startup":        startupCmd,
+		"confinement":    confinementCmd,
 		"relay":          relayCmd,
 		"report":         func(_ context.Context, args []string) error { return reportCmd(args) },
 	}

@@ -44,7 +44,9 @@ func reportCmd(args []string) error {
 		"(each event marshalled once, a channel and a goroutine per subscriber, no held events or replay), read by the same subscribers. For latency it drops a subscriber a whole queue behind, as agenticd does; " +
 		"in the floods it waits for it instead (it could not resume), so the pipe holds the agent back. agenticd against the relay is what agenticd's own work costs over a plain fan-out. " +
 		"The far end is the scripted test agent (presenters/acp/testagent) in flood, paced or tool-burst mode; agenticd runs as a real `bin/agenticd` process " +
-		"with gRPC clients on loopback unless a row says in-process.\n\n")
+		"with gRPC clients on loopback unless a row says in-process. " +
+		"The Confinement rows compare bin/agenticd processes with `confinement: off` and `on` running side by side and taking turns sample by sample (so the machine's load falls on both alike); " +
+		"their differences are medians of paired differences with a distribution-free 95 % confidence interval, and a second unconfined server shows how much two identical servers differ.\n\n")
 
 	rows, err := readRows(*results)
 	if err != nil {

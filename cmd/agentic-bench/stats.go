@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -112,4 +113,42 @@ func (c *chunkCheck) intact() error {
 		return fmt.Errorf("%d of %d chunks arrived", c.next, c.want)
 	}
 	return nil
+}
+
+// medianCI is the median of xs and a distribution-free confidence interval for it at
+// level conf (0.95 for 95 %): the order statistics x(k) and x(n+1-k), k the largest rank
+// with P(Binomial(n, ½) < k) ≤ (1-conf)/2. It assumes nothing about the distribution,
+// which suits latencies with long tails. With too few values for the level (fewer than 6
+// at 95 %) the interval is the whole range and ok is false.
+func medianCI(xs []float64, conf float64) (med, lo, hi float64, ok bool) {
+	n := len(xs)
+	if n == 0 {
+		return 0, 0, 0, false
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	med = median(s)
+	tail := (1 - conf) / 2
+	k := 0
+	cum := 0.0
+	for j := 0; j < n; j++ {
+		cum += binomialHalf(n, j)
+		if cum > tail {
+			break
+		}
+		k = j + 1
+	}
+	if k == 0 {
+		return med, s[0], s[n-1], false
+	}
+	return med, s[k-1], s[n-k], true
+}
+
+// binomialHalf is P(X = j) for X ~ Binomial(n, ½), computed in logs so that large n
+// does not overflow.
+func binomialHalf(n, j int) float64 {
+	lgN, _ := math.Lgamma(float64(n + 1))
+	lgJ, _ := math.Lgamma(float64(j + 1))
+	lgNJ, _ := math.Lgamma(float64(n - j + 1))
+	return math.Exp(lgN - lgJ - lgNJ - float64(n)*math.Ln2)
 }
