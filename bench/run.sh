@@ -8,7 +8,7 @@
 # "not available: <why>" instead of stopping the rest. Budget: < 15 min on 2 cores.
 #
 # BENCH_QUICK=1 runs each figure once with smaller sizes (a smoke test of the harness;
-# its figures are not the issue's).
+# its figures are not the targets').
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
