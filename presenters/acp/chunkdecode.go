@@ -8,7 +8,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 )
 
-// Text chunks are nearly every line of a burst (issues 6 and 7), and the SDK's generic
+// Text chunks are nearly every line of a burst, and the SDK's generic
 // decoding of one costs about eight scans and four copies of the line: the envelope,
 // then SessionUpdate and ContentBlock each decode into a map to find their
 // discriminator and decode again into the variant; even one encoding/json pass into a
