@@ -25,7 +25,7 @@ var (
 	contentKey = regexp.MustCompile(`(?i)text|content|pattern|glob|regex|query`)
 	// commandKey names fields holding a command line: its risk is classified instead,
 	// and "/usr/bin/make" there is a program to run, not a file to write.
-	commandKey = regexp.MustCompile(`(?i)^(command|cmd|commandline|script|argv|args)$`)
+	commandKey = regexp.MustCompile(`(?i)^(command|cmd|commandline|script|argv|args|proposed_execpolicy_amendment)$`)
 )
 
 // The raw input walk is bounded; an input beyond the bounds is not checked but refused.

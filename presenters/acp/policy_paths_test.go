@@ -28,6 +28,7 @@ func TestPolicyTargetPathsReadRealAgentsShapes(t *testing.T) {
 		{"codex exec cwd, argv command", `{"command": ["bash", "-lc", "/usr/bin/make"], "cwd": "/ws"}`, []string{"/ws"}},
 		{"codex patch changes map", `{"changes": {"/ws/a.go": {"type": "update", "unified_diff": "@@"}, "/home/u/.bashrc": {"type": "add", "content": "x"}}}`,
 			[]string{"/home/u/.bashrc", "/ws/a.go"}},
+		{"codex-acp 0.16 exec approval", `{"call_id": "c", "command": ["/bin/bash", "-lc", "echo hi > a.txt"], "cwd": "/ws", "proposed_execpolicy_amendment": ["/bin/bash", "-lc", "echo hi > a.txt"], "available_decisions": ["approved", {"approved_execpolicy_amendment": {"proposed_execpolicy_amendment": ["/bin/bash", "-lc", "echo hi > a.txt"]}}, "abort"], "parsed_cmd": [{"type": "unknown", "cmd": "echo hi > a.txt"}]}`, []string{"/ws"}},
 		{"paths array", `{"paths": ["a.go", "../../b.go"]}`, []string{"a.go", "../../b.go"}},
 		{"relative map keys that climb", `{"changes": {"../x.go": {}, "type": "a"}}`, []string{"../x.go"}},
 		{"nested edits with their own paths", `{"edits": [{"file": {"path": "x/y.go"}}, {"target": "z.go", "source": "/src"}]}`,
