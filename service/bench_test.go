@@ -57,6 +57,7 @@ func BenchmarkSubscribeStream(b *testing.B) {
 	for _, subscribers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("subscribers=%d", subscribers), func(b *testing.B) {
 			e := newEnv(b, envOptions{hub: HubOptions{SubscriberQueue: 1 << 16}})
+			e.storeSessions(b, fakeID, "s")
 			ctx, cancel := context.WithCancel(b.Context())
 			defer cancel()
 			// One connection per subscriber, as separate clients would have.

@@ -25,8 +25,12 @@ func newEncodedEvent(b []byte) *encodedEvent {
 	return &encodedEvent{slice: mem.BufferSlice{mem.SliceBuffer(b)}}
 }
 
-// sharedEventCodec is gRPC's proto codec, except for encodedEvent.
-type sharedEventCodec struct{ encoding.CodecV2 }
+// sharedEventCodec is gRPC's proto codec, except for encodedEvent and for requests with
+// invalid UTF-8 (invalidUTF8Requests).
+type sharedEventCodec struct {
+	encoding.CodecV2
+	invalid *invalidUTF8Requests
+}
 
 func (c sharedEventCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if e, ok := v.(*encodedEvent); ok {
@@ -35,9 +39,14 @@ func (c sharedEventCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.CodecV2.Marshal(v)
 }
 
-// sharedEventCodecOption installs the codec on a server.
-func sharedEventCodecOption() grpc.ServerOption {
-	return grpc.ForceServerCodecV2(sharedEventCodec{encoding.GetCodecV2(protocodec.Name)})
+func (c sharedEventCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return c.invalid.unmarshal(c.CodecV2, data, v)
+}
+
+// sharedEventCodecOption installs the codec on a server; it notes the requests with
+// invalid UTF-8 in invalid.
+func sharedEventCodecOption(invalid *invalidUTF8Requests) grpc.ServerOption {
+	return grpc.ForceServerCodecV2(sharedEventCodec{CodecV2: encoding.GetCodecV2(protocodec.Name), invalid: invalid})
 }
 
 // encoded returns the event's wire bytes, converting and marshalling on first use, and

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -59,6 +60,8 @@ type envOptions struct {
 	noAgents bool
 	// batching registers the other agent as a batchingFake (testEnv.batching).
 	batching bool
+	// logs, when set, receives the server's log lines as well as the test log.
+	logs io.Writer
 }
 
 func newEnv(t testing.TB, opts envOptions) *testEnv {
@@ -96,7 +99,11 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logTo io.Writer = testWriter{t}
+	if opts.logs != nil {
+		logTo = io.MultiWriter(logTo, opts.logs)
+	}
+	logger := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if _, bench := t.(*testing.B); bench {
 		logger = discard
 	}
@@ -193,6 +200,17 @@ func (e *testEnv) createSession(t *testing.T, agentID string) *pb.SessionInfo {
 		t.Fatalf("CreateSession: %v", err)
 	}
 	return resp.GetSession()
+}
+
+// storeSessions records sessions in the store as CreateSession does, so that a test can
+// subscribe to sessions whose events it publishes itself.
+func (e *testEnv) storeSessions(t testing.TB, agentID string, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := e.store.addSession(context.Background(), sessionOwner{SessionID: id, AgentID: agentID, Workspace: e.root, CreatedUnixNano: time.Now().UnixNano()}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // subscribe opens a stream that the test's end closes.

@@ -2,9 +2,13 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -58,17 +62,33 @@ func (e *responseTooLargeError) Error() string {
 		e.Bytes, MaxEventBytes, e.Fit)
 }
 
-// internalMessage is all a client learns about an unexpected error; the log has the rest.
-const internalMessage = "internal error in agenticd; the server log has the details"
-
 // toStatus maps an error from validation, the registry, the hub, a presenter or the
 // sandbox to the one gRPC status the client sees. It is the only place that chooses
-// codes. Unknown errors become INTERNAL with a generic message (internal reports whether
-// that happened, so that the caller logs the real error).
-func toStatus(err error) (st *status.Status, internal bool) {
+// codes, and the one place where every status message is bounded (boundMessage). An
+// unknown error becomes INTERNAL with a generic message and a fresh correlation id, which
+// it returns so that the caller logs the real error under it; the id is empty otherwise.
+func toStatus(err error) (st *status.Status, correlationID string) {
 	if err == nil {
-		return nil, false
+		return nil, ""
 	}
+	st, internal := statusOf(err)
+	if internal {
+		st, correlationID = internalStatus()
+	}
+	return boundStatus(st), correlationID
+}
+
+// internalStatus is INTERNAL with nothing but a fresh correlation id: all a client learns
+// of an unexpected error or a panic; the server log has the rest under that id.
+func internalStatus() (st *status.Status, correlationID string) {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	correlationID = hex.EncodeToString(b[:])
+	return status.Newf(codes.Internal, "an internal error occurred in agenticd (correlation id %s); the server log has the details under that id", correlationID), correlationID
+}
+
+// statusOf chooses the status of an error; internal when no code fits it.
+func statusOf(err error) (st *status.Status, internal bool) {
 	if s, ok := status.FromError(err); ok {
 		return s, false
 	}
@@ -120,8 +140,83 @@ func toStatus(err error) (st *status.Status, internal bool) {
 	case errors.Is(err, presenters.ErrAgentUnavailable):
 		return status.New(codes.Unavailable, err.Error()), false
 	default:
-		return status.New(codes.Internal, internalMessage), true
+		return nil, true
 	}
+}
+
+// Status messages echo what the client sent (ids, paths, model ids), and gRPC carries the
+// message in a response header: a client built on gRPC core (Python, Ruby, C++) refuses
+// headers over 8 KiB and reports INTERNAL "RST_STREAM" instead of the real status. So
+// every echoed value is shortened and the whole message capped well below that.
+const (
+	// maxEchoedRunes bounds each run of non-space characters in a status message: an id or
+	// a path is one such run; the server's own words never come near it.
+	maxEchoedRunes = 200
+	// maxStatusMessageBytes caps a whole status message, details and all other headers
+	// leaving room under the 8 KiB.
+	maxStatusMessageBytes = 2048
+)
+
+// ellipsis marks where a status message was shortened.
+const ellipsis = "…"
+
+// boundStatus is st with its message bounded (boundMessage), keeping code and details.
+func boundStatus(st *status.Status) *status.Status {
+	msg := st.Message()
+	bounded := boundMessage(msg)
+	if bounded == msg {
+		return st
+	}
+	p := st.Proto()
+	p.Message = bounded
+	return status.FromProto(p)
+}
+
+// boundMessage shortens every run of more than maxEchoedRunes non-space characters to its
+// first maxEchoedRunes and an ellipsis, then cuts the message to maxStatusMessageBytes at a
+// UTF-8 boundary. A message that needs neither is returned as it is.
+func boundMessage(msg string) string {
+	if longestRun(msg) > maxEchoedRunes {
+		var b strings.Builder
+		b.Grow(len(msg))
+		run := 0
+		for i, r := range msg {
+			if unicode.IsSpace(r) {
+				run = 0
+			} else if run++; run > maxEchoedRunes {
+				if run == maxEchoedRunes+1 {
+					b.WriteString(ellipsis)
+				}
+				continue
+			}
+			// Copy the bytes, not the rune: an invalid byte stays what it was.
+			_, size := utf8.DecodeRuneInString(msg[i:])
+			b.WriteString(msg[i : i+size])
+		}
+		msg = b.String()
+	}
+	if len(msg) <= maxStatusMessageBytes {
+		return msg
+	}
+	cut := maxStatusMessageBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
+}
+
+// longestRun is the length in runes of the longest run of non-space characters.
+func longestRun(s string) int {
+	longest, run := 0, 0
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			run = 0
+			continue
+		}
+		run++
+		longest = max(longest, run)
+	}
+	return longest
 }
 
 // authStatus is UNAUTHENTICATED naming the agent's methods, in the message for people

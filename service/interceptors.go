@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -18,22 +19,94 @@ import (
 const healthPrefix = "/grpc.health.v1.Health/"
 
 // serverOptions returns what every agenticd server needs: the codec that sends an event's
-// encoded bytes to every subscriber, and the interceptors: the bearer token check (when
-// token is not empty; health is exempt), then an access log at debug level. Panics are
-// recovered in one place, each handler (Service.recoverPanic), where the method and its
-// request are known; an interceptor recovering too would only repeat it.
+// encoded bytes to every subscriber and tells which requests held invalid UTF-8, and the
+// interceptors, outermost first: panic recovery (the one place a panic in a handler is
+// recovered), the refusal of requests with invalid UTF-8, the bearer token check (when
+// token is not empty; health is exempt), then an access log at debug level.
 func serverOptions(token string, logger *slog.Logger) []grpc.ServerOption {
-	ic := interceptors{token: []byte(token), logger: logger}
+	invalid := &invalidUTF8Requests{}
+	ic := interceptors{token: []byte(token), logger: logger, invalid: invalid}
 	return []grpc.ServerOption{
-		sharedEventCodecOption(),
-		grpc.ChainUnaryInterceptor(ic.authUnary, ic.logUnary),
-		grpc.ChainStreamInterceptor(ic.authStream, ic.logStream),
+		sharedEventCodecOption(invalid),
+		grpc.ChainUnaryInterceptor(ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.logUnary),
+		grpc.ChainStreamInterceptor(ic.recoverStream, ic.utf8Stream, ic.authStream, ic.logStream),
 	}
 }
 
 type interceptors struct {
-	token  []byte
-	logger *slog.Logger
+	token   []byte
+	logger  *slog.Logger
+	invalid *invalidUTF8Requests
+}
+
+// recoverUnary turns a panic in a handler (or a later interceptor) into INTERNAL, so that
+// one bad request costs its caller an error and the server nothing.
+func (ic interceptors) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, ic.panicked(ctx, info.FullMethod, r, requestAttrs(req))
+		}
+	}()
+	return next(ctx, req)
+}
+
+// recoverStream is recoverUnary for streams.
+func (ic interceptors) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = ic.panicked(ss.Context(), info.FullMethod, r, nil)
+		}
+	}()
+	return next(srv, ss)
+}
+
+// panicked logs a recovered panic with its stack under a fresh correlation id and returns
+// the INTERNAL status naming that id.
+func (ic interceptors) panicked(ctx context.Context, method string, r any, attrs []any) error {
+	st, correlationID := internalStatus()
+	ic.logger.ErrorContext(ctx, "handler panicked", append([]any{"method", method, "correlation_id", correlationID,
+		"panic", r, "stack", string(debug.Stack())}, attrs...)...)
+	return st.Err()
+}
+
+// requestAttrs are the session and agent ids a request names, for the log.
+func requestAttrs(req any) []any {
+	var attrs []any
+	if r, ok := req.(interface{ GetSessionId() string }); ok && r.GetSessionId() != "" {
+		attrs = append(attrs, "session_id", r.GetSessionId())
+	}
+	if r, ok := req.(interface{ GetAgentId() string }); ok && r.GetAgentId() != "" {
+		attrs = append(attrs, "agent_id", r.GetAgentId())
+	}
+	return attrs
+}
+
+// utf8Unary refuses a request the codec found invalid UTF-8 in. It runs before the token
+// check so that every such request is taken out of invalidUTF8Requests.
+func (ic interceptors) utf8Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	if err := ic.invalid.take(req); err != nil {
+		ic.logger.DebugContext(ctx, "request refused", "method", info.FullMethod, "err", err)
+		return nil, err
+	}
+	return next(ctx, req)
+}
+
+// utf8Stream refuses, from RecvMsg, each message of a stream the codec found invalid
+// UTF-8 in.
+func (ic interceptors) utf8Stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+	return next(srv, utf8CheckedStream{ServerStream: ss, invalid: ic.invalid})
+}
+
+type utf8CheckedStream struct {
+	grpc.ServerStream
+	invalid *invalidUTF8Requests
+}
+
+func (s utf8CheckedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.invalid.take(m)
 }
 
 // authorize checks `authorization: Bearer <token>` in constant time. The scheme is

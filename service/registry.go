@@ -68,7 +68,8 @@ func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInf
 	})
 }
 
-// ownerOf returns the presenter of the agent that owns a stored session.
+// ownerOf returns the presenter of the agent that owns a stored session; an
+// *agentNotConfiguredError when that agent is no longer configured.
 func (r *Registry) ownerOf(ctx context.Context, sessionID string) (presenters.Presenter, error) {
 	rec, err := r.store.sessionOwnerOf(ctx, sessionID)
 	if err != nil {
@@ -76,8 +77,26 @@ func (r *Registry) ownerOf(ctx context.Context, sessionID string) (presenters.Pr
 	}
 	p, ok := r.agents[rec.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: session %q belongs to agent %q, which is not configured on this server; add it to the config's agents",
-			presenters.ErrFailedPrecondition, sessionID, rec.AgentID)
+		return nil, &agentNotConfiguredError{rec: rec}
 	}
 	return p, nil
+}
+
+// agentNotConfiguredError: a stored session's agent is not configured on this server. Its
+// history stays readable from the store (GetSession, GetMessages, ListSessions); anything
+// that needs the agent fails with FAILED_PRECONDITION.
+type agentNotConfiguredError struct{ rec sessionOwner }
+
+func (e *agentNotConfiguredError) Error() string {
+	return fmt.Sprintf("session %q belongs to agent %q, which is not configured on this server: GetSession and GetMessages still show its history; to continue it, add the agent to the config's agents and restart",
+		e.rec.SessionID, e.rec.AgentID)
+}
+
+func (e *agentNotConfiguredError) Unwrap() error { return presenters.ErrFailedPrecondition }
+
+// reason is the status_reason of such a session.
+func (e *agentNotConfiguredError) reason() string { return agentNotConfiguredReason(e.rec.AgentID) }
+
+func agentNotConfiguredReason(agentID string) string {
+	return fmt.Sprintf("agent %s is no longer configured on this server; the session's history stays readable", agentID)
 }

@@ -10,13 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -46,9 +43,10 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-// Service implements agentic.v1.AgenticService. Every handler does the same four things
-// in the same order: recover from a panic, validate the request, delegate to the
-// registry, presenter or hub, and convert any error with toStatus.
+// Service implements agentic.v1.AgenticService. Every handler does the same three things
+// in the same order: validate the request, delegate to the registry, presenter or hub,
+// and convert any error with toStatus. A panic is the interceptors' (recoverUnary,
+// recoverStream).
 type Service struct {
 	pb.UnimplementedAgenticServiceServer
 
@@ -69,19 +67,11 @@ func New(opts Options) *Service {
 	return &Service{registry: opts.Registry, hub: opts.Hub, roots: opts.Roots, logger: logger}
 }
 
-// recoverPanic turns a panic in a handler into INTERNAL and logs it with its stack.
-func (s *Service) recoverPanic(ctx context.Context, method string, err *error) {
-	if r := recover(); r != nil {
-		s.logger.ErrorContext(ctx, "handler panicked", "method", method, "panic", r, "stack", string(debug.Stack()))
-		*err = status.Error(codes.Internal, internalMessage)
-	}
-}
-
 // fail converts an error for the client, logging unexpected ones in full.
 func (s *Service) fail(ctx context.Context, method string, err error, attrs ...any) error {
-	st, internal := toStatus(err)
-	if internal {
-		s.logger.ErrorContext(ctx, "request failed", append([]any{"method", method, "err", err}, attrs...)...)
+	st, correlationID := toStatus(err)
+	if correlationID != "" {
+		s.logger.ErrorContext(ctx, "request failed", append([]any{"method", method, "correlation_id", correlationID, "err", err}, attrs...)...)
 	} else {
 		s.logger.DebugContext(ctx, "request refused", append([]any{"method", method, "code", st.Code().String(), "err", err}, attrs...)...)
 	}
@@ -138,9 +128,8 @@ func (s *Service) afterChange(info presenters.SessionInfo) *pb.SessionInfo {
 	return sessionToPB(info, s.hub.snapshot(info.SessionID))
 }
 
-func (s *Service) ListAgents(ctx context.Context, _ *pb.ListAgentsRequest) (resp *pb.ListAgentsResponse, err error) {
-	defer s.recoverPanic(ctx, "ListAgents", &err)
-	resp = &pb.ListAgentsResponse{}
+func (s *Service) ListAgents(ctx context.Context, _ *pb.ListAgentsRequest) (*pb.ListAgentsResponse, error) {
+	resp := &pb.ListAgentsResponse{}
 	for _, p := range s.registry.Presenters() {
 		info := p.Describe(ctx)
 		if info.ID == "" {
@@ -151,9 +140,8 @@ func (s *Service) ListAgents(ctx context.Context, _ *pb.ListAgentsRequest) (resp
 	return resp, nil
 }
 
-func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionRequest) (resp *pb.CreateSessionResponse, err error) {
+func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionRequest) (*pb.CreateSessionResponse, error) {
 	const method = "CreateSession"
-	defer s.recoverPanic(ctx, method, &err)
 	agentID, cfg := req.GetAgentId(), req.GetConfig()
 	if err := required("agent_id", agentID, "one of the agents ListAgents shows"); err != nil {
 		return nil, s.fail(ctx, method, err)
@@ -201,14 +189,17 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	return &pb.CreateSessionResponse{Session: s.afterChange(info)}, nil
 }
 
-func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (resp *pb.GetSessionResponse, err error) {
+func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
 	const method = "GetSession"
-	defer s.recoverPanic(ctx, method, &err)
 	id := req.GetSessionId()
 	if err := requireSession(id); err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
 	p, err := s.owner(ctx, id)
+	var notConfigured *agentNotConfiguredError
+	if errors.As(err, &notConfigured) {
+		return s.unconfiguredSession(ctx, notConfigured.rec), nil
+	}
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
@@ -220,9 +211,20 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (re
 	return &pb.GetSessionResponse{Session: sessionToPB(info, snap)}, nil
 }
 
-func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (resp *pb.ListSessionsResponse, err error) {
+// unconfiguredSession answers GetSession for a session whose agent is no longer
+// configured: the stored snapshot, closed, with nothing in flight or pending (nothing
+// could answer them).
+func (s *Service) unconfiguredSession(ctx context.Context, rec sessionOwner) *pb.GetSessionResponse {
+	snap := s.hub.snapshot(rec.SessionID)
+	infos, err := s.unconfiguredSnapshots(ctx, []sessionOwner{rec})
+	if err != nil {
+		s.logger.ErrorContext(ctx, "could not read a session's stored history", "session_id", rec.SessionID, "agent_id", rec.AgentID, "err", err)
+	}
+	return &pb.GetSessionResponse{Session: sessionToPB(infos[0], sessionSnapshot{Point: snap.Point})}
+}
+
+func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (*pb.ListSessionsResponse, error) {
 	const method = "ListSessions"
-	defer s.recoverPanic(ctx, method, &err)
 	size := int(req.GetPageSize())
 	switch {
 	case size < 0:
@@ -245,7 +247,7 @@ func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest)
 	if err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
-	resp = &pb.ListSessionsResponse{}
+	resp := &pb.ListSessionsResponse{}
 	if len(recs) > size {
 		recs = recs[:size]
 		last := recs[size-1]
@@ -274,7 +276,8 @@ type sessionsGetter interface {
 
 // listedSessions asks the owners for a page of sessions: each agent that implements
 // sessionsGetter once, the others session by session. A session its agent can no longer
-// describe is still listed, from the stored record, with the reason as its status.
+// describe is still listed, from the stored record, with the reason as its status; one
+// whose agent is no longer configured is listed closed, as its stored history has it.
 func (s *Service) listedSessions(ctx context.Context, recs []sessionOwner) []presenters.SessionInfo {
 	type batch struct {
 		getter sessionsGetter
@@ -282,10 +285,11 @@ func (s *Service) listedSessions(ctx context.Context, recs []sessionOwner) []pre
 	}
 	out := make([]presenters.SessionInfo, len(recs))
 	batches := map[string]*batch{}
+	var orphans []int // indexes in recs of sessions whose agent is not configured
 	for i, rec := range recs {
 		p, err := s.registry.Agent(rec.AgentID)
 		if err != nil {
-			out[i] = storedSession(rec, fmt.Sprintf("agent %s is not configured on this server", rec.AgentID))
+			orphans = append(orphans, i)
 			continue
 		}
 		if getter, ok := p.(sessionsGetter); ok {
@@ -317,7 +321,35 @@ func (s *Service) listedSessions(ctx context.Context, recs []sessionOwner) []pre
 			out[i] = s.listedSession(ctx, recs[i], info, known)
 		}
 	}
+	if len(orphans) > 0 {
+		orphanRecs := make([]sessionOwner, len(orphans))
+		for j, i := range orphans {
+			orphanRecs[j] = recs[i]
+		}
+		infos, err := s.unconfiguredSnapshots(ctx, orphanRecs)
+		for j, i := range orphans {
+			out[i] = infos[j]
+		}
+		if err != nil {
+			s.logger.ErrorContext(ctx, "could not read the stored history of listed sessions", "sessions", len(orphans), "err", err)
+		}
+	}
 	return out
+}
+
+// unconfiguredSnapshots describes sessions whose agent is no longer configured from the
+// store; if the stored history cannot be read, from their owner records alone (the error
+// says why, for the log).
+func (s *Service) unconfiguredSnapshots(ctx context.Context, recs []sessionOwner) ([]presenters.SessionInfo, error) {
+	infos, err := s.registry.store.storedSnapshots(ctx, recs)
+	if err == nil {
+		return infos, nil
+	}
+	infos = make([]presenters.SessionInfo, len(recs))
+	for i, rec := range recs {
+		infos[i] = storedSession(rec, presenters.SessionClosed, agentNotConfiguredReason(rec.AgentID))
+	}
+	return infos, err
 }
 
 // listedSession is what a listed session's owner answered, or its stored record with the
@@ -327,30 +359,17 @@ func (s *Service) listedSession(ctx context.Context, rec sessionOwner, info pres
 	case err == nil:
 		return info
 	case errors.Is(err, presenters.ErrNotFound):
-		return storedSession(rec, fmt.Sprintf("agent %s no longer has this session", rec.AgentID))
+		return storedSession(rec, presenters.SessionError, fmt.Sprintf("agent %s no longer has this session", rec.AgentID))
 	}
-	st, internal := toStatus(err)
-	if internal {
-		s.logger.ErrorContext(ctx, "could not describe a listed session", "session_id", rec.SessionID, "agent_id", rec.AgentID, "err", err)
+	st, correlationID := toStatus(err)
+	if correlationID != "" {
+		s.logger.ErrorContext(ctx, "could not describe a listed session", "session_id", rec.SessionID, "agent_id", rec.AgentID, "correlation_id", correlationID, "err", err)
 	}
-	return storedSession(rec, st.Message())
+	return storedSession(rec, presenters.SessionError, st.Message())
 }
 
-// storedSession is a session as the store records it, in error for the reason given.
-func storedSession(rec sessionOwner, reason string) presenters.SessionInfo {
-	return presenters.SessionInfo{
-		SessionID:    rec.SessionID,
-		AgentID:      rec.AgentID,
-		Workspace:    rec.Workspace,
-		CreatedAt:    rec.createdAt(),
-		Status:       presenters.SessionError,
-		StatusReason: reason,
-	}
-}
-
-func (s *Service) LoadSession(ctx context.Context, req *pb.LoadSessionRequest) (resp *pb.LoadSessionResponse, err error) {
+func (s *Service) LoadSession(ctx context.Context, req *pb.LoadSessionRequest) (*pb.LoadSessionResponse, error) {
 	const method = "LoadSession"
-	defer s.recoverPanic(ctx, method, &err)
 	id := req.GetSessionId()
 	if err := requireSession(id); err != nil {
 		return nil, s.fail(ctx, method, err)
@@ -372,9 +391,8 @@ func (s *Service) LoadSession(ctx context.Context, req *pb.LoadSessionRequest) (
 	return &pb.LoadSessionResponse{Session: s.afterChange(info)}, nil
 }
 
-func (s *Service) CloseSession(ctx context.Context, req *pb.CloseSessionRequest) (resp *pb.CloseSessionResponse, err error) {
+func (s *Service) CloseSession(ctx context.Context, req *pb.CloseSessionRequest) (*pb.CloseSessionResponse, error) {
 	const method = "CloseSession"
-	defer s.recoverPanic(ctx, method, &err)
 	id := req.GetSessionId()
 	if err := requireSession(id); err != nil {
 		return nil, s.fail(ctx, method, err)
@@ -390,9 +408,8 @@ func (s *Service) CloseSession(ctx context.Context, req *pb.CloseSessionRequest)
 	return &pb.CloseSessionResponse{}, nil
 }
 
-func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (resp *pb.SendMessageResponse, err error) {
+func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
 	const method = "SendMessage"
-	defer s.recoverPanic(ctx, method, &err)
 	id := req.GetSessionId()
 	if err := requireSession(id); err != nil {
 		return nil, s.fail(ctx, method, err)
@@ -412,9 +429,8 @@ func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (
 	return &pb.SendMessageResponse{MessageId: res.MessageID, UserMessageId: res.UserMessageID}, nil
 }
 
-func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageRequest) (resp *pb.CancelMessageResponse, err error) {
+func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageRequest) (*pb.CancelMessageResponse, error) {
 	const method = "CancelMessage"
-	defer s.recoverPanic(ctx, method, &err)
 	id := req.GetSessionId()
 	if err := requireSession(id); err != nil {
 		return nil, s.fail(ctx, method, err)
@@ -429,9 +445,8 @@ func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageReques
 	return &pb.CancelMessageResponse{}, nil
 }
 
-func (s *Service) SetModel(ctx context.Context, req *pb.SetModelRequest) (resp *pb.SetModelResponse, err error) {
+func (s *Service) SetModel(ctx context.Context, req *pb.SetModelRequest) (*pb.SetModelResponse, error) {
 	const method = "SetModel"
-	defer s.recoverPanic(ctx, method, &err)
 	info, err := s.choose(ctx, method, req.GetSessionId(), choice{
 		field: "model_id", id: req.GetModelId(), what: "models",
 		offered: func(info presenters.SessionInfo) []string {
@@ -447,9 +462,8 @@ func (s *Service) SetModel(ctx context.Context, req *pb.SetModelRequest) (resp *
 	return &pb.SetModelResponse{Session: info}, nil
 }
 
-func (s *Service) SetMode(ctx context.Context, req *pb.SetModeRequest) (resp *pb.SetModeResponse, err error) {
+func (s *Service) SetMode(ctx context.Context, req *pb.SetModeRequest) (*pb.SetModeResponse, error) {
 	const method = "SetMode"
-	defer s.recoverPanic(ctx, method, &err)
 	info, err := s.choose(ctx, method, req.GetSessionId(), choice{
 		field: "mode_id", id: req.GetModeId(), what: "modes",
 		offered: func(info presenters.SessionInfo) []string {
@@ -509,7 +523,7 @@ func idsOf[T any](items []T, id func(T) string) []string {
 }
 
 // offered checks an id against the session's list, so every agent refuses an unknown
-// model or mode the same way (DESIGN.md: INVALID_ARGUMENT).
+// model or mode the same way: INVALID_ARGUMENT.
 func offered(field, id, what string, ids []string) error {
 	if len(ids) == 0 {
 		return invalidArgument("%s %q: this session offers no %s to choose from", field, id, what)
@@ -522,9 +536,8 @@ func offered(field, id, what string, ids []string) error {
 	return invalidArgument("%s %q is not one of the session's %s: %s", field, id, what, strings.Join(ids, ", "))
 }
 
-func (s *Service) RespondPermission(ctx context.Context, req *pb.RespondPermissionRequest) (resp *pb.RespondPermissionResponse, err error) {
+func (s *Service) RespondPermission(ctx context.Context, req *pb.RespondPermissionRequest) (*pb.RespondPermissionResponse, error) {
 	const method = "RespondPermission"
-	defer s.recoverPanic(ctx, method, &err)
 	id, requestID := req.GetSessionId(), req.GetRequestId()
 	if err := requireSession(id); err != nil {
 		return nil, s.fail(ctx, method, err)
@@ -600,9 +613,8 @@ func describeOptions(opts []presenters.PermissionOption) string {
 	return strings.Join(parts, ", ")
 }
 
-func (s *Service) GetMessages(ctx context.Context, req *pb.GetMessagesRequest) (resp *pb.GetMessagesResponse, err error) {
+func (s *Service) GetMessages(ctx context.Context, req *pb.GetMessagesRequest) (*pb.GetMessagesResponse, error) {
 	const method = "GetMessages"
-	defer s.recoverPanic(ctx, method, &err)
 	id := req.GetSessionId()
 	if err := requireSession(id); err != nil {
 		return nil, s.fail(ctx, method, err)
@@ -610,21 +622,30 @@ func (s *Service) GetMessages(ctx context.Context, req *pb.GetMessagesRequest) (
 	if req.GetLimit() < 0 {
 		return nil, s.fail(ctx, method, invalidArgument("limit must not be negative (0 returns all messages)"), "session_id", id)
 	}
+	q := presenters.MessageQuery{Limit: int(req.GetLimit()), BeforeMessageID: req.GetBeforeMessageId()}
+	var msgs []presenters.Message
+	attrs := []any{"session_id", id}
 	p, err := s.owner(ctx, id)
-	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id)
+	var notConfigured *agentNotConfiguredError
+	switch {
+	case errors.As(err, &notConfigured):
+		// The history outlives its agent: read it from the store.
+		attrs = append(attrs, "agent_id", notConfigured.rec.AgentID)
+		msgs, err = s.registry.store.storedMessages(ctx, id, q)
+	case err == nil:
+		attrs = append(attrs, "agent_id", p.AgentID())
+		msgs, err = p.GetMessages(ctx, id, q)
 	}
-	msgs, err := p.GetMessages(ctx, id, presenters.MessageQuery{Limit: int(req.GetLimit()), BeforeMessageID: req.GetBeforeMessageId()})
 	if err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+		return nil, s.fail(ctx, method, err, attrs...)
 	}
-	resp = &pb.GetMessagesResponse{Messages: make([]*pb.Message, len(msgs))}
+	resp := &pb.GetMessagesResponse{Messages: make([]*pb.Message, len(msgs))}
 	sizes := make([]int, len(msgs))
 	for i, m := range msgs {
 		resp.Messages[i], sizes[i] = s.messageForResponse(ctx, m)
 	}
 	if err := fitsResponse(sizes); err != nil {
-		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+		return nil, s.fail(ctx, method, err, attrs...)
 	}
 	return resp, nil
 }
@@ -666,10 +687,9 @@ func fitsResponse(sizes []int) error {
 
 // Subscribe replays the held events after after_sequence, then streams live ones, until
 // the client leaves, the server stops, or the client falls a whole queue behind.
-func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_SubscribeServer) (err error) {
+func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_SubscribeServer) error {
 	const method = "Subscribe"
 	ctx := stream.Context()
-	defer s.recoverPanic(ctx, method, &err)
 	for i, id := range req.GetSessionIds() {
 		if id == "" {
 			return s.fail(ctx, method, invalidArgument("session_ids[%d] is empty: list session ids, or leave session_ids empty for all sessions", i))
@@ -679,6 +699,9 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 		if id == "" {
 			return s.fail(ctx, method, invalidArgument("agent_ids[%d] is empty: list agent ids, or leave agent_ids empty for all agents", i))
 		}
+	}
+	if err := s.checkSubscriptionTargets(ctx, req.GetSessionIds(), req.GetAgentIds()); err != nil {
+		return s.fail(ctx, method, err)
 	}
 	sub, backlog, err := s.hub.subscribe(req.GetSessionIds(), req.GetAgentIds(), req.GetAfterSequence())
 	if err != nil {
@@ -712,6 +735,38 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			last = he.sequence
 		}
 	}
+}
+
+// checkSubscriptionTargets checks that every session and agent a subscription names
+// exists, since a stream filtered on a name that does not would wait forever: a session
+// the store knows (loaded or not) or the hub has events of (one being created), a
+// registered agent.
+func (s *Service) checkSubscriptionTargets(ctx context.Context, sessionIDs, agentIDs []string) error {
+	for i, id := range agentIDs {
+		if _, err := s.registry.Agent(id); err != nil {
+			return fmt.Errorf("agent_ids[%d]: %w", i, err)
+		}
+	}
+	var notHeld []string // the sessions without events in the hub, for the store to know
+	for _, id := range sessionIDs {
+		if s.hub.agentOf(id) == "" {
+			notHeld = append(notHeld, id)
+		}
+	}
+	if len(notHeld) == 0 {
+		return nil
+	}
+	stored, err := s.registry.store.storedSessions(ctx, notHeld)
+	if err != nil {
+		return err
+	}
+	for i, id := range sessionIDs {
+		if !stored[id] && s.hub.agentOf(id) == "" {
+			return fmt.Errorf("session_ids[%d]: %w: unknown session %q; ListSessions shows the sessions this server knows",
+				i, presenters.ErrNotFound, id)
+		}
+	}
+	return nil
 }
 
 // send writes one event to a stream as bytes shared by every subscriber.

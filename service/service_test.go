@@ -109,7 +109,7 @@ func TestCreateSessionErrors(t *testing.T) {
 	}
 }
 
-// Every presenter sentinel reaches the client as the code DESIGN.md names, with the
+// Every presenter sentinel reaches the client as its documented code, with the
 // presenter's message; an unknown error is INTERNAL and does not leak.
 func TestPresenterErrorsMapToCodes(t *testing.T) {
 	e := newEnv(t, envOptions{})
@@ -154,18 +154,6 @@ func TestPresenterErrorsMapToCodes(t *testing.T) {
 	st = wantCode(t, err, codes.Internal)
 	if strings.Contains(st.Message(), "secret") {
 		t.Errorf("internal detail leaked: %q", st.Message())
-	}
-}
-
-func TestPanicBecomesInternal(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	s := e.createSession(t, fakeID)
-	e.fake.getFn = func(context.Context, string) (presenters.SessionInfo, error) { panic("boom") }
-	_, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: s.GetSessionId()})
-	wantCode(t, err, codes.Internal)
-	// The server survives.
-	if _, err := e.client.ListAgents(bg, &pb.ListAgentsRequest{}); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -350,8 +338,8 @@ func TestListSessionsErrors(t *testing.T) {
 	wantCode(t, err, codes.NotFound)
 }
 
-// Sessions survive a restart through the store; one whose agent is gone is still listed,
-// with the reason.
+// Sessions survive a restart through the store; one whose agent is gone is still listed
+// and described, closed, with the reason.
 func TestSessionsSurviveRestart(t *testing.T) {
 	store := openStore(t)
 	first := newEnv(t, envOptions{store: store})
@@ -372,12 +360,14 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.GetSessions()) != 1 || list.GetSessions()[0].GetStatus() != pb.SessionStatus_SESSION_STATUS_ERROR ||
+	if len(list.GetSessions()) != 1 || list.GetSessions()[0].GetStatus() != pb.SessionStatus_SESSION_STATUS_CLOSED ||
 		!strings.Contains(list.GetSessions()[0].GetStatusReason(), fakeID) {
 		t.Errorf("orphaned session listed as %v", list.GetSessions())
 	}
-	_, err = orphaned.client.GetSession(bg, &pb.GetSessionRequest{SessionId: s.GetSessionId()})
-	wantCode(t, err, codes.FailedPrecondition)
+	got, err = orphaned.client.GetSession(bg, &pb.GetSessionRequest{SessionId: s.GetSessionId()})
+	if err != nil || got.GetSession().GetStatus() != pb.SessionStatus_SESSION_STATUS_CLOSED {
+		t.Errorf("orphaned session: %v, %v", got, err)
+	}
 }
 
 func TestLoadSession(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,9 +20,12 @@ import (
 )
 
 // Store keeps what the service itself must remember across restarts, in the server's
-// SQLite database: which agent owns each session, and the event sequence floor.
+// SQLite database: which agent owns each session, and the event sequence floor. It also
+// reads the presenters' stored history, for sessions whose agent is no longer configured.
 type Store struct {
 	db *gorm.DB
+	// history is the presenters' history store on the same database, read only here.
+	history *transcript.Store
 	// Prepared once: every CreateSession runs it, and preparing it each time (through GORM's
 	// statement builder) cost more than running it. Closing the database closes it too.
 	addSessionStmt *sql.Stmt
@@ -52,8 +56,8 @@ type sequenceFloor struct {
 
 func (sequenceFloor) TableName() string { return "event_sequence_floor" }
 
-// NewStore creates the service's tables if needed. It reads no rows. Close releases its
-// prepared statement.
+// NewStore creates the service's tables (and the history's) if needed. It reads no rows.
+// Close releases its prepared statements.
 func NewStore(ctx context.Context, db *gorm.DB) (*Store, error) {
 	if err := db.WithContext(ctx).AutoMigrate(&sessionOwner{}, &sequenceFloor{}); err != nil {
 		return nil, fmt.Errorf("create the service tables: %w", err)
@@ -67,12 +71,17 @@ func NewStore(ctx context.Context, db *gorm.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service tables: prepare the session owner insert: %w", err)
 	}
-	return &Store{db: db, addSessionStmt: stmt, writeMu: transcript.WriteLock(db)}, nil
+	history, err := transcript.New(ctx, db)
+	if err != nil {
+		_ = stmt.Close()
+		return nil, err
+	}
+	return &Store{db: db, history: history, addSessionStmt: stmt, writeMu: transcript.WriteLock(db)}, nil
 }
 
-// Close releases the prepared statement. The store must not be used afterwards.
+// Close releases the prepared statements. The store must not be used afterwards.
 func (s *Store) Close() error {
-	return s.addSessionStmt.Close()
+	return errors.Join(s.addSessionStmt.Close(), s.history.Close())
 }
 
 // SequenceFloor returns the stored floor (0 on a new database).
@@ -135,6 +144,79 @@ func (s *Store) sessionOwnerOf(ctx context.Context, sessionID string) (sessionOw
 		return rec, fmt.Errorf("look up session %s: %w", sessionID, err)
 	}
 	return rec, nil
+}
+
+// idBatch is how many ids one IN (...) query binds: far below SQLite's variable limit.
+const idBatch = 500
+
+// storedSessions returns which of the session ids the store knows.
+func (s *Store) storedSessions(ctx context.Context, sessionIDs []string) (map[string]bool, error) {
+	known := make(map[string]bool, len(sessionIDs))
+	for part := range slices.Chunk(sessionIDs, idBatch) {
+		var found []string
+		if err := s.db.WithContext(ctx).Model(&sessionOwner{}).Where("session_id IN ?", part).Pluck("session_id", &found).Error; err != nil {
+			return nil, fmt.Errorf("look up %d sessions: %w", len(part), err)
+		}
+		for _, id := range found {
+			known[id] = true
+		}
+	}
+	return known, nil
+}
+
+// storedSnapshots describe sessions from what is stored alone, for those whose agent is
+// no longer configured: the owner record, completed with the stored conversation (title,
+// model, mode, usage, message count) where the agent kept one. Such a session is closed.
+func (s *Store) storedSnapshots(ctx context.Context, recs []sessionOwner) ([]presenters.SessionInfo, error) {
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.SessionID
+	}
+	convs, err := s.history.GetConversations(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := s.history.CountMessagesOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]transcript.Conversation, len(convs))
+	for _, c := range convs {
+		byID[c.ID] = c
+	}
+	out := make([]presenters.SessionInfo, len(recs))
+	for i, rec := range recs {
+		info := storedSession(rec, presenters.SessionClosed, agentNotConfiguredReason(rec.AgentID))
+		if c, ok := byID[rec.SessionID]; ok {
+			info.Title, info.CurrentModelID, info.CurrentModeID = c.Title, c.ModelID, c.ModeID
+			info.UpdatedAt, info.Usage = c.UpdatedAt, c.Usage
+		}
+		info.MessageCount = counts[rec.SessionID]
+		out[i] = info
+	}
+	return out, nil
+}
+
+// storedMessages reads a session's messages from the stored history, for a session whose
+// agent is no longer configured. A session the agent kept no history of has none.
+func (s *Store) storedMessages(ctx context.Context, sessionID string, q presenters.MessageQuery) ([]presenters.Message, error) {
+	msgs, err := s.history.Messages(ctx, sessionID, q)
+	if errors.Is(err, presenters.ErrNotFound) && q.BeforeMessageID == "" {
+		return nil, nil
+	}
+	return msgs, err
+}
+
+// storedSession is a session as its owner record has it, with the status given.
+func storedSession(rec sessionOwner, status presenters.SessionStatus, reason string) presenters.SessionInfo {
+	return presenters.SessionInfo{
+		SessionID:    rec.SessionID,
+		AgentID:      rec.AgentID,
+		Workspace:    rec.Workspace,
+		CreatedAt:    rec.createdAt(),
+		Status:       status,
+		StatusReason: reason,
+	}
 }
 
 // sessionCursor is a position in the newest-first order of sessions.

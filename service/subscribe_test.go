@@ -43,6 +43,7 @@ func TestSubscribeOrderAcrossSessions(t *testing.T) {
 
 func TestSubscribeFilters(t *testing.T) {
 	e := newEnv(t, envOptions{})
+	e.storeSessions(t, fakeID, "s1", "s2", "s3")
 	bySession := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s1", "s3"}})
 	byAgent := e.subscribeLive(t, &pb.SubscribeRequest{AgentIds: []string{otherID}})
 	both := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s1", "s2"}, AgentIds: []string{otherID}})
@@ -81,6 +82,36 @@ func TestSubscribeValidation(t *testing.T) {
 	for _, req := range []*pb.SubscribeRequest{{SessionIds: []string{"a", ""}}, {AgentIds: []string{""}}} {
 		_, err := e.subscribe(t, req).Recv()
 		wantCode(t, err, codes.InvalidArgument)
+	}
+}
+
+// A subscription naming a session or an agent the server does not know is NOT_FOUND naming
+// the first unknown one, instead of a stream that would wait forever; a stored session
+// counts, loaded or not.
+func TestSubscribeUnknownTargets(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	created := e.createSession(t, fakeID).GetSessionId()
+	e.storeSessions(t, otherID, "stored-only")
+	for _, c := range []struct {
+		req     *pb.SubscribeRequest
+		mention []string
+	}{
+		{&pb.SubscribeRequest{SessionIds: []string{created, "nope", "nope-2"}}, []string{"session_ids[1]", `unknown session "nope"`, "ListSessions"}},
+		{&pb.SubscribeRequest{AgentIds: []string{fakeID, "acp.x.y"}}, []string{"agent_ids[1]", `unknown agent "acp.x.y"`, "ListAgents"}},
+		{&pb.SubscribeRequest{SessionIds: []string{created}, AgentIds: []string{"acp.x.y"}}, []string{`unknown agent "acp.x.y"`}},
+	} {
+		_, err := e.subscribe(t, c.req).Recv()
+		st := wantCode(t, err, codes.NotFound)
+		for _, m := range c.mention {
+			if !strings.Contains(st.Message(), m) {
+				t.Errorf("%v: message %q should say %q", c.req, st.Message(), m)
+			}
+		}
+	}
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{created, "stored-only"}, AgentIds: []string{otherID}})
+	seq := presenters.NewEmitter(e.hub, otherID, "stored-only").StatusChanged(presenters.SessionIdle, "")
+	if ev := recv(t, stream); ev.GetSequence() != seq {
+		t.Errorf("got event %v, want the stored session's %d", ev, seq)
 	}
 }
 

@@ -131,6 +131,7 @@ func TestInvalidUTF8NeitherBreaksStreamsNorHistory(t *testing.T) {
 // UTF-8 boundary; the stream goes on.
 func TestOversizeEventIsCut(t *testing.T) {
 	e := newEnv(t, envOptions{})
+	e.storeSessions(t, fakeID, "s")
 	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s"}})
 	em := presenters.NewEmitter(e.hub, fakeID, "s")
 	huge := strings.Repeat("é", 3<<20) // 6 MiB of two-byte characters
@@ -171,6 +172,7 @@ func truncatedMarker(t *testing.T, text string) string {
 // ERROR event with its sequence: never a gap, never a broken stream.
 func TestUncuttableEventIsReplacedByError(t *testing.T) {
 	e := newEnv(t, envOptions{})
+	e.storeSessions(t, fakeID, "s")
 	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s"}})
 	entries := make([]presenters.PlanEntry, 300_000)
 	for i := range entries {

@@ -1,0 +1,96 @@
+package service
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/transcript"
+)
+
+// A session whose agent was removed from the config keeps its history readable: GetSession
+// and ListSessions describe it from the store, closed, saying why; GetMessages reads its
+// messages from the store; whatever needs the agent is FAILED_PRECONDITION naming it.
+func TestHistoryOutlivesItsAgent(t *testing.T) {
+	store := openStore(t)
+	first := newEnv(t, envOptions{store: store})
+	id := first.createSession(t, fakeID).GetSessionId()
+	// What the agent stored of the session, as the presenters store it.
+	history, err := transcript.New(bg, store.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = history.Close() })
+	now := time.Now()
+	if err := history.CreateConversation(bg, transcript.Conversation{ID: id, AgentID: fakeID, Workspace: first.root,
+		Title: "old work", ModelID: "large", ModeID: "code", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	stored := []presenters.Message{
+		{ID: "u1", SessionID: id, Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: now,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hello"}}},
+		{ID: "a1", SessionID: id, Role: presenters.RoleAssistant, Status: presenters.MessageComplete, StopReason: presenters.StopEndTurn, CreatedAt: now,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi there"}}},
+	}
+	if err := history.SaveMessages(bg, stored...); err != nil {
+		t.Fatal(err)
+	}
+
+	e := newEnv(t, envOptions{store: store, noAgents: true})
+	msgs, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
+	if err != nil {
+		t.Fatalf("GetMessages: %v", err)
+	}
+	if len(msgs.GetMessages()) != 2 || msgs.GetMessages()[0].GetBlocks()[0].GetText().GetText() != "hello" ||
+		msgs.GetMessages()[1].GetBlocks()[0].GetText().GetText() != "hi there" {
+		t.Fatalf("messages = %v", msgs.GetMessages())
+	}
+	page, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id, Limit: 1, BeforeMessageId: "a1"})
+	if err != nil || len(page.GetMessages()) != 1 || page.GetMessages()[0].GetMessageId() != "u1" {
+		t.Fatalf("paged GetMessages: %v, %v", page, err)
+	}
+
+	got, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	info := got.GetSession()
+	if info.GetStatus() != pb.SessionStatus_SESSION_STATUS_CLOSED || !strings.Contains(info.GetStatusReason(), fakeID+" is no longer configured") ||
+		info.GetTitle() != "old work" || info.GetCurrentModelId() != "large" || info.GetMessageCount() != 2 ||
+		info.GetWorkspace() != first.root || info.GetLastSequence() == 0 {
+		t.Fatalf("session = %v", info)
+	}
+	list, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{})
+	if err != nil || len(list.GetSessions()) != 1 || list.GetSessions()[0].GetStatus() != pb.SessionStatus_SESSION_STATUS_CLOSED ||
+		list.GetSessions()[0].GetTitle() != "old work" {
+		t.Fatalf("ListSessions: %v, %v", list, err)
+	}
+
+	mutating := map[string]error{}
+	_, mutating["SendMessage"] = e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Text: "more"}})
+	_, mutating["LoadSession"] = e.client.LoadSession(bg, &pb.LoadSessionRequest{SessionId: id})
+	_, mutating["CloseSession"] = e.client.CloseSession(bg, &pb.CloseSessionRequest{SessionId: id})
+	_, mutating["CancelMessage"] = e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: id})
+	_, mutating["SetMode"] = e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "ask"})
+	_, mutating["RespondPermission"] = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r",
+		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "o"}})
+	for method, err := range mutating {
+		st := wantCode(t, err, codes.FailedPrecondition)
+		if !strings.Contains(st.Message(), `agent "`+fakeID+`"`) || !strings.Contains(st.Message(), "add the agent") {
+			t.Errorf("%s: message %q should name the agent and what to do", method, st.Message())
+		}
+	}
+
+	// A session whose agent kept no history has no messages, and an unknown session is
+	// still NOT_FOUND.
+	bare := first.createSession(t, fakeID).GetSessionId()
+	if msgs, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: bare}); err != nil || len(msgs.GetMessages()) != 0 {
+		t.Errorf("GetMessages of a session without history: %v, %v", msgs, err)
+	}
+	_, err = e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: "no-such-session"})
+	wantCode(t, err, codes.NotFound)
+}
