@@ -65,6 +65,16 @@ func (r *Roots) ConfinementState() string {
 	return "on: " + support.String()
 }
 
+// ConfinesFiles reports whether the processes started for sessions run with their files
+// bounded (confinement not off, and Landlock available): an agent's own sandbox, which
+// needs to mount, cannot work inside that boundary and is not needed.
+func (r *Roots) ConfinesFiles() bool {
+	if r.opts.Confinement == ConfineOff || r.opts.Confinement == "" {
+		return false
+	}
+	return confine.Probe().ConfinesFiles()
+}
+
 // ConfinementMissing lists what this kernel cannot enforce of the configured boundary;
 // empty when confinement is off or complete.
 func (r *Roots) ConfinementMissing() []string {
@@ -154,9 +164,10 @@ func (o Options) allowed(paths []string) []string {
 	return slices.DeleteFunc(paths, func(p string) bool { return isExcluded(o.Excluded, p) })
 }
 
-// installPaths are what the command needs to run: the directory of its real file and
-// of any absolute file among its arguments (a script run by an interpreter), widened to
-// the node_modules that holds it, where its dependencies are.
+// installPaths are what the command needs to run: the directory of its real file, of the
+// interpreter its "#!" line names (node under nvm, say) and of any absolute file among
+// its arguments (a script run by an interpreter), widened to the node_modules that holds
+// it, where its dependencies are.
 func installPaths(cmd *exec.Cmd) []string {
 	var out []string
 	add := func(p string) {
@@ -174,6 +185,13 @@ func installPaths(cmd *exec.Cmd) []string {
 		out = append(out, dir)
 	}
 	add(cmd.Path)
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	if interp := interpreter(cmd.Path, envValue(env, "PATH")); interp != "" {
+		add(interp)
+	}
 	for _, a := range cmd.Args[1:] {
 		if filepath.IsAbs(a) {
 			add(a)
@@ -206,4 +224,45 @@ func withEnv(env []string, set map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// interpreter is the program a script's "#!" line runs, with "/usr/bin/env X" looked up
+// on path; "" for a binary or an interpreter that cannot be found.
+func interpreter(script, path string) string {
+	f, err := os.Open(script)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := f.Read(head)
+	line, _, _ := strings.Cut(string(head[:n]), "\n")
+	rest, ok := strings.CutPrefix(line, "#!")
+	if !ok {
+		return ""
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return ""
+	}
+	if filepath.Base(fields[0]) != "env" {
+		return fields[0]
+	}
+	for _, f := range fields[1:] {
+		if strings.HasPrefix(f, "-") || strings.Contains(f, "=") {
+			continue // env's options (-S) and assignments
+		}
+		for _, dir := range filepath.SplitList(path) {
+			if p := filepath.Join(dir, f); isExecutable(p) {
+				return p
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }

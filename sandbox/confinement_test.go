@@ -201,3 +201,39 @@ func TestReadPathsCarveOutAgenticdsFiles(t *testing.T) {
 		}
 	}
 }
+
+// An agent installed with its own node (nvm) is a "#!/usr/bin/env node" script whose
+// interpreter lives outside the system dirs: confined, the interpreter stays runnable.
+func TestConfinedScriptFindsItsInterpreter(t *testing.T) {
+	requireConfinement(t)
+	tr := newTree(t, Options{Confinement: ConfineOn})
+	tr.plant(t)
+	base := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "nvm", "bin") // apart from the agent's own dir
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The "interpreter" is a copy of sh, so it runs the script below as a shell script.
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "mynode"), sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agent := filepath.Join(base, "agent")
+	if err := os.WriteFile(agent, []byte("#!/usr/bin/env mynode\necho interpreter ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(agent)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":/usr/bin:/bin")
+	release, err := tr.roots.Confine(cmd, tr.wsDir, ProcessPaths{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "interpreter ran\n" {
+		t.Fatalf("confined script: %v, %q", err, out)
+	}
+}

@@ -49,7 +49,7 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 		ids[a.ID] = true
 		commands[commandName(a.Command)] = true
 	}
-	for _, c := range acp.Discover(exec.LookPath) {
+	for _, c := range acp.Discover(exec.LookPath, deps.Roots.ConfinesFiles()) {
 		if ids[c.ID] || commands[commandName(c.Command)] {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,9 @@ type Config struct {
 	// left out.
 	ReadPaths  []string
 	WritePaths []string
+	// State is created, when missing, before the agent starts: a confined agent cannot
+	// create what its write paths name, since its home directory is not writable.
+	State []StatePath
 	// PermissionTimeout: a permission request nobody answers in this time is answered
 	// `cancelled` (default 5 min).
 	PermissionTimeout time.Duration
@@ -136,6 +140,13 @@ func (c Config) validate() (Config, error) {
 	return c, nil
 }
 
+// StatePath is a directory, or a file with initial content, an agent needs to exist.
+type StatePath struct {
+	Path string // "~" is the home directory
+	File bool
+	Seed string // a new file's content
+}
+
 // knownAgent is an ACP agent binary Discover looks for.
 type knownAgent struct {
 	binary      string
@@ -144,12 +155,18 @@ type knownAgent struct {
 	args        []string
 	claude      bool // Claude's adapters refuse to run as root unless IS_SANDBOX=1
 	description string
-	// state is where the agent keeps its login, settings and history: writable when
-	// it runs confined.
-	state []string
+	// state is where the agent keeps its login, settings and history: created when
+	// missing, and writable when it runs confined.
+	state []StatePath
+	// confinedArgs are added when agenticd bounds the agent's files: an agent sandbox
+	// of its own (codex's bubblewrap) cannot run inside that boundary.
+	confinedArgs []string
 }
 
-var claudeState = []string{"~/.claude", "~/.claude.json", "~/.config/claude"}
+// Claude's adapters fail session/new without ~/.claude.json ({} will do) and cannot
+// resume sessions without ~/.claude; codex-acp exits at once without ~/.codex, gemini
+// without ~/.gemini.
+var claudeState = []StatePath{{Path: "~/.claude"}, {Path: "~/.claude.json", File: true, Seed: "{}\n"}}
 
 var knownAgents = []knownAgent{
 	{binary: "claude-code-acp", id: "acp.anthropic.claude-code", name: "Claude Code", claude: true,
@@ -157,22 +174,32 @@ var knownAgents = []knownAgent{
 	{binary: "claude-agent-acp", id: "acp.anthropic.claude", name: "Claude Agent", claude: true,
 		description: "Claude through the claude-agent-acp adapter", state: claudeState},
 	{binary: "codex-acp", id: "acp.openai.codex", name: "Codex",
-		description: "OpenAI Codex through the codex-acp adapter", state: []string{"~/.codex"}},
+		description: "OpenAI Codex through the codex-acp adapter", state: []StatePath{{Path: "~/.codex"}},
+		// agenticd's boundary stands in for codex's sandbox; untrusted makes codex put
+		// every command to agenticd's permission policy and so to a person.
+		confinedArgs: []string{"-c", `sandbox_mode="danger-full-access"`, "-c", `approval_policy="untrusted"`}},
 	// gemini-cli 0.33+ takes --acp (--experimental-acp is its deprecated alias).
 	{binary: "gemini", id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
-		description: "Google Gemini CLI in ACP mode", state: []string{"~/.gemini"}},
+		description: "Google Gemini CLI in ACP mode", state: []StatePath{{Path: "~/.gemini"}}},
 }
 
 // Discover returns a Config for every known ACP agent found by lookPath (exec.LookPath
-// in production), in a fixed order.
-func Discover(lookPath func(string) (string, error)) []Config {
+// in production), in a fixed order. confinesFiles says whether agenticd bounds the
+// agents' files (sandbox.Roots.ConfinesFiles).
+func Discover(lookPath func(string) (string, error), confinesFiles bool) []Config {
 	var out []Config
 	for _, k := range knownAgents {
 		path, err := lookPath(k.binary)
 		if err != nil || path == "" {
 			continue
 		}
-		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description, WritePaths: k.state}
+		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description, State: k.state}
+		for _, s := range k.state {
+			c.WritePaths = append(c.WritePaths, s.Path)
+		}
+		if confinesFiles {
+			c.Args = append(slices.Clone(c.Args), k.confinedArgs...)
+		}
 		if k.claude && os.Geteuid() == 0 {
 			c.Env = map[string]string{"IS_SANDBOX": "1"}
 		}

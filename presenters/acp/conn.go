@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -81,7 +82,13 @@ const (
 // (crash or stop) and every notification it sent was handled.
 func dial(ctx context.Context, cfg Config, workspace string, conf confiner, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
 	log = log.With("workspace", workspace)
+	createState(cfg.State, log)
 	paths := sandbox.ProcessPaths{Read: expandHome(cfg.ReadPaths), Write: expandHome(cfg.WritePaths)}
+	for _, p := range paths.Write {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			log.Warn("a write path of the agent does not exist, and confined it cannot create it: create it or take it out of write_paths", "path", p)
+		}
+	}
 	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, workspace, conf, paths, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", presenters.ErrAgentUnavailable, err)

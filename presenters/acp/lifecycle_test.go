@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -542,7 +543,7 @@ func TestConfigAndDiscover(t *testing.T) {
 			return "/usr/local/bin/" + name, nil
 		}
 		return "", errors.New("not found")
-	})
+	}, false)
 	if len(found) != 2 || found[0].ID != "acp.anthropic.claude-code" || found[1].ID != "acp.google.gemini" ||
 		!reflect.DeepEqual(found[1].Args, []string{"--acp"}) || found[0].Command != "/usr/local/bin/claude-code-acp" {
 		t.Fatalf("Discover: %+v", found)
@@ -554,6 +555,51 @@ func TestConfigAndDiscover(t *testing.T) {
 		if _, err := c.validate(); err != nil {
 			t.Fatalf("discovered config invalid: %v", err)
 		}
+	}
+	if !slices.Contains(found[0].WritePaths, "~/.claude.json") || !slices.Contains(found[1].WritePaths, "~/.gemini") {
+		t.Errorf("discovered agents cannot write their state: %v, %v", found[0].WritePaths, found[1].WritePaths)
+	}
+
+	// codex's own sandbox cannot run inside agenticd's boundary: confined, it is turned
+	// off and every command is put to agenticd's permission policy.
+	codex := func(confined bool) Config {
+		found := Discover(func(name string) (string, error) {
+			if name == "codex-acp" {
+				return "/usr/local/bin/codex-acp", nil
+			}
+			return "", errors.New("not found")
+		}, confined)
+		if len(found) != 1 {
+			t.Fatalf("Discover found %+v", found)
+		}
+		return found[0]
+	}
+	if args := strings.Join(codex(true).Args, " "); args != `-c sandbox_mode="danger-full-access" -c approval_policy="untrusted"` {
+		t.Errorf("confined codex-acp args %q", args)
+	}
+	if args := codex(false).Args; len(args) != 0 {
+		t.Errorf("unconfined codex-acp args %q, want its own defaults", args)
+	}
+}
+
+// A known agent's missing state is created before it starts (a confined agent cannot);
+// what exists is left alone.
+func TestCreateStateMakesWhatIsMissing(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"theirs": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	createState([]StatePath{{Path: "~/.claude"}, {Path: "~/.claude.json", File: true, Seed: "{}\n"},
+		{Path: "~/.config/new.json", File: true, Seed: "{}\n"}}, testLogger(t))
+	if fi, err := os.Stat(filepath.Join(home, ".claude")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("~/.claude: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".claude.json")); string(b) != `{"theirs": 1}` {
+		t.Errorf("an existing state file was changed: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".config", "new.json")); string(b) != "{}\n" {
+		t.Errorf("a missing state file was not seeded: %q", b)
 	}
 }
 

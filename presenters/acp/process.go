@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"syscall"
 	"time"
@@ -238,4 +240,32 @@ func expandHome(paths []string) []string {
 		}
 	}
 	return out
+}
+
+// createState makes the state an agent needs to exist: missing directories (0700) and
+// files (0600, with their seed). An existing path is left as it is; what cannot be made
+// is logged, and the agent then says what it misses.
+func createState(state []StatePath, log *slog.Logger) {
+	for _, st := range state {
+		p, err := sandbox.ExpandHome(st.Path)
+		if err != nil {
+			continue
+		}
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if st.File {
+			err = os.MkdirAll(filepath.Dir(p), 0o700)
+			if err == nil {
+				err = os.WriteFile(p, []byte(st.Seed), 0o600)
+			}
+		} else {
+			err = os.MkdirAll(p, 0o700)
+		}
+		if err != nil {
+			log.Warn("cannot create the agent's state", "path", p, "err", err)
+			continue
+		}
+		log.Info("created the agent's state", "path", p)
+	}
 }

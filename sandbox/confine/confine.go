@@ -103,6 +103,9 @@ func (s Support) Missing() []string {
 	return missing
 }
 
+// ConfinesFiles reports whether Landlock can bound the files a command reaches.
+func (s Support) ConfinesFiles() bool { return s.LandlockABI >= minLandlockABI }
+
 // String is a one-line summary for logs and status output.
 func (s Support) String() string {
 	ns := "user+PID+mount namespaces ok"
