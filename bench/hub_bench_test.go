@@ -1,6 +1,6 @@
 // Package bench holds agenticd's Go micro-benchmarks (testing.B, run with -benchmem by
 // `make bench`): the event hub's fan-out, the gRPC Subscribe path on loopback, and the
-// transcript store. The end-to-end load program is cmd/agentic-bench.
+// transcript store. The end-to-end load program is bench/agentic-bench.
 package bench
 
 import (

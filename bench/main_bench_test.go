@@ -13,7 +13,7 @@ import (
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
-// testAgent is presenters/acp/testagent, built once for the package.
+// testAgent is internal/testagent, built once for the package.
 var testAgent string
 
 func TestMain(m *testing.M) {
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testAgent = filepath.Join(dir, "testagent")
-	build := exec.Command("go", "build", "-o", testAgent, "../presenters/acp/testagent")
+	build := exec.Command("go", "build", "-o", testAgent, "../internal/testagent")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	code := 1
 	if err := build.Run(); err != nil {

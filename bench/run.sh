@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh is `make bench`: the Go benchmarks (testing.B, -benchmem), the load program
-# cmd/agentic-bench against a real bin/agenticd and the scripted test agent, pprof
+# bench/agentic-bench against a real bin/agenticd and the scripted test agent, pprof
 # profiles of the hot paths, and docs/BENCHMARKS.md rendered from all of it.
 #
 # Raw outputs (results.jsonl, go test output, .pprof files) go to bin/bench/.
@@ -36,9 +36,9 @@ fi
 step() { printf '\n== %s\n' "$*"; }
 
 step "build bin/agenticd, bin/agentic-bench, bin/testagent"
-go build -o bin/agentic-bench ./cmd/agentic-bench || { echo "bench: cmd/agentic-bench does not build" >&2; exit 1; }
+go build -o bin/agentic-bench ./bench/agentic-bench || { echo "bench: bench/agentic-bench does not build" >&2; exit 1; }
 go build -o bin/agenticd ./cmd/agenticd || echo "bench: cmd/agenticd does not build; its rows will say not available" >&2
-go build -o bin/testagent ./presenters/acp/testagent || echo "bench: the test agent does not build; ACP rows will say not available" >&2
+go build -o bin/testagent ./internal/testagent || echo "bench: the test agent does not build; ACP rows will say not available" >&2
 
 ab() {
 	echo "+ agentic-bench $*"

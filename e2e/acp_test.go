@@ -22,11 +22,11 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 )
 
-// buildTestAgent builds presenters/acp/testagent (the scripted ACP agent) for one test.
+// buildTestAgent builds internal/testagent (the scripted ACP agent) for one test.
 func buildTestAgent(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "testagent")
-	out, err := exec.Command("go", "build", "-o", bin, "../presenters/acp/testagent").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../internal/testagent").CombinedOutput()
 	if err != nil {
 		t.Fatalf("building the test agent: %v\n%s", err, out)
 	}

@@ -90,7 +90,7 @@ trap 'exit 130' INT TERM
 
 echo "client-smoke: building agenticd (go build ${build_flags[*]}) and the scripted ACP test agent"
 go build "${build_flags[@]}" -o "$tmp/agenticd" ./cmd/agenticd
-go build -o "$tmp/testagent" ./presenters/acp/testagent
+go build -o "$tmp/testagent" ./internal/testagent
 # With agenticd's flags: the packages it shares with agenticd are already built so.
 go build "${build_flags[@]}" -o "$tmp/example-go" ./clients/go/example
 

@@ -37,7 +37,7 @@ func startAgenticd(t *testing.T, script string) *agenticd {
 	t.Helper()
 	dir := t.TempDir()
 	agent := filepath.Join(dir, "testagent")
-	if out, err := exec.Command("go", "build", "-o", agent, "../../presenters/acp/testagent").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", agent, "../../internal/testagent").CombinedOutput(); err != nil {
 		t.Fatalf("building the test agent: %v\n%s", err, out)
 	}
 	scriptPath := filepath.Join(dir, "script.json")

@@ -603,11 +603,11 @@ func TestCreateStateMakesWhatIsMissing(t *testing.T) {
 	}
 }
 
-// testagent/testdata/demo.json is the script the TypeScript and Python client programs
+// internal/testagent/testdata/demo.json is the script the TypeScript and Python client programs
 // run against: it must stream deltas, ask a permission and end the turn.
 func TestDemoScriptForClientPrograms(t *testing.T) {
 	h := newHarness(t)
-	demo, err := os.ReadFile("testagent/testdata/demo.json")
+	demo, err := os.ReadFile("../../internal/testagent/testdata/demo.json")
 	if err != nil {
 		t.Fatal(err)
 	}

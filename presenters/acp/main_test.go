@@ -12,7 +12,7 @@ import (
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
-// testAgentPath is the scripted ACP agent (./testagent), built once for the package.
+// testAgentPath is the scripted ACP agent (internal/testagent), built once for the package.
 var testAgentPath string
 
 func TestMain(m *testing.M) {
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testAgentPath = filepath.Join(dir, "testagent")
-	build := exec.Command("go", "build", "-o", testAgentPath, "./testagent")
+	build := exec.Command("go", "build", "-o", testAgentPath, "../../internal/testagent")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the test agent:", err)

@@ -35,7 +35,7 @@ type common struct {
 func (c *common) register(fs *flag.FlagSet, runs int) {
 	fs.StringVar(&c.agenticd, "agenticd", "bin/agenticd", "agenticd binary to run as a process")
 	fs.BoolVar(&c.inprocess, "inprocess", false, "run agenticd inside this process (needed for -cpuprofile/-memprofile to see the server)")
-	fs.StringVar(&c.agent, "agent", "bin/testagent", "the scripted ACP test agent binary (presenters/acp/testagent)")
+	fs.StringVar(&c.agent, "agent", "bin/testagent", "the scripted ACP test agent binary (internal/testagent)")
 	fs.IntVar(&c.runs, "runs", runs, "runs per figure; figures are medians")
 	fs.StringVar(&c.work, "work", "", "scratch directory (default: a new temp dir, removed afterwards)")
 	fs.StringVar(&c.results, "results", "", "append result rows (JSON lines) to this file")
@@ -99,7 +99,7 @@ func (c *common) runDir(name string) (dataDir, workspace string, err error) {
 
 func (c *common) checkAgent() error {
 	if _, err := os.Stat(c.agent); err != nil {
-		return fmt.Errorf("test agent: %w (build it: go build -o bin/testagent ./presenters/acp/testagent)", err)
+		return fmt.Errorf("test agent: %w (build it: go build -o bin/testagent ./internal/testagent)", err)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func (l latencies) p50p99() (time.Duration, time.Duration) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// chunkCheck follows the text of a stamped flood (see presenters/acp/testagent/pace.go:
+// chunkCheck follows the text of a stamped flood (see internal/testagent/pace.go:
 // chunk i is "%08d|%019d|" padded to size bytes) as it arrives in deltas of any length.
 // It checks order and completeness and records each chunk's latency from the agent's
 // stamp to the moment its first byte arrived.
