@@ -107,7 +107,7 @@ func TestReflectionListsServices(t *testing.T) {
 }
 
 func TestTokenRequiredExceptHealth(t *testing.T) {
-	s := startServer(t, daemon.Config{Token: "s3cret"})
+	s := startServer(t, daemon.Config{Token: "s3cret-0123456789abcdef"})
 	if _, err := s.Client.ListAgents(context.Background(), &agenticv1.ListAgentsRequest{}); err != nil {
 		t.Fatalf("ListAgents with the token: %v", err)
 	}

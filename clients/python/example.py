@@ -17,7 +17,7 @@ from agentic.v1 import service_pb2, service_pb2_grpc, types_pb2
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--addr", default=os.environ.get("AGENTICD_ADDR", "127.0.0.1:50051"))
-    parser.add_argument("--token", default=os.environ.get("AGENTICD_TOKEN", ""))
+    parser.add_argument("--token", default=os.environ.get("AGENTICD_TOKEN", "").strip())
     parser.add_argument("--agent", default="deepchat.default")
     parser.add_argument("--workspace", required=True,
                         help="an absolute directory under one of the server's workspace_roots")

@@ -245,7 +245,7 @@ def main():
                         help="absolute directory under one of the server's workspace_roots")
     parser.add_argument("--agent", default="deepchat.default")
     parser.add_argument("--turn-agent", default="")
-    parser.add_argument("--token", default=os.environ.get("AGENTICD_TOKEN", ""))
+    parser.add_argument("--token", default=os.environ.get("AGENTICD_TOKEN", "").strip())
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds any one wait may take")
     opts = parser.parse_args()
     try:

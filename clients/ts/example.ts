@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   const { values: opts } = parseArgs({
     options: {
       addr: { type: "string", default: process.env.AGENTICD_ADDR ?? "127.0.0.1:50051" },
-      token: { type: "string", default: process.env.AGENTICD_TOKEN ?? "" },
+      token: { type: "string", default: (process.env.AGENTICD_TOKEN ?? "").trim() },
       agent: { type: "string", default: "deepchat.default" },
       workspace: { type: "string", default: "" },
       message: { type: "string", default: "Hello! What can you do?" },

@@ -39,7 +39,7 @@ function parseOptions(): Options {
       workspace: { type: "string" },
       agent: { type: "string", default: "deepchat.default" },
       "turn-agent": { type: "string", default: "" },
-      token: { type: "string", default: process.env.AGENTICD_TOKEN ?? "" },
+      token: { type: "string", default: (process.env.AGENTICD_TOKEN ?? "").trim() },
       timeout: { type: "string", default: "30" },
     },
     strict: true,

@@ -217,7 +217,7 @@ func (t tokenCreds) RequireTransportSecurity() bool { return t.secure }
 
 func (c *cli) dial() error {
 	if c.token == "" {
-		c.token = os.Getenv("AGENTICD_TOKEN")
+		c.token = strings.TrimSpace(os.Getenv("AGENTICD_TOKEN"))
 	}
 	opts := []grpc.DialOption{}
 	secure := c.tls || c.caFile != ""

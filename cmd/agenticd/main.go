@@ -44,7 +44,8 @@ if it exists, and otherwise runs on its defaults; --config '' reads no file.
 It may hold:
   listen            host:port to serve on (default ` + daemon.DefaultListen + `; beyond loopback a token is required)
   data_dir          the SQLite database's directory (default ~/.local/share/agenticd)
-  token             bearer token every RPC but health must carry (AGENTICD_TOKEN overrides it)
+  token             bearer token every RPC but health must carry: 16 or more random
+                    characters, e.g. from ` + "`openssl rand -hex 24`" + ` (AGENTICD_TOKEN overrides it)
   tls               cert_file and key_file (PEM): serve over TLS
   workspace_roots   directories below which sessions may work (default: your home directory)
   shutdown_timeout, event_buffer, event_buffer_bytes, subscriber_queue, log_level, log_format
@@ -71,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	configPath := flags.String("config", "", "YAML config file (default $XDG_CONFIG_HOME/agenticd/agenticd.yaml when it exists; '' for none)")
 	listen := flags.String("listen", "", "host:port to listen on (default "+daemon.DefaultListen+"; beyond loopback a token is required)")
 	dataDir := flags.String("data-dir", "", "directory of the SQLite database (default ~/.local/share/agenticd)")
-	token := flags.String("token", "", "bearer token every RPC but health must carry (prefer AGENTICD_TOKEN: flags show in ps)")
+	token := flags.String("token", "", "bearer token every RPC but health must carry, 16+ random characters (prefer AGENTICD_TOKEN: flags show in ps)")
 	logLevel := flags.String("log-level", "", "debug, info, warn or error (default info)")
 	showVersion := flags.Bool("version", false, "print the version and exit")
 	flags.Usage = func() {
@@ -104,8 +105,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
 	}
+	// A token from the environment or a flag was often read from a file, newline and all.
 	if env := os.Getenv("AGENTICD_TOKEN"); env != "" {
-		cfg.Token = env
+		cfg.Token = daemon.TrimToken(env)
 	}
 	// Read once, then gone: agent processes and their commands inherit this environment.
 	if err := os.Unsetenv("AGENTICD_TOKEN"); err != nil {
@@ -113,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *token != "" {
-		cfg.Token = *token
+		cfg.Token = daemon.TrimToken(*token)
 	}
 	if *logLevel != "" {
 		cfg.LogLevel = *logLevel

@@ -68,9 +68,9 @@ func TestRefusals(t *testing.T) {
 // agenticd serves with the flags and the environment's token, and SIGTERM stops it with
 // status 0.
 func TestServesUntilSIGTERM(t *testing.T) {
-	t.Setenv("AGENTICD_TOKEN", "from-env")
+	t.Setenv("AGENTICD_TOKEN", "from-env-0123456789abcdef")
 	cfg := filepath.Join(t.TempDir(), "agenticd.yaml")
-	if err := os.WriteFile(cfg, []byte("listen: 127.0.0.1:1\ntoken: from-file\nworkspace_roots: ["+t.TempDir()+"]\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("listen: 127.0.0.1:1\ntoken: from-file-0123456789abcdef\nworkspace_roots: ["+t.TempDir()+"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	log := &serveLog{ready: make(chan string, 1)}
@@ -98,7 +98,7 @@ func TestServesUntilSIGTERM(t *testing.T) {
 	if _, err := client.ListAgents(context.Background(), &pb.ListAgentsRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("without a token: %v, want UNAUTHENTICATED", err)
 	}
-	for token, want := range map[string]codes.Code{"from-file": codes.Unauthenticated, "from-env": codes.OK} {
+	for token, want := range map[string]codes.Code{"from-file-0123456789abcdef": codes.Unauthenticated, "from-env-0123456789abcdef": codes.OK} {
 		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 		if _, err := client.ListAgents(ctx, &pb.ListAgentsRequest{}); status.Code(err) != want {
 			t.Errorf("token %s: %v, want %v (AGENTICD_TOKEN overrides the file)", token, err, want)

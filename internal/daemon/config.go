@@ -296,6 +296,11 @@ func (c Config) Validate() error {
 	if c.Token == "" && !isLoopback(host) {
 		return fmt.Errorf("refusing to listen on %s without a token: anyone who can reach that address could run agents that read, write and execute in your workspaces; set token in the config file or AGENTICD_TOKEN, or listen on 127.0.0.1", c.Listen)
 	}
+	if c.Token != "" {
+		if err := checkToken(c.Token); err != nil {
+			return fmt.Errorf("refusing the token (config token, AGENTICD_TOKEN or --token): %w; use at least %d random characters, e.g. `%s`", err, MinTokenLength, tokenCommand)
+		}
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls needs both cert_file and key_file")
 	}
@@ -317,6 +322,62 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s: id %q is used twice; give each agent its own id", c.agentEntry(i), a.ID)
 		}
 		seen[a.ID] = true
+	}
+	return nil
+}
+
+// MinTokenLength is the shortest token agenticd accepts. It holds on loopback too: there
+// the token is what keeps out the machine's other users and local programs, which can
+// reach 127.0.0.1 as easily as agenticd's own clients, and a config that passes on
+// loopback should not start failing when only the listen address changes.
+const MinTokenLength = 16
+
+// minTokenSymbols is how many different characters a token needs: "aaaaaaaaaaaaaaaa" is
+// long but guessable, while 16 random hex digits have fewer than 5 different ones about
+// once in two million tries.
+const minTokenSymbols = 5
+
+// tokenCommand makes a good token.
+const tokenCommand = "openssl rand -hex 24"
+
+// TrimToken drops the whitespace around a token given in AGENTICD_TOKEN or --token: such a
+// token is often read from a file (an env file, a Kubernetes secret, $(cat token)) and
+// ends with a newline that is no part of it. A value of nothing but whitespace is kept as
+// it is, for Validate to refuse, rather than agenticd starting without the token its user
+// meant to set.
+func TrimToken(token string) string {
+	if trimmed := strings.TrimSpace(token); trimmed != "" {
+		return trimmed
+	}
+	return token
+}
+
+// checkToken says what makes a token unusable or guessable. A token must be printable
+// ASCII without surrounding spaces, or clients could not send it: gRPC refuses other
+// bytes in metadata, HTTP/2 makes a header value that starts or ends with whitespace
+// malformed, and the server drops the spaces after "Bearer" (so a token of spaces alone
+// would lock every client out).
+func checkToken(token string) error {
+	if strings.TrimSpace(token) == "" {
+		return fmt.Errorf("token is %d whitespace characters and nothing else, which no client can send", len(token))
+	}
+	if strings.TrimSpace(token) != token {
+		return errors.New("token begins or ends with whitespace (a newline from the file it was copied from?), which clients cannot send reliably; remove it")
+	}
+	for i, r := range token {
+		if r < 0x20 || r > 0x7e {
+			return fmt.Errorf("token has %q at byte %d; a client can send only printable ASCII characters in a token", r, i)
+		}
+	}
+	if len(token) < MinTokenLength {
+		return fmt.Errorf("token is %d characters, too short to resist guessing", len(token))
+	}
+	symbols := make(map[rune]bool)
+	for _, r := range token {
+		symbols[r] = true
+	}
+	if len(symbols) < minTokenSymbols {
+		return fmt.Errorf("token is %d characters but only %d different ones, too easy to guess", len(token), len(symbols))
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func TestLoadFullConfig(t *testing.T) {
 	path := writeFile(t, `
 listen: 127.0.0.1:6000
 data_dir: ~/data
-token: abc
+token: abc-0123456789abcdef
 tls: {cert_file: ~/c.pem, key_file: /k.pem}
 workspace_roots: [~/src, /srv/work]
 shutdown_timeout: 3s
@@ -83,7 +83,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != "127.0.0.1:6000" || cfg.DataDir != filepath.Join(home, "data") || cfg.Token != "abc" ||
+	if cfg.Listen != "127.0.0.1:6000" || cfg.DataDir != filepath.Join(home, "data") || cfg.Token != "abc-0123456789abcdef" ||
 		cfg.TLS.CertFile != filepath.Join(home, "c.pem") || cfg.TLS.KeyFile != "/k.pem" ||
 		strings.Join(cfg.WorkspaceRoots, ",") != filepath.Join(home, "src")+",/srv/work" ||
 		cfg.ShutdownTimeout != 3*time.Second || cfg.EventBuffer != 500 || cfg.SubscriberQueue != 64 ||
@@ -166,7 +166,7 @@ func TestValidate(t *testing.T) {
 		"loopback v4":         func(c *Config) { c.Listen = "127.0.0.1:0" },
 		"loopback v6":         func(c *Config) { c.Listen = "[::1]:0" },
 		"localhost":           func(c *Config) { c.Listen = "localhost:0" },
-		"anywhere with token": func(c *Config) { c.Listen = "0.0.0.0:50051"; c.Token = "t" },
+		"anywhere with token": func(c *Config) { c.Listen = "0.0.0.0:50051"; c.Token = "t-0123456789abcdef" },
 		"tls":                 func(c *Config) { c.TLS = TLSConfig{CertFile: "c", KeyFile: "k"} },
 	}
 	for name, change := range ok {

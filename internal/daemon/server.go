@@ -105,7 +105,24 @@ func (s *Server) build(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
-	db, err := transcript.OpenSQLite(filepath.Join(cfg.DataDir, DatabaseFile))
+	dbPath := filepath.Join(cfg.DataDir, DatabaseFile)
+	integrity, err := transcript.CheckSQLite(ctx, dbPath, transcript.IntegrityCheckBudget)
+	if err != nil {
+		return err
+	}
+	switch {
+	case integrity.Empty:
+		s.logger.Warn("the history database was an empty file; starting with an empty history. If it held sessions, stop agenticd and restore it from a backup",
+			"file", dbPath)
+	case integrity.Unchecked != nil:
+		s.logger.Warn("could not check the history database for damage", "file", dbPath, "err", integrity.Unchecked)
+	case integrity.Exists && !integrity.Finished:
+		s.logger.Info("checked only part of the history database for damage in the time allowed; to check all of it, stop agenticd and run `sqlite3 FILE 'PRAGMA quick_check'`",
+			"file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
+	case integrity.Exists:
+		s.logger.Debug("history database checked", "file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
+	}
+	db, err := transcript.OpenSQLite(dbPath)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -29,7 +30,7 @@ func main() {
 
 func run() error {
 	addr := flag.String("addr", envOr("AGENTICD_ADDR", "127.0.0.1:50051"), "agenticd's address (env AGENTICD_ADDR)")
-	token := flag.String("token", os.Getenv("AGENTICD_TOKEN"), "bearer token (env AGENTICD_TOKEN)")
+	token := flag.String("token", strings.TrimSpace(os.Getenv("AGENTICD_TOKEN")), "bearer token (env AGENTICD_TOKEN)")
 	agent := flag.String("agent", "deepchat.default", "agent id, as ListAgents shows it")
 	workspace := flag.String("workspace", "", "absolute directory under one of the server's workspace_roots")
 	message := flag.String("message", "Hello! What can you do?", "the message to send")
