@@ -32,7 +32,7 @@ func BenchmarkACPFlood(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			roots, err := sandbox.NewRoots([]string{dir})
+			roots, err := sandbox.NewRoots([]string{dir}, sandbox.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -53,7 +53,7 @@ func TestExcludedPathsAreRefused(t *testing.T) {
 	if err := os.Symlink(data, alias); err != nil {
 		t.Fatal(err)
 	}
-	roots, err := NewRootsWithOptions([]string{ws}, Options{Excluded: []string{alias, filepath.Join(ws, "agenticd.yaml"), filepath.Join(ws, "later")}})
+	roots, err := NewRoots([]string{ws}, Options{Excluded: []string{alias, filepath.Join(ws, "agenticd.yaml"), filepath.Join(ws, "later")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func newTree(t testing.TB, opts Options) *testTree {
 	mustMkdir(t, tr.wsDir)
 	mustMkdir(t, tr.outside)
 	mustWrite(t, filepath.Join(tr.outside, "secret.txt"), secret)
-	tr.roots, err = NewRootsWithOptions([]string{tr.rootDir}, opts)
+	tr.roots, err = NewRoots([]string{tr.rootDir}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func TestNewRoots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := NewRoots(tt.dirs)
+			r, err := NewRoots(tt.dirs, Options{})
 			if !tt.ok {
 				if err == nil {
 					t.Fatalf("NewRoots(%q) succeeded; want an error", tt.dirs)

@@ -80,14 +80,9 @@ type Roots struct {
 	slots map[string]*terminalSlots // by workspace real path
 }
 
-// NewRoots is NewRootsWithOptions with default Options.
-func NewRoots(dirs []string) (*Roots, error) {
-	return NewRootsWithOptions(dirs, Options{})
-}
-
-// NewRootsWithOptions expands a leading "~", makes each dir absolute and
+// NewRoots expands a leading "~", makes each dir absolute and
 // resolves its symlinks; every root must be an existing directory.
-func NewRootsWithOptions(dirs []string, opts Options) (*Roots, error) {
+func NewRoots(dirs []string, opts Options) (*Roots, error) {
 	if len(dirs) == 0 {
 		return nil, fmt.Errorf("%w: no workspace roots configured; set workspace_roots to the directories sessions may work in", ErrWorkspaceNotAllowed)
 	}

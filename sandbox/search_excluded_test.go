@@ -22,7 +22,7 @@ func TestSearchSkipsExcludedPaths(t *testing.T) {
 	mustWrite("agenticd.yaml", "token: secret-token\n")
 	mustWrite("data/agenticd.db", "secret-token in the database\n")
 	mustWrite("src/main.go", "// secret-token is mentioned in code\n")
-	roots, err := NewRootsWithOptions([]string{ws}, Options{Excluded: []string{
+	roots, err := NewRoots([]string{ws}, Options{Excluded: []string{
 		filepath.Join(ws, "agenticd.yaml"), filepath.Join(ws, "data"),
 	}})
 	if err != nil {

@@ -81,7 +81,7 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 		t.Fatal(err)
 	}
 	e.root = root
-	roots, err := sandbox.NewRoots([]string{root})
+	roots, err := sandbox.NewRoots([]string{root}, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

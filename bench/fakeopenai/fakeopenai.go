@@ -69,9 +69,6 @@ func Start(chunks, chunkSize int) (*Server, error) {
 // BaseURL is what an agent's base_url should be.
 func (s *Server) BaseURL() string { return "http://" + s.lis.Addr().String() + "/v1" }
 
-// Requests is how many completion requests were answered.
-func (s *Server) Requests() int64 { return s.requests.Load() }
-
 // Close stops the server and waits for it.
 func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

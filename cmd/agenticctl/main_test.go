@@ -140,7 +140,7 @@ func startServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	root, _ := filepath.EvalSymlinks(t.TempDir())
-	roots, err := sandbox.NewRoots([]string{root})
+	roots, err := sandbox.NewRoots([]string{root}, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	opts := sandboxOptions(cfg)
-	roots, err := sandbox.NewRootsWithOptions(cfg.WorkspaceRoots, opts)
+	roots, err := sandbox.NewRoots(cfg.WorkspaceRoots, opts)
 	if err != nil {
 		return fmt.Errorf("workspace_roots: %w", err)
 	}

@@ -143,7 +143,7 @@ func newHarness(t *testing.T) *harness {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	roots, err := sandbox.NewRoots([]string{root})
+	roots, err := sandbox.NewRoots([]string{root}, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

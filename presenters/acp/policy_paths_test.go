@@ -93,7 +93,7 @@ func openWorkspace(t *testing.T) (*sandbox.Workspace, string) {
 		t.Fatal(err)
 	}
 	t.Setenv("HOME", home)
-	roots, err := sandbox.NewRoots([]string{home})
+	roots, err := sandbox.NewRoots([]string{home}, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -403,7 +403,7 @@ func newHarness(t testing.TB, options ...func(*harness)) *harness {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	roots, err := sandbox.NewRoots([]string{dir})
+	roots, err := sandbox.NewRoots([]string{dir}, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
