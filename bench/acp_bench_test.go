@@ -9,8 +9,8 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/acp"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // BenchmarkACPFlood: the ACP presenter reading a flood of b.N agent_message_chunk
@@ -22,16 +22,11 @@ func BenchmarkACPFlood(b *testing.B) {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
 			ctx := context.Background()
 			dir := b.TempDir()
-			db, err := transcript.OpenSQLite(filepath.Join(dir, "bench.db"))
+			st, err := store.Open(ctx, filepath.Join(dir, "bench.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
-			sqlDB, _ := db.DB()
-			defer sqlDB.Close()
-			store, err := transcript.New(ctx, db)
-			if err != nil {
-				b.Fatal(err)
-			}
+			defer st.Close()
 			roots, err := sandbox.NewRoots([]string{dir}, sandbox.Options{})
 			if err != nil {
 				b.Fatal(err)
@@ -42,7 +37,7 @@ func BenchmarkACPFlood(b *testing.B) {
 			defer stop()
 			p, err := acp.New(acp.Config{ID: "acp.bench.flood", Command: testAgent, Env: map[string]string{
 				"TESTAGENT_FLOOD_COUNT": fmt.Sprint(b.N), "TESTAGENT_FLOOD_SIZE": fmt.Sprint(size),
-			}}, acp.Deps{Publisher: hub, Roots: roots, Store: store, Logger: discard})
+			}}, acp.Deps{Publisher: hub, Roots: roots, Store: st, Logger: discard})
 			if err != nil {
 				b.Fatal(err)
 			}

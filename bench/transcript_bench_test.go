@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 // BenchmarkTranscriptSaveMessage: one finished assistant message (one transaction) into
@@ -18,18 +18,13 @@ func BenchmarkTranscriptSaveMessage(b *testing.B) {
 	for _, size := range []int{1 << 10, 64 << 10} {
 		b.Run(fmt.Sprintf("text=%dKiB", size>>10), func(b *testing.B) {
 			ctx := context.Background()
-			db, err := transcript.OpenSQLite(filepath.Join(b.TempDir(), "bench.db"))
+			st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
-			sqlDB, _ := db.DB()
-			defer sqlDB.Close()
-			store, err := transcript.New(ctx, db)
-			if err != nil {
-				b.Fatal(err)
-			}
+			defer st.Close()
 			now := time.Now()
-			if err := store.CreateConversation(ctx, transcript.Conversation{ID: "s1", AgentID: "deepchat.bench", Workspace: "/tmp",
+			if err := st.CreateConversation(ctx, store.Conversation{ID: "s1", AgentID: "deepchat.bench", Workspace: "/tmp",
 				CreatedAt: now, UpdatedAt: now}); err != nil {
 				b.Fatal(err)
 			}
@@ -38,7 +33,7 @@ func BenchmarkTranscriptSaveMessage(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				err := store.SaveMessage(ctx, presenters.Message{ID: fmt.Sprintf("m%d", i), SessionID: "s1", Role: presenters.RoleAssistant,
+				err := st.SaveMessage(ctx, presenters.Message{ID: fmt.Sprintf("m%d", i), SessionID: "s1", Role: presenters.RoleAssistant,
 					Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: text}}, CreatedAt: now})
 				if err != nil {
 					b.Fatal(err)

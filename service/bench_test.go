@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 )
 
 // BenchmarkHubPublish measures Publish with subscribers that drain their queues and
@@ -158,24 +159,26 @@ func BenchmarkCreateCloseSession(b *testing.B) {
 // does: one query per GetSession, one per GetSessions batch (when batching is on).
 type storedPresenter struct {
 	*fakePresenter
-	store *Store
+	store *store.Store
 }
 
 func (p *storedPresenter) GetSession(ctx context.Context, id string) (presenters.SessionInfo, error) {
-	rec, err := p.store.sessionOwnerOf(ctx, id)
+	rec, err := p.store.SessionOwner(ctx, id)
 	return presenters.SessionInfo{SessionID: rec.SessionID, AgentID: rec.AgentID, Workspace: rec.Workspace, Status: presenters.SessionIdle}, err
 }
 
 type batchingStoredPresenter struct{ storedPresenter }
 
 func (p *batchingStoredPresenter) GetSessions(ctx context.Context, ids []string) ([]presenters.SessionInfo, error) {
-	var recs []sessionOwner
-	if err := p.store.db.WithContext(ctx).Where("session_id IN ?", ids).Find(&recs).Error; err != nil {
+	known, err := p.store.KnownSessions(ctx, ids)
+	if err != nil {
 		return nil, err
 	}
-	out := make([]presenters.SessionInfo, len(recs))
-	for i, rec := range recs {
-		out[i] = presenters.SessionInfo{SessionID: rec.SessionID, AgentID: rec.AgentID, Workspace: rec.Workspace, Status: presenters.SessionIdle}
+	out := make([]presenters.SessionInfo, 0, len(known))
+	for _, id := range ids {
+		if known[id] {
+			out = append(out, presenters.SessionInfo{SessionID: id, AgentID: fakeID, Workspace: "/w", Status: presenters.SessionIdle})
+		}
 	}
 	return out, nil
 }
@@ -183,9 +186,9 @@ func (p *batchingStoredPresenter) GetSessions(ctx context.Context, ids []string)
 // BenchmarkListSessions measures one ListSessions page of 1000 sessions whose presenter
 // reads SQLite: asked session by session, and through GetSessions (sessionsGetter).
 func BenchmarkListSessions(b *testing.B) {
-	store := openStore(b)
+	st := openStore(b)
 	for i := range 1000 {
-		if err := store.addSession(bg, sessionOwner{SessionID: fmt.Sprintf("s%04d", i), AgentID: fakeID, Workspace: "/w", CreatedUnixNano: int64(i)}); err != nil {
+		if err := st.AddSessionOwner(bg, store.SessionOwner{SessionID: fmt.Sprintf("s%04d", i), AgentID: fakeID, Workspace: "/w", CreatedUnixNano: int64(i)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -194,10 +197,10 @@ func BenchmarkListSessions(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer hub.Close()
-	stored := storedPresenter{fakePresenter: newFake(fakeID, hub), store: store}
+	stored := storedPresenter{fakePresenter: newFake(fakeID, hub), store: st}
 	for name, p := range map[string]presenters.Presenter{"per-session": &stored, "batched": &batchingStoredPresenter{stored}} {
 		b.Run(name, func(b *testing.B) {
-			registry, err := NewRegistry(store, []presenters.Presenter{p})
+			registry, err := NewRegistry(st, []presenters.Presenter{p})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -20,8 +20,8 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 func TestMain(m *testing.M) {
@@ -44,7 +44,7 @@ type testEnv struct {
 	conn     *grpc.ClientConn
 	lis      *bufconn.Listener
 	hub      *Hub
-	store    *Store
+	store    *store.Store
 	fake     *fakePresenter
 	other    *fakePresenter
 	batching *batchingFake // the other agent, with envOptions.batching
@@ -55,7 +55,7 @@ type envOptions struct {
 	hub   HubOptions
 	token string
 	// store, when set, is used instead of a fresh database (to share one between envs).
-	store *Store
+	store *store.Store
 	// noAgents registers no presenter (sessions in the store then have no owner).
 	noAgents bool
 	// batching registers the other agent as a batchingFake (testEnv.batching).
@@ -131,27 +131,18 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	return e
 }
 
-func openStore(t testing.TB) *Store {
+func openStore(t testing.TB) *store.Store {
 	t.Helper()
-	db, err := transcript.OpenSQLite(filepath.Join(t.TempDir(), "agenticd.db"))
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agenticd.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	})
-	store, err := NewStore(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := store.Close(); err != nil {
+		if err := st.Close(); err != nil {
 			t.Errorf("close the store: %v", err)
 		}
 	})
-	return store
+	return st
 }
 
 func dialBufconn(t testing.TB, lis *bufconn.Listener, token string, extra ...grpc.DialOption) *grpc.ClientConn {
@@ -207,7 +198,7 @@ func (e *testEnv) createSession(t *testing.T, agentID string) *pb.SessionInfo {
 func (e *testEnv) storeSessions(t testing.TB, agentID string, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		if err := e.store.addSession(context.Background(), sessionOwner{SessionID: id, AgentID: agentID, Workspace: e.root, CreatedUnixNano: time.Now().UnixNano()}); err != nil {
+		if err := e.store.AddSessionOwner(context.Background(), store.SessionOwner{SessionID: id, AgentID: agentID, Workspace: e.root, CreatedUnixNano: time.Now().UnixNano()}); err != nil {
 			t.Fatal(err)
 		}
 	}

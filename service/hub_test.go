@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 )
 
 func newTestHub(t *testing.T, opts HubOptions) *Hub {
@@ -21,18 +22,6 @@ func newTestHub(t *testing.T, opts HubOptions) *Hub {
 	}
 	t.Cleanup(h.Close)
 	return h
-}
-
-func TestStoreFloorNeverGoesDown(t *testing.T) {
-	store := openStore(t)
-	for _, f := range []uint64{10, 30, 20} {
-		if err := store.SetSequenceFloor(bg, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if floor, err := store.SequenceFloor(bg); err != nil || floor != 30 {
-		t.Errorf("floor = %d, %v; want 30", floor, err)
-	}
 }
 
 func TestHubProjection(t *testing.T) {
@@ -235,7 +224,7 @@ func requestIDs(rs []presenters.PermissionRequest) string {
 // flakyFloorStore is the real store with writes that fail while failing is set (SQLite
 // locked by another writer, a full disk).
 type flakyFloorStore struct {
-	*Store
+	*store.Store
 	failing atomic.Bool
 }
 

@@ -9,24 +9,19 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 // A session whose agent was removed from the config keeps its history readable: GetSession
 // and ListSessions describe it from the store, closed, saying why; GetMessages reads its
 // messages from the store; whatever needs the agent is FAILED_PRECONDITION naming it.
 func TestHistoryOutlivesItsAgent(t *testing.T) {
-	store := openStore(t)
-	first := newEnv(t, envOptions{store: store})
+	history := openStore(t)
+	first := newEnv(t, envOptions{store: history})
 	id := first.createSession(t, fakeID).GetSessionId()
 	// What the agent stored of the session, as the presenters store it.
-	history, err := transcript.New(bg, store.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = history.Close() })
 	now := time.Now()
-	if err := history.CreateConversation(bg, transcript.Conversation{ID: id, AgentID: fakeID, Workspace: first.root,
+	if err := history.CreateConversation(bg, store.Conversation{ID: id, AgentID: fakeID, Workspace: first.root,
 		Title: "old work", ModelID: "large", ModeID: "code", CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +35,7 @@ func TestHistoryOutlivesItsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e := newEnv(t, envOptions{store: store, noAgents: true})
+	e := newEnv(t, envOptions{store: history, noAgents: true})
 	msgs, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
 	if err != nil {
 		t.Fatalf("GetMessages: %v", err)

@@ -6,19 +6,21 @@ import (
 	"strings"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 )
 
 // Registry knows the agents (agent id -> presenter, fixed at start-up) and, through the
-// Store, which agent owns each session.
+// store, which agent owns each session, and the stored history of sessions whose agent
+// is no longer configured.
 type Registry struct {
-	store  *Store
+	store  *store.Store
 	agents map[string]presenters.Presenter
 	order  []presenters.Presenter // registration order, for ListAgents
 }
 
 // NewRegistry registers the presenters; two with the same agent id are a config error.
-func NewRegistry(store *Store, ps []presenters.Presenter) (*Registry, error) {
-	r := &Registry{store: store, agents: make(map[string]presenters.Presenter, len(ps))}
+func NewRegistry(st *store.Store, ps []presenters.Presenter) (*Registry, error) {
+	r := &Registry{store: st, agents: make(map[string]presenters.Presenter, len(ps))}
 	for _, p := range ps {
 		id := p.AgentID()
 		if id == "" {
@@ -60,7 +62,7 @@ func (r *Registry) agentList() string {
 
 // recordSession remembers a new session's owner, so that it survives a restart.
 func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID string) error {
-	return r.store.addSession(ctx, sessionOwner{
+	return r.store.AddSessionOwner(ctx, store.SessionOwner{
 		SessionID:       info.SessionID,
 		AgentID:         agentID,
 		Workspace:       info.Workspace,
@@ -71,7 +73,7 @@ func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInf
 // ownerOf returns the presenter of the agent that owns a stored session; an
 // *agentNotConfiguredError when that agent is no longer configured.
 func (r *Registry) ownerOf(ctx context.Context, sessionID string) (presenters.Presenter, error) {
-	rec, err := r.store.sessionOwnerOf(ctx, sessionID)
+	rec, err := r.store.SessionOwner(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func (r *Registry) ownerOf(ctx context.Context, sessionID string) (presenters.Pr
 // agentNotConfiguredError: a stored session's agent is not configured on this server. Its
 // history stays readable from the store (GetSession, GetMessages, ListSessions); anything
 // that needs the agent fails with FAILED_PRECONDITION.
-type agentNotConfiguredError struct{ rec sessionOwner }
+type agentNotConfiguredError struct{ rec store.SessionOwner }
 
 func (e *agentNotConfiguredError) Error() string {
 	return fmt.Sprintf("session %q belongs to agent %q, which is not configured on this server: GetSession and GetMessages still show its history; to continue it, add the agent to the config's agents and restart",

@@ -20,6 +20,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // ListSessions page sizes.
@@ -214,9 +215,9 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*p
 // unconfiguredSession answers GetSession for a session whose agent is no longer
 // configured: the stored snapshot, closed, with nothing in flight or pending (nothing
 // could answer them).
-func (s *Service) unconfiguredSession(ctx context.Context, rec sessionOwner) *pb.GetSessionResponse {
+func (s *Service) unconfiguredSession(ctx context.Context, rec store.SessionOwner) *pb.GetSessionResponse {
 	snap := s.hub.snapshot(rec.SessionID)
-	infos, err := s.unconfiguredSnapshots(ctx, []sessionOwner{rec})
+	infos, err := s.unconfiguredSnapshots(ctx, []store.SessionOwner{rec})
 	if err != nil {
 		s.logger.ErrorContext(ctx, "could not read a session's stored history", "session_id", rec.SessionID, "agent_id", rec.AgentID, "err", err)
 	}
@@ -243,7 +244,7 @@ func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest)
 			return nil, s.fail(ctx, method, err, "agent_id", agentID)
 		}
 	}
-	recs, err := s.registry.store.listSessions(ctx, req.GetAgentId(), size+1, cursor)
+	recs, err := s.registry.store.ListSessionOwners(ctx, req.GetAgentId(), size+1, cursor)
 	if err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
@@ -251,7 +252,7 @@ func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest)
 	if len(recs) > size {
 		recs = recs[:size]
 		last := recs[size-1]
-		resp.NextPageToken = encodePageToken(sessionCursor{CreatedUnixNano: last.CreatedUnixNano, SessionID: last.SessionID})
+		resp.NextPageToken = encodePageToken(store.SessionCursor{CreatedUnixNano: last.CreatedUnixNano, SessionID: last.SessionID})
 	}
 	ids := make([]string, len(recs))
 	for i, rec := range recs {
@@ -278,7 +279,7 @@ type sessionsGetter interface {
 // sessionsGetter once, the others session by session. A session its agent can no longer
 // describe is still listed, from the stored record, with the reason as its status; one
 // whose agent is no longer configured is listed closed, as its stored history has it.
-func (s *Service) listedSessions(ctx context.Context, recs []sessionOwner) []presenters.SessionInfo {
+func (s *Service) listedSessions(ctx context.Context, recs []store.SessionOwner) []presenters.SessionInfo {
 	type batch struct {
 		getter sessionsGetter
 		recs   []int // indexes in recs
@@ -322,7 +323,7 @@ func (s *Service) listedSessions(ctx context.Context, recs []sessionOwner) []pre
 		}
 	}
 	if len(orphans) > 0 {
-		orphanRecs := make([]sessionOwner, len(orphans))
+		orphanRecs := make([]store.SessionOwner, len(orphans))
 		for j, i := range orphans {
 			orphanRecs[j] = recs[i]
 		}
@@ -340,8 +341,8 @@ func (s *Service) listedSessions(ctx context.Context, recs []sessionOwner) []pre
 // unconfiguredSnapshots describes sessions whose agent is no longer configured from the
 // store; if the stored history cannot be read, from their owner records alone (the error
 // says why, for the log).
-func (s *Service) unconfiguredSnapshots(ctx context.Context, recs []sessionOwner) ([]presenters.SessionInfo, error) {
-	infos, err := s.registry.store.storedSnapshots(ctx, recs)
+func (s *Service) unconfiguredSnapshots(ctx context.Context, recs []store.SessionOwner) ([]presenters.SessionInfo, error) {
+	infos, err := s.registry.storedSnapshots(ctx, recs)
 	if err == nil {
 		return infos, nil
 	}
@@ -354,7 +355,7 @@ func (s *Service) unconfiguredSnapshots(ctx context.Context, recs []sessionOwner
 
 // listedSession is what a listed session's owner answered, or its stored record with the
 // reason the owner could not describe it.
-func (s *Service) listedSession(ctx context.Context, rec sessionOwner, info presenters.SessionInfo, err error) presenters.SessionInfo {
+func (s *Service) listedSession(ctx context.Context, rec store.SessionOwner, info presenters.SessionInfo, err error) presenters.SessionInfo {
 	switch {
 	case err == nil:
 		return info
@@ -631,7 +632,7 @@ func (s *Service) GetMessages(ctx context.Context, req *pb.GetMessagesRequest) (
 	case errors.As(err, &notConfigured):
 		// The history outlives its agent: read it from the store.
 		attrs = append(attrs, "agent_id", notConfigured.rec.AgentID)
-		msgs, err = s.registry.store.storedMessages(ctx, id, q)
+		msgs, err = s.registry.storedMessages(ctx, id, q)
 	case err == nil:
 		attrs = append(attrs, "agent_id", p.AgentID())
 		msgs, err = p.GetMessages(ctx, id, q)
@@ -756,7 +757,7 @@ func (s *Service) checkSubscriptionTargets(ctx context.Context, sessionIDs, agen
 	if len(notHeld) == 0 {
 		return nil
 	}
-	stored, err := s.registry.store.storedSessions(ctx, notHeld)
+	stored, err := s.registry.store.KnownSessions(ctx, notHeld)
 	if err != nil {
 		return err
 	}

@@ -23,10 +23,10 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/sandbox/confine"
 	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/store"
 )
 
 func TestMain(m *testing.M) {
@@ -127,15 +127,11 @@ type server struct {
 // startServer runs the real service with the scripted agent on a loopback port.
 func startServer(t *testing.T) *server {
 	t.Helper()
-	db, err := transcript.OpenSQLite(filepath.Join(t.TempDir(), "agenticd.db"))
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agenticd.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := service.NewStore(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub, err := service.NewHub(context.Background(), service.HubOptions{Store: store})
+	hub, err := service.NewHub(context.Background(), service.HubOptions{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +140,7 @@ func startServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registry, err := service.NewRegistry(store, []presenters.Presenter{&scriptedAgent{pub: hub}})
+	registry, err := service.NewRegistry(st, []presenters.Presenter{&scriptedAgent{pub: hub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +164,7 @@ func startServer(t *testing.T) *server {
 		once.Do(func() {
 			srv.Stop(context.Background())
 			<-served
-			if sqlDB, err := db.DB(); err == nil {
-				_ = sqlDB.Close()
-			}
+			_ = st.Close()
 		})
 	}
 	t.Cleanup(s.stop)

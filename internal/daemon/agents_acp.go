@@ -2,14 +2,12 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/acp"
-	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
 // acpPresenters builds the ACP agents of the config, then one for every known ACP agent
@@ -20,11 +18,7 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 	if logger == nil {
 		logger = slog.Default()
 	}
-	store, err := transcript.New(ctx, deps.DB)
-	if err != nil {
-		return nil, fmt.Errorf("history database: %w", err)
-	}
-	acpDeps := acp.Deps{Publisher: deps.Publisher, Roots: deps.Roots, Store: store, Logger: logger}
+	acpDeps := acp.Deps{Publisher: deps.Publisher, Roots: deps.Roots, Store: deps.Store, Logger: logger}
 	var out []presenters.Presenter
 	ids := map[string]bool{}
 	commands := map[string]bool{}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/deepchat"
-	"github.com/agenticd/agenticd/presenters/transcript"
 )
 
 // DefaultDeepChatID is the DeepChat agent that is always registered. With no agents:
@@ -62,27 +61,15 @@ var notConfiguredReason = DefaultDeepChatID + " has no usable LLM provider; miss
 	DefaultDeepChatID + ", type: deepchat (see README.md)"
 
 // deepchatPresenters builds the DeepChat agents of the config, plus deepchat.default when
-// the config has no entry for it. Before any agent serves, it marks the replies a crash
-// left in progress as incomplete (the whole history database, every agent's).
+// the config has no entry for it.
 func deepchatPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Presenter, error) {
 	logger := deps.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	store, err := transcript.New(ctx, deps.DB)
-	if err != nil {
-		return nil, fmt.Errorf("history database: %w", err)
-	}
-	n, err := store.MarkInterrupted(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if n > 0 {
-		logger.Warn("replies interrupted by the last shutdown are kept as incomplete", "messages", n)
-	}
 	var out []presenters.Presenter
 	add := func(c deepchat.Config) error {
-		p, err := deepchat.New(c, deepchat.Deps{Publisher: deps.Publisher, Roots: deps.Roots, Store: store, Logger: logger})
+		p, err := deepchat.New(c, deepchat.Deps{Publisher: deps.Publisher, Roots: deps.Roots, Store: deps.Store, Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -11,8 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/agenticd/agenticd/presenters/transcript"
-	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/store"
 )
 
 // BenchmarkStartWith10kSessions measures Start until health answers SERVING, on a data
@@ -45,7 +44,7 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 }
 
 func seed(b *testing.B, path string, sessions int) {
-	db, err := transcript.OpenSQLite(path)
+	db, err := store.OpenSQLite(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,11 +53,12 @@ func seed(b *testing.B, path string, sessions int) {
 			_ = sqlDB.Close()
 		}
 	}()
-	store, err := service.NewStore(context.Background(), db)
+	st, err := store.New(context.Background(), db)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := store.SetSequenceFloor(context.Background(), 12_345_678); err != nil {
+	defer func() { _ = st.Close() }()
+	if err := st.SetSequenceFloor(context.Background(), 12_345_678); err != nil {
 		b.Fatal(err)
 	}
 	tx := db.Begin()

@@ -15,11 +15,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"gorm.io/gorm"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox/confine"
+	"github.com/agenticd/agenticd/store"
 )
 
 func TestMain(m *testing.M) {
@@ -243,6 +242,48 @@ func TestStartServesAndStops(t *testing.T) {
 	}
 }
 
+// Start-up marks the replies a crash left in progress as incomplete, whichever agent's
+// (here one no longer configured), before any agent serves.
+func TestStartMarksInterruptedReplies(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateConversation(ctx, store.Conversation{ID: "s1", AgentID: "acp.gone.agent", Workspace: "/w"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveMessage(ctx, presenters.Message{ID: "a1", SessionID: "s1", Role: presenters.RoleAssistant, Status: store.StatusInProgress,
+		Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "half"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	warned := &lineWatch{want: "kept as incomplete", seen: make(chan struct{})}
+	srv, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(warned, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-warned.seen:
+	default:
+		t.Error("start-up did not warn about the interrupted reply")
+	}
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.Open(ctx, filepath.Join(cfg.DataDir, DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	if n, err := st.MarkInterrupted(ctx); err != nil || n != 0 {
+		t.Errorf("%d replies still in progress after start-up (%v); want none", n, err)
+	}
+}
+
 func TestStartRefusals(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Listen = "0.0.0.0:0"
@@ -349,32 +390,33 @@ func TestSandboxOptionsHideTheServersSecrets(t *testing.T) {
 	}
 }
 
-// closingAgent is an agent whose Close writes to the database (as a cancelled turn saves
+// closingAgent is an agent whose Close writes to the store (as a cancelled turn saves
 // its last message) and records the context it got. Only AgentID and Close are called.
 type closingAgent struct {
 	presenters.Presenter
-	db       *gorm.DB
-	ctxErr   error
-	writeErr error
+	store     *store.Store
+	sessionID string
+	ctxErr    error
+	writeErr  error
 }
 
 func (a *closingAgent) AgentID() string { return "deepchat.closing" }
 
 func (a *closingAgent) Close(ctx context.Context) error {
 	a.ctxErr = ctx.Err()
-	a.writeErr = a.db.WithContext(ctx).Exec("CREATE TABLE IF NOT EXISTS closed_cleanly (id INTEGER)").Error
+	a.writeErr = a.store.CreateConversation(ctx, store.Conversation{ID: a.sessionID, AgentID: a.AgentID()})
 	return nil
 }
 
 // The agents close with a budget of their own, even when the graceful stop used up its
 // deadline, and the database closes only after them.
 func TestAgentsCloseOnTheirOwnBudgetBeforeTheDatabase(t *testing.T) {
-	db, err := transcript.OpenSQLite(filepath.Join(t.TempDir(), DatabaseFile))
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), DatabaseFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents := []*closingAgent{{db: db}, {db: db}}
-	s := &Server{cfg: Config{ShutdownTimeout: time.Minute}, logger: quiet, db: db}
+	agents := []*closingAgent{{store: st, sessionID: "s1"}, {store: st, sessionID: "s2"}}
+	s := &Server{cfg: Config{ShutdownTimeout: time.Minute}, logger: quiet, store: st}
 	for _, a := range agents {
 		s.presenters = append(s.presenters, a)
 	}
@@ -388,7 +430,7 @@ func TestAgentsCloseOnTheirOwnBudgetBeforeTheDatabase(t *testing.T) {
 			t.Errorf("agent %d closed with context %v; its write: %v", i, a.ctxErr, a.writeErr)
 		}
 	}
-	if sqlDB, err := db.DB(); err != nil || sqlDB.Ping() == nil {
-		t.Errorf("the database is still open after release (%v)", err)
+	if _, err := st.GetConversation(context.Background(), "s1"); err == nil || !strings.Contains(err.Error(), "database is closed") {
+		t.Errorf("the database is still open after release: reading it gave %v", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 // syncBuffer is a log destination the server's goroutines may write to while a test reads.
@@ -83,7 +83,7 @@ func TestStartRefusesADamagedDatabase(t *testing.T) {
 		_ = srv.Stop(context.Background())
 		t.Fatal("agenticd started on a damaged database")
 	}
-	if !errors.Is(err, transcript.ErrDamaged) {
+	if !errors.Is(err, store.ErrDamaged) {
 		t.Errorf("%v, want ErrDamaged", err)
 	}
 	for _, want := range []string{path, "SQLite says", "restore agenticd.db from a backup", "move it away"} {

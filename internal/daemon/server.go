@@ -13,12 +13,10 @@ import (
 	"strings"
 	"sync"
 
-	"gorm.io/gorm"
-
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/store"
 )
 
 // DatabaseFile is the name of the SQLite database under the data dir.
@@ -31,18 +29,17 @@ type Deps struct {
 	Publisher presenters.Publisher
 	// Roots admits workspaces (sessions' workspaces are already admitted by the service).
 	Roots *sandbox.Roots
-	// DB is the server's SQLite database (transcript.New(ctx, DB) for history).
-	DB      *gorm.DB
-	Logger  *slog.Logger
-	DataDir string
+	// Store is the server's database, shared by every agent (each writes only its own
+	// sessions' history).
+	Store  *store.Store
+	Logger *slog.Logger
 }
 
 // Server is a running agenticd.
 type Server struct {
 	cfg        Config
 	logger     *slog.Logger
-	db         *gorm.DB
-	store      *service.Store
+	store      *store.Store
 	presenters []presenters.Presenter
 	grpc       *service.GRPCServer
 	addr       string
@@ -106,7 +103,7 @@ func (s *Server) build(ctx context.Context) error {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
 	dbPath := filepath.Join(cfg.DataDir, DatabaseFile)
-	integrity, err := transcript.CheckSQLite(ctx, dbPath, transcript.IntegrityCheckBudget)
+	integrity, err := store.CheckSQLite(ctx, dbPath, store.IntegrityCheckBudget)
 	if err != nil {
 		return err
 	}
@@ -122,21 +119,25 @@ func (s *Server) build(ctx context.Context) error {
 	case integrity.Exists:
 		s.logger.Debug("history database checked", "file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
 	}
-	db, err := transcript.OpenSQLite(dbPath)
+	st, err := store.Open(ctx, dbPath)
 	if err != nil {
 		return err
 	}
-	s.db = db
-	store, err := service.NewStore(ctx, db)
+	s.store = st
+	// Before any agent serves: whatever reply a crash or a cut shutdown left in progress
+	// (any agent's) is kept as incomplete.
+	n, err := st.MarkInterrupted(ctx)
 	if err != nil {
 		return err
 	}
-	s.store = store
+	if n > 0 {
+		s.logger.Warn("replies interrupted by the last shutdown are kept as incomplete", "messages", n)
+	}
 	hub, err := service.NewHub(ctx, service.HubOptions{
 		Capacity:        cfg.EventBuffer,
 		MaxBytes:        cfg.EventBufferBytes,
 		SubscriberQueue: cfg.SubscriberQueue,
-		Store:           store,
+		Store:           st,
 		Logger:          s.logger,
 	})
 	if err != nil {
@@ -150,7 +151,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err := checkConfinement(roots, opts.Confinement, s.logger); err != nil {
 		return err
 	}
-	deps := Deps{Publisher: hub, Roots: roots, DB: db, Logger: s.logger, DataDir: cfg.DataDir}
+	deps := Deps{Publisher: hub, Roots: roots, Store: st, Logger: s.logger}
 	for _, build := range []func(context.Context, Config, Deps) ([]presenters.Presenter, error){acpPresenters, deepchatPresenters} {
 		ps, err := build(ctx, cfg, deps)
 		s.presenters = append(s.presenters, ps...)
@@ -158,7 +159,7 @@ func (s *Server) build(ctx context.Context) error {
 			return fmt.Errorf("agents: %w", err)
 		}
 	}
-	registry, err := service.NewRegistry(store, s.presenters)
+	registry, err := service.NewRegistry(st, s.presenters)
 	if err != nil {
 		return err
 	}
@@ -248,14 +249,7 @@ func (s *Server) release(ctx context.Context) error {
 	wg.Wait()
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close the service store: %w", err))
-		}
-	}
-	if s.db != nil {
-		if sqlDB, err := s.db.DB(); err == nil {
-			if err := sqlDB.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close database: %w", err))
-			}
+			errs = append(errs, fmt.Errorf("close the store: %w", err))
 		}
 	}
 	return errors.Join(errs...)

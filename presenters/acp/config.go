@@ -5,7 +5,7 @@
 // Session updates are normalized into presenters events; fs/* and terminal/* requests
 // are served by sandbox/ inside the session's workspace; permission requests pass a
 // server-side policy before any user is asked; every turn is stored through
-// presenters/transcript.
+// the store package.
 package acp
 
 import (
@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // Policy modes decide some permission requests without asking a user. Whatever the
@@ -96,7 +96,7 @@ type MCPServer struct {
 type Deps struct {
 	Publisher presenters.Publisher
 	Roots     *sandbox.Roots
-	Store     *transcript.Store
+	Store     *store.Store
 	Logger    *slog.Logger
 }
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // waitLimit only keeps a broken test from hanging; no assertion depends on time.
@@ -131,7 +131,7 @@ type harness struct {
 	ws    string // a workspace inside the root
 	rec   *recorder
 	roots *sandbox.Roots
-	store *transcript.Store
+	store *store.Store
 	log   *syncBuffer
 }
 
@@ -159,7 +159,7 @@ func newHarness(t *testing.T) *harness {
 // openStore opens (or reopens, as after a restart) the SQLite store.
 func (h *harness) openStore() {
 	h.t.Helper()
-	db, err := transcript.OpenSQLite(filepath.Join(h.dir, "agenticd.db"))
+	db, err := store.OpenSQLite(filepath.Join(h.dir, "agenticd.db"))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func (h *harness) openStore() {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { _ = sqlDB.Close() })
-	h.store, err = transcript.New(context.Background(), db)
+	h.store, err = store.New(context.Background(), db)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // mcpServers are the configured MCP servers the agent can use (http ones only when it
@@ -74,7 +74,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	}
 	id := string(resp.SessionId)
 	now := time.Now()
-	conv := transcript.Conversation{ID: id, AgentID: p.cfg.ID, Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
+	conv := store.Conversation{ID: id, AgentID: p.cfg.ID, Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
 	s := newSession(p, id, ws)
 	p.mu.Lock()
 	caps := p.capabilities()
@@ -88,8 +88,8 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	s.attachLocked(conn, resp.SessionId, ws, sessionState{resp.Modes, resp.Models, resp.ConfigOptions})
 	// An id the session does not offer fails before anyone can see the session.
 	if err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID); err != nil {
-		terms := s.terms
-		s.conn, s.terms = nil, nil
+		terms := s.terminals.live
+		s.conn, s.terminals.live = nil, nil
 		s.mu.Unlock()
 		_ = terms.Close()
 		p.abandonAgentSession(conn, resp.SessionId)
@@ -99,8 +99,8 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	// Registered at once, so the updates the agent sends from now on reach the session.
 	if err := conn.register(resp.SessionId, s); err != nil {
 		s.mu.Lock()
-		terms := s.terms
-		s.conn, s.terms = nil, nil
+		terms := s.terminals.live
+		s.conn, s.terminals.live = nil, nil
 		s.mu.Unlock()
 		_ = terms.Close()
 		return presenters.SessionInfo{}, fmt.Errorf("%w: agent %s stopped while creating a session; try again", presenters.ErrAgentUnavailable, p.cfg.ID)
@@ -138,19 +138,6 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	return s.snapshot(), nil
 }
 
-// checkModeModelLocked fails for a mode or model id the session does not offer (s.mu held).
-func (s *session) checkModeModelLocked(modeID, modelID string) error {
-	if modeID != "" && !hasID(s.info.AvailableModes, modeID, func(m presenters.Mode) string { return m.ID }) {
-		return fmt.Errorf("mode %q is not one of the agent's modes (%s): %w", modeID,
-			idList(s.info.AvailableModes, func(m presenters.Mode) string { return m.ID }), presenters.ErrInvalidArgument)
-	}
-	if modelID != "" && !hasID(s.info.AvailableModels, modelID, func(m presenters.Model) string { return m.ID }) {
-		return fmt.Errorf("model %q is not one of the agent's models (%s): %w", modelID,
-			idList(s.info.AvailableModels, func(m presenters.Model) string { return m.ID }), presenters.ErrInvalidArgument)
-	}
-	return nil
-}
-
 // detach unregisters a session that never became visible and releases its terminals.
 func (s *session) detach() {
 	s.mu.Lock()
@@ -160,8 +147,8 @@ func (s *session) detach() {
 		conn.unregister(acpID)
 	}
 	s.mu.Lock()
-	terms := s.terms
-	s.conn, s.terms = nil, nil
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
 	s.mu.Unlock()
 	if terms != nil {
 		_ = terms.Close()
@@ -197,10 +184,8 @@ func (s *session) attachLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox
 func (s *session) attachSandboxLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace) {
 	s.conn, s.acpID, s.ws = conn, acpID, ws
 	s.norm.workspace = ws.Root()
-	if s.terms == nil {
-		s.terms = ws.NewTerminals()
-		s.termCommands = map[string]string{}
-		s.termFinal = map[string]presenters.TerminalBlock{}
+	if s.terminals.live == nil {
+		s.terminals = newSessionTerminals(ws.NewTerminals())
 	}
 }
 

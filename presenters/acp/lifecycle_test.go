@@ -385,6 +385,17 @@ func TestModesAndModels(t *testing.T) {
 			t.Fatalf("SetModel through set_model: %v %s", err, info.CurrentModelID)
 		}
 	})
+	t.Run("session modes win over a mode config option", func(t *testing.T) {
+		p := h.presenter(h.config(`{"session": {
+		  "modes": {"currentModeId": "a", "availableModes": [{"id": "a", "name": "A"}, {"id": "b", "name": "B"}]},
+		  "configOptions": [{"type": "select", "id": "mode", "name": "Mode", "category": "mode", "currentValue": "a",
+		    "options": [{"value": "a", "name": "A"}, {"value": "b", "name": "B"}]}]}}`))
+		info := h.create(p)
+		// Set through the config option, the mode would stay what the session modes say.
+		if info, err := p.SetMode(testContext(t), info.SessionID, "b"); err != nil || info.CurrentModeID != "b" {
+			t.Fatalf("SetMode through set_mode: %v %s", err, info.CurrentModeID)
+		}
+	})
 }
 
 func TestPromptContentReachesTheAgent(t *testing.T) {

@@ -62,7 +62,7 @@ func summary(p presenters.Payload) string {
 func newTestNormalizer(t *testing.T) *normalizer {
 	ids := 0
 	return &normalizer{
-		log: discardLog(), sessionID: "s", workspace: "/ws", classify: risk.Classify,
+		log: discardLog(), sessionID: "s", workspace: "/ws", classifier: risk.NewClassifier(nil),
 		newID: func() string { ids++; return fmt.Sprintf("r%d", ids) },
 	}
 }
@@ -260,12 +260,17 @@ func TestNormalizerReplaysHistoryAsMessages(t *testing.T) {
 	}
 }
 
+// terminalFunc is a terminalReader made of a function.
+type terminalFunc func(id string) (presenters.TerminalBlock, bool)
+
+func (f terminalFunc) terminalBlock(id string) (presenters.TerminalBlock, bool) { return f(id) }
+
 func TestNormalizerCancelEndsUnfinishedToolsAndFollowsTerminals(t *testing.T) {
 	n := newTestNormalizer(t)
 	output := "one\n"
-	n.terminal = func(id string) (presenters.TerminalBlock, bool) {
+	n.terminals = terminalFunc(func(id string) (presenters.TerminalBlock, bool) {
 		return presenters.TerminalBlock{TerminalID: id, Command: "make", Output: output}, id == "term-1"
-	}
+	})
 	n.startTurn("u", "a")
 	var got []string
 	emit := func(p presenters.Payload) { got = append(got, summary(p)) }
@@ -333,9 +338,9 @@ func liveTerminalCount(n *normalizer) int {
 
 func TestNormalizerCountsToolsShowingALiveTerminal(t *testing.T) {
 	n := newTestNormalizer(t)
-	n.terminal = func(id string) (presenters.TerminalBlock, bool) {
+	n.terminals = terminalFunc(func(id string) (presenters.TerminalBlock, bool) {
 		return presenters.TerminalBlock{TerminalID: id, Output: "x"}, true
-	}
+	})
 	emit := func(presenters.Payload) {}
 	check := func(step string, want int) {
 		t.Helper()
@@ -378,9 +383,9 @@ func TestNormalizerCountsToolsShowingALiveTerminal(t *testing.T) {
 func TestNormalizerLiveEventsCarryATerminalTail(t *testing.T) {
 	n := newTestNormalizer(t)
 	output := strings.Repeat("é", liveTerminalTail) // 2 bytes a character: cut at a boundary
-	n.terminal = func(id string) (presenters.TerminalBlock, bool) {
+	n.terminals = terminalFunc(func(id string) (presenters.TerminalBlock, bool) {
 		return presenters.TerminalBlock{TerminalID: id, Output: output}, true
-	}
+	})
 	var events []presenters.Payload
 	emit := func(p presenters.Payload) { events = append(events, p) }
 	terminalOf := func(call presenters.ToolCall) *presenters.TerminalBlock {
@@ -445,9 +450,9 @@ func TestNormalizerLiveEventsCarryATerminalTail(t *testing.T) {
 func TestNormalizerSeesChangesOfATruncatedTerminal(t *testing.T) {
 	n := newTestNormalizer(t)
 	output := strings.Repeat("a", 100)
-	n.terminal = func(id string) (presenters.TerminalBlock, bool) {
+	n.terminals = terminalFunc(func(id string) (presenters.TerminalBlock, bool) {
 		return presenters.TerminalBlock{TerminalID: id, Output: output, Truncated: true}, true
-	}
+	})
 	var got []string
 	emit := func(p presenters.Payload) { got = append(got, summary(p)) }
 	n.startTurn("u", "a")
@@ -524,7 +529,7 @@ func BenchmarkNormalizerToolBurst(b *testing.B) {
 func refreshShownTerminals(n *normalizer, emit emitFunc) {
 	states := map[string]presenters.TerminalBlock{}
 	for _, id := range n.liveTerminalIDs() {
-		if now, ok := n.terminal(id); ok {
+		if now, ok := n.terminals.terminalBlock(id); ok {
 			states[id] = now
 		}
 	}

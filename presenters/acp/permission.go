@@ -33,7 +33,7 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 	s.mu.Lock()
 	call, inTurn := s.norm.tool(req.ToolCall, s.emitPayload)
 	if !inTurn {
-		scratch := normalizer{log: s.log, sessionID: s.id, workspace: s.norm.workspace, classify: s.norm.classify}
+		scratch := normalizer{log: s.log, sessionID: s.id, workspace: s.norm.workspace, classifier: s.norm.classifier}
 		scratch.merge(&call, req.ToolCall)
 		call.ToolID = string(req.ToolCall.ToolCallId)
 	}
@@ -149,7 +149,7 @@ func (s *session) respondPermission(resp presenters.PermissionResponse) error {
 	}
 	if _, ok := pp.req.Option(resp.OptionID); !ok {
 		return fmt.Errorf("option %q is not one of the request's options (%s): %w", resp.OptionID,
-			idList(pp.req.Options, func(o presenters.PermissionOption) string { return o.ID }), presenters.ErrInvalidArgument)
+			idList(idsOf(pp.req.Options, func(o presenters.PermissionOption) string { return o.ID })), presenters.ErrInvalidArgument)
 	}
 	s.resolveLocked(pp, resp.OptionID, presenters.DecidedByUser, "")
 	return nil

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 // persister writes transcripts off the notification path. Queuing never blocks; a
@@ -15,7 +15,7 @@ import (
 // so the store sees at most one write per message per batch, in first-queued order
 // (which is the order messages take in their conversation).
 type persister struct {
-	store *transcript.Store
+	store *store.Store
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -28,7 +28,7 @@ type persister struct {
 }
 
 type writeJob struct {
-	conv    *transcript.Conversation
+	conv    *store.Conversation
 	msg     *presenters.Message
 	waiters []chan struct{}
 }
@@ -36,13 +36,13 @@ type writeJob struct {
 // writeTimeout bounds one store write.
 const writeTimeout = 30 * time.Second
 
-func newPersister(store *transcript.Store, log *slog.Logger) *persister {
+func newPersister(store *store.Store, log *slog.Logger) *persister {
 	return &persister{store: store, log: log, jobs: map[string]*writeJob{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 // queue adds or replaces a job; done (if not nil) closes once it was written.
-func (w *persister) queue(key string, conv *transcript.Conversation, msg *presenters.Message, done chan struct{}) {
+func (w *persister) queue(key string, conv *store.Conversation, msg *presenters.Message, done chan struct{}) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -82,7 +82,7 @@ func (w *persister) saveMessageWait(msg presenters.Message) <-chan struct{} {
 	return done
 }
 
-func (w *persister) saveConversation(c transcript.Conversation) {
+func (w *persister) saveConversation(c store.Conversation) {
 	w.queue("c:"+c.ID, &c, nil, nil)
 }
 

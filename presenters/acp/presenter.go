@@ -13,7 +13,7 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/risk"
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 // Presenter drives one ACP agent: a process per workspace, shared by the sessions there.
@@ -314,25 +314,18 @@ func (p *Presenter) session(ctx context.Context, id string) (*session, error) {
 	return newStoredSession(p, conv, p.capabilitiesLocked()), nil
 }
 
-// openableSession returns the one in-memory session of id, adding a stored one, so
-// that concurrent LoadSession calls meet on the same session.
+// openableSession is session, with a stored session kept in memory, so that
+// concurrent LoadSession calls meet on the same session: the first one kept wins.
 func (p *Presenter) openableSession(ctx context.Context, id string) (*session, error) {
-	p.mu.Lock()
-	s := p.sessions[id]
-	p.mu.Unlock()
-	if s != nil {
-		return s, nil
-	}
-	conv, err := p.storedConversation(ctx, id)
+	s, err := p.session(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if s := p.sessions[id]; s != nil {
-		return s, nil
+	if kept := p.sessions[id]; kept != nil {
+		return kept, nil
 	}
-	s = newStoredSession(p, conv, p.capabilities())
 	p.sessions[id] = s
 	return s, nil
 }
@@ -352,16 +345,16 @@ func (p *Presenter) forget(s *session) {
 	p.mu.Unlock()
 }
 
-func (p *Presenter) storedConversation(ctx context.Context, id string) (transcript.Conversation, error) {
+func (p *Presenter) storedConversation(ctx context.Context, id string) (store.Conversation, error) {
 	conv, err := p.deps.Store.GetConversation(ctx, id)
 	if err != nil {
 		if errors.Is(err, presenters.ErrNotFound) {
-			return transcript.Conversation{}, fmt.Errorf("session %s: %w", id, presenters.ErrNotFound)
+			return store.Conversation{}, fmt.Errorf("session %s: %w", id, presenters.ErrNotFound)
 		}
-		return transcript.Conversation{}, err
+		return store.Conversation{}, err
 	}
 	if conv.AgentID != p.cfg.ID {
-		return transcript.Conversation{}, fmt.Errorf("session %s belongs to agent %s, not %s: %w", id, conv.AgentID, p.cfg.ID, presenters.ErrNotFound)
+		return store.Conversation{}, fmt.Errorf("session %s belongs to agent %s, not %s: %w", id, conv.AgentID, p.cfg.ID, presenters.ErrNotFound)
 	}
 	return conv, nil
 }

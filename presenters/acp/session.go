@@ -13,8 +13,8 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // session is one agenticd session of an ACP agent. Its id is the id the agent gave
@@ -25,15 +25,17 @@ type session struct {
 	p    *Presenter
 	id   string
 	emit presenters.Emitter
-	log  *slog.Logger
+	// emitPayload is emit as the normalizer takes it: bound to the emitter, not to
+	// the session, so that the normalizer never calls into the session.
+	emitPayload emitFunc
+	log         *slog.Logger
 
 	mu      sync.Mutex
 	conn    *agentConn // nil while not live (not loaded, closed, crashed)
 	acpID   sdk.SessionId
 	ws      *sandbox.Workspace
-	terms   *sandbox.Terminals
 	info    presenters.SessionInfo
-	conv    transcript.Conversation
+	conv    store.Conversation
 	norm    normalizer
 	turn    *turn
 	pending map[string]*pendingPermission
@@ -43,9 +45,8 @@ type session struct {
 	modelState *sdk.SessionModelState
 	configs    []sdk.SessionConfigOption
 
-	termCommands map[string]string                   // terminal id -> command line
-	termFinal    map[string]presenters.TerminalBlock // last state of released terminals
-	following    bool                                // the terminal follower runs
+	terminals sessionTerminals // read by norm for tool content that shows a terminal
+	following bool             // the terminal follower runs
 	// draining is a cancelled turn that was ended without the agent's answer: its
 	// Prompt is still awaited, its late updates are dropped and no turn may start.
 	draining *turn
@@ -68,22 +69,24 @@ type turn struct {
 }
 
 func newSession(p *Presenter, id string, ws *sandbox.Workspace) *session {
+	emit := presenters.NewEmitter(p.deps.Publisher, p.cfg.ID, id)
 	s := &session{
-		p:            p,
-		id:           id,
-		emit:         presenters.NewEmitter(p.deps.Publisher, p.cfg.ID, id),
-		log:          p.log.With("session_id", id),
-		acpID:        sdk.SessionId(id),
-		pending:      map[string]*pendingPermission{},
-		termCommands: map[string]string{},
-		termFinal:    map[string]presenters.TerminalBlock{},
+		p:           p,
+		id:          id,
+		emit:        emit,
+		emitPayload: func(pl presenters.Payload) { emit.Emit(pl) },
+		log:         p.log.With("session_id", id),
+		acpID:       sdk.SessionId(id),
+		pending:     map[string]*pendingPermission{},
+		terminals:   newSessionTerminals(nil),
 	}
+	// The normalizer gets what it reads, never the session itself (see normalize.go).
 	s.norm = normalizer{
-		log:       s.log,
-		sessionID: id,
-		classify:  p.classifier.Classify,
-		terminal:  s.terminalBlock,
-		newID:     p.newID,
+		log:        s.log,
+		sessionID:  id,
+		classifier: p.classifier,
+		terminals:  &s.terminals,
+		newID:      p.newID,
 	}
 	if ws != nil {
 		s.ws = ws
@@ -93,7 +96,7 @@ func newSession(p *Presenter, id string, ws *sandbox.Workspace) *session {
 }
 
 // newStoredSession is a session known only from the store (not live).
-func newStoredSession(p *Presenter, conv transcript.Conversation, caps presenters.Capabilities) *session {
+func newStoredSession(p *Presenter, conv store.Conversation, caps presenters.Capabilities) *session {
 	s := newSession(p, conv.ID, nil)
 	s.conv = conv
 	s.norm.workspace = conv.Workspace
@@ -109,8 +112,6 @@ func newStoredSession(p *Presenter, conv transcript.Conversation, caps presenter
 	return s
 }
 
-func (s *session) emitPayload(p presenters.Payload) { s.emit.Emit(p) }
-
 // errSessionNotOpen answers an agent's request for a session that is not live (closed,
 // crashed, shutting down, or not attached yet).
 var errSessionNotOpen = errors.New("session is not open")
@@ -119,10 +120,10 @@ var errSessionNotOpen = errors.New("session is not open")
 func (s *session) sandbox() (*sandbox.Workspace, *sandbox.Terminals, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil || s.ws == nil || s.terms == nil {
+	if s.conn == nil || s.ws == nil || s.terminals.live == nil {
 		return nil, nil, fmt.Errorf("session %s: %w", s.id, errSessionNotOpen)
 	}
-	return s.ws, s.terms, nil
+	return s.ws, s.terminals.live, nil
 }
 
 // snapshot is the session as GetSession shows it.
@@ -193,13 +194,7 @@ func (s *session) applyChange(ch *sessionChange) {
 		s.info.AvailableCommands = *ch.commands
 	}
 	if ch.modeID != nil {
-		if s.modeState != nil {
-			ms := *s.modeState
-			ms.CurrentModeId = sdk.SessionModeId(*ch.modeID)
-			s.modeState = &ms
-		} else {
-			s.info.CurrentModeID = *ch.modeID
-		}
+		s.setCurrentModeLocked(*ch.modeID)
 	}
 	if ch.configOptions != nil {
 		s.configs = *ch.configOptions
@@ -224,68 +219,6 @@ func (s *session) applyChange(ch *sessionChange) {
 		s.info.Usage = u
 	}
 	s.deriveModesModels()
-}
-
-// deriveModesModels fills info's modes and models from what the agent said: modes
-// from session modes, else a config option of category mode; models from a config
-// option of category model, else the (unstable) session models (s.mu held).
-func (s *session) deriveModesModels() {
-	modeOpt := s.configOption(sdk.SessionConfigOptionCategoryMode)
-	modelOpt := s.configOption(sdk.SessionConfigOptionCategoryModel)
-	switch {
-	case s.modeState != nil:
-		modes := make([]presenters.Mode, 0, len(s.modeState.AvailableModes))
-		for _, m := range s.modeState.AvailableModes {
-			modes = append(modes, presenters.Mode{ID: string(m.Id), Name: m.Name, Description: deref(m.Description)})
-		}
-		s.info.AvailableModes, s.info.CurrentModeID = modes, string(s.modeState.CurrentModeId)
-	case modeOpt != nil:
-		var modes []presenters.Mode
-		for _, o := range selectOptions(modeOpt) {
-			modes = append(modes, presenters.Mode{ID: string(o.Value), Name: o.Name, Description: deref(o.Description)})
-		}
-		s.info.AvailableModes, s.info.CurrentModeID = modes, string(modeOpt.CurrentValue)
-	}
-	switch {
-	case modelOpt != nil:
-		var models []presenters.Model
-		for _, o := range selectOptions(modelOpt) {
-			models = append(models, presenters.Model{ID: string(o.Value), Name: o.Name, Description: deref(o.Description)})
-		}
-		s.info.AvailableModels, s.info.CurrentModelID = models, string(modelOpt.CurrentValue)
-	case s.modelState != nil:
-		models := make([]presenters.Model, 0, len(s.modelState.AvailableModels))
-		for _, m := range s.modelState.AvailableModels {
-			models = append(models, presenters.Model{ID: string(m.ModelId), Name: m.Name, Description: deref(m.Description)})
-		}
-		s.info.AvailableModels, s.info.CurrentModelID = models, string(s.modelState.CurrentModelId)
-	}
-	s.info.Capabilities.SupportsModes = len(s.info.AvailableModes) > 0
-	s.info.Capabilities.SupportsModels = len(s.info.AvailableModels) > 0
-}
-
-// configOption returns the first select option of a category (s.mu held).
-func (s *session) configOption(cat sdk.SessionConfigOptionCategory) *sdk.SessionConfigOptionSelect {
-	for _, o := range s.configs {
-		if o.Select != nil && o.Select.Category != nil && *o.Select.Category == cat {
-			return o.Select
-		}
-	}
-	return nil
-}
-
-func selectOptions(o *sdk.SessionConfigOptionSelect) []sdk.SessionConfigSelectOption {
-	switch {
-	case o.Options.Ungrouped != nil:
-		return *o.Options.Ungrouped
-	case o.Options.Grouped != nil:
-		var out []sdk.SessionConfigSelectOption
-		for _, g := range *o.Options.Grouped {
-			out = append(out, g.Options...)
-		}
-		return out
-	}
-	return nil
 }
 
 // publishPatch emits SESSION_UPDATED with the fields that differ from old and stores
@@ -367,7 +300,7 @@ func (s *session) send(content presenters.MessageContent) (presenters.SendResult
 		}
 	}
 	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: user.ID, Role: presenters.RoleUser})
-	placeholder := s.norm.msg.snapshot(transcript.StatusInProgress)
+	placeholder := s.norm.msg.snapshot(store.StatusInProgress)
 	s.p.persist.saveMessages(user, placeholder)
 
 	old := s.info
@@ -574,96 +507,6 @@ func (s *session) liveConnLocked() (*agentConn, sdk.SessionId, error) {
 	return s.conn, s.acpID, nil
 }
 
-// setMode switches the session's mode: session/set_mode, or the config option of
-// category mode.
-func (s *session) setMode(ctx context.Context, modeID string) error {
-	s.mu.Lock()
-	if !hasID(s.info.AvailableModes, modeID, func(m presenters.Mode) string { return m.ID }) {
-		defer s.mu.Unlock()
-		return fmt.Errorf("mode %q is not one of the session's modes (%s): %w", modeID,
-			idList(s.info.AvailableModes, func(m presenters.Mode) string { return m.ID }), presenters.ErrInvalidArgument)
-	}
-	conn, acpID, err := s.liveConnLocked()
-	if err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	var configID sdk.SessionConfigId
-	if s.modeState == nil {
-		if opt := s.configOption(sdk.SessionConfigOptionCategoryMode); opt != nil {
-			configID = opt.Id
-		}
-	}
-	s.mu.Unlock()
-	if configID != "" {
-		return s.setConfigOption(ctx, conn, acpID, configID, modeID)
-	}
-	if _, err := conn.rpc.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: acpID, ModeId: sdk.SessionModeId(modeID)}); err != nil {
-		return s.agentCallError(conn, "set_mode", err)
-	}
-	id := modeID
-	s.applyChangeAndPublish(&sessionChange{modeID: &id})
-	return nil
-}
-
-// setModel switches the model: the config option of category model, else the
-// unstable session/set_model.
-func (s *session) setModel(ctx context.Context, modelID string) error {
-	s.mu.Lock()
-	if !hasID(s.info.AvailableModels, modelID, func(m presenters.Model) string { return m.ID }) {
-		defer s.mu.Unlock()
-		return fmt.Errorf("model %q is not one of the session's models (%s): %w", modelID,
-			idList(s.info.AvailableModels, func(m presenters.Model) string { return m.ID }), presenters.ErrInvalidArgument)
-	}
-	conn, acpID, err := s.liveConnLocked()
-	if err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	var configID sdk.SessionConfigId
-	if opt := s.configOption(sdk.SessionConfigOptionCategoryModel); opt != nil {
-		configID = opt.Id
-	}
-	s.mu.Unlock()
-	if configID != "" {
-		return s.setConfigOption(ctx, conn, acpID, configID, modelID)
-	}
-	if _, err := conn.rpc.UnstableSetSessionModel(ctx, sdk.UnstableSetSessionModelRequest{SessionId: acpID, ModelId: sdk.UnstableModelId(modelID)}); err != nil {
-		return s.agentCallError(conn, "set_model", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.info
-	if s.modelState != nil {
-		ms := *s.modelState
-		ms.CurrentModelId = sdk.ModelId(modelID)
-		s.modelState = &ms
-	}
-	s.deriveModesModels()
-	s.publishPatch(old)
-	return nil
-}
-
-func (s *session) setConfigOption(ctx context.Context, conn *agentConn, acpID sdk.SessionId, id sdk.SessionConfigId, value string) error {
-	resp, err := conn.rpc.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{
-		SessionId: acpID, ConfigId: id, Value: sdk.SessionConfigValueId(value),
-	}})
-	if err != nil {
-		return s.agentCallError(conn, "set_config_option", err)
-	}
-	opts := resp.ConfigOptions
-	s.applyChangeAndPublish(&sessionChange{configOptions: &opts})
-	return nil
-}
-
-func (s *session) applyChangeAndPublish(ch *sessionChange) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.info
-	s.applyChange(ch)
-	s.publishPatch(old)
-}
-
 // agentCallError maps a failed request to the agent to a presenters error.
 func (s *session) agentCallError(conn *agentConn, method string, err error) error {
 	if !conn.alive() {
@@ -685,26 +528,6 @@ func (s *session) agentCallError(conn *agentConn, method string, err error) erro
 		return fmt.Errorf("%s: %w", method, presenters.ErrCancelled)
 	}
 	return fmt.Errorf("agent %s failed %s: %s: %w", s.p.cfg.ID, method, agentErrorText(s.log, err), presenters.ErrFailedPrecondition)
-}
-
-func hasID[T any](list []T, id string, key func(T) string) bool {
-	for _, v := range list {
-		if key(v) == id {
-			return true
-		}
-	}
-	return false
-}
-
-func idList[T any](list []T, key func(T) string) string {
-	if len(list) == 0 {
-		return "none offered"
-	}
-	ids := make([]string, len(list))
-	for i, v := range list {
-		ids[i] = key(v)
-	}
-	return strings.Join(ids, ", ")
 }
 
 // close ends a live session: its turn is cancelled, its terminals released, the agent
@@ -739,8 +562,8 @@ func (s *session) close(ctx context.Context) error {
 		s.draining.stopPrompt()
 		s.draining = nil
 	}
-	terms := s.terms
-	s.conn, s.terms = nil, nil
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
 	s.setStatus(presenters.SessionClosed, "closed by a client; reopen it with LoadSession")
 	s.emit.SessionClosed("closed by a client")
 	s.conv.Closed = true
@@ -782,8 +605,8 @@ func (s *session) shutdown() {
 		s.draining.stopPrompt()
 		s.draining = nil
 	}
-	terms := s.terms
-	s.conn, s.terms = nil, nil
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
 	s.mu.Unlock()
 	if terms != nil {
 		_ = terms.Close()
@@ -824,8 +647,8 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 	c.unregister(acpID)
 	s.mu.Lock()
 	s.draining = nil
-	terms := s.terms
-	s.conn, s.terms = nil, nil
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
 	s.mu.Unlock()
 
 	if ending {
@@ -861,5 +684,5 @@ func (s *session) checkpoint() {
 	}
 	s.norm.msg.dirty = false
 	// Queued under s.mu, so a checkpoint is always queued before the final version.
-	s.p.persist.saveMessages(s.norm.msg.snapshot(transcript.StatusInProgress))
+	s.p.persist.saveMessages(s.norm.msg.snapshot(store.StatusInProgress))
 }

@@ -24,25 +24,37 @@ const liveTerminalTail = 64 << 10
 // change when the kept length stays at the byte limit.
 const terminalCompareTail = 4 << 10
 
-// terminalBlock is a terminal's current state for tool content (s.mu held; called by
-// the normalizer).
-func (s *session) terminalBlock(id string) (presenters.TerminalBlock, bool) {
-	if final, ok := s.termFinal[id]; ok {
+// sessionTerminals is what a session knows of its terminals. It does not know the
+// session: the session's normalizer reads it as its terminalReader, under the
+// session's lock like everything else here.
+type sessionTerminals struct {
+	live     *sandbox.Terminals                  // nil while the session is not live
+	commands map[string]string                   // terminal id -> command line
+	final    map[string]presenters.TerminalBlock // last state of released terminals
+}
+
+func newSessionTerminals(live *sandbox.Terminals) sessionTerminals {
+	return sessionTerminals{live: live, commands: map[string]string{}, final: map[string]presenters.TerminalBlock{}}
+}
+
+// terminalBlock is a terminal's current state for tool content.
+func (t *sessionTerminals) terminalBlock(id string) (presenters.TerminalBlock, bool) {
+	if final, ok := t.final[id]; ok {
 		return final, true
 	}
-	if s.terms == nil {
+	if t.live == nil {
 		return presenters.TerminalBlock{}, false
 	}
-	out, err := s.terms.Output(id)
+	out, err := t.live.Output(id)
 	if err != nil {
 		return presenters.TerminalBlock{}, false
 	}
-	return s.terminalState(id, out.Output, out.Truncated, out.Exit)
+	return t.terminalState(id, out.Output, out.Truncated, out.Exit)
 }
 
-// terminalState builds a terminal's block from its output (s.mu held).
-func (s *session) terminalState(id, output string, truncated bool, exit *sandbox.ExitStatus) (presenters.TerminalBlock, bool) {
-	b := presenters.TerminalBlock{TerminalID: id, Command: s.termCommands[id], Output: output, Truncated: truncated}
+// terminalState builds a terminal's block from its output.
+func (t *sessionTerminals) terminalState(id, output string, truncated bool, exit *sandbox.ExitStatus) (presenters.TerminalBlock, bool) {
+	b := presenters.TerminalBlock{TerminalID: id, Command: t.commands[id], Output: output, Truncated: truncated}
 	if exit != nil {
 		b.ExitCode, b.Signal = exit.Code, exit.Signal
 	}
@@ -53,7 +65,7 @@ func (s *session) terminalState(id, output string, truncated bool, exit *sandbox
 func (s *session) terminalCreated(id, command string, args []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.termCommands[id] = strings.Join(append([]string{command}, args...), " ")
+	s.terminals.commands[id] = strings.Join(append([]string{command}, args...), " ")
 }
 
 // terminalReleasing keeps a terminal's last state: tool calls keep showing it after
@@ -61,11 +73,11 @@ func (s *session) terminalCreated(id, command string, args []string) {
 func (s *session) terminalReleasing(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.terminalBlock(id)
+	b, ok := s.terminals.terminalBlock(id)
 	if !ok {
 		return
 	}
-	s.termFinal[id] = b
+	s.terminals.final[id] = b
 	s.norm.applyTerminals(map[string]presenters.TerminalBlock{id: b}, s.emitPayload)
 }
 
@@ -105,7 +117,7 @@ func (s *session) follow() {
 // may keep megabytes, and the copy must not stall the session's updates.
 func (s *session) pollTerminals() bool {
 	s.mu.Lock()
-	ids, terms := s.norm.liveTerminalIDs(), s.terms
+	ids, terms := s.norm.liveTerminalIDs(), s.terminals.live
 	if len(ids) == 0 || terms == nil {
 		s.following = false
 		s.mu.Unlock()
@@ -128,12 +140,12 @@ func (s *session) pollTerminals() bool {
 	defer s.mu.Unlock()
 	states := make(map[string]presenters.TerminalBlock, len(reads))
 	for _, r := range reads {
-		if final, ok := s.termFinal[r.id]; ok {
+		if final, ok := s.terminals.final[r.id]; ok {
 			// Released while we read: its kept final state wins.
 			states[r.id] = final
 			continue
 		}
-		states[r.id], _ = s.terminalState(r.id, r.out.Output, r.out.Truncated, r.out.Exit)
+		states[r.id], _ = s.terminals.terminalState(r.id, r.out.Output, r.out.Truncated, r.out.Exit)
 	}
 	if !s.norm.applyTerminals(states, s.emitPayload) {
 		s.following = false

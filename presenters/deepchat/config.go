@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // Config is one deepchat agent entry of the configuration file.
@@ -46,7 +46,7 @@ type Config struct {
 type Deps struct {
 	Publisher  presenters.Publisher
 	Roots      *sandbox.Roots
-	Store      *transcript.Store
+	Store      *store.Store
 	Logger     *slog.Logger
 	HTTPClient *http.Client // nil: a client of the presenter's own
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 func TestPlainTextTurnIsCommittedBeforeMessageEnd(t *testing.T) {
@@ -748,7 +748,7 @@ func TestInterruptedTurnIsIncompleteAfterRestart(t *testing.T) {
 	err := h.store.SaveMessages(ctx,
 		presenters.Message{ID: "u1", SessionID: info.SessionID, Role: presenters.RoleUser, Status: presenters.MessageComplete,
 			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "q"}}},
-		presenters.Message{ID: "a1", SessionID: info.SessionID, Role: presenters.RoleAssistant, Status: transcript.StatusInProgress,
+		presenters.Message{ID: "a1", SessionID: info.SessionID, Role: presenters.RoleAssistant, Status: store.StatusInProgress,
 			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "half"}}})
 	if err != nil {
 		t.Fatal(err)

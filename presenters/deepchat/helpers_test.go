@@ -25,9 +25,9 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/sandbox/confine"
+	"github.com/agenticd/agenticd/store"
 )
 
 func TestMain(m *testing.M) {
@@ -383,7 +383,7 @@ type harness struct {
 	p         *Presenter
 	logs      *syncBuffer // the presenter's log, as text
 	sleeps    *sleepLog   // the waits between provider attempts
-	store     *transcript.Store
+	store     *store.Store
 	db        *gorm.DB
 	dbPath    string
 	rec       *recorder
@@ -408,7 +408,7 @@ func newHarness(t testing.TB, options ...func(*harness)) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, rec: newRecorder(), llm: newFakeLLM(t), roots: roots, workspace: ws,
-		dbPath: filepath.Join(dir, "data", "agenticd.db"), openDB: transcript.OpenSQLite,
+		dbPath: filepath.Join(dir, "data", "agenticd.db"), openDB: store.OpenSQLite,
 		logs: &syncBuffer{}, sleeps: &sleepLog{}}
 	t.Cleanup(h.llm.srv.Close)
 	t.Setenv(testKeyEnv, "sk-test-123")
@@ -431,7 +431,7 @@ func (h *harness) start() {
 	}
 	sqlDB, _ := db.DB()
 	t.Cleanup(func() { sqlDB.Close() })
-	store, err := transcript.New(context.Background(), db)
+	store, err := store.New(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +555,7 @@ func init() {
 // countCommits is a harness option: open the database with the commit-counting driver.
 func countCommits(h *harness) { h.openDB = openCountingDB }
 
-// openCountingDB opens the database as transcript.OpenSQLite does, through a driver
+// openCountingDB opens the database as store.OpenSQLite does, through a driver
 // whose connections count their commits.
 func openCountingDB(path string) (*gorm.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

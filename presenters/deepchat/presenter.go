@@ -46,7 +46,7 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/risk"
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 var (
@@ -90,7 +90,7 @@ type Presenter struct {
 // and a turn) the session is closing.
 type session struct {
 	mu         sync.Mutex
-	conv       transcript.Conversation
+	conv       store.Conversation
 	turn       *turn // nil when idle
 	closed     bool
 	lastError  string                          // why the last turn failed; cleared by the next
@@ -229,7 +229,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 		return presenters.SessionInfo{}, fmt.Errorf("mode %q is not offered; choose one of: %s: %w", mode, modeIDs(), presenters.ErrInvalidArgument)
 	}
 	now := time.Now()
-	conv := transcript.Conversation{ID: newID(), AgentID: p.cfg.ID, Workspace: filepath.Clean(cfg.Workspace),
+	conv := store.Conversation{ID: newID(), AgentID: p.cfg.ID, Workspace: filepath.Clean(cfg.Workspace),
 		Title: cfg.Title, ModelID: model, ModeID: mode, CreatedAt: now, UpdatedAt: now}
 	p.mu.Lock()
 	closed := p.closed
@@ -255,7 +255,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 var errShuttingDown = fmt.Errorf("the deepchat agent is shutting down: %w", presenters.ErrAgentUnavailable)
 
 // conversation reads a stored conversation of this agent.
-func (p *Presenter) conversation(ctx context.Context, id string) (transcript.Conversation, error) {
+func (p *Presenter) conversation(ctx context.Context, id string) (store.Conversation, error) {
 	conv, err := p.deps.Store.GetConversation(ctx, id)
 	if err != nil {
 		return conv, err
@@ -299,7 +299,7 @@ func (p *Presenter) lookup(ctx context.Context, id string) (*session, error) {
 }
 
 // register makes a stored open conversation a registered session; p.loadMu is held.
-func (p *Presenter) register(conv transcript.Conversation) *session {
+func (p *Presenter) register(conv store.Conversation) *session {
 	s := &session{conv: conv}
 	p.mu.Lock()
 	p.sessions[conv.ID] = s
@@ -355,7 +355,7 @@ func (p *Presenter) sessionInfo(s *session, messageCount int64) presenters.Sessi
 }
 
 // storedInfo describes a session from its stored conversation alone.
-func (p *Presenter) storedInfo(conv transcript.Conversation, messageCount int64) presenters.SessionInfo {
+func (p *Presenter) storedInfo(conv store.Conversation, messageCount int64) presenters.SessionInfo {
 	info := presenters.SessionInfo{
 		SessionID: conv.ID, AgentID: p.cfg.ID, Status: presenters.SessionIdle, Workspace: conv.Workspace,
 		Title: conv.Title, CreatedAt: conv.CreatedAt, UpdatedAt: conv.UpdatedAt,
@@ -589,7 +589,7 @@ func (p *Presenter) SetModel(ctx context.Context, sessionID, modelID string) (pr
 	if !p.modelOffered(modelID) {
 		return presenters.SessionInfo{}, fmt.Errorf("model %q is not offered by %s; choose one of: %s: %w", modelID, p.cfg.ID, p.modelIDs(), presenters.ErrInvalidArgument)
 	}
-	return p.update(ctx, sessionID, func(c *transcript.Conversation, patch *presenters.SessionPatch) {
+	return p.update(ctx, sessionID, func(c *store.Conversation, patch *presenters.SessionPatch) {
 		c.ModelID = modelID
 		patch.CurrentModelID = &modelID
 	})
@@ -601,13 +601,13 @@ func (p *Presenter) SetMode(ctx context.Context, sessionID, modeID string) (pres
 	if !validMode(modeID) {
 		return presenters.SessionInfo{}, fmt.Errorf("mode %q is not offered; choose one of: %s: %w", modeID, modeIDs(), presenters.ErrInvalidArgument)
 	}
-	return p.update(ctx, sessionID, func(c *transcript.Conversation, patch *presenters.SessionPatch) {
+	return p.update(ctx, sessionID, func(c *store.Conversation, patch *presenters.SessionPatch) {
 		c.ModeID = modeID
 		patch.CurrentModeID = &modeID
 	})
 }
 
-func (p *Presenter) update(ctx context.Context, sessionID string, change func(*transcript.Conversation, *presenters.SessionPatch)) (presenters.SessionInfo, error) {
+func (p *Presenter) update(ctx context.Context, sessionID string, change func(*store.Conversation, *presenters.SessionPatch)) (presenters.SessionInfo, error) {
 	s, err := p.open(ctx, sessionID)
 	if err != nil {
 		return presenters.SessionInfo{}, err

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
+	"github.com/agenticd/agenticd/store"
 )
 
 // GetSessions describes each of the agent's sessions exactly as GetSession does (open,
@@ -28,7 +28,7 @@ func TestGetSessionsMatchesGetSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := "other-agents-session"
-	if err := h.store.CreateConversation(ctx, transcript.Conversation{ID: other, AgentID: "deepchat.other", Workspace: h.workspace}); err != nil {
+	if err := h.store.CreateConversation(ctx, store.Conversation{ID: other, AgentID: "deepchat.other", Workspace: h.workspace}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := h.p.GetSessions(ctx, []string{empty, withMessages, closed, other, "unknown"})

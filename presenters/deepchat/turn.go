@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // Checkpoints of a partial reply: at most one per interval, or sooner once this much
@@ -73,7 +73,7 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	user := presenters.Message{ID: newID(), SessionID: sessionID, Role: presenters.RoleUser,
 		Status: presenters.MessageComplete, Blocks: blocks, CreatedAt: now}
 	reply := presenters.Message{ID: newID(), SessionID: sessionID, Role: presenters.RoleAssistant,
-		Status: transcript.StatusInProgress, CreatedAt: now}
+		Status: store.StatusInProgress, CreatedAt: now}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -333,7 +333,7 @@ func (r *turnRun) snapshot() presenters.Message {
 // the turn goes on: the final commit will try again.
 func (r *turnRun) checkpoint(ctx context.Context) {
 	m := r.snapshot()
-	m.Status = transcript.StatusInProgress
+	m.Status = store.StatusInProgress
 	r.lastSave, r.unsaved = r.p.now(), 0
 	if err := r.p.deps.Store.SaveMessage(context.WithoutCancel(ctx), m); err != nil {
 		r.log.Warn("checkpoint of partial reply failed", "err", err)

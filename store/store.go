@@ -1,5 +1,8 @@
-// Package transcript is the SQLite history store shared by the DeepChat and ACP
-// presenters: conversations (sessions), their messages, and each message's typed blocks.
+// Package store is agenticd's SQLite database, and the only package that knows GORM and
+// SQLite: opening and checking the file (OpenSQLite, CheckSQLite), the schema, the history
+// shared by the DeepChat and ACP presenters (conversations, their messages, and each
+// message's typed blocks), and the service registry's tables (session owners and the
+// event sequence floor, owners.go).
 //
 // Durability rule: a message that is still being produced is saved with status
 // StatusInProgress; MarkInterrupted, run at start-up, turns whatever a crash left in
@@ -11,8 +14,9 @@
 // writes only the rows that differ, and of a long text only the parts that differ
 // (textparts.go), so a long turn costs the bytes that changed rather than the whole
 // message at every checkpoint. A message in progress must therefore be written through
-// one Store only (each presenter keeps to its own sessions).
-package transcript
+// one Store only: the server opens one, which every presenter shares, and each
+// presenter writes only its own sessions' messages.
+package store
 
 import (
 	"context"
@@ -52,25 +56,52 @@ type Conversation struct {
 	Usage     presenters.TokenUsage
 }
 
-// Store reads and writes the history. It is safe for concurrent use; its writes are
-// serialized with every other writer of the database (WriteLock).
+// Store reads and writes the history and the registry's tables. It is safe for
+// concurrent use; its writes are serialized with every other writer of the database
+// (WriteLock).
 type Store struct {
 	db      *gorm.DB
 	writeMu sync.Locker // WriteLock(db)
-	// Prepared once for the statements every session runs (creating and closing it):
-	// preparing each time was a tenth of a session's cost. database/sql prepares them
-	// again on each connection that runs them, and closing the database closes them too.
+	// ownsDB is set by Open: Close then closes the database too.
+	ownsDB bool
+	// Prepared once for the statements every session runs (creating and closing it, and
+	// recording its owner): preparing each time was a tenth of a session's cost.
+	// database/sql prepares them again on each connection that runs them, and closing the
+	// database closes them too.
 	insertConversationStmt *sql.Stmt
 	updateConversationStmt *sql.Stmt
+	insertSessionOwnerStmt *sql.Stmt
 	// committed holds the block rows as last committed of each message saved in
 	// progress; guarded by writeMu. An entry goes when its message is saved with a final
 	// status, and when a write that included it fails (the next save rewrites it whole).
 	committed map[string][]blockRow
 }
 
-// New runs the schema migrations on db and returns a store on it. Close releases its
-// prepared statements (closing db does too).
+// Open opens the database at path (OpenSQLite), brings its schema up to date and
+// returns a store on it. Close closes the database too.
+func Open(ctx context.Context, path string) (*Store, error) {
+	db, err := OpenSQLite(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(ctx, db)
+	if err != nil {
+		if sqlDB, dbErr := db.DB(); dbErr == nil {
+			_ = sqlDB.Close()
+		}
+		return nil, err
+	}
+	s.ownsDB = true
+	return s, nil
+}
+
+// New brings the schema of db up to date (the registry's tables, then the history's
+// migrations) and returns a store on it. Close releases its prepared statements but
+// leaves db open; closing db closes them too.
 func New(ctx context.Context, db *gorm.DB) (*Store, error) {
+	if err := db.WithContext(ctx).AutoMigrate(&SessionOwner{}, &sequenceFloor{}); err != nil {
+		return nil, fmt.Errorf("create the registry tables: %w", err)
+	}
 	if err := migrate(ctx, db); err != nil {
 		return nil, err
 	}
@@ -79,19 +110,48 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		return nil, fmt.Errorf("history database: %w", err)
 	}
 	s := &Store{db: db, writeMu: WriteLock(db), committed: make(map[string][]blockRow)}
-	if s.insertConversationStmt, err = sqlDB.PrepareContext(ctx, insertConversationSQL); err != nil {
-		return nil, fmt.Errorf("history database: prepare the conversation insert: %w", err)
+	prepare := []struct {
+		stmt **sql.Stmt
+		sql  string
+		what string
+	}{
+		{&s.insertConversationStmt, insertConversationSQL, "the conversation insert"},
+		{&s.updateConversationStmt, updateConversationSQL, "the conversation update"},
+		{&s.insertSessionOwnerStmt, insertSessionOwnerSQL, "the session owner insert"},
 	}
-	if s.updateConversationStmt, err = sqlDB.PrepareContext(ctx, updateConversationSQL); err != nil {
-		_ = s.insertConversationStmt.Close()
-		return nil, fmt.Errorf("history database: prepare the conversation update: %w", err)
+	for _, p := range prepare {
+		if *p.stmt, err = sqlDB.PrepareContext(ctx, p.sql); err != nil {
+			_ = s.closeStatements()
+			return nil, fmt.Errorf("history database: prepare %s: %w", p.what, err)
+		}
 	}
 	return s, nil
 }
 
-// Close releases the prepared statements. The store must not be used afterwards.
+// Close releases the prepared statements, and closes the database when Open opened it.
+// The store must not be used afterwards.
 func (s *Store) Close() error {
-	return errors.Join(s.insertConversationStmt.Close(), s.updateConversationStmt.Close())
+	err := s.closeStatements()
+	if s.ownsDB {
+		sqlDB, dbErr := s.db.DB()
+		if dbErr == nil {
+			dbErr = sqlDB.Close()
+		}
+		if dbErr != nil {
+			err = errors.Join(err, fmt.Errorf("close database: %w", dbErr))
+		}
+	}
+	return err
+}
+
+func (s *Store) closeStatements() error {
+	var errs []error
+	for _, stmt := range []*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt} {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // writeStmt runs one prepared write statement on its own: a single statement is a

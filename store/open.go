@@ -1,4 +1,4 @@
-package transcript
+package store
 
 import (
 	"fmt"
@@ -70,11 +70,11 @@ func (*writeGate) Initialize(*gorm.DB) error { return nil }
 // WriteLock returns the lock that every writer of the database takes around a write
 // transaction or a single write statement. SQLite has one writer at a time anyway; a
 // writer that finds the database locked waits in SQLite's busy handler, which sleeps
-// whole milliseconds per try, and writers from different stores (the service's session
-// owners, each presenter's history) used to meet there several times per session. Queued
-// on this mutex instead, the next writer starts as soon as the last one commits. A
-// database not opened by OpenSQLite gets a lock of its own per call (its callers then
-// serialize only their own writes).
+// whole milliseconds per try, and concurrent writers (session owners, each presenter's
+// history, the sequence floor) used to meet there several times per session. Queued on
+// this mutex instead, the next writer starts as soon as the last one commits; every Store
+// on the same database shares it. A database not opened by OpenSQLite gets a lock of its
+// own per call (its callers then serialize only their own writes).
 func WriteLock(db *gorm.DB) sync.Locker {
 	if g, ok := db.Config.Plugins[writeGateName].(*writeGate); ok {
 		return g

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// The registry's tables: which agent owns each session, and the event sequence floor.
+// They are GORM models created with AutoMigrate (New), beside the history's migrated
+// tables.
+
+// SessionOwner maps a session to the agent that owns it. Presenters keep the rest.
+type SessionOwner struct {
+	SessionID string `gorm:"primaryKey"`
+	AgentID   string `gorm:"not null;index:idx_session_owners_agent,priority:1"`
+	Workspace string `gorm:"not null"`
+	// CreatedUnixNano orders ListSessionOwners (newest first) and its cursors.
+	CreatedUnixNano int64 `gorm:"not null;index:idx_session_owners_created;index:idx_session_owners_agent,priority:2"`
+}
+
+// TableName is the table's name for GORM.
+func (SessionOwner) TableName() string { return "session_owners" }
+
+// CreatedAt is when the session was created.
+func (r SessionOwner) CreatedAt() time.Time { return time.Unix(0, r.CreatedUnixNano) }
+
+// sequenceFloor is a single row: no event sequence ever issued exceeds Floor.
+type sequenceFloor struct {
+	ID    int `gorm:"primaryKey"`
+	Floor uint64
+}
+
+func (sequenceFloor) TableName() string { return "event_sequence_floor" }
+
+const insertSessionOwnerSQL = `INSERT INTO session_owners (session_id, agent_id, workspace, created_unix_nano)
+		VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+
+// SequenceFloor returns the stored floor (0 on a new database).
+func (s *Store) SequenceFloor(ctx context.Context) (uint64, error) {
+	var row sequenceFloor
+	err := s.db.WithContext(ctx).Take(&row, 1).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, nil
+	}
+	return row.Floor, err
+}
+
+// SetSequenceFloor raises the stored floor to floor; it never lowers it, so that writes
+// landing out of order leave the highest.
+func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "id"}},
+		DoUpdates: clause.Set{{Column: clause.Column{Name: "floor"}, Value: gorm.Expr("MAX(floor, excluded.floor)")}},
+	}).Create(&sequenceFloor{ID: 1, Floor: floor}).Error
+}
+
+// AddSessionOwner records a new session's owner. A record of the same session by the
+// same agent stays as it is; one by another agent is an error wrapping
+// presenters.ErrFailedPrecondition (session ids are one namespace across agents, and the
+// first owner keeps its session).
+func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) error {
+	res, err := s.writeStmt(ctx, s.insertSessionOwnerStmt, rec.SessionID, rec.AgentID, rec.Workspace, rec.CreatedUnixNano)
+	var rows int64
+	if err == nil {
+		rows, err = res.RowsAffected()
+	}
+	if err != nil {
+		return fmt.Errorf("record session %s: %w", rec.SessionID, err)
+	}
+	if rows == 1 {
+		return nil
+	}
+	existing, err := s.SessionOwner(ctx, rec.SessionID)
+	if err != nil {
+		return err
+	}
+	if existing.AgentID != rec.AgentID {
+		return fmt.Errorf("%w: agent %s answered with session id %q, which already belongs to agent %s; session ids must be unique across agents, so the new session is closed (report it to the agent's maintainers)",
+			presenters.ErrFailedPrecondition, rec.AgentID, rec.SessionID, existing.AgentID)
+	}
+	return nil
+}
+
+// SessionOwner returns a session's owner record; presenters.ErrNotFound when unknown.
+func (s *Store) SessionOwner(ctx context.Context, sessionID string) (SessionOwner, error) {
+	var rec SessionOwner
+	err := s.db.WithContext(ctx).Where("session_id = ?", sessionID).Take(&rec).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return rec, fmt.Errorf("%w: unknown session %q; ListSessions shows the sessions this server knows", presenters.ErrNotFound, sessionID)
+	}
+	if err != nil {
+		return rec, fmt.Errorf("look up session %s: %w", sessionID, err)
+	}
+	return rec, nil
+}
+
+// KnownSessions returns which of the session ids have an owner record. One query per
+// 500 ids.
+func (s *Store) KnownSessions(ctx context.Context, sessionIDs []string) (map[string]bool, error) {
+	known := make(map[string]bool, len(sessionIDs))
+	for part := range slices.Chunk(sessionIDs, idBatch) {
+		var found []string
+		if err := s.db.WithContext(ctx).Model(&SessionOwner{}).Where("session_id IN ?", part).Pluck("session_id", &found).Error; err != nil {
+			return nil, fmt.Errorf("look up %d sessions: %w", len(part), err)
+		}
+		for _, id := range found {
+			known[id] = true
+		}
+	}
+	return known, nil
+}
+
+// SessionCursor is a position in the newest-first order of session owners.
+type SessionCursor struct {
+	CreatedUnixNano int64
+	SessionID       string
+}
+
+// ListSessionOwners returns up to limit owner records, newest first, after the cursor
+// (nil: from the newest), optionally of one agent ("" for all).
+func (s *Store) ListSessionOwners(ctx context.Context, agentID string, limit int, after *SessionCursor) ([]SessionOwner, error) {
+	q := s.db.WithContext(ctx).Model(&SessionOwner{})
+	if agentID != "" {
+		q = q.Where("agent_id = ?", agentID)
+	}
+	if after != nil {
+		q = q.Where("(created_unix_nano < ?) OR (created_unix_nano = ? AND session_id < ?)",
+			after.CreatedUnixNano, after.CreatedUnixNano, after.SessionID)
+	}
+	var recs []SessionOwner
+	if err := q.Order("created_unix_nano DESC, session_id DESC").Limit(limit).Find(&recs).Error; err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return recs, nil
+}

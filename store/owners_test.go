@@ -1,0 +1,228 @@
+package store
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+func TestSequenceFloorNeverGoesDown(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	if floor, err := s.SequenceFloor(ctx); err != nil || floor != 0 {
+		t.Fatalf("floor of a new database = %d, %v; want 0", floor, err)
+	}
+	for _, f := range []uint64{10, 30, 20} {
+		if err := s.SetSequenceFloor(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if floor, err := s.SequenceFloor(ctx); err != nil || floor != 30 {
+		t.Errorf("floor = %d, %v; want 30", floor, err)
+	}
+}
+
+// A session id belongs to the first agent that records it: the same agent may record it
+// again, another agent may not.
+func TestSessionOwnerIsTheFirstAgent(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	rec := SessionOwner{SessionID: "s1", AgentID: "acp.a", Workspace: "/w", CreatedUnixNano: 5}
+	for range 2 {
+		if err := s.AddSessionOwner(ctx, rec); err != nil {
+			t.Fatalf("AddSessionOwner by its owner: %v", err)
+		}
+	}
+	other := rec
+	other.AgentID, other.Workspace = "acp.b", "/elsewhere"
+	err := s.AddSessionOwner(ctx, other)
+	if !errors.Is(err, presenters.ErrFailedPrecondition) || !strings.Contains(err.Error(), "already belongs to agent acp.a") {
+		t.Fatalf("AddSessionOwner by another agent: %v; want ErrFailedPrecondition naming acp.a", err)
+	}
+	got, err := s.SessionOwner(ctx, "s1")
+	if err != nil || got != rec {
+		t.Fatalf("SessionOwner = %+v, %v; want %+v", got, err, rec)
+	}
+	if _, err := s.SessionOwner(ctx, "nope"); !errors.Is(err, presenters.ErrNotFound) {
+		t.Fatalf("SessionOwner of an unknown session: %v; want ErrNotFound", err)
+	}
+}
+
+func TestListSessionOwnersNewestFirstInPages(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	var ids []string
+	for i := range 1203 { // more than two IN batches for KnownSessions
+		agent := "acp.a"
+		if i%3 == 0 {
+			agent = "acp.b"
+		}
+		id := fmt.Sprintf("s%04d", i)
+		ids = append(ids, id)
+		// Two sessions per timestamp: ties are ordered by session id, newest first.
+		if err := s.AddSessionOwner(ctx, SessionOwner{SessionID: id, AgentID: agent, Workspace: "/w", CreatedUnixNano: int64(i / 2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var listed []string
+	var after *SessionCursor
+	for {
+		page, err := s.ListSessionOwners(ctx, "", 100, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			listed = append(listed, r.SessionID)
+		}
+		if len(page) < 100 {
+			break
+		}
+		last := page[len(page)-1]
+		after = &SessionCursor{CreatedUnixNano: last.CreatedUnixNano, SessionID: last.SessionID}
+	}
+	want := make([]string, len(ids))
+	for i, id := range ids {
+		want[len(ids)-1-i] = id
+	}
+	if !reflect.DeepEqual(listed, want) {
+		t.Fatalf("paged listing has %d sessions, first %v; want all %d newest first", len(listed), listed[:min(3, len(listed))], len(want))
+	}
+	ofB, err := s.ListSessionOwners(ctx, "acp.b", 1000, nil)
+	if err != nil || len(ofB) != 401 || ofB[0].SessionID != "s1200" {
+		t.Fatalf("acp.b's sessions: %d, first %+v, %v; want 401 from s1200", len(ofB), ofB[0], err)
+	}
+	known, err := s.KnownSessions(ctx, append(ids, "unknown"))
+	if err != nil || len(known) != len(ids) || known["unknown"] || !known["s0000"] || !known["s1202"] {
+		t.Fatalf("KnownSessions: %d known (unknown: %v), %v; want exactly the %d recorded", len(known), known["unknown"], err, len(ids))
+	}
+}
+
+// Open owns its database: Close closes it, after which the store refuses to work.
+func TestOpenedStoreClosesItsDatabase(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "agenticd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SequenceFloor(ctx); err == nil || !strings.Contains(err.Error(), "database is closed") {
+		t.Fatalf("read after Close: %v; want the database closed", err)
+	}
+	// New does not own its database: Close leaves it open for its owner.
+	db := openDB(t, filepath.Join(t.TempDir(), "shared.db"))
+	shared, err := New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("SELECT 1").Error; err != nil {
+		t.Fatalf("the database New was given was closed by Close: %v", err)
+	}
+}
+
+// schema lists a database's tables and indexes as SQLite stores their definitions.
+func schema(t *testing.T, db *gorm.DB) []string {
+	t.Helper()
+	var defs []string
+	if err := db.Raw(`SELECT type || ' ' || name || ': ' || COALESCE(sql, '') FROM sqlite_master ORDER BY type, name`).Scan(&defs).Error; err != nil {
+		t.Fatal(err)
+	}
+	return defs
+}
+
+// testdata/schema2.db.gz is a database written by the release before the store package
+// (schema migration 2, the registry's tables created by the service), holding two session
+// owners, a sequence floor of 300000 and one conversation: a user message, a reply whose
+// text is stored in parts, and a reply left in progress. It opens unchanged: the same
+// tables, indexes and rows, and the same schema a new database gets.
+func TestDatabaseOfThePreviousReleaseOpens(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agenticd.db")
+	unzip(t, "testdata/schema2.db.gz", path)
+	before := schema(t, openDB(t, path))
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if after := schema(t, s.db); !reflect.DeepEqual(after, before) {
+		t.Errorf("Open changed the schema:\nbefore %q\nafter  %q", before, after)
+	}
+	_, db := openStore(t)
+	if got := schema(t, db); !reflect.DeepEqual(got, before) {
+		t.Errorf("a new database's schema differs from the previous release's:\nnew  %q\nprev %q", got, before)
+	}
+
+	if floor, err := s.SequenceFloor(ctx); err != nil || floor != 300000 {
+		t.Errorf("floor = %d, %v; want 300000", floor, err)
+	}
+	owners, err := s.ListSessionOwners(ctx, "", 10, nil)
+	if err != nil || len(owners) != 2 || owners[0].SessionID != "s-chat" || owners[1].AgentID != "acp.test.agent" || owners[1].Workspace != "/w/acp" {
+		t.Errorf("session owners = %+v, %v", owners, err)
+	}
+	conv, err := s.GetConversation(ctx, "s-chat")
+	if err != nil || conv.Title != "fixture" || conv.ModeID != "balanced" || conv.AgentID != "deepchat.default" {
+		t.Errorf("conversation = %+v, %v", conv, err)
+	}
+	if n, err := s.MarkInterrupted(ctx); err != nil || n != 1 {
+		t.Errorf("MarkInterrupted = %d, %v; want the one reply left in progress", n, err)
+	}
+	msgs, err := s.Messages(ctx, "s-chat", presenters.MessageQuery{})
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("Messages: %d, %v; want 3", len(msgs), err)
+	}
+	wantLong := strings.Repeat("long text ", 60000)
+	if msgs[0].Blocks[0].Text != "hello" || msgs[1].Blocks[0].Text != wantLong || msgs[2].Blocks[0].Text != "cut short" {
+		t.Errorf("texts read back wrong: %q, %d bytes, %q", msgs[0].Blocks[0].Text, len(msgs[1].Blocks[0].Text), msgs[2].Blocks[0].Text)
+	}
+	if msgs[1].Status != presenters.MessageComplete || msgs[2].Status != presenters.MessageIncomplete {
+		t.Errorf("statuses %s, %s; want complete, incomplete", msgs[1].Status, msgs[2].Status)
+	}
+	// The store still writes there: a new session and a reply.
+	if err := s.AddSessionOwner(ctx, SessionOwner{SessionID: "s-new", AgentID: "acp.test.agent", Workspace: "/w/acp", CreatedUnixNano: 1}); err != nil {
+		t.Error(err)
+	}
+	if err := s.SaveMessage(ctx, presenters.Message{ID: "m4", SessionID: "s-chat", Role: presenters.RoleUser, Status: presenters.MessageComplete,
+		Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "again"}}}); err != nil {
+		t.Error(err)
+	}
+}
+
+func unzip(t *testing.T, from, to string) {
+	t.Helper()
+	f, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, zr); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
