@@ -42,7 +42,11 @@ func BenchmarkACPFlood(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer p.Close(ctx)
-			info, err := p.CreateSession(ctx, presenters.SessionConfig{Workspace: dir})
+			ws, err := roots.Open(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			info, err := p.CreateSession(ctx, presenters.SessionConfig{Workspace: ws})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,11 @@
 package presenters
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/agenticd/agenticd/sandbox"
+)
 
 // Presenter drives one agent: every session of one agent id goes through it.
 // Implementations publish everything that happens in a session through an Emitter
@@ -14,14 +19,17 @@ type Presenter interface {
 	// Describe reports the agent and its current status (cheap; never starts the agent).
 	Describe(ctx context.Context) AgentInfo
 
-	// CreateSession starts a session and returns only after the agent answered, so the
-	// returned id is final. It emits SESSION_CREATED.
+	// CreateSession starts a session in cfg.Workspace and returns only after the agent
+	// answered, so the returned id is final. It emits SESSION_CREATED. The workspace
+	// was opened and admitted by the service (see SessionConfig.Workspace): presenters
+	// use it as given and never turn a path a client sent into a workspace themselves.
 	CreateSession(ctx context.Context, cfg SessionConfig) (SessionInfo, error)
 	// GetSession returns the session as the presenter knows it, also for sessions that
 	// are stored but not live (after a restart).
 	GetSession(ctx context.Context, sessionID string) (SessionInfo, error)
 	// LoadSession reopens a stored session, replays its history as events and emits
-	// SESSION_READY.
+	// SESSION_READY. A presenter that needs the stored session's workspace again opens
+	// its stored directory with ReopenWorkspace.
 	LoadSession(ctx context.Context, sessionID string, lc LoadContext) (SessionInfo, error)
 	// CloseSession ends a live session (cancels its turn, releases its terminals) and
 	// emits SESSION_CLOSED. The history stays.
@@ -56,13 +64,37 @@ type SendResult struct {
 	UserMessageID string // the stored user message
 }
 
-// SessionConfig is what CreateSession gets. Workspace is already validated by the
-// service: an absolute, existing directory under a configured workspace root.
+// SessionConfig is what CreateSession gets.
 type SessionConfig struct {
-	Workspace string
+	// Workspace is the session's directory, opened by the service from the path the
+	// client sent (sandbox.Roots.Open), and never nil. Presenters can rely on it being
+	// an existing directory under a configured workspace root and outside agenticd's
+	// own files, with Root absolute and symlink-free; every file and terminal
+	// operation through it checks that the directory is still the one that was opened.
+	Workspace *sandbox.Workspace
 	ModelID   string
 	ModeID    string
 	Title     string
+}
+
+// WorkspaceOpener opens a directory as a session's workspace (sandbox.Roots does).
+type WorkspaceOpener interface {
+	Open(dir string) (*sandbox.Workspace, error)
+}
+
+// ReopenWorkspace opens the stored workspace directory of an existing session again,
+// when a presenter brings the session back (after a restart, or for a turn of a session
+// it keeps no workspace for). This is a re-check, not a second admission: the directory
+// may have vanished, been swapped for a symlink out of the roots, or the roots may have
+// changed since the service admitted it. A workspace that fails is ErrFailedPrecondition:
+// the request is fine, but the session cannot work where it was started.
+func ReopenWorkspace(roots WorkspaceOpener, sessionID, dir string) (*sandbox.Workspace, error) {
+	ws, err := roots.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("the workspace %s of session %s cannot be used any more (%v); start a new session in an existing workspace: %w",
+			dir, sessionID, err, ErrFailedPrecondition)
+	}
+	return ws, nil
 }
 
 // LoadContext bounds a LoadSession replay.

@@ -24,15 +24,17 @@ func BenchmarkHubPublish(b *testing.B) {
 			}
 			var wg sync.WaitGroup
 			for range subscribers {
-				sub, _, err := h.subscribe(nil, nil, 0)
+				sub, err := h.subscribe(nil, nil, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for he := range sub.ch {
-						he.encoded(discard)
+					for {
+						if _, _, err := sub.Next(bg); err != nil {
+							return
+						}
 					}
 				}()
 			}
@@ -213,28 +215,5 @@ func BenchmarkListSessions(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// BenchmarkSubscribeReplay measures subscribing with a session filter after the oldest of
-// 100,000 held events (1 in 100 of them the session's): the replay a reconnecting client
-// asks for. Publish waits only for the part under the hub's lock.
-func BenchmarkSubscribeReplay(b *testing.B) {
-	h, err := NewHub(bg, HubOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
-	for i := range DefaultEventCapacity + 1 {
-		presenters.NewEmitter(h, fakeID, fmt.Sprintf("s%d", i%100)).MessageDelta("m", presenters.RoleAssistant, "x")
-	}
-	after := h.LastSequence() - DefaultEventCapacity
-	b.ReportAllocs()
-	for b.Loop() {
-		sub, backlog, err := h.subscribe([]string{"s7"}, nil, after)
-		if err != nil || len(backlog) != DefaultEventCapacity/100 {
-			b.Fatalf("%d events, %v", len(backlog), err)
-		}
-		h.unsubscribe(sub)
 	}
 }

@@ -49,18 +49,6 @@ func sharedEventCodecOption(invalid *invalidUTF8Requests) grpc.ServerOption {
 	return grpc.ForceServerCodecV2(sharedEventCodec{CodecV2: encoding.GetCodecV2(protocodec.Name), invalid: invalid})
 }
 
-// encoded returns the event's wire bytes, converting and marshalling on first use, and
-// then lets the payload go: the ring keeps the wire bytes alone. It always has bytes to
-// send (see encodeEvent); a replaced or cut event is logged once.
-func (he *heldEvent) encoded(logger *slog.Logger) *encodedEvent {
-	he.encodeOnce.Do(func() {
-		ev := presenters.Event{Sequence: he.sequence, SessionID: he.sessionID, AgentID: he.agentID, Time: he.time, Payload: he.payload}
-		he.wire = newEncodedEvent(encodeEvent(ev, logger))
-		he.payload = nil
-	})
-	return he.wire
-}
-
 // encodeEvent marshals an event for every subscriber. One over MaxEventBytes is sent with
 // its largest texts cut; one that cannot be encoded at all (or cut small enough) is
 // replaced by an ERROR event with the same sequence, so that a stream never ends, nor

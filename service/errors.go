@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -21,13 +22,8 @@ import (
 // errorDomain names agenticd in errdetails.ErrorInfo.
 const errorDomain = "agenticd"
 
-// Errors of the hub, mapped by toStatus like the presenters' sentinels.
-var (
-	// errOutOfRange: a Subscribe resume point the hub no longer holds (or never issued).
-	errOutOfRange = errors.New("resume point out of range")
-	// errShuttingDown: the server is stopping; streams end and new ones are refused.
-	errShuttingDown = errors.New("server shutting down")
-)
+// errShuttingDown: the server is stopping; streams end and new ones are refused.
+var errShuttingDown = errors.New("server shutting down")
 
 // overflowError ends a subscriber whose queue filled up: the client resumes after Last.
 type overflowError struct {
@@ -110,7 +106,7 @@ func statusOf(err error) (st *status.Status, internal bool) {
 			map[string]string{"max_limit": fmt.Sprint(tooLarge.Fit)}), false
 	case errors.Is(err, errShuttingDown):
 		return status.New(codes.Unavailable, err.Error()), false
-	case errors.Is(err, errOutOfRange):
+	case errors.Is(err, events.ErrOutOfRange):
 		return status.New(codes.OutOfRange, err.Error()), false
 	case errors.Is(err, context.Canceled), errors.Is(err, presenters.ErrCancelled):
 		return status.New(codes.Canceled, err.Error()), false

@@ -67,7 +67,7 @@ func (f *fakePresenter) CreateSession(ctx context.Context, cfg presenters.Sessio
 		SessionID:       fmt.Sprintf("%s-s%d", f.id, f.nextID),
 		AgentID:         f.id,
 		Status:          presenters.SessionIdle,
-		Workspace:       cfg.Workspace,
+		Workspace:       cfg.Workspace.Root(),
 		Title:           cfg.Title,
 		CreatedAt:       time.Unix(1_700_000_000+creations.Add(1), 0),
 		AvailableModes:  []presenters.Mode{{ID: "ask"}, {ID: "code"}},

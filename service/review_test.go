@@ -72,7 +72,7 @@ func TestCreateSessionRefusesAnotherAgentsSessionID(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	taken := e.createSession(t, fakeID).GetSessionId()
 	e.other.createFn = func(_ context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
-		info := presenters.SessionInfo{SessionID: taken, AgentID: otherID, Status: presenters.SessionIdle, Workspace: cfg.Workspace}
+		info := presenters.SessionInfo{SessionID: taken, AgentID: otherID, Status: presenters.SessionIdle, Workspace: cfg.Workspace.Root()}
 		e.other.mu.Lock()
 		e.other.sessions[taken] = &info
 		e.other.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
@@ -150,6 +151,7 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if err := required("config.workspace", cfg.GetWorkspace(), "an absolute directory under one of the server's workspace_roots"); err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
+	// The one place a path a client sent becomes a workspace: presenters get it opened.
 	ws, err := s.roots.Open(cfg.GetWorkspace())
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
@@ -159,7 +161,7 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
 	info, err := p.CreateSession(ctx, presenters.SessionConfig{
-		Workspace: ws.Root(),
+		Workspace: ws,
 		ModelID:   cfg.GetModelId(),
 		ModeID:    cfg.GetModeId(),
 		Title:     cfg.GetTitle(),
@@ -704,37 +706,28 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 	if err := s.checkSubscriptionTargets(ctx, req.GetSessionIds(), req.GetAgentIds()); err != nil {
 		return s.fail(ctx, method, err)
 	}
-	sub, backlog, err := s.hub.subscribe(req.GetSessionIds(), req.GetAgentIds(), req.GetAfterSequence())
+	sub, err := s.hub.subscribe(req.GetSessionIds(), req.GetAgentIds(), req.GetAfterSequence())
 	if err != nil {
 		return s.fail(ctx, method, err)
 	}
-	defer s.hub.unsubscribe(sub)
+	defer sub.Close()
 	// Headers go out only now, so a client that waits for them knows it is registered:
 	// every event published from here on reaches it.
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
 	}
 	last := req.GetAfterSequence()
-	for _, he := range backlog {
-		if err := s.send(stream, he); err != nil {
+	for {
+		// The replay first, then live events; each one's wire bytes are shared by every
+		// stream that sends it.
+		seq, wire, err := sub.Next(ctx)
+		if err != nil {
+			return s.fail(ctx, method, endError(err), "last_sequence", last)
+		}
+		if err := stream.SendMsg(wire); err != nil {
 			return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
 		}
-		last = he.sequence
-	}
-	backlog = nil // the replay may be long; let it go while the stream lives on
-	for {
-		select {
-		case <-ctx.Done():
-			return s.fail(ctx, method, ctx.Err())
-		case he, ok := <-sub.ch:
-			if !ok {
-				return s.fail(ctx, method, endError(sub.end, last), "last_sequence", last)
-			}
-			if err := s.send(stream, he); err != nil {
-				return s.fail(ctx, method, cmp.Or(ctx.Err(), err))
-			}
-			last = he.sequence
-		}
+		last = seq
 	}
 }
 
@@ -770,16 +763,16 @@ func (s *Service) checkSubscriptionTargets(ctx context.Context, sessionIDs, agen
 	return nil
 }
 
-// send writes one event to a stream as bytes shared by every subscriber.
-func (s *Service) send(stream pb.AgenticService_SubscribeServer, he *heldEvent) error {
-	return stream.SendMsg(he.encoded(s.logger))
-}
-
-// endError is why the hub ended a subscription, with the client's resume point.
-func endError(end error, last uint64) error {
-	var overflow *overflowError
-	if errors.As(end, &overflow) {
-		return &overflowError{Queue: overflow.Queue, Last: last}
+// endError is why a subscription ended, with the client's resume point when the hub
+// ended it.
+func endError(err error) error {
+	var overflow *events.OverflowError
+	var closed *events.ClosedError
+	switch {
+	case errors.As(err, &overflow):
+		return &overflowError{Queue: overflow.Queue, Last: overflow.Last}
+	case errors.As(err, &closed):
+		return &shutdownError{Last: closed.Last}
 	}
-	return &shutdownError{Last: last}
+	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
 )
 
 var bg = context.Background()
@@ -59,8 +60,11 @@ func TestCreateSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := presenters.SessionConfig{Workspace: e.root, ModelID: "large", ModeID: "code", Title: "t"}
-	if gotCfg != want {
+	if gotCfg.Workspace == nil || gotCfg.Workspace.Root() != e.root {
+		t.Errorf("presenter got workspace %v, want %s opened", gotCfg.Workspace, e.root)
+	}
+	gotCfg.Workspace = nil
+	if want := (presenters.SessionConfig{ModelID: "large", ModeID: "code", Title: "t"}); gotCfg != want {
 		t.Errorf("presenter got %+v, want %+v", gotCfg, want)
 	}
 	info := resp.GetSession()
@@ -106,6 +110,75 @@ func TestCreateSessionErrors(t *testing.T) {
 				t.Errorf("message %q should mention %q", st.Message(), c.mention)
 			}
 		})
+	}
+}
+
+// countingRoots records the directories the service opens as workspaces (called from
+// one goroutine: the test calls the handler directly).
+type countingRoots struct {
+	roots  *sandbox.Roots
+	opened []string
+	last   *sandbox.Workspace
+}
+
+func (c *countingRoots) Open(dir string) (*sandbox.Workspace, error) {
+	ws, err := c.roots.Open(dir)
+	c.opened = append(c.opened, dir)
+	c.last = ws
+	return ws, err
+}
+
+// The service turns the client's path into a workspace once, and the presenter gets
+// that very workspace; a path it refuses never reaches the presenter, and fails with
+// INVALID_ARGUMENT naming the roots.
+func TestCreateSessionOpensTheWorkspaceOnce(t *testing.T) {
+	e := newEnv(t, envOptions{noAgents: true})
+	sandboxRoots, err := sandbox.NewRoots([]string{e.root}, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := &countingRoots{roots: sandboxRoots}
+	fake := newFake(fakeID, e.hub)
+	var given []*sandbox.Workspace
+	create := fake.CreateSession
+	fake.createFn = func(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
+		given = append(given, cfg.Workspace)
+		fake.createFn = nil
+		defer func() { fake.createFn = create }()
+		return fake.CreateSession(ctx, cfg)
+	}
+	registry, err := NewRegistry(e.store, []presenters.Presenter{fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: discard})
+
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(e.root, link); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := svc.CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: link}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(roots.opened) != 1 || roots.opened[0] != link {
+		t.Errorf("the service opened %q, want the client's path once", roots.opened)
+	}
+	if len(given) != 1 || given[0] != roots.last {
+		t.Errorf("the presenter got %v, want the workspace the service opened (%v)", given, roots.last)
+	}
+	if got := resp.GetSession().GetWorkspace(); got != e.root {
+		t.Errorf("session workspace %q, want %q", got, e.root)
+	}
+
+	outside := t.TempDir()
+	_, err = svc.CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: outside}})
+	st := wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(st.Message(), e.root) || !strings.Contains(st.Message(), outside) {
+		t.Errorf("message %q should name the workspace %s and the root %s", st.Message(), outside, e.root)
+	}
+	if len(roots.opened) != 2 || len(given) != 1 {
+		t.Errorf("after a refused workspace: opened %q, presenter called %d times; want one more open and no call", roots.opened, len(given))
 	}
 }
 

@@ -57,7 +57,7 @@ func (a *scriptedAgent) Describe(context.Context) presenters.AgentInfo {
 func (a *scriptedAgent) CreateSession(_ context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
 	a.mu.Lock()
 	a.id++
-	a.ws = cfg.Workspace
+	a.ws = cfg.Workspace.Root()
 	id := fmt.Sprintf("s%d", a.id)
 	a.mu.Unlock()
 	info, _ := a.GetSession(context.Background(), id)

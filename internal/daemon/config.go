@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/service"
 )
@@ -109,7 +110,11 @@ type AgentConfig struct {
 	// state, e.g. ~/.claude). Agents found on PATH come with theirs.
 	ReadPaths  []string `yaml:"read_paths"`
 	WritePaths []string `yaml:"write_paths"`
-	// PolicyMode is the server-side permission policy for the agent's requests.
+	// PolicyMode (acp only) is the permission mode for the agent's requests, the
+	// vocabulary DeepChat sessions use: strict (the default: every request is asked),
+	// balanced (reads run without asking) or permissive (only high-risk, critical-risk and
+	// unclassified commands are asked). The old values ask, auto_allow_low,
+	// auto_deny_high and auto still load, as strict, with a deprecation warning.
 	PolicyMode string `yaml:"policy_mode"`
 
 	// deepchat: an OpenAI-compatible chat completions API.
@@ -406,6 +411,14 @@ func (a AgentConfig) validate() error {
 	}
 	if a.Type == presenters.AgentTypeACP && a.Command == "" {
 		return fmt.Errorf("agent %q: command is required for an acp agent (the program that speaks ACP on stdio)", a.ID)
+	}
+	if a.PolicyMode != "" {
+		if a.Type != presenters.AgentTypeACP {
+			return fmt.Errorf("agent %q: policy_mode applies to acp agents only; a DeepChat session's permission mode (strict, balanced, permissive) is chosen per session with its mode id: remove policy_mode", a.ID)
+		}
+		if _, _, err := acp.ParsePolicyMode(a.PolicyMode); err != nil {
+			return fmt.Errorf("agent %q: %w", a.ID, err)
+		}
 	}
 	return nil
 }

@@ -191,6 +191,12 @@ func TestValidate(t *testing.T) {
 		"agent no id":               {func(c *Config) { c.Agents = []AgentConfig{{Type: "deepchat"}} }, "id is required"},
 		"agent id prefix":           {func(c *Config) { c.Agents = []AgentConfig{{ID: "deepchat.x", Type: "acp", Command: "a"}} }, "acp.<provider>.<name>"},
 		"acp without command":       {func(c *Config) { c.Agents = []AgentConfig{{ID: "acp.x.y", Type: "acp"}} }, "command is required"},
+		"acp policy_mode": {func(c *Config) {
+			c.Agents = []AgentConfig{{ID: "acp.x.y", Type: "acp", Command: "a", PolicyMode: "yolo"}}
+		}, `policy_mode "yolo" is not one of strict`},
+		"deepchat policy_mode": {func(c *Config) {
+			c.Agents = []AgentConfig{{ID: "deepchat.x", Type: "deepchat", PolicyMode: "strict"}}
+		}, "acp agents only"},
 		"duplicate ids": {func(c *Config) {
 			c.Agents = []AgentConfig{{ID: "deepchat.a", Type: "deepchat"}, {ID: "deepchat.a", Type: "deepchat"}}
 		}, "used twice"},

@@ -21,21 +21,42 @@ import (
 	"github.com/agenticd/agenticd/store"
 )
 
-// Policy modes decide some permission requests without asking a user. Whatever the
-// mode, a request whose target paths lie outside the session's workspace is denied.
-const (
-	// PolicyAsk (the default, also "") asks a user for every permission request.
-	PolicyAsk = "ask"
-	// PolicyAutoAllowLow allows execute-kind tools whose command is classified low
-	// risk; everything else is asked.
-	PolicyAutoAllowLow = "auto_allow_low"
-	// PolicyAutoDenyHigh denies execute-kind tools whose command is classified high or
-	// critical risk; everything else is asked.
-	PolicyAutoDenyHigh = "auto_deny_high"
-	// PolicyAuto does both: low-risk commands allowed, high and critical denied,
-	// medium-risk commands and all other tools asked.
-	PolicyAuto = "auto"
-)
+// policy_mode takes the permission modes every agent shares (presenters.PermissionMode:
+// strict, the default, then balanced and permissive). "Allow" means the server answers
+// the agent's allow-once option itself. Whatever the mode, a request whose target paths
+// lie outside the session's workspace is refused first.
+//
+// The values policy_mode took before are still read, as aliases of strict: an alias must
+// not let a call run that its old meaning put to a person or refused, and no other mode
+// keeps that promise for all of them. Their old auto-allowing and auto-refusing by command
+// risk is gone; the difference each alias makes now is what the deprecation warning says.
+var policyAliases = map[string]string{
+	"ask":            "it is the old name of strict, with the same meaning",
+	"auto_allow_low": "low-risk commands are asked for instead of allowed",
+	"auto_deny_high": "high- and critical-risk commands are asked for instead of refused",
+	"auto":           "low-risk commands are asked for instead of allowed, and high- and critical-risk ones instead of refused",
+}
+
+// ParsePolicyMode reads a policy_mode value: "" is strict, an old value is an alias of
+// strict (note then says what it meant and what to write instead, for a warning), and
+// anything else is ErrInvalidArgument naming the valid values.
+func ParsePolicyMode(value string) (mode presenters.PermissionMode, note string, err error) {
+	if value == "" {
+		return presenters.PermissionModeStrict, "", nil
+	}
+	if diff, ok := policyAliases[value]; ok {
+		note = fmt.Sprintf("policy_mode %q is deprecated and now means %q: %s; write policy_mode: %s to keep this, "+
+			"or balanced (reads run without asking) or permissive (only high-risk, critical-risk and unclassified commands ask)",
+			value, presenters.PermissionModeStrict, diff, presenters.PermissionModeStrict)
+		return presenters.PermissionModeStrict, note, nil
+	}
+	mode, err = presenters.ParsePermissionMode(value)
+	if err != nil {
+		return "", "", fmt.Errorf("policy_mode %q is not one of strict (the default: ask for every tool call), balanced (reads run, the rest asks), "+
+			"permissive (only high-risk, critical-risk and unclassified commands ask): %w", value, presenters.ErrInvalidArgument)
+	}
+	return mode, "", nil
+}
 
 // Defaults for Config's zero values.
 const (
@@ -70,8 +91,12 @@ type Config struct {
 	// PermissionTimeout: a permission request nobody answers in this time is answered
 	// `cancelled` (default 5 min).
 	PermissionTimeout time.Duration
-	PolicyMode        string        // "", ask, auto_allow_low, auto_deny_high, auto
-	StartTimeout      time.Duration // default 60 s; values below 30 s are raised to 30 s
+	// PolicyMode is a presenters.PermissionMode (strict, balanced, permissive), "" for
+	// strict, or an old alias (see ParsePolicyMode); validate leaves the mode it means.
+	PolicyMode string
+	// policyNote is the deprecation warning for an old PolicyMode value, set by validate.
+	policyNote   string
+	StartTimeout time.Duration // default 60 s; values below 30 s are raised to 30 s
 	// IdleTimeout stops a workspace's agent process that has had no open session for
 	// this long (default 10 min).
 	IdleTimeout time.Duration
@@ -108,14 +133,11 @@ func (c Config) validate() (Config, error) {
 	if strings.TrimSpace(c.Command) == "" {
 		return c, fmt.Errorf("agent %s: command is empty; set the agent binary in the config: %w", c.ID, presenters.ErrInvalidArgument)
 	}
-	switch c.PolicyMode {
-	case "":
-		c.PolicyMode = PolicyAsk
-	case PolicyAsk, PolicyAutoAllowLow, PolicyAutoDenyHigh, PolicyAuto:
-	default:
-		return c, fmt.Errorf("agent %s: policy mode %q is not one of %s, %s, %s, %s: %w",
-			c.ID, c.PolicyMode, PolicyAsk, PolicyAutoAllowLow, PolicyAutoDenyHigh, PolicyAuto, presenters.ErrInvalidArgument)
+	mode, note, err := ParsePolicyMode(c.PolicyMode)
+	if err != nil {
+		return c, fmt.Errorf("agent %s: %w", c.ID, err)
 	}
+	c.PolicyMode, c.policyNote = string(mode), note
 	for _, m := range c.MCPServers {
 		if m.Name == "" || (m.Command == "") == (m.URL == "") {
 			return c, fmt.Errorf("agent %s: mcp server %q needs a name and either a command or a url: %w", c.ID, m.Name, presenters.ErrInvalidArgument)

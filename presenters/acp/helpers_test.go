@@ -156,6 +156,16 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
+// opened opens dir as the service does before it calls CreateSession.
+func (h *harness) opened(dir string) *sandbox.Workspace {
+	h.t.Helper()
+	ws, err := h.roots.Open(dir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ws
+}
+
 // openStore opens (or reopens, as after a restart) the SQLite store.
 func (h *harness) openStore() {
 	h.t.Helper()
@@ -327,7 +337,7 @@ func eventSummary(p presenters.Payload) string {
 
 func (h *harness) create(p *Presenter) presenters.SessionInfo {
 	h.t.Helper()
-	info, err := p.CreateSession(testContext(h.t), presenters.SessionConfig{Workspace: h.ws})
+	info, err := p.CreateSession(testContext(h.t), presenters.SessionConfig{Workspace: h.opened(h.ws)})
 	if err != nil {
 		h.t.Fatal(err)
 	}

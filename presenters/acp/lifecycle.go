@@ -46,21 +46,10 @@ type sessionState struct {
 	configs []sdk.SessionConfigOption
 }
 
-func (p *Presenter) openWorkspace(dir string) (*sandbox.Workspace, error) {
-	ws, err := p.deps.Roots.Open(dir)
-	if err != nil {
-		return nil, fmt.Errorf("workspace %q: %v: %w", dir, err, presenters.ErrInvalidArgument)
-	}
-	return ws, nil
-}
-
-// CreateSession asks the agent for a new session in the workspace; the returned id is
-// the agent's.
+// CreateSession asks the agent for a new session in the workspace the service opened;
+// the returned id is the agent's.
 func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
-	ws, err := p.openWorkspace(cfg.Workspace)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
+	ws := cfg.Workspace
 	conn, err := p.ensureConn(ctx, ws.Root())
 	if err != nil {
 		return presenters.SessionInfo{}, err
@@ -267,9 +256,11 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	ws, err := p.openWorkspace(conv.Workspace)
+	// The stored directory is opened again: it may have gone or changed since the
+	// session last ran.
+	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, conv.Workspace)
 	if err != nil {
-		return presenters.SessionInfo{}, fmt.Errorf("session %s cannot be reopened: %w", sessionID, err)
+		return presenters.SessionInfo{}, err
 	}
 	conn, err := p.ensureConn(ctx, ws.Root())
 	if err != nil {

@@ -167,7 +167,7 @@ func TestAgentThatNeedsAuthentication(t *testing.T) {
 
 	t.Run("no method configured", func(t *testing.T) {
 		p := h.presenter(h.config(script))
-		_, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.ws})
+		_, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)})
 		var authErr *presenters.AuthRequiredError
 		if !errors.As(err, &authErr) || !errors.Is(err, presenters.ErrAuthRequired) || len(authErr.Methods) != 2 ||
 			authErr.Methods[0].ID != "api-key" || !strings.Contains(authErr.Methods[0].Description, "TESTAGENT_API_KEY") {
@@ -188,7 +188,7 @@ func TestAgentThatNeedsAuthentication(t *testing.T) {
 		cfg := h.config(script)
 		cfg.AuthMethod = "api-key"
 		p := h.presenter(cfg)
-		_, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.ws})
+		_, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)})
 		if !errors.Is(err, presenters.ErrAuthRequired) || !strings.Contains(err.Error(), "TESTAGENT_API_KEY") {
 			t.Fatalf("CreateSession: %v, want ErrAuthRequired naming the variable", err)
 		}
@@ -197,7 +197,7 @@ func TestAgentThatNeedsAuthentication(t *testing.T) {
 		cfg := h.config(script)
 		cfg.AuthMethod = "token"
 		p := h.presenter(cfg)
-		if _, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.ws}); !errors.Is(err, presenters.ErrAuthRequired) {
+		if _, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)}); !errors.Is(err, presenters.ErrAuthRequired) {
 			t.Fatalf("CreateSession: %v, want ErrAuthRequired", err)
 		}
 	})
@@ -344,7 +344,7 @@ func TestModesAndModels(t *testing.T) {
 	h := newHarness(t)
 	t.Run("session modes and a model config option", func(t *testing.T) {
 		p := h.presenter(h.config(richScript))
-		info, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.ws, ModeID: "code", ModelID: "smart"})
+		info, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws), ModeID: "code", ModelID: "smart"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,7 +544,7 @@ func TestConfigAndDiscover(t *testing.T) {
 		}
 	}
 	c, err := Config{ID: "acp.x.y", Command: "x", StartTimeout: time.Second}.validate()
-	if err != nil || c.StartTimeout != 30*time.Second || c.PermissionTimeout != DefaultPermissionTimeout || c.PolicyMode != PolicyAsk {
+	if err != nil || c.StartTimeout != 30*time.Second || c.PermissionTimeout != DefaultPermissionTimeout || c.PolicyMode != string(presenters.PermissionModeStrict) {
 		t.Fatalf("defaults: %v %+v", err, c)
 	}
 
@@ -641,7 +641,7 @@ func TestDemoScriptForClientPrograms(t *testing.T) {
 func TestAgentThatFailsToStart(t *testing.T) {
 	h := newHarness(t)
 	p := h.presenter(h.config(`{"agent": {"crashOnStart": 9}}`))
-	_, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.ws})
+	_, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)})
 	if !errors.Is(err, presenters.ErrAgentUnavailable) || !strings.Contains(err.Error(), "exited with status 9") {
 		t.Fatalf("CreateSession: %v, want ErrAgentUnavailable with the exit status", err)
 	}
@@ -650,7 +650,7 @@ func TestAgentThatFailsToStart(t *testing.T) {
 	}
 
 	missing := h.presenter(Config{ID: "acp.test.missing", Command: "no-such-agent-binary"})
-	if _, err := missing.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.ws}); !errors.Is(err, presenters.ErrAgentUnavailable) ||
+	if _, err := missing.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)}); !errors.Is(err, presenters.ErrAgentUnavailable) ||
 		!strings.Contains(err.Error(), "not found") {
 		t.Fatalf("CreateSession with a missing binary: %v", err)
 	}
@@ -671,7 +671,7 @@ func TestRestartBackoffGrowsWithCrashesInARow(t *testing.T) {
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.ws}); !errors.Is(err, presenters.ErrAgentUnavailable) || !strings.Contains(err.Error(), "retry") {
+	if _, err := p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.opened(h.ws)}); !errors.Is(err, presenters.ErrAgentUnavailable) || !strings.Contains(err.Error(), "retry") {
 		t.Fatalf("CreateSession during the backoff: %v", err)
 	}
 }

@@ -206,9 +206,11 @@ func (s *session) emitDecisionLocked(req presenters.PermissionRequest, optionID 
 
 // policy is the server's own answer, before anyone is asked. Agents that run their
 // own Write/Edit/Bash tools never call fs/* or terminal/*: this is the only moment the
-// server sees such an operation, so a target outside the workspace is refused here.
-// Without a workspace (a session still loading) or with a raw input too large to
-// read, nothing can be checked: refused as well.
+// server sees such an operation, so a target outside the workspace is refused here,
+// whatever the policy mode. Without a workspace (a session still loading) or with a
+// raw input too large to read, nothing can be checked: refused as well. Then the
+// agent's policy_mode (presenters.PermissionMode.Decide) may allow the call by
+// answering the agent's allow-once option; whatever it does not allow is asked.
 func (s *session) policy(pr presenters.PermissionRequest, call presenters.ToolCall, ws workspaceResolver, pathsErr error) (decision, bool) {
 	reject := func(reason string) (decision, bool) {
 		return decision{optionID: optionOfKinds(pr, presenters.RejectOnce, presenters.RejectAlways), by: presenters.DecidedByPolicy, reason: reason}, true
@@ -222,20 +224,18 @@ func (s *session) policy(pr presenters.PermissionRequest, call presenters.ToolCa
 	if reason := outsideReason(ws, pr.Paths); reason != "" {
 		return reject(reason)
 	}
-	if call.Kind != presenters.ToolExecute || call.CommandInfo == nil {
+	mode := presenters.PermissionMode(s.p.cfg.PolicyMode)
+	verdict, rule := mode.Decide(pr.PermissionType, call.CommandInfo)
+	if verdict != presenters.VerdictAllow {
 		return decision{}, false
 	}
-	mode := s.p.cfg.PolicyMode
-	level := call.CommandInfo.RiskLevel
-	if level == presenters.RiskLow && (mode == PolicyAutoAllowLow || mode == PolicyAuto) {
-		if id := optionOfKinds(pr, presenters.AllowOnce); id != "" {
-			return decision{optionID: id, by: presenters.DecidedByPolicy, reason: "low-risk command allowed by policy " + mode + ": " + call.CommandInfo.Reason}, true
-		}
+	// An agent that offers no allow-once option leaves the choice among its own
+	// options to a person.
+	id := optionOfKinds(pr, presenters.AllowOnce)
+	if id == "" {
+		return decision{}, false
 	}
-	if (level == presenters.RiskHigh || level == presenters.RiskCritical) && (mode == PolicyAutoDenyHigh || mode == PolicyAuto) {
-		return reject(fmt.Sprintf("%s-risk command denied by policy %s: %s", level, mode, call.CommandInfo.Reason))
-	}
-	return decision{}, false
+	return decision{optionID: id, by: presenters.DecidedByPolicy, reason: "allowed by policy_mode " + string(mode) + ": " + rule}, true
 }
 
 // workspaceResolver is the part of sandbox.Workspace the policy needs.

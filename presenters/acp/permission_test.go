@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,25 +171,57 @@ func TestPermissionBeforeItsToolCallAndCommandRisk(t *testing.T) {
 	}
 }
 
-func TestPermissionPolicyModesDecideByCommandRisk(t *testing.T) {
+// Each policy_mode answers as documented: what it allows, the server answers with the
+// agent's allow-once option (decided by policy, naming the rule); the rest is asked; a
+// target outside the workspace is refused first, whatever the mode.
+func TestPermissionPolicyModes(t *testing.T) {
 	h := newHarness(t)
-	script := func(cmd string) string {
-		return `{"turns": [[{"permission": {"toolCall": {"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "` + cmd + `"}}, "report": true}}]]}`
-	}
-	for _, tc := range []struct{ mode, cmd, want string }{
-		{PolicyAutoAllowLow, "ls -la", `PERMISSION_GRANTED c allow by policy`},
-		{PolicyAuto, "ls -la", `PERMISSION_GRANTED c allow by policy`},
-		{PolicyAutoDenyHigh, "rm -rf /", `PERMISSION_DENIED c "reject" by policy`},
-		{PolicyAuto, "git push --force", `PERMISSION_DENIED c "reject" by policy`},
-		{PolicyAutoDenyHigh, "ls -la", `PERMISSION_REQUIRED c []`},
-		{PolicyAuto, "go test ./...", `PERMISSION_REQUIRED c []`},
+	const (
+		read      = `{"toolCallId": "c", "title": "Read a.txt", "kind": "read", "rawInput": {"file_path": "{cwd}/a.txt"}}`
+		search    = `{"toolCallId": "c", "title": "Search", "kind": "search", "rawInput": {"pattern": "TODO"}}`
+		edit      = `{"toolCallId": "c", "title": "Edit a.txt", "kind": "edit", "rawInput": {"file_path": "{cwd}/a.txt", "content": "x"}}`
+		low       = `{"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "ls -la"}}`
+		medium    = `{"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "go test ./..."}}`
+		high      = `{"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "rm -rf build"}}`
+		noCommand = `{"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {}}`
+		fetch     = `{"toolCallId": "c", "title": "Fetch", "kind": "fetch", "rawInput": {"url": "https://example.com"}}`
+		noKind    = `{"toolCallId": "c", "title": "Tool", "rawInput": {"input": "x"}}`
+		readOut   = `{"toolCallId": "c", "title": "Read key", "kind": "read", "rawInput": {"file_path": "/etc/shadow"}}`
+		editOut   = `{"toolCallId": "c", "title": "Write", "kind": "edit", "rawInput": {"file_path": "{cwd}/../x.txt"}}`
+	)
+	const (
+		asked   = `PERMISSION_REQUIRED c`
+		allowed = `PERMISSION_GRANTED c allow by policy`
+		refused = `PERMISSION_DENIED c "reject" by policy`
+	)
+	for _, tc := range []struct {
+		mode, name, toolCall, want string
+	}{
+		{"strict", "read", read, asked},
+		{"strict", "low command", low, asked},
+		{"", "read (strict by default)", read, asked},
+
+		{"balanced", "read", read, allowed},
+		{"balanced", "search", search, allowed},
+		{"balanced", "edit", edit, asked},
+		{"balanced", "low command", low, asked},
+		{"balanced", "fetch", fetch, asked},
+		{"balanced", "read outside", readOut, refused},
+
+		{"permissive", "edit", edit, allowed},
+		{"permissive", "low command", low, allowed},
+		{"permissive", "medium command", medium, allowed},
+		{"permissive", "high command", high, asked},
+		{"permissive", "unclassified command", noCommand, asked},
+		{"permissive", "tool of no kind", noKind, asked},
+		{"permissive", "edit outside", editOut, refused},
 	} {
-		t.Run(tc.mode+" "+tc.cmd, func(t *testing.T) {
-			cfg := h.config(script(tc.cmd))
+		t.Run(tc.mode+" "+tc.name, func(t *testing.T) {
+			cfg := h.config(`{"turns": [[{"permission": {"toolCall": ` + tc.toolCall + `, "report": true}}]]}`)
 			cfg.PolicyMode = tc.mode
 			p := h.presenter(cfg)
 			s := h.create(p)
-			res, from := h.send(p, s.SessionID, "run")
+			res, from := h.send(p, s.SessionID, "go")
 			ev, _ := h.rec.waitFrom(t, from, "a decision or a question", func(ev presenters.Event) bool {
 				switch ev.Payload.(type) {
 				case presenters.PermissionGrantedPayload, presenters.PermissionDeniedPayload, presenters.PermissionRequiredPayload:
@@ -196,16 +229,105 @@ func TestPermissionPolicyModesDecideByCommandRisk(t *testing.T) {
 				}
 				return false
 			})
-			if got := eventSummary(ev.Payload); got != tc.want {
+			if got := eventSummary(ev.Payload); !strings.HasPrefix(got, tc.want) {
 				t.Fatalf("got %s, want %s", got, tc.want)
 			}
-			if r, ok := ev.Payload.(presenters.PermissionRequiredPayload); ok {
-				if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: r.Request.RequestID, OptionID: "reject"}); err != nil {
+			switch pl := ev.Payload.(type) {
+			case presenters.PermissionRequiredPayload:
+				if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: pl.Request.RequestID, OptionID: "reject"}); err != nil {
 					t.Fatal(err)
 				}
+			case presenters.PermissionGrantedPayload:
+				if want := "allowed by policy_mode " + tc.mode + ": "; !strings.HasPrefix(pl.Reason, want) {
+					t.Fatalf("grant reason %q: want it to start %q and name the rule", pl.Reason, want)
+				}
+			}
+			got := afterPreamble(t, h.finish(s.SessionID, res, from))
+			if tc.want == allowed && !slices.Contains(got, `DELTA assistant A "permission: allow_once allow"`) {
+				t.Fatalf("events %q: the agent must have received its allow-once option", got)
+			}
+		})
+	}
+}
+
+// A mode's allow is the agent's allow-once option: an agent that offers none is asked
+// about, so that a person chooses among its options.
+func TestPermissionPolicyAllowNeedsAnAllowOnceOption(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(`{"turns": [[{"permission": {"toolCall": {"toolCallId": "c", "title": "Edit", "kind": "edit", "rawInput": {"file_path": "{cwd}/a.txt"}},
+	  "options": [{"optionId": "always", "name": "Always", "kind": "allow_always"}, {"optionId": "reject", "name": "Reject", "kind": "reject_once"}], "report": true}}]]}`)
+	cfg.PolicyMode = "permissive"
+	p := h.presenter(cfg)
+	s := h.create(p)
+	res, from := h.send(p, s.SessionID, "edit")
+	req := h.permissionRequired(s.SessionID, from)
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "reject"}); err != nil {
+		t.Fatal(err)
+	}
+	h.finish(s.SessionID, res, from)
+}
+
+// The old policy_mode values are aliases of strict: none may let a call run, or
+// refuse one, that strict puts to a person.
+func TestPermissionOldPolicyValuesAsk(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct{ mode, cmd string }{
+		{"ask", "ls -la"},
+		{"auto_allow_low", "ls -la"},
+		{"auto", "ls -la"},
+		{"auto_deny_high", "rm -rf build"},
+		{"auto", "rm -rf build"},
+	} {
+		t.Run(tc.mode+" "+tc.cmd, func(t *testing.T) {
+			cfg := h.config(`{"turns": [[{"permission": {"toolCall": {"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "` + tc.cmd + `"}}, "report": true}}]]}`)
+			cfg.PolicyMode = tc.mode
+			p := h.presenter(cfg)
+			s := h.create(p)
+			res, from := h.send(p, s.SessionID, "run")
+			req := h.permissionRequired(s.SessionID, from)
+			if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "reject"}); err != nil {
+				t.Fatal(err)
 			}
 			h.finish(s.SessionID, res, from)
 		})
+	}
+}
+
+func TestParsePolicyMode(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		mode  presenters.PermissionMode
+		note  string // what the deprecation warning must say; "" for none
+	}{
+		{"", presenters.PermissionModeStrict, ""},
+		{"strict", presenters.PermissionModeStrict, ""},
+		{"balanced", presenters.PermissionModeBalanced, ""},
+		{"permissive", presenters.PermissionModePermissive, ""},
+		{"ask", presenters.PermissionModeStrict, "same meaning"},
+		{"auto_allow_low", presenters.PermissionModeStrict, "low-risk commands are asked for instead of allowed"},
+		{"auto_deny_high", presenters.PermissionModeStrict, "high- and critical-risk commands are asked for instead of refused"},
+		{"auto", presenters.PermissionModeStrict, "instead of allowed, and high- and critical-risk ones instead of refused"},
+	} {
+		mode, note, err := ParsePolicyMode(tc.value)
+		if err != nil || mode != tc.mode {
+			t.Errorf("ParsePolicyMode(%q) = %q, %v; want %q", tc.value, mode, err, tc.mode)
+		}
+		if (note == "") != (tc.note == "") || !strings.Contains(note, tc.note) {
+			t.Errorf("ParsePolicyMode(%q) note %q, want one saying %q", tc.value, note, tc.note)
+		}
+		if tc.note != "" && (!strings.Contains(note, "deprecated") || !strings.Contains(note, `"strict"`)) {
+			t.Errorf("note %q: must say the value is deprecated and name the new value", note)
+		}
+	}
+	for _, bad := range []string{"yolo", "Strict", "auto_allow"} {
+		if _, _, err := ParsePolicyMode(bad); !errors.Is(err, presenters.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "permissive") {
+			t.Errorf("ParsePolicyMode(%q) = %v, want ErrInvalidArgument naming the value and the modes", bad, err)
+		}
+	}
+	c, err := Config{ID: "acp.x.y", Command: "x", PolicyMode: "auto"}.validate()
+	if err != nil || c.PolicyMode != "strict" || !strings.Contains(c.policyNote, "deprecated") {
+		t.Fatalf("validate(auto) = %+v, %v: want strict and a deprecation note", c, err)
 	}
 }
 
@@ -299,13 +421,13 @@ func TestPermissionGrantedToolThatMovesOutsideIsReported(t *testing.T) {
 }
 
 // With no turn running (here: a session/load replay) nothing is allowed, whatever the
-// policy: a low-risk command under the auto policy is answered cancelled.
+// policy: a low-risk command, which permissive allows, is answered cancelled.
 func TestPermissionWithoutATurnIsCancelledWhateverThePolicy(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.config(`{"agent": {"loadSession": true},
 	 "load": [{"permission": {"toolCall": {"toolCallId": "c", "title": "Run", "kind": "execute", "rawInput": {"command": "ls -la"}}}}],
 	 "turns": [[{"text": "ok"}]]}`)
-	cfg.PolicyMode = PolicyAuto
+	cfg.PolicyMode = string(presenters.PermissionModePermissive)
 	p := h.presenter(cfg)
 	s := h.create(p)
 	res, from := h.send(p, s.SessionID, "first")

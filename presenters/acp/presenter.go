@@ -77,6 +77,9 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		log = slog.Default()
 	}
 	log = log.With("agent_id", cfg.ID)
+	if cfg.policyNote != "" {
+		log.Warn(cfg.policyNote)
+	}
 	p := &Presenter{
 		cfg:         cfg,
 		deps:        deps,

@@ -50,7 +50,7 @@ func TestSessionTurnNormalizesEveryUpdateKindAndIsStored(t *testing.T) {
 	if st := p.Describe(ctx).Status; st != presenters.AgentNotStarted {
 		t.Fatalf("status before first use %s, want not_started (Describe must not start the agent)", st)
 	}
-	info, err := p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.ws})
+	info, err := p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.opened(h.ws)})
 	if err != nil {
 		t.Fatal(err)
 	}

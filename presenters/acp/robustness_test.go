@@ -218,7 +218,7 @@ func TestCreateSessionWithABadModeLeavesNothing(t *testing.T) {
 	h := newHarness(t)
 	p := h.presenter(h.config(`{"agent": {"close": true}, "session": {
 	 "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}]}}}`))
-	for _, cfg := range []presenters.SessionConfig{{Workspace: h.ws, ModeID: "nope"}, {Workspace: h.ws, ModelID: "nope"}} {
+	for _, cfg := range []presenters.SessionConfig{{Workspace: h.opened(h.ws), ModeID: "nope"}, {Workspace: h.opened(h.ws), ModelID: "nope"}} {
 		from := h.rec.len()
 		if _, err := p.CreateSession(testContext(t), cfg); !errors.Is(err, presenters.ErrInvalidArgument) {
 			t.Fatalf("CreateSession %+v: %v, want ErrInvalidArgument", cfg, err)

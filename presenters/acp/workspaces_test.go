@@ -1,13 +1,16 @@
 package acp
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
 )
 
 // pidsByWorkspace are the agent processes running now, by workspace root.
@@ -33,7 +36,7 @@ func TestAgentProcessPerWorkspace(t *testing.T) {
 	p := h.presenter(h.config(`{}`))
 	a := h.create(p)
 	b := h.create(p)
-	c, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: other})
+	c, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(other)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +63,7 @@ func TestIdleAgentProcessStops(t *testing.T) {
 	cfg := h.config(`{}`)
 	cfg.IdleTimeout = time.Nanosecond
 	p := h.presenter(cfg)
-	kept, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: other})
+	kept, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(other)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,5 +89,48 @@ func TestIdleAgentProcessStops(t *testing.T) {
 	again := h.create(p)
 	if pid := pidsByWorkspace(p)[again.Workspace]; pid == 0 || pid == idlePID {
 		t.Fatalf("a new session in the idle workspace got process %d (the stopped one was %d)", pid, idlePID)
+	}
+}
+
+// CreateSession works in the workspace the service opened and resolves no path itself:
+// here the presenter's own roots would refuse the directory, yet the agent runs there.
+// Reopening the session after a restart opens the stored directory again, so it is
+// refused then, with ErrFailedPrecondition naming the session and the directory.
+func TestSessionUsesTheWorkspaceItIsGiven(t *testing.T) {
+	h := newHarness(t)
+	elsewhere, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	serviceRoots, err := sandbox.NewRoots([]string{elsewhere}, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := serviceRoots.Open(elsewhere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config(`{"agent": {"loadSession": true}}`)
+	p := h.presenter(cfg)
+	s, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: ws})
+	if err != nil {
+		t.Fatalf("CreateSession with a workspace the service opened: %v", err)
+	}
+	if s.Workspace != elsewhere || pidsByWorkspace(p)[elsewhere] == 0 {
+		t.Fatalf("session in %q, processes %v; want an agent in %s", s.Workspace, pidsByWorkspace(p), elsewhere)
+	}
+
+	p = h.restart(p, cfg)
+	_, err = p.LoadSession(testContext(t), s.SessionID, presenters.LoadContext{})
+	if !errors.Is(err, presenters.ErrFailedPrecondition) {
+		t.Fatalf("LoadSession of a session outside the roots: %v, want ErrFailedPrecondition", err)
+	}
+	for _, want := range []string{s.SessionID, elsewhere, "not under any workspace root"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadSession error %q should mention %q", err, want)
+		}
+	}
+	if pids := pidsByWorkspace(p); len(pids) != 0 {
+		t.Errorf("a refused reopening started agents: %v", pids)
 	}
 }

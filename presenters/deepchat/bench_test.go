@@ -15,10 +15,11 @@ import (
 func BenchmarkCreateCloseSession(b *testing.B) {
 	h := newHarness(b)
 	ctx := context.Background()
+	ws := h.opened(h.workspace)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		info, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.workspace})
+		info, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: ws})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -42,7 +43,7 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
 		for i := 0; i < sessions; i++ {
-			if _, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.workspace}); err != nil {
+			if _, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.opened(h.workspace)}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -92,7 +93,7 @@ func BenchmarkDescribeSessions(b *testing.B) {
 	ctx := context.Background()
 	ids := make([]string, 1000)
 	for i := range ids {
-		info, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.workspace})
+		info, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.opened(h.workspace)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -146,9 +146,9 @@ func (p *Presenter) apiKey() string {
 
 // Modes are the permission policies.
 const (
-	ModeStrict     = "strict"
-	ModeBalanced   = "balanced"
-	ModePermissive = "permissive"
+	ModeStrict     = string(presenters.PermissionModeStrict)
+	ModeBalanced   = string(presenters.PermissionModeBalanced)
+	ModePermissive = string(presenters.PermissionModePermissive)
 )
 
 var modes = []presenters.Mode{

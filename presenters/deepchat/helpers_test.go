@@ -459,9 +459,19 @@ func (h *harness) stop() {
 	}
 }
 
+// opened opens dir as the service does before it calls CreateSession.
+func (h *harness) opened(dir string) *sandbox.Workspace {
+	h.t.Helper()
+	ws, err := h.roots.Open(dir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ws
+}
+
 func (h *harness) createSession(mode string) presenters.SessionInfo {
 	h.t.Helper()
-	info, err := h.p.CreateSession(context.Background(), presenters.SessionConfig{Workspace: h.workspace, ModeID: mode})
+	info, err := h.p.CreateSession(context.Background(), presenters.SessionConfig{Workspace: h.opened(h.workspace), ModeID: mode})
 	if err != nil {
 		h.t.Fatalf("CreateSession: %v", err)
 	}

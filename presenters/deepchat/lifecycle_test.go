@@ -3,10 +3,14 @@ package deepchat
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
 )
 
 func isDelta(text string) func(presenters.Event) bool {
@@ -167,6 +171,62 @@ func TestCloseSessionRacingSendMessage(t *testing.T) {
 		}
 		if got, _ := h.p.GetSession(ctx, sid); got.Status != presenters.SessionClosed {
 			t.Fatalf("session %s status %s", sid, got.Status)
+		}
+	}
+}
+
+// CreateSession works in the workspace the service opened and resolves no path itself:
+// here the presenter's own roots would refuse the directory. A turn opens the stored
+// directory again, so the same session is refused there, as is one whose directory has
+// gone, with ErrFailedPrecondition naming the session and the directory.
+func TestSessionUsesTheWorkspaceItIsGiven(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	elsewhere, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	serviceRoots, err := sandbox.NewRoots([]string{elsewhere}, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := serviceRoots.Open(elsewhere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: ws})
+	if err != nil {
+		t.Fatalf("CreateSession with a workspace the service opened: %v", err)
+	}
+	if outside.Workspace != elsewhere {
+		t.Errorf("session workspace %q, want %q", outside.Workspace, elsewhere)
+	}
+
+	gone := filepath.Join(h.workspace, "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vanished, err := h.p.CreateSession(ctx, presenters.SessionConfig{Workspace: h.opened(gone)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		session presenters.SessionInfo
+		reason  string
+	}{{outside, "not under any workspace root"}, {vanished, "does not exist"}} {
+		_, err := h.p.SendMessage(ctx, c.session.SessionID, presenters.MessageContent{Text: "hi"})
+		if !errors.Is(err, presenters.ErrFailedPrecondition) {
+			t.Errorf("a turn in %s: %v, want ErrFailedPrecondition", c.session.Workspace, err)
+			continue
+		}
+		for _, want := range []string{c.session.SessionID, c.session.Workspace, c.reason} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("a turn in %s: %q should mention %q", c.session.Workspace, err, want)
+			}
 		}
 	}
 }

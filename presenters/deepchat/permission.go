@@ -23,22 +23,6 @@ type pendingPermission struct {
 	answer chan presenters.PermissionOption
 }
 
-// mustAsk is the permission policy of a mode:
-//
-//	strict:     every tool call asks
-//	balanced:   reads, listings and searches run; writes, edits and commands ask
-//	permissive: everything runs except commands classified high or critical
-func mustAsk(mode string, perm presenters.PermissionType, cmd *presenters.CommandInfo) bool {
-	switch mode {
-	case ModeStrict:
-		return true
-	case ModePermissive:
-		return cmd != nil && (cmd.RiskLevel == presenters.RiskHigh || cmd.RiskLevel == presenters.RiskCritical)
-	default:
-		return perm != presenters.PermissionRead
-	}
-}
-
 // rememberKey is what an allow-always answer holds for: the tool and, for commands,
 // the command's signature.
 func rememberKey(tool string, cmd *presenters.CommandInfo) string {
@@ -56,7 +40,8 @@ func permissionOptions(rememberable bool) []presenters.PermissionOption {
 	return append(opts, presenters.PermissionOption{ID: OptionRejectOnce, Name: "Reject", Kind: presenters.RejectOnce})
 }
 
-// authorize applies the session's mode and remembered answers, and asks when they
+// authorize applies the session's mode (presenters.PermissionMode.Decide, the policy
+// ACP agents' policy_mode uses too) and remembered answers, and asks when they
 // require it: TOOL_PERMISSION_REQUIRED, status paused, then the first answer, the
 // turn's cancellation or the permission timeout decides. It returns whether the call
 // may run and, if not, why.
@@ -68,7 +53,7 @@ func (r *turnRun) authorize(ctx context.Context, tc presenters.ToolCall, spec *t
 	key := rememberKey(tc.ToolName, plan.command)
 	s := r.s
 	s.mu.Lock()
-	if !mustAsk(s.conv.ModeID, spec.permission, plan.command) {
+	if verdict, _ := presenters.PermissionMode(s.conv.ModeID).Decide(spec.permission, plan.command); verdict == presenters.VerdictAllow {
 		s.mu.Unlock()
 		return true, ""
 	}

@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -208,14 +207,9 @@ func (p *Presenter) modelIDs() string {
 	return strings.Join(ids, ", ")
 }
 
-// CreateSession stores a new conversation and emits SESSION_CREATED.
+// CreateSession stores a new conversation in the workspace the service opened and emits
+// SESSION_CREATED. Only the workspace's directory is kept: each turn opens it again.
 func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
-	if cfg.Workspace == "" || !filepath.IsAbs(cfg.Workspace) {
-		return presenters.SessionInfo{}, fmt.Errorf("workspace %q must be an absolute directory: %w", cfg.Workspace, presenters.ErrInvalidArgument)
-	}
-	if _, err := p.deps.Roots.Open(cfg.Workspace); err != nil {
-		return presenters.SessionInfo{}, fmt.Errorf("workspace %s: %v: %w", cfg.Workspace, err, presenters.ErrInvalidArgument)
-	}
 	model := cfg.ModelID
 	if model == "" {
 		model = p.defaultModel
@@ -229,7 +223,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 		return presenters.SessionInfo{}, fmt.Errorf("mode %q is not offered; choose one of: %s: %w", mode, modeIDs(), presenters.ErrInvalidArgument)
 	}
 	now := time.Now()
-	conv := store.Conversation{ID: newID(), AgentID: p.cfg.ID, Workspace: filepath.Clean(cfg.Workspace),
+	conv := store.Conversation{ID: newID(), AgentID: p.cfg.ID, Workspace: cfg.Workspace.Root(),
 		Title: cfg.Title, ModelID: model, ModeID: mode, CreatedAt: now, UpdatedAt: now}
 	p.mu.Lock()
 	closed := p.closed

@@ -60,10 +60,11 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	s.mu.Lock()
 	workspace := s.conv.Workspace
 	s.mu.Unlock()
-	ws, err := p.deps.Roots.Open(workspace)
+	// Opened again for every turn, from the stored directory: the directory may have
+	// gone or been swapped since the last turn, or since before a restart.
+	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, workspace)
 	if err != nil {
-		return presenters.SendResult{}, fmt.Errorf("the workspace %s of session %s cannot be used any more (%v); start a session in an existing workspace: %w",
-			workspace, sessionID, err, presenters.ErrFailedPrecondition)
+		return presenters.SendResult{}, err
 	}
 	blocks, err := userBlocks(ws, content)
 	if err != nil {

@@ -1,0 +1,313 @@
+// Package events numbers the server's events, holds the most recent ones for resuming
+// subscribers, and fans them out without ever waiting for a subscriber. It knows nothing
+// of the wire: each event is encoded by a function the caller gives, once, the first time
+// a subscriber asks for it, and every subscriber shares that encoded form.
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// Hub defaults.
+const (
+	DefaultCapacity = 100_000
+	// DefaultMaxBytes bounds the memory of the held events: 64 MiB. Small events meet
+	// DefaultCapacity first (100,000 deltas of 64 B take ~32 MiB); large ones meet this:
+	// ~50,000 chunks of 1 KiB, a long turn's worth of resume window. A larger bound
+	// resumes further back but is paid for in resident memory during every flood (the Go
+	// heap may grow to about twice its live data before a collection).
+	DefaultMaxBytes        int64 = 64 << 20
+	DefaultSubscriberQueue       = 4096
+	// DefaultSequenceBlock is how many sequences one write of the floor reserves.
+	DefaultSequenceBlock uint64 = 100_000
+)
+
+// SequenceStore keeps the sequence floor: every sequence ever issued is at most the floor,
+// so a hub started later begins above it and never reuses a sequence. SetSequenceFloor
+// must never lower the stored floor (writes may land out of order).
+type SequenceStore interface {
+	SequenceFloor(ctx context.Context) (uint64, error)
+	SetSequenceFloor(ctx context.Context, floor uint64) error
+}
+
+// Observer follows the events as the hub sequences them. The hub calls it under its lock,
+// in sequence order, so its state may be read consistently with a point of the stream
+// through Hub.View. Its methods must be quick and must not call the hub.
+type Observer interface {
+	// Published sees every event, numbered and timestamped, before any subscriber can.
+	Published(ev presenters.Event)
+	// Evicted is told when a held event leaves the ring.
+	Evicted(sessionID string, sequence uint64)
+}
+
+// Options tunes a Hub; zero values take the defaults, except Encode, which is required.
+type Options[T any] struct {
+	// Capacity is how many recent events are held for resuming subscribers.
+	Capacity int
+	// MaxBytes bounds the held events by size too: when their estimated memory (each
+	// event's text once, as payload until it is encoded and as its encoded form from then
+	// on, plus a fixed overhead) passes it, the oldest are let go, even below Capacity.
+	// The newest event is always held.
+	MaxBytes int64
+	// SubscriberQueue is how many events may wait for one subscriber before it is ended
+	// with an *OverflowError.
+	SubscriberQueue int
+	// Store persists the sequence floor; nil starts at 1 every time (tests only).
+	Store SequenceStore
+	// SequenceBlock is how far ahead the floor is reserved (one store write per block).
+	SequenceBlock uint64
+	// Encode builds an event's encoded form (its wire bytes, say). The hub calls it at
+	// most once per event, when a subscriber first takes the event; it must always return
+	// something to send.
+	Encode func(presenters.Event) T
+	// Observer, when set, is told of every event under the hub's lock.
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Hub implements presenters.Publisher: it numbers every event with a server-wide rising
+// sequence, holds the most recent events for resuming, tells its Observer, and fans
+// events out to subscribers without ever waiting for one. T is the encoded form of an
+// event.
+type Hub[T any] struct {
+	queueSize int
+	maxBytes  int64
+	block     uint64
+	store     SequenceStore
+	encode    func(presenters.Event) T
+	observer  Observer
+	logger    *slog.Logger
+
+	reserving sync.WaitGroup // the floor write in flight, if any
+
+	mu           sync.Mutex // guards everything below, and the Observer's state
+	ring         []*held[T]
+	next         uint64 // the sequence the next event gets
+	oldest       uint64 // the oldest sequence held (next when none is)
+	heldBytes    int64  // the estimated memory of the held events
+	reserved     uint64 // sequences up to here are covered by the stored floor
+	floorWriting bool   // a background write of the next floor is under way
+	floorFailing bool   // the last floor write failed (logged once until one lands)
+	subs         []*Subscription[T]
+	closed       bool
+}
+
+// held is one published event, shared by the ring and every subscriber queue. Its
+// encoded form is built once, by the first subscriber that takes it; from then on it is
+// all of the event that is kept (payload is dropped), so the ring holds each event's text
+// once. The filters and the ring need only the ids and the sequence.
+type held[T any] struct {
+	sequence  uint64
+	sessionID string
+	agentID   string
+	size      int64 // heldSize, counted in Hub.heldBytes while held
+
+	encodeOnce sync.Once
+	// time and payload are read, and payload cleared, only inside encodeOnce, which sets
+	// encoded.
+	time    time.Time
+	payload presenters.Payload
+	encoded T
+}
+
+// New loads the sequence floor and reserves the first block above it.
+func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
+	if opts.Encode == nil {
+		return nil, errors.New("events: Options.Encode is required: the hub encodes each event once with it")
+	}
+	if opts.Capacity <= 0 {
+		opts.Capacity = DefaultCapacity
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.SubscriberQueue <= 0 {
+		opts.SubscriberQueue = DefaultSubscriberQueue
+	}
+	if opts.SequenceBlock == 0 {
+		opts.SequenceBlock = DefaultSequenceBlock
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	h := &Hub[T]{
+		queueSize: opts.SubscriberQueue,
+		maxBytes:  opts.MaxBytes,
+		block:     opts.SequenceBlock,
+		store:     opts.Store,
+		encode:    opts.Encode,
+		observer:  opts.Observer,
+		logger:    opts.Logger,
+		ring:      make([]*held[T], opts.Capacity),
+	}
+	if h.store == nil {
+		h.next, h.oldest = 1, 1
+		return h, nil
+	}
+	floor, err := h.store.SequenceFloor(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the event sequence floor: %w", err)
+	}
+	h.next, h.oldest, h.reserved = floor+1, floor+1, floor+h.block
+	if err := h.store.SetSequenceFloor(ctx, h.reserved); err != nil {
+		return nil, fmt.Errorf("reserve event sequences: %w", err)
+	}
+	return h, nil
+}
+
+// Publish numbers and timestamps the event, holds it, tells the Observer and queues it
+// for every matching subscriber. It never waits for a subscriber: one whose queue is full
+// is ended (*OverflowError with its resume point). The payload must not be modified after
+// Publish: subscribers read it concurrently.
+func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seq := h.next
+	h.next++
+	h.reserveLocked(seq)
+	ev.Sequence = seq
+	ev.Time = time.Now()
+	he := &held[T]{sequence: seq, sessionID: ev.SessionID, agentID: ev.AgentID, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
+	if seq-h.oldest == uint64(len(h.ring)) {
+		h.evictOldestLocked() // its slot is the one seq takes
+	}
+	h.ring[seq%uint64(len(h.ring))] = he
+	h.heldBytes += he.size
+	for h.heldBytes > h.maxBytes && h.oldest < seq {
+		h.evictOldestLocked()
+	}
+	if h.observer != nil {
+		h.observer.Published(ev)
+	}
+	for i := 0; i < len(h.subs); i++ {
+		sub := h.subs[i]
+		if !sub.matches(he) {
+			continue
+		}
+		select {
+		case sub.ch <- he:
+		default:
+			sub.overflowed = true
+			close(sub.ch)
+			h.removeLocked(i)
+			i--
+		}
+	}
+	return seq
+}
+
+// evictOldestLocked lets the oldest held event go.
+func (h *Hub[T]) evictOldestLocked() {
+	slot := &h.ring[h.oldest%uint64(len(h.ring))]
+	he := *slot
+	*slot = nil
+	h.heldBytes -= he.size
+	h.oldest++
+	if h.observer != nil {
+		h.observer.Evicted(he.sessionID, he.sequence)
+	}
+}
+
+// reserveLocked keeps the stored floor ahead of the sequences issued. Halfway through a
+// block it writes the next floor in the background, so Publish does not wait for the
+// store (which may be busy with another writer); only if that write has not landed by the
+// end of the block does Publish write it itself. A failed write reserves nothing: the
+// next Publish tries again. It is logged, not fatal (Publish cannot fail): until a write
+// lands, a restart could reuse the sequences issued meanwhile.
+func (h *Hub[T]) reserveLocked(seq uint64) {
+	if h.store == nil {
+		return
+	}
+	if seq > h.reserved {
+		next := seq + h.block // past every sequence issued, also after failed writes
+		err := h.store.SetSequenceFloor(context.Background(), next)
+		h.floorWritten(next, err)
+		return
+	}
+	if h.floorWriting || h.closed || seq+h.block/2 < h.reserved {
+		return
+	}
+	h.floorWriting = true
+	next := h.reserved + h.block
+	h.reserving.Add(1)
+	go func() {
+		defer h.reserving.Done()
+		err := h.store.SetSequenceFloor(context.Background(), next)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.floorWriting = false
+		h.floorWritten(next, err)
+	}()
+}
+
+// floorWritten records the outcome of writing floor (with h.mu held).
+func (h *Hub[T]) floorWritten(floor uint64, err error) {
+	if err != nil {
+		if !h.floorFailing {
+			h.logger.Error("could not persist the event sequence floor; retrying with the next events (until it lands, a restart may reuse sequences)",
+				"floor", floor, "err", err)
+		}
+		h.floorFailing = true
+		return
+	}
+	if h.floorFailing {
+		h.logger.Info("the event sequence floor is persisted again", "floor", floor)
+	}
+	h.floorFailing = false
+	h.reserved = max(h.reserved, floor)
+}
+
+func (h *Hub[T]) removeLocked(i int) {
+	last := len(h.subs) - 1
+	h.subs[i] = h.subs[last]
+	h.subs[last] = nil
+	h.subs = h.subs[:last]
+}
+
+// LastSequence is the sequence of the newest event issued (the floor when none yet).
+func (h *Hub[T]) LastSequence() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.next - 1
+}
+
+// View calls read under the hub's lock with the newest sequence issued. What read sees of
+// the Observer's state is then exactly the effect of every event up to newest, and of
+// none after it: a subscriber that resumes after newest misses nothing of what read saw
+// and repeats nothing. read must be quick and must not call the hub.
+func (h *Hub[T]) View(read func(newest uint64)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	read(h.next - 1)
+}
+
+// encoded returns the event's encoded form, encoding it on first use, and then lets the
+// payload go: the ring keeps the encoded form alone.
+func (h *Hub[T]) encoded(he *held[T]) T {
+	he.encodeOnce.Do(func() {
+		he.encoded = h.encode(presenters.Event{Sequence: he.sequence, SessionID: he.sessionID, AgentID: he.agentID, Time: he.time, Payload: he.payload})
+		he.payload = nil
+	})
+	return he.encoded
+}
+
+// Close ends every subscription (each is told with a *ClosedError), refuses new ones and
+// waits for a floor write in flight. Publishing still works, for presenters that emit
+// while closing (floor writes are then synchronous).
+func (h *Hub[T]) Close() {
+	h.mu.Lock()
+	h.closed = true
+	for _, sub := range h.subs {
+		close(sub.ch)
+	}
+	h.subs = nil
+	h.mu.Unlock()
+	h.reserving.Wait()
+}
