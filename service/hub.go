@@ -10,9 +10,6 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 )
 
-// DefaultEventBytes is the default bound on the memory of the held events.
-const DefaultEventBytes = events.DefaultMaxBytes
-
 // HubOptions tunes a Hub; zero values take the events package's defaults.
 type HubOptions struct {
 	// Capacity is how many recent events are held for resuming subscribers.

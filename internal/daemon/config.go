@@ -17,10 +17,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
-	"github.com/agenticd/agenticd/service"
 )
 
 // Defaults of the settings a config file may leave out.
@@ -28,7 +28,7 @@ const (
 	DefaultListen           = "127.0.0.1:50051"
 	DefaultShutdownTimeout  = 10 * time.Second
 	DefaultEventBuffer      = 100_000
-	DefaultEventBufferBytes = service.DefaultEventBytes
+	DefaultEventBufferBytes = events.DefaultMaxBytes
 	DefaultSubscriberQueue  = 4096
 )
 
