@@ -11,7 +11,7 @@ import (
 
 // MESSAGE_DELTA is nearly every event of a streaming turn, and building its
 // pb.AgenticEvent (five objects) to marshal it through reflection cost about a tenth of
-// agenticd's CPU in a flood (issue 6). encodeMessageDelta writes the same bytes
+// agenticd's CPU in a flood. encodeMessageDelta writes the same bytes
 // proto.Marshal(eventToPB(ev)) writes (TestEncodeMessageDeltaMatchesProtoMarshal),
 // straight from the domain event, in one allocation. The field numbers are those of
 // proto/agentic/v1/events.proto.
