@@ -208,11 +208,24 @@ func TestServersOwnFilesAreNoWorkspace(t *testing.T) {
 			t.Errorf("a session in %s: %v, want INVALID_ARGUMENT naming agenticd's own data", dir, err)
 		}
 	}
-	if _, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{
+	// The home directory itself holds them: its processes could write its whole
+	// workspace, so it is refused too; a project inside it is fine.
+	_, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{
 		AgentId: "deepchat.default",
 		Config:  &agenticv1.SessionConfig{Workspace: home},
+	})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "holds agenticd's own files") {
+		t.Errorf("a session in the home directory itself: %v, want INVALID_ARGUMENT naming agenticd's files", err)
+	}
+	project := filepath.Join(home, "src", "project")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{
+		AgentId: "deepchat.default",
+		Config:  &agenticv1.SessionConfig{Workspace: project},
 	}); err != nil {
-		t.Errorf("a session in the home directory itself: %v", err)
+		t.Errorf("a session in a project below the home directory: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,10 +91,14 @@ func (r *Roots) ConfinementMissing() []string {
 // agenticd's own files. Whatever it starts ends with it. The returned release removes
 // the temp dir once the process has exited; it is a no-op when confinement is off.
 func (r *Roots) Confine(cmd *exec.Cmd, workspace string, extra ProcessPaths) (release func(), err error) {
-	return r.opts.confine(cmd, workspace, extra)
+	return r.opts.confine(cmd, workspace, extra, true)
 }
 
-func (o Options) confine(cmd *exec.Cmd, workspace string, extra ProcessPaths) (release func(), err error) {
+// confine is Confine; installs says whether the command's own installation (derived from
+// its path, arguments and "#!" line) is readable. That holds for agents, whose command
+// is the operator's config, and never for terminals, whose command, arguments and PATH
+// come from a request: there they would open any file to reading.
+func (o Options) confine(cmd *exec.Cmd, workspace string, extra ProcessPaths, installs bool) (release func(), err error) {
 	mode := o.Confinement
 	if mode == ConfineOff || mode == "" {
 		return func() {}, nil
@@ -103,8 +108,12 @@ func (o Options) confine(cmd *exec.Cmd, workspace string, extra ProcessPaths) (r
 		return nil, fmt.Errorf("%w: private temp dir: %v", ErrConfinement, err)
 	}
 	release = func() { _ = os.RemoveAll(tmp) }
+	var install []string
+	if installs {
+		install = installPaths(cmd)
+	}
 	policy := confine.Policy{
-		ReadOnly:   o.readPaths(append(installPaths(cmd), extra.Read...)),
+		ReadOnly:   o.readPaths(append(install, extra.Read...)),
 		ReadWrite:  append([]string{workspace, tmp}, o.allowed(existing(extra.Write))...),
 		Pty:        true,
 		BestEffort: mode == ConfineAuto,
@@ -154,6 +163,9 @@ func (o Options) carve(dir string) []string {
 	}
 	var out []string
 	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink != 0 {
+			continue // Landlock would follow it, perhaps to what is carved out
+		}
 		out = append(out, o.carve(filepath.Join(dir, e.Name()))...)
 	}
 	return out

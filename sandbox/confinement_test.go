@@ -237,3 +237,37 @@ func TestConfinedScriptFindsItsInterpreter(t *testing.T) {
 		t.Fatalf("confined script: %v, %q", err, out)
 	}
 }
+
+// A terminal's command, arguments and PATH come from a request: naming a file as an
+// argument (or as a script's interpreter) must not make it readable, as it does for an
+// agent's own configured command.
+func TestConfinedTerminalArgumentsOpenNothing(t *testing.T) {
+	requireConfinement(t)
+	tr, terms := newTerminals(t, Options{Confinement: ConfineOn})
+	secret := filepath.Join(tr.outside, "secret.txt")
+	out, st := runToExit(t, terms, TerminalSpec{Command: "/bin/cat", Args: []string{secret}})
+	if st.Code == nil || *st.Code == 0 || strings.Contains(out.Output, "TOP SECRET") {
+		t.Errorf("cat %s as an argument: %s, %q", secret, st, out.Output)
+	}
+}
+
+// The init starts with nothing but its marker in its environment: a variable from a
+// request (LD_PRELOAD) reaches only the command, after the boundary is up.
+func TestConfinedCommandGetsItsEnvironmentAndTheInitNone(t *testing.T) {
+	requireConfinement(t)
+	tr := newTree(t, Options{Confinement: ConfineOn})
+	cmd := exec.Command("/bin/sh", "-c", `echo "$GREETING"`)
+	cmd.Env = append(os.Environ(), "GREETING=first", "GREETING=hello", "LD_PRELOAD=/nonexistent.so")
+	release, err := tr.roots.Confine(cmd, tr.wsDir, ProcessPaths{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if len(cmd.Env) != 1 || !strings.HasPrefix(cmd.Env[0], "AGENTICD_CONFINE_INIT=") {
+		t.Fatalf("the init's environment holds %d variables: %.200q", len(cmd.Env), cmd.Env)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "hello\n") {
+		t.Fatalf("the command's environment: %v, %q", err, out)
+	}
+}

@@ -197,8 +197,26 @@ func (r *Roots) Dirs() []string {
 
 // Open returns the Workspace for dir, which must be an absolute path to an
 // existing directory at or below one of the roots (after resolving
-// symlinks). Workspaces of the same directory share one terminal cap.
+// symlinks) that holds none of agenticd's own files: a workspace holding them
+// would hand them to every process of the session, which may write its whole
+// workspace. Workspaces of the same directory share one terminal cap.
 func (r *Roots) Open(dir string) (*Workspace, error) {
+	w, err := r.openDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, ex := range r.opts.Excluded {
+		if within(w.root, ex) {
+			return nil, fmt.Errorf("%w: workspace %q holds agenticd's own files (%s), which sessions may not reach; choose a project directory inside it instead", ErrWorkspaceNotAllowed, dir, ex)
+		}
+	}
+	return w, nil
+}
+
+// openDir is Open without the check that the workspace holds none of agenticd's files:
+// what a workspace looks like whose directory came to hold them after it was opened (a
+// config moved in), which the file operations refuse path by path.
+func (r *Roots) openDir(dir string) (*Workspace, error) {
 	allowed := strings.Join(r.dirs, ", ")
 	if dir == "" || !filepath.IsAbs(dir) || strings.IndexByte(dir, 0) >= 0 {
 		return nil, fmt.Errorf("%w: workspace %q must be an absolute path to a directory under one of: %s", ErrWorkspaceNotAllowed, dir, allowed)

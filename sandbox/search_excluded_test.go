@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -28,7 +30,11 @@ func TestSearchSkipsExcludedPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := roots.Open(ws)
+	if _, err := roots.Open(ws); !errors.Is(err, ErrWorkspaceNotAllowed) || !strings.Contains(err.Error(), "holds agenticd's own files") {
+		t.Fatalf("Open of a workspace holding agenticd's files: %v, want it refused", err)
+	}
+	// One that came to hold them after it was opened: refused path by path.
+	w, err := roots.openDir(ws)
 	if err != nil {
 		t.Fatal(err)
 	}

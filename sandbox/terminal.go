@@ -313,7 +313,7 @@ func startTerminal(ws *Workspace, spec TerminalSpec, dir resolved, env []string,
 		// terminal (fd 1 in the child).
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 1},
 	}
-	release, err := ws.opts.confine(cmd, ws.root, ProcessPaths{})
+	release, err := ws.opts.confine(cmd, ws.root, ProcessPaths{}, false)
 	if err != nil {
 		master.Close()
 		return nil, err

@@ -235,6 +235,10 @@ type initSpec struct {
 	Landlock   bool     `json:",omitempty"` // apply Landlock
 	Namespaces bool     `json:",omitempty"` // running in new namespaces: mount /proc
 	ExtraFiles int      `json:",omitempty"` // inherited descriptors beyond stdio to pass on
+	// Env is the command's environment. The init itself starts with none but its
+	// marker: a variable such as LD_PRELOAD from a request would otherwise run code in
+	// the init (a dynamically linked agenticd) before the boundary is up.
+	Env []string `json:",omitempty"`
 }
 
 // Environment variables that turn the re-executed binary into the init or

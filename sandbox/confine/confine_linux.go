@@ -105,18 +105,18 @@ func addNamespaces(attr *syscall.SysProcAttr) {
 }
 
 func wrap(cmd *exec.Cmd, spec initSpec) error {
-	specJSON, err := json.Marshal(spec)
-	if err != nil {
-		return fmt.Errorf("encode confinement spec: %w", err)
-	}
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+	spec.Env = slices.DeleteFunc(lastOfEach(env), func(kv string) bool {
 		return strings.HasPrefix(kv, initEnv+"=") || strings.HasPrefix(kv, probeEnv+"=")
 	})
-	cmd.Env = append(env, initEnv+"="+string(specJSON))
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("encode confinement spec: %w", err)
+	}
+	cmd.Env = []string{initEnv + "=" + string(specJSON)}
 	args := cmd.Args
 	if len(args) == 0 {
 		args = []string{cmd.Path} // what exec.Cmd runs for empty Args
@@ -179,6 +179,12 @@ func runInit(specJSON string) int {
 		fmt.Fprintln(os.Stderr, "confine: no command to run")
 		return ExitSetupFailed
 	}
+	// Descriptors agenticd's own starter left open without close-on-exec must not
+	// reach the command: only stdio and the caller's ExtraFiles pass on.
+	if err := unix.CloseRange(uint(3+spec.ExtraFiles), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "confine: close inherited descriptors: %v\n", err)
+		return ExitSetupFailed
+	}
 	// Capability drops, the fork and the signals below must come from one
 	// thread: the capability bounding set belongs to a thread, and so may
 	// the Landlock domain (see the signal loop).
@@ -203,7 +209,7 @@ func runInit(specJSON string) int {
 		// Without a PID namespace there is nothing for an init to hold
 		// together: become the command, so that it keeps the pid, process
 		// group and terminal its starter knows.
-		err := syscall.Exec(spec.Path, os.Args[1:], os.Environ())
+		err := syscall.Exec(spec.Path, os.Args[1:], spec.Env)
 		return execFailed(spec.Path, err)
 	}
 
@@ -217,7 +223,7 @@ func runInit(specJSON string) int {
 		files[i] = uintptr(i)
 	}
 	pid, err := syscall.ForkExec(spec.Path, os.Args[1:], &syscall.ProcAttr{
-		Env:   os.Environ(),
+		Env:   spec.Env,
 		Files: files,
 		Sys:   commandAttr(),
 	})
@@ -381,4 +387,20 @@ func lastCap() (int, error) {
 		return 0, fmt.Errorf("parse cap_last_cap: %w", err)
 	}
 	return last, nil
+}
+
+// lastOfEach keeps the last value of each variable, as exec.Cmd does with its Env: the
+// command is started with the raw list, where the first of two would win.
+func lastOfEach(env []string) []string {
+	seen := make(map[string]bool, len(env))
+	out := make([]string, 0, len(env))
+	for i := len(env) - 1; i >= 0; i-- {
+		k, _, _ := strings.Cut(env[i], "=")
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, env[i])
+		}
+	}
+	slices.Reverse(out)
+	return out
 }
