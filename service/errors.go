@@ -157,9 +157,14 @@ const (
 const ellipsis = "…"
 
 // boundStatus is st with its message bounded (boundMessage), keeping code and details.
+// The details carry the message once more, so a status with details gets half the room.
 func boundStatus(st *status.Status) *status.Status {
 	msg := st.Message()
-	bounded := boundMessage(msg)
+	budget := maxStatusMessageBytes
+	if len(st.Proto().GetDetails()) > 0 {
+		budget /= 2
+	}
+	bounded := boundMessage(msg, budget)
 	if bounded == msg {
 		return st
 	}
@@ -168,15 +173,18 @@ func boundStatus(st *status.Status) *status.Status {
 	return status.FromProto(p)
 }
 
-// boundMessage shortens every run of more than maxEchoedRunes non-space characters to its
-// first maxEchoedRunes and an ellipsis, then cuts the message to maxStatusMessageBytes at a
-// UTF-8 boundary. A message that needs neither is returned as it is.
-func boundMessage(msg string) string {
+// boundMessage makes a message valid UTF-8 (gRPC sends U+FFFD for a bad byte anyway),
+// shortens every run of more than maxEchoedRunes non-space characters to its first
+// maxEchoedRunes and an ellipsis, then cuts it at a rune boundary so that it takes at
+// most budget bytes on the wire, where gRPC percent-encodes every byte outside printable
+// ASCII (and '%') as three. A message that needs none of this is returned as it is.
+func boundMessage(msg string, budget int) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	if longestRun(msg) > maxEchoedRunes {
 		var b strings.Builder
 		b.Grow(len(msg))
 		run := 0
-		for i, r := range msg {
+		for _, r := range msg {
 			if unicode.IsSpace(r) {
 				run = 0
 			} else if run++; run > maxEchoedRunes {
@@ -185,20 +193,38 @@ func boundMessage(msg string) string {
 				}
 				continue
 			}
-			// Copy the bytes, not the rune: an invalid byte stays what it was.
-			_, size := utf8.DecodeRuneInString(msg[i:])
-			b.WriteString(msg[i : i+size])
+			b.WriteRune(r)
 		}
 		msg = b.String()
 	}
-	if len(msg) <= maxStatusMessageBytes {
+	if wireLen(msg) <= budget {
 		return msg
 	}
-	cut := maxStatusMessageBytes - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
+	room := budget - wireLen(ellipsis)
+	used, cut := 0, 0
+	for i, r := range msg {
+		w := wireLen(string(r))
+		if used+w > room {
+			break
+		}
+		used += w
+		cut = i + utf8.RuneLen(r)
 	}
 	return msg[:cut] + ellipsis
+}
+
+// wireLen is how many bytes s takes as a gRPC status message: printable ASCII but '%'
+// as itself, every other byte percent-encoded.
+func wireLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x20 && c <= 0x7e && c != '%' {
+			n++
+		} else {
+			n += 3
+		}
+	}
+	return n
 }
 
 // longestRun is the length in runes of the longest run of non-space characters.
@@ -226,7 +252,14 @@ func authStatus(e *presenters.AuthRequiredError) *status.Status {
 		map[string]string{"agent_id": e.AgentID, "auth_methods": strings.Join(ids, ",")})
 }
 
+// maxMetadataValueBytes bounds each ErrorInfo metadata value on the wire: they echo ids
+// an agent or a client sent, and travel in a response header too.
+const maxMetadataValueBytes = 512
+
 func withInfo(st *status.Status, reason string, md map[string]string) *status.Status {
+	for k, v := range md {
+		md[k] = boundMessage(v, maxMetadataValueBytes)
+	}
 	withDetails, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: md})
 	if err != nil {
 		return st
