@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -53,7 +54,16 @@ func sharedEventCodecOption(invalid *invalidUTF8Requests) grpc.ServerOption {
 // its largest texts cut; one that cannot be encoded at all (or cut small enough) is
 // replaced by an ERROR event with the same sequence, so that a stream never ends, nor
 // skips a sequence, because of one event.
-func encodeEvent(ev presenters.Event, logger *slog.Logger) []byte {
+func encodeEvent(ev presenters.Event, logger *slog.Logger) (encoded []byte) {
+	// Each event is encoded once for every stream: a payload that panics here would
+	// otherwise break every stream that reaches its sequence, resumed ones included.
+	defer func() {
+		if r := recover(); r != nil {
+			logger.Error("encoding an event panicked; an ERROR event takes its place",
+				"session_id", ev.SessionID, "agent_id", ev.AgentID, "sequence", ev.Sequence, "panic", r, "stack", string(debug.Stack()))
+			encoded = notSendable(ev, "unknown")
+		}
+	}()
 	if p, ok := ev.Payload.(presenters.MessageDeltaPayload); ok {
 		if b, ok := encodeMessageDelta(ev, p); ok {
 			return b
@@ -75,9 +85,14 @@ func encodeEvent(ev presenters.Event, logger *slog.Logger) []byte {
 		}
 	}
 	logger.Error("event could not be sent as it is; an ERROR event takes its place", append(attrs, "err", err)...)
-	// Every string of the replacement is valid UTF-8 (ids through clean, the rest ours),
-	// the one thing proto3 refuses to marshal.
-	b, _ = proto.Marshal(&pb.AgenticEvent{
+	return notSendable(ev, msg.GetType().String())
+}
+
+// notSendable is the ERROR event sent in place of one that cannot be encoded, with the
+// same sequence, so no stream has a gap. Every string of it is valid UTF-8 (ids through
+// clean, the rest ours), the one thing proto3 refuses to marshal.
+func notSendable(ev presenters.Event, typ string) []byte {
+	b, _ := proto.Marshal(&pb.AgenticEvent{
 		Sequence:  ev.Sequence,
 		SessionId: clean(ev.SessionID),
 		AgentId:   clean(ev.AgentID),
@@ -86,7 +101,7 @@ func encodeEvent(ev presenters.Event, logger *slog.Logger) []byte {
 		Payload: &pb.AgenticEvent_Error{Error: &pb.Error{
 			Code: "event_not_sendable",
 			Message: fmt.Sprintf("event %d (%s) could not be sent and this one takes its place (the server log says why); GetSession and GetMessages show the session's state",
-				ev.Sequence, msg.GetType()),
+				ev.Sequence, typ),
 		}},
 	})
 	return b

@@ -191,6 +191,30 @@ func TestUncuttableEventIsReplacedByError(t *testing.T) {
 	}
 }
 
+// panickyPayload makes encoding its event panic, as a defect in a converter would.
+type panickyPayload struct{}
+
+func (panickyPayload) EventType() presenters.EventType { panic("a converter defect") }
+
+// An event whose encoding panics becomes an ERROR event with its sequence, for this
+// stream and every later one that resumes across it; the events after it arrive.
+func TestEventThatPanicsInEncodingIsReplacedByError(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.storeSessions(t, fakeID, "s")
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s"}})
+	seq := e.hub.Publish(presenters.Event{SessionID: "s", AgentID: fakeID, Payload: panickyPayload{}})
+	presenters.NewEmitter(e.hub, fakeID, "s").MessageDelta("m", presenters.RoleAssistant, "after")
+	for _, s := range []pb.AgenticService_SubscribeClient{stream, e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"s"}, AfterSequence: seq - 1})} {
+		ev := recv(t, s)
+		if ev.GetSequence() != seq || ev.GetError().GetCode() != "event_not_sendable" {
+			t.Errorf("in place of the event that panicked: %v", ev)
+		}
+		if got := recv(t, s).GetMessageDelta().GetText(); got != "after" {
+			t.Errorf("the event after: %q", got)
+		}
+	}
+}
+
 // GetMessages cuts a message over the cap, and refuses (saying how many would fit) a
 // page that is too large as a whole, rather than failing in the client.
 func TestGetMessagesStaysUnderTheCap(t *testing.T) {
