@@ -58,11 +58,14 @@ run: build
 ## test: everything CI checks, and that it left the working tree as it found it
 test: deps lint check-generated breaking go-test client-smoke tree-unchanged
 
-# git status as it was when make started (newlines become spaces, as in $(shell)).
-TREE_BEFORE := $(shell git status --porcelain 2>/dev/null)
+# git status as it was when make started (read only when the goal needs it), handed to
+# the recipe through the environment so that no file name is spliced into the command.
+ifneq ($(filter test tree-unchanged,$(MAKECMDGOALS)),)
+export TREE_BEFORE := $(shell git status --porcelain 2>/dev/null)
+endif
 tree-unchanged:
 	@after=$$(git status --porcelain 2>/dev/null | tr '\n' ' ' | sed 's/ $$//'); \
-	if [[ "$$after" != '$(TREE_BEFORE)' ]]; then \
+	if [[ "$$after" != "$$TREE_BEFORE" ]]; then \
 		echo "make test changed the working tree (a step wrote a file it should not):"; \
 		git status --short; exit 1; \
 	fi

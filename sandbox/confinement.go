@@ -28,6 +28,10 @@ const (
 	ConfineOn ConfinementMode = "on"
 )
 
+// off reports whether processes start unconfined: Options' zero value is off, unlike a
+// config file's empty setting, which ParseConfinementMode reads as auto.
+func (m ConfinementMode) off() bool { return m == ConfineOff || m == "" }
+
 // ParseConfinementMode reads a configured mode; empty is ConfineAuto.
 func ParseConfinementMode(s string) (ConfinementMode, error) {
 	switch m := ConfinementMode(s); m {
@@ -56,7 +60,7 @@ var ErrConfinement = errors.New("cannot confine the process")
 
 // ConfinementState describes the boundary processes run under, for logs and AgentInfo.
 func (r *Roots) ConfinementState() string {
-	if r.opts.Confinement == ConfineOff || r.opts.Confinement == "" {
+	if r.opts.Confinement.off() {
 		return "off: processes agents start are not confined (confinement: off)"
 	}
 	support := confine.Probe()
@@ -70,7 +74,7 @@ func (r *Roots) ConfinementState() string {
 // bounded (confinement not off, and Landlock available): an agent's own sandbox, which
 // needs to mount, cannot work inside that boundary and is not needed.
 func (r *Roots) ConfinesFiles() bool {
-	if r.opts.Confinement == ConfineOff || r.opts.Confinement == "" {
+	if r.opts.Confinement.off() {
 		return false
 	}
 	return confine.Probe().ConfinesFiles()
@@ -79,7 +83,7 @@ func (r *Roots) ConfinesFiles() bool {
 // ConfinementMissing lists what this kernel cannot enforce of the configured boundary;
 // empty when confinement is off or complete.
 func (r *Roots) ConfinementMissing() []string {
-	if r.opts.Confinement == ConfineOff || r.opts.Confinement == "" {
+	if r.opts.Confinement.off() {
 		return nil
 	}
 	return confine.Probe().Missing()
@@ -100,7 +104,7 @@ func (r *Roots) Confine(cmd *exec.Cmd, workspace string, extra ProcessPaths) (re
 // come from a request: there they would open any file to reading.
 func (o Options) confine(cmd *exec.Cmd, workspace string, extra ProcessPaths, installs bool) (release func(), err error) {
 	mode := o.Confinement
-	if mode == ConfineOff || mode == "" {
+	if mode.off() {
 		return func() {}, nil
 	}
 	tmp, err := os.MkdirTemp("", "agenticd-tmp-")
@@ -122,7 +126,7 @@ func (o Options) confine(cmd *exec.Cmd, workspace string, extra ProcessPaths, in
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Env = withEnv(env, map[string]string{"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp, "CLAUDE_CODE_TMPDIR": tmp})
+	cmd.Env = WithEnv(env, map[string]string{"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp, "CLAUDE_CODE_TMPDIR": tmp})
 	if _, err := policy.Wrap(cmd); err != nil {
 		release()
 		return nil, fmt.Errorf("%w: %v", ErrConfinement, err)
@@ -147,14 +151,7 @@ func (o Options) carve(dir string) []string {
 	if isExcluded(o.Excluded, dir) {
 		return nil
 	}
-	inside := false
-	for _, ex := range o.Excluded {
-		if within(dir, ex) {
-			inside = true
-			break
-		}
-	}
-	if !inside {
+	if _, holds := holdsExcluded(o.Excluded, dir); !holds {
 		return []string{dir}
 	}
 	entries, err := os.ReadDir(dir)
@@ -225,8 +222,8 @@ func existing(paths []string) []string {
 	return out
 }
 
-// withEnv sets variables in an environment list, replacing earlier values.
-func withEnv(env []string, set map[string]string) []string {
+// WithEnv sets variables in an environment list, replacing earlier values.
+func WithEnv(env []string, set map[string]string) []string {
 	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		_, ok := set[k]

@@ -205,10 +205,8 @@ func (r *Roots) Open(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ex := range r.opts.Excluded {
-		if within(w.root, ex) {
-			return nil, fmt.Errorf("%w: workspace %q holds agenticd's own files (%s), which sessions may not reach; choose a project directory inside it instead", ErrWorkspaceNotAllowed, dir, ex)
-		}
+	if ex, holds := holdsExcluded(r.opts.Excluded, w.root); holds {
+		return nil, fmt.Errorf("%w: workspace %q holds agenticd's own files (%s), which sessions may not reach; choose a project directory inside it instead", ErrWorkspaceNotAllowed, dir, ex)
 	}
 	return w, nil
 }
@@ -301,6 +299,16 @@ func isExcluded(excluded []string, p string) bool {
 		}
 	}
 	return false
+}
+
+// holdsExcluded returns an excluded path that is dir or lies below it.
+func holdsExcluded(excluded []string, dir string) (string, bool) {
+	for _, e := range excluded {
+		if within(dir, e) {
+			return e, true
+		}
+	}
+	return "", false
 }
 
 // within reports whether the clean absolute path p is root or below it.

@@ -97,7 +97,6 @@ func (e *agentNotConfiguredError) Error() string {
 func (e *agentNotConfiguredError) Unwrap() error { return presenters.ErrFailedPrecondition }
 
 // reason is the status_reason of such a session.
-func (e *agentNotConfiguredError) reason() string { return agentNotConfiguredReason(e.rec.AgentID) }
 
 func agentNotConfiguredReason(agentID string) string {
 	return fmt.Sprintf("agent %s is no longer configured on this server; the session's history stays readable", agentID)

@@ -218,12 +218,11 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*p
 // configured: the stored snapshot, closed, with nothing in flight or pending (nothing
 // could answer them).
 func (s *Service) unconfiguredSession(ctx context.Context, rec store.SessionOwner) *pb.GetSessionResponse {
-	snap := s.hub.snapshot(rec.SessionID)
 	infos, err := s.unconfiguredSnapshots(ctx, []store.SessionOwner{rec})
 	if err != nil {
 		s.logger.ErrorContext(ctx, "could not read a session's stored history", "session_id", rec.SessionID, "agent_id", rec.AgentID, "err", err)
 	}
-	return &pb.GetSessionResponse{Session: sessionToPB(infos[0], sessionSnapshot{Point: snap.Point})}
+	return &pb.GetSessionResponse{Session: sessionToPB(infos[0], sessionSnapshot{Point: s.hub.LastSequence()})}
 }
 
 func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (*pb.ListSessionsResponse, error) {
@@ -754,6 +753,7 @@ func (s *Service) checkSubscriptionTargets(ctx context.Context, sessionIDs, agen
 	if err != nil {
 		return err
 	}
+	// The hub is asked again: a session created while the store was read has events now.
 	for i, id := range sessionIDs {
 		if !stored[id] && s.hub.agentOf(id) == "" {
 			return fmt.Errorf("session_ids[%d]: %w: unknown session %q; ListSessions shows the sessions this server knows",

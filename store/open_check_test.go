@@ -206,13 +206,9 @@ func TestCheckSQLiteRefusesDamagedDatabases(t *testing.T) {
 // A check out of budget stops without a verdict: Finished is false, and nothing is wrong.
 func TestCheckSQLiteStopsAtItsBudget(t *testing.T) {
 	path := historyFile(t)
-	start := time.Now()
 	found, err := CheckSQLite(context.Background(), path, time.Nanosecond)
 	if err != nil || !found.Exists || found.Finished || found.Unchecked != nil {
 		t.Errorf("out of budget: %+v, %v; want an unfinished check and no error", found, err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("a check with a budget of 1ns took %v", took)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -179,7 +179,7 @@ func (c *cli) answer(name string, args []string, allow bool) error {
 	if err != nil {
 		return err
 	}
-	done, err := c.respond(pos[0], pos[1], allow)
+	done, err := c.respond(pos[0], pos[1], allow, nil)
 	if err != nil {
 		return err
 	}
@@ -188,34 +188,48 @@ func (c *cli) answer(name string, args []string, allow bool) error {
 }
 
 // respond answers a permission request with its allow (or reject) option: the "once" kind
-// when offered, else the "always" kind. It returns what it did, as a line for people.
-func (c *cli) respond(sessionID, requestID string, allow bool) (string, error) {
-	ctx, cancel := c.call()
-	defer cancel()
+// when offered, else the "always" kind. options are the request's, when the caller has
+// them (else they are read from GetSession). It returns what it did, as a line for people.
+func (c *cli) respond(sessionID, requestID string, allow bool, options []*pb.PermissionOption) (string, error) {
 	kinds := []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ALWAYS}
 	if allow {
 		kinds = []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ALWAYS}
 	}
-	req := &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID,
-		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: kinds[0]}}
-	var chosen *pb.PermissionOption
-	// Without the request's options (it is not pending), the server's answer says why.
-	if s, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID}); err == nil {
-		for _, p := range s.GetSession().GetPendingPermissions() {
-			if p.GetRequestId() == requestID {
-				chosen = pickOption(p.GetOptions(), kinds)
+	if options == nil {
+		// Without the request's options (it is not pending), the server's answer says why.
+		ctx, cancel := c.call()
+		s, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID})
+		cancel()
+		if err == nil {
+			for _, p := range s.GetSession().GetPendingPermissions() {
+				if p.GetRequestId() == requestID {
+					options = p.GetOptions()
+				}
 			}
 		}
 	}
-	kind := kinds[0]
-	if chosen != nil {
-		kind = chosen.GetKind()
-		req.Answer = &pb.RespondPermissionRequest_OptionId{OptionId: chosen.GetOptionId()}
+	if chosen := pickOption(options, kinds); chosen != nil {
+		return c.answerWith(sessionID, requestID, chosen)
 	}
-	if _, err := c.client.RespondPermission(ctx, req); err != nil {
+	ctx, cancel := c.call()
+	defer cancel()
+	if _, err := c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID,
+		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: kinds[0]}}); err != nil {
 		return "", err
 	}
-	return answerLine(sessionID, requestID, kind, chosen), nil
+	return answerLine(sessionID, requestID, kinds[0], nil), nil
+}
+
+// answerWith answers a permission request with one of its options and returns what it
+// did, as a line for people.
+func (c *cli) answerWith(sessionID, requestID string, o *pb.PermissionOption) (string, error) {
+	ctx, cancel := c.call()
+	defer cancel()
+	if _, err := c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID,
+		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: o.GetOptionId()}}); err != nil {
+		return "", err
+	}
+	return answerLine(sessionID, requestID, o.GetKind(), o), nil
 }
 
 // pickOption is the first option of the first of kinds that the options offer (nil when

@@ -331,7 +331,7 @@ func (t *turn) permission(r *pb.PermissionRequest) error {
 	t.note("? permission %s: %s", r.GetRequestId(), describePermission(r))
 	switch {
 	case t.approve, t.deny:
-		done, err := t.c.respond(t.sessionID, r.GetRequestId(), t.approve)
+		done, err := t.c.respond(t.sessionID, r.GetRequestId(), t.approve, r.GetOptions())
 		switch {
 		case status.Code(err) == codes.NotFound:
 			// Answered already, by another client or the server's policy: its event follows.
@@ -458,10 +458,7 @@ func (t *turn) input(l terminalLine) error {
 	}
 	o := options[n-1]
 	t.asking = t.asking[1:]
-	ctx, cancel := t.c.call()
-	_, err = t.c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: t.sessionID, RequestId: r.GetRequestId(),
-		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: o.GetOptionId()}})
-	cancel()
+	done, err := t.c.answerWith(t.sessionID, r.GetRequestId(), o)
 	switch {
 	case status.Code(err) == codes.NotFound:
 		t.note("  permission %s was answered elsewhere before your answer arrived", r.GetRequestId())
@@ -469,7 +466,7 @@ func (t *turn) input(l terminalLine) error {
 		return err
 	default:
 		t.answered[r.GetRequestId()] = true
-		t.note("%s", answerLine(t.sessionID, r.GetRequestId(), o.GetKind(), o))
+		t.note("%s", done)
 	}
 	if len(t.asking) == 0 {
 		t.stopReading()

@@ -76,7 +76,6 @@ func deepchatPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenter
 		out = append(out, p)
 		return nil
 	}
-	haveDefault := false
 	for _, a := range cfg.Agents {
 		if a.Type != presenters.AgentTypeDeepChat {
 			continue
@@ -84,7 +83,6 @@ func deepchatPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenter
 		if len(a.MCPServers) > 0 {
 			logger.Warn("mcp_servers are not supported by deepchat agents yet and are ignored", "agent_id", a.ID)
 		}
-		haveDefault = haveDefault || a.ID == DefaultDeepChatID
 		err := add(deepchat.Config{
 			ID: a.ID, Provider: a.Provider, BaseURL: a.BaseURL, APIKeyEnv: a.APIKeyEnv,
 			Models: a.Models, DefaultModel: a.DefaultModel, MaxToolRounds: a.MaxToolRounds,
@@ -95,7 +93,7 @@ func deepchatPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenter
 			return out, err
 		}
 	}
-	if !haveDefault {
+	if !cfg.hasAgent(DefaultDeepChatID) {
 		if err := add(defaultDeepChat(ctx, logger)); err != nil {
 			return out, err
 		}
@@ -106,12 +104,15 @@ func deepchatPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenter
 // defaultDeepChatSecrets are the variables deepchat.default reads its key from when the
 // config has no entry for it, to be kept out of terminals as api_key_env variables are.
 func defaultDeepChatSecrets(cfg Config) []string {
-	for _, a := range cfg.Agents {
-		if a.ID == DefaultDeepChatID {
-			return nil
-		}
+	if cfg.hasAgent(DefaultDeepChatID) {
+		return nil
 	}
 	return []string{EnvOpenAIAPIKey}
+}
+
+// hasAgent reports whether the config has an agents: entry of that id.
+func (c Config) hasAgent(id string) bool {
+	return slices.ContainsFunc(c.Agents, func(a AgentConfig) bool { return a.ID == id })
 }
 
 // defaultDeepChat configures deepchat.default from what agenticd's environment offers, in

@@ -273,14 +273,10 @@ func TestDefaultDeepChatFromOllama(t *testing.T) {
 }
 
 // With nothing to use, deepchat.default says which variables or config entry would
-// configure it, and start-up does not wait for an Ollama that is not there.
+// configure it.
 func TestDefaultDeepChatNotConfigured(t *testing.T) {
 	setEnv(t, map[string]string{EnvOllamaHost: closedAddr(t)})
-	started := time.Now()
 	d := startDaemon(t, testConfig(t))
-	if took := time.Since(started); took > 2*time.Second {
-		t.Errorf("start-up took %s with no provider around", took)
-	}
 	a := d.agent(t, DefaultDeepChatID)
 	if a.GetStatus() != pb.AgentStatus_AGENT_STATUS_NEEDS_CONFIGURATION || a.GetConfigSource() != "built-in: not configured" {
 		t.Fatalf("deepchat.default = %v", a)

@@ -21,14 +21,22 @@ func String(command string) string {
 // Number is the version alone, as agenticd names itself to the agents it starts: the
 // module version, else "devel" (a build from a checkout).
 func Number() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v, ok := released(info); ok {
+			return v
+		}
 	}
 	return "devel"
 }
 
+// released is the module version of a build installed as a release.
+func released(info *debug.BuildInfo) (string, bool) {
+	v := info.Main.Version
+	return v, v != "" && v != "(devel)"
+}
+
 func describe(info *debug.BuildInfo) string {
-	if v := info.Main.Version; v != "" && v != "(devel)" {
+	if v, ok := released(info); ok {
 		return fmt.Sprintf("%s (%s)", v, info.GoVersion)
 	}
 	var revision, when, dirty string

@@ -2,7 +2,6 @@ package version
 
 import (
 	"runtime/debug"
-	"strings"
 	"testing"
 )
 
@@ -21,11 +20,5 @@ func TestDescribe(t *testing.T) {
 		if got := describe(&tc.info); got != tc.want {
 			t.Errorf("%s: describe = %q, want %q", tc.name, got, tc.want)
 		}
-	}
-}
-
-func TestStringNamesTheCommand(t *testing.T) {
-	if got := String("agenticctl"); !strings.HasPrefix(got, "agenticctl ") {
-		t.Errorf("String = %q, want it to start with the command's name", got)
 	}
 }

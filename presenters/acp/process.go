@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 
@@ -66,7 +65,7 @@ func startProcess(command string, args []string, env map[string]string, workspac
 	}
 
 	cmd := exec.Command(path, args...)
-	cmd.Env = mergeEnv(os.Environ(), env)
+	cmd.Env = sandbox.WithEnv(os.Environ(), env)
 	cmd.Dir = workspace
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	// Setpgid: kill the whole group (agents such as gemini-cli re-spawn themselves).
@@ -194,34 +193,6 @@ func (p *process) exitReason() string {
 		return p.exitErr.Error()
 	}
 	return "exited with status 0"
-}
-
-func mergeEnv(base []string, extra map[string]string) []string {
-	if len(extra) == 0 {
-		return base
-	}
-	out := make([]string, 0, len(base)+len(extra))
-	for _, kv := range base {
-		name := kv
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				name = kv[:i]
-				break
-			}
-		}
-		if _, overridden := extra[name]; !overridden {
-			out = append(out, kv)
-		}
-	}
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		out = append(out, k+"="+extra[k])
-	}
-	return out
 }
 
 func closeAll(cs ...io.Closer) {

@@ -157,19 +157,3 @@ var modes = []presenters.Mode{
 	{ID: ModePermissive, Name: "Permissive", Description: "Everything runs at once except commands classified high or critical risk, which ask."},
 }
 
-func validMode(id string) bool {
-	for _, m := range modes {
-		if m.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-func modeIDs() string {
-	ids := make([]string, len(modes))
-	for i, m := range modes {
-		ids[i] = m.ID
-	}
-	return strings.Join(ids, ", ")
-}

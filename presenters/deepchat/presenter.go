@@ -219,8 +219,8 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	mode := cfg.ModeID
 	if mode == "" {
 		mode = ModeBalanced
-	} else if !validMode(mode) {
-		return presenters.SessionInfo{}, fmt.Errorf("mode %q is not offered; choose one of: %s: %w", mode, modeIDs(), presenters.ErrInvalidArgument)
+	} else if _, err := presenters.ParsePermissionMode(mode); err != nil {
+		return presenters.SessionInfo{}, err
 	}
 	now := time.Now()
 	conv := store.Conversation{ID: newID(), AgentID: p.cfg.ID, Workspace: cfg.Workspace.Root(),
@@ -592,8 +592,8 @@ func (p *Presenter) SetModel(ctx context.Context, sessionID, modelID string) (pr
 // SetMode switches the permission policy; it applies to the next tool call, also
 // within a running turn.
 func (p *Presenter) SetMode(ctx context.Context, sessionID, modeID string) (presenters.SessionInfo, error) {
-	if !validMode(modeID) {
-		return presenters.SessionInfo{}, fmt.Errorf("mode %q is not offered; choose one of: %s: %w", modeID, modeIDs(), presenters.ErrInvalidArgument)
+	if _, err := presenters.ParsePermissionMode(modeID); err != nil {
+		return presenters.SessionInfo{}, err
 	}
 	return p.update(ctx, sessionID, func(c *store.Conversation, patch *presenters.SessionPatch) {
 		c.ModeID = modeID

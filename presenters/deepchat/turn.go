@@ -116,14 +116,7 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	em := p.emitter(sessionID)
 	// The user's message is echoed as ACP agents echo it, so every subscriber, not only
 	// the client that sent it, sees the conversation whole and in order.
-	for _, b := range user.Blocks {
-		if b.Type == presenters.BlockText {
-			em.MessageDelta(user.ID, presenters.RoleUser, b.Text)
-		} else {
-			em.MessageBlock(user.ID, presenters.RoleUser, b)
-		}
-	}
-	em.MessageEnd(presenters.MessageEndPayload{MessageID: user.ID, Role: presenters.RoleUser})
+	replayMessage(em, user)
 	em.StatusChanged(presenters.SessionGenerating, "")
 	if patch.Title != nil {
 		patch.UpdatedAt = &now

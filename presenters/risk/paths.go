@@ -367,18 +367,19 @@ func (a *accessed) touch(w word, verb string) bool {
 		return false
 	}
 	t := touched{shown: shown(w.text, p), abs: p, verb: verb}
-	switch {
-	case a.c.isProtected(p):
+	if a.c.isProtected(p) {
 		if !a.mark(p) {
 			a.protected = append(a.protected, t)
 		}
-	case a.c.credentialsIn(p) != "":
-		if !a.mark(p) {
-			t.what = a.c.credentialsIn(p)
-			a.credentials = append(a.credentials, t)
-		}
-	default:
+		return true
+	}
+	what := a.c.credentialsIn(p)
+	if what == "" {
 		return false
+	}
+	if !a.mark(p) {
+		t.what = what
+		a.credentials = append(a.credentials, t)
 	}
 	return true
 }

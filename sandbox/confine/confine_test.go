@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -443,16 +444,18 @@ func TestUnderPty(t *testing.T) {
 	}
 	defer ptmx.Close()
 	watchdog(t, cmd)
-	var out bytes.Buffer
+	out := &screen{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		io.Copy(&out, ptmx) // ends with EIO when the shell exits
+		io.Copy(out, ptmx) // ends with EIO when the shell exits
 	}()
+	// Each step waits for the terminal's answer to the one before: the trap is set once
+	// hello-42 is printed, and Ctrl-C has reached the terminal once it echoes ^C.
 	io.WriteString(ptmx, "trap 'echo caught-$((40+2))' INT; tty; echo hello-$((6*7))\n")
-	time.Sleep(300 * time.Millisecond)
+	out.waitFor(t, "hello-42")
 	ptmx.Write([]byte{3}) // Ctrl-C
-	time.Sleep(300 * time.Millisecond)
+	out.waitFor(t, "^C")
 	io.WriteString(ptmx, "exit 5\n")
 	if err := cmd.Wait(); err == nil || cmd.ProcessState.ExitCode() != 5 {
 		t.Fatalf("wait: %v, want exit 5", err)
@@ -673,5 +676,35 @@ func TestWithoutNamespaces(t *testing.T) {
 	// No init: the command took over the started process.
 	if want := fmt.Sprintf("%d\n", cmd.Process.Pid); stdout.String() != want {
 		t.Fatalf("command pid %q, want the started process %q", stdout.String(), want)
+	}
+}
+
+// screen collects a pty's output while a test reads it.
+type screen struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// waitFor waits until the output holds want; the bound turns a hang into a failure.
+func (s *screen) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(s.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q on the terminal after 20s:\n%s", want, s.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
