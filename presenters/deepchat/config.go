@@ -156,4 +156,3 @@ var modes = []presenters.Mode{
 	{ID: ModeBalanced, Name: "Balanced", Description: "Reading, listing and searching files run at once; writes, edits and commands ask."},
 	{ID: ModePermissive, Name: "Permissive", Description: "Everything runs at once except commands classified high or critical risk, which ask."},
 }
-
