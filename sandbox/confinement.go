@@ -222,6 +222,16 @@ func existing(paths []string) []string {
 	return out
 }
 
+// AgentEnv is the environment of an agent's own process: agenticd's, without agenticd's
+// own variables (AGENTICD_*) and those Options.HiddenEnv names (every agent's API key)
+// except the ones in keep (the keys this agent itself uses), then with set (the agent's
+// configured env, which may give it any of them) added. A confined agent cannot read
+// agenticd's environment through /proc; this keeps agenticd from handing it over.
+func (r *Roots) AgentEnv(set map[string]string, keep []string) []string {
+	hidden := slices.DeleteFunc(slices.Clone(r.opts.HiddenEnv), func(name string) bool { return slices.Contains(keep, name) })
+	return WithEnv(withoutSecrets(os.Environ(), hidden), set)
+}
+
 // WithEnv sets variables in an environment list, replacing earlier values.
 func WithEnv(env []string, set map[string]string) []string {
 	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
@@ -269,5 +272,115 @@ func TestConfinedCommandGetsItsEnvironmentAndTheInitNone(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.HasSuffix(string(out), "hello\n") {
 		t.Fatalf("the command's environment: %v, %q", err, out)
+	}
+}
+
+// A command in a confined terminal (itself on a pty) cannot open the other terminals of
+// agenticd's user, such as one the test holds open as agenticd or another session would:
+// its /dev/pts is an instance of its own.
+func TestConfinedTerminalCannotOpenOtherTerminals(t *testing.T) {
+	requireConfinement(t)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	line := fmt.Sprintf(`echo hijack > %s; echo open=$?; echo "pts: $(ls /dev/pts | tr '\n' ' ')"`, tty.Name())
+	_, plain := newTerminals(t, Options{})
+	if out, _ := shell(t, plain, line); !strings.Contains(out, "open=0") {
+		t.Fatalf("unconfined, %s did not open (%q); the confined run proves nothing", tty.Name(), out)
+	}
+	_, terms := newTerminals(t, Options{Confinement: ConfineOn})
+	out, _ := shell(t, terms, line)
+	if strings.Contains(out, "open=0") {
+		t.Errorf("confined, the command opened %s: %q", tty.Name(), out)
+	}
+	if !strings.Contains(out, "pts: ptmx \n") {
+		t.Errorf("confined, /dev/pts shows more than a fresh instance: %q", out)
+	}
+}
+
+// A command in a confined terminal cannot connect to a Unix socket bound outside the
+// paths it may write (a session bus, docker.sock, an SSH agent stand here), while a
+// socket in its workspace still answers.
+func TestConfinedTerminalCannotReachUnixSocketsOutside(t *testing.T) {
+	requireConfinement(t)
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("the attack is written in Python: %v", err)
+	}
+	tr, terms := newTerminals(t, Options{Confinement: ConfineOn})
+	outside := filepath.Join(tr.outside, "agent.sock")
+	inside := filepath.Join(tr.wsDir, "dev.sock")
+	for _, path := range []string{outside, inside} {
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(c, "greetings from %s\n", filepath.Base(path))
+				c.Close()
+			}
+		}()
+		t.Cleanup(func() { l.Close(); <-done })
+	}
+	connect := func(terms *Terminals, path string) string {
+		out, _ := shell(t, terms, fmt.Sprintf(`%s -I -S -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+print(s.recv(100).decode().strip())' %s; echo exit=$?`, python, path))
+		return out
+	}
+	_, plain := newTerminals(t, Options{})
+	if out := connect(plain, outside); !strings.Contains(out, "greetings from agent.sock") {
+		t.Fatalf("unconfined, %s did not answer (%q); the confined run proves nothing", outside, out)
+	}
+	// The traceback names line 3: connect failed, not Python's start.
+	if out := connect(terms, outside); strings.Contains(out, "greetings") || !strings.Contains(out, "line 3, in <module>") {
+		t.Errorf("confined, the command reached %s, or failed before connecting: %q", outside, out)
+	}
+	if out := connect(terms, inside); !strings.Contains(out, "greetings from dev.sock") {
+		t.Errorf("confined, the socket in the workspace did not answer: %q", out)
+	}
+}
+
+// An agent's own process gets agenticd's environment without agenticd's variables
+// (AGENTICD_*) and without the keys any agent names by api_key_env (HiddenEnv), unless
+// the agent's own env sets them or they are its own keys (keep); its own env entries
+// reach it.
+func TestAgentEnvHidesServerSecrets(t *testing.T) {
+	t.Setenv("AGENTICD_TOKEN", "token-s3cret")
+	t.Setenv("AGENTICD_SOMETHING", "server-s3cret")
+	t.Setenv("SANDBOX_TEST_OTHER_KEY", "other-key-s3cret")
+	t.Setenv("SANDBOX_TEST_OWN_KEY", "server-copy-s3cret")
+	t.Setenv("SANDBOX_TEST_VISIBLE", "shown")
+	t.Setenv("SANDBOX_TEST_KEPT_KEY", "kept")
+	tr := newTree(t, Options{Confinement: ConfineOn, HiddenEnv: []string{"SANDBOX_TEST_OTHER_KEY", "SANDBOX_TEST_OWN_KEY", "SANDBOX_TEST_KEPT_KEY"}})
+	cmd := exec.Command("/bin/sh", "-c", "tr '\\0' '\\n' </proc/self/environ")
+	cmd.Env = tr.roots.AgentEnv(map[string]string{"SANDBOX_TEST_OWN_KEY": "configured", "SANDBOX_TEST_ADDED": "added"}, []string{"SANDBOX_TEST_KEPT_KEY"})
+	release, err := tr.roots.Confine(cmd, tr.wsDir, ProcessPaths{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SANDBOX_TEST_VISIBLE=shown", "SANDBOX_TEST_OWN_KEY=configured", "SANDBOX_TEST_ADDED=added", "SANDBOX_TEST_KEPT_KEY=kept"} {
+		if !strings.Contains(string(out), want+"\n") {
+			t.Errorf("the agent's environment lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "AGENTICD_") {
+		t.Errorf("the agent's environment holds a secret of agenticd's:\n%s", out)
 	}
 }

@@ -36,9 +36,10 @@ type Options struct {
 	// MaxOutputByteLimit clamps a requested outputByteLimit so that one
 	// request cannot make the server hold an arbitrary amount (default 16 MiB).
 	MaxOutputByteLimit int64
-	// HiddenEnv names variables of the server's environment that terminals do
-	// not inherit (the API keys of the server's own agents). AGENTICD_TOKEN is
-	// always hidden. A terminal request may still set any of them itself.
+	// HiddenEnv names variables of the server's environment that neither
+	// terminals nor agents' processes inherit (the API keys of the server's own
+	// agents); every AGENTICD_* variable is always hidden. A terminal request
+	// may still set any of them itself, and an agent keeps its own keys.
 	HiddenEnv []string
 	// Excluded are files and directories that no workspace may reach, even
 	// below a root: the server's own data (its database, config file, TLS

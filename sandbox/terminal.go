@@ -27,7 +27,7 @@ type TerminalSpec struct {
 	Command string
 	Args    []string
 	// Env is added to (and overrides) the server's environment, which
-	// terminals inherit without Options.HiddenEnv and AGENTICD_TOKEN.
+	// terminals inherit without Options.HiddenEnv and any AGENTICD_* variable.
 	Env map[string]string
 	// Cwd is a directory inside the workspace; empty means the root.
 	Cwd string
@@ -435,19 +435,27 @@ func exitStatusOf(ps *os.ProcessState) ExitStatus {
 	return ExitStatus{Code: &code}
 }
 
-// alwaysHiddenEnv are the server's own secrets, never passed to a terminal.
-var alwaysHiddenEnv = []string{"AGENTICD_TOKEN"}
+// serverEnvPrefix starts the names of the server's own variables (its token among
+// them), never passed to the processes it starts.
+const serverEnvPrefix = "AGENTICD_"
 
-// terminalEnv is the server's environment without the hidden variables, PWD
-// set to the cwd, then the request's additions (last one wins in exec).
-func terminalEnv(server, hidden []string, add map[string]string, pwd string) ([]string, error) {
-	env := make([]string, 0, len(server)+1+len(add))
+// withoutSecrets is the server's environment without its own variables and those named
+// in hidden.
+func withoutSecrets(server, hidden []string) []string {
+	env := make([]string, 0, len(server))
 	for _, kv := range server {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(alwaysHiddenEnv, name) && !slices.Contains(hidden, name) {
+		if !strings.HasPrefix(name, serverEnvPrefix) && !slices.Contains(hidden, name) {
 			env = append(env, kv)
 		}
 	}
+	return env
+}
+
+// terminalEnv is the server's environment without its secrets, PWD set to the cwd, then
+// the request's additions (last one wins in exec).
+func terminalEnv(server, hidden []string, add map[string]string, pwd string) ([]string, error) {
+	env := withoutSecrets(server, hidden)
 	env = append(env, "PWD="+pwd)
 	keys := make([]string, 0, len(add))
 	for k := range add {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -72,11 +73,15 @@ const (
 
 // Config is one ACP agent from the configuration file.
 type Config struct {
-	ID         string // acp.<provider>.<name>
-	Command    string
-	Args       []string
-	Env        map[string]string // added to agenticd's own environment
-	AuthMethod string            // an advertised auth method id to call authenticate with
+	ID      string // acp.<provider>.<name>
+	Command string
+	Args    []string
+	Env     map[string]string // added to agenticd's own environment
+	// KeepEnv names API-key variables of agenticd's environment this agent keeps,
+	// although agents' keys are otherwise hidden from every process agenticd starts:
+	// the agent's own api_key_env and the keys its known CLI reads.
+	KeepEnv    []string
+	AuthMethod string // an advertised auth method id to call authenticate with
 	// Source says where this configuration came from (AgentInfo.ConfigSource).
 	Source string
 	// ReadPaths and WritePaths are what the confined agent process may read, and write,
@@ -183,6 +188,8 @@ type knownAgent struct {
 	// confinedArgs are added when agenticd bounds the agent's files: an agent sandbox
 	// of its own (codex's bubblewrap) cannot run inside that boundary.
 	confinedArgs []string
+	// keys are the API-key variables the agent reads.
+	keys []string
 }
 
 // Claude's adapters fail session/new without ~/.claude.json ({} will do) and cannot
@@ -192,17 +199,32 @@ var claudeState = []StatePath{{Path: "~/.claude"}, {Path: "~/.claude.json", File
 
 var knownAgents = []knownAgent{
 	{binary: "claude-code-acp", id: "acp.anthropic.claude-code", name: "Claude Code", claude: true,
-		description: "Claude Code through Zed's claude-code-acp adapter", state: claudeState},
+		description: "Claude Code through Zed's claude-code-acp adapter", state: claudeState, keys: claudeKeys},
 	{binary: "claude-agent-acp", id: "acp.anthropic.claude", name: "Claude Agent", claude: true,
-		description: "Claude through the claude-agent-acp adapter", state: claudeState},
+		description: "Claude through the claude-agent-acp adapter", state: claudeState, keys: claudeKeys},
 	{binary: "codex-acp", id: "acp.openai.codex", name: "Codex",
 		description: "OpenAI Codex through the codex-acp adapter", state: []StatePath{{Path: "~/.codex"}},
+		keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
 		// agenticd's boundary stands in for codex's sandbox; untrusted makes codex put
 		// every command to agenticd's permission policy and so to a person.
 		confinedArgs: []string{"-c", `sandbox_mode="danger-full-access"`, "-c", `approval_policy="untrusted"`}},
 	// gemini-cli 0.33+ takes --acp (--experimental-acp is its deprecated alias).
 	{binary: "gemini", id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
-		description: "Google Gemini CLI in ACP mode", state: []StatePath{{Path: "~/.gemini"}}},
+		description: "Google Gemini CLI in ACP mode", state: []StatePath{{Path: "~/.gemini"}},
+		keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}},
+}
+
+var claudeKeys = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// KnownKeys is the API-key variables of the known agent that command runs (by its base
+// name), none for an agent agenticd does not know.
+func KnownKeys(command string) []string {
+	for _, k := range knownAgents {
+		if filepath.Base(command) == k.binary {
+			return slices.Clone(k.keys)
+		}
+	}
+	return nil
 }
 
 // Discover returns a Config for every known ACP agent found by lookPath (exec.LookPath
@@ -215,7 +237,7 @@ func Discover(lookPath func(string) (string, error), confinesFiles bool) []Confi
 		if err != nil || path == "" {
 			continue
 		}
-		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description, State: k.state}
+		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description, State: k.state, KeepEnv: slices.Clone(k.keys)}
 		for _, s := range k.state {
 			c.WritePaths = append(c.WritePaths, s.Path)
 		}

@@ -89,7 +89,7 @@ func dial(ctx context.Context, cfg Config, workspace string, conf confiner, log 
 			log.Warn("a write path of the agent does not exist, and confined it cannot create it: create it or take it out of write_paths", "path", p)
 		}
 	}
-	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, workspace, conf, paths, log)
+	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, cfg.KeepEnv, workspace, conf, paths, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", presenters.ErrAgentUnavailable, err)
 	}

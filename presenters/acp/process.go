@@ -34,17 +34,19 @@ type process struct {
 	started    time.Time
 }
 
-// confiner puts a process under the OS boundary of its workspace (sandbox.Roots).
+// confiner puts a process under the OS boundary of its workspace and gives it agenticd's
+// environment without agenticd's secrets (sandbox.Roots).
 type confiner interface {
 	Confine(cmd *exec.Cmd, workspace string, extra sandbox.ProcessPaths) (release func(), err error)
+	AgentEnv(set map[string]string, keep []string) []string
 }
 
 var _ confiner = (*sandbox.Roots)(nil)
 
 // startProcess starts the agent in its workspace, confined to it, with agenticd's
-// environment plus env, stderr lines going to log. The process and anything it spawns
-// share a new process group; confined, they also end with it.
-func startProcess(command string, args []string, env map[string]string, workspace string, conf confiner, paths sandbox.ProcessPaths, log *slog.Logger) (*process, error) {
+// environment less agenticd's secrets plus env, stderr lines going to log. The process
+// and anything it spawns share a new process group; confined, they also end with it.
+func startProcess(command string, args []string, env map[string]string, keepEnv []string, workspace string, conf confiner, paths sandbox.ProcessPaths, log *slog.Logger) (*process, error) {
 	path, err := exec.LookPath(command)
 	if err != nil {
 		return nil, fmt.Errorf("agent command %q not found: install it or fix `command` in the config: %w", command, err)
@@ -65,7 +67,7 @@ func startProcess(command string, args []string, env map[string]string, workspac
 	}
 
 	cmd := exec.Command(path, args...)
-	cmd.Env = sandbox.WithEnv(os.Environ(), env)
+	cmd.Env = conf.AgentEnv(env, keepEnv)
 	cmd.Dir = workspace
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	// Setpgid: kill the whole group (agents such as gemini-cli re-spawn themselves).

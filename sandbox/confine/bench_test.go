@@ -3,8 +3,10 @@ package confine_test
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,6 +38,25 @@ func BenchmarkStartConfined(b *testing.B) {
 }
 
 func BenchmarkStartPlain(b *testing.B) { benchStart(b, nil) }
+
+// BenchmarkStartConfined100Sockets: as BenchmarkStartConfined with 100 more
+// Unix sockets bound outside the command's paths (a desktop has about that
+// many), each of which the init covers on kernels before Landlock ABI 9.
+func BenchmarkStartConfined100Sockets(b *testing.B) {
+	if missing := confine.Probe().Missing(); len(missing) > 0 {
+		b.Skip(missing)
+	}
+	outside := b.TempDir()
+	for i := range 100 {
+		l, err := net.Listen("unix", filepath.Join(outside, fmt.Sprintf("s%d.sock", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+	}
+	dir := b.TempDir()
+	benchStart(b, &confine.Policy{ReadOnly: []string{"/usr", "/etc"}, ReadWrite: []string{dir}})
+}
 
 // BenchmarkInitRSS reports the memory the init holds while its command
 // runs: anonymous (its own) and file-backed (the binary's pages, shared

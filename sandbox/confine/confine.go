@@ -6,7 +6,9 @@
 // to re-execute the current binary (/proc/self/exe) in new namespaces, and
 // MaybeRunInit, called first thing in main, turns that re-executed copy
 // into the init. The init makes its mounts private, mounts /proc for its
-// PID namespace, applies Landlock, starts the command as its only child,
+// PID namespace and a devpts instance of its own over /dev/pts, covers the
+// Unix sockets the command may not reach (see Policy), applies Landlock,
+// drops its capabilities, starts the command as its only child,
 // forwards termination signals to it, reaps orphans and, when the command
 // ends, exits with its status. Its exit as PID 1 makes the kernel kill
 // whatever else is left in the namespace (setsid'd and double-forked
@@ -55,6 +57,17 @@ const (
 // /dev/random and /dev/urandom (read), and, inside the PID namespace, a
 // read-only /proc that shows only the command's own processes. Network
 // access is not restricted.
+//
+// Never reachable, whatever the paths: other processes' terminals (/dev/pts
+// is a devpts instance of the command's own; the terminal it was started
+// on stays usable through the descriptors it inherits), and Unix sockets
+// bound to a path outside ReadWrite. Landlock restricts connect(2) to such
+// sockets only from ABI 9 on; before that the init covers each socket the
+// host lists in /proc/net/unix with /dev/null, and /run/user/<uid> (a
+// session bus, an SSH or GPG agent) with an empty read-only tmpfs. A
+// socket bound after the command started, outside /run/user/<uid>, is not
+// covered. Abstract sockets outside the command's Landlock domain are
+// refused by Landlock's scoping from ABI 6 on.
 type Policy struct {
 	// ReadOnly may be read and executed: system directories (/usr, /etc),
 	// the agent's installation, declared read paths.
@@ -72,10 +85,19 @@ type Policy struct {
 	BestEffort bool
 }
 
-// Minimum Landlock ABI for filesystem confinement: ABI 2 adds the refer
-// right (renames across directories), ABI 3 restricts truncate(2), without
-// which a command could empty any file it may read.
-const minLandlockABI = 3
+// Landlock ABIs the boundary depends on.
+const (
+	// minLandlockABI is the minimum for filesystem confinement: ABI 2 adds
+	// the refer right (renames across directories), ABI 3 restricts
+	// truncate(2), without which a command could empty any file it may read.
+	minLandlockABI = 3
+	// scopeLandlockABI scopes abstract Unix sockets and signals to the
+	// command's own domain.
+	scopeLandlockABI = 6
+	// unixConnectLandlockABI restricts connect(2) to pathname Unix sockets;
+	// before it the init covers them with mounts.
+	unixConnectLandlockABI = 9
+)
 
 // Support is what this machine offers for confinement.
 type Support struct {
@@ -84,6 +106,11 @@ type Support struct {
 	// Namespaces is nil when user, PID and mount namespaces with a private
 	// /proc work; otherwise it says why not.
 	Namespaces error
+	// Devpts is nil when the init can mount a devpts instance of its own
+	// over /dev/pts; otherwise it says why not. The init then covers
+	// /dev/pts with an empty read-only directory: other terminals stay out
+	// of reach, but the command cannot open new ones (node-pty, tty tools).
+	Devpts error
 }
 
 // Missing lists the parts of the boundary this machine cannot enforce,
@@ -95,10 +122,20 @@ func (s Support) Missing() []string {
 			"filesystem confinement: Landlock ABI %d, need %d (Linux 6.2 or newer with Landlock enabled): the command can read and write every file its user can",
 			s.LandlockABI, minLandlockABI))
 	}
+	if s.LandlockABI >= minLandlockABI && s.LandlockABI < scopeLandlockABI {
+		lost := "the command can connect to abstract Unix sockets outside its sandbox (an X server, a D-Bus bus)"
+		if s.Namespaces != nil {
+			lost += " and signal its user's other processes"
+		}
+		missing = append(missing, fmt.Sprintf("IPC scoping: Landlock ABI %d, need %d (Linux 6.12 or newer): %s",
+			s.LandlockABI, scopeLandlockABI, lost))
+	}
 	if s.Namespaces != nil {
-		missing = append(missing, fmt.Sprintf(
-			"process confinement: %v: the command's background processes can outlive it and it can read other processes' /proc/<pid>/environ",
-			s.Namespaces))
+		lost := "the command's background processes can outlive it, it can read other processes' /proc/<pid>/environ and open its user's other terminals (/dev/pts)"
+		if s.LandlockABI < unixConnectLandlockABI {
+			lost += ", and connect to every Unix socket its user can (a session bus, docker.sock, an SSH agent)"
+		}
+		missing = append(missing, fmt.Sprintf("process confinement: %v: %s", s.Namespaces, lost))
 	}
 	return missing
 }
@@ -109,8 +146,11 @@ func (s Support) ConfinesFiles() bool { return s.LandlockABI >= minLandlockABI }
 // String is a one-line summary for logs and status output.
 func (s Support) String() string {
 	ns := "user+PID+mount namespaces ok"
-	if s.Namespaces != nil {
+	switch {
+	case s.Namespaces != nil:
 		ns = "namespaces unavailable: " + s.Namespaces.Error()
+	case s.Devpts != nil:
+		ns += ", no devpts of its own (" + s.Devpts.Error() + "): /dev/pts hidden, commands cannot open new terminals"
 	}
 	if s.LandlockABI == 0 {
 		return "Landlock unavailable, " + ns
@@ -166,13 +206,14 @@ func (p Policy) Wrap(cmd *exec.Cmd) (missing []string, err error) {
 		return nil, fmt.Errorf("%w: %s (%s); set BestEffort to run with less", ErrUnsupported, strings.Join(missing, "; "), support)
 	}
 	spec := initSpec{
-		Path:       cmd.Path,
-		ReadOnly:   readOnly,
-		ReadWrite:  readWrite,
-		Pty:        p.Pty,
-		Landlock:   support.LandlockABI >= minLandlockABI,
-		Namespaces: support.Namespaces == nil,
-		ExtraFiles: len(cmd.ExtraFiles),
+		Path:         cmd.Path,
+		ReadOnly:     readOnly,
+		ReadWrite:    readWrite,
+		Pty:          p.Pty,
+		Landlock:     support.LandlockABI >= minLandlockABI,
+		Namespaces:   support.Namespaces == nil,
+		CoverSockets: support.Namespaces == nil && support.LandlockABI < unixConnectLandlockABI,
+		ExtraFiles:   len(cmd.ExtraFiles),
 	}
 	if spec.Landlock {
 		if err := checkExecutable(cmd, readOnly, readWrite); err != nil {
@@ -233,8 +274,11 @@ type initSpec struct {
 	ReadWrite  []string `json:",omitempty"`
 	Pty        bool     `json:",omitempty"`
 	Landlock   bool     `json:",omitempty"` // apply Landlock
-	Namespaces bool     `json:",omitempty"` // running in new namespaces: mount /proc
-	ExtraFiles int      `json:",omitempty"` // inherited descriptors beyond stdio to pass on
+	Namespaces bool     `json:",omitempty"` // running in new namespaces: mount /proc and /dev/pts
+	// CoverSockets: cover the pathname Unix sockets outside ReadWrite, which
+	// this kernel's Landlock does not restrict.
+	CoverSockets bool `json:",omitempty"`
+	ExtraFiles   int  `json:",omitempty"` // inherited descriptors beyond stdio to pass on
 	// Env is the command's environment. The init itself starts with none but its
 	// marker: a variable such as LD_PRELOAD from a request would otherwise run code in
 	// the init (a dynamically linked agenticd) before the boundary is up.

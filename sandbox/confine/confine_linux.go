@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -49,7 +50,8 @@ func Probe() Support {
 		return Support{LandlockABI: landlockABI(), Namespaces: ErrNoInit}
 	}
 	probeOnce.Do(func() {
-		probeResult = Support{LandlockABI: landlockABI(), Namespaces: probeNamespaces()}
+		probeResult = Support{LandlockABI: landlockABI()}
+		probeResult.Namespaces, probeResult.Devpts = probeNamespaces()
 	})
 	return probeResult
 }
@@ -62,28 +64,46 @@ func landlockABI() int {
 	return abi
 }
 
+// probeNoDevpts is the probe's exit code when the namespaces work but devpts
+// could not be mounted (its reason on stderr).
+const probeNoDevpts = 3
+
 // probeNamespaces runs the namespace probe: this binary, re-executed in new
-// user, PID and mount namespaces, doing the init's mount steps.
-func probeNamespaces() error {
+// user, PID and mount namespaces, doing the init's mount steps. It returns
+// why the namespaces cannot be used, else nil and why devpts cannot be.
+func probeNamespaces() (namespaces, devpts error) {
 	cmd := exec.Command(selfExe)
 	cmd.Args = []string{initArgv0 + "-probe"}
 	cmd.Env = []string{probeEnv + "=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	addNamespaces(cmd.SysProcAttr)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if msg := strings.TrimSpace(string(out)); msg != "" {
-			return fmt.Errorf("%v: %s", err, msg)
-		}
-		return err
+	msg := strings.TrimSpace(string(out))
+	if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == probeNoDevpts {
+		return nil, errors.New(msg)
 	}
-	return nil
+	if err != nil {
+		if msg != "" {
+			return fmt.Errorf("%v: %s", err, msg), nil
+		}
+		return err, nil
+	}
+	return nil, nil
 }
 
 func runProbe() int {
 	if err := setupNamespace(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	devpts, err := privateTerminals()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if devpts != nil {
+		fmt.Fprintln(os.Stderr, devpts)
+		return probeNoDevpts
 	}
 	return 0
 }
@@ -158,6 +178,119 @@ func setupNamespace() error {
 	return nil
 }
 
+// privateTerminals puts a devpts instance of the namespace's own over
+// /dev/pts, and its ptmx over /dev/ptmx, so that the command reaches no
+// terminal but those it opens (its own, inherited as descriptors, keeps
+// working). Where devpts cannot be mounted it covers /dev/pts with an empty
+// read-only tmpfs instead and returns why in devpts: the host's terminals
+// stay hidden, and /dev/ptmx, finding no devpts beside it, opens nothing.
+// err means neither worked.
+func privateTerminals() (devpts, err error) {
+	if _, err := os.Stat("/dev/pts"); err != nil {
+		return nil, nil // no terminals to hide
+	}
+	devpts = unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	if devpts != nil {
+		devpts = fmt.Errorf("mount devpts: %w", devpts)
+		if err := unix.Mount("tmpfs", "/dev/pts", "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=4k"); err != nil {
+			return devpts, fmt.Errorf("confine: hide /dev/pts (%v): mount tmpfs: %w", devpts, err)
+		}
+		return devpts, nil
+	}
+	if _, err := os.Lstat("/dev/ptmx"); err == nil {
+		if err := unix.Mount("/dev/pts/ptmx", "/dev/ptmx", "", unix.MS_BIND, ""); err != nil {
+			return nil, fmt.Errorf("confine: bind /dev/pts/ptmx over /dev/ptmx: %w", err)
+		}
+	}
+	return nil, nil
+}
+
+// coverSockets keeps the command from connecting to pathname Unix sockets
+// outside granted (the paths it may write), for kernels whose Landlock does
+// not restrict connect(2): it mounts an empty read-only tmpfs over
+// /run/user/<uid> (unless a policy path lies in it or it in a granted one),
+// which also covers sockets bound there later, then /dev/null over every
+// other socket the host lists in /proc/net/unix (the init shares the host's
+// network namespace, hence its list). A socket gone or out of reach (the
+// command could not reach it either) is skipped; one bound with a relative
+// path cannot be found and is not covered.
+func coverSockets(granted, policyPaths []string) error {
+	granted = realPaths(granted)
+	runtimeDir := fmt.Sprintf("/run/user/%d", os.Getuid())
+	if real, err := filepath.EvalSymlinks(runtimeDir); err == nil && isDir(real) &&
+		!inAny(real, granted) && !slices.ContainsFunc(realPaths(policyPaths), func(p string) bool { return within(p, real) }) {
+		if err := unix.Mount("tmpfs", real, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=4k"); err != nil {
+			return fmt.Errorf("confine: cover %s: %w", runtimeDir, err)
+		}
+	}
+	list, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return fmt.Errorf("confine: list Unix sockets: %w", err)
+	}
+	for _, path := range socketPaths(list) {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+		if err != nil {
+			continue
+		}
+		real := filepath.Join(dir, filepath.Base(path))
+		var st unix.Stat_t
+		if inAny(real, granted) || unix.Stat(real, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+			continue
+		}
+		err = unix.Mount("/dev/null", real, "", unix.MS_BIND, "")
+		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("confine: cover Unix socket %s: %w", real, err)
+		}
+	}
+	return nil
+}
+
+// socketPaths are the absolute paths of the sockets a /proc/net/unix listing
+// names, each once. Abstract sockets (shown with a leading "@") and unbound
+// ones are left out.
+func socketPaths(list []byte) []string {
+	seen := map[string]bool{}
+	var out []string
+	lines := strings.Split(string(list), "\n")
+	for _, line := range lines[min(1, len(lines)):] {
+		// Num RefCount Protocol Flags Type St Inode Path, padded with spaces;
+		// the path may hold spaces of its own.
+		rest := line
+		for range 7 {
+			rest = strings.TrimLeft(rest, " ")
+			_, rest, _ = strings.Cut(rest, " ")
+		}
+		path := strings.TrimLeft(rest, " ")
+		if !filepath.IsAbs(path) || seen[path] {
+			continue
+		}
+		seen[path] = true
+		out = append(out, path)
+	}
+	return out
+}
+
+// realPaths resolves symbolic links in paths, leaving out those that cannot be resolved.
+func realPaths(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// inAny reports whether path is one of dirs or lies below one.
+func inAny(path string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(dir string) bool { return within(path, dir) })
+}
+
+// within reports whether path is dir or lies below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
 // forwardedSignals are passed on to the command's process group. SIGWINCH
 // and terminal-generated signals need no forwarding: the terminal sends
 // them to its foreground group, which is the command's.
@@ -193,6 +326,17 @@ func runInit(specJSON string) int {
 		if err := setupNamespace(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return ExitSetupFailed
+		}
+		// Where devpts fails, /dev/pts is left empty; Probe reports why (Support.Devpts).
+		if _, err := privateTerminals(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return ExitSetupFailed
+		}
+		if spec.CoverSockets {
+			if err := coverSockets(spec.ReadWrite, append(slices.Clone(spec.ReadOnly), spec.ReadWrite...)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return ExitSetupFailed
+			}
 		}
 		if err := dropCaps(); err != nil {
 			fmt.Fprintf(os.Stderr, "confine: drop capabilities: %v\n", err)

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -426,8 +428,9 @@ func TestSignalForwarded(t *testing.T) {
 }
 
 // TestUnderPty: pty.Start on a wrapped interactive shell. The shell has the
-// terminal (tty names it), is in its foreground group (Ctrl-C reaches it
-// once), and echo works.
+// terminal (its stdin is one), is in its foreground group (Ctrl-C reaches
+// it once), and echo works. (tty(1) cannot name it: its /dev/pts/N lies in
+// the host's devpts, which the shell does not see.)
 func TestUnderPty(t *testing.T) {
 	requireSupport(t)
 	tr := newTree(t)
@@ -452,7 +455,7 @@ func TestUnderPty(t *testing.T) {
 	}()
 	// Each step waits for the terminal's answer to the one before: the trap is set once
 	// hello-42 is printed, and Ctrl-C has reached the terminal once it echoes ^C.
-	io.WriteString(ptmx, "trap 'echo caught-$((40+2))' INT; tty; echo hello-$((6*7))\n")
+	io.WriteString(ptmx, "trap 'echo caught-$((40+2))' INT; test -t 0 && echo on-a-$((3*3))-tty; echo hello-$((6*7))\n")
 	out.waitFor(t, "hello-42")
 	ptmx.Write([]byte{3}) // Ctrl-C
 	out.waitFor(t, "^C")
@@ -462,8 +465,8 @@ func TestUnderPty(t *testing.T) {
 	}
 	<-done
 	got := strings.ReplaceAll(out.String(), "\r\n", "\n")
-	if !strings.Contains(got, "/dev/pts/") {
-		t.Errorf("tty did not name a pty:\n%s", got)
+	if !strings.Contains(got, "on-a-9-tty\n") {
+		t.Errorf("the shell's stdin is not a terminal:\n%s", got)
 	}
 	if !strings.Contains(got, "\nhello-42\n") {
 		t.Errorf("echo missing:\n%s", got)
@@ -706,5 +709,202 @@ func (s *screen) waitFor(t *testing.T, want string) {
 			t.Fatalf("no %q on the terminal after 20s:\n%s", want, s.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSupportMissingByABI: Landlock ABIs 3 to 5 confine files but not
+// abstract Unix sockets and signals (ABI 6): that is reported as missing,
+// so auto mode says "partial" and on mode refuses.
+func TestSupportMissingByABI(t *testing.T) {
+	nsDown := errors.New("user namespaces disabled")
+	for abi := range 10 {
+		for _, ns := range []error{nil, nsDown} {
+			s := confine.Support{LandlockABI: abi, Namespaces: ns}
+			missing := strings.Join(s.Missing(), "; ")
+			files := strings.Contains(missing, "filesystem confinement")
+			scoping := strings.Contains(missing, "IPC scoping")
+			if files != (abi < 3) {
+				t.Errorf("ABI %d, namespaces %v: filesystem confinement reported missing = %v: %q", abi, ns, files, missing)
+			}
+			if scoping != (abi >= 3 && abi < 6) {
+				t.Errorf("ABI %d, namespaces %v: IPC scoping reported missing = %v: %q", abi, ns, scoping, missing)
+			}
+			if scoping && !strings.Contains(missing, fmt.Sprintf("Landlock ABI %d, need 6", abi)) {
+				t.Errorf("ABI %d: the scoping gap does not say which ABI is needed: %q", abi, missing)
+			}
+			if signals := strings.Contains(missing, "signal"); signals != (scoping && ns != nil) {
+				t.Errorf("ABI %d, namespaces %v: signals reported missing = %v (only a PID namespace keeps other processes out of reach): %q", abi, ns, signals, missing)
+			}
+			if sockets := strings.Contains(missing, "every Unix socket"); sockets != (ns != nil && abi < 9) {
+				t.Errorf("ABI %d, namespaces %v: pathname sockets reported missing = %v: %q", abi, ns, sockets, missing)
+			}
+		}
+	}
+}
+
+// TestDevptsFallbackIsReported: where devpts cannot be mounted, the summary
+// says that commands cannot open terminals.
+func TestDevptsFallbackIsReported(t *testing.T) {
+	s := confine.Support{LandlockABI: 7, Devpts: errors.New("mount devpts: operation not permitted")}
+	if !strings.Contains(s.String(), "cannot open new terminals") || !strings.Contains(s.String(), "operation not permitted") {
+		t.Fatalf("String() = %q", s)
+	}
+	if strings.Contains(confine.Support{LandlockABI: 7}.String(), "terminals") {
+		t.Fatalf("with devpts, String() = %q", confine.Support{LandlockABI: 7})
+	}
+}
+
+// TestOtherTerminalsHidden: a terminal the test opened (as agenticd or
+// another session holds one) cannot be opened by a confined command, even
+// one granted Pty; it sees a /dev/pts of its own and can still open new
+// terminals there.
+func TestOtherTerminalsHidden(t *testing.T) {
+	requireSupport(t)
+	tr := newTree(t)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	script := fmt.Sprintf(`echo hijack > %s; echo open=$?; echo "ls: $(ls /dev/pts | tr '\n' ' ')"; exec 3<>/dev/ptmx && echo new=ok`, tty.Name())
+	if plain := run(t, nil, tr.ws, script); !strings.Contains(plain.stdout, "open=0") {
+		t.Fatalf("unconfined, %s did not open; the check proves nothing: %q %q", tty.Name(), plain.stdout, plain.stderr)
+	}
+	policy := tr.policy()
+	policy.Pty = true
+	got := run(t, &policy, tr.ws, script)
+	if strings.Contains(got.stdout, "open=0") {
+		t.Errorf("confined, the command opened %s: %q", tty.Name(), got.stdout)
+	}
+	if !strings.Contains(got.stdout, "ls: ptmx \n") {
+		t.Errorf("confined, /dev/pts holds more than a fresh instance's ptmx: %q", got.stdout)
+	}
+	if !strings.Contains(got.stdout, "new=ok") {
+		t.Errorf("confined with Pty, the command cannot open a new terminal: %q %q", got.stdout, got.stderr)
+	}
+}
+
+// listen serves a Unix socket at path, answering every connection with
+// "hello from <path>".
+func listen(t *testing.T, path string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "hello from %s", path)
+			c.Close()
+		}
+	}()
+}
+
+// connect runs the test binary's connect helper, confined by policy unless it
+// is nil, and reports whether it got the listener's greeting.
+func connect(t *testing.T, policy *confine.Policy, path string) (bool, string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, path)
+	cmd.Env = append(os.Environ(), helperEnv+"=connect")
+	if policy != nil {
+		p := *policy
+		p.ReadOnly = append(slices.Clone(p.ReadOnly), filepath.Dir(self))
+		if _, err := p.Wrap(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _ := cmd.CombinedOutput()
+	return string(out) == "hello from "+path, string(out)
+}
+
+// TestUnixSocketsOutsideUnreachable: a Unix socket bound outside the paths
+// a command may write (a session bus, docker.sock, an SSH agent) refuses
+// it, on kernels whose Landlock leaves connect(2) alone too; one in its
+// workspace still answers.
+func TestUnixSocketsOutsideUnreachable(t *testing.T) {
+	requireSupport(t)
+	tr := newTree(t)
+	outside := filepath.Join(tr.config, "agent.sock")
+	inside := filepath.Join(tr.ws, "dev.sock")
+	listen(t, outside)
+	listen(t, inside)
+	for _, path := range []string{outside, inside} {
+		if ok, out := connect(t, nil, path); !ok {
+			t.Fatalf("unconfined, %s did not answer; the check proves nothing: %q", path, out)
+		}
+	}
+	policy := tr.policy()
+	if ok, out := connect(t, &policy, outside); ok || !strings.Contains(out, "connect: ") {
+		t.Errorf("confined, the command reached %s, or failed before connecting: %q", outside, out)
+	}
+	if ok, out := connect(t, &policy, inside); !ok {
+		t.Errorf("confined, the socket in the workspace did not answer: %q", out)
+	}
+}
+
+// TestRuntimeDirHidden: /run/user/<uid> is covered as a whole, so a socket
+// bound there after the command started (a new SSH agent) is out of reach
+// too.
+func TestRuntimeDirHidden(t *testing.T) {
+	requireSupport(t)
+	runtimeDir := fmt.Sprintf("/run/user/%d", os.Getuid())
+	if _, err := os.Stat(runtimeDir); errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(runtimeDir, 0o700); err != nil {
+			t.Skipf("no %s and cannot make one: %v", runtimeDir, err)
+		}
+		t.Cleanup(func() { os.Remove(runtimeDir) })
+	}
+	dir, err := os.MkdirTemp(runtimeDir, "confine-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tr := newTree(t)
+	path := filepath.Join(dir, "late.sock")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shell waits for the socket, then becomes the connect helper.
+	policy := tr.policy()
+	policy.ReadOnly = append(policy.ReadOnly, filepath.Dir(self))
+	cmd := exec.Command("/bin/sh", "-c", `read line; exec "$0" "$1"`, self, path)
+	cmd.Env = append(os.Environ(), helperEnv+"=connect")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if _, err := policy.Wrap(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	watchdog(t, cmd)
+	listen(t, path) // after the command's boundary is up
+	if ok, out := connect(t, nil, path); !ok {
+		t.Fatalf("unconfined, %s did not answer; the check proves nothing: %q", path, out)
+	}
+	io.WriteString(stdin, "go\n")
+	err = cmd.Wait()
+	if err == nil || strings.Contains(out.String(), "hello from") || !strings.Contains(out.String(), "connect: ") {
+		t.Errorf("confined, the command reached %s, bound after it started: %v, %q", path, err, out.String())
 	}
 }

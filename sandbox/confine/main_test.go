@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,8 +37,23 @@ func TestMain(m *testing.M) {
 // runHelper: mode "confined" or "plain", args [script, read-write dir]:
 // runs sh -c script (confined: read-only /usr and /etc, the dir
 // read-write) without secretEnv in its environment, passing stdio through,
-// and exits with the script's code.
+// and exits with the script's code. Mode "connect", args [socket path]:
+// connects to a Unix socket and copies what it answers to stdout (exit 1,
+// with the error on stderr, when connecting fails).
 func runHelper(mode string, args []string) int {
+	if mode == "connect" {
+		conn, err := net.Dial("unix", args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer conn.Close()
+		if _, err := io.Copy(os.Stdout, conn); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
 	cmd := exec.Command("/bin/sh", "-c", args[0])
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, secretEnv+"=") || strings.HasPrefix(kv, helperEnv+"=")
