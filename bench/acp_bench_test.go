@@ -63,22 +63,24 @@ func BenchmarkACPFlood(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			b.ResetTimer()
-			if _, err := p.SendMessage(ctx, info.SessionID, presenters.MessageContent{Text: "go"}); err != nil {
+			if _, err := p.SendMessage(ctx, info.SessionID, presenters.TextContent("go"), presenters.SendOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			deltas := 0
 			for done := false; !done; {
-				ev, err := stream.Recv()
+				frame, err := stream.Recv()
 				if err != nil {
 					b.Fatalf("stream ended after %d of %d chunks: %v", deltas, b.N, err)
 				}
-				switch p := ev.GetPayload().(type) {
-				case *pb.AgenticEvent_MessageDelta:
-					if p.MessageDelta.GetRole() != pb.MessageRole_MESSAGE_ROLE_USER {
-						deltas++
+				for _, ev := range frame.GetEvents().GetEvents() {
+					switch p := ev.GetPayload().(type) {
+					case *pb.AgenticEvent_MessageDelta:
+						if p.MessageDelta.GetRole() != pb.MessageRole_MESSAGE_ROLE_USER {
+							deltas++
+						}
+					case *pb.AgenticEvent_MessageEnd:
+						done = p.MessageEnd.GetRole() != pb.MessageRole_MESSAGE_ROLE_USER
 					}
-				case *pb.AgenticEvent_MessageEnd:
-					done = p.MessageEnd.GetRole() != pb.MessageRole_MESSAGE_ROLE_USER
 				}
 			}
 			b.StopTimer()

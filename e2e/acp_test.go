@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -80,26 +81,32 @@ func follow(t *testing.T, s *testServer, sessionID string, after uint64, done fu
 	resumes := 0
 	last := after
 	for {
-		stream, err := s.Client.Subscribe(ctx, &agenticv1.SubscribeRequest{SessionIds: []string{sessionID}, AfterSequence: last})
+		stream, err := s.Client.Subscribe(ctx, subscribeAfter(last, sessionID))
 		if err != nil {
 			t.Fatalf("Subscribe: %v", err)
 		}
 		for {
-			ev, err := stream.Recv()
-			if status.Code(err) == codes.ResourceExhausted {
+			frame, err := stream.Recv()
+			if status.Code(err) == codes.ResourceExhausted && reasonOf(err) == "SUBSCRIBER_TOO_SLOW" {
 				resumes++
 				break
 			}
 			if err != nil {
 				t.Fatalf("event stream after %d events: %v", len(events), err)
 			}
-			if ev.GetSequence() <= last && last != 0 {
-				t.Fatalf("event %d after %d: repeated or out of order", ev.GetSequence(), last)
+			for _, ev := range frame.GetEvents().GetEvents() {
+				if ev.GetSequence() <= last && last != 0 {
+					t.Fatalf("event %d after %d: repeated or out of order", ev.GetSequence(), last)
+				}
+				last = ev.GetSequence()
+				events = append(events, ev)
+				if done(ev) {
+					return events, resumes
+				}
 			}
-			last = ev.GetSequence()
-			events = append(events, ev)
-			if done(ev) {
-				return events, resumes
+			// A bookmark is a resume point too: the filtered events before it are seen.
+			if b := frame.GetBookmark(); b != nil && b.GetSequence() > last {
+				last = b.GetSequence()
 			}
 		}
 	}
@@ -159,7 +166,7 @@ func summarize(evs []*agenticv1.AgenticEvent) []string {
 		case ev.GetSessionUpdated() != nil:
 			line = "SESSION_UPDATED " + strings.Join(ev.GetSessionUpdated().GetUpdateMask().GetPaths(), ",")
 		case ev.GetError() != nil:
-			line = "ERROR " + ev.GetError().GetCode()
+			line = "ERROR " + strings.TrimPrefix(ev.GetError().GetReason().String(), "ERROR_REASON_")
 		default:
 			line = strings.TrimPrefix(ev.GetType().String(), "AGENTIC_EVENT_TYPE_")
 		}
@@ -199,35 +206,46 @@ func TestACPTurnOverGRPC(t *testing.T) {
 	if st := agentStatus(t, s, id).GetStatus(); st != agenticv1.AgentStatus_AGENT_STATUS_NOT_STARTED {
 		t.Fatalf("agent status before use %v", st)
 	}
-	created, err := s.Client.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: id, Config: &agenticv1.SessionConfig{Workspace: ws}})
+	createReq := &agenticv1.CreateSessionRequest{AgentId: id, Config: &agenticv1.SessionConfig{Workspace: ws}, RequestId: uuid.NewString()}
+	created, err := s.Client.CreateSession(ctx, createReq)
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
 	sid := created.GetSession().GetSessionId()
-	if a := agentStatus(t, s, id); a.GetStatus() != agenticv1.AgentStatus_AGENT_STATUS_READY || a.GetImplementation() == "" {
+	// A retry of the same request gets the first answer, not a second session.
+	if again, err := s.Client.CreateSession(ctx, createReq); err != nil || again.GetSession().GetSessionId() != sid {
+		t.Fatalf("CreateSession repeated with request_id %s: %v, session %q; want the first answer %q", createReq.GetRequestId(), err, again.GetSession().GetSessionId(), sid)
+	}
+	if a := agentStatus(t, s, id); a.GetStatus() != agenticv1.AgentStatus_AGENT_STATUS_READY || a.GetImplementation().GetName() == "" {
 		t.Fatalf("agent after CreateSession %v", a)
 	}
 	after := lastSequence(t, s, sid)
-	sent, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "write notes"}})
-	if err != nil {
-		t.Fatalf("SendMessage: %v", err)
+	// The reply's id is the client's: known before any event of the turn.
+	const messageID = "e2e-turn-1"
+	sent, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("write notes"),
+		RequestId: uuid.NewString(), MessageId: messageID})
+	if err != nil || sent.GetMessageId() != messageID {
+		t.Fatalf("SendMessage: %v, message id %q; want %q", err, sent.GetMessageId(), messageID)
 	}
-	if _, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "again"}}); status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("second SendMessage during the turn: %v, want FAILED_PRECONDITION", err)
+	_, err = s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("again")})
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "SESSION_BUSY" {
+		t.Fatalf("second SendMessage during the turn: %v (reason %q), want FAILED_PRECONDITION SESSION_BUSY", err, reasonOf(err))
 	}
+	var permissionID string
 	events, _ := follow(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
 		if r := ev.GetToolPermissionRequired(); r != nil {
-			_, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, RequestId: r.GetRequest().GetRequestId(),
+			permissionID = r.GetRequest().GetPermissionId()
+			resp, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: permissionID,
 				Answer: &agenticv1.RespondPermissionRequest_OptionKind{OptionKind: agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE}})
-			if err != nil {
-				t.Errorf("RespondPermission: %v", err)
+			if err != nil || !resp.GetDecision().GetGranted() || resp.GetDecision().GetOptionId() != "allow" {
+				t.Errorf("RespondPermission: %v, decision %v; want allow granted", err, resp.GetDecision())
 			}
 		}
 		return ev.GetStatusChanged() != nil && ev.GetStatusChanged().GetStatus() == agenticv1.SessionStatus_SESSION_STATUS_IDLE
 	})
 	got := summarize(events)
 	want := []string{
-		`DELTA USER "write notes"`, `END USER UNSPECIFIED`, `SESSION_UPDATED title,updated_at`, `STATUS GENERATING`,
+		`DELTA USER "write notes"`, `END USER UNSPECIFIED`, `SESSION_UPDATED title,update_time`, `STATUS GENERATING`,
 		`DELTA ASSISTANT "Hello"`, `DELTA ASSISTANT " there"`,
 		`TOOL_START w1 EDIT PENDING`,
 		`PERMISSION_REQUIRED w1 [` + filepath.Join(ws, "notes.txt") + `]`, `STATUS PAUSED`,
@@ -245,20 +263,59 @@ func TestACPTurnOverGRPC(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws, "notes.txt")); string(b) != "hi" {
 		t.Fatalf("notes.txt = %q", b)
 	}
+	// After the decision: the same answer again is the decision; another is refused with it.
+	if resp, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: permissionID,
+		Answer: &agenticv1.RespondPermissionRequest_OptionId{OptionId: "allow"}}); err != nil || resp.GetDecision().GetOptionId() != "allow" {
+		t.Errorf("the same answer again: %v, decision %v; want OK with the decision", err, resp.GetDecision())
+	}
+	_, err = s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: permissionID,
+		Answer: &agenticv1.RespondPermissionRequest_OptionKind{OptionKind: agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE}})
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "PERMISSION_ALREADY_DECIDED" {
+		t.Errorf("another answer after the decision: %v (reason %q), want FAILED_PRECONDITION PERMISSION_ALREADY_DECIDED", err, reasonOf(err))
+	}
+	// The turn is over: naming it in a cancel says so; the id stays taken.
+	_, err = s.Client.CancelMessage(ctx, &agenticv1.CancelMessageRequest{SessionId: sid, MessageId: messageID})
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "MESSAGE_NOT_RUNNING" {
+		t.Errorf("CancelMessage of the ended turn: %v (reason %q), want FAILED_PRECONDITION MESSAGE_NOT_RUNNING", err, reasonOf(err))
+	}
+	_, err = s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("again"), MessageId: messageID})
+	if status.Code(err) != codes.AlreadyExists || reasonOf(err) != "MESSAGE_ID_IN_USE" {
+		t.Errorf("SendMessage reusing message id %s: %v (reason %q), want ALREADY_EXISTS MESSAGE_ID_IN_USE", messageID, err, reasonOf(err))
+	}
 
 	s.Restart(t)
 	list, err := s.Client.ListSessions(ctx, &agenticv1.ListSessionsRequest{AgentId: id})
 	if err != nil || len(list.GetSessions()) != 1 || list.GetSessions()[0].GetSessionId() != sid {
 		t.Fatalf("ListSessions after a restart: %v %v", err, list)
 	}
-	msgs, err := s.Client.GetMessages(ctx, &agenticv1.GetMessagesRequest{SessionId: sid})
-	if err != nil || len(msgs.GetMessages()) != 2 {
-		t.Fatalf("GetMessages after a restart: %v %v", err, msgs)
+	// One message a page, newest first: the reply, then the user's message, then the end.
+	var pages [][]*agenticv1.SessionMessage
+	for token := ""; ; {
+		msgs, err := s.Client.ListMessages(ctx, &agenticv1.ListMessagesRequest{SessionId: sid, PageSize: 1, PageToken: token,
+			Order: agenticv1.MessageOrder_MESSAGE_ORDER_NEWEST_FIRST})
+		if err != nil || len(pages) > 2 {
+			t.Fatalf("ListMessages after a restart, page %d: %v %v", len(pages)+1, err, msgs)
+		}
+		pages = append(pages, msgs.GetMessages())
+		if token = msgs.GetNextPageToken(); token == "" {
+			break
+		}
 	}
-	reply := msgs.GetMessages()[1]
-	if reply.GetMessageId() != sent.GetMessageId() || reply.GetStatus() != agenticv1.MessageStatus_MESSAGE_STATUS_COMPLETE ||
+	if len(pages) != 2 || len(pages[0]) != 1 || len(pages[1]) != 1 || pages[1][0].GetRole() != agenticv1.MessageRole_MESSAGE_ROLE_USER {
+		t.Fatalf("ListMessages pages of one, newest first: %v", pages)
+	}
+	reply := pages[0][0]
+	if reply.GetMessageId() != messageID || reply.GetStatus() != agenticv1.MessageStatus_MESSAGE_STATUS_COMPLETE ||
 		reply.GetBlocks()[0].GetText().GetText() != "Hello there" || reply.GetBlocks()[1].GetTool().GetStatus() != agenticv1.ToolStatus_TOOL_STATUS_COMPLETED {
 		t.Fatalf("stored reply %v", reply)
+	}
+	got1, err := s.Client.GetMessage(ctx, &agenticv1.GetMessageRequest{SessionId: sid, MessageId: messageID})
+	if err != nil || got1.GetMessage().GetBlocks()[0].GetText().GetText() != "Hello there" {
+		t.Fatalf("GetMessage %s: %v %v", messageID, err, got1)
+	}
+	_, err = s.Client.GetMessage(ctx, &agenticv1.GetMessageRequest{SessionId: sid, MessageId: "no-such-message"})
+	if status.Code(err) != codes.NotFound || reasonOf(err) != "MESSAGE_NOT_FOUND" {
+		t.Errorf("GetMessage of an unknown id: %v (reason %q), want NOT_FOUND MESSAGE_NOT_FOUND", err, reasonOf(err))
 	}
 }
 
@@ -289,14 +346,14 @@ func TestACPFloodsReachSubscribersWhole(t *testing.T) {
 		permission  bool
 	}{{"100000x64", 100_000, 64, false}, {"20000x1024", 20_000, 1024, false}, {"100000x64 with a permission", 100_000, 64, true}, {"second turn", 1, len("00000000|after the floods"), false}} {
 		after := lastSequence(t, s, sid)
-		sent, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "flood"}})
+		sent, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("flood")})
 		if err != nil {
 			t.Fatalf("%s: SendMessage: %v", f.name, err)
 		}
 		next, granted := 0, false
 		events, resumes := follow(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
 			if r := ev.GetToolPermissionRequired(); r != nil {
-				if _, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, RequestId: r.GetRequest().GetRequestId(),
+				if _, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: r.GetRequest().GetPermissionId(),
 					Answer: &agenticv1.RespondPermissionRequest_OptionId{OptionId: "allow"}}); err != nil {
 					t.Errorf("RespondPermission: %v", err)
 				}
@@ -336,6 +393,9 @@ func TestACPFloodsReachSubscribersWhole(t *testing.T) {
 	n := 0
 	events, resumes := follow(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
 		if d := ev.GetMessageDelta(); d != nil {
+			if !ev.GetReplay() {
+				t.Fatalf("replayed message %d is not marked replay: %v", n, ev)
+			}
 			prefix := "u"
 			if n%2 == 1 {
 				prefix = "a"
@@ -370,20 +430,20 @@ func TestACPAgentCrashOverGRPC(t *testing.T) {
 	}
 	sid := created.GetSession().GetSessionId()
 	after := lastSequence(t, s, sid)
-	if _, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "crash"}}); err != nil {
+	if _, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("crash")}); err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
 	events, _ := follow(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
 		return ev.GetStatusChanged() != nil && ev.GetStatusChanged().GetStatus() == agenticv1.SessionStatus_SESSION_STATUS_ERROR
 	})
 	got := summarize(events)
-	if tail := got[len(got)-4:]; !reflect.DeepEqual(tail, []string{`DELTA ASSISTANT "going down"`, `ERROR agent_crashed`, `END ASSISTANT ERROR`, `STATUS ERROR`}) {
+	if tail := got[len(got)-4:]; !reflect.DeepEqual(tail, []string{`DELTA ASSISTANT "going down"`, `ERROR AGENT_CRASHED`, `END ASSISTANT ERROR`, `STATUS ERROR`}) {
 		t.Fatalf("crash events %q", got)
 	}
 	if a := agentStatus(t, s, id); a.GetStatus() != agenticv1.AgentStatus_AGENT_STATUS_CRASHED || !strings.Contains(a.GetStatusReason(), "exited with status 7") {
 		t.Fatalf("agent after the crash %v", a)
 	}
-	_, err = s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "x"}})
+	_, err = s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("x")})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("SendMessage to the failed session: %v, want FAILED_PRECONDITION", err)
 	}
@@ -401,8 +461,8 @@ func TestACPAgentThatNeedsAuthOverGRPC(t *testing.T) {
 	s := startServer(t, daemon.Config{WorkspaceRoots: []string{root}, Agents: []daemon.AgentConfig{scriptedAgent(t, id,
 		`{"agent": {"requireAuth": true, "authMethods": [{"id": "login", "name": "Log in", "description": "run the agent's login"}]}}`)}})
 	_, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{AgentId: id, Config: &agenticv1.SessionConfig{Workspace: ws}})
-	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "login") {
-		t.Fatalf("CreateSession: %v, want UNAUTHENTICATED naming the method", err)
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "AGENT_AUTH_REQUIRED" || !strings.Contains(status.Convert(err).Message(), "login") {
+		t.Fatalf("CreateSession: %v (reason %q), want FAILED_PRECONDITION AGENT_AUTH_REQUIRED naming the method", err, reasonOf(err))
 	}
 	if a := agentStatus(t, s, id); a.GetStatus() != agenticv1.AgentStatus_AGENT_STATUS_NEEDS_AUTH || len(a.GetAuthMethods()) != 1 {
 		t.Fatalf("agent %v", a)
@@ -511,7 +571,7 @@ func TestNPMExampleAgentOverGRPC(t *testing.T) {
 		applied  = assistantDelta(" Perfect! I've successfully updated the configuration. The changes have been applied.")
 		declined = assistantDelta(" I understand you prefer not to make that change. I'll skip the configuration update.")
 	)
-	start := []string{`DELTA USER "change the config"`, `END USER UNSPECIFIED`, `SESSION_UPDATED title,updated_at`, `STATUS GENERATING`,
+	start := []string{`DELTA USER "change the config"`, `END USER UNSPECIFIED`, `SESSION_UPDATED title,update_time`, `STATUS GENERATING`,
 		intro, `TOOL_START call_1 READ PENDING`, `TOOL_END call_1 READ COMPLETED`, between,
 		`TOOL_START call_2 EDIT PENDING`, `TOOL_RUNNING call_2 EDIT PENDING`}
 	for _, tc := range []struct {
@@ -545,13 +605,13 @@ func TestNPMExampleAgentOverGRPC(t *testing.T) {
 			}
 			sid := created.GetSession().GetSessionId()
 			after := lastSequence(t, s, sid)
-			if _, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "change the config"}}); err != nil {
+			if _, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("change the config")}); err != nil {
 				t.Fatalf("SendMessage: %v", err)
 			}
 			var reason string
 			events, _ := follow(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
 				if r := ev.GetToolPermissionRequired(); r != nil {
-					if _, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, RequestId: r.GetRequest().GetRequestId(),
+					if _, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: r.GetRequest().GetPermissionId(),
 						Answer: &agenticv1.RespondPermissionRequest_OptionId{OptionId: tc.answer}}); err != nil {
 						t.Errorf("RespondPermission: %v", err)
 					}

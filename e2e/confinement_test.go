@@ -46,15 +46,22 @@ func newAttackSite(t *testing.T) (attackSite, daemon.Config) {
 	if err := os.WriteFile(site.config, []byte("token: e2e-s3cret-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// agenticd's own variables and another agent's API key are in agenticd's environment;
+	// every check below fails on output holding "e2e-s3cret".
+	t.Setenv("AGENTICD_TOKEN", "e2e-s3cret-env-token")
+	t.Setenv("E2E_OTHER_AGENT_KEY", "e2e-s3cret-other-agents-key")
+	other := daemon.AgentConfig{ID: "deepchat.other.chat", Type: presenters.AgentTypeDeepChat, Provider: "fake",
+		BaseURL: "http://127.0.0.1:1/v1", APIKeyEnv: "E2E_OTHER_AGENT_KEY", Models: []string{"other-model"}}
 	// Confinement is on by default (auto, and complete on this kernel): the test does not
 	// ask for it, as a user does not.
-	return site, daemon.Config{DataDir: site.dataDir, File: site.config, Token: "e2e-s3cret-token"}
+	return site, daemon.Config{DataDir: site.dataDir, File: site.config, Token: "e2e-s3cret-token", Agents: []daemon.AgentConfig{other}}
 }
 
 // script is one shell line making every attack, then one legitimate write, then leaving a
 // background process (setsid) behind.
 func (a attackSite) script() string {
 	return strings.Join([]string{
+		"tr '\\0' '\\n' </proc/self/environ; echo read_env=$?",
 		"cat " + a.config + "; echo read_config=$?",
 		"ls " + a.dataDir + "; echo list_data=$?",
 		"cat " + filepath.Join(a.dataDir, daemon.DatabaseFile) + " >/dev/null; echo read_db=$?",
@@ -70,7 +77,10 @@ func (a attackSite) script() string {
 func (a attackSite) check(t *testing.T, who, output, ws string) {
 	t.Helper()
 	if strings.Contains(output, "e2e-s3cret") {
-		t.Errorf("%s read the config file's token: %q", who, output)
+		t.Errorf("%s read the config file's token, an AGENTICD_* variable or another agent's API key: %q", who, output)
+	}
+	if !strings.Contains(output, "read_env=0") || !strings.Contains(output, "PATH=") {
+		t.Errorf("%s could not list its own environment; the check above proves nothing: %q", who, output)
 	}
 	for _, attack := range []string{"read_config", "list_data", "read_db", "write_data", "write_outside"} {
 		m := regexp.MustCompile(attack + `=(\d+)`).FindStringSubmatch(output)
@@ -123,8 +133,8 @@ func (a attackSite) waitNoOrphans(t *testing.T, when string) {
 }
 
 // A DeepChat run_command, allowed by the user, cannot reach agenticd's config or data,
-// nor write outside its workspace; it still writes inside; and what it leaves running in
-// the background ends with it.
+// nor its secrets in its environment, nor write outside its workspace; it still writes
+// inside; and what it leaves running in the background ends with it.
 func TestDeepChatCommandIsConfined(t *testing.T) {
 	site, cfg := newAttackSite(t)
 	llm := newDCLLM(t)
@@ -134,8 +144,8 @@ func TestDeepChatCommandIsConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.WorkspaceRoots = []string{root}
-	cfg.Agents = []daemon.AgentConfig{{ID: dcAgent, Type: presenters.AgentTypeDeepChat, Provider: "fake",
-		BaseURL: llm.srv.URL + "/v1", Models: []string{"fake-model"}}}
+	cfg.Agents = append(cfg.Agents, daemon.AgentConfig{ID: dcAgent, Type: presenters.AgentTypeDeepChat, Provider: "fake",
+		BaseURL: llm.srv.URL + "/v1", Models: []string{"fake-model"}})
 	s := startServer(t, cfg)
 	sid := dcSession(t, s, ws, "strict")
 	events := dcSubscribe(t, s, sid)
@@ -147,7 +157,7 @@ func TestDeepChatCommandIsConfined(t *testing.T) {
 		ev := events.Next(t)
 		if p := ev.GetToolPermissionRequired(); p != nil {
 			// The user allows everything.
-			dcRespond(t, s, sid, p.GetRequest().GetRequestId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE)
+			dcRespond(t, s, sid, p.GetRequest().GetPermissionId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE)
 		}
 		if e := ev.GetToolEnd(); e != nil {
 			toolEnd = e.GetTool()
@@ -168,14 +178,15 @@ func TestDeepChatCommandIsConfined(t *testing.T) {
 }
 
 // An ACP agent that runs commands inside its own process (as claude-agent-acp's Bash
-// does, never asking the client) is held by the same boundary; what it leaves running
+// does, never asking the client) is held by the same boundary, and its environment holds
+// no AGENTICD_* variable nor another agent's API key; what it leaves running
 // ends when its process is stopped: at shutdown (SIGTERM's path) and after its idle time.
 func TestACPAgentProcessIsConfined(t *testing.T) {
 	site, cfg := newAttackSite(t)
 	root, ws := workspaceUnder(t)
 	cfg.WorkspaceRoots = []string{root}
 	script, _ := json.Marshal(map[string]any{"turns": [][]map[string]any{{{"shell": site.script()}}}})
-	cfg.Agents = []daemon.AgentConfig{scriptedAgent(t, "acp.test.attacker", string(script))}
+	cfg.Agents = append(cfg.Agents, scriptedAgent(t, "acp.test.attacker", string(script)))
 	s := startServer(t, cfg)
 	created, err := s.Client.CreateSession(context.Background(), &agenticv1.CreateSessionRequest{
 		AgentId: "acp.test.attacker", Config: &agenticv1.SessionConfig{Workspace: ws}})
@@ -183,8 +194,8 @@ func TestACPAgentProcessIsConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	sid := created.GetSession().GetSessionId()
-	events := s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{sid}, AfterSequence: created.GetSession().GetLastSequence()})
-	sent, err := s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "go"}})
+	events := s.Subscribe(t, subscribeAfter(created.GetSession().GetLastSequence(), sid))
+	sent, err := s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("go")})
 	if err != nil {
 		t.Fatal(err)
 	}

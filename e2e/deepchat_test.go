@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -159,13 +160,15 @@ func dcSession(t *testing.T, s *testServer, ws, mode string) string {
 // once the server has registered the subscription, so nothing that follows is missed).
 func dcSubscribe(t *testing.T, s *testServer, sessionID string) *eventStream {
 	t.Helper()
-	return s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{sessionID}})
+	events := s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{sessionID}})
+	events.CaughtUp(t)
+	return events
 }
 
 func dcSend(t *testing.T, s *testServer, sessionID, text string) *agenticv1.SendMessageResponse {
 	t.Helper()
 	resp, err := s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{
-		SessionId: sessionID, Content: &agenticv1.MessageContent{Text: text}})
+		SessionId: sessionID, Content: textContent(text), RequestId: uuid.NewString()})
 	if err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
@@ -194,19 +197,26 @@ func dcCount(evs []*agenticv1.AgenticEvent, typ agenticv1.AgenticEventType) int 
 	return n
 }
 
-func dcMessages(t *testing.T, s *testServer, sessionID string) []*agenticv1.Message {
+// dcMessages is a session's whole stored history, oldest first, read page by page.
+func dcMessages(t *testing.T, s *testServer, sessionID string) []*agenticv1.SessionMessage {
 	t.Helper()
-	resp, err := s.Client.GetMessages(context.Background(), &agenticv1.GetMessagesRequest{SessionId: sessionID})
-	if err != nil {
-		t.Fatalf("GetMessages: %v", err)
+	var msgs []*agenticv1.SessionMessage
+	for token := ""; ; {
+		resp, err := s.Client.ListMessages(context.Background(), &agenticv1.ListMessagesRequest{SessionId: sessionID, PageToken: token})
+		if err != nil {
+			t.Fatalf("ListMessages: %v", err)
+		}
+		msgs = append(msgs, resp.GetMessages()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			return msgs
+		}
 	}
-	return resp.GetMessages()
 }
 
-func dcRespond(t *testing.T, s *testServer, sessionID, requestID string, kind agenticv1.PermissionOptionKind) {
+func dcRespond(t *testing.T, s *testServer, sessionID, permissionID string, kind agenticv1.PermissionOptionKind) {
 	t.Helper()
-	_, err := s.Client.RespondPermission(context.Background(), &agenticv1.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID,
-		Answer: &agenticv1.RespondPermissionRequest_OptionKind{OptionKind: kind}})
+	_, err := s.Client.RespondPermission(context.Background(), &agenticv1.RespondPermissionRequest{SessionId: sessionID, PermissionId: permissionID,
+		Answer: &agenticv1.RespondPermissionRequest_OptionKind{OptionKind: kind}, RequestId: uuid.NewString()})
 	if err != nil {
 		t.Fatalf("RespondPermission(%v): %v", kind, err)
 	}
@@ -238,7 +248,7 @@ func TestDeepChatWriteAskedUnderBalancedNotUnderPermissive(t *testing.T) {
 				if err != nil || info.GetSession().GetStatus() != agenticv1.SessionStatus_SESSION_STATUS_PAUSED || len(info.GetSession().GetPendingPermissions()) != 1 {
 					t.Fatalf("session while waiting = %v, %v", info.GetSession(), err)
 				}
-				dcRespond(t, s, sid, req.GetRequestId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE)
+				dcRespond(t, s, sid, req.GetPermissionId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE)
 				got = append(got, events.Until(t, dcIsEnd(sent.GetMessageId()))...)
 			} else if mode == "balanced" {
 				t.Fatal("a write was not asked for under balanced")
@@ -290,7 +300,7 @@ func TestDeepChatDeniedCommandAndTheModelContinues(t *testing.T) {
 	if info.GetRiskLevel() != agenticv1.RiskLevel_RISK_LEVEL_HIGH || info.GetBaseCommand() != "rm" || info.GetSignature() != "rm -rf" || info.GetReason() == "" {
 		t.Fatalf("command info = %v", info)
 	}
-	_, err := s.Client.RespondPermission(context.Background(), &agenticv1.RespondPermissionRequest{SessionId: sid, RequestId: req.GetRequestId(),
+	_, err := s.Client.RespondPermission(context.Background(), &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: req.GetPermissionId(),
 		Answer: &agenticv1.RespondPermissionRequest_OptionId{OptionId: "reject_once"}})
 	if err != nil {
 		t.Fatal(err)
@@ -318,11 +328,17 @@ func TestDeepChatDeniedCommandAndTheModelContinues(t *testing.T) {
 	if got[len(got)-1].GetMessageEnd().GetStopReason() != agenticv1.StopReason_STOP_REASON_END_TURN || llm.requestCount() != 2 {
 		t.Fatalf("end %v after %d provider requests", got[len(got)-1], llm.requestCount())
 	}
-	// Answering again: the request is no longer pending.
-	_, err = s.Client.RespondPermission(context.Background(), &agenticv1.RespondPermissionRequest{SessionId: sid, RequestId: req.GetRequestId(),
+	// Answering otherwise afterwards: the request was decided, and the error says how.
+	_, err = s.Client.RespondPermission(context.Background(), &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: req.GetPermissionId(),
 		Answer: &agenticv1.RespondPermissionRequest_OptionId{OptionId: "allow_once"}})
-	if status.Code(err) != codes.NotFound {
-		t.Fatalf("second answer: %v, want NOT_FOUND", err)
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "PERMISSION_ALREADY_DECIDED" {
+		t.Fatalf("another answer after the decision: %v (reason %q), want FAILED_PRECONDITION PERMISSION_ALREADY_DECIDED", err, reasonOf(err))
+	}
+	// An id that was never asked is not pending.
+	_, err = s.Client.RespondPermission(context.Background(), &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: "no-such-permission",
+		Answer: &agenticv1.RespondPermissionRequest_OptionId{OptionId: "allow_once"}})
+	if status.Code(err) != codes.NotFound || reasonOf(err) != "PERMISSION_NOT_PENDING" {
+		t.Fatalf("an answer to an unknown request: %v (reason %q), want NOT_FOUND PERMISSION_NOT_PENDING", err, reasonOf(err))
 	}
 }
 
@@ -333,8 +349,9 @@ func TestDeepChatCancelMidStream(t *testing.T) {
 	llm.script(dcReply{events: []string{dcDelta(map[string]any{"content": "Once upon "}, nil), dcDelta(map[string]any{"content": "a time"}, nil)}, hold: true})
 	sent := dcSend(t, s, sid, "tell a story")
 	events.Until(t, func(ev *agenticv1.AgenticEvent) bool { return ev.GetMessageDelta().GetText() == "a time" })
-	if _, err := s.Client.CancelMessage(context.Background(), &agenticv1.CancelMessageRequest{SessionId: sid, MessageId: sent.GetMessageId()}); err != nil {
-		t.Fatal(err)
+	if resp, err := s.Client.CancelMessage(context.Background(), &agenticv1.CancelMessageRequest{SessionId: sid, MessageId: sent.GetMessageId(),
+		RequestId: uuid.NewString()}); err != nil || resp.GetMessageId() != sent.GetMessageId() {
+		t.Fatalf("CancelMessage: %v, cancelled %q; want %q", err, resp.GetMessageId(), sent.GetMessageId())
 	}
 	got := events.Until(t, dcIsEnd(sent.GetMessageId()))
 	if got[len(got)-1].GetMessageEnd().GetStopReason() != agenticv1.StopReason_STOP_REASON_CANCELLED {
@@ -452,7 +469,7 @@ func TestDeepChatModeTable(t *testing.T) {
 					t.Fatalf("asked = %v, want %v", req != nil, asked[mode][i])
 				}
 				if req != nil {
-					dcRespond(t, s, sid, req.GetRequestId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE)
+					dcRespond(t, s, sid, req.GetPermissionId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE)
 					events.Until(t, dcIsEnd(sent.GetMessageId()))
 				}
 			})
@@ -539,7 +556,7 @@ func TestDeepChatRiskClassificationTable(t *testing.T) {
 		if req.GetRememberable() != wantRememberable {
 			t.Errorf("%q rememberable = %v", c.cmd, req.GetRememberable())
 		}
-		dcRespond(t, s, sid, req.GetRequestId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE)
+		dcRespond(t, s, sid, req.GetPermissionId(), agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE)
 	}
 	got := events.Until(t, dcIsEnd(sent.GetMessageId()))
 	if got[len(got)-1].GetMessageEnd().GetStopReason() != agenticv1.StopReason_STOP_REASON_END_TURN {
@@ -569,11 +586,11 @@ func TestDeepChatDefaultNeedsConfiguration(t *testing.T) {
 		t.Fatalf("CreateSession on an unconfigured agent: %v", err)
 	}
 	sid := created.GetSession().GetSessionId()
-	if _, err := s.Client.GetMessages(context.Background(), &agenticv1.GetMessagesRequest{SessionId: sid}); err != nil {
-		t.Fatalf("GetMessages: %v", err)
+	if _, err := s.Client.ListMessages(context.Background(), &agenticv1.ListMessagesRequest{SessionId: sid}); err != nil {
+		t.Fatalf("ListMessages: %v", err)
 	}
-	_, err = s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "hi"}})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "missing settings: provider, base_url, models.") {
-		t.Fatalf("SendMessage: %v, want FAILED_PRECONDITION listing the missing settings", err)
+	_, err = s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("hi")})
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) == "" || !strings.Contains(status.Convert(err).Message(), "missing settings: provider, base_url, models.") {
+		t.Fatalf("SendMessage: %v (reason %q), want FAILED_PRECONDITION with a reason, listing the missing settings", err, reasonOf(err))
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
@@ -139,36 +141,78 @@ func (s *testServer) Subscribe(t *testing.T, req *agenticv1.SubscribeRequest) *e
 		cancel()
 		t.Fatalf("Subscribe: waiting for the subscription: %v", err)
 	}
-	es := &eventStream{cancel: cancel, events: make(chan *agenticv1.AgenticEvent, 1024), done: make(chan struct{})}
+	es := &eventStream{cancel: cancel, events: make(chan *agenticv1.AgenticEvent, 1024), done: make(chan struct{}),
+		caughtUp: make(chan struct{})}
 	go es.read(stream)
 	t.Cleanup(es.Close)
 	return es
 }
 
-// eventStream reads a Subscribe stream in the background. Next and Until wait at most
-// eventWait for each event.
+// eventStream reads a Subscribe stream in the background as a flat sequence of events;
+// the frames stay readable (Frames, CaughtUp). Next and Until wait at most eventWait for
+// each event.
 type eventStream struct {
-	cancel context.CancelFunc
-	events chan *agenticv1.AgenticEvent
-	done   chan struct{}
-	err    error // the stream's final error, readable once done is closed
+	cancel   context.CancelFunc
+	events   chan *agenticv1.AgenticEvent
+	done     chan struct{}
+	err      error         // the stream's final error, readable once done is closed
+	caughtUp chan struct{} // closed at the caught_up frame
+
+	mu            sync.Mutex
+	frames        []*agenticv1.SubscribeResponse
+	caughtUpAfter uint64 // the caught_up frame's sequence
 }
 
 func (e *eventStream) read(stream agenticv1.AgenticService_SubscribeClient) {
 	defer close(e.done)
 	for {
-		ev, err := stream.Recv()
+		frame, err := stream.Recv()
 		if err != nil {
 			e.err = err
 			return
 		}
-		select {
-		case e.events <- ev:
-		case <-stream.Context().Done():
-			e.err = stream.Context().Err()
-			return
+		e.mu.Lock()
+		e.frames = append(e.frames, frame)
+		if c := frame.GetCaughtUp(); c != nil {
+			e.caughtUpAfter = c.GetSequence()
+			close(e.caughtUp)
+		}
+		e.mu.Unlock()
+		for _, ev := range frame.GetEvents().GetEvents() {
+			select {
+			case e.events <- ev:
+			case <-stream.Context().Done():
+				e.err = stream.Context().Err()
+				return
+			}
 		}
 	}
+}
+
+// Frames returns the frames read so far, in order.
+func (e *eventStream) Frames() []*agenticv1.SubscribeResponse {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*agenticv1.SubscribeResponse(nil), e.frames...)
+}
+
+// CaughtUp waits for the stream's caught_up frame and returns its sequence.
+func (e *eventStream) CaughtUp(t *testing.T) uint64 {
+	t.Helper()
+	select {
+	case <-e.caughtUp:
+	case <-e.done:
+		select {
+		case <-e.caughtUp:
+		default:
+			t.Fatalf("the stream ended without a caught_up frame: %v", e.err)
+		}
+	case <-time.After(eventWait):
+		t.Fatalf("no caught_up frame within %s", eventWait)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.caughtUpAfter
 }
 
 // Next returns the next event; it fails the test if the stream ends or nothing arrives.
@@ -236,6 +280,26 @@ func (e *eventStream) Close() {
 // IsType reports whether an event is of the given type (for Until).
 func IsType(typ agenticv1.AgenticEventType) func(*agenticv1.AgenticEvent) bool {
 	return func(ev *agenticv1.AgenticEvent) bool { return ev.GetType() == typ }
+}
+
+// subscribeAfter asks for the events after sequence (of these sessions; none: all).
+func subscribeAfter(sequence uint64, sessionIDs ...string) *agenticv1.SubscribeRequest {
+	return &agenticv1.SubscribeRequest{SessionIds: sessionIDs, Start: &agenticv1.SubscribeRequest_AfterSequence{AfterSequence: sequence}}
+}
+
+// textContent is a message of one text part.
+func textContent(text string) *agenticv1.MessageContent {
+	return &agenticv1.MessageContent{Parts: []*agenticv1.ContentPart{{Part: &agenticv1.ContentPart_Text{Text: text}}}}
+}
+
+// reasonOf is the reason of agenticd's ErrorInfo on err ("" when it carries none).
+func reasonOf(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agenticd" {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
 
 // bearerToken sends `authorization: Bearer <token>` on every RPC (also over plain TCP,

@@ -26,8 +26,9 @@ func TestOverlongValuesGetBoundedStatus(t *testing.T) {
 	ctx := context.Background()
 	longID := strings.Repeat("i", 9000)
 	_, err := s.Client.GetSession(ctx, &agenticv1.GetSessionRequest{SessionId: longID})
-	if st := status.Convert(err); st.Code() != codes.NotFound || len(st.Message()) > statusMessageLimit || !strings.Contains(st.Message(), "unknown session") {
-		t.Fatalf("GetSession with a 9000-character id: %v, %d bytes: %.300q", st.Code(), len(st.Message()), st.Message())
+	if st := status.Convert(err); st.Code() != codes.NotFound || len(st.Message()) > statusMessageLimit || !strings.Contains(st.Message(), "unknown session") ||
+		reasonOf(err) != "SESSION_NOT_FOUND" {
+		t.Fatalf("GetSession with a 9000-character id: %v %s, %d bytes: %.300q", st.Code(), reasonOf(err), len(st.Message()), st.Message())
 	}
 	workspace := filepath.Join(s.Cfg.WorkspaceRoots[0], strings.Repeat("w", 4000))
 	_, err = s.Client.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: "deepchat.default", Config: &agenticv1.SessionConfig{Workspace: workspace}})
@@ -102,8 +103,12 @@ func TestHistoryOutlivesRemovedAgent(t *testing.T) {
 		info.GetMessageCount() != 2 || info.GetCurrentModeId() != "balanced" {
 		t.Fatalf("session = %v", info)
 	}
-	_, err = s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{SessionId: sid, Content: &agenticv1.MessageContent{Text: "more"}})
-	if st := status.Convert(err); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), dcAgent) {
+	_, err = s.Client.SendMessage(context.Background(), &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("more")})
+	st := status.Convert(err)
+	if st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), dcAgent) {
 		t.Fatalf("SendMessage: %v %q, want FAILED_PRECONDITION naming %s", st.Code(), st.Message(), dcAgent)
+	}
+	if reason := reasonOf(err); reason != "AGENT_NOT_CONFIGURED" {
+		t.Fatalf("SendMessage: reason %q, want AGENT_NOT_CONFIGURED", reason)
 	}
 }

@@ -60,8 +60,8 @@ func TestCreateSessionRefusesWorkspaceOutsideRoots(t *testing.T) {
 		AgentId: "deepchat.default",
 		Config:  &agenticv1.SessionConfig{Workspace: outside},
 	})
-	if status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("CreateSession outside the roots: %v, want INVALID_ARGUMENT", err)
+	if status.Code(err) != codes.InvalidArgument || reasonOf(err) != "WORKSPACE_NOT_ALLOWED" {
+		t.Fatalf("CreateSession outside the roots: %v (reason %q), want INVALID_ARGUMENT WORKSPACE_NOT_ALLOWED", err, reasonOf(err))
 	}
 	if msg := status.Convert(err).Message(); !containsAll(msg, outside, s.Cfg.WorkspaceRoots[0]) {
 		t.Errorf("message %q should name the workspace and the allowed roots", msg)
@@ -74,8 +74,8 @@ func TestCreateSessionUnknownAgent(t *testing.T) {
 		AgentId: "acp.nobody.nothing",
 		Config:  &agenticv1.SessionConfig{Workspace: s.Cfg.WorkspaceRoots[0]},
 	})
-	if status.Code(err) != codes.NotFound {
-		t.Fatalf("CreateSession with an unknown agent: %v, want NOT_FOUND", err)
+	if status.Code(err) != codes.NotFound || reasonOf(err) != "AGENT_NOT_FOUND" {
+		t.Fatalf("CreateSession with an unknown agent: %v (reason %q), want NOT_FOUND AGENT_NOT_FOUND", err, reasonOf(err))
 	}
 }
 
@@ -117,8 +117,8 @@ func TestTokenRequiredExceptHealth(t *testing.T) {
 	}
 	defer func() { _ = bare.Close() }()
 	_, err = agenticv1.NewAgenticServiceClient(bare).ListAgents(context.Background(), &agenticv1.ListAgentsRequest{})
-	if status.Code(err) != codes.Unauthenticated {
-		t.Errorf("ListAgents without a token: %v, want UNAUTHENTICATED", err)
+	if status.Code(err) != codes.Unauthenticated || reasonOf(err) != "TOKEN_INVALID" {
+		t.Errorf("ListAgents without a token: %v (reason %q), want UNAUTHENTICATED TOKEN_INVALID", err, reasonOf(err))
 	}
 	if _, err := healthpb.NewHealthClient(bare).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("health without a token: %v, want it to answer", err)
@@ -146,24 +146,25 @@ func TestRestartSubscribeResume(t *testing.T) {
 	s := startServer(t, daemon.Config{})
 	events := s.Subscribe(t, &agenticv1.SubscribeRequest{})
 	s.Stop()
-	if err := events.Err(t); status.Code(err) != codes.Unavailable {
-		t.Fatalf("stream at shutdown ended with %v, want UNAVAILABLE", err)
+	if err := events.Err(t); status.Code(err) != codes.Unavailable || reasonOf(err) != "SHUTTING_DOWN" {
+		t.Fatalf("stream at shutdown ended with %v (reason %q), want UNAVAILABLE SHUTTING_DOWN", err, reasonOf(err))
 	}
+	events.CaughtUp(t) // also a live-only stream says where live starts
 	s.Restart(t)
 
-	stream, err := s.Client.Subscribe(context.Background(), &agenticv1.SubscribeRequest{AfterSequence: 1})
+	stream, err := s.Client.Subscribe(context.Background(), subscribeAfter(1))
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	if status.Code(err) != codes.OutOfRange {
-		t.Fatalf("resume at a pre-restart point: %v, want OUT_OF_RANGE", err)
+	if status.Code(err) != codes.OutOfRange || reasonOf(err) != "RESUME_POINT_EXPIRED" {
+		t.Fatalf("resume at a pre-restart point: %v (reason %q), want OUT_OF_RANGE RESUME_POINT_EXPIRED", err, reasonOf(err))
 	}
-	stream, err = s.Client.Subscribe(context.Background(), &agenticv1.SubscribeRequest{AfterSequence: 1 << 40})
+	stream, err = s.Client.Subscribe(context.Background(), subscribeAfter(1<<40))
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	if status.Code(err) != codes.OutOfRange {
-		t.Fatalf("resume at a future point: %v, want OUT_OF_RANGE", err)
+	if status.Code(err) != codes.OutOfRange || reasonOf(err) != "RESUME_POINT_UNKNOWN" {
+		t.Fatalf("resume at a future point: %v (reason %q), want OUT_OF_RANGE RESUME_POINT_UNKNOWN", err, reasonOf(err))
 	}
 
 	// A point of the new process, before any event of it, is accepted; the stream then
@@ -176,7 +177,10 @@ func TestRestartSubscribeResume(t *testing.T) {
 		t.Fatalf("CreateSession: %v", err)
 	}
 	point := created.GetSession().GetLastSequence()
-	events = s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{created.GetSession().GetSessionId()}, AfterSequence: point})
+	events = s.Subscribe(t, subscribeAfter(point, created.GetSession().GetSessionId()))
+	if caughtUp := events.CaughtUp(t); caughtUp < point {
+		t.Errorf("resumed after %d, caught up at %d: before the resume point", point, caughtUp)
+	}
 	if _, err := s.Client.CloseSession(context.Background(), &agenticv1.CloseSessionRequest{SessionId: created.GetSession().GetSessionId()}); err != nil {
 		t.Fatalf("CloseSession: %v", err)
 	}

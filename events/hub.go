@@ -67,6 +67,8 @@ type Options[T any] struct {
 	// most once per event, when a subscriber first takes the event; it must always return
 	// something to send.
 	Encode func(presenters.Event) T
+	// Size, when set, gives an encoded form's size, which NextBatch's maxBytes bounds.
+	Size func(T) int
 	// Observer, when set, is told of every event under the hub's lock.
 	Observer Observer
 	Logger   *slog.Logger
@@ -82,8 +84,14 @@ type Hub[T any] struct {
 	block     uint64
 	store     SequenceStore
 	encode    func(presenters.Event) T
+	size      func(T) int
 	observer  Observer
-	logger    *slog.Logger
+	// A filtered subscriber gets a bookmark after this many skipped events, or this many
+	// of their held bytes: a fraction of the ring, so its resume point is renewed long
+	// before the events it covers leave.
+	bookmarkEvery int
+	bookmarkBytes int64
+	logger        *slog.Logger
 
 	reserving sync.WaitGroup // the floor write in flight, if any
 
@@ -102,11 +110,13 @@ type Hub[T any] struct {
 // held is one published event, shared by the ring and every subscriber queue. Its
 // encoded form is built once, by the first subscriber that takes it; from then on it is
 // all of the event that is kept (payload is dropped), so the ring holds each event's text
-// once. The filters and the ring need only the ids and the sequence.
+// once. The filters and the ring need only the ids, the type and the sequence.
 type held[T any] struct {
 	sequence  uint64
 	sessionID string
 	agentID   string
+	typ       presenters.EventType
+	replay    bool
 	size      int64 // heldSize, counted in Hub.heldBytes while held
 
 	encodeOnce sync.Once
@@ -143,9 +153,13 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 		block:     opts.SequenceBlock,
 		store:     opts.Store,
 		encode:    opts.Encode,
+		size:      opts.Size,
 		observer:  opts.Observer,
-		logger:    opts.Logger,
-		ring:      make([]*held[T], opts.Capacity),
+
+		bookmarkEvery: max(opts.Capacity/8, 1),
+		bookmarkBytes: opts.MaxBytes / 8,
+		logger:        opts.Logger,
+		ring:          make([]*held[T], opts.Capacity),
 	}
 	if h.store == nil {
 		h.next, h.oldest = 1, 1
@@ -163,8 +177,9 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 }
 
 // Publish numbers and timestamps the event, holds it, tells the Observer and queues it
-// for every matching subscriber. It never waits for a subscriber: one whose queue is full
-// is ended (*OverflowError with its resume point). The payload must not be modified after
+// for every matching subscriber (and, now and then, as a bookmark for one it does not
+// match: see Subscription). It never waits for a subscriber: one whose queue is full is
+// ended (*OverflowError with its resume point). The payload must not be modified after
 // Publish: subscribers read it concurrently.
 func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	h.mu.Lock()
@@ -174,7 +189,7 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	h.reserveLocked(seq)
 	ev.Sequence = seq
 	ev.Time = time.Now()
-	he := &held[T]{sequence: seq, sessionID: ev.SessionID, agentID: ev.AgentID, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
+	he := &held[T]{sequence: seq, sessionID: ev.SessionID, agentID: ev.AgentID, typ: eventType(ev.Payload), replay: ev.Replay, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
 	if seq-h.oldest == uint64(len(h.ring)) {
 		h.evictOldestLocked() // its slot is the one seq takes
 	}
@@ -189,10 +204,22 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	for i := 0; i < len(h.subs); i++ {
 		sub := h.subs[i]
 		if !sub.matches(he) {
+			sub.skipped++
+			sub.skippedBytes += he.size
+			if sub.skipped < h.bookmarkEvery && sub.skippedBytes < h.bookmarkBytes {
+				continue
+			}
+			// A bookmark (see Subscription); with the queue full, a later event tries again.
+			select {
+			case sub.ch <- he:
+				sub.skipped, sub.skippedBytes = 0, 0
+			default:
+			}
 			continue
 		}
 		select {
 		case sub.ch <- he:
+			sub.skipped, sub.skippedBytes = 0, 0
 		default:
 			sub.overflowed = true
 			close(sub.ch)
@@ -278,6 +305,18 @@ func (h *Hub[T]) LastSequence() uint64 {
 	return h.next - 1
 }
 
+// HeldRange is the oldest sequence held and the newest issued: a subscription can resume
+// after any point from oldest-1 to newest. Oldest is newest+1 when none is held, and both
+// are 0 before the first sequence was ever issued.
+func (h *Hub[T]) HeldRange() (oldest, newest uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.next == 1 {
+		return 0, 0
+	}
+	return h.oldest, h.next - 1
+}
+
 // View calls read under the hub's lock with the newest sequence issued. What read sees of
 // the Observer's state is then exactly the effect of every event up to newest, and of
 // none after it: a subscriber that resumes after newest misses nothing of what read saw
@@ -288,11 +327,22 @@ func (h *Hub[T]) View(read func(newest uint64)) {
 	read(h.next - 1)
 }
 
+// eventType is the payload's type. A payload that cannot tell (its EventType panics) is
+// filtered as an ERROR event: that is what its encoding turns it into.
+func eventType(p presenters.Payload) (t presenters.EventType) {
+	defer func() {
+		if recover() != nil {
+			t = presenters.EventError
+		}
+	}()
+	return p.EventType()
+}
+
 // encoded returns the event's encoded form, encoding it on first use, and then lets the
 // payload go: the ring keeps the encoded form alone.
 func (h *Hub[T]) encoded(he *held[T]) T {
 	he.encodeOnce.Do(func() {
-		he.encoded = h.encode(presenters.Event{Sequence: he.sequence, SessionID: he.sessionID, AgentID: he.agentID, Time: he.time, Payload: he.payload})
+		he.encoded = h.encode(presenters.Event{Sequence: he.sequence, SessionID: he.sessionID, AgentID: he.agentID, Time: he.time, Replay: he.replay, Payload: he.payload})
 		he.payload = nil
 	})
 	return he.encoded

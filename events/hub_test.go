@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -74,6 +76,36 @@ func publishDeltas(pub presenters.Publisher, agentID, sessionID string, n int) [
 	return seqs
 }
 
+// subscribe is Subscribe filtered on sessions and agents, after the point after (0: live).
+func subscribe(h *testHub, sessions, agents []string, after uint64) (*Subscription[*encodedTest], error) {
+	start := Live()
+	if after > 0 {
+		start = After(after)
+	}
+	return h.Subscribe(Filter{SessionIDs: sessions, AgentIDs: agents}, start)
+}
+
+// next takes one event (skipping bookmarks).
+func next(ctx context.Context, sub *Subscription[*encodedTest]) (uint64, *encodedTest, error) {
+	for {
+		b, err := sub.NextBatch(ctx, nil, 1, 0, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(b.Events) == 1 {
+			return b.Last, b.Events[0], nil
+		}
+	}
+}
+
+func batchSequences(b Batch[*encodedTest]) []uint64 {
+	out := make([]uint64, len(b.Events))
+	for i, enc := range b.Events {
+		out[i] = enc.ev.Sequence
+	}
+	return out
+}
+
 func sequences(backlog []*held[*encodedTest]) []uint64 {
 	out := make([]uint64, len(backlog))
 	for i, he := range backlog {
@@ -109,7 +141,7 @@ func TestHubSequencesSurviveRestart(t *testing.T) {
 	}
 	// A point from before the restart is no longer held. (The very last one may still be
 	// a valid point, when the floor was exactly there: nothing lies between.)
-	if _, err := second.Subscribe(nil, nil, last-1); !errors.Is(err, ErrOutOfRange) {
+	if _, err := subscribe(second, nil, nil, last-1); !errors.Is(err, ErrOutOfRange) {
 		t.Errorf("subscribe after a pre-restart point: %v, want out of range", err)
 	}
 }
@@ -138,7 +170,7 @@ func TestHubResumeBounds(t *testing.T) {
 		{"a filtered replay", []string{"busy"}, 6, true, 4, false},
 	}
 	for _, c := range cases {
-		sub, err := h.Subscribe(c.sessions, nil, c.after)
+		sub, err := subscribe(h, c.sessions, nil, c.after)
 		var outOfRange *OutOfRangeError
 		if c.ok != (err == nil) || (err != nil && (!errors.As(err, &outOfRange) || !errors.Is(err, ErrOutOfRange))) {
 			t.Errorf("%s: err = %v, want ok=%v", c.name, err, c.ok)
@@ -164,27 +196,27 @@ func TestHubResumeBounds(t *testing.T) {
 
 func TestHubOverflowEndsOnlyTheSlowSubscriber(t *testing.T) {
 	h := newTestHub(t, Options[*encodedTest]{SubscriberQueue: 2})
-	slow, err := h.Subscribe(nil, nil, 0)
+	slow, err := subscribe(h, nil, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := h.Subscribe([]string{"other"}, nil, 0)
+	other, err := subscribe(h, []string{"other"}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seqs := publishDeltas(h, "a", "s", 3) // never blocks, although nobody reads
 	for _, want := range seqs[:2] {
-		if seq, _, err := slow.Next(bg); err != nil || seq != want {
+		if seq, _, err := next(bg, slow); err != nil || seq != want {
 			t.Fatalf("queued event: %d, %v; want %d", seq, err, want)
 		}
 	}
-	_, _, err = slow.Next(bg)
+	_, _, err = next(bg, slow)
 	var overflow *OverflowError
 	if !errors.As(err, &overflow) || overflow.Queue != 2 || overflow.Last != seqs[1] {
 		t.Errorf("end = %v, want an overflow of a 2-event queue after %d", err, seqs[1])
 	}
 	want := publishDeltas(h, "a", "other", 1)[0]
-	if seq, enc, err := other.Next(bg); err != nil || seq != want || enc.ev.SessionID != "other" {
+	if seq, enc, err := next(bg, other); err != nil || seq != want || enc.ev.SessionID != "other" {
 		t.Errorf("the other subscriber got %d (session %q), %v", seq, enc.ev.SessionID, err)
 	}
 }
@@ -193,25 +225,25 @@ func TestHubOverflowEndsOnlyTheSlowSubscriber(t *testing.T) {
 // with its context.
 func TestHubCloseEndsSubscribers(t *testing.T) {
 	h := newTestHub(t, Options[*encodedTest]{})
-	sub, err := h.Subscribe(nil, nil, 0)
+	sub, err := subscribe(h, nil, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seq := publishDeltas(h, "a", "s", 1)[0]
 	ctx, cancel := context.WithCancel(bg)
-	if got, _, err := sub.Next(ctx); err != nil || got != seq {
+	if got, _, err := next(ctx, sub); err != nil || got != seq {
 		t.Fatalf("Next = %d, %v; want %d", got, err, seq)
 	}
 	cancel()
-	if _, _, err := sub.Next(ctx); !errors.Is(err, context.Canceled) {
+	if _, _, err := next(ctx, sub); !errors.Is(err, context.Canceled) {
 		t.Errorf("Next with an ended context: %v", err)
 	}
 	h.Close()
 	var closed *ClosedError
-	if _, _, err := sub.Next(bg); !errors.As(err, &closed) || closed.Last != seq || !errors.Is(err, ErrClosed) {
+	if _, _, err := next(bg, sub); !errors.As(err, &closed) || closed.Last != seq || !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v, want closed after %d", err, seq)
 	}
-	if _, err := h.Subscribe(nil, nil, 0); !errors.Is(err, ErrClosed) {
+	if _, err := subscribe(h, nil, nil, 0); !errors.Is(err, ErrClosed) {
 		t.Errorf("Subscribe after Close: %v", err)
 	}
 }
@@ -269,16 +301,16 @@ func TestHubRingBoundedByBytes(t *testing.T) {
 	if heldBytes != 10*per || oldest != seqs[15] {
 		t.Errorf("holding %d bytes from %d, want %d bytes from %d", heldBytes, oldest, 10*per, seqs[15])
 	}
-	if _, err := h.Subscribe(nil, nil, seqs[13]); !errors.Is(err, ErrOutOfRange) {
+	if _, err := subscribe(h, nil, nil, seqs[13]); !errors.Is(err, ErrOutOfRange) {
 		t.Errorf("resume before the held events: %v, want out of range", err)
 	}
-	sub, err := h.Subscribe(nil, nil, seqs[14])
+	sub, err := subscribe(h, nil, nil, seqs[14])
 	if err != nil || len(sub.backlog) != 10 || sub.backlog[0].sequence != seqs[15] {
 		t.Fatalf("resume at the oldest held: %v, %v", err, sub)
 	}
 	sub.Close()
 	huge := em.MessageDelta("m", presenters.RoleAssistant, strings.Repeat("y", int(20*per)))
-	if sub, err := h.Subscribe(nil, nil, huge-1); err != nil || len(sub.backlog) != 1 {
+	if sub, err := subscribe(h, nil, nil, huge-1); err != nil || len(sub.backlog) != 1 {
 		t.Errorf("an event over the whole budget is not held: %v", err)
 	} else {
 		sub.Close()
@@ -294,7 +326,7 @@ func TestHubLongReplayWhilePublishing(t *testing.T) {
 	publishDeltas(h, "a", "other", 10)
 	done := make(chan []uint64)
 	go func() { done <- publishDeltas(h, "a", "s", 2000) }()
-	sub, err := h.Subscribe([]string{"s"}, nil, from)
+	sub, err := subscribe(h, []string{"s"}, nil, from)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +334,7 @@ func TestHubLongReplayWhilePublishing(t *testing.T) {
 	want = append(want, <-done...)
 	got := make([]uint64, 0, len(want))
 	for len(got) < len(want) {
-		seq, _, err := sub.Next(bg)
+		seq, _, err := next(bg, sub)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,12 +355,12 @@ func TestHubLongReplayWhilePublishing(t *testing.T) {
 // encoded form.
 func TestHubEncodesEachEventOnce(t *testing.T) {
 	h := newTestHub(t, Options[*encodedTest]{})
-	live, err := h.Subscribe(nil, nil, 0)
+	live, err := subscribe(h, nil, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	other, err := h.Subscribe(nil, nil, 0)
+	other, err := subscribe(h, nil, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +368,7 @@ func TestHubEncodesEachEventOnce(t *testing.T) {
 	em := presenters.NewEmitter(h, "a", "s")
 	em.StatusChanged(presenters.SessionIdle, "") // so that the delta can be resumed after
 	for _, sub := range []*Subscription[*encodedTest]{live, other} {
-		if _, _, err := sub.Next(bg); err != nil {
+		if _, _, err := next(bg, sub); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -346,7 +378,7 @@ func TestHubEncodesEachEventOnce(t *testing.T) {
 	if he.payload == nil || encodings.Load() != before {
 		t.Fatal("the event was encoded before a subscriber took it")
 	}
-	_, wire, err := live.Next(bg)
+	_, wire, err := next(bg, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,16 +389,16 @@ func TestHubEncodesEachEventOnce(t *testing.T) {
 		ev.Payload.(presenters.MessageDeltaPayload).Text != "held once" {
 		t.Fatalf("encoded event = %+v", ev)
 	}
-	_, again, err := other.Next(bg)
+	_, again, err := next(bg, other)
 	if err != nil || again != wire {
 		t.Errorf("the other subscriber got %p, %v; want the shared %p", again, err, wire)
 	}
-	replay, err := h.Subscribe([]string{"s"}, []string{"a"}, seq-1)
+	replay, err := subscribe(h, []string{"s"}, []string{"a"}, seq-1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer replay.Close()
-	if _, replayed, err := replay.Next(bg); err != nil || replayed != wire {
+	if _, replayed, err := next(bg, replay); err != nil || replayed != wire {
 		t.Errorf("the replay got %p, %v; want the held %p", replayed, err, wire)
 	}
 	if n := encodings.Load() - before; n != 1 {
@@ -410,15 +442,18 @@ func BenchmarkHubPublish(b *testing.B) {
 			}
 			var wg sync.WaitGroup
 			for range subscribers {
-				sub, err := h.Subscribe(nil, nil, 0)
+				sub, err := subscribe(h, nil, nil, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
 				wg.Go(func() {
+					var buf []*encodedTest
 					for {
-						if _, _, err := sub.Next(bg); err != nil {
+						batch, err := sub.NextBatch(bg, nil, 256, 256<<10, buf)
+						if err != nil {
 							return
 						}
+						buf = batch.Events
 					}
 				})
 			}
@@ -450,10 +485,183 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 	after := h.LastSequence() - DefaultCapacity
 	b.ReportAllocs()
 	for b.Loop() {
-		sub, err := h.Subscribe([]string{"s7"}, nil, after)
+		sub, err := subscribe(h, []string{"s7"}, nil, after)
 		if err != nil || len(sub.backlog) != DefaultCapacity/100 {
 			b.Fatalf("%v, %v", sub, err)
 		}
 		sub.Close()
+	}
+}
+
+// A batch takes what already waits, up to its limits, replay and live apart; one event
+// at a time when they come one at a time.
+func TestNextBatchTakesWhatWaits(t *testing.T) {
+	h := newTestHub(t, Options[*encodedTest]{Size: func(*encodedTest) int { return 10 }})
+	from := publishDeltas(h, "a", "s", 1)[0]
+	replayed := publishDeltas(h, "a", "s", 5)
+	sub, err := subscribe(h, nil, nil, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	live := publishDeltas(h, "a", "s", 7)
+	for _, want := range [][]uint64{replayed[:3], replayed[3:], live[:3], live[3:6], live[6:]} {
+		if _, ok := sub.CaughtUp(); ok != (want[0] == live[0]) {
+			t.Fatalf("CaughtUp before %v: %v", want, ok)
+		}
+		b, err := sub.NextBatch(bg, nil, 3, 1000, nil)
+		if err != nil || !slices.Equal(batchSequences(b), want) || b.Last != want[len(want)-1] || b.Bookmark != 0 {
+			t.Fatalf("batch %v (last %d, bookmark %d), %v; want %v", batchSequences(b), b.Last, b.Bookmark, err, want)
+		}
+	}
+	// The byte bound: 25 bytes hold two events of 10.
+	more := publishDeltas(h, "a", "s", 3)
+	if b, _ := sub.NextBatch(bg, nil, 100, 25, nil); !slices.Equal(batchSequences(b), more[:2]) {
+		t.Errorf("byte-bounded batch %v, want %v", batchSequences(b), more[:2])
+	}
+	if b, _ := sub.NextBatch(bg, nil, 100, 25, nil); !slices.Equal(batchSequences(b), more[2:]) {
+		t.Errorf("the event left out %v, want %v", batchSequences(b), more[2:])
+	}
+	// One at a time when they come one at a time: nothing waits for a second event.
+	for range 3 {
+		seq := publishDeltas(h, "a", "s", 1)[0]
+		if b, _ := sub.NextBatch(bg, nil, 100, 1000, nil); !slices.Equal(batchSequences(b), []uint64{seq}) {
+			t.Fatalf("batch %v, want only %d", batchSequences(b), seq)
+		}
+	}
+	// Idle: an empty batch when the channel fires first.
+	idle := make(chan time.Time, 1)
+	idle <- time.Now()
+	if b, err := sub.NextBatch(bg, idle, 100, 1000, nil); err != nil || len(b.Events) != 0 || b.Bookmark != 0 {
+		t.Errorf("idle batch %v, %v", b, err)
+	}
+}
+
+// CaughtUp reports the newest sequence at registration once the replay is taken, once;
+// for a live subscription right away.
+func TestCaughtUp(t *testing.T) {
+	h := newTestHub(t, Options[*encodedTest]{})
+	seqs := publishDeltas(h, "a", "s", 4)
+	publishDeltas(h, "a", "other", 2)
+	newest := h.LastSequence()
+	sub, err := subscribe(h, []string{"s"}, nil, seqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, ok := sub.CaughtUp(); ok {
+		t.Fatal("caught up before the replay was taken")
+	}
+	if b, _ := sub.NextBatch(bg, nil, 10, 0, nil); !slices.Equal(batchSequences(b), seqs[1:]) {
+		t.Fatalf("replay %v", batchSequences(b))
+	}
+	if seq, ok := sub.CaughtUp(); !ok || seq != newest || sub.Last() != newest {
+		t.Errorf("CaughtUp = %d, %v (last %d); want %d", seq, ok, sub.Last(), newest)
+	}
+	if _, ok := sub.CaughtUp(); ok {
+		t.Error("CaughtUp reported twice")
+	}
+	live, err := subscribe(h, nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if seq, ok := live.CaughtUp(); !ok || seq != newest {
+		t.Errorf("live CaughtUp = %d, %v; want %d", seq, ok, newest)
+	}
+}
+
+// A filtered subscriber is sent a bookmark every eighth of the ring of events it skips,
+// queued behind the matching events before it; the events after a bookmark supersede it.
+func TestBookmarksForFilteredSubscribers(t *testing.T) {
+	h := newTestHub(t, Options[*encodedTest]{Capacity: 80}) // a bookmark every 10 skipped
+	sub, err := subscribe(h, []string{"a"}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	mine := publishDeltas(h, "x", "a", 1)[0]
+	others := publishDeltas(h, "x", "b", 25)
+	b, err := sub.NextBatch(bg, nil, 100, 1<<20, nil)
+	if err != nil || !slices.Equal(batchSequences(b), []uint64{mine}) || b.Bookmark != others[19] || sub.Last() != others[19] {
+		t.Fatalf("batch %v bookmark %d (last %d), %v; want [%d] and bookmark %d", batchSequences(b), b.Bookmark, sub.Last(), err, mine, others[19])
+	}
+	// A matching event restarts the count; one after a bookmark supersedes it.
+	publishDeltas(h, "x", "b", 9)
+	mine = publishDeltas(h, "x", "a", 1)[0]
+	others = publishDeltas(h, "x", "b", 10)
+	last := publishDeltas(h, "x", "a", 1)[0]
+	b, err = sub.NextBatch(bg, nil, 100, 1<<20, nil)
+	if err != nil || !slices.Equal(batchSequences(b), []uint64{mine, last}) || b.Bookmark != 0 {
+		t.Fatalf("batch %v bookmark %d, %v; want [%d %d] and no bookmark (bookmarked %d is older)", batchSequences(b), b.Bookmark, err, mine, last, others[9])
+	}
+	// An unfiltered subscriber is never sent one.
+	all, err := subscribe(h, nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	publishDeltas(h, "x", "b", 30)
+	if b, _ := all.NextBatch(bg, nil, 100, 1<<20, nil); len(b.Events) != 30 || b.Bookmark != 0 {
+		t.Errorf("unfiltered: %d events, bookmark %d", len(b.Events), b.Bookmark)
+	}
+}
+
+// The types filter, alone and with the others; OldestHeld replays the whole ring.
+func TestTypesFilterAndOldestHeld(t *testing.T) {
+	h := newTestHub(t, Options[*encodedTest]{Capacity: 4})
+	em := presenters.NewEmitter(h, "x", "s")
+	em.StatusChanged(presenters.SessionIdle, "") // leaves the ring
+	delta := em.MessageDelta("m", presenters.RoleAssistant, "d")
+	status := em.StatusChanged(presenters.SessionGenerating, "")
+	end := em.MessageEnd(presenters.MessageEndPayload{MessageID: "m"})
+	other := presenters.NewEmitter(h, "x", "t").StatusChanged(presenters.SessionIdle, "")
+	for _, c := range []struct {
+		f    Filter
+		want []uint64
+	}{
+		{Filter{}, []uint64{delta, status, end, other}},
+		{Filter{Types: []presenters.EventType{presenters.EventStatusChanged}}, []uint64{status, other}},
+		{Filter{Types: []presenters.EventType{presenters.EventStatusChanged, presenters.EventMessageEnd}, SessionIDs: []string{"s"}}, []uint64{status, end}},
+		{Filter{Types: []presenters.EventType{presenters.EventToolEnd}}, nil},
+	} {
+		sub, err := h.Subscribe(c.f, OldestHeld())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle := make(chan time.Time, 1)
+		idle <- time.Now() // an empty replay returns at once
+		b, _ := sub.NextBatch(bg, idle, 100, 0, nil)
+		if got := batchSequences(b); !slices.Equal(got, c.want) {
+			t.Errorf("%+v from the oldest held: %v, want %v", c.f, got, c.want)
+		}
+		if seq, ok := sub.CaughtUp(); !ok || seq != other {
+			t.Errorf("%+v: CaughtUp %d, %v", c.f, seq, ok)
+		}
+		sub.Close()
+	}
+	if oldest, newest := h.HeldRange(); oldest != delta || newest != other {
+		t.Errorf("HeldRange = %d, %d; want %d, %d", oldest, newest, delta, other)
+	}
+}
+
+// The encoder sees an event as it was published: a LoadSession's replay stays marked.
+func TestHubEncodesTheReplayMark(t *testing.T) {
+	h := newTestHub(t, Options[*encodedTest]{})
+	sub, err := subscribe(h, nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	presenters.NewEmitter(h, "a", "s").Replaying().MessageDelta("m", presenters.RoleUser, "old question")
+	presenters.NewEmitter(h, "a", "s").MessageDelta("m2", presenters.RoleAssistant, "new answer")
+	for _, want := range []bool{true, false} {
+		_, enc, err := next(bg, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enc.ev.Replay != want {
+			t.Errorf("event %d: replay %v, want %v", enc.ev.Sequence, enc.ev.Replay, want)
+		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/agenticd/agenticd/presenters"
 )
 
 var (
@@ -33,7 +36,7 @@ func (e *OutOfRangeError) Unwrap() error { return ErrOutOfRange }
 // OverflowError ends a subscriber whose queue filled up: it resumes after Last.
 type OverflowError struct {
 	Queue int    // the size of the queue that filled up
-	Last  uint64 // the last sequence Next returned (the resume point when none was)
+	Last  uint64 // the subscription's resume point when it ended (Subscription.Last)
 }
 
 func (e *OverflowError) Error() string {
@@ -49,20 +52,82 @@ func (e *ClosedError) Error() string {
 
 func (e *ClosedError) Unwrap() error { return ErrClosed }
 
+// Filter chooses the events a subscription gets. An empty list matches everything; when
+// several are set an event must match all of them.
+type Filter struct {
+	SessionIDs []string
+	AgentIDs   []string
+	Types      []presenters.EventType
+}
+
+// Start is where a subscription begins: Live, After or OldestHeld.
+type Start struct {
+	kind  startKind
+	after uint64
+}
+
+type startKind int
+
+const (
+	startLive startKind = iota
+	startAfter
+	startOldest
+)
+
+// Live starts with the events published after the subscription is registered.
+func Live() Start { return Start{kind: startLive} }
+
+// After replays the held events with a larger sequence than after, then goes live.
+func After(after uint64) Start { return Start{kind: startAfter, after: after} }
+
+// OldestHeld replays every event still held, then goes live.
+func OldestHeld() Start { return Start{kind: startOldest} }
+
 // Subscription is one subscriber's place in the hub: the held events it resumed with,
 // then its live queue. The hub closes ch when it ends the subscription (after setting
-// overflowed when that is why); Next drains ch and then reports the end.
+// overflowed when that is why); NextBatch drains ch and then reports the end.
+//
+// A filtered subscription may see long runs of events it does not match, and its resume
+// point would leave the ring with them. So the hub counts what it skips and, every
+// bookmarkEvery events (or bookmarkBytes of them), queues the skipped event itself: behind
+// every matching event before it, so once NextBatch takes it everything up to its
+// sequence has been taken or filtered out. The subscriber is woken for it only that often.
 type Subscription[T any] struct {
-	hub        *Hub[T]
-	ch         chan *held[T]
-	backlog    []*held[T]          // the replay, sent before ch
-	sessions   map[string]struct{} // nil: every session
-	agents     map[string]struct{} // nil: every agent
-	overflowed bool                // set under the hub's lock before ch is closed
-	last       uint64              // the last sequence Next returned, or the resume point
+	hub      *Hub[T]
+	ch       chan *held[T]
+	backlog  []*held[T] // the replay, taken before ch
+	pending  *held[T]   // taken from ch but left out of a full batch: the next one starts with it
+	sessions map[string]struct{}
+	agents   map[string]struct{}
+	types    uint64 // a bit per presenters.EventType; 0: every type
+	filtered bool
+
+	// Under the hub's lock.
+	overflowed   bool // set before ch is closed
+	skipped      int  // events skipped since the last matching event or bookmark queued
+	skippedBytes int64
+
+	registered uint64 // the newest sequence when the subscription was registered
+	caughtUp   bool   // CaughtUp has reported registered
+	last       uint64 // the resume point: the newest sequence taken, bookmarked or caught up to
+}
+
+// typeBit is t's bit in Subscription.types; 0 for a type out of its range, which no
+// types filter then matches.
+func typeBit(t presenters.EventType) uint64 {
+	if t < 0 || t >= 64 {
+		return 0
+	}
+	return 1 << uint(t)
 }
 
 func (s *Subscription[T]) matches(he *held[T]) bool {
+	if !s.filtered {
+		return true
+	}
+	if s.types != 0 && s.types&typeBit(he.typ) == 0 {
+		return false
+	}
 	if s.sessions != nil {
 		if _, ok := s.sessions[he.sessionID]; !ok {
 			return false
@@ -76,37 +141,122 @@ func (s *Subscription[T]) matches(he *held[T]) bool {
 	return true
 }
 
-// Next returns the next event, as its sequence and encoded form: the held events after
+// Batch is what NextBatch took: events in sequence order, and a bookmark.
+type Batch[T any] struct {
+	// Events are the encoded events taken (none when only a bookmark or the idle signal
+	// came).
+	Events []T
+	// Last is the sequence of the last of Events.
+	Last uint64
+	// Bookmark, when not 0, is above Last: every event up to it that the subscription
+	// matches is in Events or was in an earlier batch; the others were filtered out.
+	Bookmark uint64
+}
+
+// NextBatch takes the events already waiting, in sequence order: the held events after
 // the resume point first, then the live ones, with no gap and no duplicate between them.
-// It waits until an event comes, ctx ends (ctx.Err()) or the hub ends the subscription
-// (*OverflowError or *ClosedError, with the last sequence returned).
-func (s *Subscription[T]) Next(ctx context.Context) (uint64, T, error) {
-	var he *held[T]
+// It waits only for the first; then it takes what is already queued, without waiting for
+// more, until maxEvents or maxBytes (by the hub's Size; the first event always goes) is
+// reached. A batch holds replayed events or live ones, never both, so CaughtUp can be
+// told between them.
+//
+// It waits until an event or a bookmark comes, idle fires (an empty Batch), ctx ends
+// (ctx.Err()) or the hub ends the subscription (*OverflowError or *ClosedError, with the
+// resume point). dst is reused for Batch.Events.
+func (s *Subscription[T]) NextBatch(ctx context.Context, idle <-chan time.Time, maxEvents, maxBytes int, dst []T) (Batch[T], error) {
+	b := Batch[T]{Events: dst[:0]}
+	bytes := 0
+	// add appends he unless the batch is full.
+	add := func(he *held[T]) bool {
+		enc := s.hub.encoded(he)
+		n := 0
+		if s.hub.size != nil {
+			n = s.hub.size(enc)
+		}
+		if len(b.Events) > 0 && (len(b.Events) >= maxEvents || bytes+n > maxBytes) {
+			return false
+		}
+		b.Events = append(b.Events, enc)
+		b.Last = he.sequence
+		bytes += n
+		return true
+	}
 	if len(s.backlog) > 0 {
-		he = s.backlog[0]
-		s.backlog[0] = nil // a replay may be long; what was sent need not stay
-		if s.backlog = s.backlog[1:]; len(s.backlog) == 0 {
+		taken := 0
+		for _, he := range s.backlog {
+			if !add(he) {
+				break
+			}
+			taken++
+		}
+		clear(s.backlog[:taken]) // a replay may be long; what was taken need not stay
+		if s.backlog = s.backlog[taken:]; len(s.backlog) == 0 {
 			s.backlog = nil
 		}
-	} else {
+		s.last = b.Last
+		return b, nil
+	}
+	he := s.pending
+	s.pending = nil
+	if he == nil {
 		var ok bool
 		select {
 		case <-ctx.Done():
-			var zero T
-			return 0, zero, ctx.Err()
+			return b, ctx.Err()
+		case <-idle:
+			return b, nil
 		case he, ok = <-s.ch:
 		}
 		if !ok {
-			var zero T
-			if s.overflowed {
-				return 0, zero, &OverflowError{Queue: cap(s.ch), Last: s.last}
-			}
-			return 0, zero, &ClosedError{Last: s.last}
+			return b, s.endError()
 		}
 	}
-	s.last = he.sequence
-	return he.sequence, s.hub.encoded(he), nil
+	for {
+		if !s.matches(he) {
+			b.Bookmark = he.sequence // see Subscription
+		} else if !add(he) {
+			s.pending = he
+			break
+		}
+		var ok bool
+		select {
+		case he, ok = <-s.ch:
+		default:
+		}
+		if !ok { // nothing more waits, or the hub ended the subscription: the next call tells
+			break
+		}
+	}
+	if b.Bookmark < b.Last {
+		b.Bookmark = 0 // the events sent after it are the newer resume point
+	}
+	s.last = max(s.last, b.Last, b.Bookmark)
+	return b, nil
 }
+
+func (s *Subscription[T]) endError() error {
+	if s.overflowed {
+		return &OverflowError{Queue: cap(s.ch), Last: s.last}
+	}
+	return &ClosedError{Last: s.last}
+}
+
+// CaughtUp reports, once the replay has all been taken, the newest sequence when the
+// subscription was registered: every event up to it that the subscription matches was in
+// the replay. ok is false while replayed events remain, and after the first report. The
+// point counts as delivered from then on (Last).
+func (s *Subscription[T]) CaughtUp() (seq uint64, ok bool) {
+	if s.caughtUp || len(s.backlog) > 0 {
+		return 0, false
+	}
+	s.caughtUp = true
+	s.last = max(s.last, s.registered)
+	return s.registered, true
+}
+
+// Last is the subscription's resume point: the newest sequence NextBatch took or
+// bookmarked, or CaughtUp reported; the start point before any.
+func (s *Subscription[T]) Last() uint64 { return s.last }
 
 // Close removes the subscription from the hub (a no-op when the hub already ended it).
 func (s *Subscription[T]) Close() {
@@ -136,26 +286,36 @@ func set(ids []string) map[string]struct{} {
 // long replay never holds Publish up for more than a few tens of microseconds.
 const replayChunk = 4096
 
-// Subscribe registers a subscriber to the events of the given sessions and agents (none
-// given: all) after the point `after` (0: live events only). The held events after it
-// are gathered a chunk at a time, the lock released in between; the last chunk and the
-// registration happen under one hold, so that the replay and the live queue meet with no
-// gap and no duplicate. A point ahead of the newest event, or one whose successors have
-// left the ring, is an *OutOfRangeError; a closed hub refuses with ErrClosed.
-func (h *Hub[T]) Subscribe(sessionIDs, agentIDs []string, after uint64) (*Subscription[T], error) {
-	sub := &Subscription[T]{hub: h, ch: make(chan *held[T], h.queueSize), sessions: set(sessionIDs), agents: set(agentIDs), last: after}
-	next := after + 1 // the next sequence to look at
-	for {
+// Subscribe registers a subscriber to the events the filter matches, from start. The held
+// events to replay are gathered a chunk at a time, the lock released in between; the last
+// chunk and the registration happen under one hold, so that the replay and the live
+// queue meet with no gap and no duplicate. A point ahead of the newest event, or one
+// whose successors have left the ring, is an *OutOfRangeError; a closed hub refuses with
+// ErrClosed.
+func (h *Hub[T]) Subscribe(f Filter, start Start) (*Subscription[T], error) {
+	sub := &Subscription[T]{hub: h, ch: make(chan *held[T], h.queueSize), sessions: set(f.SessionIDs), agents: set(f.AgentIDs)}
+	for _, t := range f.Types {
+		sub.types |= typeBit(t)
+	}
+	if len(f.Types) > 0 && sub.types == 0 {
+		sub.types = 1 // only types no event has: match none
+	}
+	sub.filtered = sub.sessions != nil || sub.agents != nil || sub.types != 0
+	next := start.after + 1 // the next sequence to look at
+	for first := true; ; first = false {
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if after > 0 {
-			last := h.next - 1
-			if after > last || next < h.oldest {
-				// next-1 is after, or the point a long replay had reached when the ring
-				// overtook it.
+		if first && start.kind == startOldest {
+			next = h.oldest
+		}
+		last := h.next - 1
+		if start.kind != startLive {
+			if next > last+1 || next < h.oldest {
+				// next-1 is the point asked for, or the point a long replay had reached
+				// when the ring overtook it.
 				err := &OutOfRangeError{After: next - 1, Newest: last, Oldest: h.oldest}
 				h.mu.Unlock()
 				return nil, err
@@ -167,6 +327,13 @@ func (h *Hub[T]) Subscribe(sessionIDs, agentIDs []string, after uint64) (*Subscr
 				continue
 			}
 			sub.backlog = h.appendHeldLocked(sub.backlog, sub, next, last)
+		}
+		sub.registered = last
+		sub.last = last
+		if start.kind == startAfter {
+			sub.last = start.after
+		} else if start.kind == startOldest {
+			sub.last = min(last, h.oldest-1) // the point just before the replay
 		}
 		h.subs = append(h.subs, sub)
 		h.mu.Unlock()

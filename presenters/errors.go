@@ -1,6 +1,9 @@
 package presenters
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Presenters wrap them with detail (fmt.Errorf("...: %w", ErrX)); the
 // service maps each to one transport code and shows the wrapped message to the client,
@@ -25,6 +28,14 @@ var (
 	// ErrUnsupported: the agent cannot do this at all (e.g. load without session/load
 	// and without a stored transcript).
 	ErrUnsupported = errors.New("not supported by this agent")
+	// ErrSessionClosed: the session is closed or in error; LoadSession reopens it.
+	ErrSessionClosed = fmt.Errorf("session closed: %w", ErrFailedPrecondition)
+	// ErrWorkspaceGone: a stored session's workspace failed its re-check (ReopenWorkspace).
+	ErrWorkspaceGone = fmt.Errorf("workspace gone: %w", ErrFailedPrecondition)
+	// ErrMessageIDInUse: a client-chosen message id is taken in the session.
+	ErrMessageIDInUse = errors.New("message id in use")
+	// ErrMessageNotRunning: a cancel named a message that is not the running turn.
+	ErrMessageNotRunning = errors.New("message not running")
 )
 
 // AuthRequiredError is ErrAuthRequired with the methods the agent offers.

@@ -21,15 +21,19 @@ const (
 	EventToolPermissionDenied
 	EventStatusChanged
 	EventError
+	EventAgentStatusChanged
 )
 
-// Event is one thing that happened in a session. The hub assigns Sequence and Time.
+// Event is one thing that happened in a session, or to an agent (SessionID empty:
+// AGENT_STATUS_CHANGED). The hub assigns Sequence and Time.
 type Event struct {
 	Sequence  uint64
 	SessionID string
 	AgentID   string
 	Time      time.Time
-	Payload   Payload
+	// Replay marks history a LoadSession shows again, as opposed to new activity.
+	Replay  bool
+	Payload Payload
 }
 
 // Payload is one of the *Payload types below.
@@ -111,6 +115,10 @@ type ErrorPayload struct {
 	Retryable bool
 }
 
+// AgentStatusChangedPayload is an agent's whole AgentInfo after its status changed
+// (starting, ready, crashed, needs a login). Its event has no session.
+type AgentStatusChangedPayload struct{ Info AgentInfo }
+
 func (SessionCreatedPayload) EventType() EventType     { return EventSessionCreated }
 func (SessionReadyPayload) EventType() EventType       { return EventSessionReady }
 func (SessionUpdatedPayload) EventType() EventType     { return EventSessionUpdated }
@@ -126,6 +134,7 @@ func (PermissionGrantedPayload) EventType() EventType  { return EventToolPermiss
 func (PermissionDeniedPayload) EventType() EventType   { return EventToolPermissionDenied }
 func (StatusChangedPayload) EventType() EventType      { return EventStatusChanged }
 func (ErrorPayload) EventType() EventType              { return EventError }
+func (AgentStatusChangedPayload) EventType() EventType { return EventAgentStatusChanged }
 
 // Publisher takes events of any session; the service's hub implements it. Publish must
 // not block on slow consumers and returns the sequence it assigned.
@@ -133,12 +142,13 @@ type Publisher interface {
 	Publish(ev Event) uint64
 }
 
-// Emitter publishes the events of one session. It is a
-// small value: create one wherever needed.
+// Emitter publishes the events of one session, or of an agent itself (NewAgentEmitter).
+// It is a small value: create one wherever needed.
 type Emitter struct {
 	pub       Publisher
 	agentID   string
 	sessionID string
+	replay    bool
 }
 
 // NewEmitter binds a publisher to one session of one agent.
@@ -146,12 +156,29 @@ func NewEmitter(pub Publisher, agentID, sessionID string) Emitter {
 	return Emitter{pub: pub, agentID: agentID, sessionID: sessionID}
 }
 
+// NewAgentEmitter binds a publisher to an agent's own events, which belong to no
+// session (AgentStatusChanged).
+func NewAgentEmitter(pub Publisher, agentID string) Emitter {
+	return Emitter{pub: pub, agentID: agentID}
+}
+
+// Replaying is the emitter marking what it emits as a LoadSession's replay.
+func (e Emitter) Replaying() Emitter {
+	e.replay = true
+	return e
+}
+
 // SessionID is the session the emitter is bound to.
 func (e Emitter) SessionID() string { return e.sessionID }
 
 // Emit publishes any payload and returns its sequence.
 func (e Emitter) Emit(p Payload) uint64 {
-	return e.pub.Publish(Event{SessionID: e.sessionID, AgentID: e.agentID, Payload: p})
+	return e.pub.Publish(Event{SessionID: e.sessionID, AgentID: e.agentID, Replay: e.replay, Payload: p})
+}
+
+// AgentStatusChanged publishes an agent's new state; the emitter is NewAgentEmitter's.
+func (e Emitter) AgentStatusChanged(info AgentInfo) uint64 {
+	return e.Emit(AgentStatusChangedPayload{Info: info})
 }
 
 func (e Emitter) SessionCreated(info SessionInfo) uint64 {

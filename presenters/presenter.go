@@ -36,11 +36,14 @@ type Presenter interface {
 	CloseSession(ctx context.Context, sessionID string) error
 
 	// SendMessage starts a turn and returns at once; the turn streams as events and ends
-	// with MESSAGE_END. ErrSessionBusy while another turn runs.
-	SendMessage(ctx context.Context, sessionID string, content MessageContent) (SendResult, error)
-	// CancelMessage cancels the running turn (messageID empty: whatever runs). The turn
-	// still ends with MESSAGE_END(StopCancelled).
-	CancelMessage(ctx context.Context, sessionID, messageID string) error
+	// with MESSAGE_END. ErrSessionBusy while another turn runs; ErrMessageIDInUse when a
+	// client-chosen id in opts is taken (CheckSendOptions states the rules).
+	SendMessage(ctx context.Context, sessionID string, content MessageContent, opts SendOptions) (SendResult, error)
+	// CancelMessage cancels the running turn and returns its assistant message id. An
+	// empty messageID cancels whatever runs (nothing running: "" and no error); any other
+	// id that is not the running turn is ErrMessageNotRunning. The turn still ends with
+	// MESSAGE_END(StopCancelled).
+	CancelMessage(ctx context.Context, sessionID, messageID string) (string, error)
 
 	// SetModel and SetMode take ids from the session's available lists; any other id is
 	// ErrInvalidArgument.
@@ -56,6 +59,43 @@ type Presenter interface {
 
 	// Close ends every session, process and goroutine the presenter owns.
 	Close(ctx context.Context) error
+}
+
+// SendOptions are a SendMessage's client-chosen ids; empty ones are minted. An id taken
+// in the session is ErrMessageIDInUse.
+type SendOptions struct {
+	MessageID     string // the assistant message the turn produces
+	UserMessageID string // the stored user message
+}
+
+// maxMessageIDBytes bounds a client-chosen message id.
+const maxMessageIDBytes = 128
+
+// CheckSendOptions checks the form of client-chosen ids: each empty or 1 to 128 of
+// A-Z a-z 0-9 . _ : -, and the two different. Whether an id is taken is the store's to
+// say (ErrMessageIDInUse).
+func CheckSendOptions(o SendOptions) error {
+	for _, f := range []struct{ name, id string }{{"message_id", o.MessageID}, {"user_message_id", o.UserMessageID}} {
+		if f.id == "" {
+			continue
+		}
+		if len(f.id) > maxMessageIDBytes {
+			return fmt.Errorf("%s is %d bytes long; use at most %d: %w", f.name, len(f.id), maxMessageIDBytes, ErrInvalidArgument)
+		}
+		for _, r := range f.id {
+			if !validMessageIDRune(r) {
+				return fmt.Errorf("%s %q holds %q; use only A-Z a-z 0-9 . _ : -: %w", f.name, f.id, r, ErrInvalidArgument)
+			}
+		}
+	}
+	if o.MessageID != "" && o.MessageID == o.UserMessageID {
+		return fmt.Errorf("message_id and user_message_id are both %q; the assistant's and the user's messages need different ids: %w", o.MessageID, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func validMessageIDRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == ':' || r == '-'
 }
 
 // SendResult names the messages of a turn that SendMessage started.
@@ -86,13 +126,14 @@ type WorkspaceOpener interface {
 // when a presenter brings the session back (after a restart, or for a turn of a session
 // it keeps no workspace for). This is a re-check, not a second admission: the directory
 // may have vanished, been swapped for a symlink out of the roots, or the roots may have
-// changed since the service admitted it. A workspace that fails is ErrFailedPrecondition:
-// the request is fine, but the session cannot work where it was started.
+// changed since the service admitted it. A workspace that fails is ErrWorkspaceGone (a
+// failed precondition): the request is fine, but the session cannot work where it was
+// started.
 func ReopenWorkspace(roots WorkspaceOpener, sessionID, dir string) (*sandbox.Workspace, error) {
 	ws, err := roots.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace %s of session %s cannot be used any more (%v); start a new session in an existing workspace: %w",
-			dir, sessionID, err, ErrFailedPrecondition)
+			dir, sessionID, err, ErrWorkspaceGone)
 	}
 	return ws, nil
 }
@@ -103,10 +144,22 @@ type LoadContext struct {
 	IncludeSystemMessages bool
 }
 
-// MessageQuery pages GetMessages backwards from the newest.
+// MessageQuery selects part of a session's stored history, which GetMessages returns
+// oldest first. The zero value selects the whole history.
 type MessageQuery struct {
-	Limit           int    // 0 = all
-	BeforeMessageID string // empty = newest
+	// AfterMessageID and BeforeMessageID bound the range, the named messages excluded;
+	// empty leaves that end open. Naming a message the session does not hold is
+	// ErrNotFound.
+	AfterMessageID  string
+	BeforeMessageID string
+	// Limit keeps at most this many messages of the range (0 = all): the newest ones, or
+	// the oldest with FromOldest. Paging forward is FromOldest after the last message of
+	// the previous page; paging back is before its first message.
+	Limit      int
+	FromOldest bool
+	// MessageID, when set, narrows the range to that one message: the result is empty
+	// when the session does not hold it.
+	MessageID string
 }
 
 // PermissionResponse answers one pending permission request with one of its options.

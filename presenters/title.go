@@ -9,18 +9,32 @@ import (
 // MaxTitleBytes bounds a title taken from a message, "…" included.
 const MaxTitleBytes = 80
 
-// TitleFrom names a session after its first message: the first line of its text, else
-// the first file's path, else "Image"; shortened at a character boundary with "…".
+// TitleFrom names a session after its first message: the first line of its first text,
+// else the first file's path, else "Image"; shortened at a character boundary with "…".
 func TitleFrom(c MessageContent) string {
-	text, _, _ := strings.Cut(strings.TrimSpace(c.Text), "\n")
-	text = strings.TrimSpace(text)
-	if text == "" {
+	var text, file string
+	image := false
+	for _, p := range c.Parts {
 		switch {
-		case len(c.Files) > 0:
-			text = c.Files[0].Path
-		case len(c.Images) > 0:
-			text = "Image"
+		case p.Text != "":
+			if text == "" {
+				text, _, _ = strings.Cut(strings.TrimSpace(p.Text), "\n")
+				text = strings.TrimSpace(text)
+			}
+		case p.File != nil:
+			if file == "" {
+				file = p.File.Path
+			}
+		case p.Image != nil:
+			image = true
 		}
+	}
+	switch {
+	case text != "":
+	case file != "":
+		text = file
+	case image:
+		text = "Image"
 	}
 	if len(text) <= MaxTitleBytes {
 		return text

@@ -7,7 +7,7 @@ import (
 
 func TestTitleFrom(t *testing.T) {
 	long := strings.Repeat("é", 100)
-	got := TitleFrom(MessageContent{Text: long + "\nsecond line"})
+	got := TitleFrom(TextContent(long + "\nsecond line"))
 	if !strings.HasSuffix(got, "…") || len(got) > MaxTitleBytes || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
 		t.Errorf("title %q (%d bytes): want the first line cut at a character boundary within %d bytes", got, len(got), MaxTitleBytes)
 	}
@@ -15,10 +15,11 @@ func TestTitleFrom(t *testing.T) {
 		content MessageContent
 		want    string
 	}{
-		{MessageContent{Text: "  short \nmore"}, "short"},
-		{MessageContent{Text: strings.Repeat("a", MaxTitleBytes)}, strings.Repeat("a", MaxTitleBytes)},
-		{MessageContent{Files: []File{{Path: "src/main.go"}}}, "src/main.go"},
-		{MessageContent{Images: []Image{{Data: "https://example.com/x.png"}}}, "Image"},
+		{TextContent("  short \nmore"), "short"},
+		{MessageContent{Parts: []ContentPart{{Image: &Image{Data: "x.png"}}, {Text: "after the image"}}}, "after the image"},
+		{TextContent(strings.Repeat("a", MaxTitleBytes)), strings.Repeat("a", MaxTitleBytes)},
+		{MessageContent{Parts: []ContentPart{{Image: &Image{Data: "x.png"}}, {File: &File{Path: "src/main.go"}}}}, "src/main.go"},
+		{MessageContent{Parts: []ContentPart{{Image: &Image{Data: "https://example.com/x.png"}}}}, "Image"},
 	} {
 		if got := TitleFrom(tc.content); got != tc.want {
 			t.Errorf("TitleFrom(%+v) = %q, want %q", tc.content, got, tc.want)

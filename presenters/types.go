@@ -51,7 +51,7 @@ type AgentInfo struct {
 	StatusReason   string
 	AuthMethods    []AuthMethod
 	Capabilities   Capabilities
-	Implementation string
+	Implementation Implementation
 	// ConfigSource says where the agent's configuration came from, for a person: "config
 	// file /path", "environment: OPENAI_API_KEY", "ollama at http://127.0.0.1:11434",
 	// "found on PATH: /usr/bin/codex-acp", "built-in: not configured". It names
@@ -59,6 +59,14 @@ type AgentInfo struct {
 	ConfigSource string
 	// Confinement describes the OS boundary the agent's processes run under.
 	Confinement string
+}
+
+// Implementation is a program's name and version as it reports them (ACP initialize's
+// agentInfo); empty when unknown.
+type Implementation struct {
+	Name    string
+	Version string
+	Title   string // a display name, when the program gives one
 }
 
 // SessionStatus is the state of a session.
@@ -90,44 +98,81 @@ type Command struct {
 	InputHint   string
 }
 
-// TokenUsage counts tokens; zero means not reported.
+// TokenUsage counts tokens and cost. A nil count was not reported by the agent; zero is
+// a real value.
 type TokenUsage struct {
-	InputTokens       int64
-	OutputTokens      int64
-	TotalTokens       int64
-	CachedInputTokens int64
-	ReasoningTokens   int64
-	ContextUsed       int64
-	ContextSize       int64
-	Cost              float64
+	InputTokens       *int64
+	OutputTokens      *int64
+	TotalTokens       *int64
+	CachedInputTokens *int64
+	ReasoningTokens   *int64
+	ContextUsed       *int64
+	ContextSize       *int64
+	Cost              *float64
 	CostCurrency      string
 }
 
-// Add sums two usages (context figures are snapshots: the newer non-zero one wins).
+// Reported is a reported count, for TokenUsage's fields.
+func Reported[T int64 | float64](v T) *T { return &v }
+
+// Add sums two usages: a count is reported when either reported it. Context figures
+// are snapshots: the newer reported one wins.
 func (u TokenUsage) Add(o TokenUsage) TokenUsage {
-	u.InputTokens += o.InputTokens
-	u.OutputTokens += o.OutputTokens
-	u.TotalTokens += o.TotalTokens
-	u.CachedInputTokens += o.CachedInputTokens
-	u.ReasoningTokens += o.ReasoningTokens
-	u.Cost += o.Cost
+	u.InputTokens = sum(u.InputTokens, o.InputTokens)
+	u.OutputTokens = sum(u.OutputTokens, o.OutputTokens)
+	u.TotalTokens = sum(u.TotalTokens, o.TotalTokens)
+	u.CachedInputTokens = sum(u.CachedInputTokens, o.CachedInputTokens)
+	u.ReasoningTokens = sum(u.ReasoningTokens, o.ReasoningTokens)
+	u.Cost = sum(u.Cost, o.Cost)
 	if o.CostCurrency != "" {
 		u.CostCurrency = o.CostCurrency
 	}
-	if o.ContextUsed != 0 {
-		u.ContextUsed = o.ContextUsed
+	if o.ContextUsed != nil {
+		u.ContextUsed = Reported(*o.ContextUsed)
 	}
-	if o.ContextSize != 0 {
-		u.ContextSize = o.ContextSize
+	if o.ContextSize != nil {
+		u.ContextSize = Reported(*o.ContextSize)
 	}
 	return u
+}
+
+// Equal reports whether two usages report the same counts.
+func (u TokenUsage) Equal(o TokenUsage) bool {
+	return sameCount(u.InputTokens, o.InputTokens) && sameCount(u.OutputTokens, o.OutputTokens) &&
+		sameCount(u.TotalTokens, o.TotalTokens) && sameCount(u.CachedInputTokens, o.CachedInputTokens) &&
+		sameCount(u.ReasoningTokens, o.ReasoningTokens) && sameCount(u.ContextUsed, o.ContextUsed) &&
+		sameCount(u.ContextSize, o.ContextSize) && sameCount(u.Cost, o.Cost) && u.CostCurrency == o.CostCurrency
+}
+
+// sum adds two counts into a new one (never sharing either's memory); nil when neither
+// was reported.
+func sum[T int64 | float64](a, b *T) *T {
+	switch {
+	case a == nil && b == nil:
+		return nil
+	case a == nil:
+		return Reported(*b)
+	case b == nil:
+		return Reported(*a)
+	}
+	return Reported(*a + *b)
+}
+
+func sameCount[T int64 | float64](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // SessionInfo is a session as its presenter knows it. The service adds what it
 // derives from the event stream (LastSequence, and PendingPermissions and
 // MessageInFlight when the presenter leaves them empty).
 type SessionInfo struct {
-	SessionID          string
+	SessionID string
+	// AgentSessionID is the agent's own id for the session (ACP sessionId; DeepChat's
+	// conversation id, the same as SessionID). Never used where a SessionID goes.
+	AgentSessionID     string
 	AgentID            string
 	Status             SessionStatus
 	StatusReason       string
@@ -229,17 +274,33 @@ type Resource struct {
 	Blob     string
 }
 
-// MessageContent is what a user sends.
+// ContentPart is one part of what a user sends: exactly one field set (Text non-empty,
+// or one of the others).
+type ContentPart struct {
+	Text     string
+	Image    *Image
+	File     *File
+	Resource *Resource
+}
+
+// MessageContent is what a user sends: its parts in order, as the agent receives them.
 type MessageContent struct {
-	Text      string
-	Images    []Image
-	Files     []File
-	Resources []Resource
+	Parts []ContentPart
+}
+
+// TextContent is a message of one text part.
+func TextContent(text string) MessageContent {
+	return MessageContent{Parts: []ContentPart{{Text: text}}}
 }
 
 // Empty reports whether there is nothing to send.
 func (c MessageContent) Empty() bool {
-	return c.Text == "" && len(c.Images) == 0 && len(c.Files) == 0 && len(c.Resources) == 0
+	for _, p := range c.Parts {
+		if p.Text != "" || p.Image != nil || p.File != nil || p.Resource != nil {
+			return false
+		}
+	}
+	return true
 }
 
 type RiskLevel string
@@ -390,6 +451,11 @@ type TerminalBlock struct {
 	Truncated  bool
 	ExitCode   *int
 	Signal     string
+	// OutputOffset is where Output starts in all the terminal printed: TOOL_RUNNING
+	// events carry only what is new since the tool call's previous event, everything
+	// else all that is held (after a truncation from the beginning, from the first
+	// byte still held).
+	OutputOffset uint64
 }
 
 // ToolContent is one produced piece of a tool call: exactly one field set.

@@ -3,18 +3,24 @@ package service
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc/metadata"
+
+	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
 )
 
-// BenchmarkHubPublish measures Publish with subscribers that drain their queues and
-// encode each event (as a stream would), so the cost includes fan-out and the shared
-// encoding.
+// BenchmarkHubPublish measures Publish with subscribers that drain their queues in
+// batches and encode each event (as a stream would), so the cost includes fan-out and the
+// shared encoding.
 func BenchmarkHubPublish(b *testing.B) {
 	for _, subscribers := range []int{0, 1, 16} {
 		b.Run(fmt.Sprintf("subscribers=%d", subscribers), func(b *testing.B) {
@@ -24,17 +30,20 @@ func BenchmarkHubPublish(b *testing.B) {
 			}
 			var wg sync.WaitGroup
 			for range subscribers {
-				sub, err := h.subscribe(nil, nil, 0)
+				sub, err := h.subscribe(events.Filter{}, events.Live())
 				if err != nil {
 					b.Fatal(err)
 				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					var buf []*encodedEvent
 					for {
-						if _, _, err := sub.Next(bg); err != nil {
+						batch, err := sub.NextBatch(bg, nil, maxBatchEvents, maxBatchBytes, buf)
+						if err != nil {
 							return
 						}
+						buf = batch.Events
 					}
 				}()
 			}
@@ -51,8 +60,103 @@ func BenchmarkHubPublish(b *testing.B) {
 	}
 }
 
+// captureStream is a Subscribe stream without a network: it copies out each frame's bytes,
+// as gRPC's writer would, and counts the events in it.
+type captureStream struct {
+	ctx      context.Context
+	received *atomic.Int64
+	buf      []byte
+}
+
+var _ pb.AgenticService_SubscribeServer = (*captureStream)(nil)
+
+func (s *captureStream) Send(*pb.SubscribeResponse) error { return nil }
+
+func (s *captureStream) SendMsg(m any) error {
+	if f, ok := m.(*encodedFrame); ok {
+		s.buf = s.buf[:0]
+		for _, b := range f.slice {
+			s.buf = append(s.buf, b.ReadOnlyData()...)
+		}
+		s.received.Add(int64(len(f.slice) / 2)) // a header and an event each
+	}
+	return nil
+}
+func (s *captureStream) Context() context.Context     { return s.ctx }
+func (s *captureStream) SetHeader(metadata.MD) error  { return nil }
+func (s *captureStream) SendHeader(metadata.MD) error { return nil }
+func (s *captureStream) SetTrailer(metadata.MD)       {}
+func (s *captureStream) RecvMsg(any) error            { return nil }
+
+// BenchmarkSubscribeHandler measures the Subscribe handler's fan-out of 64-byte deltas to
+// 1 and 16 streams in this process (hub, shared encoding, batch frames), without a
+// network; ns/op is per event.
+func BenchmarkSubscribeHandler(b *testing.B) {
+	for _, subscribers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("subscribers=%d", subscribers), func(b *testing.B) {
+			h, err := NewHub(bg, HubOptions{SubscriberQueue: 1 << 16})
+			if err != nil {
+				b.Fatal(err)
+			}
+			svc := New(Options{Hub: h, Logger: discard})
+			ctx, cancel := context.WithCancel(bg)
+			received := make([]atomic.Int64, subscribers)
+			var wg sync.WaitGroup
+			for i := range subscribers {
+				wg.Go(func() {
+					_ = svc.Subscribe(&pb.SubscribeRequest{}, &captureStream{ctx: ctx, received: &received[i]})
+				})
+			}
+			// All registered once each has the first event.
+			em := presenters.NewEmitter(h, "agent", "session")
+			slowest := func() int64 {
+				m := received[0].Load()
+				for i := range received {
+					m = min(m, received[i].Load())
+				}
+				return m
+			}
+			for slowest() == 0 {
+				em.MessageDelta("m", presenters.RoleAssistant, "warm")
+				time.Sleep(time.Millisecond)
+			}
+			base := make([]int64, subscribers)
+			for i := range received {
+				base[i] = received[i].Load()
+			}
+			done := func(n int) bool {
+				for i := range received {
+					if received[i].Load()-base[i] < int64(n) {
+						return false
+					}
+				}
+				return true
+			}
+			chunk := strings.Repeat("x", 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%256 == 0 {
+					for !done(i - 1024) {
+						runtime.Gosched()
+					}
+				}
+				em.MessageDelta("m", presenters.RoleAssistant, chunk)
+			}
+			for !done(b.N) {
+				runtime.Gosched()
+			}
+			b.StopTimer()
+			cancel()
+			h.Close()
+			wg.Wait()
+		})
+	}
+}
+
 // BenchmarkSubscribeStream measures events from Publish to a client's Recv over a real
-// gRPC stream (bufconn), with 1 and 16 subscribers; ns/op is per event per run. The
+// gRPC stream (bufconn), with 1 and 16 subscribers; ns/op is per event per run, events
+// arriving in batches when the stream falls behind. The
 // publisher stays at most streamWindow events ahead of the slowest subscriber, so the
 // figure is throughput, never the overflow path.
 func BenchmarkSubscribeStream(b *testing.B) {
@@ -64,7 +168,7 @@ func BenchmarkSubscribeStream(b *testing.B) {
 			ctx, cancel := context.WithCancel(b.Context())
 			defer cancel()
 			// One connection per subscriber, as separate clients would have.
-			streams := make([]pb.AgenticService_SubscribeClient, subscribers)
+			streams := make([]*eventStream, subscribers)
 			for i := range streams {
 				conn := dialBufconn(b, e.lis, "")
 				defer func() { _ = conn.Close() }()
@@ -76,7 +180,7 @@ func BenchmarkSubscribeStream(b *testing.B) {
 				if _, err := stream.Header(); err != nil {
 					b.Fatal(err)
 				}
-				streams[i] = stream
+				streams[i] = &eventStream{AgenticService_SubscribeClient: stream}
 			}
 			received := make([]atomic.Int64, subscribers)
 			poke := make(chan struct{}, 1)
@@ -86,16 +190,16 @@ func BenchmarkSubscribeStream(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for range b.N {
-						if _, err := s.Recv(); err != nil {
+					for received[i].Load() < int64(b.N) {
+						frame, err := s.Recv()
+						if err != nil {
 							failed <- err
 							return
 						}
-						if n := received[i].Add(1); n%64 == 0 || n == int64(b.N) {
-							select {
-							case poke <- struct{}{}:
-							default:
-							}
+						received[i].Add(int64(len(frame.GetEvents().GetEvents())))
+						select {
+						case poke <- struct{}{}:
+						default:
 						}
 					}
 				}()

@@ -71,7 +71,7 @@ func TestStatusMessagesBoundEchoedValues(t *testing.T) {
 		return presenters.SessionInfo{}, &presenters.AuthRequiredError{AgentID: fakeID, Methods: []presenters.AuthMethod{{ID: strings.Repeat("m", 5000)}}}
 	}
 	_, err = e.client.CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}})
-	st = wantCode(t, err, codes.Unauthenticated)
+	st = wantCode(t, err, codes.FailedPrecondition)
 	wantBounded(t, st)
 	if errorInfo(st) == nil {
 		t.Errorf("bounding the message lost the details")
@@ -161,7 +161,8 @@ func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
 	}{
 		{"GetSession", withInvalidUTF8(t, &pb.GetSessionRequest{SessionId: "XXXX"}, "XXXX"), "session_id"},
 		{"CreateSession", withInvalidUTF8(t, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: "/XXXX"}}, "XXXX"), "config.workspace"},
-		{"SendMessage", withInvalidUTF8(t, &pb.SendMessageRequest{SessionId: "s", Content: &pb.MessageContent{Text: "hi XXXX"}}, "XXXX"), "content.text"},
+		{"SendMessage", withInvalidUTF8(t, &pb.SendMessageRequest{SessionId: "s", Content: &pb.MessageContent{
+			Parts: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: "hi XXXX"}}}}}, "XXXX"), "content.parts.text"},
 	}
 	for _, c := range unary {
 		err := e.conn.Invoke(bg, "/agentic.v1.AgenticService/"+c.method, c.req, &rawMessage{}, raw)
@@ -169,6 +170,7 @@ func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
 		if !strings.HasPrefix(st.Message(), c.field+" is not valid UTF-8") {
 			t.Errorf("%s: message %q should name %s", c.method, st.Message(), c.field)
 		}
+		wantReason(t, err, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, c.field)
 	}
 	stream, err := e.conn.NewStream(bg, &grpc.StreamDesc{ServerStreams: true}, "/agentic.v1.AgenticService/Subscribe", raw)
 	if err != nil {
@@ -180,10 +182,12 @@ func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	st := wantCode(t, stream.RecvMsg(&rawMessage{}), codes.InvalidArgument)
+	err = stream.RecvMsg(&rawMessage{})
+	st := wantCode(t, err, codes.InvalidArgument)
 	if !strings.HasPrefix(st.Message(), "session_ids is not valid UTF-8") {
 		t.Errorf("Subscribe: message %q should name session_ids", st.Message())
 	}
+	wantReason(t, err, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "session_ids")
 	// Valid requests go on working.
 	if _, err := e.client.ListAgents(bg, &pb.ListAgentsRequest{}); err != nil {
 		t.Fatal(err)

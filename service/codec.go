@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -9,24 +10,55 @@ import (
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 )
 
-// encodedEvent is an event's wire bytes, encoded once and sent as they are to every
-// subscriber (the codec below recognises it), instead of being marshalled per stream.
-// The BufferSlice wrapping them is built once too: gRPC only reads and reslices it, and
-// building it per send cost two allocations per event per subscriber.
-type encodedEvent struct{ slice mem.BufferSlice }
-
-func newEncodedEvent(b []byte) *encodedEvent {
-	// A SliceBuffer's Ref and Free do nothing: the shared bytes stay intact for the others.
-	return &encodedEvent{slice: mem.BufferSlice{mem.SliceBuffer(b)}}
+// encodedEvent is an AgenticEvent's wire bytes, encoded once and shared by every
+// subscriber: each stream's frames are built around them (eventBatchFrame) instead of
+// marshalling the event per stream.
+type encodedEvent struct {
+	// slice holds the bytes in a SliceBuffer, whose Ref and Free do nothing: gRPC only
+	// reads them, and they stay intact for the other streams.
+	slice mem.BufferSlice
+	size  int
 }
 
-// sharedEventCodec is gRPC's proto codec, except for encodedEvent and for requests with
+func newEncodedEvent(b []byte) *encodedEvent {
+	return &encodedEvent{slice: mem.BufferSlice{mem.SliceBuffer(b)}, size: len(b)}
+}
+
+// encodedFrame is a message's wire bytes, which the codec below sends as they are.
+type encodedFrame struct{ slice mem.BufferSlice }
+
+// eventBatchFrame is the SubscribeResponse whose EventBatch holds evs. Only the field
+// headers are new bytes; the events' own bytes are shared, not copied: the frame is a
+// BufferSlice alternating headers and events, which gRPC reads out as one message.
+func eventBatchFrame(evs []*encodedEvent) *encodedFrame {
+	const tagSize = 1 // field 1, length-delimited: SubscribeResponse.events, EventBatch.events
+	batchLen := 0
+	for _, ev := range evs {
+		batchLen += tagSize + protowire.SizeVarint(uint64(ev.size)) + ev.size
+	}
+	headers := make([]byte, 0, tagSize+protowire.SizeVarint(uint64(batchLen))+len(evs)*(tagSize+binary.MaxVarintLen32))
+	headers = protowire.AppendTag(headers, 1, protowire.BytesType)
+	headers = protowire.AppendVarint(headers, uint64(batchLen))
+	slice := make(mem.BufferSlice, 0, 2*len(evs))
+	from := 0
+	for _, ev := range evs {
+		headers = protowire.AppendTag(headers, 1, protowire.BytesType)
+		headers = protowire.AppendVarint(headers, uint64(ev.size))
+		slice = append(slice, mem.SliceBuffer(headers[from:len(headers):len(headers)]))
+		slice = append(slice, ev.slice...)
+		from = len(headers)
+	}
+	return &encodedFrame{slice: slice}
+}
+
+// sharedEventCodec is gRPC's proto codec, except for encodedFrame and for requests with
 // invalid UTF-8 (invalidUTF8Requests).
 type sharedEventCodec struct {
 	encoding.CodecV2
@@ -34,8 +66,8 @@ type sharedEventCodec struct {
 }
 
 func (c sharedEventCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if e, ok := v.(*encodedEvent); ok {
-		return e.slice, nil
+	if f, ok := v.(*encodedFrame); ok {
+		return f.slice, nil
 	}
 	return c.CodecV2.Marshal(v)
 }
@@ -96,11 +128,11 @@ func notSendable(ev presenters.Event, typ string) []byte {
 		Sequence:  ev.Sequence,
 		SessionId: clean(ev.SessionID),
 		AgentId:   clean(ev.AgentID),
-		Time:      timestamp(ev.Time),
+		EventTime: timestamp(ev.Time),
 		Type:      pb.AgenticEventType_AGENTIC_EVENT_TYPE_ERROR,
-		Payload: &pb.AgenticEvent_Error{Error: &pb.Error{
-			Code: "event_not_sendable",
-			Message: fmt.Sprintf("event %d (%s) could not be sent and this one takes its place (the server log says why); GetSession and GetMessages show the session's state",
+		Payload: &pb.AgenticEvent_Error{Error: &pb.ErrorReported{
+			Reason: pb.ErrorReason_ERROR_REASON_EVENT_NOT_SENDABLE,
+			Message: fmt.Sprintf("event %d (%s) could not be sent and this one takes its place (the server log says why); GetSession and ListMessages show the session's state",
 				ev.Sequence, typ),
 		}},
 	})

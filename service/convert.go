@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"time"
@@ -129,6 +130,7 @@ var (
 		presenters.EventToolPermissionDenied:   pb.AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED,
 		presenters.EventStatusChanged:          pb.AgenticEventType_AGENTIC_EVENT_TYPE_STATUS_CHANGED,
 		presenters.EventError:                  pb.AgenticEventType_AGENTIC_EVENT_TYPE_ERROR,
+		presenters.EventAgentStatusChanged:     pb.AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED,
 	}
 )
 
@@ -188,7 +190,7 @@ func agentInfoToPB(a presenters.AgentInfo) *pb.AgentInfo {
 		Status:         agentStatuses[a.Status],
 		StatusReason:   clean(a.StatusReason),
 		Capabilities:   capabilitiesToPB(a.Capabilities),
-		Implementation: clean(a.Implementation),
+		Implementation: implementationToPB(a.Implementation),
 		ConfigSource:   clean(a.ConfigSource),
 		Confinement:    clean(a.Confinement),
 	}
@@ -234,16 +236,34 @@ func commandsToPB(cs []presenters.Command) []*pb.Command {
 	return out
 }
 
+// implementationToPB is nil for an unknown implementation.
+func implementationToPB(i presenters.Implementation) *pb.Implementation {
+	if i == (presenters.Implementation{}) {
+		return nil
+	}
+	return &pb.Implementation{Name: clean(i.Name), Version: clean(i.Version), Title: clean(i.Title)}
+}
+
+// reported is a count as the wire carries it: absent when the agent did not report it,
+// a copy (the domain value may be shared) when it did, zero included.
+func reported[T int64 | float64](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	return &c
+}
+
 func usageToPB(u presenters.TokenUsage) *pb.TokenUsage {
 	return &pb.TokenUsage{
-		InputTokens:       u.InputTokens,
-		OutputTokens:      u.OutputTokens,
-		TotalTokens:       u.TotalTokens,
-		CachedInputTokens: u.CachedInputTokens,
-		ReasoningTokens:   u.ReasoningTokens,
-		ContextUsed:       u.ContextUsed,
-		ContextSize:       u.ContextSize,
-		Cost:              u.Cost,
+		InputTokens:       reported(u.InputTokens),
+		OutputTokens:      reported(u.OutputTokens),
+		TotalTokens:       reported(u.TotalTokens),
+		CachedInputTokens: reported(u.CachedInputTokens),
+		ReasoningTokens:   reported(u.ReasoningTokens),
+		ContextUsed:       reported(u.ContextUsed),
+		ContextSize:       reported(u.ContextSize),
+		Cost:              reported(u.Cost),
 		CostCurrency:      clean(u.CostCurrency),
 	}
 }
@@ -251,13 +271,14 @@ func usageToPB(u presenters.TokenUsage) *pb.TokenUsage {
 func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 	out := &pb.SessionInfo{
 		SessionId:         clean(s.SessionID),
+		AgentSessionId:    clean(s.AgentSessionID),
 		AgentId:           clean(s.AgentID),
 		Status:            sessionStatuses[s.Status],
 		StatusReason:      clean(s.StatusReason),
 		Workspace:         clean(s.Workspace),
 		Title:             clean(s.Title),
-		CreatedAt:         timestamp(s.CreatedAt),
-		UpdatedAt:         timestamp(s.UpdatedAt),
+		CreateTime:        timestamp(s.CreatedAt),
+		UpdateTime:        timestamp(s.UpdatedAt),
 		AvailableModes:    modesToPB(s.AvailableModes),
 		CurrentModeId:     clean(s.CurrentModeID),
 		AvailableModels:   modelsToPB(s.AvailableModels),
@@ -292,8 +313,8 @@ func sessionPatchToPB(p presenters.SessionPatch) *pb.SessionUpdated {
 		paths = append(paths, "title")
 	}
 	if p.UpdatedAt != nil {
-		info.UpdatedAt = timestamp(*p.UpdatedAt)
-		paths = append(paths, "updated_at")
+		info.UpdateTime = timestamp(*p.UpdatedAt)
+		paths = append(paths, "update_time")
 	}
 	if p.AvailableModes != nil {
 		info.AvailableModes = modesToPB(*p.AvailableModes)
@@ -342,7 +363,7 @@ func commandInfoToPB(c *presenters.CommandInfo) *pb.CommandInfo {
 
 func permissionRequestToPB(r presenters.PermissionRequest) *pb.PermissionRequest {
 	out := &pb.PermissionRequest{
-		RequestId:      clean(r.RequestID),
+		PermissionId:   clean(r.RequestID),
 		ToolId:         clean(r.ToolID),
 		ToolName:       clean(r.ToolName),
 		PermissionType: permissionTypes[r.PermissionType],
@@ -353,7 +374,7 @@ func permissionRequestToPB(r presenters.PermissionRequest) *pb.PermissionRequest
 		ServerName:     clean(r.ServerName),
 		Arguments:      valueFromJSON(r.Arguments),
 		MessageId:      clean(r.MessageID),
-		RequestedAt:    timestamp(r.RequestedAt),
+		RequestTime:    timestamp(r.RequestedAt),
 	}
 	for _, o := range r.Options {
 		out.Options = append(out.Options, &pb.PermissionOption{OptionId: clean(o.ID), Name: clean(o.Name), Kind: optionKinds[o.Kind]})
@@ -373,11 +394,12 @@ func terminalToPB(t *presenters.TerminalBlock) *pb.TerminalBlock {
 		return nil
 	}
 	out := &pb.TerminalBlock{
-		TerminalId: clean(t.TerminalID),
-		Command:    clean(t.Command),
-		Output:     clean(t.Output),
-		Truncated:  t.Truncated,
-		Signal:     clean(t.Signal),
+		TerminalId:   clean(t.TerminalID),
+		Command:      clean(t.Command),
+		Output:       clean(t.Output),
+		Truncated:    t.Truncated,
+		Signal:       clean(t.Signal),
+		OutputOffset: t.OutputOffset,
 	}
 	if t.ExitCode != nil {
 		code := int32(*t.ExitCode)
@@ -395,7 +417,7 @@ func imageToPB(i *presenters.ImageBlock) *pb.ImageBlock {
 	case i.URL != "":
 		out.Source = &pb.ImageBlock_Url{Url: clean(i.URL)}
 	case i.Base64 != "":
-		out.Source = &pb.ImageBlock_Base64{Base64: clean(i.Base64)}
+		out.Source = &pb.ImageBlock_Data{Data: decodeBase64(i.Base64)}
 	}
 	return out
 }
@@ -404,7 +426,7 @@ func resourceToPB(r *presenters.ResourceBlock) *pb.ResourceBlock {
 	if r == nil {
 		return nil
 	}
-	return &pb.ResourceBlock{Uri: clean(r.URI), Name: clean(r.Name), MimeType: clean(r.MimeType), Text: clean(r.Text), Blob: clean(r.Blob)}
+	return &pb.ResourceBlock{Uri: clean(r.URI), Name: clean(r.Name), MimeType: clean(r.MimeType), Text: clean(r.Text), Blob: decodeBase64(r.Blob)}
 }
 
 func toolCallToPB(t presenters.ToolCall) *pb.ToolCall {
@@ -455,7 +477,7 @@ func blockToPB(b presenters.Block) *pb.Block {
 		}
 	case presenters.BlockError:
 		if b.Error != nil {
-			return &pb.Block{Content: &pb.Block_Error{Error: &pb.ErrorBlock{Message: clean(b.Error.Message), Code: clean(b.Error.Code)}}}
+			return &pb.Block{Content: &pb.Block_Error{Error: &pb.ErrorBlock{Message: clean(b.Error.Message), Reason: reasonOf(b.Error.Code)}}}
 		}
 	case presenters.BlockImage:
 		if b.Image != nil {
@@ -506,13 +528,13 @@ func blockToPB(b presenters.Block) *pb.Block {
 	return &pb.Block{Content: &pb.Block_Text{Text: &pb.TextBlock{Text: clean(b.Text)}}}
 }
 
-func messageToPB(m presenters.Message) *pb.Message {
-	out := &pb.Message{
+func messageToPB(m presenters.Message) *pb.SessionMessage {
+	out := &pb.SessionMessage{
 		MessageId:  clean(m.ID),
 		SessionId:  clean(m.SessionID),
 		Role:       roles[m.Role],
 		Status:     messageStatuses[m.Status],
-		CreatedAt:  timestamp(m.CreatedAt),
+		CreateTime: timestamp(m.CreatedAt),
 		StopReason: stopReasons[m.StopReason],
 		Blocks:     make([]*pb.Block, len(m.Blocks)),
 	}
@@ -526,11 +548,11 @@ func messageToPB(m presenters.Message) *pb.Message {
 }
 
 func decisionToGranted(d presenters.PermissionDecision) *pb.ToolPermissionGranted {
-	return &pb.ToolPermissionGranted{RequestId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
+	return &pb.ToolPermissionGranted{PermissionId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
 }
 
 func decisionToDenied(d presenters.PermissionDecision) *pb.ToolPermissionDenied {
-	return &pb.ToolPermissionDenied{RequestId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
+	return &pb.ToolPermissionDenied{PermissionId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
 }
 
 // eventToPB converts one event; the hub calls it once per event and shares the result.
@@ -539,7 +561,8 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 		Sequence:  ev.Sequence,
 		SessionId: clean(ev.SessionID),
 		AgentId:   clean(ev.AgentID),
-		Time:      timestamp(ev.Time),
+		EventTime: timestamp(ev.Time),
+		Replay:    ev.Replay,
 	}
 	if ev.Payload == nil {
 		return out
@@ -579,54 +602,98 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 	case presenters.StatusChangedPayload:
 		out.Payload = &pb.AgenticEvent_StatusChanged{StatusChanged: &pb.StatusChanged{Status: sessionStatuses[p.Status], Reason: clean(p.Reason)}}
 	case presenters.ErrorPayload:
-		out.Payload = &pb.AgenticEvent_Error{Error: &pb.Error{Code: clean(p.Code), Message: clean(p.Message), MessageId: clean(p.MessageID), Retryable: p.Retryable}}
+		out.Payload = &pb.AgenticEvent_Error{Error: &pb.ErrorReported{Reason: reasonOf(p.Code), Message: clean(p.Message), MessageId: clean(p.MessageID), Retryable: p.Retryable}}
+	case presenters.AgentStatusChangedPayload:
+		out.Payload = &pb.AgenticEvent_AgentStatusChanged{AgentStatusChanged: &pb.AgentStatusChanged{Agent: agentInfoToPB(p.Info)}}
 	}
 	return out
 }
 
-// contentFromPB converts and validates what a client sends.
+// contentFromPB converts and validates what a client sends, part by part in order (the
+// agent receives them in that order).
 func contentFromPB(c *pb.MessageContent) (presenters.MessageContent, error) {
-	out := presenters.MessageContent{Text: c.GetText()}
-	for i, img := range c.GetImages() {
-		switch src := img.GetSource().(type) {
-		case *pb.ImageContent_Url:
-			out.Images = append(out.Images, presenters.Image{Kind: presenters.ImageURL, Data: src.Url, MimeType: img.GetMimeType()})
-		case *pb.ImageContent_Base64:
-			if img.GetMimeType() == "" {
-				return out, invalidArgument("content.images[%d]: mime_type is required with base64 data (e.g. image/png)", i)
+	if len(c.GetParts()) == 0 {
+		return presenters.MessageContent{}, invalidArgument("content is empty: add at least one part (text, image, file or resource)")
+	}
+	out := presenters.MessageContent{Parts: make([]presenters.ContentPart, len(c.GetParts()))}
+	for i, part := range c.GetParts() {
+		switch p := part.GetPart().(type) {
+		case *pb.ContentPart_Text:
+			if p.Text == "" {
+				return presenters.MessageContent{}, invalidArgument("content.parts[%d].text is empty: give it text or leave the part out", i)
 			}
-			out.Images = append(out.Images, presenters.Image{Kind: presenters.ImageBase64, Data: src.Base64, MimeType: img.GetMimeType()})
-		case *pb.ImageContent_FilePath:
-			out.Images = append(out.Images, presenters.Image{Kind: presenters.ImageFile, Data: src.FilePath, MimeType: img.GetMimeType()})
+			out.Parts[i].Text = p.Text
+		case *pb.ContentPart_Image:
+			img, err := imageFromPB(i, p.Image)
+			if err != nil {
+				return presenters.MessageContent{}, err
+			}
+			out.Parts[i].Image = &img
+		case *pb.ContentPart_File:
+			if p.File.GetPath() == "" {
+				return presenters.MessageContent{}, invalidArgument("content.parts[%d].file.path is required (a path inside the session's workspace)", i)
+			}
+			out.Parts[i].File = &presenters.File{Path: p.File.GetPath(), Name: p.File.GetName(), MimeType: p.File.GetMimeType()}
+		case *pb.ContentPart_Resource:
+			res, err := resourceFromPB(i, p.Resource)
+			if err != nil {
+				return presenters.MessageContent{}, err
+			}
+			out.Parts[i].Resource = &res
 		default:
-			return out, invalidArgument("content.images[%d]: set one of url, base64 or file_path", i)
+			return presenters.MessageContent{}, invalidArgument("content.parts[%d]: set one of text, image, file or resource", i)
 		}
-	}
-	for i, f := range c.GetFiles() {
-		if f.GetPath() == "" {
-			return out, invalidArgument("content.files[%d]: path is required (a path inside the session's workspace)", i)
-		}
-		out.Files = append(out.Files, presenters.File{Path: f.GetPath(), Name: f.GetName(), MimeType: f.GetMimeType()})
-	}
-	for i, r := range c.GetResources() {
-		if r.GetUri() == "" {
-			return out, invalidArgument("content.resources[%d]: uri is required", i)
-		}
-		res := presenters.Resource{URI: r.GetUri(), MimeType: r.GetMimeType()}
-		switch body := r.GetContents().(type) {
-		case *pb.EmbeddedResource_Text:
-			res.Text = body.Text
-		case *pb.EmbeddedResource_Blob:
-			res.Blob = body.Blob
-		default:
-			return out, invalidArgument("content.resources[%d]: set text or blob", i)
-		}
-		out.Resources = append(out.Resources, res)
-	}
-	if out.Empty() {
-		return out, invalidArgument("content is empty: set content.text or attach images, files or resources")
 	}
 	return out, nil
+}
+
+func imageFromPB(i int, img *pb.ImageContent) (presenters.Image, error) {
+	switch src := img.GetSource().(type) {
+	case *pb.ImageContent_Url:
+		return presenters.Image{Kind: presenters.ImageURL, Data: src.Url, MimeType: img.GetMimeType()}, nil
+	case *pb.ImageContent_Data:
+		if img.GetMimeType() == "" {
+			return presenters.Image{}, invalidArgument("content.parts[%d].image.mime_type is required with data (e.g. image/png)", i)
+		}
+		return presenters.Image{Kind: presenters.ImageBase64, Data: base64.StdEncoding.EncodeToString(src.Data), MimeType: img.GetMimeType()}, nil
+	case *pb.ImageContent_FilePath:
+		return presenters.Image{Kind: presenters.ImageFile, Data: src.FilePath, MimeType: img.GetMimeType()}, nil
+	}
+	return presenters.Image{}, invalidArgument("content.parts[%d].image: set one of url, data or file_path", i)
+}
+
+func resourceFromPB(i int, r *pb.EmbeddedResource) (presenters.Resource, error) {
+	if r.GetUri() == "" {
+		return presenters.Resource{}, invalidArgument("content.parts[%d].resource.uri is required", i)
+	}
+	res := presenters.Resource{URI: r.GetUri(), MimeType: r.GetMimeType()}
+	switch body := r.GetContents().(type) {
+	case *pb.EmbeddedResource_Text:
+		res.Text = body.Text
+	case *pb.EmbeddedResource_Blob:
+		res.Blob = base64.StdEncoding.EncodeToString(body.Blob)
+	default:
+		return res, invalidArgument("content.parts[%d].resource: set text or blob", i)
+	}
+	return res, nil
+}
+
+// decodeBase64 is the bytes of base64 the agents send; what does not decode is sent as
+// its own bytes rather than dropped.
+func decodeBase64(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+		return b
+	}
+	return []byte(s)
+}
+
+// reasonOf is the ErrorReason of a domain error code: the value's name in lower case,
+// without its prefix ("agent_crashed" is ERROR_REASON_AGENT_CRASHED).
+func reasonOf(code string) pb.ErrorReason {
+	return pb.ErrorReason(pb.ErrorReason_value["ERROR_REASON_"+strings.ToUpper(code)])
 }
 
 // optionKindFromPB is the domain kind of a wire kind (false for UNSPECIFIED).

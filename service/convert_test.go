@@ -2,7 +2,11 @@ package service
 
 import (
 	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -36,21 +40,30 @@ func TestEventToPBCoversEveryPayload(t *testing.T) {
 		{presenters.PermissionDeniedPayload{RequestID: "r", DecidedBy: presenters.DecidedByCancelled}, "tool_permission_denied"},
 		{presenters.StatusChangedPayload{Status: presenters.SessionPaused}, "status_changed"},
 		{presenters.ErrorPayload{Code: "agent_crashed", Message: "restart it", Retryable: true}, "error"},
+		{presenters.AgentStatusChangedPayload{Info: presenters.AgentInfo{ID: "a", Status: presenters.AgentCrashed}}, "agent_status_changed"},
 	}
 	if len(cases) != len(eventTypes) {
 		t.Fatalf("%d payloads tested, %d event types exist", len(cases), len(eventTypes))
 	}
 	for _, c := range cases {
 		p, field := c.payload, c.field
-		ev := eventToPB(presenters.Event{Sequence: 9, SessionID: "s", AgentID: "a", Time: time.Unix(5, 0), Payload: p})
-		which := ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("payload"))
-		if which == nil || string(which.Name()) != field {
-			t.Errorf("%T: payload field %v, want %s", p, which, field)
+		for _, replay := range []bool{false, true} {
+			ev := eventToPB(presenters.Event{Sequence: 9, SessionID: "s", AgentID: "a", Time: time.Unix(5, 0), Replay: replay, Payload: p})
+			which := ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("payload"))
+			if which == nil || string(which.Name()) != field {
+				t.Errorf("%T: payload field %v, want %s", p, which, field)
+			}
+			wantType := "AGENTIC_EVENT_TYPE_" + strings.ToUpper(field)
+			if ev.GetType().String() != wantType || ev.GetSequence() != 9 || ev.GetEventTime().GetSeconds() != 5 || ev.GetReplay() != replay {
+				t.Errorf("%T: type %v (want %s), sequence %d, time %v, replay %t (want %t)", p, ev.GetType(), wantType, ev.GetSequence(), ev.GetEventTime(), ev.GetReplay(), replay)
+			}
 		}
-		wantType := "AGENTIC_EVENT_TYPE_" + strings.ToUpper(field)
-		if ev.GetType().String() != wantType || ev.GetSequence() != 9 || ev.GetTime().GetSeconds() != 5 {
-			t.Errorf("%T: type %v (want %s), sequence %d, time %v", p, ev.GetType(), wantType, ev.GetSequence(), ev.GetTime())
-		}
+	}
+	agent := eventToPB(presenters.Event{AgentID: "acp.x", Payload: presenters.AgentStatusChangedPayload{Info: presenters.AgentInfo{
+		ID: "acp.x", Status: presenters.AgentReady, Implementation: presenters.Implementation{Name: "x", Version: "1", Title: "X"}}}})
+	if a := agent.GetAgentStatusChanged().GetAgent(); agent.GetSessionId() != "" || a.GetStatus() != pb.AgentStatus_AGENT_STATUS_READY ||
+		!proto.Equal(a.GetImplementation(), &pb.Implementation{Name: "x", Version: "1", Title: "X"}) {
+		t.Errorf("agent event = %v", agent)
 	}
 	denied := eventToPB(presenters.Event{Payload: presenters.PermissionDeniedPayload{RequestID: "r", ToolID: "t", OptionID: "no", DecidedBy: presenters.DecidedByPolicy, Reason: "outside"}})
 	if d := denied.GetToolPermissionDenied(); d.GetDecidedBy() != pb.PermissionDecider_PERMISSION_DECIDER_POLICY || d.GetReason() != "outside" || d.GetOptionId() != "no" || d.GetToolId() != "t" {
@@ -124,8 +137,8 @@ func TestBlockToPB(t *testing.T) {
 		Content: []presenters.ToolContent{
 			{Text: "out"},
 			{Diff: &presenters.DiffBlock{Path: "a.go", NewText: "x"}},
-			{Terminal: &presenters.TerminalBlock{TerminalID: "term", ExitCode: &exit}},
-			{Image: &presenters.ImageBlock{MimeType: "image/png", Base64: "AA"}},
+			{Terminal: &presenters.TerminalBlock{TerminalID: "term", ExitCode: &exit, Output: "tail", OutputOffset: 4096}},
+			{Image: &presenters.ImageBlock{MimeType: "image/png", Base64: "AAE="}},
 			{Resource: &presenters.ResourceBlock{URI: "file:///r"}},
 		},
 	}
@@ -133,7 +146,7 @@ func TestBlockToPB(t *testing.T) {
 		"text":            {Type: presenters.BlockText, Text: "hi"},
 		"reasoning":       {Type: presenters.BlockReasoning, Text: "hmm"},
 		"tool":            {Type: presenters.BlockTool, Tool: tool},
-		"error":           {Type: presenters.BlockError, Error: &presenters.ErrorBlock{Message: "m", Code: "c"}},
+		"error":           {Type: presenters.BlockError, Error: &presenters.ErrorBlock{Message: "m", Code: "policy_violation"}},
 		"image":           {Type: presenters.BlockImage, Image: &presenters.ImageBlock{URL: "https://x"}},
 		"action":          {Type: presenters.BlockAction, Action: &presenters.ActionBlock{ActionType: "permission_request", Permission: &presenters.PermissionRequest{RequestID: "r"}}},
 		"search":          {Type: presenters.BlockSearch, Search: &presenters.SearchBlock{Query: "q", Results: []presenters.SearchResult{{URL: "u"}}}},
@@ -155,9 +168,13 @@ func TestBlockToPB(t *testing.T) {
 		got.GetArguments().GetStructValue().GetFields()["command"].GetStringValue() != "make" || got.GetResult().GetStringValue() != "oops" ||
 		got.GetLocations()[0].GetLine() != 3 || got.GetCommandInfo().GetRiskLevel() != pb.RiskLevel_RISK_LEVEL_MEDIUM ||
 		got.GetContent()[0].GetText() != "out" || got.GetContent()[1].GetDiff().GetNewText() != "x" ||
-		got.GetContent()[2].GetTerminal().GetExitCode() != 2 || got.GetContent()[3].GetImage().GetBase64() != "AA" ||
+		got.GetContent()[2].GetTerminal().GetExitCode() != 2 || got.GetContent()[2].GetTerminal().GetOutputOffset() != 4096 ||
+		string(got.GetContent()[3].GetImage().GetData()) != "\x00\x01" ||
 		got.GetContent()[4].GetResource().GetUri() != "file:///r" {
 		t.Errorf("tool = %v", got)
+	}
+	if r := blockToPB(blocks["error"]).GetError().GetReason(); r != pb.ErrorReason_ERROR_REASON_POLICY_VIOLATION {
+		t.Errorf("error block reason = %v", r)
 	}
 	plan := blockToPB(blocks["plan"]).GetPlan().GetEntries()[0]
 	if plan.GetStatus() != pb.PlanEntryStatus_PLAN_ENTRY_STATUS_IN_PROGRESS || plan.GetPriority() != pb.PlanEntryPriority_PLAN_ENTRY_PRIORITY_HIGH {
@@ -171,11 +188,11 @@ func TestBlockToPB(t *testing.T) {
 
 func TestSessionInfoToPBIsComplete(t *testing.T) {
 	info := presenters.SessionInfo{
-		SessionID: "s", AgentID: "a", Status: presenters.SessionPaused, StatusReason: "r", Workspace: "/w", Title: "t",
+		SessionID: "s", AgentSessionID: "agent-side", AgentID: "a", Status: presenters.SessionPaused, StatusReason: "r", Workspace: "/w", Title: "t",
 		CreatedAt: time.Unix(1, 0), UpdatedAt: time.Unix(2, 0),
 		AvailableModes: []presenters.Mode{{ID: "m"}}, CurrentModeID: "m", AvailableModels: []presenters.Model{{ID: "x"}}, CurrentModelID: "x",
 		AvailableCommands: []presenters.Command{{Name: "c"}}, Capabilities: presenters.Capabilities{SupportsLoad: true},
-		Usage: presenters.TokenUsage{TotalTokens: 4, Cost: 0.5, CostCurrency: "USD"}, MessageInFlight: "m1",
+		Usage: presenters.TokenUsage{TotalTokens: presenters.Reported[int64](4), Cost: presenters.Reported(0.5), CostCurrency: "USD"}, MessageInFlight: "m1",
 		PendingPermissions: []presenters.PermissionRequest{{RequestID: "r", PermissionType: presenters.PermissionWrite,
 			Options: []presenters.PermissionOption{{ID: "o", Kind: presenters.AllowAlways}}, Arguments: json.RawMessage(`["x"]`)}},
 		MessageCount: 3,
@@ -194,7 +211,7 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 		p.GetArguments().GetListValue().GetValues()[0].GetStringValue() != "x" {
 		t.Errorf("pending = %v", p)
 	}
-	if !proto.Equal(got.GetUsage(), &pb.TokenUsage{TotalTokens: 4, Cost: 0.5, CostCurrency: "USD"}) {
+	if !proto.Equal(got.GetUsage(), &pb.TokenUsage{TotalTokens: proto.Int64(4), Cost: proto.Float64(0.5), CostCurrency: "USD"}) {
 		t.Errorf("usage = %v", got.GetUsage())
 	}
 	if got.GetLastSequence() != 7 || got.GetMessageInFlightFirstSequence() != 5 {
@@ -205,5 +222,98 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 	info.MessageInFlight = "m0"
 	if got := sessionToPB(info, sessionSnapshot{InFlight: "m1", InFlightFirst: 5}); got.GetMessageInFlightFirstSequence() != 0 {
 		t.Errorf("first sequence %d given for another message than the hub's", got.GetMessageInFlightFirstSequence())
+	}
+}
+
+// A count the agent reported is on the wire, zero included; one it did not report is
+// absent.
+func TestUsageToPBTellsZeroFromAbsent(t *testing.T) {
+	got := usageToPB(presenters.TokenUsage{InputTokens: presenters.Reported[int64](0), OutputTokens: presenters.Reported[int64](7),
+		Cost: presenters.Reported(0.0)})
+	want := &pb.TokenUsage{InputTokens: proto.Int64(0), OutputTokens: proto.Int64(7), Cost: proto.Float64(0)}
+	if !proto.Equal(got, want) {
+		t.Fatalf("usage = %v, want %v", got, want)
+	}
+	if got.TotalTokens != nil || got.CachedInputTokens != nil || got.ContextUsed != nil {
+		t.Fatalf("unreported counts on the wire: %v", got)
+	}
+}
+
+// The parts of a message keep their order; a bad part is named by its index.
+func TestContentFromPBKeepsPartsInOrder(t *testing.T) {
+	in := &pb.MessageContent{Parts: []*pb.ContentPart{
+		{Part: &pb.ContentPart_Text{Text: "first"}},
+		{Part: &pb.ContentPart_Image{Image: &pb.ImageContent{Source: &pb.ImageContent_Data{Data: []byte{0, 1}}, MimeType: "image/png"}}},
+		{Part: &pb.ContentPart_Text{Text: "second"}},
+		{Part: &pb.ContentPart_File{File: &pb.FileContent{Path: "a.go"}}},
+		{Part: &pb.ContentPart_Resource{Resource: &pb.EmbeddedResource{Uri: "mem://r", Contents: &pb.EmbeddedResource_Blob{Blob: []byte{2}}}}},
+		{Part: &pb.ContentPart_Text{Text: "third"}},
+	}}
+	got, err := contentFromPB(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := presenters.MessageContent{Parts: []presenters.ContentPart{
+		{Text: "first"},
+		{Image: &presenters.Image{Kind: presenters.ImageBase64, Data: "AAE=", MimeType: "image/png"}},
+		{Text: "second"},
+		{File: &presenters.File{Path: "a.go"}},
+		{Resource: &presenters.Resource{URI: "mem://r", Blob: "Ag=="}},
+		{Text: "third"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("content = %+v, want %+v", got, want)
+	}
+	for _, c := range []struct {
+		parts []*pb.ContentPart
+		field string
+	}{
+		{nil, "content is empty"},
+		{[]*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: "ok"}}, {Part: &pb.ContentPart_Text{}}}, "content.parts[1].text"},
+		{[]*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: "ok"}}, {}}, "content.parts[1]"},
+		{[]*pb.ContentPart{{Part: &pb.ContentPart_Image{Image: &pb.ImageContent{Source: &pb.ImageContent_Data{Data: []byte{1}}}}}}, "content.parts[0].image.mime_type"},
+		{[]*pb.ContentPart{{Part: &pb.ContentPart_File{File: &pb.FileContent{}}}}, "content.parts[0].file.path"},
+		{[]*pb.ContentPart{{Part: &pb.ContentPart_Resource{Resource: &pb.EmbeddedResource{Uri: "x"}}}}, "content.parts[0].resource"},
+	} {
+		_, err := contentFromPB(&pb.MessageContent{Parts: c.parts})
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("content %v: error %v, want one naming %s", c.parts, err, c.field)
+		}
+	}
+}
+
+// Every error code the presenters report has its ErrorReason: reasonOf would make an
+// unknown one UNSPECIFIED. The codes are read from the presenters' sources, so a new
+// code fails here until errors.proto has it.
+func TestReasonOfKnowsEveryCodePresentersUse(t *testing.T) {
+	codeLine := regexp.MustCompile(`(?i)\bcode\b`)
+	code := regexp.MustCompile(`"([a-z]+(?:_[a-z]+)+)"`)
+	seen := 0
+	err := filepath.WalkDir("../presenters", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if !codeLine.MatchString(line) {
+				continue
+			}
+			for _, m := range code.FindAllStringSubmatch(line, -1) {
+				seen++
+				if reasonOf(m[1]) == pb.ErrorReason_ERROR_REASON_UNSPECIFIED {
+					t.Errorf("%s:%d: code %q has no ErrorReason", path, i+1, m[1])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 10 {
+		t.Fatalf("found only %d codes in the presenters' sources; the pattern no longer matches how they are written", seen)
 	}
 }

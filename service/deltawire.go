@@ -19,8 +19,9 @@ const (
 	eventSequenceField     protowire.Number = 1
 	eventSessionIDField    protowire.Number = 2
 	eventAgentIDField      protowire.Number = 3
-	eventTimeField         protowire.Number = 4
+	eventTimeField         protowire.Number = 4 // event_time
 	eventTypeField         protowire.Number = 5
+	eventReplayField       protowire.Number = 6
 	eventMessageDeltaField protowire.Number = 14
 
 	timestampSecondsField protowire.Number = 1
@@ -49,9 +50,13 @@ func encodeMessageDelta(ev presenters.Event, p presenters.MessageDeltaPayload) (
 		timeLen = varintFieldSize(timestampSecondsField, seconds) + varintFieldSize(timestampNanosField, nanos)
 	}
 	eventType := uint64(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA)
+	var replay uint64
+	if ev.Replay {
+		replay = 1
+	}
 	size := varintFieldSize(eventSequenceField, ev.Sequence) + stringFieldSize(eventSessionIDField, ev.SessionID) +
 		stringFieldSize(eventAgentIDField, ev.AgentID) + varintFieldSize(eventTypeField, eventType) +
-		protowire.SizeTag(eventMessageDeltaField) + protowire.SizeBytes(deltaLen)
+		varintFieldSize(eventReplayField, replay) + protowire.SizeTag(eventMessageDeltaField) + protowire.SizeBytes(deltaLen)
 	if !ev.Time.IsZero() {
 		size += protowire.SizeTag(eventTimeField) + protowire.SizeBytes(timeLen)
 	}
@@ -70,6 +75,7 @@ func encodeMessageDelta(ev presenters.Event, p presenters.MessageDeltaPayload) (
 		b = appendVarintField(b, timestampNanosField, nanos)
 	}
 	b = appendVarintField(b, eventTypeField, eventType)
+	b = appendVarintField(b, eventReplayField, replay)
 	b = protowire.AppendTag(b, eventMessageDeltaField, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(deltaLen))
 	b = appendStringField(b, deltaMessageIDField, p.MessageID)

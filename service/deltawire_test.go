@@ -61,6 +61,8 @@ func TestEncodeMessageDeltaMatchesProtoMarshal(t *testing.T) {
 		deltaEvent(9, "s", "a", "m", strings.Repeat("long text ", 100_000), presenters.RoleAssistant, now),
 	} {
 		checkDelta(t, ev, true)
+		ev.Replay = true
+		checkDelta(t, ev, true)
 	}
 	// Left to encodeEvent, which cleans and cuts:
 	checkDelta(t, deltaEvent(1, "s", "a", "m", "bad \xff byte", presenters.RoleAssistant, now), false)
@@ -69,11 +71,13 @@ func TestEncodeMessageDeltaMatchesProtoMarshal(t *testing.T) {
 }
 
 func FuzzEncodeMessageDelta(f *testing.F) {
-	f.Add(uint64(1), "s", "acp.x", "m", "hello", "assistant", int64(1_790_000_000), int64(789))
-	f.Add(uint64(0), "", "", "", "", "", int64(0), int64(0))
-	f.Fuzz(func(t *testing.T, seq uint64, session, agent, msg, text, role string, sec, nsec int64) {
+	f.Add(uint64(1), "s", "acp.x", "m", "hello", "assistant", int64(1_790_000_000), int64(789), false)
+	f.Add(uint64(0), "", "", "", "", "", int64(0), int64(0), true)
+	f.Fuzz(func(t *testing.T, seq uint64, session, agent, msg, text, role string, sec, nsec int64, replay bool) {
 		at := time.Unix(sec, nsec%1_000_000_000)
-		compareDelta(t, deltaEvent(seq, session, agent, msg, text, presenters.MessageRole(role), at))
+		ev := deltaEvent(seq, session, agent, msg, text, presenters.MessageRole(role), at)
+		ev.Replay = replay
+		compareDelta(t, ev)
 	})
 }
 
@@ -98,7 +102,7 @@ func TestEncodeMessageDeltaKnowsEveryField(t *testing.T) {
 	}{
 		{(&pb.AgenticEvent{}).ProtoReflect().Descriptor(), map[string]protowire.Number{
 			"sequence": eventSequenceField, "session_id": eventSessionIDField, "agent_id": eventAgentIDField,
-			"time": eventTimeField, "type": eventTypeField, "message_delta": eventMessageDeltaField}},
+			"event_time": eventTimeField, "type": eventTypeField, "replay": eventReplayField, "message_delta": eventMessageDeltaField}},
 		{(&pb.MessageDelta{}).ProtoReflect().Descriptor(), map[string]protowire.Number{
 			"message_id": deltaMessageIDField, "text": deltaTextField, "role": deltaRoleField}},
 		{(&timestamppb.Timestamp{}).ProtoReflect().Descriptor(), map[string]protowire.Number{
@@ -109,7 +113,7 @@ func TestEncodeMessageDeltaKnowsEveryField(t *testing.T) {
 		}
 	}
 	for typ, want := range map[reflect.Type]int{
-		reflect.TypeFor[presenters.Event]():               5, // Sequence, SessionID, AgentID, Time, Payload
+		reflect.TypeFor[presenters.Event]():               6, // Sequence, SessionID, AgentID, Time, Replay, Payload
 		reflect.TypeFor[presenters.MessageDeltaPayload](): 3, // MessageID, Text, Role
 	} {
 		if typ.NumField() != want {

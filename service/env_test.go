@@ -204,8 +204,29 @@ func (e *testEnv) storeSessions(t testing.TB, agentID string, ids ...string) {
 	}
 }
 
+// eventStream is a subscription read event by event: recv unpacks event batches and
+// skips the other frames; Recv still returns frames as they come.
+type eventStream struct {
+	pb.AgenticService_SubscribeClient
+	pending []*pb.AgenticEvent
+}
+
+// next returns the next event, or the error that ended the stream.
+func (s *eventStream) next() (*pb.AgenticEvent, error) {
+	for len(s.pending) == 0 {
+		frame, err := s.Recv()
+		if err != nil {
+			return nil, err
+		}
+		s.pending = frame.GetEvents().GetEvents()
+	}
+	ev := s.pending[0]
+	s.pending = s.pending[1:]
+	return ev, nil
+}
+
 // subscribe opens a stream that the test's end closes.
-func (e *testEnv) subscribe(t testing.TB, req *pb.SubscribeRequest) pb.AgenticService_SubscribeClient {
+func (e *testEnv) subscribe(t testing.TB, req *pb.SubscribeRequest) *eventStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), streamWait)
 	t.Cleanup(cancel)
@@ -213,27 +234,27 @@ func (e *testEnv) subscribe(t testing.TB, req *pb.SubscribeRequest) pb.AgenticSe
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
-	return stream
+	return &eventStream{AgenticService_SubscribeClient: stream}
 }
 
 // subscribeLive subscribes from the newest event on: resuming there is gap-free however
 // long the server takes to register the stream.
-func (e *testEnv) subscribeLive(t testing.TB, req *pb.SubscribeRequest) pb.AgenticService_SubscribeClient {
+func (e *testEnv) subscribeLive(t testing.TB, req *pb.SubscribeRequest) *eventStream {
 	t.Helper()
-	req.AfterSequence = e.hub.LastSequence()
+	req.Start = &pb.SubscribeRequest_AfterSequence{AfterSequence: e.hub.LastSequence()}
 	return e.subscribe(t, req)
 }
 
-func recv(t *testing.T, stream pb.AgenticService_SubscribeClient) *pb.AgenticEvent {
+func recv(t *testing.T, stream *eventStream) *pb.AgenticEvent {
 	t.Helper()
-	ev, err := stream.Recv()
+	ev, err := stream.next()
 	if err != nil {
 		t.Fatalf("Recv: %v", err)
 	}
 	return ev
 }
 
-func recvN(t *testing.T, stream pb.AgenticService_SubscribeClient, n int) []*pb.AgenticEvent {
+func recvN(t *testing.T, stream *eventStream, n int) []*pb.AgenticEvent {
 	t.Helper()
 	out := make([]*pb.AgenticEvent, n)
 	for i := range out {
@@ -242,11 +263,11 @@ func recvN(t *testing.T, stream pb.AgenticService_SubscribeClient, n int) []*pb.
 	return out
 }
 
-// recvUntilErr reads until the stream fails and returns what it got and the error.
-func recvUntilErr(stream pb.AgenticService_SubscribeClient) ([]*pb.AgenticEvent, error) {
+// recvUntilErr reads events until the stream fails and returns them and the error.
+func recvUntilErr(stream *eventStream) ([]*pb.AgenticEvent, error) {
 	var got []*pb.AgenticEvent
 	for {
-		ev, err := stream.Recv()
+		ev, err := stream.next()
 		if err != nil {
 			return got, err
 		}

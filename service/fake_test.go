@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -20,8 +21,8 @@ type fakePresenter struct {
 	createFn   func(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error)
 	getFn      func(ctx context.Context, id string) (presenters.SessionInfo, error)
 	loadFn     func(ctx context.Context, id string, lc presenters.LoadContext) (presenters.SessionInfo, error)
-	sendFn     func(ctx context.Context, id string, c presenters.MessageContent) (presenters.SendResult, error)
-	cancelFn   func(ctx context.Context, id, messageID string) error
+	sendFn     func(ctx context.Context, id string, c presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error)
+	cancelFn   func(ctx context.Context, id, messageID string) (string, error)
 	respondFn  func(ctx context.Context, id string, r presenters.PermissionResponse) error
 	messagesFn func(ctx context.Context, id string, q presenters.MessageQuery) ([]presenters.Message, error)
 
@@ -121,25 +122,42 @@ func (f *fakePresenter) CloseSession(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakePresenter) SendMessage(ctx context.Context, id string, c presenters.MessageContent) (presenters.SendResult, error) {
+// SendMessage echoes the message's first text part as the reply, under the ids opts
+// chose (m1 and u1 when empty).
+func (f *fakePresenter) SendMessage(ctx context.Context, id string, c presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
 	if f.sendFn != nil {
-		return f.sendFn(ctx, id, c)
+		return f.sendFn(ctx, id, c, opts)
 	}
 	if _, err := f.GetSession(ctx, id); err != nil {
 		return presenters.SendResult{}, err
 	}
+	text := ""
+	for _, p := range c.Parts {
+		if p.Text != "" {
+			text = p.Text
+			break
+		}
+	}
+	res := presenters.SendResult{MessageID: cmp.Or(opts.MessageID, "m1"), UserMessageID: cmp.Or(opts.UserMessageID, "u1")}
 	em := f.emitter(id)
-	em.MessageDelta("m1", presenters.RoleAssistant, "echo: "+c.Text)
-	em.MessageEnd(presenters.MessageEndPayload{MessageID: "m1", StopReason: presenters.StopEndTurn, Role: presenters.RoleAssistant})
-	return presenters.SendResult{MessageID: "m1", UserMessageID: "u1"}, nil
+	em.MessageDelta(res.MessageID, presenters.RoleAssistant, "echo: "+text)
+	em.MessageEnd(presenters.MessageEndPayload{MessageID: res.MessageID, StopReason: presenters.StopEndTurn, Role: presenters.RoleAssistant})
+	return res, nil
 }
 
-func (f *fakePresenter) CancelMessage(ctx context.Context, id, messageID string) error {
+// CancelMessage finds nothing running: it cancels nothing when no message is named and
+// refuses a named one.
+func (f *fakePresenter) CancelMessage(ctx context.Context, id, messageID string) (string, error) {
 	if f.cancelFn != nil {
 		return f.cancelFn(ctx, id, messageID)
 	}
-	_, err := f.GetSession(ctx, id)
-	return err
+	if _, err := f.GetSession(ctx, id); err != nil {
+		return "", err
+	}
+	if messageID != "" {
+		return "", fmt.Errorf("message %s is not running in session %s: %w", messageID, id, presenters.ErrMessageNotRunning)
+	}
+	return "", nil
 }
 
 func (f *fakePresenter) SetModel(ctx context.Context, id, modelID string) (presenters.SessionInfo, error) {

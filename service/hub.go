@@ -1,10 +1,12 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
@@ -23,15 +25,24 @@ type HubOptions struct {
 	Store events.SequenceStore
 	// SequenceBlock is how far ahead the floor is reserved (one store write per block).
 	SequenceBlock uint64
-	Logger        *slog.Logger
+	// HeartbeatInterval is how long a Subscribe stream stays silent before it sends a
+	// heartbeat (DefaultHeartbeatInterval when 0).
+	HeartbeatInterval time.Duration
+	Logger            *slog.Logger
 }
+
+// DefaultHeartbeatInterval keeps an idle stream well inside the idle timeouts of common
+// proxies and load balancers (60 s and up).
+const DefaultHeartbeatInterval = 15 * time.Second
 
 // Hub is the service's event hub and the presenters' Publisher: an events.Hub whose
 // events are encoded once to wire bytes shared by every stream, and the projection of
 // each session's events that GetSession, ListSessions and RespondPermission read.
 type Hub struct {
-	events *events.Hub[*encodedEvent]
-	proj   *projection
+	events    *events.Hub[*encodedEvent]
+	proj      *projection
+	heartbeat time.Duration
+	queue     int
 }
 
 var _ presenters.Publisher = (*Hub)(nil)
@@ -50,13 +61,18 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		Store:           opts.Store,
 		SequenceBlock:   opts.SequenceBlock,
 		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
+		Size:            func(ev *encodedEvent) int { return ev.size },
 		Observer:        proj,
 		Logger:          logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Hub{events: hub, proj: proj}, nil
+	heartbeat := opts.HeartbeatInterval
+	if heartbeat <= 0 {
+		heartbeat = DefaultHeartbeatInterval
+	}
+	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, queue: cmp.Or(opts.SubscriberQueue, events.DefaultSubscriberQueue)}, nil
 }
 
 // Publish numbers the event and hands it to the projection and the subscribers
@@ -66,14 +82,25 @@ func (h *Hub) Publish(ev presenters.Event) uint64 { return h.events.Publish(ev) 
 // LastSequence is the sequence of the newest event issued (the base when none yet).
 func (h *Hub) LastSequence() uint64 { return h.events.LastSequence() }
 
+// HeldRange is the oldest sequence held and the newest issued: Subscribe resumes after
+// any point from oldest-1 to newest. Oldest is newest+1 when none is held (after a
+// restart), and both are 0 before the first event.
+func (h *Hub) HeldRange() (oldest, newest uint64) { return h.events.HeldRange() }
+
+// HeartbeatInterval is how long a Subscribe stream stays silent before a heartbeat.
+func (h *Hub) HeartbeatInterval() time.Duration { return h.heartbeat }
+
+// SubscriberQueue is how many events may wait for one subscriber before its stream ends.
+func (h *Hub) SubscriberQueue() int { return h.queue }
+
 // Close ends every subscription (their streams report that the server is shutting down)
 // and refuses new ones; publishing still works.
 func (h *Hub) Close() { h.events.Close() }
 
 // subscribe registers a subscriber (events.Hub.Subscribe), with errors that tell a client
 // what to do.
-func (h *Hub) subscribe(sessionIDs, agentIDs []string, after uint64) (*events.Subscription[*encodedEvent], error) {
-	sub, err := h.events.Subscribe(sessionIDs, agentIDs, after)
+func (h *Hub) subscribe(f events.Filter, start events.Start) (*events.Subscription[*encodedEvent], error) {
+	sub, err := h.events.Subscribe(f, start)
 	var outOfRange *events.OutOfRangeError
 	switch {
 	case err == nil:
@@ -81,9 +108,9 @@ func (h *Hub) subscribe(sessionIDs, agentIDs []string, after uint64) (*events.Su
 	case errors.Is(err, events.ErrClosed):
 		return nil, fmt.Errorf("%w: reconnect when it is back", errShuttingDown)
 	case errors.As(err, &outOfRange) && outOfRange.After > outOfRange.Newest:
-		return nil, fmt.Errorf("after_sequence: %w; resume from a sequence you received, or use 0 for live events", err)
+		return nil, fmt.Errorf("after_sequence: %w; resume from a sequence you received, or leave start unset for live events", err)
 	case errors.As(err, &outOfRange):
-		return nil, fmt.Errorf("after_sequence: %w; rebuild from GetSession and GetMessages, then subscribe with after_sequence set to the session's last_sequence", err)
+		return nil, fmt.Errorf("after_sequence: %w; rebuild from GetSession and ListMessages, then subscribe with after_sequence set to the session's last_sequence", err)
 	}
 	return nil, err
 }

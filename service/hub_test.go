@@ -5,40 +5,81 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 )
+
+// next takes one event from a subscription.
+func next(t *testing.T, sub *events.Subscription[*encodedEvent]) *encodedEvent {
+	t.Helper()
+	b, err := sub.NextBatch(bg, nil, 1, maxBatchBytes, nil)
+	if err != nil || len(b.Events) != 1 {
+		t.Fatalf("NextBatch: %d events, %v", len(b.Events), err)
+	}
+	return b.Events[0]
+}
 
 // The hub's encoding is the wire form: each event's bytes are built once and every
 // stream, live or replaying, sends those same bytes.
 func TestHubSharesWireBytes(t *testing.T) {
 	h := newTestHub(t, HubOptions{})
-	live, err := h.subscribe(nil, nil, 0)
+	live, err := h.subscribe(events.Filter{}, events.Live())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.Close()
 	em := presenters.NewEmitter(h, "a", "s")
 	em.StatusChanged(presenters.SessionIdle, "") // so that the delta can be resumed after
-	if _, _, err := live.Next(bg); err != nil {
-		t.Fatal(err)
-	}
+	next(t, live)
 	seq := em.MessageDelta("m", presenters.RoleAssistant, "held once")
-	_, wire, err := live.Next(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wire := next(t, live)
 	var got pb.AgenticEvent
 	if err := proto.Unmarshal(wire.slice.Materialize(), &got); err != nil || got.GetSequence() != seq || got.GetSessionId() != "s" ||
-		got.GetAgentId() != "a" || got.GetMessageDelta().GetText() != "held once" || got.GetTime() == nil {
+		got.GetAgentId() != "a" || got.GetMessageDelta().GetText() != "held once" || got.GetEventTime() == nil || wire.size != len(wire.slice.Materialize()) {
 		t.Fatalf("encoded event = %v, %v", &got, err)
 	}
-	replay, err := h.subscribe([]string{"s"}, []string{"a"}, seq-1)
+	replay, err := h.subscribe(events.Filter{SessionIDs: []string{"s"}, AgentIDs: []string{"a"}}, events.After(seq-1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer replay.Close()
-	if _, again, err := replay.Next(bg); err != nil || again != wire {
-		t.Errorf("the replay got %p, %v; want the held bytes %p", again, err, wire)
+	if again := next(t, replay); again != wire {
+		t.Errorf("the replay got %p; want the held bytes %p", again, wire)
+	}
+}
+
+// A batch frame is a SubscribeResponse any protobuf decoder reads, and it shares the
+// events' bytes instead of copying them.
+func TestEventBatchFrame(t *testing.T) {
+	var evs []*encodedEvent
+	var want []*pb.AgenticEvent
+	for i, text := range []string{"a", string(make([]byte, 300)), "c"} { // 300: a two-byte length
+		ev := &pb.AgenticEvent{Sequence: uint64(i + 1), SessionId: "s", Payload: &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{Text: text}}}
+		b, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, newEncodedEvent(b))
+		want = append(want, ev)
+	}
+	frame := eventBatchFrame(evs)
+	var got pb.SubscribeResponse
+	if err := proto.Unmarshal(frame.slice.Materialize(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&got, &pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Events{Events: &pb.EventBatch{Events: want}}}) {
+		t.Errorf("frame decodes to %v", &got)
+	}
+	shared := 0
+	for _, b := range frame.slice {
+		for _, ev := range evs {
+			if &b.ReadOnlyData()[0] == &ev.slice[0].ReadOnlyData()[0] {
+				shared++
+			}
+		}
+	}
+	if shared != len(evs) {
+		t.Errorf("%d of %d events' bytes are shared by the frame", shared, len(evs))
 	}
 }

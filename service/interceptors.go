@@ -3,15 +3,17 @@ package service
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
 
 // healthPrefix is the one service callable without the bearer token, so that load
@@ -20,16 +22,19 @@ const healthPrefix = "/grpc.health.v1.Health/"
 
 // serverOptions returns what every agenticd server needs: the codec that sends an event's
 // encoded bytes to every subscriber and tells which requests held invalid UTF-8, and the
-// interceptors, outermost first: panic recovery (the one place a panic in a handler is
-// recovered), the refusal of requests with invalid UTF-8, the bearer token check (when
-// token is not empty; health is exempt), then an access log at debug level.
+// interceptors, outermost first: the details every error status carries (an ErrorInfo
+// even on a status no handler made), panic recovery (the one place a panic in a handler
+// is recovered), the refusal of requests with invalid UTF-8, the bearer token check (when
+// token is not empty; health is exempt), an access log at debug level, then the answers
+// to repeated request_ids.
 func serverOptions(token string, logger *slog.Logger) []grpc.ServerOption {
 	invalid := &invalidUTF8Requests{}
-	ic := interceptors{token: []byte(token), logger: logger, invalid: invalid}
+	ic := interceptors{token: []byte(token), logger: logger, invalid: invalid,
+		answers: newAnswers(requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
 		sharedEventCodecOption(invalid),
-		grpc.ChainUnaryInterceptor(ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.logUnary),
-		grpc.ChainStreamInterceptor(ic.recoverStream, ic.utf8Stream, ic.authStream, ic.logStream),
+		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.logUnary, ic.idempotentUnary),
+		grpc.ChainStreamInterceptor(ic.detailsStream, ic.recoverStream, ic.utf8Stream, ic.authStream, ic.logStream),
 	}
 }
 
@@ -37,6 +42,39 @@ type interceptors struct {
 	token   []byte
 	logger  *slog.Logger
 	invalid *invalidUTF8Requests
+	answers *answers
+}
+
+// detailsUnary makes sure every error status carries an ErrorInfo (withDetails): the
+// handlers' errors have theirs already (toStatus); this covers a status made elsewhere.
+func (ic interceptors) detailsUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	resp, err := next(ctx, req)
+	return resp, detailedErr(err)
+}
+
+// detailsStream is detailsUnary for streams.
+func (ic interceptors) detailsStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+	return detailedErr(next(srv, ss))
+}
+
+// detailedErr is err as a bounded status with details; nil stays nil.
+func detailedErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return boundStatus(withDetails(status.Convert(err))).Err()
+}
+
+// refuse converts an error of an interceptor for the client, logging it like a
+// handler's (Service.fail).
+func (ic interceptors) refuse(ctx context.Context, method string, err error) error {
+	st, correlationID := toStatus(err)
+	if correlationID != "" {
+		ic.logger.ErrorContext(ctx, "request failed", "method", method, "correlation_id", correlationID, "err", err)
+	} else {
+		ic.logger.DebugContext(ctx, "request refused", "method", method, "code", st.Code().String(), "err", err)
+	}
+	return st.Err()
 }
 
 // recoverUnary turns a panic in a handler (or a later interceptor) into INTERNAL, so that
@@ -118,14 +156,20 @@ func (ic interceptors) authorize(ctx context.Context, method string) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	values := md.Get("authorization")
 	if len(values) == 0 {
-		return status.Error(codes.Unauthenticated, "missing bearer token: send the metadata `authorization: Bearer <token>` (agenticctl: --token or AGENTICD_TOKEN; grpcurl: -H 'authorization: Bearer <token>')")
+		return tokenInvalid("missing bearer token: send the metadata `authorization: Bearer <token>` (agenticctl: --token or AGENTICD_TOKEN; grpcurl: -H 'authorization: Bearer <token>')")
 	}
 	scheme, given, _ := strings.Cut(values[0], " ")
 	given = strings.TrimLeft(given, " ")
 	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(given), ic.token) != 1 {
-		return status.Error(codes.Unauthenticated, "invalid bearer token: use the token from the server's config (token) or its AGENTICD_TOKEN")
+		return tokenInvalid("invalid bearer token: use the token from the server's config (token) or its AGENTICD_TOKEN")
 	}
 	return nil
+}
+
+// tokenInvalid is UNAUTHENTICATED: the API's own bearer token, never an agent's login.
+func tokenInvalid(msg string) error {
+	st, _ := toStatus(withReason(pb.ErrorReason_ERROR_REASON_TOKEN_INVALID, errors.New(msg)))
+	return st.Err()
 }
 
 func (ic interceptors) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {

@@ -13,7 +13,7 @@ import (
 )
 
 // A session whose agent was removed from the config keeps its history readable: GetSession
-// and ListSessions describe it from the store, closed, saying why; GetMessages reads its
+// and ListSessions describe it from the store, closed, saying why; ListMessages and GetMessage read its
 // messages from the store; whatever needs the agent is FAILED_PRECONDITION naming it.
 func TestHistoryOutlivesItsAgent(t *testing.T) {
 	history := openStore(t)
@@ -36,17 +36,33 @@ func TestHistoryOutlivesItsAgent(t *testing.T) {
 	}
 
 	e := newEnv(t, envOptions{store: history, noAgents: true})
-	msgs, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
+	msgs, err := e.client.ListMessages(bg, &pb.ListMessagesRequest{SessionId: id})
 	if err != nil {
-		t.Fatalf("GetMessages: %v", err)
+		t.Fatalf("ListMessages: %v", err)
 	}
 	if len(msgs.GetMessages()) != 2 || msgs.GetMessages()[0].GetBlocks()[0].GetText().GetText() != "hello" ||
 		msgs.GetMessages()[1].GetBlocks()[0].GetText().GetText() != "hi there" {
 		t.Fatalf("messages = %v", msgs.GetMessages())
 	}
-	page, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id, Limit: 1, BeforeMessageId: "a1"})
-	if err != nil || len(page.GetMessages()) != 1 || page.GetMessages()[0].GetMessageId() != "u1" {
-		t.Fatalf("paged GetMessages: %v, %v", page, err)
+	// Its history pages as a live agent's does.
+	newest, err := e.client.ListMessages(bg, &pb.ListMessagesRequest{SessionId: id, PageSize: 1, Order: pb.MessageOrder_MESSAGE_ORDER_NEWEST_FIRST})
+	if err != nil || len(newest.GetMessages()) != 1 || newest.GetMessages()[0].GetMessageId() != "a1" || newest.GetNextPageToken() == "" {
+		t.Fatalf("first page, newest first: %v, %v", newest, err)
+	}
+	page, err := e.client.ListMessages(bg, &pb.ListMessagesRequest{SessionId: id, PageSize: 1, Order: pb.MessageOrder_MESSAGE_ORDER_NEWEST_FIRST, PageToken: newest.GetNextPageToken()})
+	if err != nil || len(page.GetMessages()) != 1 || page.GetMessages()[0].GetMessageId() != "u1" || page.GetNextPageToken() != "" {
+		t.Fatalf("second page, newest first: %v, %v", page, err)
+	}
+	one, err := e.client.GetMessage(bg, &pb.GetMessageRequest{SessionId: id, MessageId: "a1"})
+	if err != nil || one.GetMessage().GetBlocks()[0].GetText().GetText() != "hi there" {
+		t.Fatalf("GetMessage: %v, %v", one, err)
+	}
+	_, err = e.client.GetMessage(bg, &pb.GetMessageRequest{SessionId: id, MessageId: "nope"})
+	wantCode(t, err, codes.NotFound)
+	// Filtered by its agent, which is no longer configured, the session is still listed.
+	byAgent, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{AgentId: fakeID})
+	if err != nil || len(byAgent.GetSessions()) != 1 || byAgent.GetSessions()[0].GetSessionId() != id {
+		t.Fatalf("ListSessions of the removed agent: %v, %v", byAgent, err)
 	}
 
 	got, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id})
@@ -66,12 +82,12 @@ func TestHistoryOutlivesItsAgent(t *testing.T) {
 	}
 
 	mutating := map[string]error{}
-	_, mutating["SendMessage"] = e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Text: "more"}})
+	_, mutating["SendMessage"] = e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: id, Content: textContent("more")})
 	_, mutating["LoadSession"] = e.client.LoadSession(bg, &pb.LoadSessionRequest{SessionId: id})
 	_, mutating["CloseSession"] = e.client.CloseSession(bg, &pb.CloseSessionRequest{SessionId: id})
 	_, mutating["CancelMessage"] = e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: id})
 	_, mutating["SetMode"] = e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "ask"})
-	_, mutating["RespondPermission"] = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r",
+	_, mutating["RespondPermission"] = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, PermissionId: "r",
 		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "o"}})
 	for method, err := range mutating {
 		st := wantCode(t, err, codes.FailedPrecondition)
@@ -83,9 +99,9 @@ func TestHistoryOutlivesItsAgent(t *testing.T) {
 	// A session whose agent kept no history has no messages, and an unknown session is
 	// still NOT_FOUND.
 	bare := first.createSession(t, fakeID).GetSessionId()
-	if msgs, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: bare}); err != nil || len(msgs.GetMessages()) != 0 {
-		t.Errorf("GetMessages of a session without history: %v, %v", msgs, err)
+	if msgs, err := e.client.ListMessages(bg, &pb.ListMessagesRequest{SessionId: bare}); err != nil || len(msgs.GetMessages()) != 0 {
+		t.Errorf("ListMessages of a session without history: %v, %v", msgs, err)
 	}
-	_, err = e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: "no-such-session"})
+	_, err = e.client.ListMessages(bg, &pb.ListMessagesRequest{SessionId: "no-such-session"})
 	wantCode(t, err, codes.NotFound)
 }

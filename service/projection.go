@@ -1,6 +1,9 @@
 package service
 
 import (
+	"container/list"
+	"time"
+
 	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
 )
@@ -12,8 +15,35 @@ import (
 // A snapshot and the point it is taken at therefore always agree: every event up to the
 // point is in the snapshot, and none after it, so a client that resumes after the point
 // sees every later event.
+//
+// It also remembers how permission requests were decided, for a while (decisionMemory,
+// at most maxDecisions), so that a RespondPermission repeated after the decision gets it.
 type projection struct {
-	sessions map[string]*sessionState
+	sessions  map[string]*sessionState
+	decisions map[decisionKey]*list.Element // of permissionDecision, in decisionOrder
+	// decisionOrder holds the remembered decisions, oldest first.
+	decisionOrder *list.List
+	now           func() time.Time
+}
+
+// Decisions are remembered as long as a request_id is, so that a client repeating an
+// answer meets the same outcome either way, and at most maxDecisions of them.
+const (
+	decisionMemory = requestIDTTL
+	maxDecisions   = 10_000
+)
+
+type decisionKey struct{ sessionID, permissionID string }
+
+// permissionDecision is how one permission request was decided.
+type permissionDecision struct {
+	sessionID    string
+	permissionID string
+	optionID     string                          // empty when cancelled
+	kind         presenters.PermissionOptionKind // of optionID, when the request was seen
+	granted      bool
+	decidedBy    presenters.PermissionDecider
+	at           time.Time
 }
 
 var _ events.Observer = (*projection)(nil)
@@ -29,17 +59,25 @@ type sessionState struct {
 }
 
 func newProjection() *projection {
-	return &projection{sessions: make(map[string]*sessionState)}
+	return &projection{sessions: make(map[string]*sessionState), decisions: make(map[decisionKey]*list.Element),
+		decisionOrder: list.New(), now: time.Now}
 }
 
-// Published updates the session of ev.
+// Published updates the session of ev; an agent's own events (no session) change none.
 func (p *projection) Published(ev presenters.Event) {
+	if ev.SessionID == "" {
+		return
+	}
 	st := p.sessions[ev.SessionID]
 	if st == nil {
 		st = &sessionState{agentID: ev.AgentID}
 		p.sessions[ev.SessionID] = st
 	}
 	st.lastSeq = ev.Sequence
+	if ev.Replay {
+		// History shown again is not a turn in flight.
+		return
+	}
 	switch pl := ev.Payload.(type) {
 	case presenters.MessageDeltaPayload:
 		if assistant(pl.Role) {
@@ -63,9 +101,9 @@ func (p *projection) Published(ev presenters.Event) {
 		st.removePending(pl.Request.RequestID)
 		st.pending = append(st.pending, pl.Request)
 	case presenters.PermissionGrantedPayload:
-		st.removePending(pl.RequestID)
+		p.decided(ev.SessionID, presenters.PermissionDecision(pl), true, st.removePending(pl.RequestID))
 	case presenters.PermissionDeniedPayload:
-		st.removePending(pl.RequestID)
+		p.decided(ev.SessionID, presenters.PermissionDecision(pl), false, st.removePending(pl.RequestID))
 	case presenters.SessionClosedPayload:
 		st.inFlight, st.inFlightFirst, st.pending = "", 0, nil
 	}
@@ -116,16 +154,68 @@ func (st *sessionState) endMessage(messageID string) {
 	}
 }
 
-func (st *sessionState) removePending(requestID string) {
+// removePending drops a pending request and returns it (zero if it was not pending).
+func (st *sessionState) removePending(requestID string) presenters.PermissionRequest {
 	for i, r := range st.pending {
 		if r.RequestID == requestID {
 			st.pending = append(st.pending[:i], st.pending[i+1:]...)
 			if len(st.pending) == 0 {
 				st.pending = nil
 			}
-			return
+			return r
 		}
 	}
+	return presenters.PermissionRequest{}
+}
+
+// decided remembers a decision; req is the request it decided, when it was seen pending
+// (it gives the kind of the option chosen).
+func (p *projection) decided(sessionID string, d presenters.PermissionDecision, granted bool, req presenters.PermissionRequest) {
+	key := decisionKey{sessionID, d.RequestID}
+	if e, ok := p.decisions[key]; ok {
+		p.decisionOrder.Remove(e)
+	}
+	rec := permissionDecision{sessionID: sessionID, permissionID: d.RequestID, optionID: d.OptionID,
+		granted: granted, decidedBy: d.DecidedBy, at: p.now()}
+	if opt, ok := req.Option(d.OptionID); ok {
+		rec.kind = opt.Kind
+	}
+	p.decisions[key] = p.decisionOrder.PushBack(rec)
+	p.forgetDecisions()
+}
+
+// forgetDecisions drops the decisions older than decisionMemory, and the oldest beyond
+// maxDecisions.
+func (p *projection) forgetDecisions() {
+	cutoff := p.now().Add(-decisionMemory)
+	for e := p.decisionOrder.Front(); e != nil; e = p.decisionOrder.Front() {
+		d := e.Value.(permissionDecision)
+		if p.decisionOrder.Len() <= maxDecisions && d.at.After(cutoff) {
+			return
+		}
+		p.decisionOrder.Remove(e)
+		delete(p.decisions, decisionKey{d.sessionID, d.permissionID})
+	}
+}
+
+// decision returns how a permission request was decided, if that is remembered.
+func (p *projection) decision(sessionID, permissionID string) (permissionDecision, bool) {
+	e, ok := p.decisions[decisionKey{sessionID, permissionID}]
+	if !ok {
+		return permissionDecision{}, false
+	}
+	d := e.Value.(permissionDecision)
+	if !d.at.After(p.now().Add(-decisionMemory)) {
+		return permissionDecision{}, false
+	}
+	return d, true
+}
+
+// permissionDecision returns how a permission request was decided, if the projection
+// still remembers it.
+func (h *Hub) permissionDecision(sessionID, permissionID string) (d permissionDecision, ok bool) {
+	h.events.View(func(uint64) { d, ok = h.proj.decision(sessionID, permissionID) })
+	return d, ok
 }
 
 // snapshot returns the session's projection at point.

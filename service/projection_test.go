@@ -1,8 +1,10 @@
 package service
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agenticd/agenticd/presenters"
 )
@@ -110,10 +112,60 @@ func TestHubProjectionSurvivesReplayedHistory(t *testing.T) {
 	}
 }
 
+// A LoadSession replay shows old assistant messages again: none of them is in flight.
+func TestHubProjectionIgnoresReplayedTurns(t *testing.T) {
+	h := newTestHub(t, HubOptions{})
+	replay := presenters.NewEmitter(h, "a", "s").Replaying()
+	replay.MessageDelta("m0", presenters.RoleAssistant, "an old answer")
+	replay.ToolStart("m0", presenters.ToolCall{ToolID: "t"})
+	if snap := h.snapshot("s"); snap.InFlight != "" || snap.InFlightFirst != 0 {
+		t.Errorf("a replayed message is in flight: %+v", snap)
+	}
+}
+
 func requestIDs(rs []presenters.PermissionRequest) string {
 	ids := make([]string, len(rs))
 	for i, r := range rs {
 		ids[i] = r.RequestID
 	}
 	return strings.Join(ids, " ")
+}
+
+// Decisions are remembered with the kind of the option chosen, for decisionMemory and at
+// most maxDecisions of them; an agent's own events change no session.
+func TestHubRemembersDecisions(t *testing.T) {
+	h := newTestHub(t, HubOptions{Capacity: 8})
+	clock := time.Unix(1_700_000_000, 0)
+	h.events.View(func(uint64) { h.proj.now = func() time.Time { return clock } })
+	em := presenters.NewEmitter(h, "a", "s")
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: "p1", Options: []presenters.PermissionOption{{ID: "ok", Kind: presenters.AllowAlways}}})
+	em.PermissionGranted(presenters.PermissionDecision{RequestID: "p1", OptionID: "ok", DecidedBy: presenters.DecidedByUser})
+	d, ok := h.permissionDecision("s", "p1")
+	if !ok || d.optionID != "ok" || d.kind != presenters.AllowAlways || !d.granted || d.decidedBy != presenters.DecidedByUser {
+		t.Fatalf("decision %+v, %v", d, ok)
+	}
+	if _, ok := h.permissionDecision("other", "p1"); ok {
+		t.Error("a decision of one session answers for another")
+	}
+	clock = clock.Add(decisionMemory)
+	if _, ok := h.permissionDecision("s", "p1"); ok {
+		t.Error("a decision outlived decisionMemory")
+	}
+	for i := range maxDecisions + 1 {
+		em.PermissionDenied(presenters.PermissionDecision{RequestID: fmt.Sprint("q", i), DecidedBy: presenters.DecidedByPolicy})
+	}
+	h.events.View(func(uint64) {
+		if n := len(h.proj.decisions); n != maxDecisions || h.proj.decisionOrder.Len() != maxDecisions {
+			t.Errorf("%d decisions remembered, want %d", n, maxDecisions)
+		}
+	})
+	if _, ok := h.permissionDecision("s", "q0"); ok {
+		t.Error("the oldest decision outlived the bound")
+	}
+	presenters.NewAgentEmitter(h, "a").AgentStatusChanged(presenters.AgentInfo{ID: "a"})
+	h.events.View(func(uint64) {
+		if _, ok := h.proj.sessions[""]; ok {
+			t.Error("an agent's event made a session")
+		}
+	})
 }

@@ -45,9 +45,18 @@ func (r *Registry) Agent(agentID string) (presenters.Presenter, error) {
 	if p, ok := r.agents[agentID]; ok {
 		return p, nil
 	}
-	return nil, fmt.Errorf("%w: unknown agent %q; ListAgents shows the agents of this server (%s)",
-		presenters.ErrNotFound, agentID, r.agentList())
+	return nil, &agentNotFoundError{AgentID: agentID, Configured: r.agentList()}
 }
+
+// agentNotFoundError: no agent with that id is configured (AGENT_NOT_FOUND, metadata
+// agent_id). Configured lists the agents that are.
+type agentNotFoundError struct{ AgentID, Configured string }
+
+func (e *agentNotFoundError) Error() string {
+	return fmt.Sprintf("%v: unknown agent %q; ListAgents shows the agents of this server (%s)", presenters.ErrNotFound, e.AgentID, e.Configured)
+}
+
+func (e *agentNotFoundError) Unwrap() error { return presenters.ErrNotFound }
 
 func (r *Registry) agentList() string {
 	if len(r.order) == 0 {
@@ -85,19 +94,18 @@ func (r *Registry) ownerOf(ctx context.Context, sessionID string) (presenters.Pr
 }
 
 // agentNotConfiguredError: a stored session's agent is not configured on this server. Its
-// history stays readable from the store (GetSession, GetMessages, ListSessions); anything
+// history stays readable from the store (GetSession, ListSessions, ListMessages, GetMessage); anything
 // that needs the agent fails with FAILED_PRECONDITION.
 type agentNotConfiguredError struct{ rec store.SessionOwner }
 
 func (e *agentNotConfiguredError) Error() string {
-	return fmt.Sprintf("session %q belongs to agent %q, which is not configured on this server: GetSession and GetMessages still show its history; to continue it, add the agent to the config's agents and restart",
+	return fmt.Sprintf("session %q belongs to agent %q, which is not configured on this server: GetSession, ListMessages and GetMessage still show its history; to continue it, add the agent to the config's agents and restart",
 		e.rec.SessionID, e.rec.AgentID)
 }
 
 func (e *agentNotConfiguredError) Unwrap() error { return presenters.ErrFailedPrecondition }
 
-// reason is the status_reason of such a session.
-
+// agentNotConfiguredReason is the status_reason of such a session.
 func agentNotConfiguredReason(agentID string) string {
 	return fmt.Sprintf("agent %s is no longer configured on this server; the session's history stays readable", agentID)
 }

@@ -29,7 +29,7 @@ func TestListSessionsAsksBatchingAgentsOnce(t *testing.T) {
 	e.batching.gets.Store(0)
 	e.fake.gets.Store(0)
 
-	resp, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{})
+	resp, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{View: pb.SessionView_SESSION_VIEW_FULL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +103,11 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		"Basic t0ken": codes.Unauthenticated, "Bearer": codes.Unauthenticated, "Bearert0ken": codes.Unauthenticated, "bearer T0KEN": codes.Unauthenticated,
 	} {
 		ctx := metadata.AppendToOutgoingContext(bg, "authorization", value)
-		if _, err := client.ListAgents(ctx, &pb.ListAgentsRequest{}); status.Code(err) != want {
+		_, err := client.ListAgents(ctx, &pb.ListAgentsRequest{})
+		if status.Code(err) != want {
 			t.Errorf("authorization %q: %v, want %v", value, err, want)
+		} else if err != nil {
+			wantReason(t, err, codes.Unauthenticated, pb.ErrorReason_ERROR_REASON_TOKEN_INVALID, "")
 		}
 	}
 }
@@ -126,7 +129,8 @@ func TestGetSessionGivesInFlightFirstSequence(t *testing.T) {
 	if s.GetMessageInFlight() != "m1" || s.GetMessageInFlightFirstSequence() != first {
 		t.Fatalf("in flight %q from %d, want m1 from %d", s.GetMessageInFlight(), s.GetMessageInFlightFirstSequence(), first)
 	}
-	stream := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{id}, AfterSequence: s.GetMessageInFlightFirstSequence() - 1})
+	stream := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{id},
+		Start: &pb.SubscribeRequest_AfterSequence{AfterSequence: s.GetMessageInFlightFirstSequence() - 1}})
 	var text string
 	for _, ev := range recvN(t, stream, 2) {
 		text += ev.GetMessageDelta().GetText()

@@ -197,7 +197,7 @@ func TestPresenterErrorsMapToCodes(t *testing.T) {
 		{fmt.Errorf("cannot load: %w", presenters.ErrUnsupported), codes.FailedPrecondition},
 		{fmt.Errorf("agent exited: %w", presenters.ErrAgentUnavailable), codes.Unavailable},
 		{fmt.Errorf("stopped: %w", presenters.ErrCancelled), codes.Canceled},
-		{fmt.Errorf("needs login: %w", presenters.ErrAuthRequired), codes.Unauthenticated},
+		{fmt.Errorf("needs login: %w", presenters.ErrAuthRequired), codes.FailedPrecondition},
 	}
 	for _, c := range cases {
 		e.fake.createFn = func(context.Context, presenters.SessionConfig) (presenters.SessionInfo, error) {
@@ -214,7 +214,7 @@ func TestPresenterErrorsMapToCodes(t *testing.T) {
 		return presenters.SessionInfo{}, &presenters.AuthRequiredError{AgentID: fakeID, Methods: []presenters.AuthMethod{{ID: "oauth"}, {ID: "api-key"}}}
 	}
 	_, err := e.client.CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}})
-	st := wantCode(t, err, codes.Unauthenticated)
+	st := wantCode(t, err, codes.FailedPrecondition)
 	info := errorInfo(st)
 	if !strings.Contains(st.Message(), "oauth, api-key") || info == nil || info.GetMetadata()["auth_methods"] != "oauth,api-key" {
 		t.Errorf("auth error %q, details %v: want the methods in both", st.Message(), info)
@@ -228,6 +228,11 @@ func TestPresenterErrorsMapToCodes(t *testing.T) {
 	if strings.Contains(st.Message(), "secret") {
 		t.Errorf("internal detail leaked: %q", st.Message())
 	}
+}
+
+// textContent is a message of one text part.
+func textContent(text string) *pb.MessageContent {
+	return &pb.MessageContent{Parts: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: text}}}}
 }
 
 // Every RPC that names a session: empty id INVALID_ARGUMENT, unknown id NOT_FOUND.
@@ -247,7 +252,7 @@ func TestSessionRPCsValidateSessionID(t *testing.T) {
 			return err
 		},
 		"SendMessage": func(id string) error {
-			_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Text: "hi"}})
+			_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: id, Content: textContent("hi")})
 			return err
 		},
 		"CancelMessage": func(id string) error {
@@ -263,11 +268,15 @@ func TestSessionRPCsValidateSessionID(t *testing.T) {
 			return err
 		},
 		"RespondPermission": func(id string) error {
-			_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r", Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "o"}})
+			_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, PermissionId: "r", Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "o"}})
 			return err
 		},
-		"GetMessages": func(id string) error {
-			_, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id})
+		"ListMessages": func(id string) error {
+			_, err := e.client.ListMessages(bg, &pb.ListMessagesRequest{SessionId: id})
+			return err
+		},
+		"GetMessage": func(id string) error {
+			_, err := e.client.GetMessage(bg, &pb.GetMessageRequest{SessionId: id, MessageId: "m1"})
 			return err
 		},
 	}
@@ -300,7 +309,7 @@ func TestGetSessionMergesHubProjection(t *testing.T) {
 	}
 	info := got.GetSession()
 	if info.GetMessageInFlight() != "m7" || len(info.GetPendingPermissions()) != 1 ||
-		info.GetPendingPermissions()[0].GetRequestId() != "r1" || info.GetLastSequence() != seq {
+		info.GetPendingPermissions()[0].GetPermissionId() != "r1" || info.GetLastSequence() != seq {
 		t.Fatalf("snapshot = in flight %q, pending %v, last %d; want m7, [r1], %d",
 			info.GetMessageInFlight(), info.GetPendingPermissions(), info.GetLastSequence(), seq)
 	}
@@ -312,7 +321,7 @@ func TestGetSessionMergesHubProjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.GetSession().GetMessageInFlight() != "m8" || got.GetSession().GetPendingPermissions()[0].GetRequestId() != "r9" {
+	if got.GetSession().GetMessageInFlight() != "m8" || got.GetSession().GetPendingPermissions()[0].GetPermissionId() != "r9" {
 		t.Errorf("presenter's values were overridden: %v", got.GetSession())
 	}
 	e.fake.getFn = nil
@@ -326,7 +335,7 @@ func TestGetSessionMergesHubProjection(t *testing.T) {
 	}
 }
 
-func TestListSessionsPagesNewestFirst(t *testing.T) {
+func TestListSessionsPagesMostRecentFirst(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	var want []string
 	for range 5 {
@@ -337,7 +346,7 @@ func TestListSessionsPagesNewestFirst(t *testing.T) {
 	var got []string
 	token := ""
 	for pages := 0; ; pages++ {
-		resp, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{AgentId: fakeID, PageSize: 2, PageToken: token})
+		resp, err := e.client.ListSessions(bg, &pb.ListSessionsRequest{AgentId: fakeID, PageSize: 2, PageToken: token, View: pb.SessionView_SESSION_VIEW_FULL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +487,7 @@ func TestSendMessageStreamsReply(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.createSession(t, fakeID)
 	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{s.GetSessionId()}})
-	resp, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: &pb.MessageContent{Text: "hi"}})
+	resp, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: textContent("hi")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,58 +501,13 @@ func TestSendMessageStreamsReply(t *testing.T) {
 	}
 }
 
-func TestSendMessageContentValidation(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	s := e.createSession(t, fakeID)
-	var got presenters.MessageContent
-	e.fake.sendFn = func(_ context.Context, _ string, c presenters.MessageContent) (presenters.SendResult, error) {
-		got = c
-		return presenters.SendResult{MessageID: "m"}, nil
-	}
-	bad := map[string]*pb.MessageContent{
-		"no content":        nil,
-		"empty text":        {Text: ""},
-		"image no source":   {Images: []*pb.ImageContent{{MimeType: "image/png"}}},
-		"base64 no mime":    {Images: []*pb.ImageContent{{Source: &pb.ImageContent_Base64{Base64: "AAAA"}}}},
-		"file no path":      {Files: []*pb.FileContent{{Name: "x"}}},
-		"resource no uri":   {Resources: []*pb.EmbeddedResource{{Contents: &pb.EmbeddedResource_Text{Text: "x"}}}},
-		"resource no body":  {Resources: []*pb.EmbeddedResource{{Uri: "file:///x"}}},
-		"empty image field": {Text: "x", Images: []*pb.ImageContent{{}}},
-	}
-	for name, c := range bad {
-		_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: c})
-		st := wantCode(t, err, codes.InvalidArgument)
-		if !strings.Contains(st.Message(), "content") {
-			t.Errorf("%s: message %q should name the content field", name, st.Message())
-		}
-	}
-	content := &pb.MessageContent{
-		Text:      "look",
-		Images:    []*pb.ImageContent{{Source: &pb.ImageContent_Url{Url: "https://x/y.png"}}, {Source: &pb.ImageContent_Base64{Base64: "AAAA"}, MimeType: "image/png"}, {Source: &pb.ImageContent_FilePath{FilePath: "a.png"}}},
-		Files:     []*pb.FileContent{{Path: "main.go", Name: "main", MimeType: "text/x-go"}},
-		Resources: []*pb.EmbeddedResource{{Uri: "file:///r", MimeType: "text/plain", Contents: &pb.EmbeddedResource_Text{Text: "body"}}, {Uri: "file:///b", Contents: &pb.EmbeddedResource_Blob{Blob: "AQI="}}},
-	}
-	if _, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: content}); err != nil {
-		t.Fatal(err)
-	}
-	want := presenters.MessageContent{
-		Text:      "look",
-		Images:    []presenters.Image{{Kind: presenters.ImageURL, Data: "https://x/y.png"}, {Kind: presenters.ImageBase64, Data: "AAAA", MimeType: "image/png"}, {Kind: presenters.ImageFile, Data: "a.png"}},
-		Files:     []presenters.File{{Path: "main.go", Name: "main", MimeType: "text/x-go"}},
-		Resources: []presenters.Resource{{URI: "file:///r", MimeType: "text/plain", Text: "body"}, {URI: "file:///b", Blob: "AQI="}},
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("presenter got %+v, want %+v", got, want)
-	}
-}
-
 func TestSendMessageBusy(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.createSession(t, fakeID)
-	e.fake.sendFn = func(context.Context, string, presenters.MessageContent) (presenters.SendResult, error) {
+	e.fake.sendFn = func(context.Context, string, presenters.MessageContent, presenters.SendOptions) (presenters.SendResult, error) {
 		return presenters.SendResult{}, fmt.Errorf("a turn is running; cancel it or wait for MESSAGE_END: %w", presenters.ErrSessionBusy)
 	}
-	_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: &pb.MessageContent{Text: "x"}})
+	_, err := e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: s.GetSessionId(), Content: textContent("x")})
 	wantCode(t, err, codes.FailedPrecondition)
 }
 
@@ -551,9 +515,9 @@ func TestCancelMessage(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.createSession(t, fakeID)
 	var got string
-	e.fake.cancelFn = func(_ context.Context, _, messageID string) error {
+	e.fake.cancelFn = func(_ context.Context, _, messageID string) (string, error) {
 		got = messageID
-		return nil
+		return messageID, nil
 	}
 	if _, err := e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: s.GetSessionId(), MessageId: "m3"}); err != nil {
 		t.Fatal(err)
@@ -609,7 +573,7 @@ func TestRespondPermission(t *testing.T) {
 	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r2", Options: options})
 
 	byKind := func(reqID string, k pb.PermissionOptionKind) error {
-		_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: reqID,
+		_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, PermissionId: reqID,
 			Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: k}})
 		return err
 	}
@@ -618,7 +582,7 @@ func TestRespondPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An option id goes through as given.
-	if _, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r2",
+	if _, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, PermissionId: "r2",
 		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "never"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -626,9 +590,9 @@ func TestRespondPermission(t *testing.T) {
 	if got := e.fake.answered(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("presenter got %v, want %v", got, want)
 	}
-	// The fake granted both: nothing is pending, so a second answer by kind is NOT_FOUND.
-	st := wantCode(t, byKind("r1", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE), codes.NotFound)
-	if !strings.Contains(st.Message(), "r1") {
+	// A request never asked is NOT_FOUND, naming it.
+	st := wantCode(t, byKind("r9", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE), codes.NotFound)
+	if !strings.Contains(st.Message(), "r9") {
 		t.Errorf("message %q", st.Message())
 	}
 
@@ -638,11 +602,11 @@ func TestRespondPermission(t *testing.T) {
 		t.Errorf("message %q should list the options", st.Message())
 	}
 	wantCode(t, byKind("r3", pb.PermissionOptionKind_PERMISSION_OPTION_KIND_UNSPECIFIED), codes.InvalidArgument)
-	_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r3"})
+	_, err := e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, PermissionId: "r3"})
 	wantCode(t, err, codes.InvalidArgument)
 	_, err = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "x"}})
 	wantCode(t, err, codes.InvalidArgument)
-	_, err = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, RequestId: "r3", Answer: &pb.RespondPermissionRequest_OptionId{}})
+	_, err = e.client.RespondPermission(bg, &pb.RespondPermissionRequest{SessionId: id, PermissionId: "r3", Answer: &pb.RespondPermissionRequest_OptionId{}})
 	wantCode(t, err, codes.InvalidArgument)
 
 	// A request only the presenter knows about (e.g. asked before a restart) resolves too.
@@ -655,36 +619,6 @@ func TestRespondPermission(t *testing.T) {
 	if got := e.fake.answered(); got[len(got)-1] != (presenters.PermissionResponse{RequestID: "old", OptionID: "never"}) {
 		t.Errorf("last answer %v", got[len(got)-1])
 	}
-}
-
-func TestGetMessages(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	id := e.createSession(t, fakeID).GetSessionId()
-	var gotQ presenters.MessageQuery
-	e.fake.messagesFn = func(_ context.Context, _ string, q presenters.MessageQuery) ([]presenters.Message, error) {
-		gotQ = q
-		return []presenters.Message{
-			{ID: "u", SessionID: id, Role: presenters.RoleUser, Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi"}}},
-			{ID: "a", SessionID: id, Role: presenters.RoleAssistant, Status: presenters.MessageCancelled, StopReason: presenters.StopCancelled,
-				Usage:  &presenters.TokenUsage{OutputTokens: 3},
-				Blocks: []presenters.Block{{Type: presenters.BlockReasoning, Text: "hmm"}, {Type: presenters.BlockTool, Tool: &presenters.ToolCall{ToolID: "t", Kind: presenters.ToolRead, Status: presenters.ToolCompleted}}}},
-		}, nil
-	}
-	resp, err := e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id, Limit: 2, BeforeMessageId: "z"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gotQ != (presenters.MessageQuery{Limit: 2, BeforeMessageID: "z"}) {
-		t.Errorf("query %+v", gotQ)
-	}
-	msgs := resp.GetMessages()
-	if len(msgs) != 2 || msgs[0].GetBlocks()[0].GetText().GetText() != "hi" || msgs[1].GetStatus() != pb.MessageStatus_MESSAGE_STATUS_CANCELLED ||
-		msgs[1].GetBlocks()[0].GetReasoning().GetText() != "hmm" || msgs[1].GetBlocks()[1].GetTool().GetKind() != pb.ToolKind_TOOL_KIND_READ ||
-		msgs[1].GetUsage().GetOutputTokens() != 3 || msgs[1].GetStopReason() != pb.StopReason_STOP_REASON_CANCELLED {
-		t.Errorf("messages = %v", msgs)
-	}
-	_, err = e.client.GetMessages(bg, &pb.GetMessagesRequest{SessionId: id, Limit: -1})
-	wantCode(t, err, codes.InvalidArgument)
 }
 
 func TestTokenInterceptor(t *testing.T) {

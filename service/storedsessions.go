@@ -3,9 +3,8 @@ package service
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
-	"strconv"
-	"strings"
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
@@ -44,11 +43,14 @@ func (r *Registry) storedSnapshots(ctx context.Context, recs []store.SessionOwne
 	return out, nil
 }
 
-// storedMessages reads a session's messages from the stored history, for a session whose
-// agent is no longer configured. A session the agent kept no history of has none.
+// storedMessages reads what q selects of a session's stored history, for a session
+// whose agent is no longer configured: the same pages a live agent's history gives. A
+// session the agent kept no history of has no messages (but a query bounded by a
+// message still names one it does not hold).
 func (r *Registry) storedMessages(ctx context.Context, sessionID string, q presenters.MessageQuery) ([]presenters.Message, error) {
 	msgs, err := r.store.Messages(ctx, sessionID, q)
-	if errors.Is(err, presenters.ErrNotFound) && q.BeforeMessageID == "" {
+	// Without bounds, not found can only mean no stored conversation.
+	if errors.Is(err, presenters.ErrNotFound) && q.AfterMessageID == "" && q.BeforeMessageID == "" {
 		return nil, nil
 	}
 	return msgs, err
@@ -66,27 +68,34 @@ func storedSession(rec store.SessionOwner, status presenters.SessionStatus, reas
 	}
 }
 
-// Page tokens are opaque to clients: base64url of "<created unix nano>/<session id>".
-func encodePageToken(c store.SessionCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedUnixNano, 10) + "/" + c.SessionID))
+// sessionPageToken is where a ListSessions page continues, under the filters it was
+// issued for. Tokens are opaque to clients: base64url of this as JSON.
+type sessionPageToken struct {
+	Kind    string `json:"k"`
+	Updated int64  `json:"u"`
+	Session string `json:"s"`
+	Filters string `json:"f"`
 }
 
-func decodePageToken(token string) (*store.SessionCursor, error) {
+const sessionPageTokenKind = "sessions"
+
+func encodeSessionPageToken(at store.SessionCursor, filters string) string {
+	raw, _ := json.Marshal(sessionPageToken{Kind: sessionPageTokenKind, Updated: at.UpdatedUnixNano, Session: at.SessionID, Filters: filters}) // cannot fail
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// decodeSessionPageToken returns where a page continues (nil without a token); filters
+// is the request's fingerprint, which must be the token's.
+func decodeSessionPageToken(token, filters string) (*store.SessionCursor, error) {
 	if token == "" {
 		return nil, nil
 	}
-	bad := invalidArgument("page_token %q is not one this server issued; pass next_page_token from the previous ListSessions response unchanged, or leave it empty for the first page", token)
-	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil {
-		return nil, bad
+	var t sessionPageToken
+	if !decodeToken(token, &t) || t.Kind != sessionPageTokenKind || t.Session == "" {
+		return nil, invalidArgument("page_token %q is not one ListSessions issued; pass next_page_token from the previous response unchanged, or leave it empty for the first page", token)
 	}
-	nanos, id, ok := strings.Cut(string(raw), "/")
-	if !ok || id == "" {
-		return nil, bad
+	if t.Filters != filters {
+		return nil, invalidArgument("page_token was issued for other filters (agent_id, workspace, statuses, updated_after); keep the filters while paging, or start again without page_token")
 	}
-	n, err := strconv.ParseInt(nanos, 10, 64)
-	if err != nil {
-		return nil, bad
-	}
-	return &store.SessionCursor{CreatedUnixNano: n, SessionID: id}, nil
+	return &store.SessionCursor{UpdatedUnixNano: t.Updated, SessionID: t.Session}, nil
 }

@@ -1,11 +1,13 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,6 +15,11 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 )
+
+// after is the start point after_sequence = seq.
+func after(seq uint64) *pb.SubscribeRequest_AfterSequence {
+	return &pb.SubscribeRequest_AfterSequence{AfterSequence: seq}
+}
 
 // checkConsecutive fails unless the events' sequences are from, from+1, ...
 func checkConsecutive(t *testing.T, evs []*pb.AgenticEvent, from uint64) {
@@ -35,7 +42,7 @@ func TestSubscribeOrderAcrossSessions(t *testing.T) {
 	checkConsecutive(t, evs, first)
 	for i, ev := range evs {
 		if ev.GetMessageDelta().GetText() != strconv.Itoa(i) || ev.GetSessionId() != fmt.Sprintf("s%d", i%3) ||
-			ev.GetType() != pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA || ev.GetTime() == nil {
+			ev.GetType() != pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA || ev.GetEventTime() == nil {
 			t.Fatalf("event %d = %v", i, ev)
 		}
 	}
@@ -56,7 +63,7 @@ func TestSubscribeFilters(t *testing.T) {
 	// A final event every filter matches, so that each stream ends at a known point.
 	end := presenters.NewEmitter(e.hub, otherID, "s1").SessionClosed("end")
 	for name, c := range map[string]struct {
-		stream pb.AgenticService_SubscribeClient
+		stream *eventStream
 		want   []string
 	}{
 		"sessions":        {bySession, []string{fakeID + "/s1", fakeID + "/s3", otherID + "/s1", otherID + "/s3"}},
@@ -120,36 +127,43 @@ func TestSubscribeUnknownTargets(t *testing.T) {
 func TestSubscribeResumeWhilePublishing(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	seqs := publishDeltas(e.hub, fakeID, "s", 100)
-	after := seqs[49]
+	from := seqs[49]
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		publishDeltas(e.hub, fakeID, "s", 200)
 	}()
-	stream := e.subscribe(t, &pb.SubscribeRequest{AfterSequence: after})
+	stream := e.subscribe(t, &pb.SubscribeRequest{Start: after(from)})
 	wg.Wait()
 	final := e.hub.LastSequence()
-	evs := recvN(t, stream, int(final-after))
-	checkConsecutive(t, evs, after+1)
+	evs := recvN(t, stream, int(final-from))
+	checkConsecutive(t, evs, from+1)
 }
 
 func TestSubscribeOutOfRange(t *testing.T) {
 	e := newEnv(t, envOptions{hub: HubOptions{Capacity: 8}})
 	publishDeltas(e.hub, fakeID, "s", 20)
 	last := e.hub.LastSequence()
-	_, err := e.subscribe(t, &pb.SubscribeRequest{AfterSequence: 2}).Recv()
+	_, err := e.subscribe(t, &pb.SubscribeRequest{Start: after(2)}).Recv()
 	st := wantCode(t, err, codes.OutOfRange)
 	if !strings.Contains(st.Message(), "no longer held") || !strings.Contains(st.Message(), "GetSession") {
 		t.Errorf("message %q should say the point is gone and how to rebuild", st.Message())
 	}
-	_, err = e.subscribe(t, &pb.SubscribeRequest{AfterSequence: last + 1}).Recv()
+	if info := errorInfo(st); info.GetReason() != "RESUME_POINT_EXPIRED" || info.GetMetadata()["oldest_sequence"] != strconv.FormatUint(last-7, 10) ||
+		info.GetMetadata()["newest_sequence"] != strconv.FormatUint(last, 10) {
+		t.Errorf("expired resume point: %v", info)
+	}
+	_, err = e.subscribe(t, &pb.SubscribeRequest{Start: after(last + 1)}).Recv()
 	st = wantCode(t, err, codes.OutOfRange)
 	if !strings.Contains(st.Message(), "ahead of the newest") {
 		t.Errorf("message %q", st.Message())
 	}
+	if info := errorInfo(st); info.GetReason() != "RESUME_POINT_UNKNOWN" || info.GetMetadata()["newest_sequence"] != strconv.FormatUint(last, 10) {
+		t.Errorf("unknown resume point: %v", info)
+	}
 	// The oldest held point still works.
-	evs := recvN(t, e.subscribe(t, &pb.SubscribeRequest{AfterSequence: last - 8}), 8)
+	evs := recvN(t, e.subscribe(t, &pb.SubscribeRequest{Start: after(last - 8)}), 8)
 	checkConsecutive(t, evs, last-7)
 }
 
@@ -163,7 +177,7 @@ func TestGetSessionThenSubscribeAfterRingMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{id}, AfterSequence: got.GetSession().GetLastSequence()})
+	stream := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(got.GetSession().GetLastSequence())})
 	closed := presenters.NewEmitter(e.hub, fakeID, id).SessionClosed("done")
 	if ev := recv(t, stream); ev.GetSequence() != closed {
 		t.Errorf("first event after the snapshot = %d, want %d", ev.GetSequence(), closed)
@@ -178,10 +192,11 @@ func TestSubscribeOverflowThenResume(t *testing.T) {
 	conn := dialBufconn(t, e.lis, "", grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
 	defer func() { _ = conn.Close() }()
 	client := pb.NewAgenticServiceClient(conn)
-	stream, err := client.Subscribe(t.Context(), &pb.SubscribeRequest{AfterSequence: e.hub.LastSequence()})
+	raw, err := client.Subscribe(t.Context(), &pb.SubscribeRequest{Start: after(e.hub.LastSequence())})
 	if err != nil {
 		t.Fatal(err)
 	}
+	stream := &eventStream{AgenticService_SubscribeClient: raw}
 	// Once this event arrives the subscriber is registered: what follows goes through its
 	// queue, not through a replay.
 	em := presenters.NewEmitter(e.hub, fakeID, "s")
@@ -204,14 +219,14 @@ func TestSubscribeOverflowThenResume(t *testing.T) {
 		!strings.Contains(st.Message(), fmt.Sprintf("after_sequence=%d", last)) {
 		t.Fatalf("overflow status %q %v should name the last received sequence %d", st.Message(), info, last)
 	}
-	rest := recvN(t, e.subscribe(t, &pb.SubscribeRequest{AfterSequence: last}), int(start+total-last))
+	rest := recvN(t, e.subscribe(t, &pb.SubscribeRequest{Start: after(last)}), int(start+total-last))
 	checkConsecutive(t, rest, last+1)
 }
 
 func TestConcurrentSubscribers(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	const subscribers, publishers, perPublisher = 8, 4, 250
-	streams := make([]pb.AgenticService_SubscribeClient, subscribers)
+	streams := make([]*eventStream, subscribers)
 	for i := range streams {
 		streams[i] = e.subscribeLive(t, &pb.SubscribeRequest{})
 	}
@@ -234,7 +249,7 @@ func TestConcurrentSubscribers(t *testing.T) {
 			defer wg.Done()
 			next := map[string]int{}
 			for i := range publishers * perPublisher {
-				ev, err := stream.Recv()
+				ev, err := stream.next()
 				if err != nil {
 					errs <- err
 					return
@@ -264,11 +279,189 @@ func TestSubscribeEndsAtShutdownWithResumePoint(t *testing.T) {
 	seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
 	recv(t, stream)
 	e.hub.Close()
-	_, err := stream.Recv()
+	_, err := stream.next()
 	st := wantCode(t, err, codes.Unavailable)
 	if info := errorInfo(st); info == nil || info.GetMetadata()["last_sequence"] != strconv.FormatUint(seq, 10) {
 		t.Errorf("shutdown status %q %v should carry last_sequence %d", st.Message(), info, seq)
 	}
 	_, err = e.subscribe(t, &pb.SubscribeRequest{}).Recv()
 	wantCode(t, err, codes.Unavailable)
+}
+
+// recvFrame reads the next frame.
+func recvFrame(t *testing.T, stream *eventStream) *pb.SubscribeResponse {
+	t.Helper()
+	frame, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	return frame
+}
+
+// frameSequences is the sequences of a frame's events.
+func frameSequences(frame *pb.SubscribeResponse) []uint64 {
+	var out []uint64
+	for _, ev := range frame.GetEvents().GetEvents() {
+		out = append(out, ev.GetSequence())
+	}
+	return out
+}
+
+// Events that already wait travel in one frame; events that come one at a time travel
+// one per frame. The replay ends with caught_up at the newest sequence.
+func TestSubscribeBatchesWhatWaits(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.storeSessions(t, fakeID, "s")
+	from := e.hub.LastSequence()
+	burst := publishDeltas(e.hub, fakeID, "s", 50)
+	stream := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from)})
+	frame := recvFrame(t, stream)
+	if got := frameSequences(frame); len(got) != len(burst) || got[0] != burst[0] || got[len(got)-1] != burst[len(burst)-1] {
+		t.Fatalf("first frame %v, want the whole burst %d..%d in one batch", got, burst[0], burst[len(burst)-1])
+	}
+	checkConsecutive(t, frame.GetEvents().GetEvents(), burst[0])
+	if got := recvFrame(t, stream).GetCaughtUp(); got == nil || got.GetSequence() != burst[len(burst)-1] {
+		t.Fatalf("after the replay: %v, want caught_up %d", got, burst[len(burst)-1])
+	}
+	for range 5 {
+		seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
+		if got := frameSequences(recvFrame(t, stream)); len(got) != 1 || got[0] != seq {
+			t.Fatalf("frame %v, want only %d", got, seq)
+		}
+	}
+}
+
+// A live stream is caught up at once, at the newest sequence, and only once.
+func TestSubscribeLiveIsCaughtUpAtOnce(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	newest := e.hub.LastSequence()
+	stream := e.subscribe(t, &pb.SubscribeRequest{})
+	if got := recvFrame(t, stream).GetCaughtUp(); got == nil || got.GetSequence() != newest {
+		t.Fatalf("first frame %v, want caught_up %d", got, newest)
+	}
+	seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
+	if got := frameSequences(recvFrame(t, stream)); len(got) != 1 || got[0] != seq {
+		t.Fatalf("then %v, want event %d", got, seq)
+	}
+}
+
+// A silent stream gets heartbeats, the first after the interval, and again after every
+// silence.
+func TestSubscribeHeartbeats(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	e := newEnv(t, envOptions{hub: HubOptions{HeartbeatInterval: interval}})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	raw, err := e.client.Subscribe(ctx, &pb.SubscribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := &eventStream{AgenticService_SubscribeClient: raw}
+	if recvFrame(t, stream).GetCaughtUp() == nil {
+		t.Fatal("the first frame is not caught_up")
+	}
+	for i := range 3 {
+		before := time.Now()
+		hb := recvFrame(t, stream).GetHeartbeat()
+		if hb == nil || hb.GetServerTime() == nil || time.Since(before) < interval/2 {
+			t.Fatalf("frame %d of the silence: %v after %v, want a heartbeat after %v", i, hb, time.Since(before), interval)
+		}
+		if i == 1 {
+			seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
+			if got := frameSequences(recvFrame(t, stream)); len(got) != 1 || got[0] != seq {
+				t.Fatalf("frame %v, want event %d", got, seq)
+			}
+		}
+	}
+	if got := e.hub.HeartbeatInterval(); got != interval {
+		t.Errorf("HeartbeatInterval() = %v", got)
+	}
+}
+
+// A subscriber filtered on session A keeps a resume point while session B's traffic
+// passes a whole ring many times over: its last bookmark resumes with no gap and no
+// duplicate, where the sequence of its last event has long expired.
+func TestSubscribeBookmarkKeepsFilteredResumePoint(t *testing.T) {
+	const ring, busy = 1000, 100_000
+	e := newEnv(t, envOptions{hub: HubOptions{Capacity: ring}})
+	e.storeSessions(t, fakeID, "A", "B")
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"A"}})
+	if _, err := stream.Header(); err != nil { // registered: what follows is live
+		t.Fatal(err)
+	}
+	first := publishDeltas(e.hub, fakeID, "A", 1)[0]
+	publishDeltas(e.hub, fakeID, "B", busy)
+	newest := e.hub.LastSequence()
+	var got []uint64
+	var bookmark uint64
+	for bookmark+ring/8 <= newest {
+		frame := recvFrame(t, stream)
+		got = append(got, frameSequences(frame)...)
+		if b := frame.GetBookmark(); b != nil {
+			if b.GetSequence() <= bookmark || b.GetSequence() > newest {
+				t.Fatalf("bookmark %d after %d (newest %d)", b.GetSequence(), bookmark, newest)
+			}
+			bookmark = b.GetSequence()
+		}
+	}
+	if len(got) != 1 || got[0] != first {
+		t.Fatalf("events %v, want only A's %d", got, first)
+	}
+	_, err := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"A"}, Start: after(first)}).Recv()
+	wantCode(t, err, codes.OutOfRange) // without the bookmark, the stream could not resume
+	second := publishDeltas(e.hub, fakeID, "A", 1)[0]
+	resumed := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"A"}, Start: after(bookmark)})
+	if got := frameSequences(recvFrame(t, resumed)); len(got) != 1 || got[0] != second {
+		t.Fatalf("resumed at bookmark %d: %v, want only %d", bookmark, got, second)
+	}
+	if cu := recvFrame(t, resumed).GetCaughtUp(); cu.GetSequence() != second {
+		t.Errorf("caught_up %v, want %d", cu, second)
+	}
+}
+
+// The types filter keeps only the types listed (with the other filters); UNSPECIFIED in
+// the list is refused.
+func TestSubscribeTypesFilter(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.storeSessions(t, fakeID, "s", "t")
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"s"}, Types: []pb.AgenticEventType{
+		pb.AgenticEventType_AGENTIC_EVENT_TYPE_STATUS_CHANGED, pb.AgenticEventType_AGENTIC_EVENT_TYPE_SESSION_CLOSED}})
+	em := presenters.NewEmitter(e.hub, fakeID, "s")
+	em.MessageDelta("m", presenters.RoleAssistant, "x")
+	status := em.StatusChanged(presenters.SessionGenerating, "")
+	presenters.NewEmitter(e.hub, fakeID, "t").StatusChanged(presenters.SessionIdle, "")
+	em.MessageDelta("m", presenters.RoleAssistant, "y")
+	closed := em.SessionClosed("end")
+	if evs := recvN(t, stream, 2); evs[0].GetSequence() != status || evs[1].GetSequence() != closed {
+		t.Errorf("got %v, want %d and %d", evs, status, closed)
+	}
+	for i, types := range [][]pb.AgenticEventType{
+		{pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_END, pb.AgenticEventType_AGENTIC_EVENT_TYPE_UNSPECIFIED},
+		{pb.AgenticEventType(999)},
+	} {
+		_, err := e.subscribe(t, &pb.SubscribeRequest{Types: types}).Recv()
+		st := wantCode(t, err, codes.InvalidArgument)
+		if want := fmt.Sprintf("types[%d]", len(types)-1); !strings.Contains(st.Message(), want) || (i == 0 && !strings.Contains(st.Message(), "UNSPECIFIED")) {
+			t.Errorf("%v: message %q should name %s", types, st.Message(), want)
+		}
+	}
+}
+
+// oldest_held replays everything the ring holds, then is caught up and live.
+func TestSubscribeOldestHeld(t *testing.T) {
+	e := newEnv(t, envOptions{hub: HubOptions{Capacity: 8}})
+	publishDeltas(e.hub, fakeID, "s", 20)
+	last := e.hub.LastSequence()
+	stream := e.subscribe(t, &pb.SubscribeRequest{Start: &pb.SubscribeRequest_OldestHeld{OldestHeld: true}})
+	checkConsecutive(t, recvN(t, stream, 8), last-7)
+	if oldest, newest := e.hub.HeldRange(); oldest != last-7 || newest != last {
+		t.Errorf("HeldRange() = %d, %d; want %d, %d", oldest, newest, last-7, last)
+	}
+	if cu := recvFrame(t, stream).GetCaughtUp(); cu.GetSequence() != last {
+		t.Errorf("caught_up %v, want %d", cu, last)
+	}
+	seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
+	if ev := recv(t, stream); ev.GetSequence() != seq {
+		t.Errorf("live event %d, want %d", ev.GetSequence(), seq)
+	}
 }

@@ -83,6 +83,14 @@ CREATE TABLE block_text_parts (
 	FOREIGN KEY (message_id, position) REFERENCES blocks(message_id, position) ON DELETE CASCADE
 );
 `,
+	// 3: the agent's own session id beside the session id agenticd mints (sessions
+	// stored before kept the agent's id as theirs: it is both), and which usage counts
+	// were reported (NULL for rows from before: their non-zero counts were).
+	`
+ALTER TABLE conversations ADD COLUMN agent_session_id TEXT NOT NULL DEFAULT '';
+UPDATE conversations SET agent_session_id = id;
+ALTER TABLE conversations ADD COLUMN usage_reported INTEGER;
+`,
 }
 
 // migrate brings the schema up to date. It refuses a database written by a newer

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -22,7 +23,7 @@ type SessionOwner struct {
 	SessionID string `gorm:"primaryKey"`
 	AgentID   string `gorm:"not null;index:idx_session_owners_agent,priority:1"`
 	Workspace string `gorm:"not null"`
-	// CreatedUnixNano orders ListSessionOwners (newest first) and its cursors.
+	// CreatedUnixNano is when the session was created.
 	CreatedUnixNano int64 `gorm:"not null;index:idx_session_owners_created;index:idx_session_owners_agent,priority:2"`
 }
 
@@ -120,26 +121,83 @@ func (s *Store) KnownSessions(ctx context.Context, sessionIDs []string) (map[str
 	return known, nil
 }
 
-// SessionCursor is a position in the newest-first order of session owners.
+// SessionFilter narrows ListSessions to what the store holds of a session; zero fields
+// do not filter.
+type SessionFilter struct {
+	AgentID   string
+	Workspace string
+	// UpdatedAfter keeps sessions updated strictly after it (Unix nanoseconds; 0: all).
+	UpdatedAfter int64
+}
+
+// ListedSession is an owner record with the session's stored update time: the stored
+// conversation's, or its creation when the agent stored none.
+type ListedSession struct {
+	SessionOwner
+	UpdatedUnixNano int64
+}
+
+// Cursor is the position of the listed session in ListSessions' order.
+func (l ListedSession) Cursor() SessionCursor {
+	return SessionCursor{UpdatedUnixNano: l.UpdatedUnixNano, SessionID: l.SessionID}
+}
+
+// SessionCursor is a position in ListSessions' order.
 type SessionCursor struct {
-	CreatedUnixNano int64
+	UpdatedUnixNano int64
 	SessionID       string
 }
 
-// ListSessionOwners returns up to limit owner records, newest first, after the cursor
-// (nil: from the newest), optionally of one agent ("" for all).
-func (s *Store) ListSessionOwners(ctx context.Context, agentID string, limit int, after *SessionCursor) ([]SessionOwner, error) {
-	q := s.db.WithContext(ctx).Model(&SessionOwner{})
-	if agentID != "" {
-		q = q.Where("agent_id = ?", agentID)
+// ListSessions returns up to limit sessions that pass the filter, most recently updated
+// first (ties by session id, ascending), after the cursor (nil: from the start). A
+// session updated between two calls moves to the front, so a walk through the pages
+// may miss or repeat it; UpdatedAfter catches up with what changed.
+func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, after *SessionCursor) ([]ListedSession, error) {
+	var where []string
+	var args []any
+	if f.AgentID != "" {
+		where = append(where, "o.agent_id = ?")
+		args = append(args, f.AgentID)
+	}
+	if f.Workspace != "" {
+		where = append(where, "o.workspace = ?")
+		args = append(args, f.Workspace)
+	}
+	if f.UpdatedAfter != 0 {
+		where = append(where, "updated_unix_nano > ?")
+		args = append(args, f.UpdatedAfter)
 	}
 	if after != nil {
-		q = q.Where("(created_unix_nano < ?) OR (created_unix_nano = ? AND session_id < ?)",
-			after.CreatedUnixNano, after.CreatedUnixNano, after.SessionID)
+		where = append(where, "(updated_unix_nano < ? OR (updated_unix_nano = ? AND o.session_id > ?))")
+		args = append(args, after.UpdatedUnixNano, after.UpdatedUnixNano, after.SessionID)
 	}
-	var recs []SessionOwner
-	if err := q.Order("created_unix_nano DESC, session_id DESC").Limit(limit).Find(&recs).Error; err != nil {
+	cond := ""
+	if len(where) > 0 {
+		cond = "WHERE " + strings.Join(where, " AND ")
+	}
+	// Sessions created before their conversation was stored, or by an agent that keeps
+	// none, have no conversation row: their creation stands for their update.
+	query := `SELECT o.session_id, o.agent_id, o.workspace, o.created_unix_nano,
+			COALESCE(c.updated_at, o.created_unix_nano) AS updated_unix_nano
+		FROM session_owners AS o LEFT JOIN conversations AS c ON c.id = o.session_id
+		` + cond + `
+		ORDER BY updated_unix_nano DESC, o.session_id ASC LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.WithContext(ctx).Raw(query, args...).Rows()
+	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	return recs, nil
+	defer rows.Close()
+	var out []ListedSession
+	for rows.Next() {
+		var l ListedSession
+		if err := rows.Scan(&l.SessionID, &l.AgentID, &l.Workspace, &l.CreatedUnixNano, &l.UpdatedUnixNano); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -59,7 +60,9 @@ func TestSessionOwnerIsTheFirstAgent(t *testing.T) {
 	}
 }
 
-func TestListSessionOwnersNewestFirstInPages(t *testing.T) {
+// ListSessions walks every session in pages, most recently updated first (a session
+// without a stored conversation counts as updated when created), ties by session id.
+func TestListSessionsByUpdateInPages(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()
 	var ids []string
@@ -70,15 +73,19 @@ func TestListSessionOwnersNewestFirstInPages(t *testing.T) {
 		}
 		id := fmt.Sprintf("s%04d", i)
 		ids = append(ids, id)
-		// Two sessions per timestamp: ties are ordered by session id, newest first.
+		// Two sessions per timestamp: ties are ordered by session id.
 		if err := s.AddSessionOwner(ctx, SessionOwner{SessionID: id, AgentID: agent, Workspace: "/w", CreatedUnixNano: int64(i / 2)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// The oldest session was updated last: it comes first.
+	if err := s.CreateConversation(ctx, Conversation{ID: "s0000", AgentID: "acp.b", CreatedAt: time.Unix(0, 0), UpdatedAt: time.Unix(0, 5000)}); err != nil {
+		t.Fatal(err)
+	}
 	var listed []string
 	var after *SessionCursor
 	for {
-		page, err := s.ListSessionOwners(ctx, "", 100, after)
+		page, err := s.ListSessions(ctx, SessionFilter{}, 100, after)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,23 +95,75 @@ func TestListSessionOwnersNewestFirstInPages(t *testing.T) {
 		if len(page) < 100 {
 			break
 		}
-		last := page[len(page)-1]
-		after = &SessionCursor{CreatedUnixNano: last.CreatedUnixNano, SessionID: last.SessionID}
+		c := page[len(page)-1].Cursor()
+		after = &c
 	}
-	want := make([]string, len(ids))
-	for i, id := range ids {
-		want[len(ids)-1-i] = id
+	// Without s0000: by creation (i/2) descending, then id ascending.
+	want := []string{"s0000"}
+	for i := len(ids) - 1; i >= 1; i-- {
+		if i%2 == 1 && i > 1 {
+			want = append(want, ids[i-1], ids[i])
+			i--
+			continue
+		}
+		want = append(want, ids[i])
 	}
 	if !reflect.DeepEqual(listed, want) {
-		t.Fatalf("paged listing has %d sessions, first %v; want all %d newest first", len(listed), listed[:min(3, len(listed))], len(want))
+		t.Fatalf("paged listing has %d sessions, first %v; want all %d, first %v", len(listed), listed[:min(5, len(listed))], len(want), want[:5])
 	}
-	ofB, err := s.ListSessionOwners(ctx, "acp.b", 1000, nil)
-	if err != nil || len(ofB) != 401 || ofB[0].SessionID != "s1200" {
-		t.Fatalf("acp.b's sessions: %d, first %+v, %v; want 401 from s1200", len(ofB), ofB[0], err)
+	ofB, err := s.ListSessions(ctx, SessionFilter{AgentID: "acp.b"}, 1000, nil)
+	if err != nil || len(ofB) != 401 || ofB[0].SessionID != "s0000" || ofB[0].UpdatedUnixNano != 5000 || ofB[1].SessionID != "s1200" {
+		t.Fatalf("acp.b's sessions: %d, first %+v, %v; want 401 from s0000 then s1200", len(ofB), ofB[:min(2, len(ofB))], err)
 	}
 	known, err := s.KnownSessions(ctx, append(ids, "unknown"))
 	if err != nil || len(known) != len(ids) || known["unknown"] || !known["s0000"] || !known["s1202"] {
 		t.Fatalf("KnownSessions: %d known (unknown: %v), %v; want exactly the %d recorded", len(known), known["unknown"], err, len(ids))
+	}
+}
+
+// Each filter narrows the listing in the query.
+func TestListSessionsFilters(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	for i, rec := range []SessionOwner{
+		{SessionID: "a1", AgentID: "acp.a", Workspace: "/w/one"},
+		{SessionID: "a2", AgentID: "acp.a", Workspace: "/w/two"},
+		{SessionID: "b1", AgentID: "acp.b", Workspace: "/w/one"},
+	} {
+		rec.CreatedUnixNano = int64(10 * (i + 1))
+		if err := s.AddSessionOwner(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateConversation(ctx, Conversation{ID: "a1", AgentID: "acp.a", CreatedAt: time.Unix(0, 10), UpdatedAt: time.Unix(0, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(f SessionFilter) string {
+		t.Helper()
+		got, err := s.ListSessions(ctx, f, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range got {
+			out = append(out, l.SessionID)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		f    SessionFilter
+		want string
+	}{
+		{SessionFilter{}, "a1,b1,a2"},
+		{SessionFilter{AgentID: "acp.a"}, "a1,a2"},
+		{SessionFilter{Workspace: "/w/one"}, "a1,b1"},
+		{SessionFilter{UpdatedAfter: 20}, "a1,b1"},
+		{SessionFilter{UpdatedAfter: 30}, "a1"},
+		{SessionFilter{AgentID: "acp.b", Workspace: "/w/two"}, ""},
+	} {
+		if got := list(c.f); got != c.want {
+			t.Errorf("%+v listed %q, want %q", c.f, got, c.want)
+		}
 	}
 }
 
@@ -154,25 +213,22 @@ func TestDatabaseOfThePreviousReleaseOpens(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "agenticd.db")
 	unzip(t, "testdata/schema2.db.gz", path)
-	before := schema(t, openDB(t, path))
 
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if after := schema(t, s.db); !reflect.DeepEqual(after, before) {
-		t.Errorf("Open changed the schema:\nbefore %q\nafter  %q", before, after)
-	}
+	// Open brings the previous release's schema up to date: the same as a new database's.
 	_, db := openStore(t)
-	if got := schema(t, db); !reflect.DeepEqual(got, before) {
-		t.Errorf("a new database's schema differs from the previous release's:\nnew  %q\nprev %q", got, before)
+	if after, fresh := schema(t, s.db), schema(t, db); !reflect.DeepEqual(after, fresh) {
+		t.Errorf("after Open the previous release's schema differs from a new database's:\nafter %q\nnew   %q", after, fresh)
 	}
 
 	if floor, err := s.SequenceFloor(ctx); err != nil || floor != 300000 {
 		t.Errorf("floor = %d, %v; want 300000", floor, err)
 	}
-	owners, err := s.ListSessionOwners(ctx, "", 10, nil)
+	owners, err := s.ListSessions(ctx, SessionFilter{}, 10, nil)
 	if err != nil || len(owners) != 2 || owners[0].SessionID != "s-chat" || owners[1].AgentID != "acp.test.agent" || owners[1].Workspace != "/w/acp" {
 		t.Errorf("session owners = %+v, %v", owners, err)
 	}

@@ -60,6 +60,8 @@ type storedTerminal struct {
 	Truncated  bool   `json:"Truncated"`
 	ExitCode   *int   `json:"ExitCode"`
 	Signal     string `json:"Signal"`
+	// OutputOffset is absent (0) in rows written before terminal output had offsets.
+	OutputOffset uint64 `json:"OutputOffset"`
 }
 
 type storedImage struct {
@@ -204,12 +206,12 @@ func (d storedDiff) load() presenters.DiffBlock {
 
 func storeTerminal(t presenters.TerminalBlock) storedTerminal {
 	return storedTerminal{TerminalID: t.TerminalID, Command: t.Command, Output: t.Output, Truncated: t.Truncated,
-		ExitCode: t.ExitCode, Signal: t.Signal}
+		ExitCode: t.ExitCode, Signal: t.Signal, OutputOffset: t.OutputOffset}
 }
 
 func (t storedTerminal) load() presenters.TerminalBlock {
 	return presenters.TerminalBlock{TerminalID: t.TerminalID, Command: t.Command, Output: t.Output, Truncated: t.Truncated,
-		ExitCode: t.ExitCode, Signal: t.Signal}
+		ExitCode: t.ExitCode, Signal: t.Signal, OutputOffset: t.OutputOffset}
 }
 
 func storeImage(i presenters.ImageBlock) storedImage {
@@ -233,7 +235,24 @@ func storeError(e presenters.ErrorBlock) storedError {
 }
 
 func (e storedError) load() presenters.ErrorBlock {
-	return presenters.ErrorBlock{Message: e.Message, Code: e.Code}
+	code := e.Code
+	if renamed, ok := renamedErrorCodes[code]; ok {
+		code = renamed
+	}
+	return presenters.ErrorBlock{Message: e.Message, Code: code}
+}
+
+// renamedErrorCodes are error codes earlier releases stored, by the code that now says
+// the same.
+var renamedErrorCodes = map[string]string{
+	"fs_outside_workspace":   "path_outside_workspace",
+	"agent_unauthenticated":  "agent_auth_required",
+	"provider_misconfigured": "provider_not_found",
+	"provider_error":         "agent_error",
+	"provider_stream_broken": "provider_unavailable",
+	"provider_bad_response":  "provider_unavailable",
+	"provider_timeout":       "provider_unavailable",
+	"provider_unreachable":   "provider_unavailable",
 }
 
 func storeAction(a presenters.ActionBlock) storedAction {

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -81,13 +82,14 @@ func TestStoredFormatCoversEveryField(t *testing.T) {
 		{presenters.PermissionRequest{}, storedPermission{}}, {presenters.PermissionOption{}, storedOption{}},
 		{presenters.SearchBlock{}, storedSearch{}}, {presenters.SearchResult{}, storedSearchResult{}},
 		{presenters.McpUIResourceBlock{}, storedMcpUIResource{}}, {presenters.PlanBlock{}, storedPlan{}},
-		{presenters.PlanEntry{}, storedPlanEntry{}},
+		{presenters.PlanEntry{}, storedPlanEntry{}}, {presenters.TokenUsage{}, storedUsage{}},
 	}
 	for _, p := range pairs {
 		domain, stored := reflect.TypeOf(p.domain), reflect.TypeOf(p.stored)
 		keys := map[string]bool{}
 		for f := range stored.Fields() {
-			keys[f.Tag.Get("json")] = true
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			keys[name] = true
 		}
 		for f := range domain.Fields() {
 			if !keys[f.Name] && !inColumns[domain.Name()+"."+f.Name] {

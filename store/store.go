@@ -21,7 +21,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -44,16 +43,19 @@ var ErrConversationExists = fmt.Errorf("conversation already exists: %w", presen
 
 // Conversation is one stored session.
 type Conversation struct {
-	ID        string
-	AgentID   string
-	Workspace string
-	Title     string
-	ModelID   string
-	ModeID    string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	Closed    bool
-	Usage     presenters.TokenUsage
+	ID      string
+	AgentID string
+	// AgentSessionID is the agent's own id for the session (ACP sessionId); empty is
+	// taken as ID.
+	AgentSessionID string
+	Workspace      string
+	Title          string
+	ModelID        string
+	ModeID         string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Closed         bool
+	Usage          presenters.TokenUsage
 }
 
 // Store reads and writes the history and the registry's tables. It is safe for
@@ -169,13 +171,14 @@ func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return s.db.WithContext(ctx).Transaction(fn)
 }
 
-const conversationColumns = `id, agent_id, workspace, title, model_id, mode_id, created_at, updated_at, closed,
+const conversationColumns = `id, agent_id, agent_session_id, workspace, title, model_id, mode_id, created_at, updated_at, closed,
 	usage_input_tokens, usage_output_tokens, usage_total_tokens, usage_cached_input_tokens,
-	usage_reasoning_tokens, usage_context_used, usage_context_size, usage_cost, usage_cost_currency`
+	usage_reasoning_tokens, usage_context_used, usage_context_size, usage_cost, usage_cost_currency, usage_reported`
 
 type conversationRow struct {
 	ID                     string
 	AgentID                string
+	AgentSessionID         string
 	Workspace              string
 	Title                  string
 	ModelID                string
@@ -192,20 +195,20 @@ type conversationRow struct {
 	UsageContextSize       int64
 	UsageCost              float64
 	UsageCostCurrency      string
+	UsageReported          sql.NullInt64
 }
 
 func (r conversationRow) conversation() Conversation {
+	agentSessionID := r.AgentSessionID
+	if agentSessionID == "" {
+		agentSessionID = r.ID
+	}
 	return Conversation{
-		ID: r.ID, AgentID: r.AgentID, Workspace: r.Workspace, Title: r.Title,
+		ID: r.ID, AgentID: r.AgentID, AgentSessionID: agentSessionID, Workspace: r.Workspace, Title: r.Title,
 		ModelID: r.ModelID, ModeID: r.ModeID,
 		CreatedAt: time.Unix(0, r.CreatedAt), UpdatedAt: time.Unix(0, r.UpdatedAt),
 		Closed: r.Closed,
-		Usage: presenters.TokenUsage{
-			InputTokens: r.UsageInputTokens, OutputTokens: r.UsageOutputTokens,
-			TotalTokens: r.UsageTotalTokens, CachedInputTokens: r.UsageCachedInputTokens,
-			ReasoningTokens: r.UsageReasoningTokens, ContextUsed: r.UsageContextUsed,
-			ContextSize: r.UsageContextSize, Cost: r.UsageCost, CostCurrency: r.UsageCostCurrency,
-		},
+		Usage:  r.usage(),
 	}
 }
 
@@ -222,12 +225,12 @@ func (s *Store) CreateConversation(ctx context.Context, c Conversation) error {
 	if c.UpdatedAt.IsZero() {
 		c.UpdatedAt = c.CreatedAt
 	}
-	u := c.Usage
-	_, err := s.writeStmt(ctx, s.insertConversationStmt,
-		c.ID, c.AgentID, c.Workspace, c.Title, c.ModelID, c.ModeID,
-		c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), c.Closed,
-		u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedInputTokens,
-		u.ReasoningTokens, u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency)
+	if c.AgentSessionID == "" {
+		c.AgentSessionID = c.ID
+	}
+	args := append([]any{c.ID, c.AgentID, c.AgentSessionID, c.Workspace, c.Title, c.ModelID, c.ModeID,
+		c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), c.Closed}, usageColumns(c.Usage)...)
+	_, err := s.writeStmt(ctx, s.insertConversationStmt, args...)
 	if isConstraint(err, sqlite3.ErrConstraintPrimaryKey) || isConstraint(err, sqlite3.ErrConstraintUnique) {
 		return fmt.Errorf("conversation %s: %w", c.ID, ErrConversationExists)
 	}
@@ -311,11 +314,12 @@ func (s *Store) UpdateConversation(ctx context.Context, c Conversation) error {
 
 const (
 	insertConversationSQL = `INSERT INTO conversations (` + conversationColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	updateConversationSQL = `UPDATE conversations SET workspace = ?, title = ?, model_id = ?, mode_id = ?,
-		updated_at = ?, closed = ?, usage_input_tokens = ?, usage_output_tokens = ?,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	updateConversationSQL = `UPDATE conversations SET agent_session_id = COALESCE(NULLIF(?, ''), id), workspace = ?, title = ?,
+		model_id = ?, mode_id = ?, updated_at = ?, closed = ?, usage_input_tokens = ?, usage_output_tokens = ?,
 		usage_total_tokens = ?, usage_cached_input_tokens = ?, usage_reasoning_tokens = ?,
-		usage_context_used = ?, usage_context_size = ?, usage_cost = ?, usage_cost_currency = ?
+		usage_context_used = ?, usage_context_size = ?, usage_cost = ?, usage_cost_currency = ?,
+		usage_reported = ?
 		WHERE id = ?`
 )
 
@@ -324,10 +328,9 @@ func updateConversationArgs(c Conversation) []any {
 	if c.UpdatedAt.IsZero() {
 		c.UpdatedAt = time.Now()
 	}
-	u := c.Usage
-	return []any{c.Workspace, c.Title, c.ModelID, c.ModeID, c.UpdatedAt.UnixNano(), c.Closed,
-		u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedInputTokens, u.ReasoningTokens,
-		u.ContextUsed, u.ContextSize, u.Cost, u.CostCurrency, c.ID}
+	args := append([]any{c.AgentSessionID, c.Workspace, c.Title, c.ModelID, c.ModeID, c.UpdatedAt.UnixNano(), c.Closed},
+		usageColumns(c.Usage)...)
+	return append(args, c.ID)
 }
 
 // conversationUpdated is presenters.ErrNotFound when an update changed no row.
@@ -415,11 +418,10 @@ func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow
 	}
 	var usage *string
 	if m.Usage != nil {
-		data, err := json.Marshal(m.Usage)
+		u, err := encodeUsage(*m.Usage)
 		if err != nil {
 			return nil, fmt.Errorf("save message %s: usage: %w", m.ID, err)
 		}
-		u := string(data)
 		usage = &u
 	}
 	now := time.Now()
@@ -525,9 +527,9 @@ func nilIfEmpty(b []byte) any {
 	return b
 }
 
-// Messages returns a page of a conversation's messages, oldest first: the newest
-// q.Limit (0 = all) of those stored before q.BeforeMessageID (empty = the newest).
-// presenters.ErrNotFound for an unknown session or before-message.
+// Messages returns the messages of a conversation that q selects, oldest first.
+// presenters.ErrNotFound for an unknown session, or an after- or before-message the
+// session does not hold.
 func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.MessageQuery) ([]presenters.Message, error) {
 	limit := q.Limit
 	if limit <= 0 {
@@ -535,9 +537,10 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 	}
 	// One statement, so the page is one consistent snapshot even while a turn writes: a
 	// text's parts are read with its block. Each block row (part 0) is followed by the
-	// rows of its text's further parts.
+	// rows of its text's further parts. The range is picked from the end the limit keeps
+	// (messages_by_conversation serves both directions).
 	query := `WITH m AS MATERIALIZED (SELECT seq, id, role, status, stop_reason, usage, created_at
-			FROM messages WHERE conversation_id = ? %s ORDER BY seq DESC LIMIT ?)
+			FROM messages WHERE conversation_id = ? %s ORDER BY seq %s LIMIT ?)
 		SELECT m.seq AS seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at,
 			b.position AS position, 0 AS part, b.type, b.text, b.text_parts, b.tool_id, b.tool_name, b.tool_status,
 			b.raw_arguments, b.raw_result, b.payload
@@ -548,13 +551,27 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 		FROM m JOIN block_text_parts AS p ON p.message_id = m.id
 		ORDER BY seq, position, part`
 	args := []any{sessionID}
-	before := ""
+	var where strings.Builder
+	// A bound the session does not hold compares with NULL and selects nothing;
+	// explainEmpty then says which.
+	if q.AfterMessageID != "" {
+		where.WriteString(` AND seq > (SELECT seq FROM messages WHERE id = ? AND conversation_id = ?)`)
+		args = append(args, q.AfterMessageID, sessionID)
+	}
 	if q.BeforeMessageID != "" {
-		before = `AND seq < (SELECT seq FROM messages WHERE id = ? AND conversation_id = ?)`
+		where.WriteString(` AND seq < (SELECT seq FROM messages WHERE id = ? AND conversation_id = ?)`)
 		args = append(args, q.BeforeMessageID, sessionID)
 	}
+	if q.MessageID != "" {
+		where.WriteString(` AND id = ?`)
+		args = append(args, q.MessageID)
+	}
+	direction := "DESC"
+	if q.FromOldest {
+		direction = "ASC"
+	}
 	args = append(args, limit)
-	rows, err := s.db.WithContext(ctx).Raw(fmt.Sprintf(query, before), args...).Rows()
+	rows, err := s.db.WithContext(ctx).Raw(fmt.Sprintf(query, where.String(), direction), args...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("read messages of session %s: %w", sessionID, err)
 	}
@@ -594,11 +611,9 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 				m.Status = presenters.MessageIncomplete
 			}
 			if usage.Valid {
-				var u presenters.TokenUsage
-				if err := json.Unmarshal([]byte(usage.String), &u); err != nil {
-					return nil, fmt.Errorf("read message %s: usage: %w", id, err)
+				if m.Usage, err = decodeUsage(id, usage.String); err != nil {
+					return nil, err
 				}
-				m.Usage = &u
 			}
 			out = append(out, m)
 			lastSeq = seq
@@ -627,27 +642,29 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 		return nil, err
 	}
 	if len(out) == 0 {
-		if err := s.explainEmpty(ctx, sessionID, q.BeforeMessageID); err != nil {
+		if err := s.explainEmpty(ctx, sessionID, q.AfterMessageID, q.BeforeMessageID); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// explainEmpty tells an empty page from an unknown session or before-message.
-func (s *Store) explainEmpty(ctx context.Context, sessionID, beforeID string) error {
+// explainEmpty tells an empty page from an unknown session or bounding message.
+func (s *Store) explainEmpty(ctx context.Context, sessionID string, bounds ...string) error {
 	if _, err := s.GetConversation(ctx, sessionID); err != nil {
 		return err
 	}
-	if beforeID == "" {
-		return nil
-	}
-	var n int64
-	if err := s.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM messages WHERE id = ? AND conversation_id = ?`, beforeID, sessionID).Scan(&n).Error; err != nil {
-		return fmt.Errorf("read messages of session %s: %w", sessionID, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("message %s in session %s: %w", beforeID, sessionID, presenters.ErrNotFound)
+	for _, id := range bounds {
+		if id == "" {
+			continue
+		}
+		var n int64
+		if err := s.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM messages WHERE id = ? AND conversation_id = ?`, id, sessionID).Scan(&n).Error; err != nil {
+			return fmt.Errorf("read messages of session %s: %w", sessionID, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("message %s in session %s: %w", id, sessionID, presenters.ErrNotFound)
+		}
 	}
 	return nil
 }

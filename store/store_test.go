@@ -140,9 +140,11 @@ func TestConversationLifecycle(t *testing.T) {
 	ctx := context.Background()
 	base := time.Unix(1_700_000_000, 0)
 	c := Conversation{
-		ID: "c1", AgentID: "deepchat.default", Workspace: "/ws", Title: "first", ModelID: "m1", ModeID: "balanced",
+		ID: "c1", AgentID: "deepchat.default", AgentSessionID: "agent-side-1", Workspace: "/ws", Title: "first", ModelID: "m1", ModeID: "balanced",
 		CreatedAt: base, UpdatedAt: base,
-		Usage: presenters.TokenUsage{InputTokens: 1, OutputTokens: 2, TotalTokens: 3, CachedInputTokens: 4, ReasoningTokens: 5, ContextUsed: 6, ContextSize: 7, Cost: 0.25, CostCurrency: "USD"},
+		// A zero that was reported stays reported; an unreported count stays absent.
+		Usage: presenters.TokenUsage{InputTokens: n(1), OutputTokens: n(0), TotalTokens: n(3), ReasoningTokens: n(5),
+			ContextUsed: n(6), ContextSize: n(7), Cost: presenters.Reported(0.25), CostCurrency: "USD"},
 	}
 	if err := s.CreateConversation(ctx, c); err != nil {
 		t.Fatal(err)
@@ -163,7 +165,8 @@ func TestConversationLifecycle(t *testing.T) {
 	}
 
 	c.Title, c.ModelID, c.ModeID, c.Closed = "renamed", "m2", "strict", true
-	c.Usage = c.Usage.Add(presenters.TokenUsage{InputTokens: 10})
+	c.Usage = c.Usage.Add(presenters.TokenUsage{InputTokens: n(10), CachedInputTokens: n(0)})
+	c.AgentSessionID = "agent-side-2" // reopened as a new agent session
 	c.UpdatedAt = base.Add(time.Hour)
 	if err := s.UpdateConversation(ctx, c); err != nil {
 		t.Fatal(err)
@@ -182,6 +185,8 @@ func TestConversationLifecycle(t *testing.T) {
 
 func intPtr(i int) *int { return &i }
 
+func n(v int64) *int64 { return &v }
+
 // everyBlock has one block of each type with every field set, including raw JSON whose
 // formatting must survive byte for byte.
 func everyBlock() []presenters.Block {
@@ -197,7 +202,7 @@ func everyBlock() []presenters.Block {
 			Content: []presenters.ToolContent{
 				{Text: "out"},
 				{Diff: &presenters.DiffBlock{Path: "/ws/a.go", OldText: "a", NewText: "b"}},
-				{Terminal: &presenters.TerminalBlock{TerminalID: "t1", Command: "ls", Output: "x\n", Truncated: true, ExitCode: intPtr(2), Signal: ""}},
+				{Terminal: &presenters.TerminalBlock{TerminalID: "t1", Command: "ls", Output: "x\n", Truncated: true, ExitCode: intPtr(2), Signal: "", OutputOffset: 4096}},
 				{Image: &presenters.ImageBlock{MimeType: "image/png", Base64: "AAAA"}},
 				{Resource: &presenters.ResourceBlock{URI: "file:///ws/r", Name: "r", MimeType: "text/plain", Text: "rt"}},
 			},
@@ -230,7 +235,7 @@ func TestSaveMessageRoundTripsEveryBlockType(t *testing.T) {
 	want := presenters.Message{
 		ID: "m1", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
 		Blocks: everyBlock(), CreatedAt: time.Unix(1_700_000_000, 42), StopReason: presenters.StopEndTurn,
-		Usage: &presenters.TokenUsage{InputTokens: 5, OutputTokens: 7, TotalTokens: 12, Cost: 0.5, CostCurrency: "USD"},
+		Usage: &presenters.TokenUsage{InputTokens: n(5), OutputTokens: n(0), TotalTokens: n(5), Cost: presenters.Reported(0.5), CostCurrency: "USD"},
 	}
 	if err := s.SaveMessage(ctx, want); err != nil {
 		t.Fatal(err)

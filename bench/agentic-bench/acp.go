@@ -218,7 +218,7 @@ func runGRPCTurn(ctx context.Context, s *server, agentID, workspace string, subs
 	_ = resetPeakRSS(pid)
 	t.rssStart, _ = readProcMem(pid)
 	t.start = time.Now()
-	if _, err := s.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Text: "go"}}); err != nil {
+	if _, err := s.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: textContent("go")}); err != nil {
 		t.err = fmt.Errorf("SendMessage: %w", err)
 		cancel()
 		wg.Wait()
@@ -250,7 +250,7 @@ func (c *common) layout(subs int) string {
 func followTurn(ctx context.Context, client pb.AgenticServiceClient, sessionID string, r *subResult, registered func()) error {
 	first := true
 	for {
-		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{sessionID}, AfterSequence: r.lastSeq})
+		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{sessionID}, Start: after(r.lastSeq)})
 		if err == nil && first {
 			_, err = stream.Header()
 		}
@@ -270,9 +270,10 @@ func followTurn(ctx context.Context, client pb.AgenticServiceClient, sessionID s
 }
 
 func readTurn(stream pb.AgenticService_SubscribeClient, r *subResult) error {
+	events := &eventReader{stream: stream}
 	for {
-		ev, err := stream.Recv()
-		recv := time.Now()
+		ev, err := events.next()
+		recv := events.received
 		if err != nil {
 			return err
 		}

@@ -693,7 +693,7 @@ func openWarmSession(ctx context.Context, client pb.AgenticServiceClient, worksp
 	}
 	id := created.GetSession().GetSessionId()
 	sctx, cancel := context.WithCancel(ctx)
-	stream, err := client.Subscribe(sctx, &pb.SubscribeRequest{SessionIds: []string{id}, AfterSequence: created.GetSession().GetLastSequence()})
+	stream, err := client.Subscribe(sctx, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(created.GetSession().GetLastSequence())})
 	if err == nil {
 		// Headers come once the subscription is registered: no turn can be missed.
 		_, err = stream.Header()
@@ -710,9 +710,10 @@ func openWarmSession(ctx context.Context, client pb.AgenticServiceClient, worksp
 func (w *warmSession) follow(stream pb.AgenticService_SubscribeClient) {
 	defer close(w.done)
 	var errs []string
+	events := &eventReader{stream: stream}
 	for {
-		ev, err := stream.Recv()
-		at := time.Now()
+		ev, err := events.next()
+		at := events.received
 		if err != nil {
 			w.ends <- messageEnd{err: fmt.Errorf("the event stream ended: %w", err)}
 			return
@@ -743,7 +744,7 @@ const turnTimeout = 30 * time.Second
 // turn sends a message and returns the time until the subscriber got its MESSAGE_END.
 func (w *warmSession) turn(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	sent, err := w.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: w.id, Content: &pb.MessageContent{Text: "go"}})
+	sent, err := w.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: w.id, Content: textContent("go")})
 	if status.Code(err) == codes.FailedPrecondition {
 		return 0, fmt.Errorf("SendMessage refused although the subscriber had seen the previous turn's MESSAGE_END: %w", err)
 	}

@@ -104,7 +104,7 @@ func (c *common) deepchatReplyRun(ctx context.Context, baseURL, want string, set
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := s.client.Subscribe(sctx, &pb.SubscribeRequest{SessionIds: []string{id}, AfterSequence: got.GetSession().GetLastSequence()})
+	stream, err := s.client.Subscribe(sctx, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(got.GetSession().GetLastSequence())})
 	if err != nil {
 		return 0, 0, fmt.Errorf("Subscribe: %w", err)
 	}
@@ -114,14 +114,15 @@ func (c *common) deepchatReplyRun(ctx context.Context, baseURL, want string, set
 	}
 	defer wal.close()
 	start := time.Now()
-	sent, err := s.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Text: "write a long answer"}})
+	sent, err := s.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: textContent("write a long answer")})
 	if err != nil {
 		return 0, 0, fmt.Errorf("SendMessage: %w", err)
 	}
 	var text strings.Builder
 	var errs []string
+	events := &eventReader{stream: stream}
 	for done := false; !done; {
-		ev, err := stream.Recv()
+		ev, err := events.next()
 		if err != nil {
 			return 0, 0, fmt.Errorf("stream ended before MESSAGE_END: %w", err)
 		}
@@ -149,29 +150,23 @@ func (c *common) deepchatReplyRun(ctx context.Context, baseURL, want string, set
 	if text.String() != want {
 		return n, elapsed, fmt.Errorf("the reply arrived incomplete (%d of %d bytes; errors: %s)", text.Len(), len(want), strings.Join(errs, "; "))
 	}
-	msgs, err := s.client.GetMessages(ctx, &pb.GetMessagesRequest{SessionId: id})
+	stored, err := s.client.GetMessage(ctx, &pb.GetMessageRequest{SessionId: id, MessageId: sent.GetMessageId()})
 	if err != nil {
-		return n, elapsed, fmt.Errorf("GetMessages: %w", err)
+		return n, elapsed, fmt.Errorf("GetMessage: %w", err)
 	}
-	if !storedText(msgs.GetMessages(), sent.GetMessageId(), want) {
+	if !storedText(stored.GetMessage(), want) {
 		return n, elapsed, fmt.Errorf("the stored reply %s is not the text that was streamed", sent.GetMessageId())
 	}
 	return n, elapsed, nil
 }
 
-// storedText reports whether the stored message id holds exactly want in its text blocks.
-func storedText(msgs []*pb.Message, id, want string) bool {
-	for _, m := range msgs {
-		if m.GetMessageId() != id {
-			continue
-		}
-		var b strings.Builder
-		for _, blk := range m.GetBlocks() {
-			b.WriteString(blk.GetText().GetText())
-		}
-		return b.String() == want
+// storedText reports whether the stored message holds exactly want in its text blocks.
+func storedText(m *pb.SessionMessage, want string) bool {
+	var b strings.Builder
+	for _, blk := range m.GetBlocks() {
+		b.WriteString(blk.GetText().GetText())
 	}
-	return false
+	return b.String() == want
 }
 
 // createSessions opens n DeepChat sessions with `workers` concurrent clients.

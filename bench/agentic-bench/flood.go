@@ -273,7 +273,9 @@ func floodRows(section string, count, size, subs int, layout string, raw, bare *
 			parts = append(parts, "bare SDK: no intact run")
 		}
 		timeRow.Ratio = strings.Join(parts, "; ")
-		limit := map[int]float64{64: 2.0, 1024: 1.5}[size]
+		// A 64 B flood is where per-event overhead shows most: batching the events that
+		// wait for a subscriber keeps agenticd within 10 % of reading the agent directly.
+		limit := map[int]float64{64: 1.1, 1024: 1.5}[size]
 		if limit > 0 {
 			timeRow.Target = fmt.Sprintf("≤ %.1f × raw reader", limit)
 			timeRow.Met = metStr(rawRatio > 0 && rawRatio <= limit)
@@ -290,7 +292,7 @@ func floodRows(section string, count, size, subs int, layout string, raw, bare *
 			ratio += fmt.Sprintf("; plain gRPC relay (raw reader, waits for the slowest subscriber) %s ev/s, agenticd %.2f × relay", si(relayEvs), evs/relayEvs)
 		}
 		rows = append(rows, Row{Section: section, Figure: fmt.Sprintf("per-subscriber events/s, %d subscribers on one session%s, %s (slowest subscriber)", subs, layout, label),
-			Value: si(evs) + " ev/s", Ratio: ratio, Target: "≥ 0.5 × bare SDK", Met: metStr(r >= 0.5),
+			Value: si(evs) + " ev/s", Ratio: ratio, Target: "≥ 0.8 × bare SDK", Met: metStr(r >= 0.8),
 			Runs: runs, Command: cmd, Notes: strings.TrimPrefix(notes+fmt.Sprintf("; fastest subscriber %s ev/s", si(float64(count)/median(a.fastest))), "; ")})
 	}
 	if len(a.p50) > 0 {

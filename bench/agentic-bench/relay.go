@@ -221,7 +221,8 @@ func (r *relayServer) publish(ev *pb.AgenticEvent) {
 	ev.Sequence = r.seq
 	subs := r.subs
 	r.mu.Unlock()
-	b, err := proto.Marshal(ev)
+	// One event per frame: the relay sends each as it comes.
+	b, err := proto.Marshal(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Events{Events: &pb.EventBatch{Events: []*pb.AgenticEvent{ev}}}})
 	if err != nil {
 		// Only invalid UTF-8 in a text fails, and encoding/json has replaced it by then.
 		panic(fmt.Sprintf("relay: marshal event %d: %v", ev.Sequence, err))
@@ -261,7 +262,7 @@ func (r *relayServer) removeLocked(sub *relaySub) bool {
 }
 
 func relayEvent(t pb.AgenticEventType) *pb.AgenticEvent {
-	return &pb.AgenticEvent{SessionId: relaySessionID, AgentId: benchACPAgent, Time: timestamppb.Now(), Type: t}
+	return &pb.AgenticEvent{SessionId: relaySessionID, AgentId: benchACPAgent, EventTime: timestamppb.Now(), Type: t}
 }
 
 func relayDelta(text string) *pb.AgenticEvent {
@@ -291,7 +292,7 @@ func (r *relayServer) SendMessage(_ context.Context, req *pb.SendMessageRequest)
 	go func() {
 		defer r.turns.Done()
 		// The turn ends with the agent's answer, or with the agent (close stops it).
-		err := conn.prompt(id, req.GetContent().GetText(), func(m *rawMessage, _ int64) {
+		err := conn.prompt(id, contentText(req.GetContent()), func(m *rawMessage, _ int64) {
 			if m.Params.Update.SessionUpdate == "agent_message_chunk" {
 				r.publish(relayDelta(m.Params.Update.Content.Text))
 			}
@@ -332,7 +333,7 @@ func (r *relayServer) close() {
 	r.turns.Wait()
 }
 
-// relayWire is an event's wire bytes, shared by every subscriber's stream. It travels as
+// relayWire is an event's frame's wire bytes, shared by every subscriber's stream. It travels as
 // a pointer so that a send does not copy it into an interface (an allocation per send).
 type relayWire struct{ slice mem.BufferSlice }
 

@@ -90,7 +90,7 @@ func TestRelayFansChunksOut(t *testing.T) {
 	r.publish(end)
 	for i, stream := range streams {
 		for j, text := range chunks {
-			ev, err := stream.Recv()
+			ev, err := relayRecv(stream)
 			if err != nil {
 				t.Fatalf("subscriber %d, event %d: %v", i, j+1, err)
 			}
@@ -98,7 +98,7 @@ func TestRelayFansChunksOut(t *testing.T) {
 				t.Fatalf("subscriber %d got %v, want MESSAGE_DELTA %d %q", i, ev, j+1, text)
 			}
 		}
-		ev, err := stream.Recv()
+		ev, err := relayRecv(stream)
 		if err != nil || ev.GetSequence() != 4 || ev.GetMessageEnd() == nil {
 			t.Fatalf("subscriber %d: got %v, %v; want MESSAGE_END 4", i, ev, err)
 		}
@@ -109,7 +109,7 @@ func TestRelayFansChunksOut(t *testing.T) {
 // with a reason, not answered with a gap.
 func TestRelayRefusesReplay(t *testing.T) {
 	_, client := startTestRelay(t, false)
-	stream, err := client.Subscribe(context.Background(), &pb.SubscribeRequest{AfterSequence: 7})
+	stream, err := client.Subscribe(context.Background(), &pb.SubscribeRequest{Start: after(7)})
 	if err == nil {
 		_, err = stream.Recv()
 	}
@@ -134,7 +134,7 @@ func TestRelayDropsSubscriberAQueueBehind(t *testing.T) {
 	}
 	got := 0
 	for {
-		ev, err := stream.Recv()
+		ev, err := relayRecv(stream)
 		if err != nil {
 			if status.Code(err) != codes.ResourceExhausted || got >= events {
 				t.Fatalf("after %d of %d events: %v, want RESOURCE_EXHAUSTED before the end", got, events, err)
@@ -184,7 +184,7 @@ func TestRelayWaitsForSlowestSubscriber(t *testing.T) {
 		}
 	}()
 	for i := range events {
-		ev, err := reader.Recv()
+		ev, err := relayRecv(reader)
 		if err != nil {
 			t.Fatalf("event %d: %v", i+1, err)
 		}
@@ -196,4 +196,16 @@ func TestRelayWaitsForSlowestSubscriber(t *testing.T) {
 	if !<-left {
 		t.Fatal("the leaver's queue never filled: the publisher did not wait for it")
 	}
+}
+
+// relayRecv reads the next frame and returns its event: the relay sends one per frame.
+func relayRecv(stream pb.AgenticService_SubscribeClient) (*pb.AgenticEvent, error) {
+	frame, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if evs := frame.GetEvents().GetEvents(); len(evs) == 1 {
+		return evs[0], nil
+	}
+	return nil, fmt.Errorf("frame %v does not hold one event", frame)
 }

@@ -9,9 +9,10 @@ the agent asks permission for.
 import argparse
 import os
 import sys
+import uuid
 
 import grpc
-from agentic.v1 import service_pb2, service_pb2_grpc, types_pb2
+from agentic.v1 import errors_pb2, service_pb2, service_pb2_grpc, types_pb2
 
 
 def main():
@@ -27,29 +28,42 @@ def main():
 
     with grpc.insecure_channel(opts.addr) as channel:
         client = service_pb2_grpc.AgenticServiceStub(channel)
+        # A request_id makes a retry safe: a repeat gets the first call's answer.
         session = client.CreateSession(
             service_pb2.CreateSessionRequest(
-                agent_id=opts.agent, config=service_pb2.SessionConfig(workspace=opts.workspace)),
+                agent_id=opts.agent, config=service_pb2.SessionConfig(workspace=opts.workspace),
+                request_id=str(uuid.uuid4())),
             metadata=metadata,
         ).session
         # Subscribe from the session's last_sequence: the server replays what came after
         # it, so the stream holds every event of the turn however the calls race.
-        events = client.Subscribe(
+        frames = client.Subscribe(
             service_pb2.SubscribeRequest(
                 session_ids=[session.session_id], after_sequence=session.last_sequence),
             metadata=metadata,
         )
         try:
-            sent = client.SendMessage(
+            # The reply's id, chosen here: every event of the turn can be matched from the first.
+            message_id = str(uuid.uuid4())
+            client.SendMessage(
                 service_pb2.SendMessageRequest(
-                    session_id=session.session_id, content=types_pb2.MessageContent(text=opts.message)),
+                    session_id=session.session_id,
+                    content=types_pb2.MessageContent(parts=[types_pb2.ContentPart(text=opts.message)]),
+                    request_id=str(uuid.uuid4()), message_id=message_id),
                 metadata=metadata,
             )
-            print_reply(client, session.session_id, events, sent.message_id, metadata)
+            print_reply(client, session.session_id, events(frames), message_id, metadata)
         finally:
-            events.cancel()
+            frames.cancel()
             client.CloseSession(service_pb2.CloseSessionRequest(session_id=session.session_id),
                                 metadata=metadata)
+
+
+def events(frames):
+    """The events of a Subscribe stream, which come in batches; bookmarks, the caught-up
+    marker and heartbeats carry none and matter only to a client that resumes streams."""
+    for frame in frames:
+        yield from frame.events.events
 
 
 def print_reply(client, session_id, events, message_id, metadata):
@@ -61,7 +75,8 @@ def print_reply(client, session_id, events, message_id, metadata):
         elif kind == "tool_permission_required":
             allow_once(client, session_id, event.tool_permission_required.request, metadata)
         elif kind == "error":
-            print(f"agent error: {event.error.message}", file=sys.stderr)
+            print(f"agent error {errors_pb2.ErrorReason.Name(event.error.reason)}: {event.error.message}",
+                  file=sys.stderr)
         elif kind == "message_end" and event.message_end.message_id == message_id:
             print()
             if event.message_end.stop_reason != types_pb2.STOP_REASON_END_TURN:
@@ -80,7 +95,8 @@ def allow_once(client, session_id, request, metadata):
     print(f'permission "{request.description}": chose "{option.name}"', file=sys.stderr)
     client.RespondPermission(
         service_pb2.RespondPermissionRequest(
-            session_id=session_id, request_id=request.request_id, option_id=option.option_id),
+            session_id=session_id, permission_id=request.permission_id, option_id=option.option_id,
+            request_id=str(uuid.uuid4())),
         metadata=metadata,
     )
 

@@ -12,18 +12,21 @@ Runs on Debian's python3-grpcio and python3-protobuf (/usr/bin/python3).
 """
 
 import argparse
+import collections
 import os
 import pathlib
 import queue
 import sys
 import threading
 import time
+import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "gen" / "python" / "src"))
 
 import grpc  # noqa: E402
+from google.protobuf import any_pb2, empty_pb2, unknown_fields  # noqa: E402
 
-from agentic.v1 import events_pb2, service_pb2, service_pb2_grpc, types_pb2  # noqa: E402
+from agentic.v1 import errors_pb2, events_pb2, service_pb2, service_pb2_grpc, types_pb2  # noqa: E402
 
 import health  # noqa: E402
 
@@ -37,16 +40,22 @@ def fail(message):
 
 
 class EventReader:
-    """Reads one Subscribe stream on a thread of its own, so that every wait is bounded:
-    a missing event fails the step instead of hanging the program. close() cancels the
-    call, which ends the thread."""
+    """Reads one Subscribe stream on a thread of its own as a flat sequence of events,
+    keeping count of its frames, so that every wait is bounded: a missing event fails
+    the step instead of hanging the program. close() cancels the call, which ends the
+    thread."""
 
     _END = object()
 
     def __init__(self, stub, after_sequence, timeout, metadata):
         self._timeout = timeout
         self._last_sequence = 0
-        self._events = queue.Queue()
+        self._frames = queue.Queue()
+        self._pending = collections.deque()
+        self.caught_up_at = None  # the caught_up frame's sequence, once it came
+        self.replayed = 0  # events before the caught_up frame
+        self.events = 0
+        self.batches = 0
         self._call = stub.Subscribe(
             service_pb2.SubscribeRequest(after_sequence=after_sequence), metadata=metadata
         )
@@ -55,32 +64,88 @@ class EventReader:
 
     def _read(self):
         try:
-            for event in self._call:
-                self._events.put(event)
-            self._events.put(self._END)
+            for frame in self._call:
+                self._frames.put(frame)
+            self._frames.put(self._END)
         except grpc.RpcError as err:
-            self._events.put(err)
+            self._frames.put(err)
+
+    def wait_for_caught_up(self):
+        """Reads frames until one says the replay is over; returns its sequence."""
+        deadline = time.monotonic() + self._timeout
+        while self.caught_up_at is None:
+            self._read_frame("the caught_up frame", deadline)
+        return self.caught_up_at
 
     def wait_for(self, what, matches):
+        """Returns the first event that matches."""
         deadline = time.monotonic() + self._timeout
         while True:
-            try:
-                item = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                fail(f"no {what} within {self._timeout} s")
-            if item is self._END:
-                fail(f"Subscribe stream ended while waiting for {what}")
-            if isinstance(item, grpc.RpcError):
-                fail(f"Subscribe stream failed while waiting for {what}: {item.code().name}: {item.details()}")
-            if item.sequence <= self._last_sequence:
-                fail(f"event sequence went from {self._last_sequence} to {item.sequence}; it must rise")
-            self._last_sequence = item.sequence
-            if matches(item):
-                return item
+            if not self._pending:
+                self._read_frame(what, deadline)
+                continue
+            event = self._pending.popleft()
+            if matches(event):
+                return event
+
+    def _read_frame(self, what, deadline):
+        try:
+            item = self._frames.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            fail(f"no {what} within {self._timeout} s")
+        if item is self._END:
+            fail(f"Subscribe stream ended while waiting for {what}")
+        if isinstance(item, grpc.RpcError):
+            fail(f"Subscribe stream failed while waiting for {what}: {item.code().name}: {item.details()}")
+        kind = item.WhichOneof("frame")
+        if kind == "events":
+            if not item.events.events:
+                fail("an events frame holds no event")
+            self.batches += 1
+            for event in item.events.events:
+                if event.sequence <= self._last_sequence:
+                    fail(f"event sequence went from {self._last_sequence} to {event.sequence}; it must rise")
+                self._last_sequence = event.sequence
+                self.events += 1
+                if self.caught_up_at is None:
+                    self.replayed += 1
+                self._pending.append(event)
+        elif kind == "caught_up":
+            if self.caught_up_at is not None:
+                fail("a second caught_up frame")
+            if item.caught_up.sequence < self._last_sequence:
+                fail(f"caught_up at {item.caught_up.sequence}, before the replayed event {self._last_sequence}")
+            self.caught_up_at = item.caught_up.sequence
+        elif kind not in ("bookmark", "heartbeat"):
+            fail(f"a frame of no known kind ({kind})")
 
     def close(self):
         self._call.cancel()
         self._thread.join()
+
+
+def error_info_reason(err):
+    """The reason of agenticd's google.rpc.ErrorInfo in a failed call's
+    grpc-status-details-bin trailer ("" when there is none).
+
+    Debian has no googleapis-common-protos (nor grpcio-status), so there are no
+    google.rpc classes here: the trailer (google.rpc.Status) and its ErrorInfo detail are
+    read by field number, Status.details = 3 (google.protobuf.Any), ErrorInfo.reason = 1
+    and ErrorInfo.domain = 2."""
+    trailer = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin", b"")
+    for detail in _fields(trailer, 3):
+        info = any_pb2.Any.FromString(detail)
+        if info.type_url.rsplit("/", 1)[-1] != "google.rpc.ErrorInfo":
+            continue
+        if b"agenticd" in _fields(info.value, 2):
+            return b"".join(_fields(info.value, 1)).decode()
+    return ""
+
+
+def _fields(data, number):
+    """The length-delimited values of one field of an encoded message."""
+    holder = empty_pb2.Empty.FromString(data)
+    return [f.data for f in unknown_fields.UnknownFieldSet(holder) if f.field_number == number]
 
 
 def event_name(event_type):
@@ -121,25 +186,34 @@ def run(opts):
 
         step("ListAgents", list_agents)
 
-        def get_unknown_session():
+        def send_to_unknown_session():
             unknown_id = f"no-such-session-{os.getpid()}-{time.time_ns()}"
             try:
-                res = agentic.GetSession(service_pb2.GetSessionRequest(session_id=unknown_id), **call)
+                res = agentic.SendMessage(
+                    service_pb2.SendMessageRequest(
+                        session_id=unknown_id, content=text_content("hello?"), request_id=str(uuid.uuid4())),
+                    **call,
+                )
             except grpc.RpcError as err:
                 if err.code() != grpc.StatusCode.NOT_FOUND:
                     fail(f"code {err.code().name} ({err.details()}), want NOT_FOUND")
                 if unknown_id not in (err.details() or ""):
                     fail(f'message "{err.details()}" does not name the session id {unknown_id}')
-                return f"NOT_FOUND: {err.details()}"
-            fail(f"got session {res.session.session_id}, want NOT_FOUND")
+                reason = error_info_reason(err)
+                if reason != "SESSION_NOT_FOUND":
+                    fail(f'ErrorInfo reason "{reason}", want SESSION_NOT_FOUND')
+                return f"NOT_FOUND {reason}: {err.details()}"
+            fail(f"got message {res.message_id}, want NOT_FOUND")
 
-        step("GetSession of an unknown id fails with NOT_FOUND", get_unknown_session)
+        step("SendMessage to an unknown session fails with NOT_FOUND, reason SESSION_NOT_FOUND",
+             send_to_unknown_session)
 
         def create_session(agent_id, title):
             res = agentic.CreateSession(
                 service_pb2.CreateSessionRequest(
                     agent_id=agent_id,
                     config=service_pb2.SessionConfig(workspace=opts.workspace, title=title),
+                    request_id=str(uuid.uuid4()),
                 ),
                 **call,
             )
@@ -163,6 +237,14 @@ def run(opts):
 
         events = EventReader(agentic, anchor["sequence"], opts.timeout, metadata)
         try:
+            def see_caught_up():
+                at = events.wait_for_caught_up()
+                if at < anchor["sequence"]:
+                    fail(f"caught_up at {at}, before the resume point {anchor['sequence']}")
+                return f"caught_up at {at} after {events.replayed} replayed events"
+
+            step("Subscribe ends its replay with caught_up", see_caught_up)
+
             def see_session_created():
                 session_id = create_session(opts.agent, "python smoke")
                 event = events.wait_for(f"SESSION_CREATED for {session_id}", lambda e: e.session_id == session_id)
@@ -176,25 +258,33 @@ def run(opts):
 
             if opts.turn_agent:
                 step(f"a whole turn on {opts.turn_agent}", lambda: run_turn(agentic, events, create_session, call, opts))
+            print(f"ok   Subscribe: {events.events} events in {events.batches} batches", flush=True)
         finally:
             events.close()
     finally:
         channel.close()
 
 
+def text_content(text):
+    return types_pb2.MessageContent(parts=[types_pb2.ContentPart(text=text)])
+
+
 def run_turn(agentic, events, create_session, call, opts):
     """One turn: send, stream deltas, answer the permission request, see MESSAGE_END."""
     session_id = create_session(opts.turn_agent, "python smoke turn")
+    # The reply's id is chosen here, so the turn's events are known from the first.
+    message_id = f"python-smoke-{uuid.uuid4()}"
     sent = agentic.SendMessage(
         service_pb2.SendMessageRequest(
             session_id=session_id,
-            content=types_pb2.MessageContent(text="Say hello, then edit a file (smoke test from the Python client)."),
+            content=text_content("Say hello, then edit a file (smoke test from the Python client)."),
+            request_id=str(uuid.uuid4()),
+            message_id=message_id,
         ),
         **call,
     )
-    message_id = sent.message_id
-    if not message_id:
-        fail("SendMessage returned an empty message_id")
+    if sent.message_id != message_id:
+        fail(f"SendMessage answered message_id {sent.message_id}, want the chosen {message_id}")
 
     deltas = granted = 0
     pending_request = ""
@@ -207,24 +297,25 @@ def run_turn(agentic, events, create_session, call, opts):
         elif kind == "tool_permission_required":
             request = event.tool_permission_required.request
             if not any(o.kind == types_pb2.PERMISSION_OPTION_KIND_ALLOW_ONCE for o in request.options):
-                fail(f"permission request {request.request_id} offers no ALLOW_ONCE option")
-            pending_request = request.request_id
+                fail(f"permission request {request.permission_id} offers no ALLOW_ONCE option")
+            pending_request = request.permission_id
             agentic.RespondPermission(
                 service_pb2.RespondPermissionRequest(
                     session_id=session_id,
-                    request_id=request.request_id,
+                    permission_id=request.permission_id,
                     option_kind=types_pb2.PERMISSION_OPTION_KIND_ALLOW_ONCE,
+                    request_id=str(uuid.uuid4()),
                 ),
                 **call,
             )
         elif kind == "tool_permission_granted":
-            if event.tool_permission_granted.request_id == pending_request:
+            if event.tool_permission_granted.permission_id == pending_request:
                 granted += 1
         elif kind == "tool_permission_denied":
             denied = event.tool_permission_denied
-            fail(f"permission {denied.request_id} was denied: {denied.reason}")
+            fail(f"permission {denied.permission_id} was denied: {denied.reason}")
         elif kind == "error":
-            fail(f"ERROR event: {event.error.message}")
+            fail(f"ERROR event {errors_pb2.ErrorReason.Name(event.error.reason)}: {event.error.message}")
         elif kind == "message_end" and event.message_end.message_id == message_id:
             end = event.message_end
             if end.stop_reason != types_pb2.STOP_REASON_END_TURN:

@@ -4,12 +4,15 @@
 //
 //   npx tsx example.ts --workspace ~/src/project --agent deepchat.default \
 //       --message 'Say hello' [--addr 127.0.0.1:50051] [--token T]
+import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import type { Client, Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { ErrorReason } from "@agenticd/api/agentic/v1/errors_pb";
 import type { AgenticEvent } from "@agenticd/api/agentic/v1/events_pb";
 import { AgenticService } from "@agenticd/api/agentic/v1/service_pb";
+import type { SubscribeResponse } from "@agenticd/api/agentic/v1/service_pb";
 import { PermissionOptionKind, StopReason } from "@agenticd/api/agentic/v1/types_pb";
 import type { PermissionRequest } from "@agenticd/api/agentic/v1/types_pb";
 
@@ -38,21 +41,43 @@ async function main(): Promise<void> {
   });
   const client = createClient(AgenticService, transport);
 
-  const { session } = await client.createSession({ agentId: opts.agent, config: { workspace: opts.workspace } });
+  // A request_id makes a retry safe: a repeat gets the first call's answer.
+  const { session } = await client.createSession({
+    agentId: opts.agent,
+    config: { workspace: opts.workspace },
+    requestId: randomUUID(),
+  });
   const sessionId = session?.sessionId ?? "";
   // Subscribe from the session's last_sequence: the server replays what came after
   // it, so the stream holds every event of the turn however the calls race.
   const abort = new AbortController();
-  const events = client.subscribe(
-    { sessionIds: [sessionId], afterSequence: session?.lastSequence },
+  const frames = client.subscribe(
+    { sessionIds: [sessionId], start: { case: "afterSequence", value: session?.lastSequence ?? 0n } },
     { signal: abort.signal },
   );
   try {
-    const { messageId } = await client.sendMessage({ sessionId, content: { text: opts.message } });
-    await printReply(client, sessionId, events, messageId);
+    // The reply's id, chosen here: every event of the turn can be matched from the first.
+    const messageId = randomUUID();
+    await client.sendMessage({
+      sessionId,
+      content: { parts: [{ part: { case: "text", value: opts.message } }] },
+      requestId: randomUUID(),
+      messageId,
+    });
+    await printReply(client, sessionId, events(frames), messageId);
   } finally {
     abort.abort();
     await client.closeSession({ sessionId });
+  }
+}
+
+// The events of a Subscribe stream, which come in batches; bookmarks, the caught-up
+// marker and heartbeats carry none and matter only to a client that resumes streams.
+async function* events(frames: AsyncIterable<SubscribeResponse>): AsyncGenerator<AgenticEvent> {
+  for await (const { frame } of frames) {
+    if (frame.case === "events") {
+      yield* frame.value.events;
+    }
   }
 }
 
@@ -65,7 +90,7 @@ async function printReply(client: AgenticClient, sessionId: string, events: Asyn
     } else if (kind === "toolPermissionRequired" && value.request) {
       await allowOnce(client, sessionId, value.request);
     } else if (kind === "error") {
-      console.error(`agent error: ${value.message}`);
+      console.error(`agent error ${ErrorReason[value.reason]}: ${value.message}`);
     } else if (kind === "messageEnd" && value.messageId === messageId) {
       process.stdout.write("\n");
       if (value.stopReason !== StopReason.END_TURN) {
@@ -87,8 +112,9 @@ async function allowOnce(client: AgenticClient, sessionId: string, req: Permissi
   console.error(`permission "${req.description}": chose "${option.name}"`);
   await client.respondPermission({
     sessionId,
-    requestId: req.requestId,
+    permissionId: req.permissionId,
     answer: { case: "optionId", value: option.optionId },
+    requestId: randomUUID(),
   });
 }
 

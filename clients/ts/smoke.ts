@@ -7,14 +7,18 @@
 // --turn-agent names an agent whose turn asks one permission (the ACP scripted test
 // agent): the program then runs a whole turn on it, answering the permission.
 // Exits 0 when every step passed, 1 with the failing step's reason otherwise.
+import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client, Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AgenticService } from "../../gen/ts/src/agentic/v1/service_pb.js";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import type { SubscribeResponse } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import type { AgenticEvent } from "../../gen/ts/src/agentic/v1/events_pb.js";
 import { AgenticEventType } from "../../gen/ts/src/agentic/v1/events_pb.js";
 import { PermissionOptionKind, StopReason } from "../../gen/ts/src/agentic/v1/types_pb.js";
+import { ErrorReason } from "../../gen/ts/src/agentic/v1/errors_pb.js";
 import { Health, HealthCheckResponse_ServingStatus } from "./health.js";
 
 class StepFailure extends Error {}
@@ -61,45 +65,63 @@ function parseOptions(): Options {
   };
 }
 
-// Reads one Subscribe stream; every wait is bounded so that a missing event fails
-// the step instead of hanging the program.
+// Reads one Subscribe stream as a flat sequence of events, keeping count of its frames;
+// every wait is bounded so that a missing event fails the step instead of hanging the
+// program.
 class EventReader {
   private readonly abort = new AbortController();
-  private readonly events: AsyncIterator<AgenticEvent>;
+  private readonly frames: AsyncIterator<SubscribeResponse>;
+  private pending: AgenticEvent[] = [];
   private lastSequence = 0n;
+  // The caught_up frame's sequence, once it came.
+  caughtUpAt: bigint | undefined;
+  // Events seen before the caught_up frame (the replay).
+  replayed = 0;
+  events = 0;
+  batches = 0;
 
   constructor(
     agentic: Client<typeof AgenticService>,
     afterSequence: bigint,
     private readonly timeoutMs: number,
   ) {
-    this.events = agentic
-      .subscribe({ afterSequence }, { signal: this.abort.signal })
+    this.frames = agentic
+      .subscribe({ start: { case: "afterSequence", value: afterSequence } }, { signal: this.abort.signal })
       [Symbol.asyncIterator]();
+  }
+
+  // Reads frames until one says the replay is over; fails after timeoutMs.
+  async waitForCaughtUp(): Promise<bigint> {
+    return this.bounded("the caught_up frame", async () => {
+      while (this.caughtUpAt === undefined) {
+        await this.readFrame("the caught_up frame");
+      }
+      return this.caughtUpAt;
+    });
   }
 
   // Returns the first event that matches; fails after timeoutMs or when the stream ends.
   async waitFor(what: string, matches: (event: AgenticEvent) => boolean): Promise<AgenticEvent> {
+    return this.bounded(what, async () => {
+      for (;;) {
+        const event = this.pending.shift();
+        if (event === undefined) {
+          await this.readFrame(what);
+        } else if (matches(event)) {
+          return event;
+        }
+      }
+    });
+  }
+
+  private async bounded<T>(what: string, wait: () => Promise<T>): Promise<T> {
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       this.abort.abort();
     }, this.timeoutMs);
     try {
-      for (;;) {
-        const next = await this.events.next();
-        if (next.done) {
-          fail(`Subscribe stream ended while waiting for ${what}`);
-        }
-        const event = next.value;
-        if (event.sequence <= this.lastSequence) {
-          fail(`event sequence went from ${this.lastSequence} to ${event.sequence}; it must rise`);
-        }
-        this.lastSequence = event.sequence;
-        if (matches(event)) {
-          return event;
-        }
-      }
+      return await wait();
     } catch (err) {
       if (timedOut) {
         fail(`no ${what} within ${this.timeoutMs / 1000} s`);
@@ -110,9 +132,67 @@ class EventReader {
     }
   }
 
+  // Reads one frame: its events join the pending ones; bookmarks and heartbeats carry
+  // none.
+  private async readFrame(what: string): Promise<void> {
+    const next = await this.frames.next();
+    if (next.done) {
+      fail(`Subscribe stream ended while waiting for ${what}`);
+    }
+    const frame = next.value.frame;
+    switch (frame.case) {
+      case "events":
+        if (frame.value.events.length === 0) fail("an events frame holds no event");
+        this.batches++;
+        for (const event of frame.value.events) {
+          if (event.sequence <= this.lastSequence) {
+            fail(`event sequence went from ${this.lastSequence} to ${event.sequence}; it must rise`);
+          }
+          this.lastSequence = event.sequence;
+          this.events++;
+          if (this.caughtUpAt === undefined) this.replayed++;
+          this.pending.push(event);
+        }
+        break;
+      case "caughtUp":
+        if (this.caughtUpAt !== undefined) fail("a second caught_up frame");
+        if (frame.value.sequence < this.lastSequence) {
+          fail(`caught_up at ${frame.value.sequence}, before the replayed event ${this.lastSequence}`);
+        }
+        this.caughtUpAt = frame.value.sequence;
+        break;
+      case "bookmark":
+      case "heartbeat":
+        break;
+      default:
+        fail(`a frame of no known kind (${frame.case})`);
+    }
+  }
+
   close(): void {
     this.abort.abort();
   }
+}
+
+// The reason of agenticd's google.rpc.ErrorInfo among a ConnectError's details ("" when
+// there is none). connect decodes the google.rpc.Status trailer and keeps each detail's
+// type and bytes; gen/ts has no google.rpc types to decode them with, so this reads
+// ErrorInfo's reason (field 1) from the bytes and checks its domain (field 2).
+function errorInfoReason(err: ConnectError): string {
+  for (const detail of err.details) {
+    if (!("type" in detail) || detail.type !== "google.rpc.ErrorInfo") continue;
+    const reader = new BinaryReader(detail.value);
+    let reason = "";
+    let domain = "";
+    while (reader.pos < reader.len) {
+      const [field, wireType] = reader.tag();
+      if (field === 1 && wireType === WireType.LengthDelimited) reason = reader.string();
+      else if (field === 2 && wireType === WireType.LengthDelimited) domain = reader.string();
+      else reader.skip(wireType);
+    }
+    if (domain === "agenticd") return reason;
+  }
+  return "";
 }
 
 function eventName(type: AgenticEventType): string {
@@ -160,11 +240,14 @@ async function main(): Promise<void> {
     return ids.join(", ");
   });
 
-  await step("GetSession of an unknown id fails with NOT_FOUND", async () => {
+  await step("SendMessage to an unknown session fails with NOT_FOUND, reason SESSION_NOT_FOUND", async () => {
     const unknownId = `no-such-session-${process.pid}-${Date.now()}`;
     try {
-      const res = await agentic.getSession({ sessionId: unknownId }, callOpts);
-      fail(`got session ${res.session?.sessionId ?? "(none)"}, want NOT_FOUND`);
+      const res = await agentic.sendMessage(
+        { sessionId: unknownId, content: { parts: [{ part: { case: "text", value: "hello?" } }] }, requestId: randomUUID() },
+        callOpts,
+      );
+      fail(`got message ${res.messageId}, want NOT_FOUND`);
     } catch (err) {
       if (!(err instanceof ConnectError)) throw err;
       if (err.code !== Code.NotFound) {
@@ -173,7 +256,11 @@ async function main(): Promise<void> {
       if (!err.rawMessage.includes(unknownId)) {
         fail(`message "${err.rawMessage}" does not name the session id ${unknownId}`);
       }
-      return `NotFound: ${err.rawMessage}`;
+      const reason = errorInfoReason(err);
+      if (reason !== "SESSION_NOT_FOUND") {
+        fail(`ErrorInfo reason "${reason}" (details: ${err.details.map((d) => ("type" in d ? d.type : d.desc.typeName)).join(", ") || "none"}), want SESSION_NOT_FOUND`);
+      }
+      return `NotFound ${reason}: ${err.rawMessage}`;
     }
   });
 
@@ -182,7 +269,7 @@ async function main(): Promise<void> {
   let anchorSequence = 0n;
   await step("CreateSession gives a sequence to resume from", async () => {
     const res = await agentic.createSession(
-      { agentId: opts.agent, config: { workspace: opts.workspace, title: "ts smoke anchor" } },
+      { agentId: opts.agent, config: { workspace: opts.workspace, title: "ts smoke anchor" }, requestId: randomUUID() },
       callOpts,
     );
     const session = res.session ?? fail("CreateSession returned no session");
@@ -196,9 +283,17 @@ async function main(): Promise<void> {
 
   const events = new EventReader(agentic, anchorSequence, opts.timeoutMs);
   try {
+    await step("Subscribe ends its replay with caught_up", async () => {
+      const at = await events.waitForCaughtUp();
+      if (at < anchorSequence) {
+        fail(`caught_up at ${at}, before the resume point ${anchorSequence}`);
+      }
+      return `caught_up at ${at} after ${events.replayed} replayed events`;
+    });
+
     await step("Subscribe delivers the SESSION_CREATED this client caused", async () => {
       const res = await agentic.createSession(
-        { agentId: opts.agent, config: { workspace: opts.workspace, title: "ts smoke" } },
+        { agentId: opts.agent, config: { workspace: opts.workspace, title: "ts smoke" }, requestId: randomUUID() },
         callOpts,
       );
       const sessionId = res.session?.sessionId ?? fail("CreateSession returned no session");
@@ -215,6 +310,7 @@ async function main(): Promise<void> {
     if (opts.turnAgent !== "") {
       await step(`a whole turn on ${opts.turnAgent}`, () => runTurn(agentic, events, opts));
     }
+    console.log(`ok   Subscribe: ${events.events} events in ${events.batches} batches`);
   } finally {
     events.close();
   }
@@ -224,16 +320,22 @@ async function main(): Promise<void> {
 async function runTurn(agentic: Client<typeof AgenticService>, events: EventReader, opts: Options): Promise<string> {
   const callOpts = { timeoutMs: opts.timeoutMs };
   const created = await agentic.createSession(
-    { agentId: opts.turnAgent, config: { workspace: opts.workspace, title: "ts smoke turn" } },
+    { agentId: opts.turnAgent, config: { workspace: opts.workspace, title: "ts smoke turn" }, requestId: randomUUID() },
     callOpts,
   );
   const sessionId = created.session?.sessionId ?? fail("CreateSession returned no session");
+  // The reply's id is chosen here, so the turn's events are known from the first.
+  const messageId = `ts-smoke-${randomUUID()}`;
   const sent = await agentic.sendMessage(
-    { sessionId, content: { text: "Say hello, then edit a file (smoke test from the TypeScript client)." } },
+    {
+      sessionId,
+      content: { parts: [{ part: { case: "text", value: "Say hello, then edit a file (smoke test from the TypeScript client)." } }] },
+      requestId: randomUUID(),
+      messageId,
+    },
     callOpts,
   );
-  const messageId = sent.messageId;
-  if (messageId === "") fail("SendMessage returned an empty message_id");
+  if (sent.messageId !== messageId) fail(`SendMessage answered message_id ${sent.messageId}, want the chosen ${messageId}`);
 
   let deltas = 0;
   let granted = 0;
@@ -247,23 +349,28 @@ async function runTurn(agentic: Client<typeof AgenticService>, events: EventRead
       case "toolPermissionRequired": {
         const request = event.payload.value.request ?? fail("TOOL_PERMISSION_REQUIRED without a request");
         if (!request.options.some((o) => o.kind === PermissionOptionKind.ALLOW_ONCE)) {
-          fail(`permission request ${request.requestId} offers no ALLOW_ONCE option`);
+          fail(`permission request ${request.permissionId} offers no ALLOW_ONCE option`);
         }
-        pendingRequest = request.requestId;
+        pendingRequest = request.permissionId;
         await agentic.respondPermission(
-          { sessionId, requestId: request.requestId, answer: { case: "optionKind", value: PermissionOptionKind.ALLOW_ONCE } },
+          {
+            sessionId,
+            permissionId: request.permissionId,
+            answer: { case: "optionKind", value: PermissionOptionKind.ALLOW_ONCE },
+            requestId: randomUUID(),
+          },
           callOpts,
         );
         break;
       }
       case "toolPermissionGranted":
-        if (event.payload.value.requestId === pendingRequest) granted++;
+        if (event.payload.value.permissionId === pendingRequest) granted++;
         break;
       case "toolPermissionDenied":
-        fail(`permission ${event.payload.value.requestId} was denied: ${event.payload.value.reason}`);
+        fail(`permission ${event.payload.value.permissionId} was denied: ${event.payload.value.reason}`);
         break;
       case "error":
-        fail(`ERROR event: ${event.payload.value.message}`);
+        fail(`ERROR event ${ErrorReason[event.payload.value.reason]}: ${event.payload.value.message}`);
         break;
       case "messageEnd": {
         const end = event.payload.value;

@@ -3,12 +3,14 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
@@ -30,7 +32,7 @@ func cmdAgents(c *cli, args []string) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTYPE\tSTATUS\tNAME\tSOURCE\tNOTE")
+	fmt.Fprintln(w, "ID\tTYPE\tSTATUS\tNAME\tSOURCE\tIMPLEMENTATION\tNOTE")
 	for _, a := range resp.GetAgents() {
 		note := a.GetStatusReason()
 		if len(a.GetAuthMethods()) > 0 && a.GetStatus() == pb.AgentStatus_AGENT_STATUS_NEEDS_AUTH {
@@ -40,8 +42,8 @@ func cmdAgents(c *cli, args []string) error {
 			}
 			note = strings.TrimSpace(note + " auth methods: " + strings.Join(ids, ", "))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetAgentId(), enumName(a.GetType().String(), "AGENT_TYPE_"),
-			enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetName(), a.GetConfigSource(), note)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetAgentId(), enumName(a.GetType().String(), "AGENT_TYPE_"),
+			enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetName(), a.GetConfigSource(), describeImplementation(a.GetImplementation()), note)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -59,6 +61,12 @@ func cmdAgents(c *cli, args []string) error {
 	return nil
 }
 
+// describeImplementation is "name version" of what the agent says it runs ("" when it
+// said nothing).
+func describeImplementation(i *pb.Implementation) string {
+	return strings.TrimSpace(i.GetName() + " " + i.GetVersion())
+}
+
 func cmdSessions(c *cli, args []string) error {
 	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
 	agent := fs.String("agent", "", "only this agent's sessions")
@@ -70,7 +78,7 @@ func cmdSessions(c *cli, args []string) error {
 		return usagef("--limit must be positive")
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tAGENT\tSTATUS\tCREATED\tWORKSPACE\tTITLE")
+	fmt.Fprintln(w, "ID\tAGENT\tSTATUS\tCREATED\tUPDATED\tWORKSPACE\tTITLE")
 	token, shown := "", 0
 	for shown < *limit {
 		ctx, cancel := c.call()
@@ -84,8 +92,9 @@ func cmdSessions(c *cli, args []string) error {
 			if s.GetStatusReason() != "" {
 				status += " (" + s.GetStatusReason() + ")"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetAgentId(), status,
-				s.GetCreatedAt().AsTime().Local().Format(time.DateTime), s.GetWorkspace(), s.GetTitle())
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetAgentId(), status,
+				s.GetCreateTime().AsTime().Local().Format(time.DateTime), s.GetUpdateTime().AsTime().Local().Format(time.DateTime),
+				s.GetWorkspace(), s.GetTitle())
 			shown++
 		}
 		token = resp.GetNextPageToken()
@@ -117,8 +126,9 @@ func cmdNew(c *cli, args []string) error {
 	ctx, cancel := c.call()
 	defer cancel()
 	resp, err := c.client.CreateSession(ctx, &pb.CreateSessionRequest{
-		AgentId: *agent,
-		Config:  &pb.SessionConfig{Workspace: dir, ModelId: *model, ModeId: *mode, Title: *title},
+		AgentId:   *agent,
+		Config:    &pb.SessionConfig{Workspace: dir, ModelId: *model, ModeId: *mode, Title: *title},
+		RequestId: uuid.NewString(),
 	})
 	if err != nil {
 		return err
@@ -149,18 +159,18 @@ func cmdGet(c *cli, args []string) error {
 func cmdMessages(c *cli, args []string) error {
 	fs := flag.NewFlagSet("messages", flag.ContinueOnError)
 	limit := fs.Int("limit", 0, "only the newest N messages (0: all)")
-	before := fs.String("before", "", "only messages stored before this message id (to page back)")
 	pos, err := c.parse(fs, args, "SESSION")
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.call()
-	defer cancel()
-	resp, err := c.client.GetMessages(ctx, &pb.GetMessagesRequest{SessionId: pos[0], Limit: int32(*limit), BeforeMessageId: *before})
+	if *limit < 0 {
+		return usagef("--limit must not be negative")
+	}
+	messages, err := c.listMessages(pos[0], *limit)
 	if err != nil {
 		return err
 	}
-	for _, m := range resp.GetMessages() {
+	for _, m := range messages {
 		fmt.Fprintf(c.stdout, "── %s %s (%s)\n", enumName(m.GetRole().String(), "MESSAGE_ROLE_"), m.GetMessageId(),
 			enumName(m.GetStatus().String(), "MESSAGE_STATUS_"))
 		for _, b := range m.GetBlocks() {
@@ -170,12 +180,42 @@ func cmdMessages(c *cli, args []string) error {
 	return nil
 }
 
+// listMessages reads a session's history page by page, oldest first: all of it, or (limit
+// > 0) the newest limit messages.
+func (c *cli) listMessages(sessionID string, limit int) ([]*pb.SessionMessage, error) {
+	req := &pb.ListMessagesRequest{SessionId: sessionID}
+	if limit > 0 {
+		req.Order = pb.MessageOrder_MESSAGE_ORDER_NEWEST_FIRST
+	}
+	var messages []*pb.SessionMessage
+	for limit == 0 || len(messages) < limit {
+		if limit > 0 {
+			req.PageSize = int32(min(limit-len(messages), math.MaxInt32))
+		}
+		ctx, cancel := c.call()
+		resp, err := c.client.ListMessages(ctx, req)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		messages = append(messages, resp.GetMessages()...)
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	if limit > 0 {
+		messages = messages[:min(len(messages), limit)]
+		slices.Reverse(messages)
+	}
+	return messages, nil
+}
+
 func cmdApprove(c *cli, args []string) error { return c.answer("approve", args, true) }
 
 func cmdDeny(c *cli, args []string) error { return c.answer("deny", args, false) }
 
 func (c *cli) answer(name string, args []string, allow bool) error {
-	pos, err := c.parse(flag.NewFlagSet(name, flag.ContinueOnError), args, "SESSION", "REQUEST_ID")
+	pos, err := c.parse(flag.NewFlagSet(name, flag.ContinueOnError), args, "SESSION", "PERMISSION_ID")
 	if err != nil {
 		return err
 	}
@@ -190,7 +230,7 @@ func (c *cli) answer(name string, args []string, allow bool) error {
 // respond answers a permission request with its allow (or reject) option: the "once" kind
 // when offered, else the "always" kind. options are the request's, when the caller has
 // them (else they are read from GetSession). It returns what it did, as a line for people.
-func (c *cli) respond(sessionID, requestID string, allow bool, options []*pb.PermissionOption) (string, error) {
+func (c *cli) respond(sessionID, permissionID string, allow bool, options []*pb.PermissionOption) (string, error) {
 	kinds := []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_REJECT_ALWAYS}
 	if allow {
 		kinds = []pb.PermissionOptionKind{pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE, pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ALWAYS}
@@ -202,34 +242,34 @@ func (c *cli) respond(sessionID, requestID string, allow bool, options []*pb.Per
 		cancel()
 		if err == nil {
 			for _, p := range s.GetSession().GetPendingPermissions() {
-				if p.GetRequestId() == requestID {
+				if p.GetPermissionId() == permissionID {
 					options = p.GetOptions()
 				}
 			}
 		}
 	}
 	if chosen := pickOption(options, kinds); chosen != nil {
-		return c.answerWith(sessionID, requestID, chosen)
+		return c.answerWith(sessionID, permissionID, chosen)
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	if _, err := c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID,
-		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: kinds[0]}}); err != nil {
+	if _, err := c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: sessionID, PermissionId: permissionID,
+		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: kinds[0]}, RequestId: uuid.NewString()}); err != nil {
 		return "", err
 	}
-	return answerLine(sessionID, requestID, kinds[0], nil), nil
+	return answerLine(sessionID, permissionID, kinds[0], nil), nil
 }
 
 // answerWith answers a permission request with one of its options and returns what it
 // did, as a line for people.
-func (c *cli) answerWith(sessionID, requestID string, o *pb.PermissionOption) (string, error) {
+func (c *cli) answerWith(sessionID, permissionID string, o *pb.PermissionOption) (string, error) {
 	ctx, cancel := c.call()
 	defer cancel()
-	if _, err := c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: sessionID, RequestId: requestID,
-		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: o.GetOptionId()}}); err != nil {
+	if _, err := c.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: sessionID, PermissionId: permissionID,
+		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: o.GetOptionId()}, RequestId: uuid.NewString()}); err != nil {
 		return "", err
 	}
-	return answerLine(sessionID, requestID, o.GetKind(), o), nil
+	return answerLine(sessionID, permissionID, o.GetKind(), o), nil
 }
 
 // pickOption is the first option of the first of kinds that the options offer (nil when
@@ -252,7 +292,7 @@ func cmdCancel(c *cli, args []string) error {
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	_, err = c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: pos[0]})
+	_, err = c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: pos[0], RequestId: uuid.NewString()})
 	return err
 }
 

@@ -384,7 +384,7 @@ func TestErrorsSpeakAgenticctl(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	code, _, errOut := d.ctl("send", id, "two")
-	if code != 1 || !strings.HasPrefix(errOut, "agenticctl send: session "+id+" is still answering message ") ||
+	if code != 1 || !strings.HasPrefix(errOut, "agenticctl send: SESSION_BUSY: session "+id+" is still answering message ") ||
 		strings.Contains(errOut, "rpc error") || strings.Contains(errOut, "FailedPrecondition") || strings.Contains(errOut, "SendMessage") {
 		t.Errorf("send to a busy session: exit %d, stderr %q", code, errOut)
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -24,16 +23,18 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-// eventOrErr is one result of a stream's Recv.
-type eventOrErr struct {
-	ev  *pb.AgenticEvent
-	err error
+// frameOrErr is one result of a stream's Recv.
+type frameOrErr struct {
+	frame *pb.SubscribeResponse
+	err   error
 }
 
 // loop is what follow runs, all on one goroutine so that output never interleaves: the
 // stream's events, and SIGINTs, clock ticks and lines typed at the terminal.
 type loop struct {
 	event func(*pb.AgenticEvent) (stop bool, err error)
+	// caughtUp, when set, is called when the stream's replay is over (once per stream).
+	caughtUp func(sequence uint64)
 	// interrupt, when set, is called on each SIGINT instead of its default.
 	interrupt func() error
 	// tick and input may be nil (never ready).
@@ -51,8 +52,10 @@ type terminalLine struct {
 }
 
 // follow subscribes and hands each event to l.event until it says stop, the stream fails,
-// or ctx ends. When the server ends the stream because this client fell behind, it resumes
-// where the server says (as long as each stream made progress).
+// or ctx ends. It keeps req's start at the point the stream has seen (events, bookmarks
+// and the caught-up marker move it), and when the server ends the stream because this
+// client fell behind, it resumes where the server says (as long as each stream made
+// progress).
 func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, l *loop) error {
 	sigs := make(chan os.Signal, 1)
 	if l.interrupt != nil {
@@ -61,7 +64,7 @@ func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, l *loop) err
 	}
 	for {
 		streamCtx, cancel := context.WithCancel(ctx)
-		events := make(chan eventOrErr)
+		frames := make(chan frameOrErr)
 		readerDone := make(chan struct{})
 		stream, err := c.client.Subscribe(streamCtx, req)
 		if err != nil {
@@ -71,9 +74,9 @@ func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, l *loop) err
 		go func() {
 			defer close(readerDone)
 			for {
-				ev, err := stream.Recv()
+				frame, err := stream.Recv()
 				select {
-				case events <- eventOrErr{ev, err}:
+				case frames <- frameOrErr{frame, err}:
 				case <-streamCtx.Done():
 					return
 				}
@@ -82,7 +85,7 @@ func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, l *loop) err
 				}
 			}
 		}()
-		resume, err := c.drain(events, sigs, req, l)
+		resume, err := c.drain(frames, sigs, req, l)
 		cancel()
 		<-readerDone
 		if !resume {
@@ -91,8 +94,8 @@ func (c *cli) follow(ctx context.Context, req *pb.SubscribeRequest, l *loop) err
 	}
 }
 
-// drain handles one stream's events; it reports whether to resubscribe (req updated).
-func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.SubscribeRequest, l *loop) (bool, error) {
+// drain handles one stream's frames; it reports whether to resubscribe (req updated).
+func (c *cli) drain(frames <-chan frameOrErr, sigs <-chan os.Signal, req *pb.SubscribeRequest, l *loop) (bool, error) {
 	start := req.GetAfterSequence()
 	for {
 		select {
@@ -106,15 +109,44 @@ func (c *cli) drain(events <-chan eventOrErr, sigs <-chan os.Signal, req *pb.Sub
 			if err := l.onInput(line); err != nil {
 				return false, err
 			}
-		case r := <-events:
+		case r := <-frames:
 			if r.err != nil {
 				return c.resume(r.err, req, start)
 			}
-			req.AfterSequence = r.ev.GetSequence()
-			if stop, err := l.event(r.ev); stop || err != nil {
+			if stop, err := handleFrame(r.frame, req, l); stop || err != nil {
 				return false, err
 			}
 		}
+	}
+}
+
+// handleFrame hands a frame's events to l and moves req's start past what the frame
+// covers; heartbeats only keep the stream open.
+func handleFrame(frame *pb.SubscribeResponse, req *pb.SubscribeRequest, l *loop) (bool, error) {
+	switch f := frame.GetFrame().(type) {
+	case *pb.SubscribeResponse_Events:
+		for _, ev := range f.Events.GetEvents() {
+			resumeAfter(req, ev.GetSequence())
+			if stop, err := l.event(ev); stop || err != nil {
+				return stop, err
+			}
+		}
+	case *pb.SubscribeResponse_Bookmark:
+		resumeAfter(req, f.Bookmark.GetSequence())
+	case *pb.SubscribeResponse_CaughtUp:
+		resumeAfter(req, f.CaughtUp.GetSequence())
+		if l.caughtUp != nil {
+			l.caughtUp(f.CaughtUp.GetSequence())
+		}
+	}
+	return false, nil
+}
+
+// resumeAfter makes a later subscription with req start after sequence (a stream that
+// started with oldest_held resumes from a sequence too).
+func resumeAfter(req *pb.SubscribeRequest, sequence uint64) {
+	if sequence > req.GetAfterSequence() {
+		req.Start = &pb.SubscribeRequest_AfterSequence{AfterSequence: sequence}
 	}
 }
 
@@ -123,7 +155,7 @@ func (c *cli) resume(err error, req *pb.SubscribeRequest, start uint64) (bool, e
 	last, overflow := overflowPoint(err)
 	switch {
 	case overflow && last > start:
-		req.AfterSequence = last
+		req.Start = &pb.SubscribeRequest_AfterSequence{AfterSequence: last}
 		fmt.Fprintf(c.stderr, "agenticctl: fell behind the event stream; resuming after %d\n", last)
 		return true, nil
 	case overflow:
@@ -135,22 +167,17 @@ func (c *cli) resume(err error, req *pb.SubscribeRequest, start uint64) (bool, e
 }
 
 // overflowPoint recognises the server ending a stream because this client fell behind: a
-// RESOURCE_EXHAUSTED carrying agenticd's SUBSCRIBER_OVERFLOW ErrorInfo, whose metadata
+// RESOURCE_EXHAUSTED carrying agenticd's SUBSCRIBER_TOO_SLOW ErrorInfo, whose metadata
 // last_sequence is where to resume. A RESOURCE_EXHAUSTED without it comes from elsewhere,
 // such as this client's gRPC library refusing a message over its size limit, and resuming
 // would fail the same way again.
 func overflowPoint(err error) (uint64, bool) {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.ResourceExhausted {
+	info := errorInfo(err)
+	if status.Code(err) != codes.ResourceExhausted || info.GetReason() != "SUBSCRIBER_TOO_SLOW" {
 		return 0, false
 	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agenticd" && info.GetReason() == "SUBSCRIBER_OVERFLOW" {
-			last, err := strconv.ParseUint(info.GetMetadata()["last_sequence"], 10, 64)
-			return last, err == nil
-		}
-	}
-	return 0, false
+	last, perr := strconv.ParseUint(info.GetMetadata()["last_sequence"], 10, 64)
+	return last, perr == nil
 }
 
 func cmdSubscribe(c *cli, args []string) error {
@@ -159,12 +186,22 @@ func cmdSubscribe(c *cli, args []string) error {
 	fs.Var(&sessions, "session", "only this session (repeatable)")
 	fs.Var(&agents, "agent", "only this agent's sessions (repeatable)")
 	after := fs.Uint64("after", 0, "replay held events after this sequence first (0: live only)")
+	oldest := fs.Bool("oldest", false, "replay every event agenticd still holds first")
 	asJSON := fs.Bool("json", false, "print each event as one line of JSON")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	req := &pb.SubscribeRequest{SessionIds: sessions, AgentIds: agents, AfterSequence: *after}
-	return c.follow(context.Background(), req, &loop{event: func(ev *pb.AgenticEvent) (bool, error) {
+	req := &pb.SubscribeRequest{SessionIds: sessions, AgentIds: agents}
+	switch {
+	case *oldest && *after > 0:
+		return usagef("--after and --oldest exclude each other")
+	case *oldest:
+		req.Start = &pb.SubscribeRequest_OldestHeld{OldestHeld: true}
+	case *after > 0:
+		req.Start = &pb.SubscribeRequest_AfterSequence{AfterSequence: *after}
+	}
+	dim := isTerminal(c.stdout)
+	l := &loop{event: func(ev *pb.AgenticEvent) (bool, error) {
 		if *asJSON {
 			line, err := protojson.Marshal(ev)
 			if err != nil {
@@ -173,10 +210,35 @@ func cmdSubscribe(c *cli, args []string) error {
 			_, err = fmt.Fprintln(c.stdout, string(line))
 			return false, err
 		}
-		_, err := fmt.Fprintf(c.stdout, "#%d %s %s %s %s\n", ev.GetSequence(), ev.GetTime().AsTime().Local().Format("15:04:05.000"),
-			ev.GetSessionId(), enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_"), describeEvent(ev))
+		_, err := fmt.Fprintln(c.stdout, eventLine(ev, dim))
 		return false, err
-	}})
+	}}
+	if req.GetStart() != nil {
+		l.caughtUp = func(sequence uint64) {
+			fmt.Fprintf(c.stderr, "agenticctl: replayed the held events up to %d; live from here\n", sequence)
+		}
+	}
+	return c.follow(context.Background(), req, l)
+}
+
+// eventLine is an event as subscribe prints it: sequence, time, session (or agent), type
+// and what happened. Events a LoadSession replays are history, not news: they say so, and
+// on a terminal they are dimmed.
+func eventLine(ev *pb.AgenticEvent, dim bool) string {
+	about := ev.GetSessionId()
+	if about == "" {
+		about = "agent " + ev.GetAgentId()
+	}
+	kind := enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_")
+	if ev.GetReplay() {
+		kind += " (replay)"
+	}
+	line := fmt.Sprintf("#%d %s %s %s %s", ev.GetSequence(), ev.GetEventTime().AsTime().Local().Format("15:04:05.000"),
+		about, kind, describeEvent(ev))
+	if ev.GetReplay() && dim {
+		return "\x1b[2m" + line + "\x1b[0m"
+	}
+	return line
 }
 
 func describeEvent(ev *pb.AgenticEvent) string {
@@ -204,17 +266,20 @@ func describeEvent(ev *pb.AgenticEvent) string {
 		return describeTool(p.ToolEnd.GetTool())
 	case *pb.AgenticEvent_ToolPermissionRequired:
 		r := p.ToolPermissionRequired.GetRequest()
-		return r.GetRequestId() + " " + describePermission(r)
+		return r.GetPermissionId() + " " + describePermission(r)
 	case *pb.AgenticEvent_ToolPermissionGranted:
 		d := p.ToolPermissionGranted
-		return strings.TrimSpace(fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason()))
+		return strings.TrimSpace(fmt.Sprintf("%s option=%s by=%s %s", d.GetPermissionId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason()))
 	case *pb.AgenticEvent_ToolPermissionDenied:
 		d := p.ToolPermissionDenied
-		return strings.TrimSpace(fmt.Sprintf("%s option=%s by=%s %s", d.GetRequestId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason()))
+		return strings.TrimSpace(fmt.Sprintf("%s option=%s by=%s %s", d.GetPermissionId(), d.GetOptionId(), enumName(d.GetDecidedBy().String(), "PERMISSION_DECIDER_"), d.GetReason()))
 	case *pb.AgenticEvent_StatusChanged:
 		return strings.TrimSpace(enumName(p.StatusChanged.GetStatus().String(), "SESSION_STATUS_") + " " + p.StatusChanged.GetReason())
 	case *pb.AgenticEvent_Error:
-		return p.Error.GetCode() + ": " + p.Error.GetMessage()
+		return reasonName(p.Error.GetReason()) + ": " + p.Error.GetMessage()
+	case *pb.AgenticEvent_AgentStatusChanged:
+		a := p.AgentStatusChanged.GetAgent()
+		return strings.TrimSpace(fmt.Sprintf("%s is %s %s", a.GetAgentId(), enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetStatusReason()))
 	}
 	return ""
 }
@@ -266,7 +331,7 @@ func describeBlock(b *pb.Block) string {
 	case *pb.Block_Tool:
 		return "[tool] " + describeTool(c.Tool)
 	case *pb.Block_Error:
-		return fmt.Sprintf("[error %s] %s", c.Error.GetCode(), c.Error.GetMessage())
+		return fmt.Sprintf("[error %s] %s", reasonName(c.Error.GetReason()), c.Error.GetMessage())
 	case *pb.Block_Image:
 		return "[image " + c.Image.GetMimeType() + "]"
 	case *pb.Block_Action:

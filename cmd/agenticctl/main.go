@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -63,11 +64,11 @@ func init() {
 		"sessions":  {"sessions [--agent ID] [--limit N]", "list sessions, newest first", cmdSessions},
 		"new":       {"new --agent ID --workspace DIR [--model ID] [--mode ID] [--title T]", "create a session; prints its id", cmdNew},
 		"get":       {"get SESSION", "show a session as JSON (status, modes, models, pending permissions...)", cmdGet},
-		"messages":  {"messages [--limit N] [--before ID] SESSION", "show a session's stored history", cmdMessages},
-		"send":      {"send [--approve-all | --deny-all] SESSION MESSAGE...", "send a message (- reads it from stdin) and stream the reply; on a terminal it asks about permission requests; Ctrl-C cancels the turn", cmdSend},
-		"subscribe": {"subscribe [--session ID]... [--agent ID]... [--after N] [--json]", "print events as they happen", cmdSubscribe},
-		"approve":   {"approve SESSION REQUEST_ID", "allow a pending permission request (allow once, else always)", cmdApprove},
-		"deny":      {"deny SESSION REQUEST_ID", "reject a pending permission request (reject once, else always)", cmdDeny},
+		"messages":  {"messages [--limit N] SESSION", "show a session's stored history (all, or the newest N messages)", cmdMessages},
+		"send":      {"send [--approve-all | --deny-all] [--file PATH]... [--image PATH]... SESSION MESSAGE...", "send a message (- reads it from stdin), with files and images in the order given, and stream the reply; on a terminal it asks about permission requests; Ctrl-C cancels the turn", cmdSend},
+		"subscribe": {"subscribe [--session ID]... [--agent ID]... [--after N | --oldest] [--json]", "print events as they happen", cmdSubscribe},
+		"approve":   {"approve SESSION PERMISSION_ID", "allow a pending permission request (allow once, else always)", cmdApprove},
+		"deny":      {"deny SESSION PERMISSION_ID", "reject a pending permission request (reject once, else always)", cmdDeny},
 		"cancel":    {"cancel SESSION", "cancel the running turn", cmdCancel},
 		"mode":      {"mode SESSION MODE_ID", "choose one of the session's modes", cmdMode},
 		"model":     {"model SESSION MODEL_ID", "choose one of the session's models", cmdModel},
@@ -268,6 +269,21 @@ func (c *cli) explain(err error) string {
 		return fmt.Sprintf("agenticd did not answer within %s (--timeout)", c.timeout)
 	}
 	msg := rpcNoise.ReplaceAllString(err.Error(), "")
+	// The reason is what a script or a person searches for; the message may change.
+	var fields []string
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() == "agenticd" && d.GetReason() != "" && !strings.Contains(msg, d.GetReason()+": ") {
+				msg = addReason(msg, serverMessage(err), d.GetReason())
+			}
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				fields = append(fields, fmt.Sprintf("\n  %s: %s", v.GetField(), v.GetDescription()))
+			}
+		}
+	}
+	msg += strings.Join(fields, "")
 	return rpcName.ReplaceAllStringFunc(msg, func(name string) string {
 		cmd := rpcCommands[name]
 		if c.session != "" && strings.HasSuffix(cmd, " SESSION") {
@@ -275,6 +291,47 @@ func (c *cli) explain(err error) string {
 		}
 		return "`agenticctl " + cmd + "`"
 	})
+}
+
+// errorInfo is agenticd's ErrorInfo in err's status (nil when it has none).
+func errorInfo(err error) *errdetails.ErrorInfo {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agenticd" {
+			return info
+		}
+	}
+	return nil
+}
+
+// reasonOf is the reason agenticd gave for err ("" when it gave none).
+func reasonOf(err error) string { return errorInfo(err).GetReason() }
+
+// reasonName is an event's or block's reason as statuses name it: AGENT_CRASHED.
+func reasonName(r pb.ErrorReason) string {
+	return strings.TrimPrefix(r.String(), "ERROR_REASON_")
+}
+
+// serverMessage is the message of the status inside err, without what wraps it (the
+// status of a wrapped error has the whole text as its message).
+func serverMessage(err error) string {
+	var rpc interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &rpc) {
+		return rpc.GRPCStatus().Message()
+	}
+	return ""
+}
+
+// addReason puts reason before the server's message within msg (which may wrap it:
+// "reopening: <message>"), so the line reads "reopening: SESSION_BUSY: <message>".
+func addReason(msg, serverMessage, reason string) string {
+	if i := strings.LastIndex(msg, serverMessage); serverMessage != "" && i >= 0 {
+		return msg[:i] + reason + ": " + msg[i:]
+	}
+	return reason + ": " + msg
 }
 
 // rpcNoise is what grpc-go puts around a server's message.
@@ -287,7 +344,9 @@ var rpcCommands = map[string]string{
 	"ListSessions":      "sessions",
 	"CreateSession":     "new",
 	"GetSession":        "get SESSION",
-	"GetMessages":       "messages SESSION",
+	"ListMessages":      "messages SESSION",
+	"GetMessage":        "messages SESSION",
+	"GetAgent":          "agents",
 	"LoadSession":       "load SESSION",
 	"CloseSession":      "close SESSION",
 	"SendMessage":       "send SESSION",

@@ -7,7 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,14 +39,31 @@ func TestMain(m *testing.M) {
 
 const agentID = "deepchat.scripted"
 
-// scriptedAgent answers every message with "Hello ", asks permission "r1", and after an
-// answer says "world" (or "denied") and ends the turn. It emits synchronously: agenticctl
-// must find every event through the subscription's resume point.
+// scriptedAgent answers every message with "Hello ", asks permission "r<turn>" (r1 in the
+// first turn), and after an answer says "world" (or "denied") and ends the turn. It emits synchronously: agenticctl
+// must find every event through the subscription's resume point. The reply takes the
+// client's message id (else "m1").
 type scriptedAgent struct {
-	pub presenters.Publisher
-	mu  sync.Mutex
-	ws  string
-	id  int
+	pub   presenters.Publisher
+	mu    sync.Mutex
+	ws    string
+	id    int
+	reply string // the message id of the turn
+	turns int
+	asked bool // the turn's permission waits for an answer
+	sent  presenters.MessageContent
+}
+
+func (a *scriptedAgent) lastContent() presenters.MessageContent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sent
+}
+
+func (a *scriptedAgent) replyID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reply
 }
 
 func (a *scriptedAgent) em(id string) presenters.Emitter {
@@ -77,17 +97,27 @@ func (a *scriptedAgent) CloseSession(_ context.Context, id string) error {
 	a.em(id).SessionClosed("closed")
 	return nil
 }
-func (a *scriptedAgent) SendMessage(_ context.Context, id string, c presenters.MessageContent) (presenters.SendResult, error) {
+func (a *scriptedAgent) SendMessage(_ context.Context, id string, c presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
+	reply := opts.MessageID
+	if reply == "" {
+		reply = "m1"
+	}
+	a.mu.Lock()
+	a.reply, a.asked, a.sent = reply, true, c
+	a.turns++
+	permission := fmt.Sprintf("r%d", a.turns)
+	a.mu.Unlock()
 	em := a.em(id)
-	em.MessageDelta("m1", presenters.RoleAssistant, "Hello ")
-	em.ToolStart("m1", presenters.ToolCall{ToolID: "t1", Title: "Edit notes.txt", Kind: presenters.ToolEdit, Status: presenters.ToolPending})
-	em.PermissionRequired(presenters.PermissionRequest{RequestID: "r1", ToolID: "t1", ToolName: "edit", MessageID: "m1",
+	em.MessageDelta(reply, presenters.RoleAssistant, "Hello ")
+	em.ToolStart(reply, presenters.ToolCall{ToolID: "t1", Title: "Edit notes.txt", Kind: presenters.ToolEdit, Status: presenters.ToolPending})
+	em.PermissionRequired(presenters.PermissionRequest{RequestID: permission, ToolID: "t1", ToolName: "edit", MessageID: reply,
 		Options: []presenters.PermissionOption{{ID: "yes", Kind: presenters.AllowOnce}, {ID: "no", Kind: presenters.RejectOnce}}})
-	return presenters.SendResult{MessageID: "m1", UserMessageID: "u1"}, nil
+	return presenters.SendResult{MessageID: reply, UserMessageID: "u1"}, nil
 }
-func (a *scriptedAgent) CancelMessage(_ context.Context, id, _ string) error {
-	a.em(id).MessageEnd(presenters.MessageEndPayload{MessageID: "m1", StopReason: presenters.StopCancelled, Role: presenters.RoleAssistant})
-	return nil
+func (a *scriptedAgent) CancelMessage(_ context.Context, id, _ string) (string, error) {
+	reply := a.replyID()
+	a.em(id).MessageEnd(presenters.MessageEndPayload{MessageID: reply, StopReason: presenters.StopCancelled, Role: presenters.RoleAssistant})
+	return reply, nil
 }
 func (a *scriptedAgent) SetModel(ctx context.Context, id, _ string) (presenters.SessionInfo, error) {
 	return a.GetSession(ctx, id)
@@ -98,30 +128,77 @@ func (a *scriptedAgent) SetMode(ctx context.Context, id, mode string) (presenter
 	return info, err
 }
 func (a *scriptedAgent) RespondPermission(_ context.Context, id string, r presenters.PermissionResponse) error {
-	em := a.em(id)
+	a.mu.Lock()
+	asked := a.asked
+	a.asked = false
+	a.mu.Unlock()
+	if !asked {
+		return fmt.Errorf("permission %s is not pending: %w", r.RequestID, presenters.ErrNotFound)
+	}
+	em, reply := a.em(id), a.replyID()
 	d := presenters.PermissionDecision{RequestID: r.RequestID, ToolID: "t1", OptionID: r.OptionID, DecidedBy: presenters.DecidedByUser}
 	if r.OptionID == "yes" {
 		em.PermissionGranted(d)
-		em.ToolEnd("m1", presenters.ToolCall{ToolID: "t1", Title: "Edit notes.txt", Kind: presenters.ToolEdit, Status: presenters.ToolCompleted})
-		em.MessageDelta("m1", presenters.RoleAssistant, "world")
+		em.ToolEnd(reply, presenters.ToolCall{ToolID: "t1", Title: "Edit notes.txt", Kind: presenters.ToolEdit, Status: presenters.ToolCompleted})
+		em.MessageDelta(reply, presenters.RoleAssistant, "world")
 	} else {
 		em.PermissionDenied(d)
-		em.MessageDelta("m1", presenters.RoleAssistant, "denied")
+		em.MessageDelta(reply, presenters.RoleAssistant, "denied")
 	}
-	em.MessageEnd(presenters.MessageEndPayload{MessageID: "m1", StopReason: presenters.StopEndTurn, Role: presenters.RoleAssistant})
+	em.MessageEnd(presenters.MessageEndPayload{MessageID: reply, StopReason: presenters.StopEndTurn, Role: presenters.RoleAssistant})
 	return nil
 }
-func (a *scriptedAgent) GetMessages(context.Context, string, presenters.MessageQuery) ([]presenters.Message, error) {
-	return []presenters.Message{{ID: "u1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
-		Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi there"}}}}, nil
+
+// GetMessages holds a history of three messages and answers the queries paging makes.
+func (a *scriptedAgent) GetMessages(_ context.Context, _ string, q presenters.MessageQuery) ([]presenters.Message, error) {
+	var history []presenters.Message
+	for i, text := range []string{"hi there", "hello", "bye"} {
+		role := presenters.RoleUser
+		if i%2 == 1 {
+			role = presenters.RoleAssistant
+		}
+		history = append(history, presenters.Message{ID: fmt.Sprintf("h%d", i+1), Role: role, Status: presenters.MessageComplete,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: text}}})
+	}
+	index := func(id string) int {
+		return slices.IndexFunc(history, func(m presenters.Message) bool { return m.ID == id })
+	}
+	from, to := 0, len(history)
+	if q.MessageID != "" {
+		from = index(q.MessageID)
+		if from < 0 {
+			return nil, nil
+		}
+		to = from + 1
+	}
+	if q.AfterMessageID != "" {
+		if from = index(q.AfterMessageID) + 1; from == 0 {
+			return nil, presenters.ErrNotFound
+		}
+	}
+	if q.BeforeMessageID != "" {
+		if to = index(q.BeforeMessageID); to < 0 {
+			return nil, presenters.ErrNotFound
+		}
+	}
+	page := history[from:max(from, to)]
+	if q.Limit > 0 && len(page) > q.Limit {
+		if q.FromOldest {
+			page = page[:q.Limit]
+		} else {
+			page = page[len(page)-q.Limit:]
+		}
+	}
+	return page, nil
 }
 func (a *scriptedAgent) Close(context.Context) error { return nil }
 
 type server struct {
-	addr string
-	root string
-	hub  *service.Hub
-	stop func()
+	addr  string
+	root  string
+	hub   *service.Hub
+	agent *scriptedAgent
+	stop  func()
 }
 
 // startServer runs the real service with the scripted agent on a loopback port.
@@ -140,7 +217,8 @@ func startServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registry, err := service.NewRegistry(st, []presenters.Presenter{&scriptedAgent{pub: hub}})
+	agent := &scriptedAgent{pub: hub}
+	registry, err := service.NewRegistry(st, []presenters.Presenter{agent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +237,7 @@ func startServer(t *testing.T) *server {
 		_ = srv.Serve(lis)
 	}()
 	var once sync.Once
-	s := &server{addr: lis.Addr().String(), root: root, hub: hub}
+	s := &server{addr: lis.Addr().String(), root: root, hub: hub, agent: agent}
 	s.stop = func() {
 		once.Do(func() {
 			srv.Stop(context.Background())
@@ -235,8 +313,11 @@ func TestSessionCommands(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(errOut, "agenticctl mode: ") || !strings.Contains(errOut, "strict, balanced") || strings.Contains(errOut, "rpc error") {
 		t.Errorf("a bad mode: exit %d, stderr %q", code, errOut)
 	}
-	if out := s.mustCtl(t, "messages", id); !strings.Contains(out, "hi there") {
-		t.Errorf("messages: %q", out)
+	if out := s.mustCtl(t, "messages", id); !regexp.MustCompile(`(?s)user h1 .*hi there.*assistant h2 .*hello.*user h3 .*bye`).MatchString(out) {
+		t.Errorf("messages: %q, want the three in order", out)
+	}
+	if out := s.mustCtl(t, "messages", "--limit", "2", id); strings.Contains(out, "hi there") || !regexp.MustCompile(`(?s)hello.*bye`).MatchString(out) {
+		t.Errorf("messages --limit 2: %q, want the newest two, oldest first", out)
 	}
 	// The server's message names ListSessions; agenticctl names its own command.
 	code, _, errOut = s.ctl("get", "nope")
@@ -262,7 +343,7 @@ func TestSendApproveAll(t *testing.T) {
 		t.Errorf("stderr %q does not confirm the answer", errOut)
 	}
 	code, out, errOut = s.ctl("send", "--deny-all", id, "again")
-	if code != 0 || out != "Hello denied\n" || !strings.Contains(errOut, "rejected once: request r1 of session "+id+" (option no)") {
+	if code != 0 || out != "Hello denied\n" || !strings.Contains(errOut, "rejected once: request r2 of session "+id+" (option no)") {
 		t.Errorf("send --deny-all: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
@@ -280,7 +361,7 @@ func TestSendThenApproveFromAnotherClient(t *testing.T) {
 	client := pb.NewAgenticServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	events, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{id}, AfterSequence: s.hub.LastSequence()})
+	events, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{id}, Start: &pb.SubscribeRequest_AfterSequence{AfterSequence: s.hub.LastSequence()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,13 +375,13 @@ func TestSendThenApproveFromAnotherClient(t *testing.T) {
 		code, out, errOut := s.ctl("send", id, "hi")
 		done <- result{code, out, errOut}
 	}()
-	for {
-		ev, err := events.Recv()
+	for asked := false; !asked; {
+		frame, err := events.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.GetToolPermissionRequired() != nil {
-			break
+		for _, ev := range frame.GetEvents().GetEvents() {
+			asked = asked || ev.GetToolPermissionRequired() != nil
 		}
 	}
 	if out := s.mustCtl(t, "approve", id, "r1"); out != "allowed once: request r1 of session "+id+" (option yes)\n" {
@@ -310,9 +391,11 @@ func TestSendThenApproveFromAnotherClient(t *testing.T) {
 	if r.code != 0 || r.out != "Hello world\n" || !strings.Contains(r.errOut, "agenticctl approve "+id+" r1") {
 		t.Errorf("send: exit %d, stdout %q, stderr %q", r.code, r.out, r.errOut)
 	}
-	code, _, errOut := s.ctl("approve", id, "r1")
-	if code != 1 || !strings.Contains(errOut, "agenticctl approve: ") || !strings.Contains(errOut, "`agenticctl get "+id+"` lists the pending ones") {
-		t.Errorf("a second answer: exit %d, stderr %q", code, errOut)
+	// The same answer again is fine; another is refused, with the reason first.
+	s.mustCtl(t, "approve", id, "r1")
+	code, _, errOut := s.ctl("deny", id, "r1")
+	if code != 1 || !strings.HasPrefix(errOut, "agenticctl deny: PERMISSION_ALREADY_DECIDED: ") {
+		t.Errorf("another answer after the decision: exit %d, stderr %q; want the reason first", code, errOut)
 	}
 }
 
@@ -364,7 +447,7 @@ func (w *watchWriter) String() string {
 // overflowed is the status agenticd ends a stream with when the client fell behind.
 func overflowed(t *testing.T, last uint64) error {
 	st, err := status.New(codes.ResourceExhausted, "subscriber too slow").WithDetails(&errdetails.ErrorInfo{
-		Reason: "SUBSCRIBER_OVERFLOW", Domain: "agenticd", Metadata: map[string]string{"last_sequence": fmt.Sprint(last)}})
+		Reason: "SUBSCRIBER_TOO_SLOW", Domain: "agenticd", Metadata: map[string]string{"last_sequence": fmt.Sprint(last)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,34 +460,89 @@ func overflowed(t *testing.T, last uint64) error {
 func TestResumeOnlyAfterServerOverflowWithProgress(t *testing.T) {
 	var stderr bytes.Buffer
 	c := &cli{stderr: &stderr}
-	drain := func(req *pb.SubscribeRequest, results ...eventOrErr) (bool, error) {
-		events := make(chan eventOrErr, len(results))
+	drain := func(req *pb.SubscribeRequest, results ...frameOrErr) (bool, error) {
+		frames := make(chan frameOrErr, len(results))
 		for _, r := range results {
-			events <- r
+			frames <- r
 		}
-		return c.drain(events, nil, req, &loop{event: func(*pb.AgenticEvent) (bool, error) { return false, nil }})
+		return c.drain(frames, nil, req, &loop{event: func(*pb.AgenticEvent) (bool, error) { return false, nil }})
 	}
-	req := &pb.SubscribeRequest{AfterSequence: 10}
-	resume, err := drain(req, eventOrErr{ev: &pb.AgenticEvent{Sequence: 11}}, eventOrErr{ev: &pb.AgenticEvent{Sequence: 12}}, eventOrErr{err: overflowed(t, 12)})
+	req := after(10)
+	resume, err := drain(req, events(11), events(12), frameOrErr{err: overflowed(t, 12)})
 	if !resume || err != nil || req.GetAfterSequence() != 12 || !strings.Contains(stderr.String(), "resuming after 12") {
 		t.Errorf("after an overflow with progress: resume %v, %v, after %d, stderr %q", resume, err, req.GetAfterSequence(), stderr.String())
 	}
 	// Even a client that counted no event (a live-only stream) resumes at the server's point.
-	req = &pb.SubscribeRequest{AfterSequence: 12}
-	if resume, err := drain(req, eventOrErr{err: overflowed(t, 30)}); !resume || err != nil || req.GetAfterSequence() != 30 {
+	req = after(12)
+	if resume, err := drain(req, frameOrErr{err: overflowed(t, 30)}); !resume || err != nil || req.GetAfterSequence() != 30 {
 		t.Errorf("resume at the server's point: %v, %v, after %d", resume, err, req.GetAfterSequence())
 	}
 	// No progress since the last resume: stop instead of looping.
-	req = &pb.SubscribeRequest{AfterSequence: 30}
-	if resume, err := drain(req, eventOrErr{err: overflowed(t, 30)}); resume || err == nil || !strings.Contains(err.Error(), "cannot keep up") {
+	req = after(30)
+	if resume, err := drain(req, frameOrErr{err: overflowed(t, 30)}); resume || err == nil || !strings.Contains(err.Error(), "cannot keep up") {
 		t.Errorf("an overflow without progress: resume %v, %v", resume, err)
 	}
 	tooLarge := status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)")
-	req = &pb.SubscribeRequest{AfterSequence: 30}
-	resume, err = drain(req, eventOrErr{ev: &pb.AgenticEvent{Sequence: 31}}, eventOrErr{err: tooLarge})
+	req = after(30)
+	resume, err = drain(req, events(31), frameOrErr{err: tooLarge})
 	if resume || err == nil || !strings.Contains(err.Error(), "larger than this client accepts") || status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a message over the client's limit: resume %v, %v", resume, err)
 	}
+}
+
+// Every frame moves the resume point: the events of a batch one by one, bookmarks and the
+// caught-up marker to their sequence (never back); heartbeats not at all. A stream that
+// started with oldest_held resumes from a sequence.
+func TestFramesMoveTheResumePoint(t *testing.T) {
+	var seen []uint64
+	caughtUp := uint64(0)
+	l := &loop{event: func(ev *pb.AgenticEvent) (bool, error) {
+		seen = append(seen, ev.GetSequence())
+		return false, nil
+	}, caughtUp: func(sequence uint64) { caughtUp = sequence }}
+	req := &pb.SubscribeRequest{Start: &pb.SubscribeRequest_OldestHeld{OldestHeld: true}}
+	for _, f := range []struct {
+		frame *pb.SubscribeResponse
+		after uint64
+	}{
+		{&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{}}}, 0},
+		{events(3, 4, 5).frame, 5},
+		{&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_CaughtUp{CaughtUp: &pb.CaughtUp{Sequence: 7}}}, 7},
+		{&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Bookmark{Bookmark: &pb.Bookmark{Sequence: 9}}}, 9},
+		{&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Bookmark{Bookmark: &pb.Bookmark{Sequence: 8}}}, 9},
+		{&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{}}}, 9},
+		{events(10).frame, 10},
+	} {
+		if stop, err := handleFrame(f.frame, req, l); stop || err != nil {
+			t.Fatalf("frame %v: stop %v, %v", f.frame, stop, err)
+		}
+		if f.after == 0 {
+			if !req.GetOldestHeld() {
+				t.Errorf("after %v the request is %v, want it unchanged (oldest_held)", f.frame, req)
+			}
+			continue
+		}
+		if req.GetAfterSequence() != f.after {
+			t.Errorf("after %v: resume after %d, want %d", f.frame, req.GetAfterSequence(), f.after)
+		}
+	}
+	if !slices.Equal(seen, []uint64{3, 4, 5, 10}) || caughtUp != 7 {
+		t.Errorf("events %v, caught up at %d; want [3 4 5 10] and 7", seen, caughtUp)
+	}
+}
+
+// after is a subscription that resumes after sequence.
+func after(sequence uint64) *pb.SubscribeRequest {
+	return &pb.SubscribeRequest{Start: &pb.SubscribeRequest_AfterSequence{AfterSequence: sequence}}
+}
+
+// events is a frame holding one batch of events with these sequences.
+func events(sequences ...uint64) frameOrErr {
+	batch := &pb.EventBatch{}
+	for _, n := range sequences {
+		batch.Events = append(batch.Events, &pb.AgenticEvent{Sequence: n})
+	}
+	return frameOrErr{frame: &pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Events{Events: batch}}}
 }
 
 func TestVersion(t *testing.T) {
@@ -431,5 +569,102 @@ func TestExplainNamesCommands(t *testing.T) {
 	}
 	if got, want := (&cli{}).explain(closed), "session s1 is closed; reopen it with `agenticctl load SESSION`: failed precondition"; got != want {
 		t.Errorf("without a session: explain = %q, want %q", got, want)
+	}
+}
+
+// The reason agenticd gives comes first, also inside a wrapped error, and the fields a
+// request got wrong follow, one a line.
+func TestExplainShowsReasonAndFields(t *testing.T) {
+	busy, err := status.New(codes.FailedPrecondition, "session s1 is still answering message m1").WithDetails(
+		&errdetails.ErrorInfo{Domain: "agenticd", Reason: "SESSION_BUSY"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := (&cli{}).explain(fmt.Errorf("reopening: %w", busy.Err())), "reopening: SESSION_BUSY: session s1 is still answering message m1"; got != want {
+		t.Errorf("explain = %q, want %q", got, want)
+	}
+	bad, err := status.New(codes.InvalidArgument, "the message has an empty part").WithDetails(
+		&errdetails.ErrorInfo{Domain: "agenticd", Reason: "INVALID_ARGUMENT"},
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: "content.parts[1]", Description: "empty; give it text, an image, a file or a resource"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "INVALID_ARGUMENT: the message has an empty part\n  content.parts[1]: empty; give it text, an image, a file or a resource"
+	if got := (&cli{}).explain(bad.Err()); got != want {
+		t.Errorf("explain = %q, want %q", got, want)
+	}
+	// Another domain's ErrorInfo is not agenticd's reason.
+	other, err := status.New(codes.Unavailable, "proxy down").WithDetails(&errdetails.ErrorInfo{Domain: "proxy.example", Reason: "DOWN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (&cli{addr: "127.0.0.1:1"}).explain(other.Err()); strings.Contains(got, "DOWN:") {
+		t.Errorf("explain = %q shows another domain's reason", got)
+	}
+}
+
+// Replayed events are marked as history (dimmed on a terminal); agent events name the
+// agent and its status; errors name their reason.
+func TestEventLines(t *testing.T) {
+	delta := &pb.AgenticEvent{Sequence: 5, SessionId: "s1", Type: pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA, Replay: true,
+		Payload: &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: "m1", Role: pb.MessageRole_MESSAGE_ROLE_ASSISTANT, Text: "hi"}}}
+	if got := eventLine(delta, false); !strings.HasPrefix(got, "#5 ") || !strings.HasSuffix(got, ` s1 message_delta (replay) m1 assistant "hi"`) {
+		t.Errorf("a replayed event: %q", got)
+	}
+	if got := eventLine(delta, true); !strings.HasPrefix(got, "\x1b[2m#5 ") || !strings.HasSuffix(got, "\x1b[0m") {
+		t.Errorf("a replayed event on a terminal: %q", got)
+	}
+	delta.Replay = false
+	if got := eventLine(delta, true); strings.Contains(got, "replay") || strings.Contains(got, "\x1b") {
+		t.Errorf("a live event: %q", got)
+	}
+	agent := &pb.AgenticEvent{Sequence: 6, AgentId: "acp.x.y", Type: pb.AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED,
+		Payload: &pb.AgenticEvent_AgentStatusChanged{AgentStatusChanged: &pb.AgentStatusChanged{Agent: &pb.AgentInfo{
+			AgentId: "acp.x.y", Status: pb.AgentStatus_AGENT_STATUS_CRASHED, StatusReason: "exited with status 7"}}}}
+	if got := eventLine(agent, false); !strings.HasSuffix(got, " agent acp.x.y agent_status_changed acp.x.y is crashed exited with status 7") {
+		t.Errorf("an agent event: %q", got)
+	}
+	failed := &pb.AgenticEvent{Sequence: 7, SessionId: "s1", Type: pb.AgenticEventType_AGENTIC_EVENT_TYPE_ERROR,
+		Payload: &pb.AgenticEvent_Error{Error: &pb.ErrorReported{Reason: pb.ErrorReason_ERROR_REASON_AGENT_CRASHED, Message: "gone"}}}
+	if got := eventLine(failed, false); !strings.HasSuffix(got, " s1 error AGENT_CRASHED: gone") {
+		t.Errorf("an error event: %q", got)
+	}
+}
+
+// send puts the text first, then the files and images in the order of the command line,
+// as absolute paths; the reply is the one under the message id agenticctl chose.
+func TestSendAttachmentsInOrder(t *testing.T) {
+	s := startServer(t)
+	id := strings.TrimSpace(s.mustCtl(t, "new", "--agent", agentID, "--workspace", s.root))
+	for _, name := range []string{"a.png", "notes.txt", "b.png"} {
+		if err := os.WriteFile(filepath.Join(s.root, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(s.root)
+	code, out, errOut := s.ctl("send", "--approve-all", "--image", "a.png", "--file", "notes.txt", "--image", filepath.Join(s.root, "b.png"), id, "look")
+	if code != 0 || out != "Hello world\n" {
+		t.Fatalf("send: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	parts := s.agent.lastContent().Parts
+	var got []string
+	for _, p := range parts {
+		switch {
+		case p.Image != nil:
+			got = append(got, "image "+p.Image.Data+" "+p.Image.MimeType)
+		case p.File != nil:
+			got = append(got, "file "+p.File.Path)
+		default:
+			got = append(got, "text "+p.Text)
+		}
+	}
+	want := []string{"text look", "image " + filepath.Join(s.root, "a.png") + " image/png", "file " + filepath.Join(s.root, "notes.txt"),
+		"image " + filepath.Join(s.root, "b.png") + " image/png"}
+	if !slices.Equal(got, want) {
+		t.Errorf("parts %q, want %q", got, want)
+	}
+	if reply := s.agent.replyID(); !strings.HasPrefix(reply, "ctl-") {
+		t.Errorf("the reply's id is %q, want one agenticctl chose", reply)
 	}
 }

@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"mime"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +27,9 @@ func cmdSend(c *cli, args []string) error {
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
 	approveAll := fs.Bool("approve-all", false, "allow every permission request of this turn")
 	denyAll := fs.Bool("deny-all", false, "reject every permission request of this turn")
+	var attached attachments
+	fs.Func("file", "attach a file of the session's workspace (repeatable)", attached.add(fileAttachment))
+	fs.Func("image", "attach an image file of the session's workspace (repeatable)", attached.add(imageAttachment))
 	pos, err := c.parse(fs, args, "SESSION", "MESSAGE", "...")
 	if err != nil {
 		return err
@@ -39,8 +45,9 @@ func cmdSend(c *cli, args []string) error {
 		}
 		text = string(in)
 	}
+	content := &pb.MessageContent{Parts: append([]*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: text}}}, attached...)}
 
-	snap, messageID, err := c.sendMessage(sessionID, text)
+	snap, messageID, err := c.sendMessage(sessionID, content)
 	if err != nil {
 		return err
 	}
@@ -59,17 +66,45 @@ func cmdSend(c *cli, args []string) error {
 	// The session's snapshot point, taken before sending, is where the subscription
 	// starts: the server replays from there, so no event of the reply is missed however
 	// fast the agent answers (or however late the stream is registered).
-	req := &pb.SubscribeRequest{SessionIds: []string{sessionID}, AfterSequence: snap.GetLastSequence()}
+	req := &pb.SubscribeRequest{SessionIds: []string{sessionID}, Start: &pb.SubscribeRequest_AfterSequence{AfterSequence: snap.GetLastSequence()}}
 	if err := c.follow(context.Background(), req, l); err != nil {
 		return err
 	}
 	return t.result
 }
 
-// sendMessage sends text and returns the session's snapshot taken before it and the id of
-// the reply. A stored session that is not open (not loaded since agenticd started, closed,
-// or stopped with its agent) is reopened first, and the snapshot is then the reopened one.
-func (c *cli) sendMessage(sessionID, text string) (*pb.SessionInfo, string, error) {
+// attachments are the parts --file and --image add after the message's text, in the
+// order they were given.
+type attachments []*pb.ContentPart
+
+// add returns a flag function that appends the part made of the flag's path.
+func (a *attachments) add(part func(path string) *pb.ContentPart) func(string) error {
+	return func(path string) error {
+		// agenticd resolves nothing against this shell's directory: send it absolute.
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		*a = append(*a, part(abs))
+		return nil
+	}
+}
+
+func fileAttachment(path string) *pb.ContentPart {
+	return &pb.ContentPart{Part: &pb.ContentPart_File{File: &pb.FileContent{Path: path, MimeType: mime.TypeByExtension(filepath.Ext(path))}}}
+}
+
+func imageAttachment(path string) *pb.ContentPart {
+	return &pb.ContentPart{Part: &pb.ContentPart_Image{Image: &pb.ImageContent{
+		Source: &pb.ImageContent_FilePath{FilePath: path}, MimeType: mime.TypeByExtension(filepath.Ext(path))}}}
+}
+
+// sendMessage sends content and returns the session's snapshot taken before it and the id
+// of the reply. A stored session that is not open (not loaded since agenticd started,
+// closed, or stopped with its agent) is reopened first, and the snapshot is then the
+// reopened one. The reply's id is chosen here, so that every event of the turn can be
+// told apart from the first one on.
+func (c *cli) sendMessage(sessionID string, content *pb.MessageContent) (*pb.SessionInfo, string, error) {
 	ctx, cancel := c.call()
 	got, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID})
 	cancel()
@@ -82,20 +117,24 @@ func (c *cli) sendMessage(sessionID, text string) (*pb.SessionInfo, string, erro
 			return nil, "", err
 		}
 	}
-	send := func() (string, error) {
+	messageID := "ctl-" + uuid.NewString()
+	// Each attempt is a request of its own (a retry of the same request_id would get the
+	// first attempt's error back), under the same message id: a failed attempt took none.
+	send := func() error {
 		ctx, cancel := c.call()
 		defer cancel()
-		sent, err := c.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: sessionID, Content: &pb.MessageContent{Text: text}})
-		return sent.GetMessageId(), err
+		_, err := c.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: sessionID, Content: content,
+			RequestId: uuid.NewString(), MessageId: messageID})
+		return err
 	}
-	messageID, err := send()
+	err = send()
 	// A session in error may still take messages (a provider failed once) or may not (its
 	// agent stopped): only the server can tell.
 	if status.Code(err) == codes.FailedPrecondition && snap.GetStatus() == pb.SessionStatus_SESSION_STATUS_ERROR {
 		if snap, err = c.reopen(snap); err != nil {
 			return nil, "", err
 		}
-		messageID, err = send()
+		err = send()
 	}
 	return snap, messageID, err
 }
@@ -249,7 +288,11 @@ func (t *turn) interrupt() error {
 	t.note("agenticctl: cancelling the turn (Ctrl-C again to stop waiting)")
 	ctx, cancel := t.c.call()
 	defer cancel()
-	_, err := t.c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: t.sessionID, MessageId: t.messageID})
+	_, err := t.c.client.CancelMessage(ctx, &pb.CancelMessageRequest{SessionId: t.sessionID, MessageId: t.messageID, RequestId: uuid.NewString()})
+	if reasonOf(err) == "MESSAGE_NOT_RUNNING" {
+		// The turn ended on its own meanwhile; its MESSAGE_END is on the way.
+		return nil
+	}
 	return err
 }
 
@@ -289,13 +332,13 @@ func (t *turn) handle(ev *pb.AgenticEvent) (bool, error) {
 		return false, t.permission(p.ToolPermissionRequired.GetRequest())
 	case *pb.AgenticEvent_ToolPermissionGranted:
 		d := p.ToolPermissionGranted
-		t.decided(ev, d.GetRequestId(), "allowed", d.GetOptionId(), d.GetDecidedBy(), d.GetReason())
+		t.decided(ev, d.GetPermissionId(), "allowed", d.GetOptionId(), d.GetDecidedBy(), d.GetReason())
 	case *pb.AgenticEvent_ToolPermissionDenied:
 		d := p.ToolPermissionDenied
-		t.decided(ev, d.GetRequestId(), "rejected", d.GetOptionId(), d.GetDecidedBy(), d.GetReason())
+		t.decided(ev, d.GetPermissionId(), "rejected", d.GetOptionId(), d.GetDecidedBy(), d.GetReason())
 	case *pb.AgenticEvent_Error:
 		if t.ours(p.Error.GetMessageId()) {
-			t.note("error %s: %s", p.Error.GetCode(), p.Error.GetMessage())
+			t.note("error %s: %s", reasonName(p.Error.GetReason()), p.Error.GetMessage())
 		}
 	case *pb.AgenticEvent_SessionClosed:
 		t.note("the session was closed: %s", p.SessionClosed.GetReason())
@@ -328,12 +371,12 @@ func (t *turn) permission(r *pb.PermissionRequest) error {
 	if !t.ours(r.GetMessageId()) {
 		return nil
 	}
-	t.note("? permission %s: %s", r.GetRequestId(), describePermission(r))
+	t.note("? permission %s: %s", r.GetPermissionId(), describePermission(r))
 	switch {
 	case t.approve, t.deny:
-		done, err := t.c.respond(t.sessionID, r.GetRequestId(), t.approve, r.GetOptions())
+		done, err := t.c.respond(t.sessionID, r.GetPermissionId(), t.approve, r.GetOptions())
 		switch {
-		case status.Code(err) == codes.NotFound:
+		case decidedElsewhere(err):
 			// Answered already, by another client or the server's policy: its event follows.
 		case err != nil:
 			return err
@@ -343,20 +386,30 @@ func (t *turn) permission(r *pb.PermissionRequest) error {
 	case t.tty != nil && t.startReading():
 		t.asking = append(t.asking, r)
 	default:
-		t.waiting[r.GetRequestId()] = true
-		t.note("  answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetRequestId())
+		t.waiting[r.GetPermissionId()] = true
+		t.note("  answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetPermissionId())
 	}
 	return nil
 }
 
+// decidedElsewhere tells whether an answer failed because the request was already
+// decided (by another client or the server's policy) or is no longer pending.
+func decidedElsewhere(err error) bool {
+	switch reasonOf(err) {
+	case "PERMISSION_NOT_PENDING", "PERMISSION_ALREADY_DECIDED":
+		return true
+	}
+	return false
+}
+
 // decided shows a permission decision. A request still asked on the terminal was
 // answered elsewhere: its question is withdrawn, saying by whom.
-func (t *turn) decided(ev *pb.AgenticEvent, requestID, verb, optionID string, by pb.PermissionDecider, reason string) {
-	delete(t.waiting, requestID)
-	if t.answered[requestID] {
+func (t *turn) decided(ev *pb.AgenticEvent, permissionID, verb, optionID string, by pb.PermissionDecider, reason string) {
+	delete(t.waiting, permissionID)
+	if t.answered[permissionID] {
 		return
 	}
-	i := t.askingIndex(requestID)
+	i := t.askingIndex(permissionID)
 	if i < 0 {
 		t.note("%s %s", enumName(ev.GetType().String(), "AGENTIC_EVENT_TYPE_TOOL_"), describeEvent(ev))
 		return
@@ -375,15 +428,15 @@ func (t *turn) decided(ev *pb.AgenticEvent, requestID, verb, optionID string, by
 	if reason != "" {
 		how += ": " + reason
 	}
-	t.note("  withdrawn: permission %s %s", requestID, how)
+	t.note("  withdrawn: permission %s %s", permissionID, how)
 	if len(t.asking) == 0 {
 		t.stopReading()
 	}
 }
 
-func (t *turn) askingIndex(requestID string) int {
+func (t *turn) askingIndex(permissionID string) int {
 	for i, r := range t.asking {
-		if r.GetRequestId() == requestID {
+		if r.GetPermissionId() == permissionID {
 			return i
 		}
 	}
@@ -420,12 +473,12 @@ func (t *turn) ask() {
 	}
 	r := t.asking[0]
 	options := choices(r)
-	if t.listed != r.GetRequestId() {
-		t.note("  answer permission %s here, or from another terminal with agenticctl approve/deny:", r.GetRequestId())
+	if t.listed != r.GetPermissionId() {
+		t.note("  answer permission %s here, or from another terminal with agenticctl approve/deny:", r.GetPermissionId())
 		for i, o := range options {
 			t.note("  %d) %s", i+1, describeOption(o))
 		}
-		t.listed = r.GetRequestId()
+		t.listed = r.GetPermissionId()
 	}
 	t.startLine()
 	fmt.Fprintf(t.c.stderr, "  your answer [1-%d]: ", len(options))
@@ -439,8 +492,8 @@ func (t *turn) input(l terminalLine) error {
 		t.stopReading()
 		t.tty = nil
 		for _, r := range t.asking {
-			t.waiting[r.GetRequestId()] = true
-			t.note("  no more input; answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetRequestId())
+			t.waiting[r.GetPermissionId()] = true
+			t.note("  no more input; answer with: agenticctl approve %s %s   (or deny)", t.sessionID, r.GetPermissionId())
 		}
 		t.asking = nil
 		return nil
@@ -458,14 +511,14 @@ func (t *turn) input(l terminalLine) error {
 	}
 	o := options[n-1]
 	t.asking = t.asking[1:]
-	done, err := t.c.answerWith(t.sessionID, r.GetRequestId(), o)
+	done, err := t.c.answerWith(t.sessionID, r.GetPermissionId(), o)
 	switch {
-	case status.Code(err) == codes.NotFound:
-		t.note("  permission %s was answered elsewhere before your answer arrived", r.GetRequestId())
+	case decidedElsewhere(err):
+		t.note("  permission %s was answered elsewhere before your answer arrived", r.GetPermissionId())
 	case err != nil:
 		return err
 	default:
-		t.answered[r.GetRequestId()] = true
+		t.answered[r.GetPermissionId()] = true
 		t.note("%s", done)
 	}
 	if len(t.asking) == 0 {
@@ -503,7 +556,7 @@ func describeOption(o *pb.PermissionOption) string {
 // answerLine says what an answer to a permission request did, e.g.
 // `allowed once: request r1 of session s1 (option allow_once "Allow")`. o may be nil when
 // the request's options were not known.
-func answerLine(sessionID, requestID string, kind pb.PermissionOptionKind, o *pb.PermissionOption) string {
+func answerLine(sessionID, permissionID string, kind pb.PermissionOptionKind, o *pb.PermissionOption) string {
 	did := map[pb.PermissionOptionKind]string{
 		pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE:    "allowed once",
 		pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ALWAYS:  "allowed always",
@@ -513,7 +566,7 @@ func answerLine(sessionID, requestID string, kind pb.PermissionOptionKind, o *pb
 	if did == "" {
 		did = "answered"
 	}
-	s := fmt.Sprintf("%s: request %s of session %s", did, requestID, sessionID)
+	s := fmt.Sprintf("%s: request %s of session %s", did, permissionID, sessionID)
 	if o != nil {
 		s += " (option " + o.GetOptionId()
 		if o.GetName() != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/service"
 )
 
 // Defaults of the settings a config file may leave out.
@@ -62,6 +63,9 @@ type Config struct {
 	// SubscriberQueue is how many events may wait for one subscriber before its stream is
 	// ended with RESOURCE_EXHAUSTED (it then resumes with after_sequence).
 	SubscriberQueue int `yaml:"subscriber_queue"`
+	// HeartbeatInterval is how long a Subscribe stream may stay silent before a heartbeat
+	// frame keeps idle proxies from closing it (default 15s).
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// LogLevel is debug, info, warn or error (default info); LogFormat is text or json.
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
@@ -235,6 +239,9 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.SubscriberQueue <= 0 {
 		c.SubscriberQueue = DefaultSubscriberQueue
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = service.DefaultHeartbeatInterval
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"

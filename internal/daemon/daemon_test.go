@@ -18,6 +18,7 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox/confine"
+	"github.com/agenticd/agenticd/service"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -141,7 +142,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if cfg.Listen != DefaultListen || cfg.DataDir != filepath.Join(home, ".local", "share", "agenticd") ||
 		len(cfg.WorkspaceRoots) != 1 || cfg.WorkspaceRoots[0] != home || cfg.ShutdownTimeout != DefaultShutdownTimeout ||
-		cfg.EventBuffer != DefaultEventBuffer || cfg.SubscriberQueue != DefaultSubscriberQueue || cfg.LogLevel != "info" || cfg.LogFormat != "text" {
+		cfg.EventBuffer != DefaultEventBuffer || cfg.SubscriberQueue != DefaultSubscriberQueue || cfg.HeartbeatInterval != service.DefaultHeartbeatInterval || cfg.LogLevel != "info" || cfg.LogFormat != "text" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "xdg"))

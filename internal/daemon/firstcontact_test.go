@@ -180,24 +180,26 @@ func (r running) turn(t *testing.T, agentID, text string) (*pb.SessionInfo, stri
 	if _, err := stream.Header(); err != nil {
 		t.Fatal(err)
 	}
-	sent, err := r.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: session.GetSessionId(), Content: &pb.MessageContent{Text: text}})
+	sent, err := r.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: session.GetSessionId(), Content: &pb.MessageContent{Parts: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: text}}}}})
 	if err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
 	var reply strings.Builder
 	for {
-		ev, err := stream.Recv()
+		frame, err := stream.Recv()
 		if err != nil {
 			t.Fatalf("waiting for the reply (%q so far): %v", reply.String(), err)
 		}
-		if d := ev.GetMessageDelta(); d.GetMessageId() == sent.GetMessageId() {
-			reply.WriteString(d.GetText())
-		}
-		if ev.GetError() != nil {
-			t.Errorf("error event: %v", ev.GetError())
-		}
-		if ev.GetMessageEnd().GetMessageId() == sent.GetMessageId() {
-			return session, reply.String()
+		for _, ev := range frame.GetEvents().GetEvents() {
+			if d := ev.GetMessageDelta(); d.GetMessageId() == sent.GetMessageId() {
+				reply.WriteString(d.GetText())
+			}
+			if ev.GetError() != nil {
+				t.Errorf("error event: %v", ev.GetError())
+			}
+			if ev.GetMessageEnd().GetMessageId() == sent.GetMessageId() {
+				return session, reply.String()
+			}
 		}
 	}
 }

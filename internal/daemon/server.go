@@ -134,11 +134,12 @@ func (s *Server) build(ctx context.Context) error {
 		s.logger.Warn("replies interrupted by the last shutdown are kept as incomplete", "messages", n)
 	}
 	hub, err := service.NewHub(ctx, service.HubOptions{
-		Capacity:        cfg.EventBuffer,
-		MaxBytes:        cfg.EventBufferBytes,
-		SubscriberQueue: cfg.SubscriberQueue,
-		Store:           st,
-		Logger:          s.logger,
+		Capacity:          cfg.EventBuffer,
+		MaxBytes:          cfg.EventBufferBytes,
+		SubscriberQueue:   cfg.SubscriberQueue,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		Store:             st,
+		Logger:            s.logger,
 	})
 	if err != nil {
 		return err
@@ -170,8 +171,9 @@ func (s *Server) build(ctx context.Context) error {
 	return err
 }
 
-// sandboxOptions keeps agenticd's own secrets from sessions: terminals do not inherit the
-// agents' API keys (nor the token, which sandbox always hides), and no workspace reaches
+// sandboxOptions keeps agenticd's own secrets from sessions: neither terminals nor ACP
+// agent processes inherit the agents' API keys (nor any AGENTICD_* variable, which sandbox
+// always hides; an agent's own env may set any of them), and no workspace reaches
 // the data dir (the database), the config file (the token) or the TLS key, even when a
 // workspace root such as the default, the home directory, contains them.
 func sandboxOptions(cfg Config) sandbox.Options {

@@ -125,7 +125,7 @@ func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.In
 	return sdk.InitializeResponse{
 		ProtocolVersion:   sdk.ProtocolVersionNumber,
 		AgentCapabilities: caps,
-		AgentInfo:         &sdk.Implementation{Name: name, Version: "1.0.0"},
+		AgentInfo:         &sdk.Implementation{Name: name, Version: "1.0.0", Title: nonEmpty(spec.Title)},
 		AuthMethods:       methods,
 	}, nil
 }
@@ -212,6 +212,9 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	needAuth := a.script.Agent.RequireAuth && !a.authenticated
 	a.nextID++
 	id := sdk.SessionId(fmt.Sprintf("sess-%s-%d", processToken, a.nextID))
+	if a.script.Session.ID != "" {
+		id = sdk.SessionId(a.script.Session.ID)
+	}
 	a.mu.Unlock()
 	if needAuth {
 		return sdk.NewSessionResponse{}, sdk.NewAuthRequired(map[string]any{"error": "log in first"})
@@ -392,3 +395,11 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 var processToken = fmt.Sprintf("%d-%x", os.Getpid(), time.Now().UnixNano())
 
 func expand(s string, sess *session) string { return strings.ReplaceAll(s, "{cwd}", sess.cwd) }
+
+// nonEmpty is s as an optional field: nil when empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

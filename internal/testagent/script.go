@@ -22,7 +22,9 @@ type Script struct {
 
 // AgentSpec shapes the initialize answer and the authentication behaviour.
 type AgentSpec struct {
-	Name            string            `json:"name"`
+	Name string `json:"name"`
+	// Title is initialize's agentInfo.title (none when empty).
+	Title           string            `json:"title"`
 	LoadSession     bool              `json:"loadSession"`
 	Resume          bool              `json:"resume"`
 	Close           bool              `json:"close"`
@@ -41,6 +43,9 @@ type SessionSpec struct {
 	Modes         json.RawMessage `json:"modes"`         // SessionModeState
 	Models        json.RawMessage `json:"models"`        // SessionModelState
 	ConfigOptions json.RawMessage `json:"configOptions"` // []SessionConfigOption
+	// ID is the session id every session/new answers with (default: one unique to the
+	// process and the session), so tests can make agents pick the same id.
+	ID string `json:"id"`
 	// AfterNew are steps run right after session/new answered (e.g. commands).
 	AfterNew []Step `json:"afterNew"`
 }

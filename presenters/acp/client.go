@@ -180,7 +180,7 @@ func (s *session) clientError(op, target string, err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrOutsideWorkspace):
 		s.reportError(presenters.ErrorPayload{
-			Code:    "fs_outside_workspace",
+			Code:    "path_outside_workspace",
 			Message: fmt.Sprintf("the agent tried to %s %s, outside the session's workspace; it was refused", op, target),
 		})
 		return sdk.NewInvalidParams(data)

@@ -55,7 +55,7 @@ func TestFileSystemRequestsStayInTheWorkspace(t *testing.T) {
 	}
 	// Each escape: an ERROR event for the session, then the agent reporting its ACP error.
 	for i := 4; i < 12; i += 2 {
-		if got[i] != "ERROR fs_outside_workspace" || !strings.HasPrefix(got[i+1], `DELTA assistant A "`) || !strings.Contains(got[i+1], "error: Invalid params") {
+		if got[i] != "ERROR path_outside_workspace" || !strings.HasPrefix(got[i+1], `DELTA assistant A "`) || !strings.Contains(got[i+1], "error: Invalid params") {
 			t.Fatalf("escape attempt %d: %q %q", (i-4)/2+1, got[i], got[i+1])
 		}
 	}
@@ -115,7 +115,7 @@ func TestTerminalRequestsRunInTheWorkspaceAndShowTheirOutput(t *testing.T) {
 	if !reflect.DeepEqual(got[len(got)-2:], []string{`END assistant A end_turn`, `STATUS idle`}) {
 		t.Fatalf("turn end %q", got)
 	}
-	if !strings.Contains(strings.Join(got, "\n"), "ERROR fs_outside_workspace") {
+	if !strings.Contains(strings.Join(got, "\n"), "ERROR path_outside_workspace") {
 		t.Fatalf("a terminal with cwd outside the workspace must be reported: %q", got)
 	}
 }

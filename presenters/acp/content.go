@@ -20,54 +20,41 @@ import (
 const maxImageBytes = 20 << 20
 
 // promptContent converts what a user sends to ACP content blocks, and to the blocks
-// stored as the user's message. Content the agent did not declare (images without
-// promptCapabilities.image, embedded resources without embeddedContext) is refused
-// rather than sent: ACP forbids it.
+// stored as the user's message, part by part in the order the user gave them. Content
+// the agent did not declare (images without promptCapabilities.image, embedded
+// resources without embeddedContext) is refused rather than sent: ACP forbids it.
+// Errors name the part as content.parts[i].
 func promptContent(c presenters.MessageContent, ws *sandbox.Workspace, caps sdk.PromptCapabilities, agentID string) ([]sdk.ContentBlock, []presenters.Block, error) {
-	var prompt []sdk.ContentBlock
-	var stored []presenters.Block
-	if c.Text != "" {
-		prompt = append(prompt, sdk.TextBlock(c.Text))
-		stored = append(stored, presenters.Block{Type: presenters.BlockText, Text: c.Text})
-	}
-	for i, img := range c.Images {
-		if !caps.Image {
-			return nil, nil, fmt.Errorf("agent %s does not accept images; send text or files instead: %w", agentID, presenters.ErrInvalidArgument)
-		}
-		block, keep, err := imageContent(img, ws)
+	prompt := make([]sdk.ContentBlock, 0, len(c.Parts))
+	stored := make([]presenters.Block, 0, len(c.Parts))
+	for i, part := range c.Parts {
+		block, keep, err := partContent(part, ws, caps, agentID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("image %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("content.parts[%d]: %w", i, err)
 		}
 		prompt = append(prompt, block)
 		stored = append(stored, keep)
 	}
-	for i, f := range c.Files {
-		abs, err := ws.Resolve(f.Path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("file %d: %v: %w", i+1, err, presenters.ErrInvalidArgument)
+	return prompt, stored, nil
+}
+
+// partContent converts one part of a user's message.
+func partContent(part presenters.ContentPart, ws *sandbox.Workspace, caps sdk.PromptCapabilities, agentID string) (sdk.ContentBlock, presenters.Block, error) {
+	switch {
+	case part.Image != nil:
+		if !caps.Image {
+			return sdk.ContentBlock{}, presenters.Block{}, fmt.Errorf("agent %s does not accept images; send text or files instead: %w", agentID, presenters.ErrInvalidArgument)
 		}
-		name := f.Name
-		if name == "" {
-			name = filepath.Base(abs)
-		}
-		uri := (&url.URL{Scheme: "file", Path: abs}).String()
-		link := sdk.ResourceLinkBlock(name, uri)
-		mimeType := f.MimeType
-		if mimeType == "" {
-			mimeType = mime.TypeByExtension(filepath.Ext(abs))
-		}
-		if mimeType != "" {
-			link.ResourceLink.MimeType = &mimeType
-		}
-		prompt = append(prompt, link)
-		stored = append(stored, presenters.Block{Type: presenters.BlockResource, Resource: &presenters.ResourceBlock{URI: uri, Name: name, MimeType: mimeType}})
-	}
-	for i, r := range c.Resources {
+		return imageContent(*part.Image, ws)
+	case part.File != nil:
+		return fileContent(*part.File, ws)
+	case part.Resource != nil:
+		r := part.Resource
 		if !caps.EmbeddedContext {
-			return nil, nil, fmt.Errorf("agent %s does not accept embedded resources; attach them as files instead: %w", agentID, presenters.ErrInvalidArgument)
+			return sdk.ContentBlock{}, presenters.Block{}, fmt.Errorf("agent %s does not accept embedded resources; attach them as files instead: %w", agentID, presenters.ErrInvalidArgument)
 		}
 		if r.URI == "" {
-			return nil, nil, fmt.Errorf("resource %d has no uri: %w", i+1, presenters.ErrInvalidArgument)
+			return sdk.ContentBlock{}, presenters.Block{}, fmt.Errorf("the resource has no uri: %w", presenters.ErrInvalidArgument)
 		}
 		var res sdk.EmbeddedResourceResource
 		if r.Blob != "" {
@@ -75,11 +62,34 @@ func promptContent(c presenters.MessageContent, ws *sandbox.Workspace, caps sdk.
 		} else {
 			res.TextResourceContents = &sdk.TextResourceContents{Uri: r.URI, Text: r.Text, MimeType: nonEmpty(r.MimeType)}
 		}
-		prompt = append(prompt, sdk.ResourceBlock(res))
-		stored = append(stored, presenters.Block{Type: presenters.BlockResource, Resource: &presenters.ResourceBlock{
-			URI: r.URI, MimeType: r.MimeType, Text: r.Text, Blob: r.Blob}})
+		return sdk.ResourceBlock(res), presenters.Block{Type: presenters.BlockResource, Resource: &presenters.ResourceBlock{
+			URI: r.URI, MimeType: r.MimeType, Text: r.Text, Blob: r.Blob}}, nil
+	case part.Text != "":
+		return sdk.TextBlock(part.Text), presenters.Block{Type: presenters.BlockText, Text: part.Text}, nil
 	}
-	return prompt, stored, nil
+	return sdk.ContentBlock{}, presenters.Block{}, fmt.Errorf("the part is empty; set its text, image, file or resource: %w", presenters.ErrInvalidArgument)
+}
+
+// fileContent sends a workspace file as a resource link: the agent reads it itself.
+func fileContent(f presenters.File, ws *sandbox.Workspace) (sdk.ContentBlock, presenters.Block, error) {
+	abs, err := ws.Resolve(f.Path)
+	if err != nil {
+		return sdk.ContentBlock{}, presenters.Block{}, fmt.Errorf("file %s: %v: %w", f.Path, err, presenters.ErrInvalidArgument)
+	}
+	name := f.Name
+	if name == "" {
+		name = filepath.Base(abs)
+	}
+	uri := (&url.URL{Scheme: "file", Path: abs}).String()
+	link := sdk.ResourceLinkBlock(name, uri)
+	mimeType := f.MimeType
+	if mimeType == "" {
+		mimeType = mime.TypeByExtension(filepath.Ext(abs))
+	}
+	if mimeType != "" {
+		link.ResourceLink.MimeType = &mimeType
+	}
+	return link, presenters.Block{Type: presenters.BlockResource, Resource: &presenters.ResourceBlock{URI: uri, Name: name, MimeType: mimeType}}, nil
 }
 
 // imageContent builds an ACP image block. ACP images carry their bytes: base64 and

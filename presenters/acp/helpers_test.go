@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -80,8 +81,26 @@ func (r *recorder) eventsOf(sessionID string, from int) []presenters.Event {
 	defer r.mu.Unlock()
 	var out []presenters.Event
 	for _, ev := range r.events[min(from, len(r.events)):] {
-		if ev.SessionID == sessionID {
+		if _, agentEvent := ev.Payload.(presenters.AgentStatusChangedPayload); ev.SessionID == sessionID && !agentEvent {
 			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// agentStatuses are the statuses the agent's AGENT_STATUS_CHANGED events carried, from
+// event number from on, each checked to belong to no session.
+func (r *recorder) agentStatuses(t *testing.T, from int) []presenters.AgentStatus {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []presenters.AgentStatus
+	for _, ev := range r.events[min(from, len(r.events)):] {
+		if p, ok := ev.Payload.(presenters.AgentStatusChangedPayload); ok {
+			if ev.SessionID != "" || ev.AgentID != p.Info.ID {
+				t.Errorf("agent event with session %q and agent %q for agent %s: want no session and its agent", ev.SessionID, ev.AgentID, p.Info.ID)
+			}
+			out = append(out, p.Info.Status)
 		}
 	}
 	return out
@@ -314,7 +333,7 @@ func eventSummary(p presenters.Payload) string {
 			fields = append(fields, "capabilities")
 		}
 		if pt.Usage != nil {
-			fields = append(fields, fmt.Sprintf("usage=%d/%d", pt.Usage.TotalTokens, pt.Usage.ContextUsed))
+			fields = append(fields, fmt.Sprintf("usage=%s/%s", count(pt.Usage.TotalTokens), count(pt.Usage.ContextUsed)))
 		}
 		return "SESSION_UPDATED " + strings.Join(fields, " ")
 	case presenters.StatusChangedPayload:
@@ -329,7 +348,7 @@ func eventSummary(p presenters.Payload) string {
 		return "ERROR " + v.Code
 	case presenters.MessageEndPayload:
 		if v.Usage != nil {
-			return fmt.Sprintf("END %s %s %s usage=%d", v.Role, v.MessageID, v.StopReason, v.Usage.TotalTokens)
+			return fmt.Sprintf("END %s %s %s usage=%s", v.Role, v.MessageID, v.StopReason, count(v.Usage.TotalTokens))
 		}
 	}
 	return summary(p)
@@ -348,7 +367,7 @@ func (h *harness) create(p *Presenter) presenters.SessionInfo {
 func (h *harness) send(p *Presenter, sessionID, text string) (presenters.SendResult, int) {
 	h.t.Helper()
 	from := h.rec.len()
-	res, err := p.SendMessage(testContext(h.t), sessionID, presenters.MessageContent{Text: text})
+	res, err := p.SendMessage(testContext(h.t), sessionID, presenters.TextContent(text), presenters.SendOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -400,4 +419,12 @@ func soleConnLocked(p *Presenter) *agentConn {
 		return c
 	}
 	return nil
+}
+
+// count shows a usage count: "-" when not reported.
+func count(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
 }

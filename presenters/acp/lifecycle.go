@@ -46,8 +46,8 @@ type sessionState struct {
 	configs []sdk.SessionConfigOption
 }
 
-// CreateSession asks the agent for a new session in the workspace the service opened;
-// the returned id is the agent's.
+// CreateSession asks the agent for a new session in the workspace the service opened.
+// The session's id is minted here; the agent's own id is kept beside it.
 func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
 	ws := cfg.Workspace
 	conn, err := p.ensureConn(ctx, ws.Root())
@@ -61,10 +61,11 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	if resp.SessionId == "" {
 		return presenters.SessionInfo{}, fmt.Errorf("%w: agent %s answered session/new without a session id", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
-	id := string(resp.SessionId)
+	id := p.newID()
 	now := time.Now()
-	conv := store.Conversation{ID: id, AgentID: p.cfg.ID, Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
-	s := newSession(p, id, ws)
+	conv := store.Conversation{ID: id, AgentID: p.cfg.ID, AgentSessionID: string(resp.SessionId), Workspace: ws.Root(),
+		Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
+	s := newSession(p, id, resp.SessionId, ws)
 	p.mu.Lock()
 	caps := p.capabilities()
 	p.mu.Unlock()
@@ -72,7 +73,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	s.mu.Lock()
 	s.conv = conv
 	s.unstored = true // until CreateConversation: updates arriving meanwhile are stored with it
-	s.info = presenters.SessionInfo{SessionID: id, AgentID: p.cfg.ID, Status: presenters.SessionIdle,
+	s.info = presenters.SessionInfo{SessionID: id, AgentSessionID: string(resp.SessionId), AgentID: p.cfg.ID, Status: presenters.SessionIdle,
 		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: caps}
 	s.attachLocked(conn, resp.SessionId, ws, sessionState{resp.Modes, resp.Models, resp.ConfigOptions})
 	// An id the session does not offer fails before anyone can see the session.
@@ -172,6 +173,7 @@ func (s *session) attachLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox
 // requests can be served as soon as the session is registered (s.mu held).
 func (s *session) attachSandboxLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace) {
 	s.conn, s.acpID, s.ws = conn, acpID, ws
+	s.info.AgentSessionID = string(acpID)
 	s.norm.workspace = ws.Root()
 	if s.terminals.live == nil {
 		s.terminals = newSessionTerminals(ws.NewTerminals())
@@ -336,7 +338,7 @@ func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.
 		err = fmt.Errorf("%w: agent %s stopped before session/load; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID)
 	}
 	s.mu.Lock()
-	count := s.norm.endReplay(s.emitPayload)
+	count := s.norm.endReplay(s.emitReplay)
 	s.mu.Unlock()
 	if err != nil {
 		s.detach()
@@ -371,13 +373,15 @@ func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Wor
 	return nil
 }
 
-// replayStored streams the stored history as events (text as deltas, every other
-// block as a block, then MESSAGE_END per message) and returns how many messages.
+// replayStored streams the stored history as events marked replay (text as deltas,
+// every other block as a block, then MESSAGE_END per message) and returns how many
+// messages.
 func (s *session) replayStored(ctx context.Context, lc presenters.LoadContext) (int64, error) {
 	msgs, err := s.p.deps.Store.Messages(ctx, s.id, presenters.MessageQuery{Limit: lc.MaxHistory})
 	if err != nil {
 		return 0, err
 	}
+	emit := s.emit.Replaying()
 	var n int64
 	for _, m := range msgs {
 		if m.Role == presenters.RoleSystem && !lc.IncludeSystemMessages {
@@ -385,12 +389,12 @@ func (s *session) replayStored(ctx context.Context, lc presenters.LoadContext) (
 		}
 		for _, b := range m.Blocks {
 			if b.Type == presenters.BlockText {
-				s.emit.MessageDelta(m.ID, m.Role, b.Text)
+				emit.MessageDelta(m.ID, m.Role, b.Text)
 			} else {
-				s.emit.MessageBlock(m.ID, m.Role, b)
+				emit.MessageBlock(m.ID, m.Role, b)
 			}
 		}
-		s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: m.ID, StopReason: m.StopReason, Usage: m.Usage, Role: m.Role})
+		emit.MessageEnd(presenters.MessageEndPayload{MessageID: m.ID, StopReason: m.StopReason, Usage: m.Usage, Role: m.Role})
 		n++
 	}
 	return n, nil

@@ -29,10 +29,10 @@ func TestCancelAnswersPendingPermissionsAndEndsTheTurn(t *testing.T) {
 	s := h.create(p)
 	res, from := h.send(p, s.SessionID, "go")
 	h.permissionRequired(s.SessionID, from)
-	if err := p.CancelMessage(testContext(t), s.SessionID, "not-the-running-message"); !errors.Is(err, presenters.ErrNotFound) {
+	if _, err := p.CancelMessage(testContext(t), s.SessionID, "not-the-running-message"); !errors.Is(err, presenters.ErrMessageNotRunning) {
 		t.Fatalf("cancel of another message id: %v, want ErrNotFound", err)
 	}
-	if err := p.CancelMessage(testContext(t), s.SessionID, res.MessageID); err != nil {
+	if _, err := p.CancelMessage(testContext(t), s.SessionID, res.MessageID); err != nil {
 		t.Fatal(err)
 	}
 	got := afterPreamble(t, h.finish(s.SessionID, res, from))
@@ -60,7 +60,7 @@ func TestCancelAnswersPendingPermissionsAndEndsTheTurn(t *testing.T) {
 	if last := msgs[len(msgs)-1]; last.Status != presenters.MessageCancelled || last.StopReason != presenters.StopCancelled {
 		t.Fatalf("stored cancelled message %+v", last)
 	}
-	if err := p.CancelMessage(testContext(t), s.SessionID, ""); err != nil {
+	if _, err := p.CancelMessage(testContext(t), s.SessionID, ""); err != nil {
 		t.Fatalf("cancel with nothing running: %v", err)
 	}
 	res, from = h.send(p, s.SessionID, "again")
@@ -80,7 +80,7 @@ func TestCancelOfAnAgentThatIgnoresIt(t *testing.T) {
 		d, ok := ev.Payload.(presenters.MessageDeltaPayload)
 		return ok && d.Text == "stuck"
 	})
-	if err := p.CancelMessage(testContext(t), s.SessionID, ""); err != nil {
+	if _, err := p.CancelMessage(testContext(t), s.SessionID, ""); err != nil {
 		t.Fatal(err)
 	}
 	got := afterPreamble(t, h.finish(s.SessionID, res, from))
@@ -125,7 +125,7 @@ func TestAgentCrashMidTurnMarksSessionsAndRestarts(t *testing.T) {
 	if d.Status != presenters.AgentCrashed || !strings.Contains(d.StatusReason, "exited with status 3") {
 		t.Fatalf("agent after the crash %+v", d)
 	}
-	if _, err := p.SendMessage(testContext(t), s.SessionID, presenters.MessageContent{Text: "x"}); !errors.Is(err, presenters.ErrFailedPrecondition) {
+	if _, err := p.SendMessage(testContext(t), s.SessionID, presenters.TextContent("x"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrFailedPrecondition) {
 		t.Fatalf("SendMessage to a crashed session: %v, want ErrFailedPrecondition", err)
 	}
 	msgs, err := p.GetMessages(testContext(t), s.SessionID, presenters.MessageQuery{})
@@ -233,14 +233,16 @@ func TestLoadSessionWithSessionLoadReplaysTheAgentsHistory(t *testing.T) {
 	if msgs, err := p.GetMessages(testContext(t), s.SessionID, presenters.MessageQuery{}); err != nil || len(msgs) != 2 {
 		t.Fatalf("stored messages after a restart: %v %d", err, len(msgs))
 	}
-	if _, err := p.SendMessage(testContext(t), s.SessionID, presenters.MessageContent{Text: "x"}); !errors.Is(err, presenters.ErrFailedPrecondition) {
+	if _, err := p.SendMessage(testContext(t), s.SessionID, presenters.TextContent("x"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrFailedPrecondition) {
 		t.Fatalf("SendMessage before LoadSession: %v", err)
 	}
 	from = h.rec.len()
 	if info, err = p.LoadSession(testContext(t), s.SessionID, presenters.LoadContext{}); err != nil {
 		t.Fatal(err)
 	}
-	got := timeline(h.rec.eventsOf(s.SessionID, from), nil)
+	loadEvents := h.rec.eventsOf(s.SessionID, from)
+	checkReplayMarks(t, loadEvents)
+	got := timeline(loadEvents, nil)
 	for i := range got {
 		got[i] = stripIDs(got[i])
 	}
@@ -294,7 +296,9 @@ func TestLoadSessionWithoutSessionLoad(t *testing.T) {
 			if _, err := p.LoadSession(testContext(t), s.SessionID, presenters.LoadContext{MaxHistory: 1}); err != nil {
 				t.Fatal(err)
 			}
-			got := timeline(h.rec.eventsOf(s.SessionID, from), map[string]string{res.MessageID: "A"})
+			loadEvents := h.rec.eventsOf(s.SessionID, from)
+			checkReplayMarks(t, loadEvents)
+			got := timeline(loadEvents, map[string]string{res.MessageID: "A"})
 			want := []string{`STATUS idle`, `DELTA assistant A "answer"`, `END assistant A end_turn`, `SESSION_READY 1`}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("reopen events %q, want %q (the newest message only)", got, want)
@@ -326,7 +330,7 @@ func TestCloseSession(t *testing.T) {
 	if want := []string{`DELTA assistant A "started"`, `END assistant A cancelled`, `STATUS idle`, `STATUS closed`, `SESSION_CLOSED`}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("close events %q, want %q", got, want)
 	}
-	if _, err := p.SendMessage(testContext(t), s.SessionID, presenters.MessageContent{Text: "x"}); !errors.Is(err, presenters.ErrFailedPrecondition) {
+	if _, err := p.SendMessage(testContext(t), s.SessionID, presenters.TextContent("x"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrFailedPrecondition) {
 		t.Fatalf("SendMessage after close: %v", err)
 	}
 	if err := p.CloseSession(testContext(t), s.SessionID); err != nil {
@@ -410,12 +414,16 @@ func TestPromptContentReachesTheAgent(t *testing.T) {
 	p := h.presenter(h.config(`{"agent": {"image": true, "embeddedContext": true}, "turns": [[{"echoPrompt": true}]]}`))
 	s := h.create(p)
 	from := h.rec.len()
-	res, err := p.SendMessage(testContext(t), s.SessionID, presenters.MessageContent{
-		Text:      "look",
-		Images:    []presenters.Image{{Kind: presenters.ImageBase64, Data: "AAAA", MimeType: "image/png"}, {Kind: presenters.ImageFile, Data: "shot.png"}},
-		Files:     []presenters.File{{Path: "notes.md"}},
-		Resources: []presenters.Resource{{URI: "mem://ctx", Text: "inline context", MimeType: "text/plain"}},
-	})
+	// Parts of every kind, interleaved: the agent gets them in this order.
+	res, err := p.SendMessage(testContext(t), s.SessionID, presenters.MessageContent{Parts: []presenters.ContentPart{
+		{Text: "look"},
+		{Image: &presenters.Image{Kind: presenters.ImageBase64, Data: "AAAA", MimeType: "image/png"}},
+		{Text: "and at this file"},
+		{File: &presenters.File{Path: "notes.md"}},
+		{Image: &presenters.Image{Kind: presenters.ImageFile, Data: "shot.png"}},
+		{Resource: &presenters.Resource{URI: "mem://ctx", Text: "inline context", MimeType: "text/plain"}},
+		{Text: "thanks"},
+	}}, presenters.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,26 +439,28 @@ func TestPromptContentReachesTheAgent(t *testing.T) {
 	for _, b := range blocks {
 		types = append(types, fmt.Sprint(b["type"]))
 	}
-	if want := []string{"text", "image", "image", "resource_link", "resource"}; !reflect.DeepEqual(types, want) {
+	if want := []string{"text", "image", "text", "resource_link", "image", "resource", "text"}; !reflect.DeepEqual(types, want) {
 		t.Fatalf("prompt block types %v, want %v", types, want)
 	}
-	if blocks[2]["mimeType"] != "image/png" || blocks[3]["uri"] != "file://"+filepath.Join(h.ws, "notes.md") || blocks[3]["name"] != "notes.md" {
+	if blocks[0]["text"] != "look" || blocks[2]["text"] != "and at this file" || blocks[6]["text"] != "thanks" ||
+		blocks[4]["mimeType"] != "image/png" || blocks[3]["uri"] != "file://"+filepath.Join(h.ws, "notes.md") || blocks[3]["name"] != "notes.md" {
 		t.Fatalf("prompt blocks %v", blocks)
 	}
 	h.finish(s.SessionID, res, from)
 	msgs, _ := p.GetMessages(testContext(t), s.SessionID, presenters.MessageQuery{})
-	if len(msgs[0].Blocks) != 5 || msgs[0].Blocks[3].Resource.Name != "notes.md" {
+	if len(msgs[0].Blocks) != 7 || msgs[0].Blocks[2].Text != "and at this file" || msgs[0].Blocks[3].Resource.Name != "notes.md" {
 		t.Fatalf("stored user message %+v", msgs[0].Blocks)
 	}
 
 	noImages := h.presenter(h.config(`{}`))
 	s2 := h.create(noImages)
-	_, err = noImages.SendMessage(testContext(t), s2.SessionID, presenters.MessageContent{Images: []presenters.Image{{Kind: presenters.ImageBase64, Data: "AAAA", MimeType: "image/png"}}})
-	if !errors.Is(err, presenters.ErrInvalidArgument) {
-		t.Fatalf("image to an agent without image support: %v", err)
+	_, err = noImages.SendMessage(testContext(t), s2.SessionID, presenters.MessageContent{Parts: []presenters.ContentPart{
+		{Text: "see"}, {Image: &presenters.Image{Kind: presenters.ImageBase64, Data: "AAAA", MimeType: "image/png"}}}}, presenters.SendOptions{})
+	if !errors.Is(err, presenters.ErrInvalidArgument) || !strings.Contains(err.Error(), "content.parts[1]") {
+		t.Fatalf("image to an agent without image support: %v, want ErrInvalidArgument naming content.parts[1]", err)
 	}
-	for _, bad := range []presenters.MessageContent{{}, {Files: []presenters.File{{Path: "/etc/passwd"}}}} {
-		if _, err := noImages.SendMessage(testContext(t), s2.SessionID, bad); !errors.Is(err, presenters.ErrInvalidArgument) {
+	for _, bad := range []presenters.MessageContent{{}, {Parts: []presenters.ContentPart{{File: &presenters.File{Path: "/etc/passwd"}}}}} {
+		if _, err := noImages.SendMessage(testContext(t), s2.SessionID, bad, presenters.SendOptions{}); !errors.Is(err, presenters.ErrInvalidArgument) {
 			t.Fatalf("SendMessage(%+v): %v, want ErrInvalidArgument", bad, err)
 		}
 	}
@@ -503,7 +513,7 @@ func TestCloseLeavesNoProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("spawn report %q", got[0])
 	}
-	agent, err := strconv.Atoi(strings.Split(s.SessionID, "-")[1]) // the agent names sessions sess-<pid>-<n>
+	agent, err := strconv.Atoi(strings.Split(s.AgentSessionID, "-")[1]) // the agent names sessions sess-<pid>-<n>
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,6 +579,12 @@ func TestConfigAndDiscover(t *testing.T) {
 	}
 	if !slices.Contains(found[0].WritePaths, "~/.claude.json") || !slices.Contains(found[1].WritePaths, "~/.gemini") {
 		t.Errorf("discovered agents cannot write their state: %v, %v", found[0].WritePaths, found[1].WritePaths)
+	}
+	// Agents' keys are hidden from every process agenticd starts, but each known agent
+	// keeps its own.
+	if !slices.Contains(found[0].KeepEnv, "ANTHROPIC_API_KEY") || !slices.Contains(found[1].KeepEnv, "GEMINI_API_KEY") ||
+		!slices.Contains(KnownKeys("/opt/bin/codex-acp"), "OPENAI_API_KEY") || KnownKeys("my-agent") != nil {
+		t.Errorf("known agents' own keys: %v, %v, codex %v", found[0].KeepEnv, found[1].KeepEnv, KnownKeys("/opt/bin/codex-acp"))
 	}
 
 	// codex's own sandbox cannot run inside agenticd's boundary: confined, it is turned
@@ -736,7 +752,7 @@ func TestRunningTurnIsCheckpointed(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := p.CancelMessage(testContext(t), s.SessionID, res.MessageID); err != nil {
+	if _, err := p.CancelMessage(testContext(t), s.SessionID, res.MessageID); err != nil {
 		t.Fatal(err)
 	}
 	h.finish(s.SessionID, res, from)

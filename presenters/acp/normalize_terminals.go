@@ -62,7 +62,7 @@ func (n *normalizer) applyTerminals(states map[string]presenters.TerminalBlock, 
 		if st.ended {
 			emit(presenters.ToolEndPayload{MessageID: n.msg.id, Tool: st.call})
 		} else {
-			emit(presenters.ToolRunningPayload{MessageID: n.msg.id, Tool: liveView(st.call)})
+			emit(presenters.ToolRunningPayload{MessageID: n.msg.id, Tool: st.liveView(true)})
 		}
 	}
 	return n.showsLiveTerminal()

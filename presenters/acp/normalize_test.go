@@ -378,8 +378,8 @@ func TestNormalizerCountsToolsShowingALiveTerminal(t *testing.T) {
 	check("replay ended", 0)
 }
 
-// A terminal may keep megabytes: live events carry its tail, the stored message and
-// TOOL_END all of it.
+// A terminal may keep megabytes: TOOL_START carries its tail, TOOL_RUNNING what is new,
+// the stored message and TOOL_END all of it.
 func TestNormalizerLiveEventsCarryATerminalTail(t *testing.T) {
 	n := newTestNormalizer(t)
 	output := strings.Repeat("é", liveTerminalTail) // 2 bytes a character: cut at a boundary
@@ -421,12 +421,17 @@ func TestNormalizerLiveEventsCarryATerminalTail(t *testing.T) {
 		default:
 			t.Fatalf("unexpected %T", ev)
 		}
-		if len(live.Output) > liveTerminalTail || !live.Truncated || !utf8.ValidString(live.Output) || !strings.Contains(output, live.Output) {
-			t.Fatalf("%T carries %d bytes (truncated %v): want a valid tail of at most %d", ev, len(live.Output), live.Truncated, liveTerminalTail)
+		if len(live.Output) > liveTerminalTail || !utf8.ValidString(live.Output) ||
+			output[live.OutputOffset:live.OutputOffset+uint64(len(live.Output))] != live.Output {
+			t.Fatalf("%T carries %d bytes at offset %d: want valid output of at most %d, at its place", ev, len(live.Output), live.OutputOffset, liveTerminalTail)
 		}
 	}
-	if got := terminalOf(events[1].(presenters.ToolRunningPayload).Tool).Output; !strings.HasSuffix(got, "tail") {
-		t.Fatal("TOOL_RUNNING must carry the latest output")
+	if start := terminalOf(events[0].(presenters.ToolStartPayload).Tool); !start.Truncated || start.OutputOffset == 0 ||
+		start.OutputOffset+uint64(len(start.Output)) != uint64(len(output)-len("tail")) {
+		t.Fatalf("TOOL_START carries %d bytes from %d (truncated %v): want the tail of the %d held", len(start.Output), start.OutputOffset, start.Truncated, len(output)-len("tail"))
+	}
+	if got := terminalOf(events[1].(presenters.ToolRunningPayload).Tool); got.Output != "tail" {
+		t.Fatalf("TOOL_RUNNING carries %q: want only the output that is new", got.Output)
 	}
 	if s := stored(); s.Output != output || s.Truncated {
 		t.Fatalf("stored message has %d bytes (truncated %v), want all %d", len(s.Output), s.Truncated, len(output))

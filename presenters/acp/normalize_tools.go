@@ -33,6 +33,9 @@ type toolState struct {
 	// granted); checkedPaths are the target paths checked since.
 	grantedIn    workspaceResolver
 	checkedPaths []string
+	// sent is, by terminal id, the offset up to which the call's live events carried
+	// the terminal's output (liveView).
+	sent map[string]uint64
 }
 
 // tool applies a tool_call, a tool_call_update or a permission request's tool call: a
@@ -64,7 +67,7 @@ func (n *normalizer) tool(u sdk.ToolCallUpdate, emit emitFunc) (presenters.ToolC
 	finished := st.call.Status.Finished()
 	switch {
 	case !known:
-		emit(presenters.ToolStartPayload{MessageID: msg.id, Tool: liveView(st.call)})
+		emit(presenters.ToolStartPayload{MessageID: msg.id, Tool: st.liveView(false)})
 		if finished {
 			emit(presenters.ToolEndPayload{MessageID: msg.id, Tool: st.call})
 			st.ended = true
@@ -73,7 +76,7 @@ func (n *normalizer) tool(u sdk.ToolCallUpdate, emit emitFunc) (presenters.ToolC
 		emit(presenters.ToolEndPayload{MessageID: msg.id, Tool: st.call})
 		st.ended = true
 	default:
-		emit(presenters.ToolRunningPayload{MessageID: msg.id, Tool: liveView(st.call)})
+		emit(presenters.ToolRunningPayload{MessageID: msg.id, Tool: st.liveView(true)})
 	}
 	if targetsMayDiffer(before, st.call) {
 		n.recheckGranted(st, emit)

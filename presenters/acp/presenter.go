@@ -41,7 +41,7 @@ type Presenter struct {
 	statusReason string
 	authMethods  []presenters.AuthMethod
 	caps         sdk.AgentCapabilities
-	impl         string
+	impl         presenters.Implementation
 	crashes      int // consecutive crashes, for the restart backoff
 	lastCrash    time.Time
 	// sessions are the sessions that are live, being opened, or in error after a
@@ -105,6 +105,10 @@ func (p *Presenter) AgentID() string { return p.cfg.ID }
 func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.describeLocked()
+}
+
+func (p *Presenter) describeLocked() presenters.AgentInfo {
 	return presenters.AgentInfo{
 		ID:             p.cfg.ID,
 		Name:           p.cfg.Name,
@@ -120,6 +124,17 @@ func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
 	}
 }
 
+// setStatusLocked changes the agent's status and, when status or reason changed,
+// publishes AGENT_STATUS_CHANGED with the whole AgentInfo (p.mu held, so that the
+// events come in the order of the changes).
+func (p *Presenter) setStatusLocked(status presenters.AgentStatus, reason string) {
+	if p.status == status && p.statusReason == reason {
+		return
+	}
+	p.status, p.statusReason = status, reason
+	presenters.NewAgentEmitter(p.deps.Publisher, p.cfg.ID).AgentStatusChanged(p.describeLocked())
+}
+
 // capabilities are the agent-wide ones; modes and models are known per session.
 func (p *Presenter) capabilities() presenters.Capabilities {
 	return presenters.Capabilities{
@@ -131,7 +146,8 @@ func (p *Presenter) capabilities() presenters.Capabilities {
 	}
 }
 
-func (p *Presenter) newID() string { return uuid.NewString() }
+// newID mints session and message ids: UUIDv7, as DeepChat's, so ids sort by time.
+func (p *Presenter) newID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // ensureConn returns the agent process of a workspace, starting (or restarting, after
 // the backoff) it when needed. Concurrent callers for one workspace share one start.
@@ -192,7 +208,7 @@ func (p *Presenter) ensureConn(ctx context.Context, workspace string) (*agentCon
 	// meanwhile.
 	p.wg.Add(1)
 	defer p.wg.Done()
-	p.status, p.statusReason = presenters.AgentStarting, ""
+	p.setStatusLocked(presenters.AgentStarting, "")
 	p.mu.Unlock()
 
 	// Other callers may share this start: one caller hanging up must not abort it (it
@@ -204,14 +220,13 @@ func (p *Presenter) ensureConn(ctx context.Context, workspace string) (*agentCon
 	close(ch)
 	if err != nil {
 		var authErr *presenters.AuthRequiredError
-		if errors.As(err, &authErr) {
-			p.status = presenters.AgentNeedsAuth
-		} else {
-			p.status = presenters.AgentCrashed
+		status := presenters.AgentNeedsAuth
+		if !errors.As(err, &authErr) {
+			status = presenters.AgentCrashed
 			p.crashes++
 			p.lastCrash = time.Now()
 		}
-		p.statusReason = err.Error()
+		p.setStatusLocked(status, err.Error())
 		p.mu.Unlock()
 		return nil, err
 	}
@@ -222,7 +237,7 @@ func (p *Presenter) ensureConn(ctx context.Context, workspace string) (*agentCon
 		return nil, fmt.Errorf("%w: agent %s is shutting down", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
 	p.conns[workspace] = c
-	p.status, p.statusReason = presenters.AgentReady, ""
+	p.setStatusLocked(presenters.AgentReady, "")
 	p.mu.Unlock()
 	return c, nil
 }
@@ -247,12 +262,14 @@ func (p *Presenter) start(ctx context.Context, workspace string) (*agentConn, er
 	if err != nil {
 		return nil, err
 	}
+	var impl presenters.Implementation
+	if info := c.init.AgentInfo; info != nil {
+		impl = presenters.Implementation{Name: info.Name, Version: info.Version, Title: deref(info.Title)}
+	}
 	p.mu.Lock()
 	p.caps = c.init.AgentCapabilities
 	p.authMethods = authMethods(c.init.AuthMethods)
-	if info := c.init.AgentInfo; info != nil {
-		p.impl = info.Name + " " + info.Version
-	}
+	p.impl = impl
 	p.mu.Unlock()
 	if p.cfg.AuthMethod != "" {
 		if err := c.authenticate(ctx, p.cfg); err != nil {
@@ -260,7 +277,7 @@ func (p *Presenter) start(ctx context.Context, workspace string) (*agentConn, er
 			return nil, err
 		}
 	}
-	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "workspace", workspace, "implementation", p.impl)
+	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "workspace", workspace, "implementation", impl.Name, "version", impl.Version)
 	return c, nil
 }
 
@@ -270,8 +287,7 @@ func (p *Presenter) needsAuth(err error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := &presenters.AuthRequiredError{AgentID: p.cfg.ID, Methods: append([]presenters.AuthMethod(nil), p.authMethods...)}
-	p.status = presenters.AgentNeedsAuth
-	p.statusReason = fmt.Sprintf("%s (the agent said: %s)", e.Error(), agentErrorText(p.log, err))
+	p.setStatusLocked(presenters.AgentNeedsAuth, fmt.Sprintf("%s (the agent said: %s)", e.Error(), agentErrorText(p.log, err)))
 	return e
 }
 
@@ -290,7 +306,7 @@ func (p *Presenter) connGone(c *agentConn) {
 		}
 		p.crashes++
 		p.lastCrash = time.Now()
-		p.status, p.statusReason = presenters.AgentCrashed, reason+"; the next request restarts it"
+		p.setStatusLocked(presenters.AgentCrashed, reason+"; the next request restarts it")
 	}
 	p.mu.Unlock()
 	if crashed {
@@ -399,18 +415,18 @@ func (p *Presenter) GetMessages(ctx context.Context, sessionID string, q present
 	return p.deps.Store.Messages(ctx, sessionID, q)
 }
 
-func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content presenters.MessageContent) (presenters.SendResult, error) {
+func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
 	s, err := p.liveSession(ctx, sessionID)
 	if err != nil {
 		return presenters.SendResult{}, err
 	}
-	return s.send(content)
+	return s.send(ctx, content, opts)
 }
 
-func (p *Presenter) CancelMessage(ctx context.Context, sessionID, messageID string) error {
+func (p *Presenter) CancelMessage(ctx context.Context, sessionID, messageID string) (string, error) {
 	s, err := p.session(ctx, sessionID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	return s.cancel(ctx, messageID)
 }

@@ -2,10 +2,11 @@ package acp
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
+	"strconv"
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -35,7 +36,7 @@ const richScript = `{
   {"update": {"sessionUpdate": "config_option_update", "configOptions": [{"type": "select", "id": "model", "name": "Model", "category": "model", "currentValue": "smart",
     "options": [{"value": "fast", "name": "Fast"}, {"value": "smart", "name": "Smart"}]}]}},
   {"raw": {"sessionUpdate": "brand_new_kind", "content": {"type": "text", "text": "must not show"}}},
-  {"stop": "end_turn", "usage": {"inputTokens": 10, "outputTokens": 20, "totalTokens": 30}}
+  {"stop": "end_turn", "usage": {"inputTokens": 0, "outputTokens": 30, "totalTokens": 30}}
  ]]
 }`
 
@@ -54,7 +55,7 @@ func TestSessionTurnNormalizesEveryUpdateKindAndIsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := p.Describe(ctx); d.Status != presenters.AgentReady || !strings.HasPrefix(d.Implementation, "testagent ") {
+	if d := p.Describe(ctx); d.Status != presenters.AgentReady || d.Implementation != (presenters.Implementation{Name: "testagent", Version: "1.0.0"}) {
 		t.Fatalf("agent %+v, want ready with its implementation", d)
 	}
 	if info.Status != presenters.SessionIdle || info.Workspace != h.ws || info.CurrentModeID != "ask" || len(info.AvailableModes) != 2 ||
@@ -70,11 +71,11 @@ func TestSessionTurnNormalizesEveryUpdateKindAndIsStored(t *testing.T) {
 	}
 
 	from := h.rec.len()
-	res, err := p.SendMessage(ctx, info.SessionID, presenters.MessageContent{Text: "please read a.txt"})
+	res, err := p.SendMessage(ctx, info.SessionID, presenters.TextContent("please read a.txt"), presenters.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.SendMessage(ctx, info.SessionID, presenters.MessageContent{Text: "again"}); !errors.Is(err, presenters.ErrSessionBusy) {
+	if _, err := p.SendMessage(ctx, info.SessionID, presenters.TextContent("again"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrSessionBusy) {
 		t.Fatalf("second SendMessage during a turn: %v, want ErrSessionBusy", err)
 	}
 	h.rec.waitFrom(t, from, "the turn's end", isEnd(res.MessageID))
@@ -95,7 +96,7 @@ func TestSessionTurnNormalizesEveryUpdateKindAndIsStored(t *testing.T) {
 		`TOOL_START t1 read pending "Read a.txt"`,
 		`DELTA assistant A "read: contents of a"`,
 		`TOOL_END t1 read completed "Read a.txt"`,
-		`SESSION_UPDATED usage=0/1000`,
+		`SESSION_UPDATED usage=-/1000`,
 		`SESSION_UPDATED title=Reading a.txt`,
 		`SESSION_UPDATED mode=code`,
 		`SESSION_UPDATED model=smart`,
@@ -118,7 +119,7 @@ func TestSessionTurnNormalizesEveryUpdateKindAndIsStored(t *testing.T) {
 	if user.Role != presenters.RoleUser || len(user.Blocks) != 1 || user.Blocks[0].Text != "please read a.txt" {
 		t.Fatalf("stored user message %+v", user)
 	}
-	if reply.Status != presenters.MessageComplete || reply.StopReason != presenters.StopEndTurn || reply.Usage == nil || reply.Usage.TotalTokens != 30 {
+	if reply.Status != presenters.MessageComplete || reply.StopReason != presenters.StopEndTurn || reply.Usage == nil || !reportedAs(reply.Usage.TotalTokens, 30) {
 		t.Fatalf("stored reply %+v", reply)
 	}
 	var kinds []string
@@ -137,9 +138,29 @@ func TestSessionTurnNormalizesEveryUpdateKindAndIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got2.Title != "Reading a.txt" || got2.CurrentModeID != "code" || got2.CurrentModelID != "smart" ||
-		got2.Usage.TotalTokens != 30 || got2.Usage.ContextUsed != 1000 || got2.MessageCount != 2 || got2.MessageInFlight != "" {
+		!reportedAs(got2.Usage.TotalTokens, 30) || !reportedAs(got2.Usage.ContextUsed, 1000) || got2.MessageCount != 2 || got2.MessageInFlight != "" {
 		t.Fatalf("session after the turn %+v", got2)
 	}
+	// The agent reported zero input tokens and no cache or reasoning counts, nor a cost.
+	for _, u := range []presenters.TokenUsage{*reply.Usage, got2.Usage} {
+		if !reportedAs(u.InputTokens, 0) || u.CachedInputTokens != nil || u.ReasoningTokens != nil || u.Cost != nil {
+			t.Errorf("usage %s: want input reported as 0, cached, reasoning and cost unreported", usageString(u))
+		}
+	}
+}
+
+func reportedAs(count *int64, want int64) bool { return count != nil && *count == want }
+
+func usageString(u presenters.TokenUsage) string {
+	show := func(v *int64) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*v, 10)
+	}
+	return fmt.Sprintf("in %s out %s total %s cached %s reasoning %s used %s size %s cost set %t",
+		show(u.InputTokens), show(u.OutputTokens), show(u.TotalTokens), show(u.CachedInputTokens),
+		show(u.ReasoningTokens), show(u.ContextUsed), show(u.ContextSize), u.Cost != nil)
 }
 
 // snapshotCommands reads a session's commands.

@@ -270,13 +270,13 @@ func TestLateUpdatesOfACancelledTurnAreDropped(t *testing.T) {
 		d, ok := ev.Payload.(presenters.MessageDeltaPayload)
 		return ok && d.Text == "stuck"
 	})
-	if err := p.CancelMessage(testContext(t), s.SessionID, ""); err != nil {
+	if _, err := p.CancelMessage(testContext(t), s.SessionID, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.finish(s.SessionID, res, from)
-	_, err := p.SendMessage(testContext(t), s.SessionID, presenters.MessageContent{Text: "next"})
+	_, err := p.SendMessage(testContext(t), s.SessionID, presenters.TextContent("next"), presenters.SendOptions{})
 	for errors.Is(err, presenters.ErrSessionBusy) && strings.Contains(err.Error(), "still cancelling") {
-		_, err = p.SendMessage(testContext(t), s.SessionID, presenters.MessageContent{Text: "next"})
+		_, err = p.SendMessage(testContext(t), s.SessionID, presenters.TextContent("next"), presenters.SendOptions{})
 	}
 	if err != nil {
 		t.Fatalf("SendMessage after the agent answered: %v", err)

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,17 +18,22 @@ import (
 	"github.com/agenticd/agenticd/store"
 )
 
-// session is one agenticd session of an ACP agent. Its id is the id the agent gave
-// at session/new; acpID is the id the agent knows it by now (the same, unless the
-// session was reopened with a new agent session). mu guards everything below it and
-// is never held across a call to the agent or the store.
+// session is one agenticd session of an ACP agent. Its id is minted by agenticd;
+// acpID is the id the agent knows it by (session/new's sessionId, or a later one when
+// the session was reopened as a new agent session). Everything sent to the agent names
+// acpID, and the agent's notifications and requests reach the session through its
+// connection's registry, by acpID: two agents, or two processes of one, that pick the
+// same id never meet. mu guards everything below it and is never held across a call to
+// the agent or the store.
 type session struct {
 	p    *Presenter
 	id   string
 	emit presenters.Emitter
-	// emitPayload is emit as the normalizer takes it: bound to the emitter, not to
-	// the session, so that the normalizer never calls into the session.
+	// emitPayload and emitReplay are emit as the normalizer takes it, the latter
+	// marking a session/load's replay: bound to the emitter, not to the session, so
+	// that the normalizer never calls into the session.
 	emitPayload emitFunc
+	emitReplay  emitFunc
 	log         *slog.Logger
 
 	mu      sync.Mutex
@@ -68,15 +74,17 @@ type turn struct {
 	done        chan struct{} // closed after MESSAGE_END
 }
 
-func newSession(p *Presenter, id string, ws *sandbox.Workspace) *session {
+func newSession(p *Presenter, id string, acpID sdk.SessionId, ws *sandbox.Workspace) *session {
 	emit := presenters.NewEmitter(p.deps.Publisher, p.cfg.ID, id)
+	replay := emit.Replaying()
 	s := &session{
 		p:           p,
 		id:          id,
 		emit:        emit,
 		emitPayload: func(pl presenters.Payload) { emit.Emit(pl) },
-		log:         p.log.With("session_id", id),
-		acpID:       sdk.SessionId(id),
+		emitReplay:  func(pl presenters.Payload) { replay.Emit(pl) },
+		log:         p.log.With("session_id", id, "acp_session_id", acpID),
+		acpID:       acpID,
 		pending:     map[string]*pendingPermission{},
 		terminals:   newSessionTerminals(nil),
 	}
@@ -97,7 +105,7 @@ func newSession(p *Presenter, id string, ws *sandbox.Workspace) *session {
 
 // newStoredSession is a session known only from the store (not live).
 func newStoredSession(p *Presenter, conv store.Conversation, caps presenters.Capabilities) *session {
-	s := newSession(p, conv.ID, nil)
+	s := newSession(p, conv.ID, sdk.SessionId(conv.AgentSessionID), nil)
 	s.conv = conv
 	s.norm.workspace = conv.Workspace
 	reason := "not loaded since the server started; reopen it with LoadSession"
@@ -105,7 +113,7 @@ func newStoredSession(p *Presenter, conv store.Conversation, caps presenters.Cap
 		reason = "closed; reopen it with LoadSession"
 	}
 	s.info = presenters.SessionInfo{
-		SessionID: conv.ID, AgentID: p.cfg.ID, Status: presenters.SessionClosed, StatusReason: reason,
+		SessionID: conv.ID, AgentSessionID: conv.AgentSessionID, AgentID: p.cfg.ID, Status: presenters.SessionClosed, StatusReason: reason,
 		Workspace: conv.Workspace, Title: conv.Title, CreatedAt: conv.CreatedAt, UpdatedAt: conv.UpdatedAt,
 		CurrentModeID: conv.ModeID, CurrentModelID: conv.ModelID, Capabilities: caps, Usage: conv.Usage,
 	}
@@ -144,9 +152,9 @@ func (s *session) checkLive() error {
 func (s *session) checkLiveLocked() error {
 	switch {
 	case s.info.Status == presenters.SessionError:
-		return fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrFailedPrecondition)
+		return fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed)
 	case s.conn == nil || s.info.Status == presenters.SessionClosed || !s.conn.alive():
-		return fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrFailedPrecondition)
+		return fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed)
 	}
 	return nil
 }
@@ -178,7 +186,11 @@ func (s *session) applyUpdate(u sdk.SessionUpdate) {
 		s.log.Debug("dropping a late update of a cancelled turn", "kind", updateKind(u))
 		return
 	}
-	if ch := s.norm.apply(u, s.emitPayload); ch != nil {
+	emit := s.emitPayload
+	if s.norm.mode == modeReplay {
+		emit = s.emitReplay
+	}
+	if ch := s.norm.apply(u, emit); ch != nil {
 		old := s.info
 		s.applyChange(ch)
 		s.publishPatch(old)
@@ -208,13 +220,13 @@ func (s *session) applyChange(ch *sessionChange) {
 	if ch.contextUsed != nil || ch.contextSize != nil || ch.cost != nil {
 		u := s.info.Usage
 		if ch.contextUsed != nil {
-			u.ContextUsed = *ch.contextUsed
+			u.ContextUsed = presenters.Reported(*ch.contextUsed)
 		}
 		if ch.contextSize != nil {
-			u.ContextSize = *ch.contextSize
+			u.ContextSize = presenters.Reported(*ch.contextSize)
 		}
 		if ch.cost != nil { // the agent reports the session's cumulative cost
-			u.Cost, u.CostCurrency = ch.cost.Amount, ch.cost.Currency
+			u.Cost, u.CostCurrency = presenters.Reported(ch.cost.Amount), ch.cost.Currency
 		}
 		s.info.Usage = u
 	}
@@ -240,7 +252,7 @@ func (s *session) publishPatch(old presenters.SessionInfo) {
 	set(info.CurrentModelID != old.CurrentModelID, func() { patch.CurrentModelID = &info.CurrentModelID })
 	set(!reflect.DeepEqual(info.AvailableCommands, old.AvailableCommands), func() { patch.AvailableCommands = &info.AvailableCommands })
 	set(info.Capabilities != old.Capabilities, func() { patch.Capabilities = &info.Capabilities })
-	set(info.Usage != old.Usage, func() { patch.Usage = &info.Usage })
+	set(!info.Usage.Equal(old.Usage), func() { patch.Usage = &info.Usage })
 	set(!info.UpdatedAt.Equal(old.UpdatedAt) && changed, func() { patch.UpdatedAt = &info.UpdatedAt })
 	if !changed {
 		return
@@ -258,14 +270,24 @@ func (s *session) storeConversationLocked() {
 	s.conv.ModeID = s.info.CurrentModeID
 	s.conv.ModelID = s.info.CurrentModelID
 	s.conv.Usage = s.info.Usage
+	s.conv.AgentSessionID = string(s.acpID)
 	s.conv.UpdatedAt = time.Now()
 	s.p.persist.saveConversation(s.conv)
 }
 
-// send starts a turn.
-func (s *session) send(content presenters.MessageContent) (presenters.SendResult, error) {
+// send starts a turn, its messages under the ids opts chose (minted where empty).
+func (s *session) send(ctx context.Context, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
 	if content.Empty() {
 		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
+	}
+	if err := presenters.CheckSendOptions(opts); err != nil {
+		return presenters.SendResult{}, err
+	}
+	// Only this session's turns write its messages and one runs at a time, so an id
+	// free now is still free when the turn below stores it (a send racing this one finds
+	// the session busy).
+	if err := s.p.deps.Store.CheckMessageIDsFree(ctx, s.id, opts.UserMessageID, opts.MessageID); err != nil {
+		return presenters.SendResult{}, err
 	}
 	s.mu.Lock()
 	if err := s.sendableLocked(); err != nil {
@@ -284,8 +306,9 @@ func (s *session) send(content presenters.MessageContent) (presenters.SendResult
 	if err := s.sendableLocked(); err != nil {
 		return presenters.SendResult{}, err
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	t := &turn{userMsgID: s.p.newID(), assistantID: s.p.newID(), stopPrompt: stop, done: make(chan struct{})}
+	turnCtx, stop := context.WithCancel(context.Background())
+	t := &turn{userMsgID: cmp.Or(opts.UserMessageID, s.p.newID()), assistantID: cmp.Or(opts.MessageID, s.p.newID()),
+		stopPrompt: stop, done: make(chan struct{})}
 	s.turn = t
 	s.norm.startTurn(t.userMsgID, t.assistantID)
 
@@ -313,7 +336,7 @@ func (s *session) send(content presenters.MessageContent) (presenters.SendResult
 	s.setStatus(presenters.SessionGenerating, "")
 
 	s.p.wg.Add(1)
-	go s.runTurn(ctx, s.conn, s.acpID, t, prompt)
+	go s.runTurn(turnCtx, s.conn, s.acpID, t, prompt)
 	return presenters.SendResult{MessageID: t.assistantID, UserMessageID: t.userMsgID}, nil
 }
 
@@ -370,7 +393,7 @@ func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) 
 		e := presenters.ErrorPayload{Code: "agent_error", MessageID: t.assistantID, Retryable: true,
 			Message: "the agent failed the turn: " + agentErrorText(s.log, promptErr)}
 		if authFailed {
-			e.Code, e.Retryable = "agent_unauthenticated", false
+			e.Code, e.Retryable = "agent_auth_required", false
 			e.Message = "the agent requires authentication; set auth_method in its config (see ListAgents for its methods)"
 		}
 		s.emit.Error(e)
@@ -434,26 +457,43 @@ func (s *session) turnEnded(t *turn, msg presenters.Message) {
 	close(t.done)
 }
 
+// turnUsage is a prompt answer's usage: its three required counts are reported, zero
+// or not; the optional ones only when present.
 func turnUsage(u *sdk.Usage) *presenters.TokenUsage {
 	return &presenters.TokenUsage{
-		InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens), TotalTokens: int64(u.TotalTokens),
-		CachedInputTokens: int64(deref(u.CachedReadTokens)), ReasoningTokens: int64(deref(u.ThoughtTokens)),
+		InputTokens:       presenters.Reported(int64(u.InputTokens)),
+		OutputTokens:      presenters.Reported(int64(u.OutputTokens)),
+		TotalTokens:       presenters.Reported(int64(u.TotalTokens)),
+		CachedInputTokens: optionalCount(u.CachedReadTokens),
+		ReasoningTokens:   optionalCount(u.ThoughtTokens),
 	}
 }
 
-// cancel cancels the running turn: pending permissions are answered cancelled and the
-// agent gets session/cancel. The turn still ends with MESSAGE_END(cancelled); if the
-// agent does not answer within cancelGrace, without its answer.
-func (s *session) cancel(ctx context.Context, messageID string) error {
+func optionalCount(v *int) *int64 {
+	if v == nil {
+		return nil
+	}
+	return presenters.Reported(int64(*v))
+}
+
+// cancel cancels the running turn and returns its message id: pending permissions are
+// answered cancelled and the agent gets session/cancel. The turn still ends with
+// MESSAGE_END(cancelled); if the agent does not answer within cancelGrace, without its
+// answer. messageID names the turn (empty: whatever runs); naming another one is
+// ErrMessageNotRunning.
+func (s *session) cancel(ctx context.Context, messageID string) (string, error) {
 	s.mu.Lock()
 	t := s.turn
 	if t == nil || t.finished {
 		s.mu.Unlock()
-		return nil
+		if messageID == "" {
+			return "", nil
+		}
+		return "", fmt.Errorf("message %s is not running in session %s: no turn runs: %w", messageID, s.id, presenters.ErrMessageNotRunning)
 	}
 	if messageID != "" && messageID != t.assistantID {
 		s.mu.Unlock()
-		return fmt.Errorf("message %s is not running in session %s (running: %s): %w", messageID, s.id, t.assistantID, presenters.ErrNotFound)
+		return "", fmt.Errorf("message %s is not running in session %s; the running one is %s: %w", messageID, s.id, t.assistantID, presenters.ErrMessageNotRunning)
 	}
 	first := !t.cancelled
 	t.cancelled = true
@@ -473,7 +513,7 @@ func (s *session) cancel(ctx context.Context, messageID string) error {
 			s.log.Warn("sending session/cancel failed", "err", err)
 		}
 	}
-	return nil
+	return t.assistantID, nil
 }
 
 // endCancelledTurn ends a cancelled turn whose agent did not answer within the grace:
@@ -541,7 +581,7 @@ func (s *session) close(ctx context.Context) error {
 	t := s.turn
 	s.mu.Unlock()
 	if t != nil {
-		if err := s.cancel(ctx, ""); err != nil {
+		if _, err := s.cancel(ctx, ""); err != nil {
 			return err
 		}
 		select {

@@ -16,8 +16,8 @@ import (
 const terminalPollEvery = 250 * time.Millisecond
 
 // liveTerminalTail bounds the terminal output a live event (TOOL_START, TOOL_RUNNING)
-// carries: a terminal may keep megabytes, re-sent every poll into every subscriber's
-// event buffer. The stored message and TOOL_END carry the whole output.
+// carries: a terminal may keep megabytes, and a burst between two polls may be as
+// large. The stored message and TOOL_END carry all that is held.
 const liveTerminalTail = 64 << 10
 
 // terminalCompareTail is how much of a truncated output's end is compared to tell a
@@ -31,10 +31,27 @@ type sessionTerminals struct {
 	live     *sandbox.Terminals                  // nil while the session is not live
 	commands map[string]string                   // terminal id -> command line
 	final    map[string]presenters.TerminalBlock // last state of released terminals
+	held     map[string]*heldOutput              // the last read of each terminal
+}
+
+// heldOutput is the output a terminal held at its last read, and where it starts.
+type heldOutput struct {
+	offset uint64 // of output's first byte in all the terminal printed
+	output string
+	reads  uint64 // how many reads were applied; a read older than the last one is not
 }
 
 func newSessionTerminals(live *sandbox.Terminals) sessionTerminals {
-	return sessionTerminals{live: live, commands: map[string]string{}, final: map[string]presenters.TerminalBlock{}}
+	return sessionTerminals{live: live, commands: map[string]string{}, final: map[string]presenters.TerminalBlock{},
+		held: map[string]*heldOutput{}}
+}
+
+// reads is how many reads of a terminal were applied so far.
+func (t *sessionTerminals) reads(id string) uint64 {
+	if h := t.held[id]; h != nil {
+		return h.reads
+	}
+	return 0
 }
 
 // terminalBlock is a terminal's current state for tool content.
@@ -52,9 +69,16 @@ func (t *sessionTerminals) terminalBlock(id string) (presenters.TerminalBlock, b
 	return t.terminalState(id, out.Output, out.Truncated, out.Exit)
 }
 
-// terminalState builds a terminal's block from its output.
+// terminalState builds a terminal's block from a read of its output, the newest one.
 func (t *sessionTerminals) terminalState(id, output string, truncated bool, exit *sandbox.ExitStatus) (presenters.TerminalBlock, bool) {
-	b := presenters.TerminalBlock{TerminalID: id, Command: t.commands[id], Output: output, Truncated: truncated}
+	h := t.held[id]
+	if h == nil {
+		h = &heldOutput{}
+		t.held[id] = h
+	}
+	h.offset, h.output = heldOffset(*h, output, truncated), output
+	h.reads++
+	b := presenters.TerminalBlock{TerminalID: id, Command: t.commands[id], Output: output, Truncated: truncated, OutputOffset: h.offset}
 	if exit != nil {
 		b.ExitCode, b.Signal = exit.Code, exit.Signal
 	}
@@ -123,27 +147,34 @@ func (s *session) pollTerminals() bool {
 		s.mu.Unlock()
 		return false
 	}
+	reads := make(map[string]uint64, len(ids))
+	for _, id := range ids {
+		reads[id] = s.terminals.reads(id)
+	}
 	s.mu.Unlock()
 
 	type read struct {
 		id  string
 		out sandbox.TerminalOutput
 	}
-	reads := make([]read, 0, len(ids))
+	outputs := make([]read, 0, len(ids))
 	for _, id := range ids {
 		if out, err := terms.Output(id); err == nil {
-			reads = append(reads, read{id, out})
+			outputs = append(outputs, read{id, out})
 		}
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	states := make(map[string]presenters.TerminalBlock, len(reads))
-	for _, r := range reads {
+	states := make(map[string]presenters.TerminalBlock, len(outputs))
+	for _, r := range outputs {
 		if final, ok := s.terminals.final[r.id]; ok {
 			// Released while we read: its kept final state wins.
 			states[r.id] = final
 			continue
+		}
+		if s.terminals.reads(r.id) != reads[r.id] {
+			continue // read again meanwhile, under the lock: this read is older
 		}
 		states[r.id], _ = s.terminals.terminalState(r.id, r.out.Output, r.out.Truncated, r.out.Exit)
 	}
@@ -158,7 +189,7 @@ func (s *session) pollTerminals() bool {
 // comparing whole outputs: the kept output only grows until it reaches the byte limit,
 // so its length tells a change, and once truncated its last bytes do.
 func sameTerminal(a, b presenters.TerminalBlock) bool {
-	if a.TerminalID != b.TerminalID || a.Command != b.Command || len(a.Output) != len(b.Output) ||
+	if a.TerminalID != b.TerminalID || a.Command != b.Command || len(a.Output) != len(b.Output) || a.OutputOffset != b.OutputOffset ||
 		a.Truncated != b.Truncated || a.Signal != b.Signal || !sameExitCode(a.ExitCode, b.ExitCode) {
 		return false
 	}
@@ -193,22 +224,82 @@ func sameToolCall(a, b presenters.ToolCall) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// liveView is call as a live event carries it: terminal outputs cut to their last
-// liveTerminalTail bytes. The tail is cloned so the event does not keep the whole
-// output's memory alive in the event buffers.
-func liveView(call presenters.ToolCall) presenters.ToolCall {
-	cut := false
+// liveView is the tool call as a live event carries it. TOOL_START (running false)
+// carries each terminal's held output, TOOL_RUNNING only the output after what the
+// call's previous events carried; both from the offset where it starts and cut to its
+// last liveTerminalTail bytes. It records what was carried. The cut output is cloned so
+// the event does not keep the whole output's memory alive in the event buffers.
+func (st *toolState) liveView(running bool) presenters.ToolCall {
+	call := st.call
+	copied := false
 	for i, c := range call.Content {
-		if c.Terminal == nil || len(c.Terminal.Output) <= liveTerminalTail {
+		if c.Terminal == nil {
 			continue
 		}
-		if !cut {
-			call.Content = append([]presenters.ToolContent(nil), call.Content...)
-			cut = true
-		}
 		tb := *c.Terminal
-		tb.Output, tb.Truncated = strings.Clone(textutil.Suffix(tb.Output, liveTerminalTail)), true
+		end := tb.OutputOffset + uint64(len(tb.Output))
+		if sent, ok := st.sent[tb.TerminalID]; running && ok && sent > tb.OutputOffset {
+			skip := min(sent, end) - tb.OutputOffset
+			tb.Output, tb.OutputOffset = tb.Output[skip:], tb.OutputOffset+skip
+		}
+		if len(tb.Output) > liveTerminalTail {
+			tail := textutil.Suffix(tb.Output, liveTerminalTail)
+			tb.OutputOffset += uint64(len(tb.Output) - len(tail))
+			tb.Output, tb.Truncated = strings.Clone(tail), true
+		}
+		if st.sent == nil {
+			st.sent = map[string]uint64{}
+		}
+		st.sent[tb.TerminalID] = end
+		if !copied {
+			// Content slices are shared with snapshots and events: copy, never mutate.
+			call.Content = append([]presenters.ToolContent(nil), call.Content...)
+			copied = true
+		}
 		call.Content[i] = presenters.ToolContent{Terminal: &tb}
 	}
 	return call
+}
+
+// heldOffset is where output, read from a terminal after prev, starts in all the
+// terminal printed. Output that was never cut starts at 0. The sandbox keeps a
+// terminal's newest bytes and says only whether older ones were dropped, not how many,
+// so a cut output is aligned with the previous read: what both hold is the previous
+// output's longest suffix that begins the new one (none: the new output follows it).
+// Offsets so found are consistent from event to event, which is what merging needs.
+func heldOffset(prev heldOutput, output string, truncated bool) uint64 {
+	if !truncated {
+		return 0
+	}
+	return prev.offset + uint64(len(prev.output)-overlap(prev.output, output))
+}
+
+// overlap is the length of the longest suffix of prev that is a prefix of next
+// (Knuth-Morris-Pratt, linear in their lengths).
+func overlap(prev, next string) int {
+	pat := next[:min(len(next), len(prev))]
+	if pat == "" {
+		return 0
+	}
+	fail := make([]int32, len(pat))
+	for i, k := 1, int32(0); i < len(pat); i++ {
+		for k > 0 && pat[i] != pat[k] {
+			k = fail[k-1]
+		}
+		if pat[i] == pat[k] {
+			k++
+		}
+		fail[i] = k
+	}
+	// A suffix of prev no longer than pat starts in prev's last len(pat) bytes.
+	k := int32(0)
+	for i := len(prev) - len(pat); i < len(prev); i++ {
+		for k > 0 && (int(k) == len(pat) || prev[i] != pat[k]) {
+			k = fail[k-1]
+		}
+		if prev[i] == pat[k] {
+			k++
+		}
+	}
+	return int(k)
 }

@@ -123,8 +123,9 @@ func TestLargeImagesAreShownByReference(t *testing.T) {
 	h.writeFile("small.png", "\x89PNG small")
 	info := h.createSession("")
 	h.llm.script(textReply("two images"))
-	res, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{Text: "look",
-		Images: []presenters.Image{{Kind: presenters.ImageFile, Data: "large.png"}, {Kind: presenters.ImageFile, Data: "small.png"}}})
+	res, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{Parts: []presenters.ContentPart{{Text: "look"},
+		{Image: &presenters.Image{Kind: presenters.ImageFile, Data: "large.png"}}, {Image: &presenters.Image{Kind: presenters.ImageFile, Data: "small.png"}}}},
+		presenters.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +176,8 @@ func TestImageAttachmentMustBeARegularFile(t *testing.T) {
 		t.Skip(err)
 	}
 	info := h.createSession("")
-	_, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{
-		Images: []presenters.Image{{Kind: presenters.ImageFile, Data: "pipe.png"}}})
+	_, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{Parts: []presenters.ContentPart{
+		{Image: &presenters.Image{Kind: presenters.ImageFile, Data: "pipe.png"}}}}, presenters.SendOptions{})
 	if err == nil || !strings.Contains(err.Error(), "pipe.png") {
 		t.Fatalf("FIFO attached: %v", err)
 	}

@@ -27,85 +27,106 @@ func systemPrompt(workspace string) string {
 		"Be concise and say what you changed."
 }
 
-// userBlocks turns what the user sent into the blocks stored for the user's message.
-// Attached files are read now, so the history keeps what was sent.
+// userBlocks turns what the user sent into the blocks stored for the user's message,
+// one per part, in order: the model is sent them in that order. Attached files are read
+// now, so the history keeps what was sent. Errors name the part as content.parts[i].
 func userBlocks(ws *sandbox.Workspace, c presenters.MessageContent) ([]presenters.Block, error) {
-	var blocks []presenters.Block
-	if c.Text != "" {
-		blocks = append(blocks, presenters.Block{Type: presenters.BlockText, Text: c.Text})
-	}
-	for i, img := range c.Images {
-		b := &presenters.ImageBlock{MimeType: img.MimeType}
-		switch img.Kind {
-		case presenters.ImageURL:
-			if !strings.HasPrefix(img.Data, "http://") && !strings.HasPrefix(img.Data, "https://") && !strings.HasPrefix(img.Data, "data:") {
-				return nil, fmt.Errorf("image %d: url must be http(s) or a data: URL: %w", i+1, presenters.ErrInvalidArgument)
-			}
-			b.URL = img.Data
-		case presenters.ImageBase64:
-			if img.MimeType == "" {
-				return nil, fmt.Errorf("image %d: base64 images need a mime_type: %w", i+1, presenters.ErrInvalidArgument)
-			}
-			if _, err := base64.StdEncoding.DecodeString(img.Data); err != nil {
-				return nil, fmt.Errorf("image %d: data is not valid base64: %w", i+1, presenters.ErrInvalidArgument)
-			}
-			b.Base64 = img.Data
-		case presenters.ImageFile:
-			abs, err := ws.Resolve(img.Data)
-			if err != nil {
-				return nil, fmt.Errorf("image %d: %v: %w", i+1, err, presenters.ErrInvalidArgument)
-			}
-			data, err := ws.ReadFile(img.Data, maxImageBytes)
-			if err != nil {
-				return nil, fmt.Errorf("image %d: %v: %w", i+1, err, presenters.ErrInvalidArgument)
-			}
-			if b.MimeType == "" {
-				b.MimeType = mime.TypeByExtension(filepath.Ext(img.Data))
-			}
-			if !strings.HasPrefix(b.MimeType, "image/") {
-				return nil, fmt.Errorf("image %d: %s is not a known image type; give mime_type: %w", i+1, img.Data, presenters.ErrInvalidArgument)
-			}
-			// Stored with both: the model is sent the data, clients see the file's URL
-			// when the data is too large to show inline (presentBlocks).
-			b.URL, b.Base64 = "file://"+abs, base64.StdEncoding.EncodeToString(data)
-		default:
-			return nil, fmt.Errorf("image %d: unknown source kind %q: %w", i+1, img.Kind, presenters.ErrInvalidArgument)
-		}
-		blocks = append(blocks, presenters.Block{Type: presenters.BlockImage, Image: b})
-	}
-	for i, f := range c.Files {
-		abs, err := ws.Resolve(f.Path)
+	blocks := make([]presenters.Block, 0, len(c.Parts))
+	for i, part := range c.Parts {
+		b, err := userBlock(ws, part)
 		if err != nil {
-			return nil, fmt.Errorf("file %d: %v: %w", i+1, err, presenters.ErrInvalidArgument)
+			return nil, fmt.Errorf("content.parts[%d]: %w", i, err)
 		}
-		name := f.Name
-		if name == "" {
-			name = filepath.Base(abs)
-		}
-		rb := &presenters.ResourceBlock{URI: "file://" + abs, Name: name, MimeType: f.MimeType}
-		text, err := ws.ReadTextFile(f.Path, sandbox.ReadOptions{})
-		switch {
-		case err == nil:
-			if len(text) > maxAttachedText {
-				return nil, fmt.Errorf("file %d: %s is larger than %d KiB; attach a smaller file or let the agent read it with its tools: %w",
-					i+1, f.Path, maxAttachedText>>10, presenters.ErrInvalidArgument)
-			}
-			rb.Text = text
-		case errors.Is(err, sandbox.ErrNotText), errors.Is(err, sandbox.ErrTooLarge):
-			// A binary or huge file travels as a link; the model is told it is not shown.
-		default:
-			return nil, fmt.Errorf("file %d: %v: %w", i+1, err, presenters.ErrInvalidArgument)
-		}
-		blocks = append(blocks, presenters.Block{Type: presenters.BlockResource, Resource: rb})
-	}
-	for i, res := range c.Resources {
-		if res.URI == "" {
-			return nil, fmt.Errorf("resource %d: uri is required: %w", i+1, presenters.ErrInvalidArgument)
-		}
-		blocks = append(blocks, presenters.Block{Type: presenters.BlockResource, Resource: &presenters.ResourceBlock{
-			URI: res.URI, MimeType: res.MimeType, Text: res.Text, Blob: res.Blob}})
+		blocks = append(blocks, b)
 	}
 	return blocks, nil
+}
+
+func userBlock(ws *sandbox.Workspace, part presenters.ContentPart) (presenters.Block, error) {
+	switch {
+	case part.Image != nil:
+		b, err := imageBlock(ws, *part.Image)
+		return presenters.Block{Type: presenters.BlockImage, Image: b}, err
+	case part.File != nil:
+		b, err := fileBlock(ws, *part.File)
+		return presenters.Block{Type: presenters.BlockResource, Resource: b}, err
+	case part.Resource != nil:
+		res := part.Resource
+		if res.URI == "" {
+			return presenters.Block{}, fmt.Errorf("the resource's uri is required: %w", presenters.ErrInvalidArgument)
+		}
+		return presenters.Block{Type: presenters.BlockResource, Resource: &presenters.ResourceBlock{
+			URI: res.URI, MimeType: res.MimeType, Text: res.Text, Blob: res.Blob}}, nil
+	case part.Text != "":
+		return presenters.Block{Type: presenters.BlockText, Text: part.Text}, nil
+	}
+	return presenters.Block{}, fmt.Errorf("the part is empty; set its text, image, file or resource: %w", presenters.ErrInvalidArgument)
+}
+
+func imageBlock(ws *sandbox.Workspace, img presenters.Image) (*presenters.ImageBlock, error) {
+	b := &presenters.ImageBlock{MimeType: img.MimeType}
+	switch img.Kind {
+	case presenters.ImageURL:
+		if !strings.HasPrefix(img.Data, "http://") && !strings.HasPrefix(img.Data, "https://") && !strings.HasPrefix(img.Data, "data:") {
+			return nil, fmt.Errorf("the image url must be http(s) or a data: URL: %w", presenters.ErrInvalidArgument)
+		}
+		b.URL = img.Data
+	case presenters.ImageBase64:
+		if img.MimeType == "" {
+			return nil, fmt.Errorf("image data needs a mime_type: %w", presenters.ErrInvalidArgument)
+		}
+		if _, err := base64.StdEncoding.DecodeString(img.Data); err != nil {
+			return nil, fmt.Errorf("the image data is not valid base64: %w", presenters.ErrInvalidArgument)
+		}
+		b.Base64 = img.Data
+	case presenters.ImageFile:
+		abs, err := ws.Resolve(img.Data)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %v: %w", img.Data, err, presenters.ErrInvalidArgument)
+		}
+		data, err := ws.ReadFile(img.Data, maxImageBytes)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %v: %w", img.Data, err, presenters.ErrInvalidArgument)
+		}
+		if b.MimeType == "" {
+			b.MimeType = mime.TypeByExtension(filepath.Ext(img.Data))
+		}
+		if !strings.HasPrefix(b.MimeType, "image/") {
+			return nil, fmt.Errorf("image %s is not a known image type; give mime_type: %w", img.Data, presenters.ErrInvalidArgument)
+		}
+		// Stored with both: the model is sent the data, clients see the file's URL
+		// when the data is too large to show inline (presentBlocks).
+		b.URL, b.Base64 = "file://"+abs, base64.StdEncoding.EncodeToString(data)
+	default:
+		return nil, fmt.Errorf("unknown image source kind %q: %w", img.Kind, presenters.ErrInvalidArgument)
+	}
+	return b, nil
+}
+
+func fileBlock(ws *sandbox.Workspace, f presenters.File) (*presenters.ResourceBlock, error) {
+	abs, err := ws.Resolve(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %v: %w", f.Path, err, presenters.ErrInvalidArgument)
+	}
+	name := f.Name
+	if name == "" {
+		name = filepath.Base(abs)
+	}
+	rb := &presenters.ResourceBlock{URI: "file://" + abs, Name: name, MimeType: f.MimeType}
+	text, err := ws.ReadTextFile(f.Path, sandbox.ReadOptions{})
+	switch {
+	case err == nil:
+		if len(text) > maxAttachedText {
+			return nil, fmt.Errorf("file %s is larger than %d KiB; attach a smaller file or let the agent read it with its tools: %w",
+				f.Path, maxAttachedText>>10, presenters.ErrInvalidArgument)
+		}
+		rb.Text = text
+	case errors.Is(err, sandbox.ErrNotText), errors.Is(err, sandbox.ErrTooLarge):
+		// A binary or huge file travels as a link; the model is told it is not shown.
+	default:
+		return nil, fmt.Errorf("file %s: %v: %w", f.Path, err, presenters.ErrInvalidArgument)
+	}
+	return rb, nil
 }
 
 // chatHistory turns stored messages into chat messages, skipping the message with id
@@ -143,7 +164,8 @@ func joinText(blocks []presenters.Block) string {
 	return sb.String()
 }
 
-// userContent is a plain string for text alone (what every server accepts), else parts.
+// userContent is a plain string for text alone (what every server accepts: several
+// texts joined by blank lines), else the parts in order.
 func userContent(blocks []presenters.Block) any {
 	var parts []contentPart
 	for _, b := range blocks {
@@ -169,13 +191,17 @@ func userContent(blocks []presenters.Block) any {
 			}
 		}
 	}
-	switch {
-	case len(parts) == 0:
+	if len(parts) == 0 {
 		return nil
-	case len(parts) == 1 && parts[0].Type == "text":
-		return parts[0].Text
 	}
-	return parts
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Type != "text" {
+			return parts
+		}
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n\n")
 }
 
 func assistantMessages(blocks []presenters.Block) []chatMessage {

@@ -34,7 +34,7 @@ func TestPlainTextTurnIsCommittedBeforeMessageEnd(t *testing.T) {
 	res, end := h.turn(info.SessionID, "Say hello")
 	h.rec.setHook(nil)
 
-	if end.StopReason != presenters.StopEndTurn || end.Role != presenters.RoleAssistant || end.Usage == nil || end.Usage.InputTokens != 10 || end.Usage.OutputTokens != 3 {
+	if end.StopReason != presenters.StopEndTurn || end.Role != presenters.RoleAssistant || end.Usage == nil || !reportedAs(end.Usage.InputTokens, 10) || !reportedAs(end.Usage.OutputTokens, 3) {
 		t.Fatalf("MESSAGE_END = %+v", end)
 	}
 	if len(atEnd) != 2 || atEnd[1].ID != res.MessageID || atEnd[1].Status != presenters.MessageComplete || atEnd[1].Blocks[0].Text != "Hello, world" {
@@ -63,7 +63,7 @@ func TestPlainTextTurnIsCommittedBeforeMessageEnd(t *testing.T) {
 	if updates[0].Patch.Title == nil || *updates[0].Patch.Title != "Say hello" {
 		t.Fatalf("title update = %+v", updates[0].Patch)
 	}
-	if u := updates[1].Patch.Usage; u == nil || u.TotalTokens != 13 {
+	if u := updates[1].Patch.Usage; u == nil || !reportedAs(u.TotalTokens, 13) {
 		t.Fatalf("usage update = %+v", updates[1].Patch)
 	}
 
@@ -83,14 +83,14 @@ func TestPlainTextTurnIsCommittedBeforeMessageEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != presenters.SessionIdle || got.MessageCount != 2 || got.Usage.TotalTokens != 13 || got.Title != "Say hello" || got.MessageInFlight != "" {
+	if got.Status != presenters.SessionIdle || got.MessageCount != 2 || !reportedAs(got.Usage.TotalTokens, 13) || got.Title != "Say hello" || got.MessageInFlight != "" {
 		t.Fatalf("GetSession after turn = %+v", got)
 	}
 	msgs := h.messages(info.SessionID)
 	if msgs[0].ID != res.UserMessageID || msgs[0].Role != presenters.RoleUser || msgs[0].Blocks[0].Text != "Say hello" {
 		t.Fatalf("user message = %+v", msgs[0])
 	}
-	if msgs[1].StopReason != presenters.StopEndTurn || msgs[1].Usage == nil || msgs[1].Usage.TotalTokens != 13 {
+	if msgs[1].StopReason != presenters.StopEndTurn || msgs[1].Usage == nil || !reportedAs(msgs[1].Usage.TotalTokens, 13) {
 		t.Fatalf("assistant message = %+v", msgs[1])
 	}
 }
@@ -141,7 +141,7 @@ func TestToolCallSplitAcrossChunksRunsAndFeedsBack(t *testing.T) {
 		textReply("It says line one."),
 	)
 	res, end := h.turn(info.SessionID, "what is in notes/todo.txt?")
-	if end.StopReason != presenters.StopEndTurn || end.Usage.InputTokens != 17 {
+	if end.StopReason != presenters.StopEndTurn || !reportedAs(end.Usage.InputTokens, 17) {
 		t.Fatalf("end = %+v", end)
 	}
 	if h.rec.summary() != "created user_delta user_end status:generating updated delta tool_start:read_file tool_running:read_file tool_end:read_file:completed delta end:end_turn updated status:idle" {
@@ -239,7 +239,7 @@ func TestWriteAskedUnderBalancedAndGranted(t *testing.T) {
 	if content, _ := h.readFile("main.go"); strings.Contains(content, "println") {
 		t.Fatal("file changed before permission")
 	}
-	if _, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{Text: "x"}); !errors.Is(err, presenters.ErrSessionBusy) {
+	if _, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.TextContent("x"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrSessionBusy) {
 		t.Fatalf("SendMessage during a turn: %v", err)
 	}
 	err := h.p.RespondPermission(context.Background(), info.SessionID, presenters.PermissionResponse{RequestID: req.RequestID, OptionID: "maybe"})
@@ -422,8 +422,8 @@ func TestCancelMidStreamKeepsPartialReply(t *testing.T) {
 		d, ok := ev.Payload.(presenters.MessageDeltaPayload)
 		return ok && d.Text == "answer"
 	})
-	if err := h.p.CancelMessage(context.Background(), info.SessionID, ""); err != nil {
-		t.Fatal(err)
+	if id, err := h.p.CancelMessage(context.Background(), info.SessionID, ""); err != nil || id != res.MessageID {
+		t.Fatalf("cancel of whatever runs: %q, %v; want %s", id, err, res.MessageID)
 	}
 	// CancelMessage returns after the turn ended.
 	end := h.waitEnd(res.MessageID)
@@ -447,9 +447,67 @@ func TestCancelMidStreamKeepsPartialReply(t *testing.T) {
 	if _, end := h.turn(info.SessionID, "again"); end.StopReason != presenters.StopEndTurn {
 		t.Fatalf("next turn = %+v", end)
 	}
-	// Cancelling when nothing runs is not an error.
-	if err := h.p.CancelMessage(context.Background(), info.SessionID, res.MessageID); err != nil {
+	// Cancelling whatever runs when nothing does is not an error; naming a turn that
+	// does not run is.
+	if id, err := h.p.CancelMessage(context.Background(), info.SessionID, ""); err != nil || id != "" {
+		t.Fatalf("cancel with nothing running: %q, %v", id, err)
+	}
+	if _, err := h.p.CancelMessage(context.Background(), info.SessionID, res.MessageID); !errors.Is(err, presenters.ErrMessageNotRunning) {
+		t.Fatalf("cancel of an ended turn: %v, want ErrMessageNotRunning", err)
+	}
+}
+
+// CancelMessage naming another message than the running turn's is refused and leaves
+// the turn running.
+func TestCancelOfAnotherMessageIsRefused(t *testing.T) {
+	h := newHarness(t)
+	info := h.createSession("")
+	h.llm.script(fakeReply{events: []string{textEvent("partial")}, hold: true})
+	res := h.send(info.SessionID, "long question")
+	h.rec.waitFor(t, "the delta", func(ev presenters.Event) bool {
+		d, ok := ev.Payload.(presenters.MessageDeltaPayload)
+		return ok && d.Text == "partial"
+	})
+	_, err := h.p.CancelMessage(context.Background(), info.SessionID, "another")
+	if !errors.Is(err, presenters.ErrMessageNotRunning) || !strings.Contains(err.Error(), res.MessageID) {
+		t.Fatalf("cancel of another message: %v, want ErrMessageNotRunning naming %s", err, res.MessageID)
+	}
+	if got, _ := h.p.GetSession(context.Background(), info.SessionID); got.MessageInFlight != res.MessageID {
+		t.Fatalf("the turn stopped: %+v", got)
+	}
+	if _, err := h.p.CancelMessage(context.Background(), info.SessionID, res.MessageID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Client-chosen ids name the turn's messages; an id taken, in this session or another,
+// is refused, and so is one id for both.
+func TestClientChosenMessageIDs(t *testing.T) {
+	h := newHarness(t)
+	info := h.createSession("")
+	h.llm.script(textReply("one"))
+	res, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.TextContent("hi"),
+		presenters.SendOptions{MessageID: "reply-1", UserMessageID: "ask-1"})
+	if err != nil || res.MessageID != "reply-1" || res.UserMessageID != "ask-1" {
+		t.Fatalf("SendMessage = %+v, %v; want the chosen ids", res, err)
+	}
+	h.waitEnd(res.MessageID)
+	if msgs := h.messages(info.SessionID); len(msgs) != 2 || msgs[0].ID != "ask-1" || msgs[1].ID != "reply-1" {
+		t.Fatalf("stored messages %+v", msgs)
+	}
+	other := h.createSession("")
+	for _, c := range []struct {
+		session string
+		opts    presenters.SendOptions
+	}{{info.SessionID, presenters.SendOptions{MessageID: "ask-1"}}, {info.SessionID, presenters.SendOptions{UserMessageID: "reply-1"}},
+		{other.SessionID, presenters.SendOptions{MessageID: "reply-1"}}} {
+		if _, err := h.p.SendMessage(context.Background(), c.session, presenters.TextContent("again"), c.opts); !errors.Is(err, presenters.ErrMessageIDInUse) {
+			t.Errorf("SendMessage to %s with %+v: %v, want ErrMessageIDInUse", c.session, c.opts, err)
+		}
+	}
+	if _, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.TextContent("again"),
+		presenters.SendOptions{MessageID: "x", UserMessageID: "x"}); !errors.Is(err, presenters.ErrInvalidArgument) {
+		t.Errorf("one id for both: %v, want ErrInvalidArgument", err)
 	}
 }
 
@@ -459,7 +517,7 @@ func TestCancelWhileWaitingForPermission(t *testing.T) {
 	h.llm.script(toolReply("call_x", "read_file", `{"path":"nope.txt"}`))
 	res := h.send(info.SessionID, "read")
 	h.rec.waitFor(t, "permission required", isPermissionRequired)
-	if err := h.p.CancelMessage(context.Background(), info.SessionID, res.MessageID); err != nil {
+	if _, err := h.p.CancelMessage(context.Background(), info.SessionID, res.MessageID); err != nil {
 		t.Fatal(err)
 	}
 	denied := ofType[presenters.PermissionDeniedPayload](h.rec.all())
@@ -485,7 +543,7 @@ func TestCancelStopsRunningCommand(t *testing.T) {
 		p, ok := ev.Payload.(presenters.ToolRunningPayload)
 		return ok && len(p.Tool.Content) == 1 && p.Tool.Content[0].Terminal != nil
 	})
-	if err := h.p.CancelMessage(context.Background(), info.SessionID, ""); err != nil {
+	if _, err := h.p.CancelMessage(context.Background(), info.SessionID, ""); err != nil {
 		t.Fatal(err)
 	}
 	end := h.waitEnd(res.MessageID)
@@ -535,12 +593,12 @@ func TestProviderErrors(t *testing.T) {
 			"provider_unavailable", 3, []time.Duration{1 * s, 2 * s}, "", "HTTP 500"},
 		{"5xx then success", []fakeReply{{status: 500, body: "x"}, textReply("recovered")}, "", 2, []time.Duration{1 * s}, "recovered", ""},
 		{"dropped stream after output is not retried", []fakeReply{{events: []string{textEvent("half an ")}, hangup: true}},
-			"provider_stream_broken", 1, nil, "half an ", "broke"},
+			"provider_unavailable", 1, nil, "half an ", "broke"},
 		{"stream ended without finishing", []fakeReply{{events: []string{textEvent("cut")}, noDone: true}},
-			"provider_stream_broken", 1, nil, "cut", "closed the stream"},
+			"provider_unavailable", 1, nil, "cut", "closed the stream"},
 		{"dropped stream before output is retried", []fakeReply{{hangup: true}, textReply("second try")}, "", 2, []time.Duration{1 * s}, "second try", ""},
 		{"error event mid-stream", []fakeReply{{events: []string{textEvent("a"), mustJSON(map[string]any{"error": map[string]any{"message": "overloaded"}})}}},
-			"provider_error", 1, nil, "a", "overloaded"},
+			"agent_error", 1, nil, "a", "overloaded"},
 		{"not found names base_url", []fakeReply{{status: 404, body: `{"error":{"message":"model not found"}}`}}, "provider_not_found", 1, nil, "", "base_url"},
 	}
 	for _, tc := range cases {
@@ -599,7 +657,7 @@ func TestProviderIdleTimeout(t *testing.T) {
 	h.llm.script(fakeReply{events: []string{textEvent("slow")}, hold: true})
 	_, end := h.turn(info.SessionID, "hi")
 	errs := ofType[presenters.ErrorPayload](h.rec.all())
-	if end.StopReason != presenters.StopError || len(errs) != 1 || errs[0].Code != "provider_timeout" {
+	if end.StopReason != presenters.StopError || len(errs) != 1 || errs[0].Code != "provider_unavailable" {
 		t.Fatalf("end %+v errors %+v", end, errs)
 	}
 }
@@ -675,7 +733,7 @@ func TestRestartKeepsHistoryAndLoadSessionReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gotInfo.Usage != beforeInfo.Usage || gotInfo.MessageCount != 4 || gotInfo.CurrentModeID != ModePermissive || gotInfo.Title != "read f.txt" {
+	if !gotInfo.Usage.Equal(beforeInfo.Usage) || gotInfo.MessageCount != 4 || gotInfo.CurrentModeID != ModePermissive || gotInfo.Title != "read f.txt" {
 		t.Fatalf("session after restart = %+v", gotInfo)
 	}
 
@@ -689,6 +747,11 @@ func TestRestartKeepsHistoryAndLoadSessionReplays(t *testing.T) {
 	if got := h.rec.summary(); got != "user_delta user_end block:tool delta end:end_turn user_delta user_end delta end:end_turn ready" {
 		// user text, assistant [tool, text], user text, assistant text
 		t.Fatalf("replay = %s", got)
+	}
+	for _, ev := range h.rec.all() { // the history is marked replay; SESSION_READY is not
+		if _, ready := ev.Payload.(presenters.SessionReadyPayload); ev.Replay == ready {
+			t.Errorf("%s marked replay %t", describe(ev), ev.Replay)
+		}
 	}
 	deltas := ofType[presenters.MessageDeltaPayload](h.rec.all())
 	if deltas[0].Role != presenters.RoleUser || deltas[0].Text != "read f.txt" || deltas[1].Role != presenters.RoleAssistant || deltas[3].Text != "Second answer." {
@@ -797,7 +860,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if err != nil || closed.Status != presenters.SessionClosed {
 		t.Fatalf("closed session = %+v, %v", closed, err)
 	}
-	if _, err := h.p.SendMessage(ctx, info.SessionID, presenters.MessageContent{Text: "x"}); !errors.Is(err, presenters.ErrFailedPrecondition) {
+	if _, err := h.p.SendMessage(ctx, info.SessionID, presenters.TextContent("x"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrFailedPrecondition) {
 		t.Fatalf("SendMessage on closed: %v", err)
 	}
 	if msgs := h.messages(info.SessionID); len(msgs) != 2 {
@@ -812,9 +875,9 @@ func TestSessionLifecycle(t *testing.T) {
 		func() error { _, err := h.p.GetMessages(ctx, "missing", presenters.MessageQuery{}); return err },
 		func() error { _, err := h.p.LoadSession(ctx, "missing", presenters.LoadContext{}); return err },
 		func() error { return h.p.CloseSession(ctx, "missing") },
-		func() error { return h.p.CancelMessage(ctx, "missing", "") },
+		func() error { _, err := h.p.CancelMessage(ctx, "missing", ""); return err },
 		func() error {
-			_, err := h.p.SendMessage(ctx, "missing", presenters.MessageContent{Text: "x"})
+			_, err := h.p.SendMessage(ctx, "missing", presenters.TextContent("x"), presenters.SendOptions{})
 			return err
 		},
 		func() error {
@@ -825,7 +888,7 @@ func TestSessionLifecycle(t *testing.T) {
 			t.Errorf("unknown id: %v, want not found", err)
 		}
 	}
-	if _, err := h.p.SendMessage(ctx, info.SessionID, presenters.MessageContent{}); !errors.Is(err, presenters.ErrInvalidArgument) {
+	if _, err := h.p.SendMessage(ctx, info.SessionID, presenters.MessageContent{}, presenters.SendOptions{}); !errors.Is(err, presenters.ErrInvalidArgument) {
 		t.Fatalf("empty message: %v", err)
 	}
 }
@@ -852,7 +915,7 @@ func TestNeedsConfiguration(t *testing.T) {
 	if _, err := unconfigured.GetMessages(ctx, info.SessionID, presenters.MessageQuery{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = unconfigured.SendMessage(ctx, info.SessionID, presenters.MessageContent{Text: "hi"})
+	_, err = unconfigured.SendMessage(ctx, info.SessionID, presenters.TextContent("hi"), presenters.SendOptions{})
 	if !errors.Is(err, presenters.ErrFailedPrecondition) || !strings.Contains(err.Error(), "provider") {
 		t.Fatalf("SendMessage without provider: %v", err)
 	}
@@ -869,7 +932,7 @@ func TestNeedsConfiguration(t *testing.T) {
 		t.Fatalf("missing key: %+v", d)
 	}
 	info, _ = openai.CreateSession(ctx, presenters.SessionConfig{Workspace: h.opened(h.workspace)})
-	if _, err := openai.SendMessage(ctx, info.SessionID, presenters.MessageContent{Text: "hi"}); !errors.Is(err, presenters.ErrFailedPrecondition) {
+	if _, err := openai.SendMessage(ctx, info.SessionID, presenters.TextContent("hi"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrFailedPrecondition) {
 		t.Fatalf("SendMessage without key: %v", err)
 	}
 	nokey, err := New(Config{ID: "deepchat.openai.nokey", Provider: "openai", Models: []string{"m"}}, Deps{Publisher: h.rec, Roots: h.roots, Store: h.store})
@@ -901,30 +964,42 @@ func TestAttachmentsAreStoredAndSent(t *testing.T) {
 	h.writeFile("pic.png", "\x89PNG fake")
 	info := h.createSession("")
 	h.llm.script(textReply("seen"))
-	res, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{
-		Text:   "look",
-		Images: []presenters.Image{{Kind: presenters.ImageFile, Data: "pic.png"}, {Kind: presenters.ImageURL, Data: "https://example.com/a.jpg"}},
-		Files:  []presenters.File{{Path: "doc.md"}},
-	})
+	// The parts interleaved: stored and sent to the model in this order.
+	res, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{Parts: []presenters.ContentPart{
+		{Text: "look"},
+		{Image: &presenters.Image{Kind: presenters.ImageFile, Data: "pic.png"}},
+		{Text: "then read"},
+		{File: &presenters.File{Path: "doc.md"}},
+		{Image: &presenters.Image{Kind: presenters.ImageURL, Data: "https://example.com/a.jpg"}},
+	}}, presenters.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.waitEnd(res.MessageID)
 	user := h.messages(info.SessionID)[0]
-	if len(user.Blocks) != 4 || user.Blocks[1].Image.MimeType != "image/png" || user.Blocks[1].Image.Base64 == "" ||
-		user.Blocks[2].Image.URL != "https://example.com/a.jpg" || user.Blocks[3].Resource.Text != "# Title\n" {
+	if len(user.Blocks) != 5 || user.Blocks[1].Image.MimeType != "image/png" || user.Blocks[1].Image.Base64 == "" ||
+		user.Blocks[2].Text != "then read" || user.Blocks[3].Resource.Text != "# Title\n" || user.Blocks[4].Image.URL != "https://example.com/a.jpg" {
 		t.Fatalf("user blocks = %+v", user.Blocks)
 	}
 	parts, ok := h.llm.requestsSoFar()[0].body.Messages[1].Content.([]any)
-	if !ok || len(parts) != 4 {
+	if !ok || len(parts) != 5 {
 		t.Fatalf("user content sent = %#v", h.llm.requestsSoFar()[0].body.Messages[1].Content)
 	}
-	img := parts[1].(map[string]any)["image_url"].(map[string]any)["url"].(string)
-	if !strings.HasPrefix(img, "data:image/png;base64,") {
-		t.Fatalf("image part = %s", img)
+	var types []string
+	for _, p := range parts {
+		types = append(types, p.(map[string]any)["type"].(string))
 	}
-	if _, err := h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{Files: []presenters.File{{Path: "/etc/passwd"}}}); !errors.Is(err, presenters.ErrInvalidArgument) {
-		t.Fatalf("file outside the workspace: %v", err)
+	if want := []string{"text", "image_url", "text", "text", "image_url"}; !slices.Equal(types, want) {
+		t.Fatalf("user content part types %v, want %v", types, want)
+	}
+	img := parts[1].(map[string]any)["image_url"].(map[string]any)["url"].(string)
+	if !strings.HasPrefix(img, "data:image/png;base64,") || parts[2].(map[string]any)["text"] != "then read" {
+		t.Fatalf("parts = %v", parts)
+	}
+	_, err = h.p.SendMessage(context.Background(), info.SessionID, presenters.MessageContent{Parts: []presenters.ContentPart{
+		{Text: "see"}, {File: &presenters.File{Path: "/etc/passwd"}}}}, presenters.SendOptions{})
+	if !errors.Is(err, presenters.ErrInvalidArgument) || !strings.Contains(err.Error(), "content.parts[1]") {
+		t.Fatalf("file outside the workspace: %v, want ErrInvalidArgument naming content.parts[1]", err)
 	}
 }
 

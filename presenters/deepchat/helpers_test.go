@@ -480,7 +480,7 @@ func (h *harness) createSession(mode string) presenters.SessionInfo {
 
 func (h *harness) send(sessionID, text string) presenters.SendResult {
 	h.t.Helper()
-	res, err := h.p.SendMessage(context.Background(), sessionID, presenters.MessageContent{Text: text})
+	res, err := h.p.SendMessage(context.Background(), sessionID, presenters.TextContent(text), presenters.SendOptions{})
 	if err != nil {
 		h.t.Fatalf("SendMessage: %v", err)
 	}
@@ -577,3 +577,5 @@ func openCountingDB(path string) (*gorm.DB, error) {
 }
 
 func mkfifo(path string) error { return syscall.Mkfifo(path, 0o644) }
+
+func reportedAs(count *int64, want int64) bool { return count != nil && *count == want }

@@ -52,7 +52,7 @@ func TestNeedsConfigurationReason(t *testing.T) {
 		t.Fatalf("Describe = %+v", d)
 	}
 	info := h.createSession("")
-	_, err := h.p.SendMessage(ctx, info.SessionID, presenters.MessageContent{Text: "hi"})
+	_, err := h.p.SendMessage(ctx, info.SessionID, presenters.TextContent("hi"), presenters.SendOptions{})
 	if !errors.Is(err, presenters.ErrFailedPrecondition) || !strings.Contains(err.Error(), reason) {
 		t.Fatalf("SendMessage: %v", err)
 	}

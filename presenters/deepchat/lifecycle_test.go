@@ -75,7 +75,7 @@ func TestCloseEndsEveryTurnWhateverItsContext(t *testing.T) {
 			t.Fatalf("stored reply of %s = %s", sid, msgs[1].Status)
 		}
 	}
-	if _, err := h.p.SendMessage(context.Background(), streaming.SessionID, presenters.MessageContent{Text: "x"}); !errors.Is(err, presenters.ErrAgentUnavailable) {
+	if _, err := h.p.SendMessage(context.Background(), streaming.SessionID, presenters.TextContent("x"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrAgentUnavailable) {
 		t.Fatalf("SendMessage after Close: %v", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestCloseSessionCompletesAfterItsContextEnds(t *testing.T) {
 	if n := len(ofType[presenters.SessionClosedPayload](h.rec.all())); n != 1 {
 		t.Fatalf("%d SESSION_CLOSED events", n)
 	}
-	if _, err := h.p.SendMessage(context.Background(), sid, presenters.MessageContent{Text: "x"}); !errors.Is(err, presenters.ErrFailedPrecondition) {
+	if _, err := h.p.SendMessage(context.Background(), sid, presenters.TextContent("x"), presenters.SendOptions{}); !errors.Is(err, presenters.ErrFailedPrecondition) {
 		t.Fatalf("SendMessage on the closed session: %v", err)
 	}
 	if _, err := h.p.LoadSession(context.Background(), sid, presenters.LoadContext{}); err != nil {
@@ -153,7 +153,7 @@ func TestCloseSessionRacingSendMessage(t *testing.T) {
 		var sendErr, closeErr error
 		wg.Go(func() { closeErr = h.p.CloseSession(ctx, sid) })
 		wg.Go(func() {
-			sent, sendErr = h.p.SendMessage(ctx, sid, presenters.MessageContent{Text: "hi"})
+			sent, sendErr = h.p.SendMessage(ctx, sid, presenters.TextContent("hi"), presenters.SendOptions{})
 		})
 		wg.Wait()
 		if closeErr != nil {
@@ -218,7 +218,7 @@ func TestSessionUsesTheWorkspaceItIsGiven(t *testing.T) {
 		session presenters.SessionInfo
 		reason  string
 	}{{outside, "not under any workspace root"}, {vanished, "does not exist"}} {
-		_, err := h.p.SendMessage(ctx, c.session.SessionID, presenters.MessageContent{Text: "hi"})
+		_, err := h.p.SendMessage(ctx, c.session.SessionID, presenters.TextContent("hi"), presenters.SendOptions{})
 		if !errors.Is(err, presenters.ErrFailedPrecondition) {
 			t.Errorf("a turn in %s: %v, want ErrFailedPrecondition", c.session.Workspace, err)
 			continue

@@ -43,6 +43,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agenticd/agenticd/internal/version"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/risk"
 	"github.com/agenticd/agenticd/store"
@@ -168,7 +169,7 @@ func (p *Presenter) Describe(ctx context.Context) presenters.AgentInfo {
 		Description:    "Built-in chat agent with file and command tools, history in SQLite",
 		Status:         presenters.AgentReady,
 		Capabilities:   p.capabilities(),
-		Implementation: "agenticd deepchat",
+		Implementation: presenters.Implementation{Name: "agenticd-deepchat", Version: version.Number(), Title: "DeepChat"},
 		ConfigSource:   p.cfg.Source,
 		Confinement:    p.deps.Roots.ConfinementState(),
 	}
@@ -321,7 +322,7 @@ func (p *Presenter) open(ctx context.Context, id string) (*session, error) {
 }
 
 func errClosed(id string) error {
-	return fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", id, presenters.ErrFailedPrecondition)
+	return fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", id, presenters.ErrSessionClosed)
 }
 
 // sessionInfo describes a registered session; s.mu must be held.
@@ -351,7 +352,7 @@ func (p *Presenter) sessionInfo(s *session, messageCount int64) presenters.Sessi
 // storedInfo describes a session from its stored conversation alone.
 func (p *Presenter) storedInfo(conv store.Conversation, messageCount int64) presenters.SessionInfo {
 	info := presenters.SessionInfo{
-		SessionID: conv.ID, AgentID: p.cfg.ID, Status: presenters.SessionIdle, Workspace: conv.Workspace,
+		SessionID: conv.ID, AgentSessionID: conv.AgentSessionID, AgentID: p.cfg.ID, Status: presenters.SessionIdle, Workspace: conv.Workspace,
 		Title: conv.Title, CreatedAt: conv.CreatedAt, UpdatedAt: conv.UpdatedAt,
 		AvailableModes: modes, CurrentModeID: conv.ModeID,
 		AvailableModels: p.models, CurrentModelID: conv.ModelID,
@@ -409,10 +410,10 @@ func (p *Presenter) GetSessions(ctx context.Context, sessionIDs []string) ([]pre
 	return out, nil
 }
 
-// LoadSession reopens a stored session, replays its history as events (user and
-// assistant text as MESSAGE_DELTA, other blocks as MESSAGE_BLOCK, each message closed by
-// MESSAGE_END) and emits SESSION_READY with the number of messages replayed. Large
-// images are replayed by reference (see presentBlocks).
+// LoadSession reopens a stored session, replays its history as events marked replay
+// (user and assistant text as MESSAGE_DELTA, other blocks as MESSAGE_BLOCK, each message
+// closed by MESSAGE_END) and emits SESSION_READY with the number of messages replayed.
+// Large images are replayed by reference (see presentBlocks).
 func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
 	if lc.MaxHistory < 0 {
 		return presenters.SessionInfo{}, fmt.Errorf("max_history must not be negative: %w", presenters.ErrInvalidArgument)
@@ -432,8 +433,9 @@ func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presen
 	if lc.MaxHistory > 0 && len(msgs) > lc.MaxHistory {
 		msgs = msgs[len(msgs)-lc.MaxHistory:]
 	}
+	replay := em.Replaying()
 	for _, m := range msgs {
-		replayMessage(em, m)
+		replayMessage(replay, m)
 	}
 	em.SessionReady(int64(len(msgs)))
 	count, err := p.deps.Store.CountMessages(ctx, sessionID)

@@ -95,32 +95,37 @@ type streamChunk struct {
 	Error *wireError `json:"error"`
 }
 
+// wireUsage is a provider's usage; a count the provider left out stays nil, so that
+// it is not reported as zero.
 type wireUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptCacheHit      int64 `json:"prompt_cache_hit_tokens"` // DeepSeek
+	PromptTokens        *int64 `json:"prompt_tokens"`
+	CompletionTokens    *int64 `json:"completion_tokens"`
+	TotalTokens         *int64 `json:"total_tokens"`
+	PromptCacheHit      *int64 `json:"prompt_cache_hit_tokens"` // DeepSeek
 	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
+		CachedTokens *int64 `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
 	CompletionTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
+		ReasoningTokens *int64 `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
 }
 
 func (u wireUsage) usage() presenters.TokenUsage {
 	out := presenters.TokenUsage{
 		InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
-		CachedInputTokens: u.PromptCacheHit, ContextUsed: u.PromptTokens + u.CompletionTokens,
+		CachedInputTokens: u.PromptCacheHit,
 	}
-	if out.TotalTokens == 0 {
-		out.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if u.PromptTokens != nil && u.CompletionTokens != nil {
+		out.ContextUsed = presenters.Reported(*u.PromptTokens + *u.CompletionTokens)
+		if out.TotalTokens == nil {
+			out.TotalTokens = out.ContextUsed
+		}
 	}
-	if u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens > 0 {
-		out.CachedInputTokens = u.PromptTokensDetails.CachedTokens
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil && (out.CachedInputTokens == nil || *d.CachedTokens > 0) {
+		out.CachedInputTokens = d.CachedTokens
 	}
-	if u.CompletionTokensDetails != nil {
-		out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	if d := u.CompletionTokensDetails; d != nil {
+		out.ReasoningTokens = d.ReasoningTokens
 	}
 	return out
 }
@@ -236,7 +241,7 @@ func (c *providerClient) once(parent context.Context, body []byte, h streamHandl
 
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return roundResult{}, &providerError{code: "provider_misconfigured", detail: err,
+		return roundResult{}, &providerError{code: "provider_not_found", detail: err,
 			message: fmt.Sprintf("the provider address (base_url, host %s) cannot be used; fix base_url in the agent's config", c.host)}
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
@@ -264,7 +269,7 @@ func (c *providerClient) once(parent context.Context, body []byte, h streamHandl
 				if res.finishReason != "" {
 					return res, nil // some servers end without [DONE]
 				}
-				return res, &providerError{code: "provider_stream_broken", retryable: true,
+				return res, &providerError{code: "provider_unavailable", retryable: true,
 					message: fmt.Sprintf("the provider at %s closed the stream before the reply was complete; send the message again", c.host)}
 			}
 			return res, c.readError(ctx, parent, err)
@@ -304,7 +309,7 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {
 			if len(line) > maxSSELine {
-				return nil, &providerError{code: "provider_bad_response", message: "the provider sent an event larger than 8 MiB"}
+				return nil, &providerError{code: "provider_unavailable", message: "the provider sent an event larger than 8 MiB"}
 			}
 			continue
 		}
@@ -321,11 +326,11 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 func (c *providerClient) handleChunk(payload []byte, res *roundResult, byIndex map[int]int, h streamHandler, delivered *bool) error {
 	var chunk streamChunk
 	if err := json.Unmarshal(payload, &chunk); err != nil {
-		return &providerError{code: "provider_bad_response", detail: err,
+		return &providerError{code: "provider_unavailable", detail: err,
 			message: fmt.Sprintf("the provider at %s sent a stream event that is not valid JSON; check that base_url points at an OpenAI-compatible API", c.host)}
 	}
 	if chunk.Error != nil {
-		return &providerError{code: "provider_error", retryable: !*delivered,
+		return &providerError{code: "agent_error", retryable: !*delivered,
 			message: fmt.Sprintf("the provider at %s reported an error mid-stream: %s", c.host, providerWords(chunk.Error.Message))}
 	}
 	if chunk.Usage != nil {
@@ -383,10 +388,10 @@ func (c *providerClient) transportError(ctx, parent context.Context, err error) 
 		return context.Cause(parent)
 	}
 	if errors.Is(context.Cause(ctx), errIdleTimeout) {
-		return &providerError{code: "provider_timeout", retryable: true, detail: err,
+		return &providerError{code: "provider_unavailable", retryable: true, detail: err,
 			message: fmt.Sprintf("the provider at %s sent nothing for %s; it may be overloaded or the model still loading; try again", c.host, c.idleTimeout)}
 	}
-	return &providerError{code: "provider_unreachable", retryable: true, detail: err,
+	return &providerError{code: "provider_unavailable", retryable: true, detail: err,
 		message: fmt.Sprintf("could not reach the provider at %s; check that it is running and that base_url is right", c.host)}
 }
 
@@ -399,7 +404,7 @@ func (c *providerClient) readError(ctx, parent context.Context, err error) error
 	if errors.As(err, &pe) {
 		return pe
 	}
-	return &providerError{code: "provider_stream_broken", retryable: true, detail: err,
+	return &providerError{code: "provider_unavailable", retryable: true, detail: err,
 		message: fmt.Sprintf("the connection to the provider at %s broke mid-reply; send the message again", c.host)}
 }
 

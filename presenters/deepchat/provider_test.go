@@ -2,6 +2,8 @@ package deepchat
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -87,7 +89,7 @@ func TestErrorEventsKeepInternalsInTheLog(t *testing.T) {
 		info := h.createSession("")
 		_, end := h.turn(info.SessionID, "hi")
 		errs := ofType[presenters.ErrorPayload](h.rec.all())
-		if end.StopReason != presenters.StopError || len(errs) != 1 || errs[0].Code != "provider_unreachable" || !errs[0].Retryable {
+		if end.StopReason != presenters.StopError || len(errs) != 1 || errs[0].Code != "provider_unavailable" || !errs[0].Retryable {
 			t.Fatalf("end %+v, errors %+v", end, errs)
 		}
 		msg := errs[0].Message
@@ -154,4 +156,44 @@ func TestAllowAlwaysOnAScriptDoesNotAllowInlineCode(t *testing.T) {
 	}
 	h.respond(info.SessionID, req.Request.RequestID, OptionRejectOnce)
 	h.waitEnd(res.MessageID)
+}
+
+// A provider's zero is a count it reported; a count it left out is not reported.
+func TestProviderUsageTellsZeroFromAbsent(t *testing.T) {
+	for _, tc := range []struct {
+		wire                                    string
+		input, output, total, cached, reasoning *int64
+		contextUsed                             *int64
+	}{
+		{wire: `{"prompt_tokens": 0, "completion_tokens": 5}`, input: n(0), output: n(5), total: n(5), contextUsed: n(5)},
+		{wire: `{"completion_tokens": 5, "total_tokens": 9}`, output: n(5), total: n(9)},
+		{wire: `{"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5, "prompt_tokens_details": {"cached_tokens": 0},
+			"completion_tokens_details": {"reasoning_tokens": 0}}`, input: n(4), output: n(1), total: n(5), cached: n(0), reasoning: n(0), contextUsed: n(5)},
+		{wire: `{"prompt_tokens": 4, "completion_tokens": 1, "prompt_cache_hit_tokens": 3, "prompt_tokens_details": {"cached_tokens": 0}}`,
+			input: n(4), output: n(1), total: n(5), cached: n(3), contextUsed: n(5)},
+	} {
+		var w wireUsage
+		if err := json.Unmarshal([]byte(tc.wire), &w); err != nil {
+			t.Fatal(err)
+		}
+		u := w.usage()
+		for _, c := range []struct {
+			name      string
+			got, want *int64
+		}{{"input", u.InputTokens, tc.input}, {"output", u.OutputTokens, tc.output}, {"total", u.TotalTokens, tc.total},
+			{"cached", u.CachedInputTokens, tc.cached}, {"reasoning", u.ReasoningTokens, tc.reasoning}, {"context used", u.ContextUsed, tc.contextUsed}} {
+			if (c.got == nil) != (c.want == nil) || c.got != nil && *c.got != *c.want {
+				t.Errorf("%s: %s = %v, want %v", tc.wire, c.name, show(c.got), show(c.want))
+			}
+		}
+	}
+}
+
+func n(v int64) *int64 { return &v }
+
+func show(v *int64) string {
+	if v == nil {
+		return "not reported"
+	}
+	return strconv.FormatInt(*v, 10)
 }

@@ -1,6 +1,7 @@
 package deepchat
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,11 +45,14 @@ func (t *turn) removePending(id string) {
 	}
 }
 
-// SendMessage stores the user's message and an in-progress assistant message, starts
-// the turn and returns at once.
-func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content presenters.MessageContent) (presenters.SendResult, error) {
+// SendMessage stores the user's message and an in-progress assistant message, under
+// the ids opts chose (minted where empty), starts the turn and returns at once.
+func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
 	if content.Empty() {
 		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
+	}
+	if err := presenters.CheckSendOptions(opts); err != nil {
+		return presenters.SendResult{}, err
 	}
 	if reason := p.readiness(); reason != "" {
 		return presenters.SendResult{}, fmt.Errorf("%s: %w", reason, presenters.ErrFailedPrecondition)
@@ -71,9 +75,9 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 		return presenters.SendResult{}, err
 	}
 	now := time.Now()
-	user := presenters.Message{ID: newID(), SessionID: sessionID, Role: presenters.RoleUser,
+	user := presenters.Message{ID: cmp.Or(opts.UserMessageID, newID()), SessionID: sessionID, Role: presenters.RoleUser,
 		Status: presenters.MessageComplete, Blocks: blocks, CreatedAt: now}
-	reply := presenters.Message{ID: newID(), SessionID: sessionID, Role: presenters.RoleAssistant,
+	reply := presenters.Message{ID: cmp.Or(opts.MessageID, newID()), SessionID: sessionID, Role: presenters.RoleAssistant,
 		Status: store.StatusInProgress, CreatedAt: now}
 
 	s.mu.Lock()
@@ -92,6 +96,12 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	}
 	p.turns.Add(1)
 	p.mu.Unlock()
+	// Checked under s.mu: the session's messages are written by its turns alone, one at
+	// a time, so the ids stay free until SaveTurn below stores them.
+	if err := p.deps.Store.CheckMessageIDsFree(ctx, sessionID, opts.UserMessageID, opts.MessageID); err != nil {
+		p.turns.Done()
+		return presenters.SendResult{}, err
+	}
 
 	conv := s.conv
 	var patch presenters.SessionPatch
@@ -128,30 +138,38 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	return presenters.SendResult{MessageID: reply.ID, UserMessageID: user.ID}, nil
 }
 
-// CancelMessage cancels the running turn (messageID empty: whatever runs) and waits
-// until it has ended with MESSAGE_END(cancelled). With no such turn running it does
-// nothing: the turn may just have ended.
-func (p *Presenter) CancelMessage(ctx context.Context, sessionID, messageID string) error {
+// CancelMessage cancels the running turn, waits until it has ended with
+// MESSAGE_END(cancelled) and returns its message id. An empty messageID cancels whatever
+// runs (with nothing running it does nothing: the turn may just have ended); any other
+// id that is not the running turn is ErrMessageNotRunning.
+func (p *Presenter) CancelMessage(ctx context.Context, sessionID, messageID string) (string, error) {
 	p.mu.Lock()
 	s := p.sessions[sessionID]
 	p.mu.Unlock()
+	var t *turn
 	if s == nil {
-		_, err := p.conversation(ctx, sessionID)
-		return err
-	}
-	s.mu.Lock()
-	t := s.turn
-	if t == nil || (messageID != "" && messageID != t.messageID) {
+		if _, err := p.conversation(ctx, sessionID); err != nil {
+			return "", err
+		}
+	} else {
+		s.mu.Lock()
+		t = s.turn
 		s.mu.Unlock()
-		return nil
+	}
+	switch {
+	case t == nil && messageID == "":
+		return "", nil
+	case t == nil:
+		return "", fmt.Errorf("message %s is not running in session %s: no turn runs: %w", messageID, sessionID, presenters.ErrMessageNotRunning)
+	case messageID != "" && messageID != t.messageID:
+		return "", fmt.Errorf("message %s is not running in session %s; the running one is %s: %w", messageID, sessionID, t.messageID, presenters.ErrMessageNotRunning)
 	}
 	t.cancel(errCancelledByUser)
-	s.mu.Unlock()
 	select {
 	case <-t.done:
-		return nil
+		return t.messageID, nil
 	case <-ctx.Done():
-		return fmt.Errorf("cancel message %s: %w", t.messageID, presenters.ErrCancelled)
+		return "", fmt.Errorf("cancel message %s: %w", t.messageID, presenters.ErrCancelled)
 	}
 }
 
@@ -216,7 +234,7 @@ func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.M
 		if err != nil {
 			var pe *providerError
 			if !errors.As(err, &pe) {
-				pe = &providerError{code: "provider_error", detail: err,
+				pe = &providerError{code: "agent_error", detail: err,
 					message: "the request to the provider failed; check the server log"}
 			}
 			r.log.Warn("provider call failed", "code", pe.code, "err", pe.logDetail())

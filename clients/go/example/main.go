@@ -14,16 +14,23 @@ import (
 	"os"
 	"strings"
 
+	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "example:", err)
+		if r := reason(err); r != "" {
+			fmt.Fprintf(os.Stderr, "example: %s: %v\n", r, err)
+		} else {
+			fmt.Fprintln(os.Stderr, "example:", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -54,6 +61,8 @@ func run() error {
 	created, err := client.CreateSession(ctx, &agenticv1.CreateSessionRequest{
 		AgentId: *agent,
 		Config:  &agenticv1.SessionConfig{Workspace: *workspace},
+		// A request_id makes a retry safe: a repeat gets the first call's answer.
+		RequestId: uuid.NewString(),
 	})
 	if err != nil {
 		return fmt.Errorf("create session: %w", err)
@@ -64,48 +73,66 @@ func run() error {
 	// Subscribe from the session's last_sequence: the server replays what came after
 	// it, so the stream holds every event of the turn however the calls race.
 	events, err := client.Subscribe(ctx, &agenticv1.SubscribeRequest{
-		SessionIds:    []string{session.GetSessionId()},
-		AfterSequence: session.GetLastSequence(),
+		SessionIds: []string{session.GetSessionId()},
+		Start:      &agenticv1.SubscribeRequest_AfterSequence{AfterSequence: session.GetLastSequence()},
 	})
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
-	sent, err := client.SendMessage(ctx, &agenticv1.SendMessageRequest{
+	// The reply's id, chosen here: every event of the turn can be matched from the first.
+	messageID := uuid.NewString()
+	_, err = client.SendMessage(ctx, &agenticv1.SendMessageRequest{
 		SessionId: session.GetSessionId(),
-		Content:   &agenticv1.MessageContent{Text: *message},
+		Content: &agenticv1.MessageContent{Parts: []*agenticv1.ContentPart{
+			{Part: &agenticv1.ContentPart_Text{Text: *message}},
+		}},
+		RequestId: uuid.NewString(),
+		MessageId: messageID,
 	})
 	if err != nil {
 		return fmt.Errorf("send message: %w", err)
 	}
 
 	for {
-		event, err := events.Recv()
+		frame, err := events.Recv()
 		if err != nil {
 			return fmt.Errorf("subscribe: %w", err)
 		}
-		switch p := event.GetPayload().(type) {
-		case *agenticv1.AgenticEvent_MessageDelta:
-			// The user's message streams too, under its own id: print only the reply.
-			if p.MessageDelta.GetMessageId() == sent.GetMessageId() {
-				fmt.Print(p.MessageDelta.GetText())
-			}
-		case *agenticv1.AgenticEvent_ToolPermissionRequired:
-			if err := allowOnce(ctx, client, session.GetSessionId(), p.ToolPermissionRequired.GetRequest()); err != nil {
+		// Events come in batches; bookmarks, the caught-up marker and heartbeats carry
+		// none and matter only to a client that resumes streams.
+		for _, event := range frame.GetEvents().GetEvents() {
+			done, err := handleEvent(ctx, client, session.GetSessionId(), messageID, event)
+			if done || err != nil {
 				return err
 			}
-		case *agenticv1.AgenticEvent_Error:
-			fmt.Fprintln(os.Stderr, "agent error:", p.Error.GetMessage())
-		case *agenticv1.AgenticEvent_MessageEnd:
-			if p.MessageEnd.GetMessageId() != sent.GetMessageId() {
-				continue
-			}
-			fmt.Println()
-			if reason := p.MessageEnd.GetStopReason(); reason != agenticv1.StopReason_STOP_REASON_END_TURN {
-				return fmt.Errorf("the turn ended with %s", reason)
-			}
-			return nil
 		}
 	}
+}
+
+// handleEvent prints the reply's text and answers permission requests; it reports
+// whether the reply ended.
+func handleEvent(ctx context.Context, client agenticv1.AgenticServiceClient, sessionID, messageID string, event *agenticv1.AgenticEvent) (bool, error) {
+	switch p := event.GetPayload().(type) {
+	case *agenticv1.AgenticEvent_MessageDelta:
+		// The user's message streams too, under its own id: print only the reply.
+		if p.MessageDelta.GetMessageId() == messageID {
+			fmt.Print(p.MessageDelta.GetText())
+		}
+	case *agenticv1.AgenticEvent_ToolPermissionRequired:
+		return false, allowOnce(ctx, client, sessionID, p.ToolPermissionRequired.GetRequest())
+	case *agenticv1.AgenticEvent_Error:
+		fmt.Fprintf(os.Stderr, "agent error %s: %s\n", p.Error.GetReason(), p.Error.GetMessage())
+	case *agenticv1.AgenticEvent_MessageEnd:
+		if p.MessageEnd.GetMessageId() != messageID {
+			return false, nil
+		}
+		fmt.Println()
+		if reason := p.MessageEnd.GetStopReason(); reason != agenticv1.StopReason_STOP_REASON_END_TURN {
+			return true, fmt.Errorf("the turn ended with %s", reason)
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // allowOnce answers a permission request with its allow-once option.
@@ -116,14 +143,26 @@ func allowOnce(ctx context.Context, client agenticv1.AgenticServiceClient, sessi
 		}
 		fmt.Fprintf(os.Stderr, "permission %q: chose %q\n", req.GetDescription(), option.GetName())
 		_, err := client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{
-			SessionId: sessionID,
-			RequestId: req.GetRequestId(),
-			Answer:    &agenticv1.RespondPermissionRequest_OptionId{OptionId: option.GetOptionId()},
+			SessionId:    sessionID,
+			PermissionId: req.GetPermissionId(),
+			Answer:       &agenticv1.RespondPermissionRequest_OptionId{OptionId: option.GetOptionId()},
+			RequestId:    uuid.NewString(),
 		})
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "permission %q: no allow-once option; left unanswered\n", req.GetDescription())
 	return nil
+}
+
+// reason is the ErrorInfo reason agenticd puts on every failed call (e.g.
+// "SESSION_BUSY"): what a program acts on, where the message is for people.
+func reason(err error) string {
+	for _, detail := range status.Convert(err).Details() {
+		if info, ok := detail.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agenticd" {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
 
 func envOr(name, fallback string) string {

@@ -44,6 +44,7 @@ const (
 	AgenticEventType_AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED   AgenticEventType = 13
 	AgenticEventType_AGENTIC_EVENT_TYPE_STATUS_CHANGED           AgenticEventType = 14
 	AgenticEventType_AGENTIC_EVENT_TYPE_ERROR                    AgenticEventType = 15
+	AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED     AgenticEventType = 16
 )
 
 // Enum value maps for AgenticEventType.
@@ -65,6 +66,7 @@ var (
 		13: "AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED",
 		14: "AGENTIC_EVENT_TYPE_STATUS_CHANGED",
 		15: "AGENTIC_EVENT_TYPE_ERROR",
+		16: "AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED",
 	}
 	AgenticEventType_value = map[string]int32{
 		"AGENTIC_EVENT_TYPE_UNSPECIFIED":              0,
@@ -83,6 +85,7 @@ var (
 		"AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED":   13,
 		"AGENTIC_EVENT_TYPE_STATUS_CHANGED":           14,
 		"AGENTIC_EVENT_TYPE_ERROR":                    15,
+		"AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED":     16,
 	}
 )
 
@@ -169,15 +172,35 @@ func (PermissionDecider) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
-// One thing that happened in a session.
+// One thing that happened in a session or to an agent.
+//
+// How to merge, per payload:
+//   - SESSION_CREATED carries the whole SessionInfo; SESSION_UPDATED replaces exactly
+//     the fields its update_mask names (repeated fields whole: available_commands,
+//     available_modes, ...) and leaves the others.
+//   - MESSAGE_DELTA: append text to the message (by message_id and role).
+//   - MESSAGE_BLOCK: append the block to the message, except: consecutive reasoning
+//     blocks are chunks of one stream (append their text), and a plan block replaces
+//     the message's previous plan whole.
+//   - TOOL_START / TOOL_RUNNING / TOOL_END: the tool call's state by tool_id; each
+//     replaces the previous state, except a terminal's output in TOOL_RUNNING, which is
+//     only what is new (see TerminalBlock).
+//   - STATUS_CHANGED replaces SessionInfo.status; AGENT_STATUS_CHANGED replaces the
+//     agent's AgentInfo whole.
+//   - TOOL_PERMISSION_REQUIRED adds to SessionInfo.pending_permissions; GRANTED and
+//     DENIED remove from it.
 type AgenticEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Rises by one per event, server-wide. Resume a stream with after_sequence.
-	Sequence  uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Rises by one per event, server-wide, never reused. Resume a stream with
+	// after_sequence.
+	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Empty for agent events (AGENT_STATUS_CHANGED).
 	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	AgentId   string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Time      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	EventTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
 	Type      AgenticEventType       `protobuf:"varint,5,opt,name=type,proto3,enum=agentic.v1.AgenticEventType" json:"type,omitempty"`
+	// Set on the events a LoadSession replays: history shown again, not new activity.
+	Replay bool `protobuf:"varint,6,opt,name=replay,proto3" json:"replay,omitempty"`
 	// Types that are valid to be assigned to Payload:
 	//
 	//	*AgenticEvent_SessionCreated
@@ -195,6 +218,7 @@ type AgenticEvent struct {
 	//	*AgenticEvent_ToolPermissionDenied
 	//	*AgenticEvent_StatusChanged
 	//	*AgenticEvent_Error
+	//	*AgenticEvent_AgentStatusChanged
 	Payload       isAgenticEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -251,9 +275,9 @@ func (x *AgenticEvent) GetAgentId() string {
 	return ""
 }
 
-func (x *AgenticEvent) GetTime() *timestamppb.Timestamp {
+func (x *AgenticEvent) GetEventTime() *timestamppb.Timestamp {
 	if x != nil {
-		return x.Time
+		return x.EventTime
 	}
 	return nil
 }
@@ -263,6 +287,13 @@ func (x *AgenticEvent) GetType() AgenticEventType {
 		return x.Type
 	}
 	return AgenticEventType_AGENTIC_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *AgenticEvent) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
 }
 
 func (x *AgenticEvent) GetPayload() isAgenticEvent_Payload {
@@ -398,10 +429,19 @@ func (x *AgenticEvent) GetStatusChanged() *StatusChanged {
 	return nil
 }
 
-func (x *AgenticEvent) GetError() *Error {
+func (x *AgenticEvent) GetError() *ErrorReported {
 	if x != nil {
 		if x, ok := x.Payload.(*AgenticEvent_Error); ok {
 			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *AgenticEvent) GetAgentStatusChanged() *AgentStatusChanged {
+	if x != nil {
+		if x, ok := x.Payload.(*AgenticEvent_AgentStatusChanged); ok {
+			return x.AgentStatusChanged
 		}
 	}
 	return nil
@@ -468,7 +508,11 @@ type AgenticEvent_StatusChanged struct {
 }
 
 type AgenticEvent_Error struct {
-	Error *Error `protobuf:"bytes,24,opt,name=error,proto3,oneof"`
+	Error *ErrorReported `protobuf:"bytes,24,opt,name=error,proto3,oneof"`
+}
+
+type AgenticEvent_AgentStatusChanged struct {
+	AgentStatusChanged *AgentStatusChanged `protobuf:"bytes,25,opt,name=agent_status_changed,json=agentStatusChanged,proto3,oneof"`
 }
 
 func (*AgenticEvent_SessionCreated) isAgenticEvent_Payload() {}
@@ -501,6 +545,55 @@ func (*AgenticEvent_StatusChanged) isAgenticEvent_Payload() {}
 
 func (*AgenticEvent_Error) isAgenticEvent_Payload() {}
 
+func (*AgenticEvent_AgentStatusChanged) isAgenticEvent_Payload() {}
+
+// An agent's status changed: started, ready, crashed, needs a login or configuration.
+// Sent with agent_id set and session_id empty; subscribers filtered on sessions do not
+// get it.
+type AgentStatusChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         *AgentInfo             `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentStatusChanged) Reset() {
+	*x = AgentStatusChanged{}
+	mi := &file_agentic_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentStatusChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentStatusChanged) ProtoMessage() {}
+
+func (x *AgentStatusChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentStatusChanged.ProtoReflect.Descriptor instead.
+func (*AgentStatusChanged) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AgentStatusChanged) GetAgent() *AgentInfo {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
 // A session was created.
 type SessionCreated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -511,7 +604,7 @@ type SessionCreated struct {
 
 func (x *SessionCreated) Reset() {
 	*x = SessionCreated{}
-	mi := &file_agentic_v1_events_proto_msgTypes[1]
+	mi := &file_agentic_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +616,7 @@ func (x *SessionCreated) String() string {
 func (*SessionCreated) ProtoMessage() {}
 
 func (x *SessionCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[1]
+	mi := &file_agentic_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +629,7 @@ func (x *SessionCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCreated.ProtoReflect.Descriptor instead.
 func (*SessionCreated) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SessionCreated) GetSession() *SessionInfo {
@@ -557,7 +650,7 @@ type SessionReady struct {
 
 func (x *SessionReady) Reset() {
 	*x = SessionReady{}
-	mi := &file_agentic_v1_events_proto_msgTypes[2]
+	mi := &file_agentic_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +662,7 @@ func (x *SessionReady) String() string {
 func (*SessionReady) ProtoMessage() {}
 
 func (x *SessionReady) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[2]
+	mi := &file_agentic_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +675,7 @@ func (x *SessionReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReady.ProtoReflect.Descriptor instead.
 func (*SessionReady) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SessionReady) GetMessageCount() int64 {
@@ -604,7 +697,7 @@ type SessionUpdated struct {
 
 func (x *SessionUpdated) Reset() {
 	*x = SessionUpdated{}
-	mi := &file_agentic_v1_events_proto_msgTypes[3]
+	mi := &file_agentic_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +709,7 @@ func (x *SessionUpdated) String() string {
 func (*SessionUpdated) ProtoMessage() {}
 
 func (x *SessionUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[3]
+	mi := &file_agentic_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +722,7 @@ func (x *SessionUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionUpdated.ProtoReflect.Descriptor instead.
 func (*SessionUpdated) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SessionUpdated) GetSession() *SessionInfo {
@@ -655,7 +748,7 @@ type SessionClosed struct {
 
 func (x *SessionClosed) Reset() {
 	*x = SessionClosed{}
-	mi := &file_agentic_v1_events_proto_msgTypes[4]
+	mi := &file_agentic_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +760,7 @@ func (x *SessionClosed) String() string {
 func (*SessionClosed) ProtoMessage() {}
 
 func (x *SessionClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[4]
+	mi := &file_agentic_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +773,7 @@ func (x *SessionClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionClosed.ProtoReflect.Descriptor instead.
 func (*SessionClosed) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionClosed) GetReason() string {
@@ -702,7 +795,7 @@ type MessageDelta struct {
 
 func (x *MessageDelta) Reset() {
 	*x = MessageDelta{}
-	mi := &file_agentic_v1_events_proto_msgTypes[5]
+	mi := &file_agentic_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +807,7 @@ func (x *MessageDelta) String() string {
 func (*MessageDelta) ProtoMessage() {}
 
 func (x *MessageDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[5]
+	mi := &file_agentic_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +820,7 @@ func (x *MessageDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageDelta.ProtoReflect.Descriptor instead.
 func (*MessageDelta) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MessageDelta) GetMessageId() string {
@@ -763,7 +856,7 @@ type MessageBlock struct {
 
 func (x *MessageBlock) Reset() {
 	*x = MessageBlock{}
-	mi := &file_agentic_v1_events_proto_msgTypes[6]
+	mi := &file_agentic_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +868,7 @@ func (x *MessageBlock) String() string {
 func (*MessageBlock) ProtoMessage() {}
 
 func (x *MessageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[6]
+	mi := &file_agentic_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +881,7 @@ func (x *MessageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageBlock.ProtoReflect.Descriptor instead.
 func (*MessageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MessageBlock) GetMessageId() string {
@@ -826,7 +919,7 @@ type MessageEnd struct {
 
 func (x *MessageEnd) Reset() {
 	*x = MessageEnd{}
-	mi := &file_agentic_v1_events_proto_msgTypes[7]
+	mi := &file_agentic_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +931,7 @@ func (x *MessageEnd) String() string {
 func (*MessageEnd) ProtoMessage() {}
 
 func (x *MessageEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[7]
+	mi := &file_agentic_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +944,7 @@ func (x *MessageEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEnd.ProtoReflect.Descriptor instead.
 func (*MessageEnd) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MessageEnd) GetMessageId() string {
@@ -893,7 +986,7 @@ type ToolStart struct {
 
 func (x *ToolStart) Reset() {
 	*x = ToolStart{}
-	mi := &file_agentic_v1_events_proto_msgTypes[8]
+	mi := &file_agentic_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +998,7 @@ func (x *ToolStart) String() string {
 func (*ToolStart) ProtoMessage() {}
 
 func (x *ToolStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[8]
+	mi := &file_agentic_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1011,7 @@ func (x *ToolStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStart.ProtoReflect.Descriptor instead.
 func (*ToolStart) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolStart) GetMessageId() string {
@@ -936,7 +1029,7 @@ func (x *ToolStart) GetTool() *ToolCall {
 }
 
 // A tool call progressed: status, content, locations or raw output changed. `tool`
-// carries the whole current state.
+// carries the whole current state, except terminal output: only what is new.
 type ToolRunning struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
@@ -947,7 +1040,7 @@ type ToolRunning struct {
 
 func (x *ToolRunning) Reset() {
 	*x = ToolRunning{}
-	mi := &file_agentic_v1_events_proto_msgTypes[9]
+	mi := &file_agentic_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1052,7 @@ func (x *ToolRunning) String() string {
 func (*ToolRunning) ProtoMessage() {}
 
 func (x *ToolRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[9]
+	mi := &file_agentic_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1065,7 @@ func (x *ToolRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRunning.ProtoReflect.Descriptor instead.
 func (*ToolRunning) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolRunning) GetMessageId() string {
@@ -1000,7 +1093,7 @@ type ToolEnd struct {
 
 func (x *ToolEnd) Reset() {
 	*x = ToolEnd{}
-	mi := &file_agentic_v1_events_proto_msgTypes[10]
+	mi := &file_agentic_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1105,7 @@ func (x *ToolEnd) String() string {
 func (*ToolEnd) ProtoMessage() {}
 
 func (x *ToolEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[10]
+	mi := &file_agentic_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1118,7 @@ func (x *ToolEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEnd.ProtoReflect.Descriptor instead.
 func (*ToolEnd) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolEnd) GetMessageId() string {
@@ -1053,7 +1146,7 @@ type ToolPermissionRequired struct {
 
 func (x *ToolPermissionRequired) Reset() {
 	*x = ToolPermissionRequired{}
-	mi := &file_agentic_v1_events_proto_msgTypes[11]
+	mi := &file_agentic_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1158,7 @@ func (x *ToolPermissionRequired) String() string {
 func (*ToolPermissionRequired) ProtoMessage() {}
 
 func (x *ToolPermissionRequired) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[11]
+	mi := &file_agentic_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1171,7 @@ func (x *ToolPermissionRequired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolPermissionRequired.ProtoReflect.Descriptor instead.
 func (*ToolPermissionRequired) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolPermissionRequired) GetRequest() *PermissionRequest {
@@ -1090,7 +1183,7 @@ func (x *ToolPermissionRequired) GetRequest() *PermissionRequest {
 
 type ToolPermissionGranted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	PermissionId  string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
 	ToolId        string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	OptionId      string                 `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
 	DecidedBy     PermissionDecider      `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
@@ -1101,7 +1194,7 @@ type ToolPermissionGranted struct {
 
 func (x *ToolPermissionGranted) Reset() {
 	*x = ToolPermissionGranted{}
-	mi := &file_agentic_v1_events_proto_msgTypes[12]
+	mi := &file_agentic_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1206,7 @@ func (x *ToolPermissionGranted) String() string {
 func (*ToolPermissionGranted) ProtoMessage() {}
 
 func (x *ToolPermissionGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[12]
+	mi := &file_agentic_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,12 +1219,12 @@ func (x *ToolPermissionGranted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolPermissionGranted.ProtoReflect.Descriptor instead.
 func (*ToolPermissionGranted) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *ToolPermissionGranted) GetRequestId() string {
+func (x *ToolPermissionGranted) GetPermissionId() string {
 	if x != nil {
-		return x.RequestId
+		return x.PermissionId
 	}
 	return ""
 }
@@ -1165,9 +1258,9 @@ func (x *ToolPermissionGranted) GetReason() string {
 }
 
 type ToolPermissionDenied struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	ToolId    string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PermissionId string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
+	ToolId       string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	// Empty when the request was cancelled.
 	OptionId  string            `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
 	DecidedBy PermissionDecider `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
@@ -1179,7 +1272,7 @@ type ToolPermissionDenied struct {
 
 func (x *ToolPermissionDenied) Reset() {
 	*x = ToolPermissionDenied{}
-	mi := &file_agentic_v1_events_proto_msgTypes[13]
+	mi := &file_agentic_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1284,7 @@ func (x *ToolPermissionDenied) String() string {
 func (*ToolPermissionDenied) ProtoMessage() {}
 
 func (x *ToolPermissionDenied) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[13]
+	mi := &file_agentic_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,12 +1297,12 @@ func (x *ToolPermissionDenied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolPermissionDenied.ProtoReflect.Descriptor instead.
 func (*ToolPermissionDenied) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
-func (x *ToolPermissionDenied) GetRequestId() string {
+func (x *ToolPermissionDenied) GetPermissionId() string {
 	if x != nil {
-		return x.RequestId
+		return x.PermissionId
 	}
 	return ""
 }
@@ -1252,7 +1345,7 @@ type StatusChanged struct {
 
 func (x *StatusChanged) Reset() {
 	*x = StatusChanged{}
-	mi := &file_agentic_v1_events_proto_msgTypes[14]
+	mi := &file_agentic_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1357,7 @@ func (x *StatusChanged) String() string {
 func (*StatusChanged) ProtoMessage() {}
 
 func (x *StatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[14]
+	mi := &file_agentic_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1370,7 @@ func (x *StatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChanged.ProtoReflect.Descriptor instead.
 func (*StatusChanged) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatusChanged) GetStatus() SessionStatus {
@@ -1296,11 +1389,10 @@ func (x *StatusChanged) GetReason() string {
 
 // Something went wrong. The session may still be usable (see the STATUS_CHANGED that
 // follows, if any).
-type Error struct {
+type ErrorReported struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Stable machine-readable code, e.g. "agent_crashed", "provider_unauthorized",
-	// "fs_outside_workspace".
-	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// Why, from the one list of reasons.
+	Reason ErrorReason `protobuf:"varint,5,opt,name=reason,proto3,enum=agentic.v1.ErrorReason" json:"reason,omitempty"`
 	// What happened and what to do, for a person.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The message it concerns, if any.
@@ -1311,21 +1403,21 @@ type Error struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Error) Reset() {
-	*x = Error{}
-	mi := &file_agentic_v1_events_proto_msgTypes[15]
+func (x *ErrorReported) Reset() {
+	*x = ErrorReported{}
+	mi := &file_agentic_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Error) String() string {
+func (x *ErrorReported) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Error) ProtoMessage() {}
+func (*ErrorReported) ProtoMessage() {}
 
-func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[15]
+func (x *ErrorReported) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,33 +1428,33 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Error.ProtoReflect.Descriptor instead.
-func (*Error) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{15}
+// Deprecated: Use ErrorReported.ProtoReflect.Descriptor instead.
+func (*ErrorReported) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
-func (x *Error) GetCode() string {
+func (x *ErrorReported) GetReason() ErrorReason {
 	if x != nil {
-		return x.Code
+		return x.Reason
 	}
-	return ""
+	return ErrorReason_ERROR_REASON_UNSPECIFIED
 }
 
-func (x *Error) GetMessage() string {
+func (x *ErrorReported) GetMessage() string {
 	if x != nil {
 		return x.Message
 	}
 	return ""
 }
 
-func (x *Error) GetMessageId() string {
+func (x *ErrorReported) GetMessageId() string {
 	if x != nil {
 		return x.MessageId
 	}
 	return ""
 }
 
-func (x *Error) GetRetryable() bool {
+func (x *ErrorReported) GetRetryable() bool {
 	if x != nil {
 		return x.Retryable
 	}
@@ -1374,14 +1466,17 @@ var File_agentic_v1_events_proto protoreflect.FileDescriptor
 const file_agentic_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/events.proto\x12\n" +
-	"agentic.v1\x1a\x16agentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\t\n" +
+	"agentic.v1\x1a\x17agentic/v1/errors.proto\x1a\x16agentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\n" +
+	"\n" +
 	"\fAgenticEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x19\n" +
-	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12.\n" +
-	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x120\n" +
-	"\x04type\x18\x05 \x01(\x0e2\x1c.agentic.v1.AgenticEventTypeR\x04type\x12E\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x129\n" +
+	"\n" +
+	"event_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\x120\n" +
+	"\x04type\x18\x05 \x01(\x0e2\x1c.agentic.v1.AgenticEventTypeR\x04type\x12\x16\n" +
+	"\x06replay\x18\x06 \x01(\bR\x06replay\x12E\n" +
 	"\x0fsession_created\x18\n" +
 	" \x01(\v2\x1a.agentic.v1.SessionCreatedH\x00R\x0esessionCreated\x12?\n" +
 	"\rsession_ready\x18\v \x01(\v2\x18.agentic.v1.SessionReadyH\x00R\fsessionReady\x12E\n" +
@@ -1398,9 +1493,12 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\x18tool_permission_required\x18\x14 \x01(\v2\".agentic.v1.ToolPermissionRequiredH\x00R\x16toolPermissionRequired\x12[\n" +
 	"\x17tool_permission_granted\x18\x15 \x01(\v2!.agentic.v1.ToolPermissionGrantedH\x00R\x15toolPermissionGranted\x12X\n" +
 	"\x16tool_permission_denied\x18\x16 \x01(\v2 .agentic.v1.ToolPermissionDeniedH\x00R\x14toolPermissionDenied\x12B\n" +
-	"\x0estatus_changed\x18\x17 \x01(\v2\x19.agentic.v1.StatusChangedH\x00R\rstatusChanged\x12)\n" +
-	"\x05error\x18\x18 \x01(\v2\x11.agentic.v1.ErrorH\x00R\x05errorB\t\n" +
-	"\apayload\"C\n" +
+	"\x0estatus_changed\x18\x17 \x01(\v2\x19.agentic.v1.StatusChangedH\x00R\rstatusChanged\x121\n" +
+	"\x05error\x18\x18 \x01(\v2\x19.agentic.v1.ErrorReportedH\x00R\x05error\x12R\n" +
+	"\x14agent_status_changed\x18\x19 \x01(\v2\x1e.agentic.v1.AgentStatusChangedH\x00R\x12agentStatusChangedB\t\n" +
+	"\apayload\"A\n" +
+	"\x12AgentStatusChanged\x12+\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"C\n" +
 	"\x0eSessionCreated\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"3\n" +
 	"\fSessionReady\x12#\n" +
@@ -1442,18 +1540,16 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12(\n" +
 	"\x04tool\x18\x02 \x01(\v2\x14.agentic.v1.ToolCallR\x04tool\"Q\n" +
 	"\x16ToolPermissionRequired\x127\n" +
-	"\arequest\x18\x01 \x01(\v2\x1d.agentic.v1.PermissionRequestR\arequest\"\xc2\x01\n" +
-	"\x15ToolPermissionGranted\x12\x1d\n" +
-	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
+	"\arequest\x18\x01 \x01(\v2\x1d.agentic.v1.PermissionRequestR\arequest\"\xc8\x01\n" +
+	"\x15ToolPermissionGranted\x12#\n" +
+	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\toption_id\x18\x03 \x01(\tR\boptionId\x12<\n" +
 	"\n" +
 	"decided_by\x18\x04 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xc1\x01\n" +
-	"\x14ToolPermissionDenied\x12\x1d\n" +
-	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xc7\x01\n" +
+	"\x14ToolPermissionDenied\x12#\n" +
+	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\toption_id\x18\x03 \x01(\tR\boptionId\x12<\n" +
 	"\n" +
@@ -1461,13 +1557,13 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\"Z\n" +
 	"\rStatusChanged\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.agentic.v1.SessionStatusR\x06status\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"r\n" +
-	"\x05Error\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa3\x01\n" +
+	"\rErrorReported\x12/\n" +
+	"\x06reason\x18\x05 \x01(\x0e2\x17.agentic.v1.ErrorReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1c\n" +
-	"\tretryable\x18\x04 \x01(\bR\tretryable*\x81\x05\n" +
+	"\tretryable\x18\x04 \x01(\bR\tretryableJ\x04\b\x01\x10\x02R\x04code*\xae\x05\n" +
 	"\x10AgenticEventType\x12\"\n" +
 	"\x1eAGENTIC_EVENT_TYPE_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"AGENTIC_EVENT_TYPE_SESSION_CREATED\x10\x01\x12$\n" +
@@ -1485,7 +1581,8 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"*AGENTIC_EVENT_TYPE_TOOL_PERMISSION_GRANTED\x10\f\x12-\n" +
 	")AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED\x10\r\x12%\n" +
 	"!AGENTIC_EVENT_TYPE_STATUS_CHANGED\x10\x0e\x12\x1c\n" +
-	"\x18AGENTIC_EVENT_TYPE_ERROR\x10\x0f*\x95\x01\n" +
+	"\x18AGENTIC_EVENT_TYPE_ERROR\x10\x0f\x12+\n" +
+	"'AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED\x10\x10*\x95\x01\n" +
 	"\x11PermissionDecider\x12\"\n" +
 	"\x1ePERMISSION_DECIDER_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PERMISSION_DECIDER_USER\x10\x01\x12\x1d\n" +
@@ -1508,76 +1605,82 @@ func file_agentic_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_agentic_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentic_v1_events_proto_goTypes = []any{
 	(AgenticEventType)(0),          // 0: agentic.v1.AgenticEventType
 	(PermissionDecider)(0),         // 1: agentic.v1.PermissionDecider
 	(*AgenticEvent)(nil),           // 2: agentic.v1.AgenticEvent
-	(*SessionCreated)(nil),         // 3: agentic.v1.SessionCreated
-	(*SessionReady)(nil),           // 4: agentic.v1.SessionReady
-	(*SessionUpdated)(nil),         // 5: agentic.v1.SessionUpdated
-	(*SessionClosed)(nil),          // 6: agentic.v1.SessionClosed
-	(*MessageDelta)(nil),           // 7: agentic.v1.MessageDelta
-	(*MessageBlock)(nil),           // 8: agentic.v1.MessageBlock
-	(*MessageEnd)(nil),             // 9: agentic.v1.MessageEnd
-	(*ToolStart)(nil),              // 10: agentic.v1.ToolStart
-	(*ToolRunning)(nil),            // 11: agentic.v1.ToolRunning
-	(*ToolEnd)(nil),                // 12: agentic.v1.ToolEnd
-	(*ToolPermissionRequired)(nil), // 13: agentic.v1.ToolPermissionRequired
-	(*ToolPermissionGranted)(nil),  // 14: agentic.v1.ToolPermissionGranted
-	(*ToolPermissionDenied)(nil),   // 15: agentic.v1.ToolPermissionDenied
-	(*StatusChanged)(nil),          // 16: agentic.v1.StatusChanged
-	(*Error)(nil),                  // 17: agentic.v1.Error
-	(*timestamppb.Timestamp)(nil),  // 18: google.protobuf.Timestamp
-	(*SessionInfo)(nil),            // 19: agentic.v1.SessionInfo
-	(*fieldmaskpb.FieldMask)(nil),  // 20: google.protobuf.FieldMask
-	(MessageRole)(0),               // 21: agentic.v1.MessageRole
-	(*Block)(nil),                  // 22: agentic.v1.Block
-	(StopReason)(0),                // 23: agentic.v1.StopReason
-	(*TokenUsage)(nil),             // 24: agentic.v1.TokenUsage
-	(*ToolCall)(nil),               // 25: agentic.v1.ToolCall
-	(*PermissionRequest)(nil),      // 26: agentic.v1.PermissionRequest
-	(SessionStatus)(0),             // 27: agentic.v1.SessionStatus
+	(*AgentStatusChanged)(nil),     // 3: agentic.v1.AgentStatusChanged
+	(*SessionCreated)(nil),         // 4: agentic.v1.SessionCreated
+	(*SessionReady)(nil),           // 5: agentic.v1.SessionReady
+	(*SessionUpdated)(nil),         // 6: agentic.v1.SessionUpdated
+	(*SessionClosed)(nil),          // 7: agentic.v1.SessionClosed
+	(*MessageDelta)(nil),           // 8: agentic.v1.MessageDelta
+	(*MessageBlock)(nil),           // 9: agentic.v1.MessageBlock
+	(*MessageEnd)(nil),             // 10: agentic.v1.MessageEnd
+	(*ToolStart)(nil),              // 11: agentic.v1.ToolStart
+	(*ToolRunning)(nil),            // 12: agentic.v1.ToolRunning
+	(*ToolEnd)(nil),                // 13: agentic.v1.ToolEnd
+	(*ToolPermissionRequired)(nil), // 14: agentic.v1.ToolPermissionRequired
+	(*ToolPermissionGranted)(nil),  // 15: agentic.v1.ToolPermissionGranted
+	(*ToolPermissionDenied)(nil),   // 16: agentic.v1.ToolPermissionDenied
+	(*StatusChanged)(nil),          // 17: agentic.v1.StatusChanged
+	(*ErrorReported)(nil),          // 18: agentic.v1.ErrorReported
+	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
+	(*AgentInfo)(nil),              // 20: agentic.v1.AgentInfo
+	(*SessionInfo)(nil),            // 21: agentic.v1.SessionInfo
+	(*fieldmaskpb.FieldMask)(nil),  // 22: google.protobuf.FieldMask
+	(MessageRole)(0),               // 23: agentic.v1.MessageRole
+	(*Block)(nil),                  // 24: agentic.v1.Block
+	(StopReason)(0),                // 25: agentic.v1.StopReason
+	(*TokenUsage)(nil),             // 26: agentic.v1.TokenUsage
+	(*ToolCall)(nil),               // 27: agentic.v1.ToolCall
+	(*PermissionRequest)(nil),      // 28: agentic.v1.PermissionRequest
+	(SessionStatus)(0),             // 29: agentic.v1.SessionStatus
+	(ErrorReason)(0),               // 30: agentic.v1.ErrorReason
 }
 var file_agentic_v1_events_proto_depIdxs = []int32{
-	18, // 0: agentic.v1.AgenticEvent.time:type_name -> google.protobuf.Timestamp
+	19, // 0: agentic.v1.AgenticEvent.event_time:type_name -> google.protobuf.Timestamp
 	0,  // 1: agentic.v1.AgenticEvent.type:type_name -> agentic.v1.AgenticEventType
-	3,  // 2: agentic.v1.AgenticEvent.session_created:type_name -> agentic.v1.SessionCreated
-	4,  // 3: agentic.v1.AgenticEvent.session_ready:type_name -> agentic.v1.SessionReady
-	5,  // 4: agentic.v1.AgenticEvent.session_updated:type_name -> agentic.v1.SessionUpdated
-	6,  // 5: agentic.v1.AgenticEvent.session_closed:type_name -> agentic.v1.SessionClosed
-	7,  // 6: agentic.v1.AgenticEvent.message_delta:type_name -> agentic.v1.MessageDelta
-	8,  // 7: agentic.v1.AgenticEvent.message_block:type_name -> agentic.v1.MessageBlock
-	9,  // 8: agentic.v1.AgenticEvent.message_end:type_name -> agentic.v1.MessageEnd
-	10, // 9: agentic.v1.AgenticEvent.tool_start:type_name -> agentic.v1.ToolStart
-	11, // 10: agentic.v1.AgenticEvent.tool_running:type_name -> agentic.v1.ToolRunning
-	12, // 11: agentic.v1.AgenticEvent.tool_end:type_name -> agentic.v1.ToolEnd
-	13, // 12: agentic.v1.AgenticEvent.tool_permission_required:type_name -> agentic.v1.ToolPermissionRequired
-	14, // 13: agentic.v1.AgenticEvent.tool_permission_granted:type_name -> agentic.v1.ToolPermissionGranted
-	15, // 14: agentic.v1.AgenticEvent.tool_permission_denied:type_name -> agentic.v1.ToolPermissionDenied
-	16, // 15: agentic.v1.AgenticEvent.status_changed:type_name -> agentic.v1.StatusChanged
-	17, // 16: agentic.v1.AgenticEvent.error:type_name -> agentic.v1.Error
-	19, // 17: agentic.v1.SessionCreated.session:type_name -> agentic.v1.SessionInfo
-	19, // 18: agentic.v1.SessionUpdated.session:type_name -> agentic.v1.SessionInfo
-	20, // 19: agentic.v1.SessionUpdated.update_mask:type_name -> google.protobuf.FieldMask
-	21, // 20: agentic.v1.MessageDelta.role:type_name -> agentic.v1.MessageRole
-	22, // 21: agentic.v1.MessageBlock.block:type_name -> agentic.v1.Block
-	21, // 22: agentic.v1.MessageBlock.role:type_name -> agentic.v1.MessageRole
-	23, // 23: agentic.v1.MessageEnd.stop_reason:type_name -> agentic.v1.StopReason
-	24, // 24: agentic.v1.MessageEnd.usage:type_name -> agentic.v1.TokenUsage
-	21, // 25: agentic.v1.MessageEnd.role:type_name -> agentic.v1.MessageRole
-	25, // 26: agentic.v1.ToolStart.tool:type_name -> agentic.v1.ToolCall
-	25, // 27: agentic.v1.ToolRunning.tool:type_name -> agentic.v1.ToolCall
-	25, // 28: agentic.v1.ToolEnd.tool:type_name -> agentic.v1.ToolCall
-	26, // 29: agentic.v1.ToolPermissionRequired.request:type_name -> agentic.v1.PermissionRequest
-	1,  // 30: agentic.v1.ToolPermissionGranted.decided_by:type_name -> agentic.v1.PermissionDecider
-	1,  // 31: agentic.v1.ToolPermissionDenied.decided_by:type_name -> agentic.v1.PermissionDecider
-	27, // 32: agentic.v1.StatusChanged.status:type_name -> agentic.v1.SessionStatus
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	4,  // 2: agentic.v1.AgenticEvent.session_created:type_name -> agentic.v1.SessionCreated
+	5,  // 3: agentic.v1.AgenticEvent.session_ready:type_name -> agentic.v1.SessionReady
+	6,  // 4: agentic.v1.AgenticEvent.session_updated:type_name -> agentic.v1.SessionUpdated
+	7,  // 5: agentic.v1.AgenticEvent.session_closed:type_name -> agentic.v1.SessionClosed
+	8,  // 6: agentic.v1.AgenticEvent.message_delta:type_name -> agentic.v1.MessageDelta
+	9,  // 7: agentic.v1.AgenticEvent.message_block:type_name -> agentic.v1.MessageBlock
+	10, // 8: agentic.v1.AgenticEvent.message_end:type_name -> agentic.v1.MessageEnd
+	11, // 9: agentic.v1.AgenticEvent.tool_start:type_name -> agentic.v1.ToolStart
+	12, // 10: agentic.v1.AgenticEvent.tool_running:type_name -> agentic.v1.ToolRunning
+	13, // 11: agentic.v1.AgenticEvent.tool_end:type_name -> agentic.v1.ToolEnd
+	14, // 12: agentic.v1.AgenticEvent.tool_permission_required:type_name -> agentic.v1.ToolPermissionRequired
+	15, // 13: agentic.v1.AgenticEvent.tool_permission_granted:type_name -> agentic.v1.ToolPermissionGranted
+	16, // 14: agentic.v1.AgenticEvent.tool_permission_denied:type_name -> agentic.v1.ToolPermissionDenied
+	17, // 15: agentic.v1.AgenticEvent.status_changed:type_name -> agentic.v1.StatusChanged
+	18, // 16: agentic.v1.AgenticEvent.error:type_name -> agentic.v1.ErrorReported
+	3,  // 17: agentic.v1.AgenticEvent.agent_status_changed:type_name -> agentic.v1.AgentStatusChanged
+	20, // 18: agentic.v1.AgentStatusChanged.agent:type_name -> agentic.v1.AgentInfo
+	21, // 19: agentic.v1.SessionCreated.session:type_name -> agentic.v1.SessionInfo
+	21, // 20: agentic.v1.SessionUpdated.session:type_name -> agentic.v1.SessionInfo
+	22, // 21: agentic.v1.SessionUpdated.update_mask:type_name -> google.protobuf.FieldMask
+	23, // 22: agentic.v1.MessageDelta.role:type_name -> agentic.v1.MessageRole
+	24, // 23: agentic.v1.MessageBlock.block:type_name -> agentic.v1.Block
+	23, // 24: agentic.v1.MessageBlock.role:type_name -> agentic.v1.MessageRole
+	25, // 25: agentic.v1.MessageEnd.stop_reason:type_name -> agentic.v1.StopReason
+	26, // 26: agentic.v1.MessageEnd.usage:type_name -> agentic.v1.TokenUsage
+	23, // 27: agentic.v1.MessageEnd.role:type_name -> agentic.v1.MessageRole
+	27, // 28: agentic.v1.ToolStart.tool:type_name -> agentic.v1.ToolCall
+	27, // 29: agentic.v1.ToolRunning.tool:type_name -> agentic.v1.ToolCall
+	27, // 30: agentic.v1.ToolEnd.tool:type_name -> agentic.v1.ToolCall
+	28, // 31: agentic.v1.ToolPermissionRequired.request:type_name -> agentic.v1.PermissionRequest
+	1,  // 32: agentic.v1.ToolPermissionGranted.decided_by:type_name -> agentic.v1.PermissionDecider
+	1,  // 33: agentic.v1.ToolPermissionDenied.decided_by:type_name -> agentic.v1.PermissionDecider
+	29, // 34: agentic.v1.StatusChanged.status:type_name -> agentic.v1.SessionStatus
+	30, // 35: agentic.v1.ErrorReported.reason:type_name -> agentic.v1.ErrorReason
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_events_proto_init() }
@@ -1585,6 +1688,7 @@ func file_agentic_v1_events_proto_init() {
 	if File_agentic_v1_events_proto != nil {
 		return
 	}
+	file_agentic_v1_errors_proto_init()
 	file_agentic_v1_types_proto_init()
 	file_agentic_v1_events_proto_msgTypes[0].OneofWrappers = []any{
 		(*AgenticEvent_SessionCreated)(nil),
@@ -1602,6 +1706,7 @@ func file_agentic_v1_events_proto_init() {
 		(*AgenticEvent_ToolPermissionDenied)(nil),
 		(*AgenticEvent_StatusChanged)(nil),
 		(*AgenticEvent_Error)(nil),
+		(*AgenticEvent_AgentStatusChanged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1609,7 +1714,7 @@ func file_agentic_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_events_proto_rawDesc), len(file_agentic_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,6 +9,8 @@ package agenticv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -21,6 +23,330 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// How much of each SessionInfo a list returns.
+type SessionView int32
+
+const (
+	// BASIC.
+	SessionView_SESSION_VIEW_UNSPECIFIED SessionView = 0
+	// Identity, status, workspace, title, times, current mode and model ids, message
+	// count and the message in flight. The available lists, commands, capabilities,
+	// usage and pending permissions are left empty.
+	SessionView_SESSION_VIEW_BASIC SessionView = 1
+	// Everything GetSession returns.
+	SessionView_SESSION_VIEW_FULL SessionView = 2
+)
+
+// Enum value maps for SessionView.
+var (
+	SessionView_name = map[int32]string{
+		0: "SESSION_VIEW_UNSPECIFIED",
+		1: "SESSION_VIEW_BASIC",
+		2: "SESSION_VIEW_FULL",
+	}
+	SessionView_value = map[string]int32{
+		"SESSION_VIEW_UNSPECIFIED": 0,
+		"SESSION_VIEW_BASIC":       1,
+		"SESSION_VIEW_FULL":        2,
+	}
+)
+
+func (x SessionView) Enum() *SessionView {
+	p := new(SessionView)
+	*p = x
+	return p
+}
+
+func (x SessionView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionView) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_service_proto_enumTypes[0].Descriptor()
+}
+
+func (SessionView) Type() protoreflect.EnumType {
+	return &file_agentic_v1_service_proto_enumTypes[0]
+}
+
+func (x SessionView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionView.Descriptor instead.
+func (SessionView) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+// Which end of a history a list starts from.
+type MessageOrder int32
+
+const (
+	// OLDEST_FIRST.
+	MessageOrder_MESSAGE_ORDER_UNSPECIFIED  MessageOrder = 0
+	MessageOrder_MESSAGE_ORDER_OLDEST_FIRST MessageOrder = 1
+	MessageOrder_MESSAGE_ORDER_NEWEST_FIRST MessageOrder = 2
+)
+
+// Enum value maps for MessageOrder.
+var (
+	MessageOrder_name = map[int32]string{
+		0: "MESSAGE_ORDER_UNSPECIFIED",
+		1: "MESSAGE_ORDER_OLDEST_FIRST",
+		2: "MESSAGE_ORDER_NEWEST_FIRST",
+	}
+	MessageOrder_value = map[string]int32{
+		"MESSAGE_ORDER_UNSPECIFIED":  0,
+		"MESSAGE_ORDER_OLDEST_FIRST": 1,
+		"MESSAGE_ORDER_NEWEST_FIRST": 2,
+	}
+)
+
+func (x MessageOrder) Enum() *MessageOrder {
+	p := new(MessageOrder)
+	*p = x
+	return p
+}
+
+func (x MessageOrder) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MessageOrder) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_service_proto_enumTypes[1].Descriptor()
+}
+
+func (MessageOrder) Type() protoreflect.EnumType {
+	return &file_agentic_v1_service_proto_enumTypes[1]
+}
+
+func (x MessageOrder) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MessageOrder.Descriptor instead.
+func (MessageOrder) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+type GetServerInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoRequest) Reset() {
+	*x = GetServerInfoRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoRequest) ProtoMessage() {}
+
+func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+// Limits a client should respect.
+type ServerLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The largest encoded event or stored message the server sends; larger texts are cut.
+	MaxEventBytes int64 `protobuf:"varint,1,opt,name=max_event_bytes,json=maxEventBytes,proto3" json:"max_event_bytes,omitempty"`
+	// ListMessages and ListSessions: the page size used when none is asked for, and the
+	// largest allowed.
+	DefaultPageSize int32 `protobuf:"varint,2,opt,name=default_page_size,json=defaultPageSize,proto3" json:"default_page_size,omitempty"`
+	MaxPageSize     int32 `protobuf:"varint,3,opt,name=max_page_size,json=maxPageSize,proto3" json:"max_page_size,omitempty"`
+	// A list response stops adding items at this many bytes and gives a next_page_token.
+	MaxResponseBytes int64 `protobuf:"varint,4,opt,name=max_response_bytes,json=maxResponseBytes,proto3" json:"max_response_bytes,omitempty"`
+	// How long a request_id is remembered.
+	RequestIdTtl *durationpb.Duration `protobuf:"bytes,5,opt,name=request_id_ttl,json=requestIdTtl,proto3" json:"request_id_ttl,omitempty"`
+	// How long a stream stays silent before a heartbeat.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	// How many events may wait for one subscriber before its stream ends
+	// (SUBSCRIBER_TOO_SLOW).
+	SubscriberQueue int32 `protobuf:"varint,7,opt,name=subscriber_queue,json=subscriberQueue,proto3" json:"subscriber_queue,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ServerLimits) Reset() {
+	*x = ServerLimits{}
+	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerLimits) ProtoMessage() {}
+
+func (x *ServerLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
+func (*ServerLimits) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ServerLimits) GetMaxEventBytes() int64 {
+	if x != nil {
+		return x.MaxEventBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetDefaultPageSize() int32 {
+	if x != nil {
+		return x.DefaultPageSize
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxPageSize() int32 {
+	if x != nil {
+		return x.MaxPageSize
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxResponseBytes() int64 {
+	if x != nil {
+		return x.MaxResponseBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetRequestIdTtl() *durationpb.Duration {
+	if x != nil {
+		return x.RequestIdTtl
+	}
+	return nil
+}
+
+func (x *ServerLimits) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+func (x *ServerLimits) GetSubscriberQueue() int32 {
+	if x != nil {
+		return x.SubscriberQueue
+	}
+	return 0
+}
+
+type GetServerInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agenticd's version, as `agenticd --version` prints it.
+	Version string        `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Limits  *ServerLimits `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The sequences a Subscribe can resume from: after_sequence in
+	// [oldest_sequence - 1, newest_sequence]. Both 0 before the first event.
+	OldestSequence uint64 `protobuf:"varint,3,opt,name=oldest_sequence,json=oldestSequence,proto3" json:"oldest_sequence,omitempty"`
+	NewestSequence uint64 `protobuf:"varint,4,opt,name=newest_sequence,json=newestSequence,proto3" json:"newest_sequence,omitempty"`
+	// What this server can do beyond the core API, e.g. "request_id", "event_batches",
+	// "bookmarks", "confinement". New names may be added.
+	Features      []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoResponse) Reset() {
+	*x = GetServerInfoResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoResponse) ProtoMessage() {}
+
+func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetServerInfoResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetLimits() *ServerLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetOldestSequence() uint64 {
+	if x != nil {
+		return x.OldestSequence
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetNewestSequence() uint64 {
+	if x != nil {
+		return x.NewestSequence
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
 type ListAgentsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +355,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	mi := &file_agentic_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +367,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	mi := &file_agentic_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +380,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 type ListAgentsResponse struct {
@@ -66,7 +392,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	mi := &file_agentic_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -78,7 +404,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	mi := &file_agentic_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -91,12 +417,100 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
 	if x != nil {
 		return x.Agents
+	}
+	return nil
+}
+
+type GetAgentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAgentRequest) Reset() {
+	*x = GetAgentRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAgentRequest) ProtoMessage() {}
+
+func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
+func (*GetAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetAgentRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+type GetAgentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         *AgentInfo             `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAgentResponse) Reset() {
+	*x = GetAgentResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAgentResponse) ProtoMessage() {}
+
+func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
+func (*GetAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetAgentResponse) GetAgent() *AgentInfo {
+	if x != nil {
+		return x.Agent
 	}
 	return nil
 }
@@ -117,7 +531,7 @@ type SessionConfig struct {
 
 func (x *SessionConfig) Reset() {
 	*x = SessionConfig{}
-	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	mi := &file_agentic_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -129,7 +543,7 @@ func (x *SessionConfig) String() string {
 func (*SessionConfig) ProtoMessage() {}
 
 func (x *SessionConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	mi := &file_agentic_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -142,7 +556,7 @@ func (x *SessionConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionConfig.ProtoReflect.Descriptor instead.
 func (*SessionConfig) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionConfig) GetWorkspace() string {
@@ -174,16 +588,18 @@ func (x *SessionConfig) GetTitle() string {
 }
 
 type CreateSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Config        *SessionConfig         `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Config  *SessionConfig         `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// Makes a retry safe: see the service's comment.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[3]
+	mi := &file_agentic_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -195,7 +611,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[3]
+	mi := &file_agentic_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -208,7 +624,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSessionRequest) GetAgentId() string {
@@ -225,6 +641,13 @@ func (x *CreateSessionRequest) GetConfig() *SessionConfig {
 	return nil
 }
 
+func (x *CreateSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type CreateSessionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *SessionInfo           `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -234,7 +657,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[4]
+	mi := &file_agentic_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +669,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[4]
+	mi := &file_agentic_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +682,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSessionResponse) GetSession() *SessionInfo {
@@ -278,7 +701,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	mi := &file_agentic_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +713,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	mi := &file_agentic_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +726,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -322,7 +745,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	mi := &file_agentic_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +757,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	mi := &file_agentic_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +770,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSessionResponse) GetSession() *SessionInfo {
@@ -361,17 +784,24 @@ type ListSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this agent's sessions; empty for all.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// At most this many (default 100, at most 1000).
+	// At most this many (default and cap in ServerLimits).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// From a previous response's next_page_token, with the same filters.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only sessions in one of these statuses; empty for all.
+	Statuses []SessionStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=agentic.v1.SessionStatus" json:"statuses,omitempty"`
+	// Only sessions in this workspace (absolute path, as SessionInfo shows it).
+	Workspace string `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// Only sessions updated after this time.
+	UpdatedAfter  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_after,json=updatedAfter,proto3" json:"updated_after,omitempty"`
+	View          SessionView            `protobuf:"varint,7,opt,name=view,proto3,enum=agentic.v1.SessionView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	mi := &file_agentic_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +813,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	mi := &file_agentic_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +826,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSessionsRequest) GetAgentId() string {
@@ -420,6 +850,34 @@ func (x *ListSessionsRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListSessionsRequest) GetStatuses() []SessionStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *ListSessionsRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetUpdatedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAfter
+	}
+	return nil
+}
+
+func (x *ListSessionsRequest) GetView() SessionView {
+	if x != nil {
+		return x.View
+	}
+	return SessionView_SESSION_VIEW_UNSPECIFIED
+}
+
 type ListSessionsResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Sessions []*SessionInfo         `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
@@ -431,7 +889,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[8]
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +901,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[8]
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +914,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -486,7 +944,7 @@ type LoadSessionRequest struct {
 
 func (x *LoadSessionRequest) Reset() {
 	*x = LoadSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[9]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +956,7 @@ func (x *LoadSessionRequest) String() string {
 func (*LoadSessionRequest) ProtoMessage() {}
 
 func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[9]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +969,7 @@ func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionRequest.ProtoReflect.Descriptor instead.
 func (*LoadSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LoadSessionRequest) GetSessionId() string {
@@ -544,7 +1002,7 @@ type LoadSessionResponse struct {
 
 func (x *LoadSessionResponse) Reset() {
 	*x = LoadSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[10]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +1014,7 @@ func (x *LoadSessionResponse) String() string {
 func (*LoadSessionResponse) ProtoMessage() {}
 
 func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[10]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +1027,7 @@ func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionResponse.ProtoReflect.Descriptor instead.
 func (*LoadSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LoadSessionResponse) GetSession() *SessionInfo {
@@ -588,7 +1046,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[11]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +1058,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[11]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +1071,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -631,7 +1089,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[12]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +1101,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[12]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,20 +1114,29 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 type SendMessageRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Content       *MessageContent        `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Content   *MessageContent        `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// Makes a retry safe: see the service's comment.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The id the assistant's reply gets; empty to let the server choose. 1 to 128 of
+	// A-Z a-z 0-9 . _ : -, not used before on this server (else ALREADY_EXISTS,
+	// MESSAGE_ID_IN_USE): a UUID is a good choice.
+	MessageId string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The id the user's message gets, under the same rules and different from
+	// message_id; empty to let the server choose.
+	UserMessageId string `protobuf:"bytes,5,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +1148,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +1161,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -711,6 +1178,27 @@ func (x *SendMessageRequest) GetContent() *MessageContent {
 	return nil
 }
 
+func (x *SendMessageRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetUserMessageId() string {
+	if x != nil {
+		return x.UserMessageId
+	}
+	return ""
+}
+
 type SendMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The id of the assistant message this turn produces.
@@ -723,7 +1211,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +1223,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +1236,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SendMessageResponse) GetMessageId() string {
@@ -768,15 +1256,20 @@ func (x *SendMessageResponse) GetUserMessageId() string {
 type CancelMessageRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The turn to cancel; empty cancels whatever runs.
-	MessageId     string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The turn to cancel. A message that is not running is FAILED_PRECONDITION
+	// (MESSAGE_NOT_RUNNING). Empty cancels whatever runs: the API has no identity per
+	// client (one token is shared by all of them), so "only what this client started" is
+	// what naming the message gives.
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Makes a retry safe: see the service's comment.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +1281,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +1294,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelMessageRequest) GetSessionId() string {
@@ -818,15 +1311,24 @@ func (x *CancelMessageRequest) GetMessageId() string {
 	return ""
 }
 
+func (x *CancelMessageRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type CancelMessageResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message that was cancelled; empty when nothing ran (only with message_id empty).
+	MessageId     string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1340,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1353,14 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CancelMessageResponse) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
 }
 
 type SetModelRequest struct {
@@ -864,7 +1373,7 @@ type SetModelRequest struct {
 
 func (x *SetModelRequest) Reset() {
 	*x = SetModelRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1385,7 @@ func (x *SetModelRequest) String() string {
 func (*SetModelRequest) ProtoMessage() {}
 
 func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1398,7 @@ func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
 func (*SetModelRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetModelRequest) GetSessionId() string {
@@ -915,7 +1424,7 @@ type SetModelResponse struct {
 
 func (x *SetModelResponse) Reset() {
 	*x = SetModelResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1436,7 @@ func (x *SetModelResponse) String() string {
 func (*SetModelResponse) ProtoMessage() {}
 
 func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1449,7 @@ func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
 func (*SetModelResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetModelResponse) GetSession() *SessionInfo {
@@ -960,7 +1469,7 @@ type SetModeRequest struct {
 
 func (x *SetModeRequest) Reset() {
 	*x = SetModeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1481,7 @@ func (x *SetModeRequest) String() string {
 func (*SetModeRequest) ProtoMessage() {}
 
 func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1494,7 @@ func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeRequest.ProtoReflect.Descriptor instead.
 func (*SetModeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetModeRequest) GetSessionId() string {
@@ -1011,7 +1520,7 @@ type SetModeResponse struct {
 
 func (x *SetModeResponse) Reset() {
 	*x = SetModeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1532,7 @@ func (x *SetModeResponse) String() string {
 func (*SetModeResponse) ProtoMessage() {}
 
 func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1545,7 @@ func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeResponse.ProtoReflect.Descriptor instead.
 func (*SetModeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetModeResponse) GetSession() *SessionInfo {
@@ -1049,19 +1558,22 @@ func (x *SetModeResponse) GetSession() *SessionInfo {
 type RespondPermissionRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// PermissionRequest.permission_id.
+	PermissionId string `protobuf:"bytes,2,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
 	// Types that are valid to be assigned to Answer:
 	//
 	//	*RespondPermissionRequest_OptionId
 	//	*RespondPermissionRequest_OptionKind
-	Answer        isRespondPermissionRequest_Answer `protobuf_oneof:"answer"`
+	Answer isRespondPermissionRequest_Answer `protobuf_oneof:"answer"`
+	// Makes a retry safe: see the service's comment.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1585,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1598,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -1096,9 +1608,9 @@ func (x *RespondPermissionRequest) GetSessionId() string {
 	return ""
 }
 
-func (x *RespondPermissionRequest) GetRequestId() string {
+func (x *RespondPermissionRequest) GetPermissionId() string {
 	if x != nil {
-		return x.RequestId
+		return x.PermissionId
 	}
 	return ""
 }
@@ -1128,6 +1640,13 @@ func (x *RespondPermissionRequest) GetOptionKind() PermissionOptionKind {
 	return PermissionOptionKind_PERMISSION_OPTION_KIND_UNSPECIFIED
 }
 
+func (x *RespondPermissionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type isRespondPermissionRequest_Answer interface {
 	isRespondPermissionRequest_Answer()
 }
@@ -1146,15 +1665,94 @@ func (*RespondPermissionRequest_OptionId) isRespondPermissionRequest_Answer() {}
 
 func (*RespondPermissionRequest_OptionKind) isRespondPermissionRequest_Answer() {}
 
+// How a permission request was decided.
+type PermissionDecision struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PermissionId string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
+	// The option chosen; empty when the request was cancelled.
+	OptionId      string               `protobuf:"bytes,2,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
+	OptionKind    PermissionOptionKind `protobuf:"varint,3,opt,name=option_kind,json=optionKind,proto3,enum=agentic.v1.PermissionOptionKind" json:"option_kind,omitempty"`
+	Granted       bool                 `protobuf:"varint,4,opt,name=granted,proto3" json:"granted,omitempty"`
+	DecidedBy     PermissionDecider    `protobuf:"varint,5,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionDecision) Reset() {
+	*x = PermissionDecision{}
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionDecision) ProtoMessage() {}
+
+func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionDecision.ProtoReflect.Descriptor instead.
+func (*PermissionDecision) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PermissionDecision) GetPermissionId() string {
+	if x != nil {
+		return x.PermissionId
+	}
+	return ""
+}
+
+func (x *PermissionDecision) GetOptionId() string {
+	if x != nil {
+		return x.OptionId
+	}
+	return ""
+}
+
+func (x *PermissionDecision) GetOptionKind() PermissionOptionKind {
+	if x != nil {
+		return x.OptionKind
+	}
+	return PermissionOptionKind_PERMISSION_OPTION_KIND_UNSPECIFIED
+}
+
+func (x *PermissionDecision) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *PermissionDecision) GetDecidedBy() PermissionDecider {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return PermissionDecider_PERMISSION_DECIDER_UNSPECIFIED
+}
+
 type RespondPermissionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decision      *PermissionDecision    `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1764,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,35 +1777,44 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
-type GetMessagesRequest struct {
+func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+type ListMessagesRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// At most this many of the newest messages (0 = all).
-	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	// Only messages stored before this message id (paging backwards); empty for the newest.
-	BeforeMessageId string `protobuf:"bytes,3,opt,name=before_message_id,json=beforeMessageId,proto3" json:"before_message_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// At most this many (default and cap in ServerLimits). A page also ends before it
+	// would exceed ServerLimits.max_response_bytes.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token, with the same session and order.
+	PageToken     string       `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	Order         MessageOrder `protobuf:"varint,4,opt,name=order,proto3,enum=agentic.v1.MessageOrder" json:"order,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetMessagesRequest) Reset() {
-	*x = GetMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+func (x *ListMessagesRequest) Reset() {
+	*x = ListMessagesRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetMessagesRequest) String() string {
+func (x *ListMessagesRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetMessagesRequest) ProtoMessage() {}
+func (*ListMessagesRequest) ProtoMessage() {}
 
-func (x *GetMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,54 +1825,63 @@ func (x *GetMessagesRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetMessagesRequest.ProtoReflect.Descriptor instead.
-func (*GetMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
+// Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
-func (x *GetMessagesRequest) GetSessionId() string {
+func (x *ListMessagesRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
 	}
 	return ""
 }
 
-func (x *GetMessagesRequest) GetLimit() int32 {
+func (x *ListMessagesRequest) GetPageSize() int32 {
 	if x != nil {
-		return x.Limit
+		return x.PageSize
 	}
 	return 0
 }
 
-func (x *GetMessagesRequest) GetBeforeMessageId() string {
+func (x *ListMessagesRequest) GetPageToken() string {
 	if x != nil {
-		return x.BeforeMessageId
+		return x.PageToken
 	}
 	return ""
 }
 
-type GetMessagesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+func (x *ListMessagesRequest) GetOrder() MessageOrder {
+	if x != nil {
+		return x.Order
+	}
+	return MessageOrder_MESSAGE_ORDER_UNSPECIFIED
+}
+
+type ListMessagesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*SessionMessage      `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetMessagesResponse) Reset() {
-	*x = GetMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+func (x *ListMessagesResponse) Reset() {
+	*x = ListMessagesResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetMessagesResponse) String() string {
+func (x *ListMessagesResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetMessagesResponse) ProtoMessage() {}
+func (*ListMessagesResponse) ProtoMessage() {}
 
-func (x *GetMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,14 +1892,117 @@ func (x *GetMessagesResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetMessagesResponse.ProtoReflect.Descriptor instead.
-func (*GetMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
+// Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
-func (x *GetMessagesResponse) GetMessages() []*Message {
+func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
 	if x != nil {
 		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListMessagesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type GetMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MessageId     string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageRequest) Reset() {
+	*x = GetMessageRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageRequest) ProtoMessage() {}
+
+func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
+func (*GetMessageRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetMessageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+type GetMessageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *SessionMessage        `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageResponse) Reset() {
+	*x = GetMessageResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageResponse) ProtoMessage() {}
+
+func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
+func (*GetMessageResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetMessageResponse) GetMessage() *SessionMessage {
+	if x != nil {
+		return x.Message
 	}
 	return nil
 }
@@ -1292,18 +2011,25 @@ type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these sessions (empty: all).
 	SessionIds []string `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
-	// Only these agents' sessions (empty: all). Both filters apply when both are set.
+	// Only these agents' sessions and agent events (empty: all). Both filters apply when
+	// both are set.
 	AgentIds []string `protobuf:"bytes,2,rep,name=agent_ids,json=agentIds,proto3" json:"agent_ids,omitempty"`
-	// Replay held events with a larger sequence, then go live. 0: live only.
-	// OUT_OF_RANGE when events after this point are no longer held.
-	AfterSequence uint64 `protobuf:"varint,3,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	// Where the stream starts; unset: live events only.
+	//
+	// Types that are valid to be assigned to Start:
+	//
+	//	*SubscribeRequest_AfterSequence
+	//	*SubscribeRequest_OldestHeld
+	Start isSubscribeRequest_Start `protobuf_oneof:"start"`
+	// Only events of these types (empty: all).
+	Types         []AgenticEventType `protobuf:"varint,4,rep,packed,name=types,proto3,enum=agentic.v1.AgenticEventType" json:"types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +2041,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +2054,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -1345,11 +2071,354 @@ func (x *SubscribeRequest) GetAgentIds() []string {
 	return nil
 }
 
+func (x *SubscribeRequest) GetStart() isSubscribeRequest_Start {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
 func (x *SubscribeRequest) GetAfterSequence() uint64 {
 	if x != nil {
-		return x.AfterSequence
+		if x, ok := x.Start.(*SubscribeRequest_AfterSequence); ok {
+			return x.AfterSequence
+		}
 	}
 	return 0
+}
+
+func (x *SubscribeRequest) GetOldestHeld() bool {
+	if x != nil {
+		if x, ok := x.Start.(*SubscribeRequest_OldestHeld); ok {
+			return x.OldestHeld
+		}
+	}
+	return false
+}
+
+func (x *SubscribeRequest) GetTypes() []AgenticEventType {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+type isSubscribeRequest_Start interface {
+	isSubscribeRequest_Start()
+}
+
+type SubscribeRequest_AfterSequence struct {
+	// Replay held events with a larger sequence, then go live. OUT_OF_RANGE
+	// (RESUME_POINT_EXPIRED) when events after this point are no longer held.
+	AfterSequence uint64 `protobuf:"varint,3,opt,name=after_sequence,json=afterSequence,proto3,oneof"`
+}
+
+type SubscribeRequest_OldestHeld struct {
+	// Replay everything still held, then go live.
+	OldestHeld bool `protobuf:"varint,5,opt,name=oldest_held,json=oldestHeld,proto3,oneof"`
+}
+
+func (*SubscribeRequest_AfterSequence) isSubscribeRequest_Start() {}
+
+func (*SubscribeRequest_OldestHeld) isSubscribeRequest_Start() {}
+
+// One frame of a subscription.
+type SubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Frame:
+	//
+	//	*SubscribeResponse_Events
+	//	*SubscribeResponse_Bookmark
+	//	*SubscribeResponse_CaughtUp
+	//	*SubscribeResponse_Heartbeat
+	Frame         isSubscribeResponse_Frame `protobuf_oneof:"frame"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResponse) Reset() {
+	*x = SubscribeResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResponse) ProtoMessage() {}
+
+func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetEvents() *EventBatch {
+	if x != nil {
+		if x, ok := x.Frame.(*SubscribeResponse_Events); ok {
+			return x.Events
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetBookmark() *Bookmark {
+	if x != nil {
+		if x, ok := x.Frame.(*SubscribeResponse_Bookmark); ok {
+			return x.Bookmark
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetCaughtUp() *CaughtUp {
+	if x != nil {
+		if x, ok := x.Frame.(*SubscribeResponse_CaughtUp); ok {
+			return x.CaughtUp
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Frame.(*SubscribeResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isSubscribeResponse_Frame interface {
+	isSubscribeResponse_Frame()
+}
+
+type SubscribeResponse_Events struct {
+	// One or more events in sequence order. Several travel together only when they
+	// were already waiting for this subscriber: none is held back to fill a batch.
+	Events *EventBatch `protobuf:"bytes,1,opt,name=events,proto3,oneof"`
+}
+
+type SubscribeResponse_Bookmark struct {
+	// The subscription has seen everything up to sequence (events its filters dropped
+	// included): resume with after_sequence = sequence. Sent to filtered subscribers
+	// while other traffic moves on, so their resume point stays held.
+	Bookmark *Bookmark `protobuf:"bytes,2,opt,name=bookmark,proto3,oneof"`
+}
+
+type SubscribeResponse_CaughtUp struct {
+	// The replay is over (sent once, also for live-only streams); what follows is live.
+	CaughtUp *CaughtUp `protobuf:"bytes,3,opt,name=caught_up,json=caughtUp,proto3,oneof"`
+}
+
+type SubscribeResponse_Heartbeat struct {
+	// Nothing to send for ServerLimits.heartbeat_interval; keeps idle proxies open.
+	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*SubscribeResponse_Events) isSubscribeResponse_Frame() {}
+
+func (*SubscribeResponse_Bookmark) isSubscribeResponse_Frame() {}
+
+func (*SubscribeResponse_CaughtUp) isSubscribeResponse_Frame() {}
+
+func (*SubscribeResponse_Heartbeat) isSubscribeResponse_Frame() {}
+
+type EventBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*AgenticEvent        `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventBatch) Reset() {
+	*x = EventBatch{}
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventBatch) ProtoMessage() {}
+
+func (x *EventBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
+func (*EventBatch) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *EventBatch) GetEvents() []*AgenticEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type Bookmark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sequence      uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Bookmark) Reset() {
+	*x = Bookmark{}
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bookmark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bookmark) ProtoMessage() {}
+
+func (x *Bookmark) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
+func (*Bookmark) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Bookmark) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+type CaughtUp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The last sequence replayed or skipped; resume with after_sequence = sequence.
+	Sequence      uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaughtUp) Reset() {
+	*x = CaughtUp{}
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaughtUp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaughtUp) ProtoMessage() {}
+
+func (x *CaughtUp) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
+func (*CaughtUp) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CaughtUp) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+type Heartbeat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Heartbeat) Reset() {
+	*x = Heartbeat{}
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Heartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Heartbeat) ProtoMessage() {}
+
+func (x *Heartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
+func (*Heartbeat) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
 }
 
 var File_agentic_v1_service_proto protoreflect.FileDescriptor
@@ -1357,30 +2426,55 @@ var File_agentic_v1_service_proto protoreflect.FileDescriptor
 const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"\x18agentic/v1/service.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\"\x13\n" +
+	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
+	"\x14GetServerInfoRequest\"\xea\x02\n" +
+	"\fServerLimits\x12&\n" +
+	"\x0fmax_event_bytes\x18\x01 \x01(\x03R\rmaxEventBytes\x12*\n" +
+	"\x11default_page_size\x18\x02 \x01(\x05R\x0fdefaultPageSize\x12\"\n" +
+	"\rmax_page_size\x18\x03 \x01(\x05R\vmaxPageSize\x12,\n" +
+	"\x12max_response_bytes\x18\x04 \x01(\x03R\x10maxResponseBytes\x12?\n" +
+	"\x0erequest_id_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\frequestIdTtl\x12H\n" +
+	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12)\n" +
+	"\x10subscriber_queue\x18\a \x01(\x05R\x0fsubscriberQueue\"\xd1\x01\n" +
+	"\x15GetServerInfoResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x120\n" +
+	"\x06limits\x18\x02 \x01(\v2\x18.agentic.v1.ServerLimitsR\x06limits\x12'\n" +
+	"\x0foldest_sequence\x18\x03 \x01(\x04R\x0eoldestSequence\x12'\n" +
+	"\x0fnewest_sequence\x18\x04 \x01(\x04R\x0enewestSequence\x12\x1a\n" +
+	"\bfeatures\x18\x05 \x03(\tR\bfeatures\"\x13\n" +
 	"\x11ListAgentsRequest\"C\n" +
 	"\x12ListAgentsResponse\x12-\n" +
-	"\x06agents\x18\x01 \x03(\v2\x15.agentic.v1.AgentInfoR\x06agents\"w\n" +
+	"\x06agents\x18\x01 \x03(\v2\x15.agentic.v1.AgentInfoR\x06agents\",\n" +
+	"\x0fGetAgentRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\"?\n" +
+	"\x10GetAgentResponse\x12+\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"w\n" +
 	"\rSessionConfig\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x19\n" +
 	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x17\n" +
 	"\amode_id\x18\x03 \x01(\tR\x06modeId\x12\x14\n" +
-	"\x05title\x18\x04 \x01(\tR\x05title\"d\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\"\x83\x01\n" +
 	"\x14CreateSessionRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x121\n" +
-	"\x06config\x18\x02 \x01(\v2\x19.agentic.v1.SessionConfigR\x06config\"J\n" +
+	"\x06config\x18\x02 \x01(\v2\x19.agentic.v1.SessionConfigR\x06config\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"J\n" +
 	"\x15CreateSessionResponse\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"G\n" +
 	"\x12GetSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"l\n" +
+	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"\xaf\x02\n" +
 	"\x13ListSessionsRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"s\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x125\n" +
+	"\bstatuses\x18\x04 \x03(\x0e2\x19.agentic.v1.SessionStatusR\bstatuses\x12\x1c\n" +
+	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12?\n" +
+	"\rupdated_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fupdatedAfter\x12+\n" +
+	"\x04view\x18\a \x01(\x0e2\x17.agentic.v1.SessionViewR\x04view\"s\n" +
 	"\x14ListSessionsResponse\x123\n" +
 	"\bsessions\x18\x01 \x03(\v2\x17.agentic.v1.SessionInfoR\bsessions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8c\x01\n" +
@@ -1395,21 +2489,30 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x16\n" +
-	"\x14CloseSessionResponse\"i\n" +
+	"\x14CloseSessionResponse\"\xcf\x01\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
-	"\acontent\x18\x02 \x01(\v2\x1a.agentic.v1.MessageContentR\acontent\"\\\n" +
+	"\acontent\x18\x02 \x01(\v2\x1a.agentic.v1.MessageContentR\acontent\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\x12&\n" +
+	"\x0fuser_message_id\x18\x05 \x01(\tR\ruserMessageId\"\\\n" +
 	"\x13SendMessageResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
-	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\"T\n" +
+	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\"s\n" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"\x17\n" +
-	"\x15CancelMessageResponse\"K\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"6\n" +
+	"\x15CancelMessageResponse\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\"K\n" +
 	"\x0fSetModelRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -1421,32 +2524,83 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amode_id\x18\x02 \x01(\tR\x06modeId\"D\n" +
 	"\x0fSetModeResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"\xc6\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"\xeb\x01\n" +
 	"\x18RespondPermissionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rpermission_id\x18\x02 \x01(\tR\fpermissionId\x12\x1d\n" +
+	"\toption_id\x18\x03 \x01(\tH\x00R\boptionId\x12C\n" +
+	"\voption_kind\x18\x04 \x01(\x0e2 .agentic.v1.PermissionOptionKindH\x00R\n" +
+	"optionKind\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestIdB\b\n" +
+	"\x06answer\"\xf1\x01\n" +
+	"\x12PermissionDecision\x12#\n" +
+	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x1b\n" +
+	"\toption_id\x18\x02 \x01(\tR\boptionId\x12A\n" +
+	"\voption_kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\n" +
+	"optionKind\x12\x18\n" +
+	"\agranted\x18\x04 \x01(\bR\agranted\x12<\n" +
+	"\n" +
+	"decided_by\x18\x05 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\"W\n" +
+	"\x19RespondPermissionResponse\x12:\n" +
+	"\bdecision\x18\x01 \x01(\v2\x1e.agentic.v1.PermissionDecisionR\bdecision\"\xa0\x01\n" +
+	"\x13ListMessagesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12.\n" +
+	"\x05order\x18\x04 \x01(\x0e2\x18.agentic.v1.MessageOrderR\x05order\"v\n" +
+	"\x14ListMessagesResponse\x126\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.agentic.v1.SessionMessageR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
+	"\x11GetMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1d\n" +
-	"\toption_id\x18\x03 \x01(\tH\x00R\boptionId\x12C\n" +
-	"\voption_kind\x18\x04 \x01(\x0e2 .agentic.v1.PermissionOptionKindH\x00R\n" +
-	"optionKindB\b\n" +
-	"\x06answer\"\x1b\n" +
-	"\x19RespondPermissionResponse\"u\n" +
-	"\x12GetMessagesRequest\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12*\n" +
-	"\x11before_message_id\x18\x03 \x01(\tR\x0fbeforeMessageId\"F\n" +
-	"\x13GetMessagesResponse\x12/\n" +
-	"\bmessages\x18\x01 \x03(\v2\x13.agentic.v1.MessageR\bmessages\"w\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"J\n" +
+	"\x12GetMessageResponse\x124\n" +
+	"\amessage\x18\x01 \x01(\v2\x1a.agentic.v1.SessionMessageR\amessage\"\xd9\x01\n" +
 	"\x10SubscribeRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1b\n" +
-	"\tagent_ids\x18\x02 \x03(\tR\bagentIds\x12%\n" +
-	"\x0eafter_sequence\x18\x03 \x01(\x04R\rafterSequence2\xa0\b\n" +
-	"\x0eAgenticService\x12K\n" +
+	"\tagent_ids\x18\x02 \x03(\tR\bagentIds\x12'\n" +
+	"\x0eafter_sequence\x18\x03 \x01(\x04H\x00R\rafterSequence\x12!\n" +
+	"\voldest_held\x18\x05 \x01(\bH\x00R\n" +
+	"oldestHeld\x122\n" +
+	"\x05types\x18\x04 \x03(\x0e2\x1c.agentic.v1.AgenticEventTypeR\x05typesB\a\n" +
+	"\x05start\"\xee\x01\n" +
+	"\x11SubscribeResponse\x120\n" +
+	"\x06events\x18\x01 \x01(\v2\x16.agentic.v1.EventBatchH\x00R\x06events\x122\n" +
+	"\bbookmark\x18\x02 \x01(\v2\x14.agentic.v1.BookmarkH\x00R\bbookmark\x123\n" +
+	"\tcaught_up\x18\x03 \x01(\v2\x14.agentic.v1.CaughtUpH\x00R\bcaughtUp\x125\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x15.agentic.v1.HeartbeatH\x00R\theartbeatB\a\n" +
+	"\x05frame\">\n" +
 	"\n" +
-	"ListAgents\x12\x1d.agentic.v1.ListAgentsRequest\x1a\x1e.agentic.v1.ListAgentsResponse\x12T\n" +
+	"EventBatch\x120\n" +
+	"\x06events\x18\x01 \x03(\v2\x18.agentic.v1.AgenticEventR\x06events\"&\n" +
+	"\bBookmark\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"&\n" +
+	"\bCaughtUp\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"H\n" +
+	"\tHeartbeat\x12;\n" +
+	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"serverTime*Z\n" +
+	"\vSessionView\x12\x1c\n" +
+	"\x18SESSION_VIEW_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12SESSION_VIEW_BASIC\x10\x01\x12\x15\n" +
+	"\x11SESSION_VIEW_FULL\x10\x02*m\n" +
+	"\fMessageOrder\x12\x1d\n" +
+	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\x92\n" +
+	"\n" +
+	"\x0eAgenticService\x12T\n" +
+	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
+	"\n" +
+	"ListAgents\x12\x1d.agentic.v1.ListAgentsRequest\x1a\x1e.agentic.v1.ListAgentsResponse\x12E\n" +
+	"\bGetAgent\x12\x1b.agentic.v1.GetAgentRequest\x1a\x1c.agentic.v1.GetAgentResponse\x12T\n" +
 	"\rCreateSession\x12 .agentic.v1.CreateSessionRequest\x1a!.agentic.v1.CreateSessionResponse\x12K\n" +
 	"\n" +
 	"GetSession\x12\x1d.agentic.v1.GetSessionRequest\x1a\x1e.agentic.v1.GetSessionResponse\x12Q\n" +
@@ -1457,9 +2611,11 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\rCancelMessage\x12 .agentic.v1.CancelMessageRequest\x1a!.agentic.v1.CancelMessageResponse\x12E\n" +
 	"\bSetModel\x12\x1b.agentic.v1.SetModelRequest\x1a\x1c.agentic.v1.SetModelResponse\x12B\n" +
 	"\aSetMode\x12\x1a.agentic.v1.SetModeRequest\x1a\x1b.agentic.v1.SetModeResponse\x12`\n" +
-	"\x11RespondPermission\x12$.agentic.v1.RespondPermissionRequest\x1a%.agentic.v1.RespondPermissionResponse\x12N\n" +
-	"\vGetMessages\x12\x1e.agentic.v1.GetMessagesRequest\x1a\x1f.agentic.v1.GetMessagesResponse\x12E\n" +
-	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x18.agentic.v1.AgenticEvent0\x01B\xa1\x01\n" +
+	"\x11RespondPermission\x12$.agentic.v1.RespondPermissionRequest\x1a%.agentic.v1.RespondPermissionResponse\x12Q\n" +
+	"\fListMessages\x12\x1f.agentic.v1.ListMessagesRequest\x1a .agentic.v1.ListMessagesResponse\x12K\n" +
+	"\n" +
+	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12J\n" +
+	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x1d.agentic.v1.SubscribeResponse0\x01B\xa1\x01\n" +
 	"\x0ecom.agentic.v1B\fServiceProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"
@@ -1476,84 +2632,130 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_service_proto_rawDescData
 }
 
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_agentic_v1_service_proto_goTypes = []any{
-	(*ListAgentsRequest)(nil),         // 0: agentic.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),        // 1: agentic.v1.ListAgentsResponse
-	(*SessionConfig)(nil),             // 2: agentic.v1.SessionConfig
-	(*CreateSessionRequest)(nil),      // 3: agentic.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),     // 4: agentic.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),         // 5: agentic.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 6: agentic.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),       // 7: agentic.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 8: agentic.v1.ListSessionsResponse
-	(*LoadSessionRequest)(nil),        // 9: agentic.v1.LoadSessionRequest
-	(*LoadSessionResponse)(nil),       // 10: agentic.v1.LoadSessionResponse
-	(*CloseSessionRequest)(nil),       // 11: agentic.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),      // 12: agentic.v1.CloseSessionResponse
-	(*SendMessageRequest)(nil),        // 13: agentic.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),       // 14: agentic.v1.SendMessageResponse
-	(*CancelMessageRequest)(nil),      // 15: agentic.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),     // 16: agentic.v1.CancelMessageResponse
-	(*SetModelRequest)(nil),           // 17: agentic.v1.SetModelRequest
-	(*SetModelResponse)(nil),          // 18: agentic.v1.SetModelResponse
-	(*SetModeRequest)(nil),            // 19: agentic.v1.SetModeRequest
-	(*SetModeResponse)(nil),           // 20: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),  // 21: agentic.v1.RespondPermissionRequest
-	(*RespondPermissionResponse)(nil), // 22: agentic.v1.RespondPermissionResponse
-	(*GetMessagesRequest)(nil),        // 23: agentic.v1.GetMessagesRequest
-	(*GetMessagesResponse)(nil),       // 24: agentic.v1.GetMessagesResponse
-	(*SubscribeRequest)(nil),          // 25: agentic.v1.SubscribeRequest
-	(*AgentInfo)(nil),                 // 26: agentic.v1.AgentInfo
-	(*SessionInfo)(nil),               // 27: agentic.v1.SessionInfo
-	(*MessageContent)(nil),            // 28: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),         // 29: agentic.v1.PermissionOptionKind
-	(*Message)(nil),                   // 30: agentic.v1.Message
-	(*AgenticEvent)(nil),              // 31: agentic.v1.AgenticEvent
+	(SessionView)(0),                  // 0: agentic.v1.SessionView
+	(MessageOrder)(0),                 // 1: agentic.v1.MessageOrder
+	(*GetServerInfoRequest)(nil),      // 2: agentic.v1.GetServerInfoRequest
+	(*ServerLimits)(nil),              // 3: agentic.v1.ServerLimits
+	(*GetServerInfoResponse)(nil),     // 4: agentic.v1.GetServerInfoResponse
+	(*ListAgentsRequest)(nil),         // 5: agentic.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),        // 6: agentic.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),           // 7: agentic.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),          // 8: agentic.v1.GetAgentResponse
+	(*SessionConfig)(nil),             // 9: agentic.v1.SessionConfig
+	(*CreateSessionRequest)(nil),      // 10: agentic.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),     // 11: agentic.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),         // 12: agentic.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),        // 13: agentic.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),       // 14: agentic.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 15: agentic.v1.ListSessionsResponse
+	(*LoadSessionRequest)(nil),        // 16: agentic.v1.LoadSessionRequest
+	(*LoadSessionResponse)(nil),       // 17: agentic.v1.LoadSessionResponse
+	(*CloseSessionRequest)(nil),       // 18: agentic.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),      // 19: agentic.v1.CloseSessionResponse
+	(*SendMessageRequest)(nil),        // 20: agentic.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),       // 21: agentic.v1.SendMessageResponse
+	(*CancelMessageRequest)(nil),      // 22: agentic.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),     // 23: agentic.v1.CancelMessageResponse
+	(*SetModelRequest)(nil),           // 24: agentic.v1.SetModelRequest
+	(*SetModelResponse)(nil),          // 25: agentic.v1.SetModelResponse
+	(*SetModeRequest)(nil),            // 26: agentic.v1.SetModeRequest
+	(*SetModeResponse)(nil),           // 27: agentic.v1.SetModeResponse
+	(*RespondPermissionRequest)(nil),  // 28: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),        // 29: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil), // 30: agentic.v1.RespondPermissionResponse
+	(*ListMessagesRequest)(nil),       // 31: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),      // 32: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),         // 33: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),        // 34: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),          // 35: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 36: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                // 37: agentic.v1.EventBatch
+	(*Bookmark)(nil),                  // 38: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                  // 39: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 40: agentic.v1.Heartbeat
+	(*durationpb.Duration)(nil),       // 41: google.protobuf.Duration
+	(*AgentInfo)(nil),                 // 42: agentic.v1.AgentInfo
+	(*SessionInfo)(nil),               // 43: agentic.v1.SessionInfo
+	(SessionStatus)(0),                // 44: agentic.v1.SessionStatus
+	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
+	(*MessageContent)(nil),            // 46: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),         // 47: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),            // 48: agentic.v1.PermissionDecider
+	(*SessionMessage)(nil),            // 49: agentic.v1.SessionMessage
+	(AgenticEventType)(0),             // 50: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),              // 51: agentic.v1.AgenticEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	26, // 0: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	2,  // 1: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	27, // 2: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	27, // 3: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	27, // 4: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	27, // 5: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	28, // 6: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	27, // 7: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	27, // 8: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	29, // 9: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	30, // 10: agentic.v1.GetMessagesResponse.messages:type_name -> agentic.v1.Message
-	0,  // 11: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	3,  // 12: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	5,  // 13: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	7,  // 14: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	9,  // 15: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	11, // 16: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	13, // 17: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	15, // 18: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	17, // 19: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	19, // 20: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	21, // 21: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	23, // 22: agentic.v1.AgenticService.GetMessages:input_type -> agentic.v1.GetMessagesRequest
-	25, // 23: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	1,  // 24: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	4,  // 25: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	6,  // 26: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	8,  // 27: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	10, // 28: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	12, // 29: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	14, // 30: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	16, // 31: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	18, // 32: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	20, // 33: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	22, // 34: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	24, // 35: agentic.v1.AgenticService.GetMessages:output_type -> agentic.v1.GetMessagesResponse
-	31, // 36: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.AgenticEvent
-	24, // [24:37] is the sub-list for method output_type
-	11, // [11:24] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	41, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	41, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	3,  // 2: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
+	42, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	42, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	9,  // 5: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
+	43, // 6: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	43, // 7: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	44, // 8: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	45, // 9: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	0,  // 10: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
+	43, // 11: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	43, // 12: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	46, // 13: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	43, // 14: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	43, // 15: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	47, // 16: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	47, // 17: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	48, // 18: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	29, // 19: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	1,  // 20: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	49, // 21: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	49, // 22: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	50, // 23: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	37, // 24: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	38, // 25: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	39, // 26: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	40, // 27: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	51, // 28: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	45, // 29: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 30: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	5,  // 31: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	7,  // 32: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	10, // 33: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	12, // 34: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	14, // 35: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	16, // 36: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	18, // 37: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	20, // 38: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	22, // 39: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	24, // 40: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	26, // 41: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	28, // 42: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	31, // 43: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	33, // 44: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	35, // 45: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	4,  // 46: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	6,  // 47: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	8,  // 48: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	11, // 49: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	13, // 50: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	15, // 51: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	17, // 52: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	19, // 53: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	21, // 54: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	23, // 55: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	25, // 56: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	27, // 57: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	30, // 58: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	32, // 59: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	34, // 60: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	36, // 61: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	46, // [46:62] is the sub-list for method output_type
+	30, // [30:46] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -1563,22 +2765,33 @@ func file_agentic_v1_service_proto_init() {
 	}
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
-	file_agentic_v1_service_proto_msgTypes[21].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[26].OneofWrappers = []any{
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
+	}
+	file_agentic_v1_service_proto_msgTypes[33].OneofWrappers = []any{
+		(*SubscribeRequest_AfterSequence)(nil),
+		(*SubscribeRequest_OldestHeld)(nil),
+	}
+	file_agentic_v1_service_proto_msgTypes[34].OneofWrappers = []any{
+		(*SubscribeResponse_Events)(nil),
+		(*SubscribeResponse_Bookmark)(nil),
+		(*SubscribeResponse_CaughtUp)(nil),
+		(*SubscribeResponse_Heartbeat)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   26,
+			NumEnums:      2,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_agentic_v1_service_proto_goTypes,
 		DependencyIndexes: file_agentic_v1_service_proto_depIdxs,
+		EnumInfos:         file_agentic_v1_service_proto_enumTypes,
 		MessageInfos:      file_agentic_v1_service_proto_msgTypes,
 	}.Build()
 	File_agentic_v1_service_proto = out.File

@@ -19,7 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
+	AgenticService_GetServerInfo_FullMethodName     = "/agentic.v1.AgenticService/GetServerInfo"
 	AgenticService_ListAgents_FullMethodName        = "/agentic.v1.AgenticService/ListAgents"
+	AgenticService_GetAgent_FullMethodName          = "/agentic.v1.AgenticService/GetAgent"
 	AgenticService_CreateSession_FullMethodName     = "/agentic.v1.AgenticService/CreateSession"
 	AgenticService_GetSession_FullMethodName        = "/agentic.v1.AgenticService/GetSession"
 	AgenticService_ListSessions_FullMethodName      = "/agentic.v1.AgenticService/ListSessions"
@@ -30,7 +32,8 @@ const (
 	AgenticService_SetModel_FullMethodName          = "/agentic.v1.AgenticService/SetModel"
 	AgenticService_SetMode_FullMethodName           = "/agentic.v1.AgenticService/SetMode"
 	AgenticService_RespondPermission_FullMethodName = "/agentic.v1.AgenticService/RespondPermission"
-	AgenticService_GetMessages_FullMethodName       = "/agentic.v1.AgenticService/GetMessages"
+	AgenticService_ListMessages_FullMethodName      = "/agentic.v1.AgenticService/ListMessages"
+	AgenticService_GetMessage_FullMethodName        = "/agentic.v1.AgenticService/GetMessage"
 	AgenticService_Subscribe_FullMethodName         = "/agentic.v1.AgenticService/Subscribe"
 )
 
@@ -38,21 +41,33 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// One API to every coding agent. Errors: NOT_FOUND (unknown agent or session),
-// INVALID_ARGUMENT (bad argument; the message says which), FAILED_PRECONDITION (session
-// busy or agent not configured), UNAUTHENTICATED (agent needs login; bearer token
-// missing), UNAVAILABLE (agent process gone), CANCELED, OUT_OF_RANGE (resume point no
-// longer held), RESOURCE_EXHAUSTED (subscriber too slow; resume from the sequence given).
+// One API to every coding agent.
+//
+// Errors: every non-OK status carries a google.rpc.ErrorInfo whose reason is one of
+// ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
+// also carries a google.rpc.BadRequest. Act on the reason, not on the message.
+//
+// Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
+// client-chosen request_id (a UUID). The server remembers it for
+// ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
+// answer (its response or its error) instead of doing the work again, also while the
+// first call still runs. The same request_id with a different request is
+// INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
 type AgenticServiceClient interface {
+	// The server's version, limits, held event range and features.
+	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
 	// The agents the server can drive, with their status.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
+	// One agent. Subscribe to AGENT_STATUS_CHANGED instead of polling it.
+	GetAgent(ctx context.Context, in *GetAgentRequest, opts ...grpc.CallOption) (*GetAgentResponse, error)
 	// Starts a session; returns once the agent has answered (the id is final).
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
 	// A full snapshot of a session, enough to redraw it after reconnecting.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
-	// Sessions known to the server, newest first.
+	// Sessions known to the server, most recently updated first (ties: session_id).
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
-	// Reopens a stored or closed session; its history streams as events, then SESSION_READY.
+	// Reopens a stored or closed session; its history streams as events marked replay,
+	// then SESSION_READY.
 	LoadSession(ctx context.Context, in *LoadSessionRequest, opts ...grpc.CallOption) (*LoadSessionResponse, error)
 	// Ends a session: running turn cancelled, terminals released. History stays.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
@@ -61,23 +76,28 @@ type AgenticServiceClient interface {
 	// echo the user's message as events with role MESSAGE_ROLE_USER under
 	// user_message_id (MESSAGE_DELTA for its text, MESSAGE_BLOCK for its other parts, then
 	// MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
-	// in order.
+	// in order. Choose message_id (and user_message_id) yourself to know them before
+	// any event of the turn can arrive.
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
-	// Cancels the running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
 	CancelMessage(ctx context.Context, in *CancelMessageRequest, opts ...grpc.CallOption) (*CancelMessageResponse, error)
 	// Chooses a model from SessionInfo.available_models.
 	SetModel(ctx context.Context, in *SetModelRequest, opts ...grpc.CallOption) (*SetModelResponse, error)
 	// Chooses a mode from SessionInfo.available_modes.
 	SetMode(ctx context.Context, in *SetModeRequest, opts ...grpc.CallOption) (*SetModeResponse, error)
-	// Answers a pending permission request. The first answer wins; later ones fail with
-	// NOT_FOUND.
+	// Answers a pending permission request. The first answer decides. Answering again
+	// with the same answer is OK and returns the decision; another answer after the
+	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
 	RespondPermission(ctx context.Context, in *RespondPermissionRequest, opts ...grpc.CallOption) (*RespondPermissionResponse, error)
-	// A session's stored history, oldest first.
-	GetMessages(ctx context.Context, in *GetMessagesRequest, opts ...grpc.CallOption) (*GetMessagesResponse, error)
-	// Streams events, optionally filtered, optionally resuming after a sequence. Response
-	// headers are sent once the subscription is registered: a client that waits for them
-	// knows every event published afterwards will reach it.
-	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgenticEvent], error)
+	// A page of a session's stored history.
+	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
+	// One stored message.
+	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error)
+	// Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
+	// filtered, optionally resuming. Response headers are sent once the subscription is
+	// registered: a client that waits for them knows every event published afterwards
+	// will reach it.
+	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 }
 
 type agenticServiceClient struct {
@@ -88,10 +108,30 @@ func NewAgenticServiceClient(cc grpc.ClientConnInterface) AgenticServiceClient {
 	return &agenticServiceClient{cc}
 }
 
+func (c *agenticServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServerInfoResponse)
+	err := c.cc.Invoke(ctx, AgenticService_GetServerInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agenticServiceClient) ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAgentsResponse)
 	err := c.cc.Invoke(ctx, AgenticService_ListAgents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agenticServiceClient) GetAgent(ctx context.Context, in *GetAgentRequest, opts ...grpc.CallOption) (*GetAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAgentResponse)
+	err := c.cc.Invoke(ctx, AgenticService_GetAgent_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -198,23 +238,33 @@ func (c *agenticServiceClient) RespondPermission(ctx context.Context, in *Respon
 	return out, nil
 }
 
-func (c *agenticServiceClient) GetMessages(ctx context.Context, in *GetMessagesRequest, opts ...grpc.CallOption) (*GetMessagesResponse, error) {
+func (c *agenticServiceClient) ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetMessagesResponse)
-	err := c.cc.Invoke(ctx, AgenticService_GetMessages_FullMethodName, in, out, cOpts...)
+	out := new(ListMessagesResponse)
+	err := c.cc.Invoke(ctx, AgenticService_ListMessages_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *agenticServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgenticEvent], error) {
+func (c *agenticServiceClient) GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMessageResponse)
+	err := c.cc.Invoke(ctx, AgenticService_GetMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agenticServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &AgenticService_ServiceDesc.Streams[0], AgenticService_Subscribe_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[SubscribeRequest, AgenticEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[SubscribeRequest, SubscribeResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -225,27 +275,39 @@ func (c *agenticServiceClient) Subscribe(ctx context.Context, in *SubscribeReque
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type AgenticService_SubscribeClient = grpc.ServerStreamingClient[AgenticEvent]
+type AgenticService_SubscribeClient = grpc.ServerStreamingClient[SubscribeResponse]
 
 // AgenticServiceServer is the server API for AgenticService service.
 // All implementations must embed UnimplementedAgenticServiceServer
 // for forward compatibility.
 //
-// One API to every coding agent. Errors: NOT_FOUND (unknown agent or session),
-// INVALID_ARGUMENT (bad argument; the message says which), FAILED_PRECONDITION (session
-// busy or agent not configured), UNAUTHENTICATED (agent needs login; bearer token
-// missing), UNAVAILABLE (agent process gone), CANCELED, OUT_OF_RANGE (resume point no
-// longer held), RESOURCE_EXHAUSTED (subscriber too slow; resume from the sequence given).
+// One API to every coding agent.
+//
+// Errors: every non-OK status carries a google.rpc.ErrorInfo whose reason is one of
+// ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
+// also carries a google.rpc.BadRequest. Act on the reason, not on the message.
+//
+// Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
+// client-chosen request_id (a UUID). The server remembers it for
+// ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
+// answer (its response or its error) instead of doing the work again, also while the
+// first call still runs. The same request_id with a different request is
+// INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
 type AgenticServiceServer interface {
+	// The server's version, limits, held event range and features.
+	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
 	// The agents the server can drive, with their status.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
+	// One agent. Subscribe to AGENT_STATUS_CHANGED instead of polling it.
+	GetAgent(context.Context, *GetAgentRequest) (*GetAgentResponse, error)
 	// Starts a session; returns once the agent has answered (the id is final).
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
 	// A full snapshot of a session, enough to redraw it after reconnecting.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
-	// Sessions known to the server, newest first.
+	// Sessions known to the server, most recently updated first (ties: session_id).
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
-	// Reopens a stored or closed session; its history streams as events, then SESSION_READY.
+	// Reopens a stored or closed session; its history streams as events marked replay,
+	// then SESSION_READY.
 	LoadSession(context.Context, *LoadSessionRequest) (*LoadSessionResponse, error)
 	// Ends a session: running turn cancelled, terminals released. History stays.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
@@ -254,23 +316,28 @@ type AgenticServiceServer interface {
 	// echo the user's message as events with role MESSAGE_ROLE_USER under
 	// user_message_id (MESSAGE_DELTA for its text, MESSAGE_BLOCK for its other parts, then
 	// MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
-	// in order.
+	// in order. Choose message_id (and user_message_id) yourself to know them before
+	// any event of the turn can arrive.
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
-	// Cancels the running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
 	CancelMessage(context.Context, *CancelMessageRequest) (*CancelMessageResponse, error)
 	// Chooses a model from SessionInfo.available_models.
 	SetModel(context.Context, *SetModelRequest) (*SetModelResponse, error)
 	// Chooses a mode from SessionInfo.available_modes.
 	SetMode(context.Context, *SetModeRequest) (*SetModeResponse, error)
-	// Answers a pending permission request. The first answer wins; later ones fail with
-	// NOT_FOUND.
+	// Answers a pending permission request. The first answer decides. Answering again
+	// with the same answer is OK and returns the decision; another answer after the
+	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
 	RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error)
-	// A session's stored history, oldest first.
-	GetMessages(context.Context, *GetMessagesRequest) (*GetMessagesResponse, error)
-	// Streams events, optionally filtered, optionally resuming after a sequence. Response
-	// headers are sent once the subscription is registered: a client that waits for them
-	// knows every event published afterwards will reach it.
-	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[AgenticEvent]) error
+	// A page of a session's stored history.
+	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
+	// One stored message.
+	GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error)
+	// Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
+	// filtered, optionally resuming. Response headers are sent once the subscription is
+	// registered: a client that waits for them knows every event published afterwards
+	// will reach it.
+	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	mustEmbedUnimplementedAgenticServiceServer()
 }
 
@@ -281,8 +348,14 @@ type AgenticServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedAgenticServiceServer struct{}
 
+func (UnimplementedAgenticServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
+}
 func (UnimplementedAgenticServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
+}
+func (UnimplementedAgenticServiceServer) GetAgent(context.Context, *GetAgentRequest) (*GetAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAgent not implemented")
 }
 func (UnimplementedAgenticServiceServer) CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSession not implemented")
@@ -314,10 +387,13 @@ func (UnimplementedAgenticServiceServer) SetMode(context.Context, *SetModeReques
 func (UnimplementedAgenticServiceServer) RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RespondPermission not implemented")
 }
-func (UnimplementedAgenticServiceServer) GetMessages(context.Context, *GetMessagesRequest) (*GetMessagesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetMessages not implemented")
+func (UnimplementedAgenticServiceServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
 }
-func (UnimplementedAgenticServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[AgenticEvent]) error {
+func (UnimplementedAgenticServiceServer) GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedAgenticServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
 }
 func (UnimplementedAgenticServiceServer) mustEmbedUnimplementedAgenticServiceServer() {}
@@ -341,6 +417,24 @@ func RegisterAgenticServiceServer(s grpc.ServiceRegistrar, srv AgenticServiceSer
 	s.RegisterService(&AgenticService_ServiceDesc, srv)
 }
 
+func _AgenticService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServerInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).GetServerInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_GetServerInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).GetServerInfo(ctx, req.(*GetServerInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgenticService_ListAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListAgentsRequest)
 	if err := dec(in); err != nil {
@@ -355,6 +449,24 @@ func _AgenticService_ListAgents_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AgenticServiceServer).ListAgents(ctx, req.(*ListAgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgenticService_GetAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).GetAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_GetAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).GetAgent(ctx, req.(*GetAgentRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -539,20 +651,38 @@ func _AgenticService_RespondPermission_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
-func _AgenticService_GetMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetMessagesRequest)
+func _AgenticService_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMessagesRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(AgenticServiceServer).GetMessages(ctx, in)
+		return srv.(AgenticServiceServer).ListMessages(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: AgenticService_GetMessages_FullMethodName,
+		FullMethod: AgenticService_ListMessages_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AgenticServiceServer).GetMessages(ctx, req.(*GetMessagesRequest))
+		return srv.(AgenticServiceServer).ListMessages(ctx, req.(*ListMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgenticService_GetMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).GetMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_GetMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).GetMessage(ctx, req.(*GetMessageRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -562,11 +692,11 @@ func _AgenticService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(AgenticServiceServer).Subscribe(m, &grpc.GenericServerStream[SubscribeRequest, AgenticEvent]{ServerStream: stream})
+	return srv.(AgenticServiceServer).Subscribe(m, &grpc.GenericServerStream[SubscribeRequest, SubscribeResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type AgenticService_SubscribeServer = grpc.ServerStreamingServer[AgenticEvent]
+type AgenticService_SubscribeServer = grpc.ServerStreamingServer[SubscribeResponse]
 
 // AgenticService_ServiceDesc is the grpc.ServiceDesc for AgenticService service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -576,8 +706,16 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*AgenticServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
+			MethodName: "GetServerInfo",
+			Handler:    _AgenticService_GetServerInfo_Handler,
+		},
+		{
 			MethodName: "ListAgents",
 			Handler:    _AgenticService_ListAgents_Handler,
+		},
+		{
+			MethodName: "GetAgent",
+			Handler:    _AgenticService_GetAgent_Handler,
 		},
 		{
 			MethodName: "CreateSession",
@@ -620,8 +758,12 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AgenticService_RespondPermission_Handler,
 		},
 		{
-			MethodName: "GetMessages",
-			Handler:    _AgenticService_GetMessages_Handler,
+			MethodName: "ListMessages",
+			Handler:    _AgenticService_ListMessages_Handler,
+		},
+		{
+			MethodName: "GetMessage",
+			Handler:    _AgenticService_GetMessage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -962,7 +962,7 @@ type AgentInfo struct {
 	AuthMethods  []*AuthMethod `protobuf:"bytes,7,rep,name=auth_methods,json=authMethods,proto3" json:"auth_methods,omitempty"`
 	Capabilities *Capabilities `protobuf:"bytes,8,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// The agent's own name and version from its initialize answer (ACP), when known.
-	Implementation string `protobuf:"bytes,9,opt,name=implementation,proto3" json:"implementation,omitempty"`
+	Implementation *Implementation `protobuf:"bytes,12,opt,name=implementation,proto3" json:"implementation,omitempty"`
 	// Where the agent's configuration came from, for a person to read. It names
 	// variables, never their values:
 	//
@@ -1072,11 +1072,11 @@ func (x *AgentInfo) GetCapabilities() *Capabilities {
 	return nil
 }
 
-func (x *AgentInfo) GetImplementation() string {
+func (x *AgentInfo) GetImplementation() *Implementation {
 	if x != nil {
 		return x.Implementation
 	}
-	return ""
+	return nil
 }
 
 func (x *AgentInfo) GetConfigSource() string {
@@ -1089,6 +1089,68 @@ func (x *AgentInfo) GetConfigSource() string {
 func (x *AgentInfo) GetConfinement() string {
 	if x != nil {
 		return x.Confinement
+	}
+	return ""
+}
+
+// A program's name and version, as it reports them.
+type Implementation struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// A display name, when the program gives one.
+	Title         string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Implementation) Reset() {
+	*x = Implementation{}
+	mi := &file_agentic_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Implementation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Implementation) ProtoMessage() {}
+
+func (x *Implementation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Implementation.ProtoReflect.Descriptor instead.
+func (*Implementation) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Implementation) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Implementation) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Implementation) GetTitle() string {
+	if x != nil {
+		return x.Title
 	}
 	return ""
 }
@@ -1106,7 +1168,7 @@ type Mode struct {
 
 func (x *Mode) Reset() {
 	*x = Mode{}
-	mi := &file_agentic_v1_types_proto_msgTypes[3]
+	mi := &file_agentic_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1180,7 @@ func (x *Mode) String() string {
 func (*Mode) ProtoMessage() {}
 
 func (x *Mode) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[3]
+	mi := &file_agentic_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1193,7 @@ func (x *Mode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mode.ProtoReflect.Descriptor instead.
 func (*Mode) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Mode) GetId() string {
@@ -1167,7 +1229,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentic_v1_types_proto_msgTypes[4]
+	mi := &file_agentic_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1241,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[4]
+	mi := &file_agentic_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1254,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Model) GetId() string {
@@ -1229,7 +1291,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_agentic_v1_types_proto_msgTypes[5]
+	mi := &file_agentic_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1303,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[5]
+	mi := &file_agentic_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1316,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Command) GetName() string {
@@ -1278,27 +1340,28 @@ func (x *Command) GetInputHint() string {
 	return ""
 }
 
-// Token counts. Zero means not reported.
+// Token counts and cost. A field is absent when the agent did not report it; zero is a
+// real value.
 type TokenUsage struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
-	InputTokens       int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens      int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	TotalTokens       int64                  `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
-	CachedInputTokens int64                  `protobuf:"varint,4,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
-	ReasoningTokens   int64                  `protobuf:"varint,5,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
-	// Context window use as reported by the agent (ACP usage_update), 0 when unknown.
-	ContextUsed int64 `protobuf:"varint,6,opt,name=context_used,json=contextUsed,proto3" json:"context_used,omitempty"`
-	ContextSize int64 `protobuf:"varint,7,opt,name=context_size,json=contextSize,proto3" json:"context_size,omitempty"`
-	// Cost as reported by the agent, in `cost_currency` (e.g. "USD"); 0 when unknown.
-	Cost          float64 `protobuf:"fixed64,8,opt,name=cost,proto3" json:"cost,omitempty"`
-	CostCurrency  string  `protobuf:"bytes,9,opt,name=cost_currency,json=costCurrency,proto3" json:"cost_currency,omitempty"`
+	InputTokens       *int64                 `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3,oneof" json:"input_tokens,omitempty"`
+	OutputTokens      *int64                 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3,oneof" json:"output_tokens,omitempty"`
+	TotalTokens       *int64                 `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3,oneof" json:"total_tokens,omitempty"`
+	CachedInputTokens *int64                 `protobuf:"varint,4,opt,name=cached_input_tokens,json=cachedInputTokens,proto3,oneof" json:"cached_input_tokens,omitempty"`
+	ReasoningTokens   *int64                 `protobuf:"varint,5,opt,name=reasoning_tokens,json=reasoningTokens,proto3,oneof" json:"reasoning_tokens,omitempty"`
+	// Context window use as reported by the agent (ACP usage_update).
+	ContextUsed *int64 `protobuf:"varint,6,opt,name=context_used,json=contextUsed,proto3,oneof" json:"context_used,omitempty"`
+	ContextSize *int64 `protobuf:"varint,7,opt,name=context_size,json=contextSize,proto3,oneof" json:"context_size,omitempty"`
+	// Cost as reported by the agent, in `cost_currency` (e.g. "USD").
+	Cost          *float64 `protobuf:"fixed64,8,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	CostCurrency  string   `protobuf:"bytes,9,opt,name=cost_currency,json=costCurrency,proto3" json:"cost_currency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[6]
+	mi := &file_agentic_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1373,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[6]
+	mi := &file_agentic_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,61 +1386,61 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TokenUsage) GetInputTokens() int64 {
-	if x != nil {
-		return x.InputTokens
+	if x != nil && x.InputTokens != nil {
+		return *x.InputTokens
 	}
 	return 0
 }
 
 func (x *TokenUsage) GetOutputTokens() int64 {
-	if x != nil {
-		return x.OutputTokens
+	if x != nil && x.OutputTokens != nil {
+		return *x.OutputTokens
 	}
 	return 0
 }
 
 func (x *TokenUsage) GetTotalTokens() int64 {
-	if x != nil {
-		return x.TotalTokens
+	if x != nil && x.TotalTokens != nil {
+		return *x.TotalTokens
 	}
 	return 0
 }
 
 func (x *TokenUsage) GetCachedInputTokens() int64 {
-	if x != nil {
-		return x.CachedInputTokens
+	if x != nil && x.CachedInputTokens != nil {
+		return *x.CachedInputTokens
 	}
 	return 0
 }
 
 func (x *TokenUsage) GetReasoningTokens() int64 {
-	if x != nil {
-		return x.ReasoningTokens
+	if x != nil && x.ReasoningTokens != nil {
+		return *x.ReasoningTokens
 	}
 	return 0
 }
 
 func (x *TokenUsage) GetContextUsed() int64 {
-	if x != nil {
-		return x.ContextUsed
+	if x != nil && x.ContextUsed != nil {
+		return *x.ContextUsed
 	}
 	return 0
 }
 
 func (x *TokenUsage) GetContextSize() int64 {
-	if x != nil {
-		return x.ContextSize
+	if x != nil && x.ContextSize != nil {
+		return *x.ContextSize
 	}
 	return 0
 }
 
 func (x *TokenUsage) GetCost() float64 {
-	if x != nil {
-		return x.Cost
+	if x != nil && x.Cost != nil {
+		return *x.Cost
 	}
 	return 0
 }
@@ -1391,17 +1454,18 @@ func (x *TokenUsage) GetCostCurrency() string {
 
 // Everything a client needs to draw a session, also after it reconnects.
 type SessionInfo struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	AgentId   string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Status    SessionStatus          `protobuf:"varint,3,opt,name=status,proto3,enum=agentic.v1.SessionStatus" json:"status,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Minted by agenticd: unique across agents, final when CreateSession returns.
+	SessionId string        `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AgentId   string        `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Status    SessionStatus `protobuf:"varint,3,opt,name=status,proto3,enum=agentic.v1.SessionStatus" json:"status,omitempty"`
 	// Why the status is ERROR, empty otherwise.
 	StatusReason string `protobuf:"bytes,4,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
 	// The absolute workspace directory the session's tools are confined to.
 	Workspace         string                 `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	Title             string                 `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
-	CreatedAt         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt         *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	CreateTime        *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime        *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	AvailableModes    []*Mode                `protobuf:"bytes,9,rep,name=available_modes,json=availableModes,proto3" json:"available_modes,omitempty"`
 	CurrentModeId     string                 `protobuf:"bytes,10,opt,name=current_mode_id,json=currentModeId,proto3" json:"current_mode_id,omitempty"`
 	AvailableModels   []*Model               `protobuf:"bytes,11,rep,name=available_models,json=availableModels,proto3" json:"available_models,omitempty"`
@@ -1426,13 +1490,16 @@ type SessionInfo struct {
 	// server's buffer (OUT_OF_RANGE if it is no longer held: then wait for MESSAGE_END and
 	// re-read it with GetMessages).
 	MessageInFlightFirstSequence uint64 `protobuf:"varint,20,opt,name=message_in_flight_first_sequence,json=messageInFlightFirstSequence,proto3" json:"message_in_flight_first_sequence,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	// The agent's own id for the session (ACP sessionId, DeepChat's conversation id), for
+	// logs and for matching the agent's own files. Never pass it where a session_id goes.
+	AgentSessionId string `protobuf:"bytes,21,opt,name=agent_session_id,json=agentSessionId,proto3" json:"agent_session_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[7]
+	mi := &file_agentic_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1511,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[7]
+	mi := &file_agentic_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1524,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -1502,16 +1569,16 @@ func (x *SessionInfo) GetTitle() string {
 	return ""
 }
 
-func (x *SessionInfo) GetCreatedAt() *timestamppb.Timestamp {
+func (x *SessionInfo) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
-		return x.CreatedAt
+		return x.CreateTime
 	}
 	return nil
 }
 
-func (x *SessionInfo) GetUpdatedAt() *timestamppb.Timestamp {
+func (x *SessionInfo) GetUpdateTime() *timestamppb.Timestamp {
 	if x != nil {
-		return x.UpdatedAt
+		return x.UpdateTime
 	}
 	return nil
 }
@@ -1600,13 +1667,20 @@ func (x *SessionInfo) GetMessageInFlightFirstSequence() uint64 {
 	return 0
 }
 
+func (x *SessionInfo) GetAgentSessionId() string {
+	if x != nil {
+		return x.AgentSessionId
+	}
+	return ""
+}
+
 // A picture sent to the agent.
 type ImageContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Source:
 	//
 	//	*ImageContent_Url
-	//	*ImageContent_Base64
+	//	*ImageContent_Data
 	//	*ImageContent_FilePath
 	Source        isImageContent_Source `protobuf_oneof:"source"`
 	MimeType      string                `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
@@ -1616,7 +1690,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[8]
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1702,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[8]
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1715,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ImageContent) GetSource() isImageContent_Source {
@@ -1660,13 +1734,13 @@ func (x *ImageContent) GetUrl() string {
 	return ""
 }
 
-func (x *ImageContent) GetBase64() string {
+func (x *ImageContent) GetData() []byte {
 	if x != nil {
-		if x, ok := x.Source.(*ImageContent_Base64); ok {
-			return x.Base64
+		if x, ok := x.Source.(*ImageContent_Data); ok {
+			return x.Data
 		}
 	}
-	return ""
+	return nil
 }
 
 func (x *ImageContent) GetFilePath() string {
@@ -1694,9 +1768,9 @@ type ImageContent_Url struct {
 	Url string `protobuf:"bytes,1,opt,name=url,proto3,oneof"`
 }
 
-type ImageContent_Base64 struct {
-	// Base64 bytes; mime_type is then required.
-	Base64 string `protobuf:"bytes,2,opt,name=base64,proto3,oneof"`
+type ImageContent_Data struct {
+	// The image's bytes; mime_type is then required.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
 }
 
 type ImageContent_FilePath struct {
@@ -1706,7 +1780,7 @@ type ImageContent_FilePath struct {
 
 func (*ImageContent_Url) isImageContent_Source() {}
 
-func (*ImageContent_Base64) isImageContent_Source() {}
+func (*ImageContent_Data) isImageContent_Source() {}
 
 func (*ImageContent_FilePath) isImageContent_Source() {}
 
@@ -1724,7 +1798,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1810,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1823,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FileContent) GetPath() string {
@@ -1789,7 +1863,7 @@ type EmbeddedResource struct {
 
 func (x *EmbeddedResource) Reset() {
 	*x = EmbeddedResource{}
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1875,7 @@ func (x *EmbeddedResource) String() string {
 func (*EmbeddedResource) ProtoMessage() {}
 
 func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1888,7 @@ func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddedResource.ProtoReflect.Descriptor instead.
 func (*EmbeddedResource) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EmbeddedResource) GetUri() string {
@@ -1847,13 +1921,13 @@ func (x *EmbeddedResource) GetText() string {
 	return ""
 }
 
-func (x *EmbeddedResource) GetBlob() string {
+func (x *EmbeddedResource) GetBlob() []byte {
 	if x != nil {
 		if x, ok := x.Contents.(*EmbeddedResource_Blob); ok {
 			return x.Blob
 		}
 	}
-	return ""
+	return nil
 }
 
 type isEmbeddedResource_Contents interface {
@@ -1865,28 +1939,140 @@ type EmbeddedResource_Text struct {
 }
 
 type EmbeddedResource_Blob struct {
-	// Base64 bytes.
-	Blob string `protobuf:"bytes,4,opt,name=blob,proto3,oneof"`
+	Blob []byte `protobuf:"bytes,4,opt,name=blob,proto3,oneof"`
 }
 
 func (*EmbeddedResource_Text) isEmbeddedResource_Contents() {}
 
 func (*EmbeddedResource_Blob) isEmbeddedResource_Contents() {}
 
-// What a user sends in one message. At least one part must be non-empty.
+// One part of what a user sends.
+type ContentPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*ContentPart_Text
+	//	*ContentPart_Image
+	//	*ContentPart_File
+	//	*ContentPart_Resource
+	Part          isContentPart_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentPart) Reset() {
+	*x = ContentPart{}
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentPart) ProtoMessage() {}
+
+func (x *ContentPart) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
+func (*ContentPart) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ContentPart) GetPart() isContentPart_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *ContentPart) GetText() string {
+	if x != nil {
+		if x, ok := x.Part.(*ContentPart_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *ContentPart) GetImage() *ImageContent {
+	if x != nil {
+		if x, ok := x.Part.(*ContentPart_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
+func (x *ContentPart) GetFile() *FileContent {
+	if x != nil {
+		if x, ok := x.Part.(*ContentPart_File); ok {
+			return x.File
+		}
+	}
+	return nil
+}
+
+func (x *ContentPart) GetResource() *EmbeddedResource {
+	if x != nil {
+		if x, ok := x.Part.(*ContentPart_Resource); ok {
+			return x.Resource
+		}
+	}
+	return nil
+}
+
+type isContentPart_Part interface {
+	isContentPart_Part()
+}
+
+type ContentPart_Text struct {
+	Text string `protobuf:"bytes,1,opt,name=text,proto3,oneof"`
+}
+
+type ContentPart_Image struct {
+	Image *ImageContent `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
+}
+
+type ContentPart_File struct {
+	File *FileContent `protobuf:"bytes,3,opt,name=file,proto3,oneof"`
+}
+
+type ContentPart_Resource struct {
+	Resource *EmbeddedResource `protobuf:"bytes,4,opt,name=resource,proto3,oneof"`
+}
+
+func (*ContentPart_Text) isContentPart_Part() {}
+
+func (*ContentPart_Image) isContentPart_Part() {}
+
+func (*ContentPart_File) isContentPart_Part() {}
+
+func (*ContentPart_Resource) isContentPart_Part() {}
+
+// What a user sends in one message: its parts in order, as the agent receives them. At
+// least one part, and no empty one.
 type MessageContent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	Images        []*ImageContent        `protobuf:"bytes,2,rep,name=images,proto3" json:"images,omitempty"`
-	Files         []*FileContent         `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
-	Resources     []*EmbeddedResource    `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+	Parts         []*ContentPart         `protobuf:"bytes,1,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MessageContent) Reset() {
 	*x = MessageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2084,7 @@ func (x *MessageContent) String() string {
 func (*MessageContent) ProtoMessage() {}
 
 func (x *MessageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,33 +2097,12 @@ func (x *MessageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageContent.ProtoReflect.Descriptor instead.
 func (*MessageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *MessageContent) GetText() string {
+func (x *MessageContent) GetParts() []*ContentPart {
 	if x != nil {
-		return x.Text
-	}
-	return ""
-}
-
-func (x *MessageContent) GetImages() []*ImageContent {
-	if x != nil {
-		return x.Images
-	}
-	return nil
-}
-
-func (x *MessageContent) GetFiles() []*FileContent {
-	if x != nil {
-		return x.Files
-	}
-	return nil
-}
-
-func (x *MessageContent) GetResources() []*EmbeddedResource {
-	if x != nil {
-		return x.Resources
+		return x.Parts
 	}
 	return nil
 }
@@ -1962,7 +2127,7 @@ type CommandInfo struct {
 
 func (x *CommandInfo) Reset() {
 	*x = CommandInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2139,7 @@ func (x *CommandInfo) String() string {
 func (*CommandInfo) ProtoMessage() {}
 
 func (x *CommandInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2152,7 @@ func (x *CommandInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandInfo.ProtoReflect.Descriptor instead.
 func (*CommandInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CommandInfo) GetCommand() string {
@@ -2044,7 +2209,7 @@ type PermissionOption struct {
 
 func (x *PermissionOption) Reset() {
 	*x = PermissionOption{}
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2221,7 @@ func (x *PermissionOption) String() string {
 func (*PermissionOption) ProtoMessage() {}
 
 func (x *PermissionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2234,7 @@ func (x *PermissionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionOption.ProtoReflect.Descriptor instead.
 func (*PermissionOption) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PermissionOption) GetOptionId() string {
@@ -2097,7 +2262,7 @@ func (x *PermissionOption) GetKind() PermissionOptionKind {
 type PermissionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique within the session; pass it to RespondPermission.
-	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	PermissionId string `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
 	// The tool call this is about (may arrive before that tool call's TOOL_START).
 	ToolId         string         `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	ToolName       string         `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
@@ -2117,14 +2282,14 @@ type PermissionRequest struct {
 	Arguments *structpb.Value `protobuf:"bytes,11,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The assistant message the tool call belongs to.
 	MessageId     string                 `protobuf:"bytes,12,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	RequestTime   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2301,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,12 +2314,12 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
-func (x *PermissionRequest) GetRequestId() string {
+func (x *PermissionRequest) GetPermissionId() string {
 	if x != nil {
-		return x.RequestId
+		return x.PermissionId
 	}
 	return ""
 }
@@ -2236,9 +2401,9 @@ func (x *PermissionRequest) GetMessageId() string {
 	return ""
 }
 
-func (x *PermissionRequest) GetRequestedAt() *timestamppb.Timestamp {
+func (x *PermissionRequest) GetRequestTime() *timestamppb.Timestamp {
 	if x != nil {
-		return x.RequestedAt
+		return x.RequestTime
 	}
 	return nil
 }
@@ -2255,7 +2420,7 @@ type ToolLocation struct {
 
 func (x *ToolLocation) Reset() {
 	*x = ToolLocation{}
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2432,7 @@ func (x *ToolLocation) String() string {
 func (*ToolLocation) ProtoMessage() {}
 
 func (x *ToolLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2445,7 @@ func (x *ToolLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolLocation.ProtoReflect.Descriptor instead.
 func (*ToolLocation) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolLocation) GetPath() string {
@@ -2310,7 +2475,7 @@ type DiffBlock struct {
 
 func (x *DiffBlock) Reset() {
 	*x = DiffBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2487,7 @@ func (x *DiffBlock) String() string {
 func (*DiffBlock) ProtoMessage() {}
 
 func (x *DiffBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2500,7 @@ func (x *DiffBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBlock.ProtoReflect.Descriptor instead.
 func (*DiffBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiffBlock) GetPath() string {
@@ -2359,24 +2524,30 @@ func (x *DiffBlock) GetNewText() string {
 	return ""
 }
 
-// A terminal a tool runs, with its output so far.
+// A terminal a tool runs, with its output.
 type TerminalBlock struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TerminalId string                 `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	Command    string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
-	Output     string                 `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	// Output that starts at byte output_offset of everything the terminal printed. To
+	// merge, keep what you hold before output_offset and append output. TOOL_RUNNING
+	// events carry only what is new since the previous event of the tool call; every
+	// other place (TOOL_START, TOOL_END, stored messages, replays) carries all that is
+	// held, from the offset where the byte limit cut it.
+	Output string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
 	// The oldest output was dropped to stay within the byte limit.
 	Truncated bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// Set once the command exited.
 	ExitCode      *int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
 	Signal        string `protobuf:"bytes,6,opt,name=signal,proto3" json:"signal,omitempty"`
+	OutputOffset  uint64 `protobuf:"varint,7,opt,name=output_offset,json=outputOffset,proto3" json:"output_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TerminalBlock) Reset() {
 	*x = TerminalBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2559,7 @@ func (x *TerminalBlock) String() string {
 func (*TerminalBlock) ProtoMessage() {}
 
 func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2572,7 @@ func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalBlock.ProtoReflect.Descriptor instead.
 func (*TerminalBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TerminalBlock) GetTerminalId() string {
@@ -2446,6 +2617,13 @@ func (x *TerminalBlock) GetSignal() string {
 	return ""
 }
 
+func (x *TerminalBlock) GetOutputOffset() uint64 {
+	if x != nil {
+		return x.OutputOffset
+	}
+	return 0
+}
+
 // Produced content of a tool call.
 type ToolContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2463,7 +2641,7 @@ type ToolContent struct {
 
 func (x *ToolContent) Reset() {
 	*x = ToolContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2475,7 +2653,7 @@ func (x *ToolContent) String() string {
 func (*ToolContent) ProtoMessage() {}
 
 func (x *ToolContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2488,7 +2666,7 @@ func (x *ToolContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolContent.ProtoReflect.Descriptor instead.
 func (*ToolContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolContent) GetContent() isToolContent_Content {
@@ -2602,7 +2780,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2792,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2805,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolCall) GetToolId() string {
@@ -2716,7 +2894,7 @@ type TextBlock struct {
 
 func (x *TextBlock) Reset() {
 	*x = TextBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2906,7 @@ func (x *TextBlock) String() string {
 func (*TextBlock) ProtoMessage() {}
 
 func (x *TextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2919,7 @@ func (x *TextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextBlock.ProtoReflect.Descriptor instead.
 func (*TextBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TextBlock) GetText() string {
@@ -2762,7 +2940,7 @@ type ReasoningBlock struct {
 
 func (x *ReasoningBlock) Reset() {
 	*x = ReasoningBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2952,7 @@ func (x *ReasoningBlock) String() string {
 func (*ReasoningBlock) ProtoMessage() {}
 
 func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2965,7 @@ func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningBlock.ProtoReflect.Descriptor instead.
 func (*ReasoningBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReasoningBlock) GetText() string {
@@ -2798,17 +2976,16 @@ func (x *ReasoningBlock) GetText() string {
 }
 
 type ErrorBlock struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Message string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// A stable machine-readable code, e.g. "provider_rate_limited", "agent_crashed".
-	Code          string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Reason        ErrorReason            `protobuf:"varint,3,opt,name=reason,proto3,enum=agentic.v1.ErrorReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorBlock) Reset() {
 	*x = ErrorBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2997,7 @@ func (x *ErrorBlock) String() string {
 func (*ErrorBlock) ProtoMessage() {}
 
 func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +3010,7 @@ func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBlock.ProtoReflect.Descriptor instead.
 func (*ErrorBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ErrorBlock) GetMessage() string {
@@ -2843,11 +3020,11 @@ func (x *ErrorBlock) GetMessage() string {
 	return ""
 }
 
-func (x *ErrorBlock) GetCode() string {
+func (x *ErrorBlock) GetReason() ErrorReason {
 	if x != nil {
-		return x.Code
+		return x.Reason
 	}
-	return ""
+	return ErrorReason_ERROR_REASON_UNSPECIFIED
 }
 
 type ImageBlock struct {
@@ -2856,7 +3033,7 @@ type ImageBlock struct {
 	// Types that are valid to be assigned to Source:
 	//
 	//	*ImageBlock_Url
-	//	*ImageBlock_Base64
+	//	*ImageBlock_Data
 	Source        isImageBlock_Source `protobuf_oneof:"source"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2864,7 +3041,7 @@ type ImageBlock struct {
 
 func (x *ImageBlock) Reset() {
 	*x = ImageBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3053,7 @@ func (x *ImageBlock) String() string {
 func (*ImageBlock) ProtoMessage() {}
 
 func (x *ImageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3066,7 @@ func (x *ImageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageBlock.ProtoReflect.Descriptor instead.
 func (*ImageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ImageBlock) GetMimeType() string {
@@ -2915,13 +3092,13 @@ func (x *ImageBlock) GetUrl() string {
 	return ""
 }
 
-func (x *ImageBlock) GetBase64() string {
+func (x *ImageBlock) GetData() []byte {
 	if x != nil {
-		if x, ok := x.Source.(*ImageBlock_Base64); ok {
-			return x.Base64
+		if x, ok := x.Source.(*ImageBlock_Data); ok {
+			return x.Data
 		}
 	}
-	return ""
+	return nil
 }
 
 type isImageBlock_Source interface {
@@ -2932,13 +3109,13 @@ type ImageBlock_Url struct {
 	Url string `protobuf:"bytes,2,opt,name=url,proto3,oneof"`
 }
 
-type ImageBlock_Base64 struct {
-	Base64 string `protobuf:"bytes,3,opt,name=base64,proto3,oneof"`
+type ImageBlock_Data struct {
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3,oneof"`
 }
 
 func (*ImageBlock_Url) isImageBlock_Source() {}
 
-func (*ImageBlock_Base64) isImageBlock_Source() {}
+func (*ImageBlock_Data) isImageBlock_Source() {}
 
 // Something the agent did or needs that is not text: a permission asked, the maximum
 // number of tool rounds reached.
@@ -2955,7 +3132,7 @@ type ActionBlock struct {
 
 func (x *ActionBlock) Reset() {
 	*x = ActionBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3144,7 @@ func (x *ActionBlock) String() string {
 func (*ActionBlock) ProtoMessage() {}
 
 func (x *ActionBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3157,7 @@ func (x *ActionBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionBlock.ProtoReflect.Descriptor instead.
 func (*ActionBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActionBlock) GetActionType() string {
@@ -3015,7 +3192,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3204,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3217,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SearchResult) GetTitle() string {
@@ -3074,7 +3251,7 @@ type SearchBlock struct {
 
 func (x *SearchBlock) Reset() {
 	*x = SearchBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3263,7 @@ func (x *SearchBlock) String() string {
 func (*SearchBlock) ProtoMessage() {}
 
 func (x *SearchBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3276,7 @@ func (x *SearchBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBlock.ProtoReflect.Descriptor instead.
 func (*SearchBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SearchBlock) GetQuery() string {
@@ -3128,7 +3305,7 @@ type McpUiResourceBlock struct {
 
 func (x *McpUiResourceBlock) Reset() {
 	*x = McpUiResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3317,7 @@ func (x *McpUiResourceBlock) String() string {
 func (*McpUiResourceBlock) ProtoMessage() {}
 
 func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3330,7 @@ func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpUiResourceBlock.ProtoReflect.Descriptor instead.
 func (*McpUiResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *McpUiResourceBlock) GetUri() string {
@@ -3188,7 +3365,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3377,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3390,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PlanEntry) GetContent() string {
@@ -3247,7 +3424,7 @@ type PlanBlock struct {
 
 func (x *PlanBlock) Reset() {
 	*x = PlanBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3436,7 @@ func (x *PlanBlock) String() string {
 func (*PlanBlock) ProtoMessage() {}
 
 func (x *PlanBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3449,7 @@ func (x *PlanBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanBlock.ProtoReflect.Descriptor instead.
 func (*PlanBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PlanBlock) GetEntries() []*PlanEntry {
@@ -3284,20 +3461,19 @@ func (x *PlanBlock) GetEntries() []*PlanEntry {
 
 // A resource the agent showed (embedded text/blob or a link).
 type ResourceBlock struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Uri      string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
-	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	MimeType string                 `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
-	Text     string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
-	// Base64 bytes.
-	Blob          string `protobuf:"bytes,5,opt,name=blob,proto3" json:"blob,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uri           string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	MimeType      string                 `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	Blob          []byte                 `protobuf:"bytes,5,opt,name=blob,proto3" json:"blob,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResourceBlock) Reset() {
 	*x = ResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3485,7 @@ func (x *ResourceBlock) String() string {
 func (*ResourceBlock) ProtoMessage() {}
 
 func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3498,7 @@ func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceBlock.ProtoReflect.Descriptor instead.
 func (*ResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResourceBlock) GetUri() string {
@@ -3353,11 +3529,11 @@ func (x *ResourceBlock) GetText() string {
 	return ""
 }
 
-func (x *ResourceBlock) GetBlob() string {
+func (x *ResourceBlock) GetBlob() []byte {
 	if x != nil {
 		return x.Blob
 	}
-	return ""
+	return nil
 }
 
 // One typed piece of a message.
@@ -3384,7 +3560,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3572,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3585,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Block) GetContent() isBlock_Content {
@@ -3604,7 +3780,7 @@ func (*Block_Terminal) isBlock_Content() {}
 func (*Block_Resource) isBlock_Content() {}
 
 // A stored message of a session's history.
-type Message struct {
+type SessionMessage struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	MessageId string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3612,28 +3788,28 @@ type Message struct {
 	Status    MessageStatus          `protobuf:"varint,4,opt,name=status,proto3,enum=agentic.v1.MessageStatus" json:"status,omitempty"`
 	// Text, reasoning, tool calls with results, plans..., in order.
 	Blocks        []*Block               `protobuf:"bytes,5,rep,name=blocks,proto3" json:"blocks,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	StopReason    StopReason             `protobuf:"varint,7,opt,name=stop_reason,json=stopReason,proto3,enum=agentic.v1.StopReason" json:"stop_reason,omitempty"`
 	Usage         *TokenUsage            `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Message) Reset() {
-	*x = Message{}
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+func (x *SessionMessage) Reset() {
+	*x = SessionMessage{}
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Message) String() string {
+func (x *SessionMessage) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Message) ProtoMessage() {}
+func (*SessionMessage) ProtoMessage() {}
 
-func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+func (x *SessionMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,61 +3820,61 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Message.ProtoReflect.Descriptor instead.
-func (*Message) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
+// Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
+func (*SessionMessage) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
-func (x *Message) GetMessageId() string {
+func (x *SessionMessage) GetMessageId() string {
 	if x != nil {
 		return x.MessageId
 	}
 	return ""
 }
 
-func (x *Message) GetSessionId() string {
+func (x *SessionMessage) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
 	}
 	return ""
 }
 
-func (x *Message) GetRole() MessageRole {
+func (x *SessionMessage) GetRole() MessageRole {
 	if x != nil {
 		return x.Role
 	}
 	return MessageRole_MESSAGE_ROLE_UNSPECIFIED
 }
 
-func (x *Message) GetStatus() MessageStatus {
+func (x *SessionMessage) GetStatus() MessageStatus {
 	if x != nil {
 		return x.Status
 	}
 	return MessageStatus_MESSAGE_STATUS_UNSPECIFIED
 }
 
-func (x *Message) GetBlocks() []*Block {
+func (x *SessionMessage) GetBlocks() []*Block {
 	if x != nil {
 		return x.Blocks
 	}
 	return nil
 }
 
-func (x *Message) GetCreatedAt() *timestamppb.Timestamp {
+func (x *SessionMessage) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
-		return x.CreatedAt
+		return x.CreateTime
 	}
 	return nil
 }
 
-func (x *Message) GetStopReason() StopReason {
+func (x *SessionMessage) GetStopReason() StopReason {
 	if x != nil {
 		return x.StopReason
 	}
 	return StopReason_STOP_REASON_UNSPECIFIED
 }
 
-func (x *Message) GetUsage() *TokenUsage {
+func (x *SessionMessage) GetUsage() *TokenUsage {
 	if x != nil {
 		return x.Usage
 	}
@@ -3710,7 +3886,7 @@ var File_agentic_v1_types_proto protoreflect.FileDescriptor
 const file_agentic_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"\x16agentic/v1/types.proto\x12\n" +
-	"agentic.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cgoogle/protobuf/struct.proto\"R\n" +
+	"agentic.v1\x1a\x17agentic/v1/errors.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"R\n" +
 	"\n" +
 	"AuthMethod\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -3723,7 +3899,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11supports_commands\x18\x04 \x01(\bR\x10supportsCommands\x12#\n" +
 	"\rsupports_load\x18\x05 \x01(\bR\fsupportsLoad\x12'\n" +
 	"\x0fsupports_models\x18\x06 \x01(\bR\x0esupportsModels\x12-\n" +
-	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\"\xc5\x03\n" +
+	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\"\xe7\x03\n" +
 	"\tAgentInfo\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -3732,11 +3908,16 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\x0e2\x17.agentic.v1.AgentStatusR\x06status\x12#\n" +
 	"\rstatus_reason\x18\x06 \x01(\tR\fstatusReason\x129\n" +
 	"\fauth_methods\x18\a \x03(\v2\x16.agentic.v1.AuthMethodR\vauthMethods\x12<\n" +
-	"\fcapabilities\x18\b \x01(\v2\x18.agentic.v1.CapabilitiesR\fcapabilities\x12&\n" +
-	"\x0eimplementation\x18\t \x01(\tR\x0eimplementation\x12#\n" +
+	"\fcapabilities\x18\b \x01(\v2\x18.agentic.v1.CapabilitiesR\fcapabilities\x12B\n" +
+	"\x0eimplementation\x18\f \x01(\v2\x1a.agentic.v1.ImplementationR\x0eimplementation\x12#\n" +
 	"\rconfig_source\x18\n" +
 	" \x01(\tR\fconfigSource\x12 \n" +
-	"\vconfinement\x18\v \x01(\tR\vconfinement\"L\n" +
+	"\vconfinement\x18\v \x01(\tR\vconfinementJ\x04\b\t\x10\n" +
+	"\"T\n" +
+	"\x0eImplementation\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\"L\n" +
 	"\x04Mode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -3749,18 +3930,26 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
-	"input_hint\x18\x03 \x01(\tR\tinputHint\"\xd1\x02\n" +
+	"input_hint\x18\x03 \x01(\tR\tinputHint\"\x85\x04\n" +
 	"\n" +
-	"TokenUsage\x12!\n" +
-	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12.\n" +
-	"\x13cached_input_tokens\x18\x04 \x01(\x03R\x11cachedInputTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\x12!\n" +
-	"\fcontext_used\x18\x06 \x01(\x03R\vcontextUsed\x12!\n" +
-	"\fcontext_size\x18\a \x01(\x03R\vcontextSize\x12\x12\n" +
-	"\x04cost\x18\b \x01(\x01R\x04cost\x12#\n" +
-	"\rcost_currency\x18\t \x01(\tR\fcostCurrency\"\xd2\a\n" +
+	"TokenUsage\x12&\n" +
+	"\finput_tokens\x18\x01 \x01(\x03H\x00R\vinputTokens\x88\x01\x01\x12(\n" +
+	"\routput_tokens\x18\x02 \x01(\x03H\x01R\foutputTokens\x88\x01\x01\x12&\n" +
+	"\ftotal_tokens\x18\x03 \x01(\x03H\x02R\vtotalTokens\x88\x01\x01\x123\n" +
+	"\x13cached_input_tokens\x18\x04 \x01(\x03H\x03R\x11cachedInputTokens\x88\x01\x01\x12.\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03H\x04R\x0freasoningTokens\x88\x01\x01\x12&\n" +
+	"\fcontext_used\x18\x06 \x01(\x03H\x05R\vcontextUsed\x88\x01\x01\x12&\n" +
+	"\fcontext_size\x18\a \x01(\x03H\x06R\vcontextSize\x88\x01\x01\x12\x17\n" +
+	"\x04cost\x18\b \x01(\x01H\aR\x04cost\x88\x01\x01\x12#\n" +
+	"\rcost_currency\x18\t \x01(\tR\fcostCurrencyB\x0f\n" +
+	"\r_input_tokensB\x10\n" +
+	"\x0e_output_tokensB\x0f\n" +
+	"\r_total_tokensB\x16\n" +
+	"\x14_cached_input_tokensB\x13\n" +
+	"\x11_reasoning_tokensB\x0f\n" +
+	"\r_context_usedB\x0f\n" +
+	"\r_context_sizeB\a\n" +
+	"\x05_cost\"\x80\b\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3768,11 +3957,11 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\x0e2\x19.agentic.v1.SessionStatusR\x06status\x12#\n" +
 	"\rstatus_reason\x18\x04 \x01(\tR\fstatusReason\x12\x1c\n" +
 	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12\x14\n" +
-	"\x05title\x18\x06 \x01(\tR\x05title\x129\n" +
-	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
-	"\n" +
-	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x129\n" +
+	"\x05title\x18\x06 \x01(\tR\x05title\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x129\n" +
 	"\x0favailable_modes\x18\t \x03(\v2\x10.agentic.v1.ModeR\x0eavailableModes\x12&\n" +
 	"\x0fcurrent_mode_id\x18\n" +
 	" \x01(\tR\rcurrentModeId\x12<\n" +
@@ -3785,10 +3974,11 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x13pending_permissions\x18\x11 \x03(\v2\x1d.agentic.v1.PermissionRequestR\x12pendingPermissions\x12#\n" +
 	"\rlast_sequence\x18\x12 \x01(\x04R\flastSequence\x12#\n" +
 	"\rmessage_count\x18\x13 \x01(\x03R\fmessageCount\x12F\n" +
-	" message_in_flight_first_sequence\x18\x14 \x01(\x04R\x1cmessageInFlightFirstSequence\"\x82\x01\n" +
+	" message_in_flight_first_sequence\x18\x14 \x01(\x04R\x1cmessageInFlightFirstSequence\x12(\n" +
+	"\x10agent_session_id\x18\x15 \x01(\tR\x0eagentSessionId\"~\n" +
 	"\fImageContent\x12\x12\n" +
-	"\x03url\x18\x01 \x01(\tH\x00R\x03url\x12\x18\n" +
-	"\x06base64\x18\x02 \x01(\tH\x00R\x06base64\x12\x1d\n" +
+	"\x03url\x18\x01 \x01(\tH\x00R\x03url\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x1d\n" +
 	"\tfile_path\x18\x03 \x01(\tH\x00R\bfilePath\x12\x1b\n" +
 	"\tmime_type\x18\x04 \x01(\tR\bmimeTypeB\b\n" +
 	"\x06source\"R\n" +
@@ -3800,14 +3990,17 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x14\n" +
 	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x12\x14\n" +
-	"\x04blob\x18\x04 \x01(\tH\x00R\x04blobB\n" +
+	"\x04blob\x18\x04 \x01(\fH\x00R\x04blobB\n" +
 	"\n" +
-	"\bcontents\"\xc1\x01\n" +
-	"\x0eMessageContent\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\x120\n" +
-	"\x06images\x18\x02 \x03(\v2\x18.agentic.v1.ImageContentR\x06images\x12-\n" +
-	"\x05files\x18\x03 \x03(\v2\x17.agentic.v1.FileContentR\x05files\x12:\n" +
-	"\tresources\x18\x04 \x03(\v2\x1c.agentic.v1.EmbeddedResourceR\tresources\"\xd6\x01\n" +
+	"\bcontents\"\xc8\x01\n" +
+	"\vContentPart\x12\x14\n" +
+	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x120\n" +
+	"\x05image\x18\x02 \x01(\v2\x18.agentic.v1.ImageContentH\x00R\x05image\x12-\n" +
+	"\x04file\x18\x03 \x01(\v2\x17.agentic.v1.FileContentH\x00R\x04file\x12:\n" +
+	"\bresource\x18\x04 \x01(\v2\x1c.agentic.v1.EmbeddedResourceH\x00R\bresourceB\x06\n" +
+	"\x04part\"?\n" +
+	"\x0eMessageContent\x12-\n" +
+	"\x05parts\x18\x01 \x03(\v2\x17.agentic.v1.ContentPartR\x05parts\"\xd6\x01\n" +
 	"\vCommandInfo\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x124\n" +
 	"\n" +
@@ -3821,10 +4014,9 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x10PermissionOption\x12\x1b\n" +
 	"\toption_id\x18\x01 \x01(\tR\boptionId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x124\n" +
-	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xb2\x04\n" +
-	"\x11PermissionRequest\x12\x1d\n" +
-	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
+	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xb8\x04\n" +
+	"\x11PermissionRequest\x12#\n" +
+	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12C\n" +
 	"\x0fpermission_type\x18\x04 \x01(\x0e2\x1a.agentic.v1.PermissionTypeR\x0epermissionType\x12 \n" +
@@ -3839,14 +4031,14 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\targuments\x18\v \x01(\v2\x16.google.protobuf.ValueR\targuments\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\f \x01(\tR\tmessageId\x12=\n" +
-	"\frequested_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"6\n" +
+	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\"6\n" +
 	"\fToolLocation\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04line\x18\x02 \x01(\x05R\x04line\"U\n" +
 	"\tDiffBlock\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x19\n" +
 	"\bold_text\x18\x02 \x01(\tR\aoldText\x12\x19\n" +
-	"\bnew_text\x18\x03 \x01(\tR\anewText\"\xc8\x01\n" +
+	"\bnew_text\x18\x03 \x01(\tR\anewText\"\xed\x01\n" +
 	"\rTerminalBlock\x12\x1f\n" +
 	"\vterminal_id\x18\x01 \x01(\tR\n" +
 	"terminalId\x12\x18\n" +
@@ -3854,7 +4046,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x06output\x18\x03 \x01(\tR\x06output\x12\x1c\n" +
 	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x12 \n" +
 	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
-	"\x06signal\x18\x06 \x01(\tR\x06signalB\f\n" +
+	"\x06signal\x18\x06 \x01(\tR\x06signal\x12#\n" +
+	"\routput_offset\x18\a \x01(\x04R\foutputOffsetB\f\n" +
 	"\n" +
 	"_exit_code\"\xfd\x01\n" +
 	"\vToolContent\x12\x14\n" +
@@ -3880,16 +4073,16 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\tTextBlock\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"$\n" +
 	"\x0eReasoningBlock\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\":\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"c\n" +
 	"\n" +
 	"ErrorBlock\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"a\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12/\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x17.agentic.v1.ErrorReasonR\x06reasonJ\x04\b\x02\x10\x03R\x04code\"]\n" +
 	"\n" +
 	"ImageBlock\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x18\n" +
-	"\x06base64\x18\x03 \x01(\tH\x00R\x06base64B\b\n" +
+	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x14\n" +
+	"\x04data\x18\x03 \x01(\fH\x00R\x04dataB\b\n" +
 	"\x06source\"\x8f\x01\n" +
 	"\vActionBlock\x12\x1f\n" +
 	"\vaction_type\x18\x01 \x01(\tR\n" +
@@ -3920,7 +4113,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmime_type\x18\x03 \x01(\tR\bmimeType\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x12\x12\n" +
-	"\x04blob\x18\x05 \x01(\tR\x04blob\"\x83\x05\n" +
+	"\x04blob\x18\x05 \x01(\fR\x04blob\"\x83\x05\n" +
 	"\x05Block\x12+\n" +
 	"\x04text\x18\x01 \x01(\v2\x15.agentic.v1.TextBlockH\x00R\x04text\x12:\n" +
 	"\treasoning\x18\x02 \x01(\v2\x1a.agentic.v1.ReasoningBlockH\x00R\treasoning\x12*\n" +
@@ -3935,17 +4128,17 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	" \x01(\v2\x15.agentic.v1.DiffBlockH\x00R\x04diff\x127\n" +
 	"\bterminal\x18\v \x01(\v2\x19.agentic.v1.TerminalBlockH\x00R\bterminal\x127\n" +
 	"\bresource\x18\f \x01(\v2\x19.agentic.v1.ResourceBlockH\x00R\bresourceB\t\n" +
-	"\acontent\"\xf4\x02\n" +
-	"\aMessage\x12\x1d\n" +
+	"\acontent\"\xfd\x02\n" +
+	"\x0eSessionMessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12+\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\x121\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x19.agentic.v1.MessageStatusR\x06status\x12)\n" +
-	"\x06blocks\x18\x05 \x03(\v2\x11.agentic.v1.BlockR\x06blocks\x129\n" +
-	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x127\n" +
+	"\x06blocks\x18\x05 \x03(\v2\x11.agentic.v1.BlockR\x06blocks\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x127\n" +
 	"\vstop_reason\x18\a \x01(\x0e2\x16.agentic.v1.StopReasonR\n" +
 	"stopReason\x12,\n" +
 	"\x05usage\x18\b \x01(\v2\x16.agentic.v1.TokenUsageR\x05usage*T\n" +
@@ -4055,7 +4248,7 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
 	(AgentStatus)(0),              // 1: agentic.v1.AgentStatus
@@ -4073,102 +4266,108 @@ var file_agentic_v1_types_proto_goTypes = []any{
 	(*AuthMethod)(nil),            // 13: agentic.v1.AuthMethod
 	(*Capabilities)(nil),          // 14: agentic.v1.Capabilities
 	(*AgentInfo)(nil),             // 15: agentic.v1.AgentInfo
-	(*Mode)(nil),                  // 16: agentic.v1.Mode
-	(*Model)(nil),                 // 17: agentic.v1.Model
-	(*Command)(nil),               // 18: agentic.v1.Command
-	(*TokenUsage)(nil),            // 19: agentic.v1.TokenUsage
-	(*SessionInfo)(nil),           // 20: agentic.v1.SessionInfo
-	(*ImageContent)(nil),          // 21: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 22: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 23: agentic.v1.EmbeddedResource
-	(*MessageContent)(nil),        // 24: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 25: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 26: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 27: agentic.v1.PermissionRequest
-	(*ToolLocation)(nil),          // 28: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 29: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 30: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 31: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 32: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 33: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 34: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 35: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 36: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 37: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 38: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 39: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 40: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 41: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 42: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 43: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 44: agentic.v1.Block
-	(*Message)(nil),               // 45: agentic.v1.Message
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 47: google.protobuf.Value
+	(*Implementation)(nil),        // 16: agentic.v1.Implementation
+	(*Mode)(nil),                  // 17: agentic.v1.Mode
+	(*Model)(nil),                 // 18: agentic.v1.Model
+	(*Command)(nil),               // 19: agentic.v1.Command
+	(*TokenUsage)(nil),            // 20: agentic.v1.TokenUsage
+	(*SessionInfo)(nil),           // 21: agentic.v1.SessionInfo
+	(*ImageContent)(nil),          // 22: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 23: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 24: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 25: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 26: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 27: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 28: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 29: agentic.v1.PermissionRequest
+	(*ToolLocation)(nil),          // 30: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 31: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 32: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 33: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 34: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 35: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 36: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 37: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 38: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 39: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 40: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 41: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 42: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 43: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 44: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 45: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 46: agentic.v1.Block
+	(*SessionMessage)(nil),        // 47: agentic.v1.SessionMessage
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 49: google.protobuf.Value
+	(ErrorReason)(0),              // 50: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
 	1,  // 1: agentic.v1.AgentInfo.status:type_name -> agentic.v1.AgentStatus
 	13, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
 	14, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
-	2,  // 4: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	46, // 5: agentic.v1.SessionInfo.created_at:type_name -> google.protobuf.Timestamp
-	46, // 6: agentic.v1.SessionInfo.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 7: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
-	17, // 8: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
-	18, // 9: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
-	14, // 10: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
-	19, // 11: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	27, // 12: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	21, // 13: agentic.v1.MessageContent.images:type_name -> agentic.v1.ImageContent
-	22, // 14: agentic.v1.MessageContent.files:type_name -> agentic.v1.FileContent
-	23, // 15: agentic.v1.MessageContent.resources:type_name -> agentic.v1.EmbeddedResource
-	3,  // 16: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
-	5,  // 17: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
-	4,  // 18: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	25, // 19: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	26, // 20: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	47, // 21: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	46, // 22: agentic.v1.PermissionRequest.requested_at:type_name -> google.protobuf.Timestamp
-	29, // 23: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	30, // 24: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	36, // 25: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	43, // 26: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	6,  // 27: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	7,  // 28: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	47, // 29: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	47, // 30: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	28, // 31: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	31, // 32: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	25, // 33: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	27, // 34: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	38, // 35: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	8,  // 36: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	9,  // 37: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	41, // 38: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	33, // 39: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	34, // 40: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	32, // 41: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	35, // 42: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	36, // 43: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	37, // 44: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	39, // 45: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	40, // 46: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	42, // 47: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	29, // 48: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	30, // 49: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	43, // 50: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	10, // 51: agentic.v1.Message.role:type_name -> agentic.v1.MessageRole
-	11, // 52: agentic.v1.Message.status:type_name -> agentic.v1.MessageStatus
-	44, // 53: agentic.v1.Message.blocks:type_name -> agentic.v1.Block
-	46, // 54: agentic.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	12, // 55: agentic.v1.Message.stop_reason:type_name -> agentic.v1.StopReason
-	19, // 56: agentic.v1.Message.usage:type_name -> agentic.v1.TokenUsage
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	16, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
+	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
+	48, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	48, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	17, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
+	18, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
+	19, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
+	14, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
+	20, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
+	29, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	22, // 14: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	23, // 15: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	24, // 16: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	25, // 17: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	3,  // 18: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
+	5,  // 19: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
+	4,  // 20: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
+	27, // 21: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	28, // 22: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	49, // 23: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	48, // 24: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	31, // 25: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	32, // 26: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	38, // 27: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	45, // 28: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	6,  // 29: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	7,  // 30: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	49, // 31: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	49, // 32: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	30, // 33: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	33, // 34: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	27, // 35: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	50, // 36: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	29, // 37: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	40, // 38: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	8,  // 39: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	9,  // 40: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	43, // 41: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	35, // 42: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	36, // 43: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	34, // 44: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	37, // 45: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	38, // 46: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	39, // 47: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	41, // 48: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	42, // 49: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	44, // 50: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	31, // 51: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	32, // 52: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	45, // 53: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	10, // 54: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	11, // 55: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	46, // 56: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	48, // 57: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	12, // 58: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	20, // 59: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }
@@ -4176,28 +4375,36 @@ func file_agentic_v1_types_proto_init() {
 	if File_agentic_v1_types_proto != nil {
 		return
 	}
-	file_agentic_v1_types_proto_msgTypes[8].OneofWrappers = []any{
+	file_agentic_v1_errors_proto_init()
+	file_agentic_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[9].OneofWrappers = []any{
 		(*ImageContent_Url)(nil),
-		(*ImageContent_Base64)(nil),
+		(*ImageContent_Data)(nil),
 		(*ImageContent_FilePath)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[10].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[11].OneofWrappers = []any{
 		(*EmbeddedResource_Text)(nil),
 		(*EmbeddedResource_Blob)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[17].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[18].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[12].OneofWrappers = []any{
+		(*ContentPart_Text)(nil),
+		(*ContentPart_Image)(nil),
+		(*ContentPart_File)(nil),
+		(*ContentPart_Resource)(nil),
+	}
+	file_agentic_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[20].OneofWrappers = []any{
 		(*ToolContent_Text)(nil),
 		(*ToolContent_Diff)(nil),
 		(*ToolContent_Terminal)(nil),
 		(*ToolContent_Image)(nil),
 		(*ToolContent_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[23].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[25].OneofWrappers = []any{
 		(*ImageBlock_Url)(nil),
-		(*ImageBlock_Base64)(nil),
+		(*ImageBlock_Data)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[31].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[33].OneofWrappers = []any{
 		(*Block_Text)(nil),
 		(*Block_Reasoning)(nil),
 		(*Block_Tool)(nil),
@@ -4217,7 +4424,7 @@ func file_agentic_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,3 +1,4 @@
+from agentic.v1 import errors_pb2 as _errors_pb2
 from agentic.v1 import types_pb2 as _types_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -6,6 +7,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED: AgenticEventType
 AGENTIC_EVENT_TYPE_ERROR: AgenticEventType
 AGENTIC_EVENT_TYPE_MESSAGE_BLOCK: AgenticEventType
 AGENTIC_EVENT_TYPE_MESSAGE_DELTA: AgenticEventType
@@ -28,13 +30,22 @@ PERMISSION_DECIDER_POLICY: PermissionDecider
 PERMISSION_DECIDER_UNSPECIFIED: PermissionDecider
 PERMISSION_DECIDER_USER: PermissionDecider
 
+class AgentStatusChanged(_message.Message):
+    __slots__ = ["agent"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    agent: _types_pb2.AgentInfo
+    def __init__(self, agent: _Optional[_Union[_types_pb2.AgentInfo, _Mapping]] = ...) -> None: ...
+
 class AgenticEvent(_message.Message):
-    __slots__ = ["agent_id", "error", "message_block", "message_delta", "message_end", "sequence", "session_closed", "session_created", "session_id", "session_ready", "session_updated", "status_changed", "time", "tool_end", "tool_permission_denied", "tool_permission_granted", "tool_permission_required", "tool_running", "tool_start", "type"]
+    __slots__ = ["agent_id", "agent_status_changed", "error", "event_time", "message_block", "message_delta", "message_end", "replay", "sequence", "session_closed", "session_created", "session_id", "session_ready", "session_updated", "status_changed", "tool_end", "tool_permission_denied", "tool_permission_granted", "tool_permission_required", "tool_running", "tool_start", "type"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_STATUS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_BLOCK_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_DELTA_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_END_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SESSION_CLOSED_FIELD_NUMBER: _ClassVar[int]
     SESSION_CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -42,7 +53,6 @@ class AgenticEvent(_message.Message):
     SESSION_READY_FIELD_NUMBER: _ClassVar[int]
     SESSION_UPDATED_FIELD_NUMBER: _ClassVar[int]
     STATUS_CHANGED_FIELD_NUMBER: _ClassVar[int]
-    TIME_FIELD_NUMBER: _ClassVar[int]
     TOOL_END_FIELD_NUMBER: _ClassVar[int]
     TOOL_PERMISSION_DENIED_FIELD_NUMBER: _ClassVar[int]
     TOOL_PERMISSION_GRANTED_FIELD_NUMBER: _ClassVar[int]
@@ -51,10 +61,13 @@ class AgenticEvent(_message.Message):
     TOOL_START_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
-    error: Error
+    agent_status_changed: AgentStatusChanged
+    error: ErrorReported
+    event_time: _timestamp_pb2.Timestamp
     message_block: MessageBlock
     message_delta: MessageDelta
     message_end: MessageEnd
+    replay: bool
     sequence: int
     session_closed: SessionClosed
     session_created: SessionCreated
@@ -62,7 +75,6 @@ class AgenticEvent(_message.Message):
     session_ready: SessionReady
     session_updated: SessionUpdated
     status_changed: StatusChanged
-    time: _timestamp_pb2.Timestamp
     tool_end: ToolEnd
     tool_permission_denied: ToolPermissionDenied
     tool_permission_granted: ToolPermissionGranted
@@ -70,19 +82,19 @@ class AgenticEvent(_message.Message):
     tool_running: ToolRunning
     tool_start: ToolStart
     type: AgenticEventType
-    def __init__(self, sequence: _Optional[int] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[_Union[AgenticEventType, str]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., session_ready: _Optional[_Union[SessionReady, _Mapping]] = ..., session_updated: _Optional[_Union[SessionUpdated, _Mapping]] = ..., session_closed: _Optional[_Union[SessionClosed, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., message_block: _Optional[_Union[MessageBlock, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_start: _Optional[_Union[ToolStart, _Mapping]] = ..., tool_running: _Optional[_Union[ToolRunning, _Mapping]] = ..., tool_end: _Optional[_Union[ToolEnd, _Mapping]] = ..., tool_permission_required: _Optional[_Union[ToolPermissionRequired, _Mapping]] = ..., tool_permission_granted: _Optional[_Union[ToolPermissionGranted, _Mapping]] = ..., tool_permission_denied: _Optional[_Union[ToolPermissionDenied, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequence: _Optional[int] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., event_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[_Union[AgenticEventType, str]] = ..., replay: bool = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., session_ready: _Optional[_Union[SessionReady, _Mapping]] = ..., session_updated: _Optional[_Union[SessionUpdated, _Mapping]] = ..., session_closed: _Optional[_Union[SessionClosed, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., message_block: _Optional[_Union[MessageBlock, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_start: _Optional[_Union[ToolStart, _Mapping]] = ..., tool_running: _Optional[_Union[ToolRunning, _Mapping]] = ..., tool_end: _Optional[_Union[ToolEnd, _Mapping]] = ..., tool_permission_required: _Optional[_Union[ToolPermissionRequired, _Mapping]] = ..., tool_permission_granted: _Optional[_Union[ToolPermissionGranted, _Mapping]] = ..., tool_permission_denied: _Optional[_Union[ToolPermissionDenied, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., error: _Optional[_Union[ErrorReported, _Mapping]] = ..., agent_status_changed: _Optional[_Union[AgentStatusChanged, _Mapping]] = ...) -> None: ...
 
-class Error(_message.Message):
-    __slots__ = ["code", "message", "message_id", "retryable"]
-    CODE_FIELD_NUMBER: _ClassVar[int]
+class ErrorReported(_message.Message):
+    __slots__ = ["message", "message_id", "reason", "retryable"]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
-    code: str
     message: str
     message_id: str
+    reason: _errors_pb2.ErrorReason
     retryable: bool
-    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., message_id: _Optional[str] = ..., retryable: bool = ...) -> None: ...
+    def __init__(self, reason: _Optional[_Union[_errors_pb2.ErrorReason, str]] = ..., message: _Optional[str] = ..., message_id: _Optional[str] = ..., retryable: bool = ...) -> None: ...
 
 class MessageBlock(_message.Message):
     __slots__ = ["block", "message_id", "role"]
@@ -159,32 +171,32 @@ class ToolEnd(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., tool: _Optional[_Union[_types_pb2.ToolCall, _Mapping]] = ...) -> None: ...
 
 class ToolPermissionDenied(_message.Message):
-    __slots__ = ["decided_by", "option_id", "reason", "request_id", "tool_id"]
+    __slots__ = ["decided_by", "option_id", "permission_id", "reason", "tool_id"]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     OPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     decided_by: PermissionDecider
     option_id: str
+    permission_id: str
     reason: str
-    request_id: str
     tool_id: str
-    def __init__(self, request_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ToolPermissionGranted(_message.Message):
-    __slots__ = ["decided_by", "option_id", "reason", "request_id", "tool_id"]
+    __slots__ = ["decided_by", "option_id", "permission_id", "reason", "tool_id"]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     OPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     decided_by: PermissionDecider
     option_id: str
+    permission_id: str
     reason: str
-    request_id: str
     tool_id: str
-    def __init__(self, request_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ToolPermissionRequired(_message.Message):
     __slots__ = ["request"]

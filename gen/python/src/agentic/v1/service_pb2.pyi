@@ -1,23 +1,48 @@
 from agentic.v1 import events_pb2 as _events_pb2
 from agentic.v1 import types_pb2 as _types_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+MESSAGE_ORDER_NEWEST_FIRST: MessageOrder
+MESSAGE_ORDER_OLDEST_FIRST: MessageOrder
+MESSAGE_ORDER_UNSPECIFIED: MessageOrder
+SESSION_VIEW_BASIC: SessionView
+SESSION_VIEW_FULL: SessionView
+SESSION_VIEW_UNSPECIFIED: SessionView
+
+class Bookmark(_message.Message):
+    __slots__ = ["sequence"]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    def __init__(self, sequence: _Optional[int] = ...) -> None: ...
 
 class CancelMessageRequest(_message.Message):
-    __slots__ = ["message_id", "session_id"]
+    __slots__ = ["message_id", "request_id", "session_id"]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     message_id: str
+    request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., message_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CancelMessageResponse(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["message_id"]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    def __init__(self, message_id: _Optional[str] = ...) -> None: ...
+
+class CaughtUp(_message.Message):
+    __slots__ = ["sequence"]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    def __init__(self, sequence: _Optional[int] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ["session_id"]
@@ -30,12 +55,14 @@ class CloseSessionResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ["agent_id", "config"]
+    __slots__ = ["agent_id", "config", "request_id"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     config: SessionConfig
-    def __init__(self, agent_id: _Optional[str] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CreateSessionResponse(_message.Message):
     __slots__ = ["session"]
@@ -43,21 +70,55 @@ class CreateSessionResponse(_message.Message):
     session: _types_pb2.SessionInfo
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
-class GetMessagesRequest(_message.Message):
-    __slots__ = ["before_message_id", "limit", "session_id"]
-    BEFORE_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
-    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
-    before_message_id: str
-    limit: int
-    session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., limit: _Optional[int] = ..., before_message_id: _Optional[str] = ...) -> None: ...
+class EventBatch(_message.Message):
+    __slots__ = ["events"]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.AgenticEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.AgenticEvent, _Mapping]]] = ...) -> None: ...
 
-class GetMessagesResponse(_message.Message):
-    __slots__ = ["messages"]
-    MESSAGES_FIELD_NUMBER: _ClassVar[int]
-    messages: _containers.RepeatedCompositeFieldContainer[_types_pb2.Message]
-    def __init__(self, messages: _Optional[_Iterable[_Union[_types_pb2.Message, _Mapping]]] = ...) -> None: ...
+class GetAgentRequest(_message.Message):
+    __slots__ = ["agent_id"]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class GetAgentResponse(_message.Message):
+    __slots__ = ["agent"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    agent: _types_pb2.AgentInfo
+    def __init__(self, agent: _Optional[_Union[_types_pb2.AgentInfo, _Mapping]] = ...) -> None: ...
+
+class GetMessageRequest(_message.Message):
+    __slots__ = ["message_id", "session_id"]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
+
+class GetMessageResponse(_message.Message):
+    __slots__ = ["message"]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    message: _types_pb2.SessionMessage
+    def __init__(self, message: _Optional[_Union[_types_pb2.SessionMessage, _Mapping]] = ...) -> None: ...
+
+class GetServerInfoRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetServerInfoResponse(_message.Message):
+    __slots__ = ["features", "limits", "newest_sequence", "oldest_sequence", "version"]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    limits: ServerLimits
+    newest_sequence: int
+    oldest_sequence: int
+    version: str
+    def __init__(self, version: _Optional[str] = ..., limits: _Optional[_Union[ServerLimits, _Mapping]] = ..., oldest_sequence: _Optional[int] = ..., newest_sequence: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ["session_id"]
@@ -71,6 +132,12 @@ class GetSessionResponse(_message.Message):
     session: _types_pb2.SessionInfo
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
+class Heartbeat(_message.Message):
+    __slots__ = ["server_time"]
+    SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
+    server_time: _timestamp_pb2.Timestamp
+    def __init__(self, server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class ListAgentsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -81,15 +148,43 @@ class ListAgentsResponse(_message.Message):
     agents: _containers.RepeatedCompositeFieldContainer[_types_pb2.AgentInfo]
     def __init__(self, agents: _Optional[_Iterable[_Union[_types_pb2.AgentInfo, _Mapping]]] = ...) -> None: ...
 
+class ListMessagesRequest(_message.Message):
+    __slots__ = ["order", "page_size", "page_token", "session_id"]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    order: MessageOrder
+    page_size: int
+    page_token: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[MessageOrder, str]] = ...) -> None: ...
+
+class ListMessagesResponse(_message.Message):
+    __slots__ = ["messages", "next_page_token"]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_types_pb2.SessionMessage]
+    next_page_token: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[_types_pb2.SessionMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class ListSessionsRequest(_message.Message):
-    __slots__ = ["agent_id", "page_size", "page_token"]
+    __slots__ = ["agent_id", "page_size", "page_token", "statuses", "updated_after", "view", "workspace"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     page_size: int
     page_token: str
-    def __init__(self, agent_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    statuses: _containers.RepeatedScalarFieldContainer[_types_pb2.SessionStatus]
+    updated_after: _timestamp_pb2.Timestamp
+    view: SessionView
+    workspace: str
+    def __init__(self, agent_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_types_pb2.SessionStatus, str]]] = ..., workspace: _Optional[str] = ..., updated_after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., view: _Optional[_Union[SessionView, str]] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ["next_page_token", "sessions"]
@@ -115,29 +210,53 @@ class LoadSessionResponse(_message.Message):
     session: _types_pb2.SessionInfo
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
-class RespondPermissionRequest(_message.Message):
-    __slots__ = ["option_id", "option_kind", "request_id", "session_id"]
+class PermissionDecision(_message.Message):
+    __slots__ = ["decided_by", "granted", "option_id", "option_kind", "permission_id"]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
     OPTION_ID_FIELD_NUMBER: _ClassVar[int]
     OPTION_KIND_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    decided_by: _events_pb2.PermissionDecider
+    granted: bool
+    option_id: str
+    option_kind: _types_pb2.PermissionOptionKind
+    permission_id: str
+    def __init__(self, permission_id: _Optional[str] = ..., option_id: _Optional[str] = ..., option_kind: _Optional[_Union[_types_pb2.PermissionOptionKind, str]] = ..., granted: bool = ..., decided_by: _Optional[_Union[_events_pb2.PermissionDecider, str]] = ...) -> None: ...
+
+class RespondPermissionRequest(_message.Message):
+    __slots__ = ["option_id", "option_kind", "permission_id", "request_id", "session_id"]
+    OPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    OPTION_KIND_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     option_id: str
     option_kind: _types_pb2.PermissionOptionKind
+    permission_id: str
     request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., option_id: _Optional[str] = ..., option_kind: _Optional[_Union[_types_pb2.PermissionOptionKind, str]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., permission_id: _Optional[str] = ..., option_id: _Optional[str] = ..., option_kind: _Optional[_Union[_types_pb2.PermissionOptionKind, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RespondPermissionResponse(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["decision"]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    decision: PermissionDecision
+    def __init__(self, decision: _Optional[_Union[PermissionDecision, _Mapping]] = ...) -> None: ...
 
 class SendMessageRequest(_message.Message):
-    __slots__ = ["content", "session_id"]
+    __slots__ = ["content", "message_id", "request_id", "session_id", "user_message_id"]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     content: _types_pb2.MessageContent
+    message_id: str
+    request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Union[_types_pb2.MessageContent, _Mapping]] = ...) -> None: ...
+    user_message_id: str
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Union[_types_pb2.MessageContent, _Mapping]] = ..., request_id: _Optional[str] = ..., message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ...) -> None: ...
 
 class SendMessageResponse(_message.Message):
     __slots__ = ["message_id", "user_message_id"]
@@ -146,6 +265,24 @@ class SendMessageResponse(_message.Message):
     message_id: str
     user_message_id: str
     def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ...) -> None: ...
+
+class ServerLimits(_message.Message):
+    __slots__ = ["default_page_size", "heartbeat_interval", "max_event_bytes", "max_page_size", "max_response_bytes", "request_id_ttl", "subscriber_queue"]
+    DEFAULT_PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESPONSE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_TTL_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    default_page_size: int
+    heartbeat_interval: _duration_pb2.Duration
+    max_event_bytes: int
+    max_page_size: int
+    max_response_bytes: int
+    request_id_ttl: _duration_pb2.Duration
+    subscriber_queue: int
+    def __init__(self, max_event_bytes: _Optional[int] = ..., default_page_size: _Optional[int] = ..., max_page_size: _Optional[int] = ..., max_response_bytes: _Optional[int] = ..., request_id_ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., subscriber_queue: _Optional[int] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
     __slots__ = ["mode_id", "model_id", "title", "workspace"]
@@ -188,11 +325,33 @@ class SetModelResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ["after_sequence", "agent_ids", "session_ids"]
+    __slots__ = ["after_sequence", "agent_ids", "oldest_held", "session_ids", "types"]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_HELD_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
     after_sequence: int
     agent_ids: _containers.RepeatedScalarFieldContainer[str]
+    oldest_held: bool
     session_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., agent_ids: _Optional[_Iterable[str]] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+    types: _containers.RepeatedScalarFieldContainer[_events_pb2.AgenticEventType]
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., agent_ids: _Optional[_Iterable[str]] = ..., after_sequence: _Optional[int] = ..., oldest_held: bool = ..., types: _Optional[_Iterable[_Union[_events_pb2.AgenticEventType, str]]] = ...) -> None: ...
+
+class SubscribeResponse(_message.Message):
+    __slots__ = ["bookmark", "caught_up", "events", "heartbeat"]
+    BOOKMARK_FIELD_NUMBER: _ClassVar[int]
+    CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    bookmark: Bookmark
+    caught_up: CaughtUp
+    events: EventBatch
+    heartbeat: Heartbeat
+    def __init__(self, events: _Optional[_Union[EventBatch, _Mapping]] = ..., bookmark: _Optional[_Union[Bookmark, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class SessionView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MessageOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

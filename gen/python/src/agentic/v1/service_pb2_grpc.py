@@ -2,16 +2,22 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
-from agentic.v1 import events_pb2 as agentic_dot_v1_dot_events__pb2
 from agentic.v1 import service_pb2 as agentic_dot_v1_dot_service__pb2
 
 
 class AgenticServiceStub(object):
-    """One API to every coding agent. Errors: NOT_FOUND (unknown agent or session),
-    INVALID_ARGUMENT (bad argument; the message says which), FAILED_PRECONDITION (session
-    busy or agent not configured), UNAUTHENTICATED (agent needs login; bearer token
-    missing), UNAVAILABLE (agent process gone), CANCELED, OUT_OF_RANGE (resume point no
-    longer held), RESOURCE_EXHAUSTED (subscriber too slow; resume from the sequence given).
+    """One API to every coding agent.
+
+    Errors: every non-OK status carries a google.rpc.ErrorInfo whose reason is one of
+    ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
+    also carries a google.rpc.BadRequest. Act on the reason, not on the message.
+
+    Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
+    client-chosen request_id (a UUID). The server remembers it for
+    ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
+    answer (its response or its error) instead of doing the work again, also while the
+    first call still runs. The same request_id with a different request is
+    INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
     """
 
     def __init__(self, channel):
@@ -20,10 +26,20 @@ class AgenticServiceStub(object):
         Args:
             channel: A grpc.Channel.
         """
+        self.GetServerInfo = channel.unary_unary(
+                '/agentic.v1.AgenticService/GetServerInfo',
+                request_serializer=agentic_dot_v1_dot_service__pb2.GetServerInfoRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.GetServerInfoResponse.FromString,
+                )
         self.ListAgents = channel.unary_unary(
                 '/agentic.v1.AgenticService/ListAgents',
                 request_serializer=agentic_dot_v1_dot_service__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.ListAgentsResponse.FromString,
+                )
+        self.GetAgent = channel.unary_unary(
+                '/agentic.v1.AgenticService/GetAgent',
+                request_serializer=agentic_dot_v1_dot_service__pb2.GetAgentRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.GetAgentResponse.FromString,
                 )
         self.CreateSession = channel.unary_unary(
                 '/agentic.v1.AgenticService/CreateSession',
@@ -75,28 +91,54 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.RespondPermissionRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.RespondPermissionResponse.FromString,
                 )
-        self.GetMessages = channel.unary_unary(
-                '/agentic.v1.AgenticService/GetMessages',
-                request_serializer=agentic_dot_v1_dot_service__pb2.GetMessagesRequest.SerializeToString,
-                response_deserializer=agentic_dot_v1_dot_service__pb2.GetMessagesResponse.FromString,
+        self.ListMessages = channel.unary_unary(
+                '/agentic.v1.AgenticService/ListMessages',
+                request_serializer=agentic_dot_v1_dot_service__pb2.ListMessagesRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.ListMessagesResponse.FromString,
+                )
+        self.GetMessage = channel.unary_unary(
+                '/agentic.v1.AgenticService/GetMessage',
+                request_serializer=agentic_dot_v1_dot_service__pb2.GetMessageRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.GetMessageResponse.FromString,
                 )
         self.Subscribe = channel.unary_stream(
                 '/agentic.v1.AgenticService/Subscribe',
                 request_serializer=agentic_dot_v1_dot_service__pb2.SubscribeRequest.SerializeToString,
-                response_deserializer=agentic_dot_v1_dot_events__pb2.AgenticEvent.FromString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.SubscribeResponse.FromString,
                 )
 
 
 class AgenticServiceServicer(object):
-    """One API to every coding agent. Errors: NOT_FOUND (unknown agent or session),
-    INVALID_ARGUMENT (bad argument; the message says which), FAILED_PRECONDITION (session
-    busy or agent not configured), UNAUTHENTICATED (agent needs login; bearer token
-    missing), UNAVAILABLE (agent process gone), CANCELED, OUT_OF_RANGE (resume point no
-    longer held), RESOURCE_EXHAUSTED (subscriber too slow; resume from the sequence given).
+    """One API to every coding agent.
+
+    Errors: every non-OK status carries a google.rpc.ErrorInfo whose reason is one of
+    ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
+    also carries a google.rpc.BadRequest. Act on the reason, not on the message.
+
+    Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
+    client-chosen request_id (a UUID). The server remembers it for
+    ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
+    answer (its response or its error) instead of doing the work again, also while the
+    first call still runs. The same request_id with a different request is
+    INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
     """
+
+    def GetServerInfo(self, request, context):
+        """The server's version, limits, held event range and features.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def ListAgents(self, request, context):
         """The agents the server can drive, with their status.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAgent(self, request, context):
+        """One agent. Subscribe to AGENT_STATUS_CHANGED instead of polling it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -117,14 +159,15 @@ class AgenticServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def ListSessions(self, request, context):
-        """Sessions known to the server, newest first.
+        """Sessions known to the server, most recently updated first (ties: session_id).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def LoadSession(self, request, context):
-        """Reopens a stored or closed session; its history streams as events, then SESSION_READY.
+        """Reopens a stored or closed session; its history streams as events marked replay,
+        then SESSION_READY.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -143,14 +186,15 @@ class AgenticServiceServicer(object):
         echo the user's message as events with role MESSAGE_ROLE_USER under
         user_message_id (MESSAGE_DELTA for its text, MESSAGE_BLOCK for its other parts, then
         MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
-        in order.
+        in order. Choose message_id (and user_message_id) yourself to know them before
+        any event of the turn can arrive.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CancelMessage(self, request, context):
-        """Cancels the running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+        """Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -171,24 +215,33 @@ class AgenticServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def RespondPermission(self, request, context):
-        """Answers a pending permission request. The first answer wins; later ones fail with
-        NOT_FOUND.
+        """Answers a pending permission request. The first answer decides. Answering again
+        with the same answer is OK and returns the decision; another answer after the
+        decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetMessages(self, request, context):
-        """A session's stored history, oldest first.
+    def ListMessages(self, request, context):
+        """A page of a session's stored history.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMessage(self, request, context):
+        """One stored message.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Subscribe(self, request, context):
-        """Streams events, optionally filtered, optionally resuming after a sequence. Response
-        headers are sent once the subscription is registered: a client that waits for them
-        knows every event published afterwards will reach it.
+        """Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
+        filtered, optionally resuming. Response headers are sent once the subscription is
+        registered: a client that waits for them knows every event published afterwards
+        will reach it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -197,10 +250,20 @@ class AgenticServiceServicer(object):
 
 def add_AgenticServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'GetServerInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerInfo,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.GetServerInfoRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.GetServerInfoResponse.SerializeToString,
+            ),
             'ListAgents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAgents,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.ListAgentsRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'GetAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAgent,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.GetAgentRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.GetAgentResponse.SerializeToString,
             ),
             'CreateSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSession,
@@ -252,15 +315,20 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     request_deserializer=agentic_dot_v1_dot_service__pb2.RespondPermissionRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.RespondPermissionResponse.SerializeToString,
             ),
-            'GetMessages': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetMessages,
-                    request_deserializer=agentic_dot_v1_dot_service__pb2.GetMessagesRequest.FromString,
-                    response_serializer=agentic_dot_v1_dot_service__pb2.GetMessagesResponse.SerializeToString,
+            'ListMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMessages,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.ListMessagesRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.ListMessagesResponse.SerializeToString,
+            ),
+            'GetMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMessage,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.GetMessageRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.GetMessageResponse.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
                     servicer.Subscribe,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.SubscribeRequest.FromString,
-                    response_serializer=agentic_dot_v1_dot_events__pb2.AgenticEvent.SerializeToString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.SubscribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -270,12 +338,36 @@ def add_AgenticServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AgenticService(object):
-    """One API to every coding agent. Errors: NOT_FOUND (unknown agent or session),
-    INVALID_ARGUMENT (bad argument; the message says which), FAILED_PRECONDITION (session
-    busy or agent not configured), UNAUTHENTICATED (agent needs login; bearer token
-    missing), UNAVAILABLE (agent process gone), CANCELED, OUT_OF_RANGE (resume point no
-    longer held), RESOURCE_EXHAUSTED (subscriber too slow; resume from the sequence given).
+    """One API to every coding agent.
+
+    Errors: every non-OK status carries a google.rpc.ErrorInfo whose reason is one of
+    ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
+    also carries a google.rpc.BadRequest. Act on the reason, not on the message.
+
+    Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
+    client-chosen request_id (a UUID). The server remembers it for
+    ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
+    answer (its response or its error) instead of doing the work again, also while the
+    first call still runs. The same request_id with a different request is
+    INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
     """
+
+    @staticmethod
+    def GetServerInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/GetServerInfo',
+            agentic_dot_v1_dot_service__pb2.GetServerInfoRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.GetServerInfoResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
     @staticmethod
     def ListAgents(request,
@@ -291,6 +383,23 @@ class AgenticService(object):
         return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/ListAgents',
             agentic_dot_v1_dot_service__pb2.ListAgentsRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.ListAgentsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/GetAgent',
+            agentic_dot_v1_dot_service__pb2.GetAgentRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.GetAgentResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -465,7 +574,7 @@ class AgenticService(object):
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
     @staticmethod
-    def GetMessages(request,
+    def ListMessages(request,
             target,
             options=(),
             channel_credentials=None,
@@ -475,9 +584,26 @@ class AgenticService(object):
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/GetMessages',
-            agentic_dot_v1_dot_service__pb2.GetMessagesRequest.SerializeToString,
-            agentic_dot_v1_dot_service__pb2.GetMessagesResponse.FromString,
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/ListMessages',
+            agentic_dot_v1_dot_service__pb2.ListMessagesRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.ListMessagesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/GetMessage',
+            agentic_dot_v1_dot_service__pb2.GetMessageRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.GetMessageResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -494,6 +620,6 @@ class AgenticService(object):
             metadata=None):
         return grpc.experimental.unary_stream(request, target, '/agentic.v1.AgenticService/Subscribe',
             agentic_dot_v1_dot_service__pb2.SubscribeRequest.SerializeToString,
-            agentic_dot_v1_dot_events__pb2.AgenticEvent.FromString,
+            agentic_dot_v1_dot_service__pb2.SubscribeResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

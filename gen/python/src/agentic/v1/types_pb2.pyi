@@ -1,5 +1,6 @@
-from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from agentic.v1 import errors_pb2 as _errors_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -109,12 +110,12 @@ class AgentInfo(_message.Message):
     config_source: str
     confinement: str
     description: str
-    implementation: str
+    implementation: Implementation
     name: str
     status: AgentStatus
     status_reason: str
     type: AgentType
-    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., type: _Optional[_Union[AgentType, str]] = ..., description: _Optional[str] = ..., status: _Optional[_Union[AgentStatus, str]] = ..., status_reason: _Optional[str] = ..., auth_methods: _Optional[_Iterable[_Union[AuthMethod, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., implementation: _Optional[str] = ..., config_source: _Optional[str] = ..., confinement: _Optional[str] = ...) -> None: ...
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., type: _Optional[_Union[AgentType, str]] = ..., description: _Optional[str] = ..., status: _Optional[_Union[AgentStatus, str]] = ..., status_reason: _Optional[str] = ..., auth_methods: _Optional[_Iterable[_Union[AuthMethod, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., implementation: _Optional[_Union[Implementation, _Mapping]] = ..., config_source: _Optional[str] = ..., confinement: _Optional[str] = ...) -> None: ...
 
 class AuthMethod(_message.Message):
     __slots__ = ["description", "id", "name"]
@@ -198,6 +199,18 @@ class CommandInfo(_message.Message):
     suggestion: str
     def __init__(self, command: _Optional[str] = ..., risk_level: _Optional[_Union[RiskLevel, str]] = ..., reason: _Optional[str] = ..., suggestion: _Optional[str] = ..., signature: _Optional[str] = ..., base_command: _Optional[str] = ...) -> None: ...
 
+class ContentPart(_message.Message):
+    __slots__ = ["file", "image", "resource", "text"]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    file: FileContent
+    image: ImageContent
+    resource: EmbeddedResource
+    text: str
+    def __init__(self, text: _Optional[str] = ..., image: _Optional[_Union[ImageContent, _Mapping]] = ..., file: _Optional[_Union[FileContent, _Mapping]] = ..., resource: _Optional[_Union[EmbeddedResource, _Mapping]] = ...) -> None: ...
+
 class DiffBlock(_message.Message):
     __slots__ = ["new_text", "old_text", "path"]
     NEW_TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -214,19 +227,19 @@ class EmbeddedResource(_message.Message):
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     URI_FIELD_NUMBER: _ClassVar[int]
-    blob: str
+    blob: bytes
     mime_type: str
     text: str
     uri: str
-    def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ..., blob: _Optional[str] = ...) -> None: ...
+    def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ..., blob: _Optional[bytes] = ...) -> None: ...
 
 class ErrorBlock(_message.Message):
-    __slots__ = ["code", "message"]
-    CODE_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ["message", "reason"]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    code: str
+    REASON_FIELD_NUMBER: _ClassVar[int]
     message: str
-    def __init__(self, message: _Optional[str] = ..., code: _Optional[str] = ...) -> None: ...
+    reason: _errors_pb2.ErrorReason
+    def __init__(self, message: _Optional[str] = ..., reason: _Optional[_Union[_errors_pb2.ErrorReason, str]] = ...) -> None: ...
 
 class FileContent(_message.Message):
     __slots__ = ["mime_type", "name", "path"]
@@ -239,26 +252,36 @@ class FileContent(_message.Message):
     def __init__(self, path: _Optional[str] = ..., name: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
 
 class ImageBlock(_message.Message):
-    __slots__ = ["base64", "mime_type", "url"]
-    BASE64_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ["data", "mime_type", "url"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
-    base64: str
+    data: bytes
     mime_type: str
     url: str
-    def __init__(self, mime_type: _Optional[str] = ..., url: _Optional[str] = ..., base64: _Optional[str] = ...) -> None: ...
+    def __init__(self, mime_type: _Optional[str] = ..., url: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class ImageContent(_message.Message):
-    __slots__ = ["base64", "file_path", "mime_type", "url"]
-    BASE64_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ["data", "file_path", "mime_type", "url"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
     FILE_PATH_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
-    base64: str
+    data: bytes
     file_path: str
     mime_type: str
     url: str
-    def __init__(self, url: _Optional[str] = ..., base64: _Optional[str] = ..., file_path: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
+    def __init__(self, url: _Optional[str] = ..., data: _Optional[bytes] = ..., file_path: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
+
+class Implementation(_message.Message):
+    __slots__ = ["name", "title", "version"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    title: str
+    version: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
 
 class McpUiResourceBlock(_message.Message):
     __slots__ = ["mime_type", "text", "uri"]
@@ -270,37 +293,11 @@ class McpUiResourceBlock(_message.Message):
     uri: str
     def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
-class Message(_message.Message):
-    __slots__ = ["blocks", "created_at", "message_id", "role", "session_id", "status", "stop_reason", "usage"]
-    BLOCKS_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
-    ROLE_FIELD_NUMBER: _ClassVar[int]
-    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
-    STATUS_FIELD_NUMBER: _ClassVar[int]
-    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
-    USAGE_FIELD_NUMBER: _ClassVar[int]
-    blocks: _containers.RepeatedCompositeFieldContainer[Block]
-    created_at: _timestamp_pb2.Timestamp
-    message_id: str
-    role: MessageRole
-    session_id: str
-    status: MessageStatus
-    stop_reason: StopReason
-    usage: TokenUsage
-    def __init__(self, message_id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[_Union[MessageRole, str]] = ..., status: _Optional[_Union[MessageStatus, str]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ...) -> None: ...
-
 class MessageContent(_message.Message):
-    __slots__ = ["files", "images", "resources", "text"]
-    FILES_FIELD_NUMBER: _ClassVar[int]
-    IMAGES_FIELD_NUMBER: _ClassVar[int]
-    RESOURCES_FIELD_NUMBER: _ClassVar[int]
-    TEXT_FIELD_NUMBER: _ClassVar[int]
-    files: _containers.RepeatedCompositeFieldContainer[FileContent]
-    images: _containers.RepeatedCompositeFieldContainer[ImageContent]
-    resources: _containers.RepeatedCompositeFieldContainer[EmbeddedResource]
-    text: str
-    def __init__(self, text: _Optional[str] = ..., images: _Optional[_Iterable[_Union[ImageContent, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileContent, _Mapping]]] = ..., resources: _Optional[_Iterable[_Union[EmbeddedResource, _Mapping]]] = ...) -> None: ...
+    __slots__ = ["parts"]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    parts: _containers.RepeatedCompositeFieldContainer[ContentPart]
+    def __init__(self, parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ...) -> None: ...
 
 class Mode(_message.Message):
     __slots__ = ["description", "id", "name"]
@@ -333,17 +330,17 @@ class PermissionOption(_message.Message):
     def __init__(self, option_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[PermissionOptionKind, str]] = ...) -> None: ...
 
 class PermissionRequest(_message.Message):
-    __slots__ = ["arguments", "command_info", "description", "message_id", "options", "paths", "permission_type", "rememberable", "request_id", "requested_at", "server_name", "tool_id", "tool_name"]
+    __slots__ = ["arguments", "command_info", "description", "message_id", "options", "paths", "permission_id", "permission_type", "rememberable", "request_time", "server_name", "tool_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     COMMAND_INFO_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
     REMEMBERABLE_FIELD_NUMBER: _ClassVar[int]
-    REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_TIME_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -353,14 +350,14 @@ class PermissionRequest(_message.Message):
     message_id: str
     options: _containers.RepeatedCompositeFieldContainer[PermissionOption]
     paths: _containers.RepeatedScalarFieldContainer[str]
+    permission_id: str
     permission_type: PermissionType
     rememberable: bool
-    request_id: str
-    requested_at: _timestamp_pb2.Timestamp
+    request_time: _timestamp_pb2.Timestamp
     server_name: str
     tool_id: str
     tool_name: str
-    def __init__(self, request_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., permission_type: _Optional[_Union[PermissionType, str]] = ..., description: _Optional[str] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ..., paths: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PermissionOption, _Mapping]]] = ..., rememberable: bool = ..., server_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., message_id: _Optional[str] = ..., requested_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., permission_type: _Optional[_Union[PermissionType, str]] = ..., description: _Optional[str] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ..., paths: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PermissionOption, _Mapping]]] = ..., rememberable: bool = ..., server_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., message_id: _Optional[str] = ..., request_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PlanBlock(_message.Message):
     __slots__ = ["entries"]
@@ -391,12 +388,12 @@ class ResourceBlock(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     URI_FIELD_NUMBER: _ClassVar[int]
-    blob: str
+    blob: bytes
     mime_type: str
     name: str
     text: str
     uri: str
-    def __init__(self, uri: _Optional[str] = ..., name: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ..., blob: _Optional[str] = ...) -> None: ...
+    def __init__(self, uri: _Optional[str] = ..., name: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ..., blob: _Optional[bytes] = ...) -> None: ...
 
 class SearchBlock(_message.Message):
     __slots__ = ["query", "results"]
@@ -417,13 +414,14 @@ class SearchResult(_message.Message):
     def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., snippet: _Optional[str] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ["agent_id", "available_commands", "available_models", "available_modes", "capabilities", "created_at", "current_mode_id", "current_model_id", "last_sequence", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_permissions", "session_id", "status", "status_reason", "title", "updated_at", "usage", "workspace"]
+    __slots__ = ["agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_COMMANDS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_MODELS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_MODES_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     CURRENT_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_MODE_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -435,15 +433,16 @@ class SessionInfo(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
-    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
+    agent_session_id: str
     available_commands: _containers.RepeatedCompositeFieldContainer[Command]
     available_models: _containers.RepeatedCompositeFieldContainer[Model]
     available_modes: _containers.RepeatedCompositeFieldContainer[Mode]
     capabilities: Capabilities
-    created_at: _timestamp_pb2.Timestamp
+    create_time: _timestamp_pb2.Timestamp
     current_mode_id: str
     current_model_id: str
     last_sequence: int
@@ -455,26 +454,48 @@ class SessionInfo(_message.Message):
     status: SessionStatus
     status_reason: str
     title: str
-    updated_at: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ...) -> None: ...
+
+class SessionMessage(_message.Message):
+    __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    blocks: _containers.RepeatedCompositeFieldContainer[Block]
+    create_time: _timestamp_pb2.Timestamp
+    message_id: str
+    role: MessageRole
+    session_id: str
+    status: MessageStatus
+    stop_reason: StopReason
+    usage: TokenUsage
+    def __init__(self, message_id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[_Union[MessageRole, str]] = ..., status: _Optional[_Union[MessageStatus, str]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ...) -> None: ...
 
 class TerminalBlock(_message.Message):
-    __slots__ = ["command", "exit_code", "output", "signal", "terminal_id", "truncated"]
+    __slots__ = ["command", "exit_code", "output", "output_offset", "signal", "terminal_id", "truncated"]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     TERMINAL_ID_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     command: str
     exit_code: int
     output: str
+    output_offset: int
     signal: str
     terminal_id: str
     truncated: bool
-    def __init__(self, terminal_id: _Optional[str] = ..., command: _Optional[str] = ..., output: _Optional[str] = ..., truncated: bool = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ...) -> None: ...
+    def __init__(self, terminal_id: _Optional[str] = ..., command: _Optional[str] = ..., output: _Optional[str] = ..., truncated: bool = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., output_offset: _Optional[int] = ...) -> None: ...
 
 class TextBlock(_message.Message):
     __slots__ = ["text"]

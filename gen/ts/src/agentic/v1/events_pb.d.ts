@@ -5,7 +5,8 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { Block, MessageRole, PermissionRequest, SessionInfo, SessionStatus, StopReason, TokenUsage, ToolCall } from "./types_pb.js";
+import type { AgentInfo, Block, MessageRole, PermissionRequest, SessionInfo, SessionStatus, StopReason, TokenUsage, ToolCall } from "./types_pb.js";
+import type { ErrorReason } from "./errors_pb.js";
 
 /**
  * Describes the file agentic/v1/events.proto.
@@ -13,19 +14,38 @@ import type { Block, MessageRole, PermissionRequest, SessionInfo, SessionStatus,
 export declare const file_agentic_v1_events: GenFile;
 
 /**
- * One thing that happened in a session.
+ * One thing that happened in a session or to an agent.
+ *
+ * How to merge, per payload:
+ * - SESSION_CREATED carries the whole SessionInfo; SESSION_UPDATED replaces exactly
+ *   the fields its update_mask names (repeated fields whole: available_commands,
+ *   available_modes, ...) and leaves the others.
+ * - MESSAGE_DELTA: append text to the message (by message_id and role).
+ * - MESSAGE_BLOCK: append the block to the message, except: consecutive reasoning
+ *   blocks are chunks of one stream (append their text), and a plan block replaces
+ *   the message's previous plan whole.
+ * - TOOL_START / TOOL_RUNNING / TOOL_END: the tool call's state by tool_id; each
+ *   replaces the previous state, except a terminal's output in TOOL_RUNNING, which is
+ *   only what is new (see TerminalBlock).
+ * - STATUS_CHANGED replaces SessionInfo.status; AGENT_STATUS_CHANGED replaces the
+ *   agent's AgentInfo whole.
+ * - TOOL_PERMISSION_REQUIRED adds to SessionInfo.pending_permissions; GRANTED and
+ *   DENIED remove from it.
  *
  * @generated from message agentic.v1.AgenticEvent
  */
 export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
   /**
-   * Rises by one per event, server-wide. Resume a stream with after_sequence.
+   * Rises by one per event, server-wide, never reused. Resume a stream with
+   * after_sequence.
    *
    * @generated from field: uint64 sequence = 1;
    */
   sequence: bigint;
 
   /**
+   * Empty for agent events (AGENT_STATUS_CHANGED).
+   *
    * @generated from field: string session_id = 2;
    */
   sessionId: string;
@@ -36,14 +56,21 @@ export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
   agentId: string;
 
   /**
-   * @generated from field: google.protobuf.Timestamp time = 4;
+   * @generated from field: google.protobuf.Timestamp event_time = 4;
    */
-  time?: Timestamp | undefined;
+  eventTime?: Timestamp | undefined;
 
   /**
    * @generated from field: agentic.v1.AgenticEventType type = 5;
    */
   type: AgenticEventType;
+
+  /**
+   * Set on the events a LoadSession replays: history shown again, not new activity.
+   *
+   * @generated from field: bool replay = 6;
+   */
+  replay: boolean;
 
   /**
    * @generated from oneof agentic.v1.AgenticEvent.payload
@@ -134,10 +161,16 @@ export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
     case: "statusChanged";
   } | {
     /**
-     * @generated from field: agentic.v1.Error error = 24;
+     * @generated from field: agentic.v1.ErrorReported error = 24;
      */
-    value: Error;
+    value: ErrorReported;
     case: "error";
+  } | {
+    /**
+     * @generated from field: agentic.v1.AgentStatusChanged agent_status_changed = 25;
+     */
+    value: AgentStatusChanged;
+    case: "agentStatusChanged";
   } | { case: undefined; value?: undefined };
 };
 
@@ -146,6 +179,26 @@ export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
  * Use `create(AgenticEventSchema)` to create a new message.
  */
 export declare const AgenticEventSchema: GenMessage<AgenticEvent>;
+
+/**
+ * An agent's status changed: started, ready, crashed, needs a login or configuration.
+ * Sent with agent_id set and session_id empty; subscribers filtered on sessions do not
+ * get it.
+ *
+ * @generated from message agentic.v1.AgentStatusChanged
+ */
+export declare type AgentStatusChanged = Message<"agentic.v1.AgentStatusChanged"> & {
+  /**
+   * @generated from field: agentic.v1.AgentInfo agent = 1;
+   */
+  agent?: AgentInfo | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.AgentStatusChanged.
+ * Use `create(AgentStatusChangedSchema)` to create a new message.
+ */
+export declare const AgentStatusChangedSchema: GenMessage<AgentStatusChanged>;
 
 /**
  * A session was created.
@@ -341,7 +394,7 @@ export declare const ToolStartSchema: GenMessage<ToolStart>;
 
 /**
  * A tool call progressed: status, content, locations or raw output changed. `tool`
- * carries the whole current state.
+ * carries the whole current state, except terminal output: only what is new.
  *
  * @generated from message agentic.v1.ToolRunning
  */
@@ -410,9 +463,9 @@ export declare const ToolPermissionRequiredSchema: GenMessage<ToolPermissionRequ
  */
 export declare type ToolPermissionGranted = Message<"agentic.v1.ToolPermissionGranted"> & {
   /**
-   * @generated from field: string request_id = 1;
+   * @generated from field: string permission_id = 1;
    */
-  requestId: string;
+  permissionId: string;
 
   /**
    * @generated from field: string tool_id = 2;
@@ -446,9 +499,9 @@ export declare const ToolPermissionGrantedSchema: GenMessage<ToolPermissionGrant
  */
 export declare type ToolPermissionDenied = Message<"agentic.v1.ToolPermissionDenied"> & {
   /**
-   * @generated from field: string request_id = 1;
+   * @generated from field: string permission_id = 1;
    */
-  requestId: string;
+  permissionId: string;
 
   /**
    * @generated from field: string tool_id = 2;
@@ -506,16 +559,15 @@ export declare const StatusChangedSchema: GenMessage<StatusChanged>;
  * Something went wrong. The session may still be usable (see the STATUS_CHANGED that
  * follows, if any).
  *
- * @generated from message agentic.v1.Error
+ * @generated from message agentic.v1.ErrorReported
  */
-export declare type Error = Message<"agentic.v1.Error"> & {
+export declare type ErrorReported = Message<"agentic.v1.ErrorReported"> & {
   /**
-   * Stable machine-readable code, e.g. "agent_crashed", "provider_unauthorized",
-   * "fs_outside_workspace".
+   * Why, from the one list of reasons.
    *
-   * @generated from field: string code = 1;
+   * @generated from field: agentic.v1.ErrorReason reason = 5;
    */
-  code: string;
+  reason: ErrorReason;
 
   /**
    * What happened and what to do, for a person.
@@ -540,10 +592,10 @@ export declare type Error = Message<"agentic.v1.Error"> & {
 };
 
 /**
- * Describes the message agentic.v1.Error.
- * Use `create(ErrorSchema)` to create a new message.
+ * Describes the message agentic.v1.ErrorReported.
+ * Use `create(ErrorReportedSchema)` to create a new message.
  */
-export declare const ErrorSchema: GenMessage<Error>;
+export declare const ErrorReportedSchema: GenMessage<ErrorReported>;
 
 /**
  * The kinds of events, one per payload of AgenticEvent.
@@ -631,6 +683,11 @@ export enum AgenticEventType {
    * @generated from enum value: AGENTIC_EVENT_TYPE_ERROR = 15;
    */
   ERROR = 15,
+
+  /**
+   * @generated from enum value: AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED = 16;
+   */
+  AGENT_STATUS_CHANGED = 16,
 }
 
 /**

@@ -2,15 +2,134 @@
 // @generated from file agentic/v1/service.proto (package agentic.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { AgentInfo, Message as Message$1, MessageContent, PermissionOptionKind, SessionInfo } from "./types_pb.js";
-import type { AgenticEventSchema } from "./events_pb.js";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { AgentInfo, MessageContent, PermissionOptionKind, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
+import type { AgenticEvent, AgenticEventType, PermissionDecider } from "./events_pb.js";
 
 /**
  * Describes the file agentic/v1/service.proto.
  */
 export declare const file_agentic_v1_service: GenFile;
+
+/**
+ * @generated from message agentic.v1.GetServerInfoRequest
+ */
+export declare type GetServerInfoRequest = Message<"agentic.v1.GetServerInfoRequest"> & {
+};
+
+/**
+ * Describes the message agentic.v1.GetServerInfoRequest.
+ * Use `create(GetServerInfoRequestSchema)` to create a new message.
+ */
+export declare const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest>;
+
+/**
+ * Limits a client should respect.
+ *
+ * @generated from message agentic.v1.ServerLimits
+ */
+export declare type ServerLimits = Message<"agentic.v1.ServerLimits"> & {
+  /**
+   * The largest encoded event or stored message the server sends; larger texts are cut.
+   *
+   * @generated from field: int64 max_event_bytes = 1;
+   */
+  maxEventBytes: bigint;
+
+  /**
+   * ListMessages and ListSessions: the page size used when none is asked for, and the
+   * largest allowed.
+   *
+   * @generated from field: int32 default_page_size = 2;
+   */
+  defaultPageSize: number;
+
+  /**
+   * @generated from field: int32 max_page_size = 3;
+   */
+  maxPageSize: number;
+
+  /**
+   * A list response stops adding items at this many bytes and gives a next_page_token.
+   *
+   * @generated from field: int64 max_response_bytes = 4;
+   */
+  maxResponseBytes: bigint;
+
+  /**
+   * How long a request_id is remembered.
+   *
+   * @generated from field: google.protobuf.Duration request_id_ttl = 5;
+   */
+  requestIdTtl?: Duration | undefined;
+
+  /**
+   * How long a stream stays silent before a heartbeat.
+   *
+   * @generated from field: google.protobuf.Duration heartbeat_interval = 6;
+   */
+  heartbeatInterval?: Duration | undefined;
+
+  /**
+   * How many events may wait for one subscriber before its stream ends
+   * (SUBSCRIBER_TOO_SLOW).
+   *
+   * @generated from field: int32 subscriber_queue = 7;
+   */
+  subscriberQueue: number;
+};
+
+/**
+ * Describes the message agentic.v1.ServerLimits.
+ * Use `create(ServerLimitsSchema)` to create a new message.
+ */
+export declare const ServerLimitsSchema: GenMessage<ServerLimits>;
+
+/**
+ * @generated from message agentic.v1.GetServerInfoResponse
+ */
+export declare type GetServerInfoResponse = Message<"agentic.v1.GetServerInfoResponse"> & {
+  /**
+   * agenticd's version, as `agenticd --version` prints it.
+   *
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * @generated from field: agentic.v1.ServerLimits limits = 2;
+   */
+  limits?: ServerLimits | undefined;
+
+  /**
+   * The sequences a Subscribe can resume from: after_sequence in
+   * [oldest_sequence - 1, newest_sequence]. Both 0 before the first event.
+   *
+   * @generated from field: uint64 oldest_sequence = 3;
+   */
+  oldestSequence: bigint;
+
+  /**
+   * @generated from field: uint64 newest_sequence = 4;
+   */
+  newestSequence: bigint;
+
+  /**
+   * What this server can do beyond the core API, e.g. "request_id", "event_batches",
+   * "bookmarks", "confinement". New names may be added.
+   *
+   * @generated from field: repeated string features = 5;
+   */
+  features: string[];
+};
+
+/**
+ * Describes the message agentic.v1.GetServerInfoResponse.
+ * Use `create(GetServerInfoResponseSchema)` to create a new message.
+ */
+export declare const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse>;
 
 /**
  * @generated from message agentic.v1.ListAgentsRequest
@@ -39,6 +158,38 @@ export declare type ListAgentsResponse = Message<"agentic.v1.ListAgentsResponse"
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export declare const ListAgentsResponseSchema: GenMessage<ListAgentsResponse>;
+
+/**
+ * @generated from message agentic.v1.GetAgentRequest
+ */
+export declare type GetAgentRequest = Message<"agentic.v1.GetAgentRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+};
+
+/**
+ * Describes the message agentic.v1.GetAgentRequest.
+ * Use `create(GetAgentRequestSchema)` to create a new message.
+ */
+export declare const GetAgentRequestSchema: GenMessage<GetAgentRequest>;
+
+/**
+ * @generated from message agentic.v1.GetAgentResponse
+ */
+export declare type GetAgentResponse = Message<"agentic.v1.GetAgentResponse"> & {
+  /**
+   * @generated from field: agentic.v1.AgentInfo agent = 1;
+   */
+  agent?: AgentInfo | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.GetAgentResponse.
+ * Use `create(GetAgentResponseSchema)` to create a new message.
+ */
+export declare const GetAgentResponseSchema: GenMessage<GetAgentResponse>;
 
 /**
  * Per-session settings.
@@ -92,6 +243,13 @@ export declare type CreateSessionRequest = Message<"agentic.v1.CreateSessionRequ
    * @generated from field: agentic.v1.SessionConfig config = 2;
    */
   config?: SessionConfig | undefined;
+
+  /**
+   * Makes a retry safe: see the service's comment.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
 };
 
 /**
@@ -160,18 +318,44 @@ export declare type ListSessionsRequest = Message<"agentic.v1.ListSessionsReques
   agentId: string;
 
   /**
-   * At most this many (default 100, at most 1000).
+   * At most this many (default and cap in ServerLimits).
    *
    * @generated from field: int32 page_size = 2;
    */
   pageSize: number;
 
   /**
-   * From a previous response's next_page_token.
+   * From a previous response's next_page_token, with the same filters.
    *
    * @generated from field: string page_token = 3;
    */
   pageToken: string;
+
+  /**
+   * Only sessions in one of these statuses; empty for all.
+   *
+   * @generated from field: repeated agentic.v1.SessionStatus statuses = 4;
+   */
+  statuses: SessionStatus[];
+
+  /**
+   * Only sessions in this workspace (absolute path, as SessionInfo shows it).
+   *
+   * @generated from field: string workspace = 5;
+   */
+  workspace: string;
+
+  /**
+   * Only sessions updated after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_after = 6;
+   */
+  updatedAfter?: Timestamp | undefined;
+
+  /**
+   * @generated from field: agentic.v1.SessionView view = 7;
+   */
+  view: SessionView;
 };
 
 /**
@@ -290,6 +474,30 @@ export declare type SendMessageRequest = Message<"agentic.v1.SendMessageRequest"
    * @generated from field: agentic.v1.MessageContent content = 2;
    */
   content?: MessageContent | undefined;
+
+  /**
+   * Makes a retry safe: see the service's comment.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+
+  /**
+   * The id the assistant's reply gets; empty to let the server choose. 1 to 128 of
+   * A-Z a-z 0-9 . _ : -, not used before on this server (else ALREADY_EXISTS,
+   * MESSAGE_ID_IN_USE): a UUID is a good choice.
+   *
+   * @generated from field: string message_id = 4;
+   */
+  messageId: string;
+
+  /**
+   * The id the user's message gets, under the same rules and different from
+   * message_id; empty to let the server choose.
+   *
+   * @generated from field: string user_message_id = 5;
+   */
+  userMessageId: string;
 };
 
 /**
@@ -333,11 +541,21 @@ export declare type CancelMessageRequest = Message<"agentic.v1.CancelMessageRequ
   sessionId: string;
 
   /**
-   * The turn to cancel; empty cancels whatever runs.
+   * The turn to cancel. A message that is not running is FAILED_PRECONDITION
+   * (MESSAGE_NOT_RUNNING). Empty cancels whatever runs: the API has no identity per
+   * client (one token is shared by all of them), so "only what this client started" is
+   * what naming the message gives.
    *
    * @generated from field: string message_id = 2;
    */
   messageId: string;
+
+  /**
+   * Makes a retry safe: see the service's comment.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
 };
 
 /**
@@ -350,6 +568,12 @@ export declare const CancelMessageRequestSchema: GenMessage<CancelMessageRequest
  * @generated from message agentic.v1.CancelMessageResponse
  */
 export declare type CancelMessageResponse = Message<"agentic.v1.CancelMessageResponse"> & {
+  /**
+   * The message that was cancelled; empty when nothing ran (only with message_id empty).
+   *
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
 };
 
 /**
@@ -442,9 +666,11 @@ export declare type RespondPermissionRequest = Message<"agentic.v1.RespondPermis
   sessionId: string;
 
   /**
-   * @generated from field: string request_id = 2;
+   * PermissionRequest.permission_id.
+   *
+   * @generated from field: string permission_id = 2;
    */
-  requestId: string;
+  permissionId: string;
 
   /**
    * @generated from oneof agentic.v1.RespondPermissionRequest.answer
@@ -466,6 +692,13 @@ export declare type RespondPermissionRequest = Message<"agentic.v1.RespondPermis
     value: PermissionOptionKind;
     case: "optionKind";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * Makes a retry safe: see the service's comment.
+   *
+   * @generated from field: string request_id = 5;
+   */
+  requestId: string;
 };
 
 /**
@@ -475,9 +708,53 @@ export declare type RespondPermissionRequest = Message<"agentic.v1.RespondPermis
 export declare const RespondPermissionRequestSchema: GenMessage<RespondPermissionRequest>;
 
 /**
+ * How a permission request was decided.
+ *
+ * @generated from message agentic.v1.PermissionDecision
+ */
+export declare type PermissionDecision = Message<"agentic.v1.PermissionDecision"> & {
+  /**
+   * @generated from field: string permission_id = 1;
+   */
+  permissionId: string;
+
+  /**
+   * The option chosen; empty when the request was cancelled.
+   *
+   * @generated from field: string option_id = 2;
+   */
+  optionId: string;
+
+  /**
+   * @generated from field: agentic.v1.PermissionOptionKind option_kind = 3;
+   */
+  optionKind: PermissionOptionKind;
+
+  /**
+   * @generated from field: bool granted = 4;
+   */
+  granted: boolean;
+
+  /**
+   * @generated from field: agentic.v1.PermissionDecider decided_by = 5;
+   */
+  decidedBy: PermissionDecider;
+};
+
+/**
+ * Describes the message agentic.v1.PermissionDecision.
+ * Use `create(PermissionDecisionSchema)` to create a new message.
+ */
+export declare const PermissionDecisionSchema: GenMessage<PermissionDecision>;
+
+/**
  * @generated from message agentic.v1.RespondPermissionResponse
  */
 export declare type RespondPermissionResponse = Message<"agentic.v1.RespondPermissionResponse"> & {
+  /**
+   * @generated from field: agentic.v1.PermissionDecision decision = 1;
+   */
+  decision?: PermissionDecision | undefined;
 };
 
 /**
@@ -487,50 +764,100 @@ export declare type RespondPermissionResponse = Message<"agentic.v1.RespondPermi
 export declare const RespondPermissionResponseSchema: GenMessage<RespondPermissionResponse>;
 
 /**
- * @generated from message agentic.v1.GetMessagesRequest
+ * @generated from message agentic.v1.ListMessagesRequest
  */
-export declare type GetMessagesRequest = Message<"agentic.v1.GetMessagesRequest"> & {
+export declare type ListMessagesRequest = Message<"agentic.v1.ListMessagesRequest"> & {
   /**
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
 
   /**
-   * At most this many of the newest messages (0 = all).
+   * At most this many (default and cap in ServerLimits). A page also ends before it
+   * would exceed ServerLimits.max_response_bytes.
    *
-   * @generated from field: int32 limit = 2;
+   * @generated from field: int32 page_size = 2;
    */
-  limit: number;
+  pageSize: number;
 
   /**
-   * Only messages stored before this message id (paging backwards); empty for the newest.
+   * From a previous response's next_page_token, with the same session and order.
    *
-   * @generated from field: string before_message_id = 3;
+   * @generated from field: string page_token = 3;
    */
-  beforeMessageId: string;
+  pageToken: string;
+
+  /**
+   * @generated from field: agentic.v1.MessageOrder order = 4;
+   */
+  order: MessageOrder;
 };
 
 /**
- * Describes the message agentic.v1.GetMessagesRequest.
- * Use `create(GetMessagesRequestSchema)` to create a new message.
+ * Describes the message agentic.v1.ListMessagesRequest.
+ * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
-export declare const GetMessagesRequestSchema: GenMessage<GetMessagesRequest>;
+export declare const ListMessagesRequestSchema: GenMessage<ListMessagesRequest>;
 
 /**
- * @generated from message agentic.v1.GetMessagesResponse
+ * @generated from message agentic.v1.ListMessagesResponse
  */
-export declare type GetMessagesResponse = Message<"agentic.v1.GetMessagesResponse"> & {
+export declare type ListMessagesResponse = Message<"agentic.v1.ListMessagesResponse"> & {
   /**
-   * @generated from field: repeated agentic.v1.Message messages = 1;
+   * @generated from field: repeated agentic.v1.SessionMessage messages = 1;
    */
-  messages: Message$1[];
+  messages: SessionMessage[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
- * Describes the message agentic.v1.GetMessagesResponse.
- * Use `create(GetMessagesResponseSchema)` to create a new message.
+ * Describes the message agentic.v1.ListMessagesResponse.
+ * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
-export declare const GetMessagesResponseSchema: GenMessage<GetMessagesResponse>;
+export declare const ListMessagesResponseSchema: GenMessage<ListMessagesResponse>;
+
+/**
+ * @generated from message agentic.v1.GetMessageRequest
+ */
+export declare type GetMessageRequest = Message<"agentic.v1.GetMessageRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message agentic.v1.GetMessageRequest.
+ * Use `create(GetMessageRequestSchema)` to create a new message.
+ */
+export declare const GetMessageRequestSchema: GenMessage<GetMessageRequest>;
+
+/**
+ * @generated from message agentic.v1.GetMessageResponse
+ */
+export declare type GetMessageResponse = Message<"agentic.v1.GetMessageResponse"> & {
+  /**
+   * @generated from field: agentic.v1.SessionMessage message = 1;
+   */
+  message?: SessionMessage | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.GetMessageResponse.
+ * Use `create(GetMessageResponseSchema)` to create a new message.
+ */
+export declare const GetMessageResponseSchema: GenMessage<GetMessageResponse>;
 
 /**
  * @generated from message agentic.v1.SubscribeRequest
@@ -544,19 +871,43 @@ export declare type SubscribeRequest = Message<"agentic.v1.SubscribeRequest"> & 
   sessionIds: string[];
 
   /**
-   * Only these agents' sessions (empty: all). Both filters apply when both are set.
+   * Only these agents' sessions and agent events (empty: all). Both filters apply when
+   * both are set.
    *
    * @generated from field: repeated string agent_ids = 2;
    */
   agentIds: string[];
 
   /**
-   * Replay held events with a larger sequence, then go live. 0: live only.
-   * OUT_OF_RANGE when events after this point are no longer held.
+   * Where the stream starts; unset: live events only.
    *
-   * @generated from field: uint64 after_sequence = 3;
+   * @generated from oneof agentic.v1.SubscribeRequest.start
    */
-  afterSequence: bigint;
+  start: {
+    /**
+     * Replay held events with a larger sequence, then go live. OUT_OF_RANGE
+     * (RESUME_POINT_EXPIRED) when events after this point are no longer held.
+     *
+     * @generated from field: uint64 after_sequence = 3;
+     */
+    value: bigint;
+    case: "afterSequence";
+  } | {
+    /**
+     * Replay everything still held, then go live.
+     *
+     * @generated from field: bool oldest_held = 5;
+     */
+    value: boolean;
+    case: "oldestHeld";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Only events of these types (empty: all).
+   *
+   * @generated from field: repeated agentic.v1.AgenticEventType types = 4;
+   */
+  types: AgenticEventType[];
 };
 
 /**
@@ -566,15 +917,215 @@ export declare type SubscribeRequest = Message<"agentic.v1.SubscribeRequest"> & 
 export declare const SubscribeRequestSchema: GenMessage<SubscribeRequest>;
 
 /**
- * One API to every coding agent. Errors: NOT_FOUND (unknown agent or session),
- * INVALID_ARGUMENT (bad argument; the message says which), FAILED_PRECONDITION (session
- * busy or agent not configured), UNAUTHENTICATED (agent needs login; bearer token
- * missing), UNAVAILABLE (agent process gone), CANCELED, OUT_OF_RANGE (resume point no
- * longer held), RESOURCE_EXHAUSTED (subscriber too slow; resume from the sequence given).
+ * One frame of a subscription.
+ *
+ * @generated from message agentic.v1.SubscribeResponse
+ */
+export declare type SubscribeResponse = Message<"agentic.v1.SubscribeResponse"> & {
+  /**
+   * @generated from oneof agentic.v1.SubscribeResponse.frame
+   */
+  frame: {
+    /**
+     * One or more events in sequence order. Several travel together only when they
+     * were already waiting for this subscriber: none is held back to fill a batch.
+     *
+     * @generated from field: agentic.v1.EventBatch events = 1;
+     */
+    value: EventBatch;
+    case: "events";
+  } | {
+    /**
+     * The subscription has seen everything up to sequence (events its filters dropped
+     * included): resume with after_sequence = sequence. Sent to filtered subscribers
+     * while other traffic moves on, so their resume point stays held.
+     *
+     * @generated from field: agentic.v1.Bookmark bookmark = 2;
+     */
+    value: Bookmark;
+    case: "bookmark";
+  } | {
+    /**
+     * The replay is over (sent once, also for live-only streams); what follows is live.
+     *
+     * @generated from field: agentic.v1.CaughtUp caught_up = 3;
+     */
+    value: CaughtUp;
+    case: "caughtUp";
+  } | {
+    /**
+     * Nothing to send for ServerLimits.heartbeat_interval; keeps idle proxies open.
+     *
+     * @generated from field: agentic.v1.Heartbeat heartbeat = 4;
+     */
+    value: Heartbeat;
+    case: "heartbeat";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentic.v1.SubscribeResponse.
+ * Use `create(SubscribeResponseSchema)` to create a new message.
+ */
+export declare const SubscribeResponseSchema: GenMessage<SubscribeResponse>;
+
+/**
+ * @generated from message agentic.v1.EventBatch
+ */
+export declare type EventBatch = Message<"agentic.v1.EventBatch"> & {
+  /**
+   * @generated from field: repeated agentic.v1.AgenticEvent events = 1;
+   */
+  events: AgenticEvent[];
+};
+
+/**
+ * Describes the message agentic.v1.EventBatch.
+ * Use `create(EventBatchSchema)` to create a new message.
+ */
+export declare const EventBatchSchema: GenMessage<EventBatch>;
+
+/**
+ * @generated from message agentic.v1.Bookmark
+ */
+export declare type Bookmark = Message<"agentic.v1.Bookmark"> & {
+  /**
+   * @generated from field: uint64 sequence = 1;
+   */
+  sequence: bigint;
+};
+
+/**
+ * Describes the message agentic.v1.Bookmark.
+ * Use `create(BookmarkSchema)` to create a new message.
+ */
+export declare const BookmarkSchema: GenMessage<Bookmark>;
+
+/**
+ * @generated from message agentic.v1.CaughtUp
+ */
+export declare type CaughtUp = Message<"agentic.v1.CaughtUp"> & {
+  /**
+   * The last sequence replayed or skipped; resume with after_sequence = sequence.
+   *
+   * @generated from field: uint64 sequence = 1;
+   */
+  sequence: bigint;
+};
+
+/**
+ * Describes the message agentic.v1.CaughtUp.
+ * Use `create(CaughtUpSchema)` to create a new message.
+ */
+export declare const CaughtUpSchema: GenMessage<CaughtUp>;
+
+/**
+ * @generated from message agentic.v1.Heartbeat
+ */
+export declare type Heartbeat = Message<"agentic.v1.Heartbeat"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp server_time = 1;
+   */
+  serverTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.Heartbeat.
+ * Use `create(HeartbeatSchema)` to create a new message.
+ */
+export declare const HeartbeatSchema: GenMessage<Heartbeat>;
+
+/**
+ * How much of each SessionInfo a list returns.
+ *
+ * @generated from enum agentic.v1.SessionView
+ */
+export enum SessionView {
+  /**
+   * BASIC.
+   *
+   * @generated from enum value: SESSION_VIEW_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Identity, status, workspace, title, times, current mode and model ids, message
+   * count and the message in flight. The available lists, commands, capabilities,
+   * usage and pending permissions are left empty.
+   *
+   * @generated from enum value: SESSION_VIEW_BASIC = 1;
+   */
+  BASIC = 1,
+
+  /**
+   * Everything GetSession returns.
+   *
+   * @generated from enum value: SESSION_VIEW_FULL = 2;
+   */
+  FULL = 2,
+}
+
+/**
+ * Describes the enum agentic.v1.SessionView.
+ */
+export declare const SessionViewSchema: GenEnum<SessionView>;
+
+/**
+ * Which end of a history a list starts from.
+ *
+ * @generated from enum agentic.v1.MessageOrder
+ */
+export enum MessageOrder {
+  /**
+   * OLDEST_FIRST.
+   *
+   * @generated from enum value: MESSAGE_ORDER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: MESSAGE_ORDER_OLDEST_FIRST = 1;
+   */
+  OLDEST_FIRST = 1,
+
+  /**
+   * @generated from enum value: MESSAGE_ORDER_NEWEST_FIRST = 2;
+   */
+  NEWEST_FIRST = 2,
+}
+
+/**
+ * Describes the enum agentic.v1.MessageOrder.
+ */
+export declare const MessageOrderSchema: GenEnum<MessageOrder>;
+
+/**
+ * One API to every coding agent.
+ *
+ * Errors: every non-OK status carries a google.rpc.ErrorInfo whose reason is one of
+ * ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
+ * also carries a google.rpc.BadRequest. Act on the reason, not on the message.
+ *
+ * Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
+ * client-chosen request_id (a UUID). The server remembers it for
+ * ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
+ * answer (its response or its error) instead of doing the work again, also while the
+ * first call still runs. The same request_id with a different request is
+ * INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
  *
  * @generated from service agentic.v1.AgenticService
  */
 export declare const AgenticService: GenService<{
+  /**
+   * The server's version, limits, held event range and features.
+   *
+   * @generated from rpc agentic.v1.AgenticService.GetServerInfo
+   */
+  getServerInfo: {
+    methodKind: "unary";
+    input: typeof GetServerInfoRequestSchema;
+    output: typeof GetServerInfoResponseSchema;
+  },
   /**
    * The agents the server can drive, with their status.
    *
@@ -584,6 +1135,16 @@ export declare const AgenticService: GenService<{
     methodKind: "unary";
     input: typeof ListAgentsRequestSchema;
     output: typeof ListAgentsResponseSchema;
+  },
+  /**
+   * One agent. Subscribe to AGENT_STATUS_CHANGED instead of polling it.
+   *
+   * @generated from rpc agentic.v1.AgenticService.GetAgent
+   */
+  getAgent: {
+    methodKind: "unary";
+    input: typeof GetAgentRequestSchema;
+    output: typeof GetAgentResponseSchema;
   },
   /**
    * Starts a session; returns once the agent has answered (the id is final).
@@ -606,7 +1167,7 @@ export declare const AgenticService: GenService<{
     output: typeof GetSessionResponseSchema;
   },
   /**
-   * Sessions known to the server, newest first.
+   * Sessions known to the server, most recently updated first (ties: session_id).
    *
    * @generated from rpc agentic.v1.AgenticService.ListSessions
    */
@@ -616,7 +1177,8 @@ export declare const AgenticService: GenService<{
     output: typeof ListSessionsResponseSchema;
   },
   /**
-   * Reopens a stored or closed session; its history streams as events, then SESSION_READY.
+   * Reopens a stored or closed session; its history streams as events marked replay,
+   * then SESSION_READY.
    *
    * @generated from rpc agentic.v1.AgenticService.LoadSession
    */
@@ -641,7 +1203,8 @@ export declare const AgenticService: GenService<{
    * echo the user's message as events with role MESSAGE_ROLE_USER under
    * user_message_id (MESSAGE_DELTA for its text, MESSAGE_BLOCK for its other parts, then
    * MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
-   * in order.
+   * in order. Choose message_id (and user_message_id) yourself to know them before
+   * any event of the turn can arrive.
    *
    * @generated from rpc agentic.v1.AgenticService.SendMessage
    */
@@ -651,7 +1214,7 @@ export declare const AgenticService: GenService<{
     output: typeof SendMessageResponseSchema;
   },
   /**
-   * Cancels the running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+   * Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
    *
    * @generated from rpc agentic.v1.AgenticService.CancelMessage
    */
@@ -681,8 +1244,9 @@ export declare const AgenticService: GenService<{
     output: typeof SetModeResponseSchema;
   },
   /**
-   * Answers a pending permission request. The first answer wins; later ones fail with
-   * NOT_FOUND.
+   * Answers a pending permission request. The first answer decides. Answering again
+   * with the same answer is OK and returns the decision; another answer after the
+   * decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
    *
    * @generated from rpc agentic.v1.AgenticService.RespondPermission
    */
@@ -692,26 +1256,37 @@ export declare const AgenticService: GenService<{
     output: typeof RespondPermissionResponseSchema;
   },
   /**
-   * A session's stored history, oldest first.
+   * A page of a session's stored history.
    *
-   * @generated from rpc agentic.v1.AgenticService.GetMessages
+   * @generated from rpc agentic.v1.AgenticService.ListMessages
    */
-  getMessages: {
+  listMessages: {
     methodKind: "unary";
-    input: typeof GetMessagesRequestSchema;
-    output: typeof GetMessagesResponseSchema;
+    input: typeof ListMessagesRequestSchema;
+    output: typeof ListMessagesResponseSchema;
   },
   /**
-   * Streams events, optionally filtered, optionally resuming after a sequence. Response
-   * headers are sent once the subscription is registered: a client that waits for them
-   * knows every event published afterwards will reach it.
+   * One stored message.
+   *
+   * @generated from rpc agentic.v1.AgenticService.GetMessage
+   */
+  getMessage: {
+    methodKind: "unary";
+    input: typeof GetMessageRequestSchema;
+    output: typeof GetMessageResponseSchema;
+  },
+  /**
+   * Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
+   * filtered, optionally resuming. Response headers are sent once the subscription is
+   * registered: a client that waits for them knows every event published afterwards
+   * will reach it.
    *
    * @generated from rpc agentic.v1.AgenticService.Subscribe
    */
   subscribe: {
     methodKind: "server_streaming";
     input: typeof SubscribeRequestSchema;
-    output: typeof AgenticEventSchema;
+    output: typeof SubscribeResponseSchema;
   },
 }>;
 

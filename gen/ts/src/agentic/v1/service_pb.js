@@ -2,204 +2,331 @@
 // @generated from file agentic/v1/service.proto (package agentic.v1, syntax proto3)
 /* eslint-disable */
 
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
 import { file_agentic_v1_events } from "./events_pb.js";
 import { file_agentic_v1_types } from "./types_pb.js";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file agentic/v1/service.proto.
  */
 export const file_agentic_v1_service = /*@__PURE__*/
-  fileDesc("ChhhZ2VudGljL3YxL3NlcnZpY2UucHJvdG8SCmFnZW50aWMudjEiEwoRTGlzdEFnZW50c1JlcXVlc3QiOwoSTGlzdEFnZW50c1Jlc3BvbnNlEiUKBmFnZW50cxgBIAMoCzIVLmFnZW50aWMudjEuQWdlbnRJbmZvIlQKDVNlc3Npb25Db25maWcSEQoJd29ya3NwYWNlGAEgASgJEhAKCG1vZGVsX2lkGAIgASgJEg8KB21vZGVfaWQYAyABKAkSDQoFdGl0bGUYBCABKAkiUwoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSKQoGY29uZmlnGAIgASgLMhkuYWdlbnRpYy52MS5TZXNzaW9uQ29uZmlnIkEKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj4KEkdldFNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyJOChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIloKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXgoSTG9hZFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLbWF4X2hpc3RvcnkYAiABKAUSHwoXaW5jbHVkZV9zeXN0ZW1fbWVzc2FnZXMYAyABKAgiPwoTTG9hZFNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiVQoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoHY29udGVudBgCIAEoCzIaLmFnZW50aWMudjEuTWVzc2FnZUNvbnRlbnQiQgoTU2VuZE1lc3NhZ2VSZXNwb25zZRISCgptZXNzYWdlX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCSI+ChRDYW5jZWxNZXNzYWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkiFwoVQ2FuY2VsTWVzc2FnZVJlc3BvbnNlIjcKD1NldE1vZGVsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCG1vZGVsX2lkGAIgASgJIjwKEFNldE1vZGVsUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8iNQoOU2V0TW9kZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgdtb2RlX2lkGAIgASgJIjsKD1NldE1vZGVSZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyKaAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRITCglvcHRpb25faWQYAyABKAlIABI3CgtvcHRpb25fa2luZBgEIAEoDjIgLmFnZW50aWMudjEuUGVybWlzc2lvbk9wdGlvbktpbmRIAEIICgZhbnN3ZXIiGwoZUmVzcG9uZFBlcm1pc3Npb25SZXNwb25zZSJSChJHZXRNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVsaW1pdBgCIAEoBRIZChFiZWZvcmVfbWVzc2FnZV9pZBgDIAEoCSI8ChNHZXRNZXNzYWdlc1Jlc3BvbnNlEiUKCG1lc3NhZ2VzGAEgAygLMhMuYWdlbnRpYy52MS5NZXNzYWdlIlIKEFN1YnNjcmliZVJlcXVlc3QSEwoLc2Vzc2lvbl9pZHMYASADKAkSEQoJYWdlbnRfaWRzGAIgAygJEhYKDmFmdGVyX3NlcXVlbmNlGAMgASgEMqAICg5BZ2VudGljU2VydmljZRJLCgpMaXN0QWdlbnRzEh0uYWdlbnRpYy52MS5MaXN0QWdlbnRzUmVxdWVzdBoeLmFnZW50aWMudjEuTGlzdEFnZW50c1Jlc3BvbnNlElQKDUNyZWF0ZVNlc3Npb24SIC5hZ2VudGljLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiEuYWdlbnRpYy52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USSwoKR2V0U2Vzc2lvbhIdLmFnZW50aWMudjEuR2V0U2Vzc2lvblJlcXVlc3QaHi5hZ2VudGljLnYxLkdldFNlc3Npb25SZXNwb25zZRJRCgxMaXN0U2Vzc2lvbnMSHy5hZ2VudGljLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaIC5hZ2VudGljLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEk4KC0xvYWRTZXNzaW9uEh4uYWdlbnRpYy52MS5Mb2FkU2Vzc2lvblJlcXVlc3QaHy5hZ2VudGljLnYxLkxvYWRTZXNzaW9uUmVzcG9uc2USUQoMQ2xvc2VTZXNzaW9uEh8uYWdlbnRpYy52MS5DbG9zZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRpYy52MS5DbG9zZVNlc3Npb25SZXNwb25zZRJOCgtTZW5kTWVzc2FnZRIeLmFnZW50aWMudjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh8uYWdlbnRpYy52MS5TZW5kTWVzc2FnZVJlc3BvbnNlElQKDUNhbmNlbE1lc3NhZ2USIC5hZ2VudGljLnYxLkNhbmNlbE1lc3NhZ2VSZXF1ZXN0GiEuYWdlbnRpYy52MS5DYW5jZWxNZXNzYWdlUmVzcG9uc2USRQoIU2V0TW9kZWwSGy5hZ2VudGljLnYxLlNldE1vZGVsUmVxdWVzdBocLmFnZW50aWMudjEuU2V0TW9kZWxSZXNwb25zZRJCCgdTZXRNb2RlEhouYWdlbnRpYy52MS5TZXRNb2RlUmVxdWVzdBobLmFnZW50aWMudjEuU2V0TW9kZVJlc3BvbnNlEmAKEVJlc3BvbmRQZXJtaXNzaW9uEiQuYWdlbnRpYy52MS5SZXNwb25kUGVybWlzc2lvblJlcXVlc3QaJS5hZ2VudGljLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVzcG9uc2USTgoLR2V0TWVzc2FnZXMSHi5hZ2VudGljLnYxLkdldE1lc3NhZ2VzUmVxdWVzdBofLmFnZW50aWMudjEuR2V0TWVzc2FnZXNSZXNwb25zZRJFCglTdWJzY3JpYmUSHC5hZ2VudGljLnYxLlN1YnNjcmliZVJlcXVlc3QaGC5hZ2VudGljLnYxLkFnZW50aWNFdmVudDABQqEBCg5jb20uYWdlbnRpYy52MUIMU2VydmljZVByb3RvUAFaOGdpdGh1Yi5jb20vYWdlbnRpY2QvYWdlbnRpY2QvZ2VuL2dvL2FnZW50aWMvdjE7YWdlbnRpY3YxogIDQVhYqgIKQWdlbnRpYy5WMcoCCkFnZW50aWNcVjHiAhZBZ2VudGljXFYxXEdQQk1ldGFkYXRh6gILQWdlbnRpYzo6VjFiBnByb3RvMw", [file_agentic_v1_events, file_agentic_v1_types]);
+  fileDesc("ChhhZ2VudGljL3YxL3NlcnZpY2UucHJvdG8SCmFnZW50aWMudjEiFgoUR2V0U2VydmVySW5mb1JlcXVlc3Qi+QEKDFNlcnZlckxpbWl0cxIXCg9tYXhfZXZlbnRfYnl0ZXMYASABKAMSGQoRZGVmYXVsdF9wYWdlX3NpemUYAiABKAUSFQoNbWF4X3BhZ2Vfc2l6ZRgDIAEoBRIaChJtYXhfcmVzcG9uc2VfYnl0ZXMYBCABKAMSMQoOcmVxdWVzdF9pZF90dGwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNQoSaGVhcnRiZWF0X2ludGVydmFsGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKEHN1YnNjcmliZXJfcXVldWUYByABKAUilgEKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEigKBmxpbWl0cxgCIAEoCzIYLmFnZW50aWMudjEuU2VydmVyTGltaXRzEhcKD29sZGVzdF9zZXF1ZW5jZRgDIAEoBBIXCg9uZXdlc3Rfc2VxdWVuY2UYBCABKAQSEAoIZmVhdHVyZXMYBSADKAkiEwoRTGlzdEFnZW50c1JlcXVlc3QiOwoSTGlzdEFnZW50c1Jlc3BvbnNlEiUKBmFnZW50cxgBIAMoCzIVLmFnZW50aWMudjEuQWdlbnRJbmZvIiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI4ChBHZXRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuYWdlbnRpYy52MS5BZ2VudEluZm8iVAoNU2Vzc2lvbkNvbmZpZxIRCgl3b3Jrc3BhY2UYASABKAkSEAoIbW9kZWxfaWQYAiABKAkSDwoHbW9kZV9pZBgDIAEoCRINCgV0aXRsZRgEIAEoCSJnChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIpCgZjb25maWcYAiABKAsyGS5hZ2VudGljLnYxLlNlc3Npb25Db25maWcSEgoKcmVxdWVzdF9pZBgDIAEoCSJBChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI+ChJHZXRTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8i6AEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSKwoIc3RhdHVzZXMYBCADKA4yGS5hZ2VudGljLnYxLlNlc3Npb25TdGF0dXMSEQoJd29ya3NwYWNlGAUgASgJEjEKDXVwZGF0ZWRfYWZ0ZXIYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKBHZpZXcYByABKA4yFy5hZ2VudGljLnYxLlNlc3Npb25WaWV3IloKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXgoSTG9hZFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLbWF4X2hpc3RvcnkYAiABKAUSHwoXaW5jbHVkZV9zeXN0ZW1fbWVzc2FnZXMYAyABKAgiPwoTTG9hZFNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UilgEKElNlbmRNZXNzYWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEisKB2NvbnRlbnQYAiABKAsyGi5hZ2VudGljLnYxLk1lc3NhZ2VDb250ZW50EhIKCnJlcXVlc3RfaWQYAyABKAkSEgoKbWVzc2FnZV9pZBgEIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYBSABKAkiQgoTU2VuZE1lc3NhZ2VSZXNwb25zZRISCgptZXNzYWdlX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCSJSChRDYW5jZWxNZXNzYWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCSIrChVDYW5jZWxNZXNzYWdlUmVzcG9uc2USEgoKbWVzc2FnZV9pZBgBIAEoCSI3Cg9TZXRNb2RlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSI8ChBTZXRNb2RlbFJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5hZ2VudGljLnYxLlNlc3Npb25JbmZvIjUKDlNldE1vZGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHbW9kZV9pZBgCIAEoCSI7Cg9TZXRNb2RlUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8isQEKGFJlc3BvbmRQZXJtaXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKDXBlcm1pc3Npb25faWQYAiABKAkSEwoJb3B0aW9uX2lkGAMgASgJSAASNwoLb3B0aW9uX2tpbmQYBCABKA4yIC5hZ2VudGljLnYxLlBlcm1pc3Npb25PcHRpb25LaW5kSAASEgoKcmVxdWVzdF9pZBgFIAEoCUIICgZhbnN3ZXIiuQEKElBlcm1pc3Npb25EZWNpc2lvbhIVCg1wZXJtaXNzaW9uX2lkGAEgASgJEhEKCW9wdGlvbl9pZBgCIAEoCRI1CgtvcHRpb25fa2luZBgDIAEoDjIgLmFnZW50aWMudjEuUGVybWlzc2lvbk9wdGlvbktpbmQSDwoHZ3JhbnRlZBgEIAEoCBIxCgpkZWNpZGVkX2J5GAUgASgOMh0uYWdlbnRpYy52MS5QZXJtaXNzaW9uRGVjaWRlciJNChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlEjAKCGRlY2lzaW9uGAEgASgLMh4uYWdlbnRpYy52MS5QZXJtaXNzaW9uRGVjaXNpb24ieQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEicKBW9yZGVyGAQgASgOMhguYWdlbnRpYy52MS5NZXNzYWdlT3JkZXIiXQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USLAoIbWVzc2FnZXMYASADKAsyGi5hZ2VudGljLnYxLlNlc3Npb25NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI7ChFHZXRNZXNzYWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkiQQoSR2V0TWVzc2FnZVJlc3BvbnNlEisKB21lc3NhZ2UYASABKAsyGi5hZ2VudGljLnYxLlNlc3Npb25NZXNzYWdlIqEBChBTdWJzY3JpYmVSZXF1ZXN0EhMKC3Nlc3Npb25faWRzGAEgAygJEhEKCWFnZW50X2lkcxgCIAMoCRIYCg5hZnRlcl9zZXF1ZW5jZRgDIAEoBEgAEhUKC29sZGVzdF9oZWxkGAUgASgISAASKwoFdHlwZXMYBCADKA4yHC5hZ2VudGljLnYxLkFnZW50aWNFdmVudFR5cGVCBwoFc3RhcnQixwEKEVN1YnNjcmliZVJlc3BvbnNlEigKBmV2ZW50cxgBIAEoCzIWLmFnZW50aWMudjEuRXZlbnRCYXRjaEgAEigKCGJvb2ttYXJrGAIgASgLMhQuYWdlbnRpYy52MS5Cb29rbWFya0gAEikKCWNhdWdodF91cBgDIAEoCzIULmFnZW50aWMudjEuQ2F1Z2h0VXBIABIqCgloZWFydGJlYXQYBCABKAsyFS5hZ2VudGljLnYxLkhlYXJ0YmVhdEgAQgcKBWZyYW1lIjYKCkV2ZW50QmF0Y2gSKAoGZXZlbnRzGAEgAygLMhguYWdlbnRpYy52MS5BZ2VudGljRXZlbnQiHAoIQm9va21hcmsSEAoIc2VxdWVuY2UYASABKAQiHAoIQ2F1Z2h0VXASEAoIc2VxdWVuY2UYASABKAQiPAoJSGVhcnRiZWF0Ei8KC3NlcnZlcl90aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCpaCgtTZXNzaW9uVmlldxIcChhTRVNTSU9OX1ZJRVdfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1ZJRVdfQkFTSUMQARIVChFTRVNTSU9OX1ZJRVdfRlVMTBACKm0KDE1lc3NhZ2VPcmRlchIdChlNRVNTQUdFX09SREVSX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9PUkRFUl9PTERFU1RfRklSU1QQARIeChpNRVNTQUdFX09SREVSX05FV0VTVF9GSVJTVBACMpIKCg5BZ2VudGljU2VydmljZRJUCg1HZXRTZXJ2ZXJJbmZvEiAuYWdlbnRpYy52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBohLmFnZW50aWMudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlEksKCkxpc3RBZ2VudHMSHS5hZ2VudGljLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh4uYWdlbnRpYy52MS5MaXN0QWdlbnRzUmVzcG9uc2USRQoIR2V0QWdlbnQSGy5hZ2VudGljLnYxLkdldEFnZW50UmVxdWVzdBocLmFnZW50aWMudjEuR2V0QWdlbnRSZXNwb25zZRJUCg1DcmVhdGVTZXNzaW9uEiAuYWdlbnRpYy52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBohLmFnZW50aWMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEksKCkdldFNlc3Npb24SHS5hZ2VudGljLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh4uYWdlbnRpYy52MS5HZXRTZXNzaW9uUmVzcG9uc2USUQoMTGlzdFNlc3Npb25zEh8uYWdlbnRpYy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiAuYWdlbnRpYy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJOCgtMb2FkU2Vzc2lvbhIeLmFnZW50aWMudjEuTG9hZFNlc3Npb25SZXF1ZXN0Gh8uYWdlbnRpYy52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlElEKDENsb3NlU2Vzc2lvbhIfLmFnZW50aWMudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBogLmFnZW50aWMudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USTgoLU2VuZE1lc3NhZ2USHi5hZ2VudGljLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBofLmFnZW50aWMudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJUCg1DYW5jZWxNZXNzYWdlEiAuYWdlbnRpYy52MS5DYW5jZWxNZXNzYWdlUmVxdWVzdBohLmFnZW50aWMudjEuQ2FuY2VsTWVzc2FnZVJlc3BvbnNlEkUKCFNldE1vZGVsEhsuYWdlbnRpYy52MS5TZXRNb2RlbFJlcXVlc3QaHC5hZ2VudGljLnYxLlNldE1vZGVsUmVzcG9uc2USQgoHU2V0TW9kZRIaLmFnZW50aWMudjEuU2V0TW9kZVJlcXVlc3QaGy5hZ2VudGljLnYxLlNldE1vZGVSZXNwb25zZRJgChFSZXNwb25kUGVybWlzc2lvbhIkLmFnZW50aWMudjEuUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0GiUuYWdlbnRpYy52MS5SZXNwb25kUGVybWlzc2lvblJlc3BvbnNlElEKDExpc3RNZXNzYWdlcxIfLmFnZW50aWMudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBogLmFnZW50aWMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USSwoKR2V0TWVzc2FnZRIdLmFnZW50aWMudjEuR2V0TWVzc2FnZVJlcXVlc3QaHi5hZ2VudGljLnYxLkdldE1lc3NhZ2VSZXNwb25zZRJKCglTdWJzY3JpYmUSHC5hZ2VudGljLnYxLlN1YnNjcmliZVJlcXVlc3QaHS5hZ2VudGljLnYxLlN1YnNjcmliZVJlc3BvbnNlMAFCoQEKDmNvbS5hZ2VudGljLnYxQgxTZXJ2aWNlUHJvdG9QAVo4Z2l0aHViLmNvbS9hZ2VudGljZC9hZ2VudGljZC9nZW4vZ28vYWdlbnRpYy92MTthZ2VudGljdjGiAgNBWFiqAgpBZ2VudGljLlYxygIKQWdlbnRpY1xWMeICFkFnZW50aWNcVjFcR1BCTWV0YWRhdGHqAgtBZ2VudGljOjpWMWIGcHJvdG8z", [file_agentic_v1_events, file_agentic_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * Describes the message agentic.v1.GetServerInfoRequest.
+ * Use `create(GetServerInfoRequestSchema)` to create a new message.
+ */
+export const GetServerInfoRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 0);
+
+/**
+ * Describes the message agentic.v1.ServerLimits.
+ * Use `create(ServerLimitsSchema)` to create a new message.
+ */
+export const ServerLimitsSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 1);
+
+/**
+ * Describes the message agentic.v1.GetServerInfoResponse.
+ * Use `create(GetServerInfoResponseSchema)` to create a new message.
+ */
+export const GetServerInfoResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 2);
 
 /**
  * Describes the message agentic.v1.ListAgentsRequest.
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 0);
+  messageDesc(file_agentic_v1_service, 3);
 
 /**
  * Describes the message agentic.v1.ListAgentsResponse.
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 1);
+  messageDesc(file_agentic_v1_service, 4);
+
+/**
+ * Describes the message agentic.v1.GetAgentRequest.
+ * Use `create(GetAgentRequestSchema)` to create a new message.
+ */
+export const GetAgentRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 5);
+
+/**
+ * Describes the message agentic.v1.GetAgentResponse.
+ * Use `create(GetAgentResponseSchema)` to create a new message.
+ */
+export const GetAgentResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 6);
 
 /**
  * Describes the message agentic.v1.SessionConfig.
  * Use `create(SessionConfigSchema)` to create a new message.
  */
 export const SessionConfigSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 2);
+  messageDesc(file_agentic_v1_service, 7);
 
 /**
  * Describes the message agentic.v1.CreateSessionRequest.
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 3);
+  messageDesc(file_agentic_v1_service, 8);
 
 /**
  * Describes the message agentic.v1.CreateSessionResponse.
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 4);
+  messageDesc(file_agentic_v1_service, 9);
 
 /**
  * Describes the message agentic.v1.GetSessionRequest.
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 5);
+  messageDesc(file_agentic_v1_service, 10);
 
 /**
  * Describes the message agentic.v1.GetSessionResponse.
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 6);
+  messageDesc(file_agentic_v1_service, 11);
 
 /**
  * Describes the message agentic.v1.ListSessionsRequest.
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 7);
+  messageDesc(file_agentic_v1_service, 12);
 
 /**
  * Describes the message agentic.v1.ListSessionsResponse.
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 8);
+  messageDesc(file_agentic_v1_service, 13);
 
 /**
  * Describes the message agentic.v1.LoadSessionRequest.
  * Use `create(LoadSessionRequestSchema)` to create a new message.
  */
 export const LoadSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 9);
+  messageDesc(file_agentic_v1_service, 14);
 
 /**
  * Describes the message agentic.v1.LoadSessionResponse.
  * Use `create(LoadSessionResponseSchema)` to create a new message.
  */
 export const LoadSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 10);
+  messageDesc(file_agentic_v1_service, 15);
 
 /**
  * Describes the message agentic.v1.CloseSessionRequest.
  * Use `create(CloseSessionRequestSchema)` to create a new message.
  */
 export const CloseSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 11);
+  messageDesc(file_agentic_v1_service, 16);
 
 /**
  * Describes the message agentic.v1.CloseSessionResponse.
  * Use `create(CloseSessionResponseSchema)` to create a new message.
  */
 export const CloseSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 12);
+  messageDesc(file_agentic_v1_service, 17);
 
 /**
  * Describes the message agentic.v1.SendMessageRequest.
  * Use `create(SendMessageRequestSchema)` to create a new message.
  */
 export const SendMessageRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 13);
+  messageDesc(file_agentic_v1_service, 18);
 
 /**
  * Describes the message agentic.v1.SendMessageResponse.
  * Use `create(SendMessageResponseSchema)` to create a new message.
  */
 export const SendMessageResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 14);
+  messageDesc(file_agentic_v1_service, 19);
 
 /**
  * Describes the message agentic.v1.CancelMessageRequest.
  * Use `create(CancelMessageRequestSchema)` to create a new message.
  */
 export const CancelMessageRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 15);
+  messageDesc(file_agentic_v1_service, 20);
 
 /**
  * Describes the message agentic.v1.CancelMessageResponse.
  * Use `create(CancelMessageResponseSchema)` to create a new message.
  */
 export const CancelMessageResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 16);
+  messageDesc(file_agentic_v1_service, 21);
 
 /**
  * Describes the message agentic.v1.SetModelRequest.
  * Use `create(SetModelRequestSchema)` to create a new message.
  */
 export const SetModelRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 17);
+  messageDesc(file_agentic_v1_service, 22);
 
 /**
  * Describes the message agentic.v1.SetModelResponse.
  * Use `create(SetModelResponseSchema)` to create a new message.
  */
 export const SetModelResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 18);
+  messageDesc(file_agentic_v1_service, 23);
 
 /**
  * Describes the message agentic.v1.SetModeRequest.
  * Use `create(SetModeRequestSchema)` to create a new message.
  */
 export const SetModeRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 19);
+  messageDesc(file_agentic_v1_service, 24);
 
 /**
  * Describes the message agentic.v1.SetModeResponse.
  * Use `create(SetModeResponseSchema)` to create a new message.
  */
 export const SetModeResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 20);
+  messageDesc(file_agentic_v1_service, 25);
 
 /**
  * Describes the message agentic.v1.RespondPermissionRequest.
  * Use `create(RespondPermissionRequestSchema)` to create a new message.
  */
 export const RespondPermissionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 21);
+  messageDesc(file_agentic_v1_service, 26);
+
+/**
+ * Describes the message agentic.v1.PermissionDecision.
+ * Use `create(PermissionDecisionSchema)` to create a new message.
+ */
+export const PermissionDecisionSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 27);
 
 /**
  * Describes the message agentic.v1.RespondPermissionResponse.
  * Use `create(RespondPermissionResponseSchema)` to create a new message.
  */
 export const RespondPermissionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 22);
+  messageDesc(file_agentic_v1_service, 28);
 
 /**
- * Describes the message agentic.v1.GetMessagesRequest.
- * Use `create(GetMessagesRequestSchema)` to create a new message.
+ * Describes the message agentic.v1.ListMessagesRequest.
+ * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
-export const GetMessagesRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 23);
+export const ListMessagesRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 29);
 
 /**
- * Describes the message agentic.v1.GetMessagesResponse.
- * Use `create(GetMessagesResponseSchema)` to create a new message.
+ * Describes the message agentic.v1.ListMessagesResponse.
+ * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
-export const GetMessagesResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 24);
+export const ListMessagesResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 30);
+
+/**
+ * Describes the message agentic.v1.GetMessageRequest.
+ * Use `create(GetMessageRequestSchema)` to create a new message.
+ */
+export const GetMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 31);
+
+/**
+ * Describes the message agentic.v1.GetMessageResponse.
+ * Use `create(GetMessageResponseSchema)` to create a new message.
+ */
+export const GetMessageResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 32);
 
 /**
  * Describes the message agentic.v1.SubscribeRequest.
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 25);
+  messageDesc(file_agentic_v1_service, 33);
 
 /**
- * One API to every coding agent. Errors: NOT_FOUND (unknown agent or session),
- * INVALID_ARGUMENT (bad argument; the message says which), FAILED_PRECONDITION (session
- * busy or agent not configured), UNAUTHENTICATED (agent needs login; bearer token
- * missing), UNAVAILABLE (agent process gone), CANCELED, OUT_OF_RANGE (resume point no
- * longer held), RESOURCE_EXHAUSTED (subscriber too slow; resume from the sequence given).
+ * Describes the message agentic.v1.SubscribeResponse.
+ * Use `create(SubscribeResponseSchema)` to create a new message.
+ */
+export const SubscribeResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 34);
+
+/**
+ * Describes the message agentic.v1.EventBatch.
+ * Use `create(EventBatchSchema)` to create a new message.
+ */
+export const EventBatchSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 35);
+
+/**
+ * Describes the message agentic.v1.Bookmark.
+ * Use `create(BookmarkSchema)` to create a new message.
+ */
+export const BookmarkSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 36);
+
+/**
+ * Describes the message agentic.v1.CaughtUp.
+ * Use `create(CaughtUpSchema)` to create a new message.
+ */
+export const CaughtUpSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 37);
+
+/**
+ * Describes the message agentic.v1.Heartbeat.
+ * Use `create(HeartbeatSchema)` to create a new message.
+ */
+export const HeartbeatSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 38);
+
+/**
+ * Describes the enum agentic.v1.SessionView.
+ */
+export const SessionViewSchema = /*@__PURE__*/
+  enumDesc(file_agentic_v1_service, 0);
+
+/**
+ * How much of each SessionInfo a list returns.
+ *
+ * @generated from enum agentic.v1.SessionView
+ */
+export const SessionView = /*@__PURE__*/
+  tsEnum(SessionViewSchema);
+
+/**
+ * Describes the enum agentic.v1.MessageOrder.
+ */
+export const MessageOrderSchema = /*@__PURE__*/
+  enumDesc(file_agentic_v1_service, 1);
+
+/**
+ * Which end of a history a list starts from.
+ *
+ * @generated from enum agentic.v1.MessageOrder
+ */
+export const MessageOrder = /*@__PURE__*/
+  tsEnum(MessageOrderSchema);
+
+/**
+ * One API to every coding agent.
+ *
+ * Errors: every non-OK status carries a google.rpc.ErrorInfo whose reason is one of
+ * ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
+ * also carries a google.rpc.BadRequest. Act on the reason, not on the message.
+ *
+ * Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
+ * client-chosen request_id (a UUID). The server remembers it for
+ * ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
+ * answer (its response or its error) instead of doing the work again, also while the
+ * first call still runs. The same request_id with a different request is
+ * INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
  *
  * @generated from service agentic.v1.AgenticService
  */

@@ -3,8 +3,9 @@
 /* eslint-disable */
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import type { Message as Message$1 } from "@bufbuild/protobuf";
+import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import type { ErrorReason } from "./errors_pb.js";
 
 /**
  * Describes the file agentic/v1/types.proto.
@@ -16,7 +17,7 @@ export declare const file_agentic_v1_types: GenFile;
  *
  * @generated from message agentic.v1.AuthMethod
  */
-export declare type AuthMethod = Message$1<"agentic.v1.AuthMethod"> & {
+export declare type AuthMethod = Message<"agentic.v1.AuthMethod"> & {
   /**
    * @generated from field: string id = 1;
    */
@@ -44,7 +45,7 @@ export declare const AuthMethodSchema: GenMessage<AuthMethod>;
  *
  * @generated from message agentic.v1.Capabilities
  */
-export declare type Capabilities = Message$1<"agentic.v1.Capabilities"> & {
+export declare type Capabilities = Message<"agentic.v1.Capabilities"> & {
   /**
    * Accepts images in MessageContent.
    *
@@ -106,7 +107,7 @@ export declare const CapabilitiesSchema: GenMessage<Capabilities>;
  *
  * @generated from message agentic.v1.AgentInfo
  */
-export declare type AgentInfo = Message$1<"agentic.v1.AgentInfo"> & {
+export declare type AgentInfo = Message<"agentic.v1.AgentInfo"> & {
   /**
    * `<type>.<provider>.<name>`, e.g. `deepchat.default`, `acp.anthropic.claude-code`.
    *
@@ -158,9 +159,9 @@ export declare type AgentInfo = Message$1<"agentic.v1.AgentInfo"> & {
   /**
    * The agent's own name and version from its initialize answer (ACP), when known.
    *
-   * @generated from field: string implementation = 9;
+   * @generated from field: agentic.v1.Implementation implementation = 12;
    */
-  implementation: string;
+  implementation?: Implementation | undefined;
 
   /**
    * Where the agent's configuration came from, for a person to read. It names
@@ -197,12 +198,42 @@ export declare type AgentInfo = Message$1<"agentic.v1.AgentInfo"> & {
 export declare const AgentInfoSchema: GenMessage<AgentInfo>;
 
 /**
+ * A program's name and version, as it reports them.
+ *
+ * @generated from message agentic.v1.Implementation
+ */
+export declare type Implementation = Message<"agentic.v1.Implementation"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string version = 2;
+   */
+  version: string;
+
+  /**
+   * A display name, when the program gives one.
+   *
+   * @generated from field: string title = 3;
+   */
+  title: string;
+};
+
+/**
+ * Describes the message agentic.v1.Implementation.
+ * Use `create(ImplementationSchema)` to create a new message.
+ */
+export declare const ImplementationSchema: GenMessage<Implementation>;
+
+/**
  * A selectable mode. DeepChat modes are permission policies (strict, balanced, permissive);
  * ACP modes are the agent's own.
  *
  * @generated from message agentic.v1.Mode
  */
-export declare type Mode = Message$1<"agentic.v1.Mode"> & {
+export declare type Mode = Message<"agentic.v1.Mode"> & {
   /**
    * @generated from field: string id = 1;
    */
@@ -230,7 +261,7 @@ export declare const ModeSchema: GenMessage<Mode>;
  *
  * @generated from message agentic.v1.Model
  */
-export declare type Model = Message$1<"agentic.v1.Model"> & {
+export declare type Model = Message<"agentic.v1.Model"> & {
   /**
    * @generated from field: string id = 1;
    */
@@ -258,7 +289,7 @@ export declare const ModelSchema: GenMessage<Model>;
  *
  * @generated from message agentic.v1.Command
  */
-export declare type Command = Message$1<"agentic.v1.Command"> & {
+export declare type Command = Message<"agentic.v1.Command"> & {
   /**
    * @generated from field: string name = 1;
    */
@@ -284,54 +315,55 @@ export declare type Command = Message$1<"agentic.v1.Command"> & {
 export declare const CommandSchema: GenMessage<Command>;
 
 /**
- * Token counts. Zero means not reported.
+ * Token counts and cost. A field is absent when the agent did not report it; zero is a
+ * real value.
  *
  * @generated from message agentic.v1.TokenUsage
  */
-export declare type TokenUsage = Message$1<"agentic.v1.TokenUsage"> & {
+export declare type TokenUsage = Message<"agentic.v1.TokenUsage"> & {
   /**
-   * @generated from field: int64 input_tokens = 1;
+   * @generated from field: optional int64 input_tokens = 1;
    */
-  inputTokens: bigint;
+  inputTokens?: bigint | undefined;
 
   /**
-   * @generated from field: int64 output_tokens = 2;
+   * @generated from field: optional int64 output_tokens = 2;
    */
-  outputTokens: bigint;
+  outputTokens?: bigint | undefined;
 
   /**
-   * @generated from field: int64 total_tokens = 3;
+   * @generated from field: optional int64 total_tokens = 3;
    */
-  totalTokens: bigint;
+  totalTokens?: bigint | undefined;
 
   /**
-   * @generated from field: int64 cached_input_tokens = 4;
+   * @generated from field: optional int64 cached_input_tokens = 4;
    */
-  cachedInputTokens: bigint;
+  cachedInputTokens?: bigint | undefined;
 
   /**
-   * @generated from field: int64 reasoning_tokens = 5;
+   * @generated from field: optional int64 reasoning_tokens = 5;
    */
-  reasoningTokens: bigint;
+  reasoningTokens?: bigint | undefined;
 
   /**
-   * Context window use as reported by the agent (ACP usage_update), 0 when unknown.
+   * Context window use as reported by the agent (ACP usage_update).
    *
-   * @generated from field: int64 context_used = 6;
+   * @generated from field: optional int64 context_used = 6;
    */
-  contextUsed: bigint;
+  contextUsed?: bigint | undefined;
 
   /**
-   * @generated from field: int64 context_size = 7;
+   * @generated from field: optional int64 context_size = 7;
    */
-  contextSize: bigint;
+  contextSize?: bigint | undefined;
 
   /**
-   * Cost as reported by the agent, in `cost_currency` (e.g. "USD"); 0 when unknown.
+   * Cost as reported by the agent, in `cost_currency` (e.g. "USD").
    *
-   * @generated from field: double cost = 8;
+   * @generated from field: optional double cost = 8;
    */
-  cost: number;
+  cost?: number | undefined;
 
   /**
    * @generated from field: string cost_currency = 9;
@@ -350,8 +382,10 @@ export declare const TokenUsageSchema: GenMessage<TokenUsage>;
  *
  * @generated from message agentic.v1.SessionInfo
  */
-export declare type SessionInfo = Message$1<"agentic.v1.SessionInfo"> & {
+export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
   /**
+   * Minted by agenticd: unique across agents, final when CreateSession returns.
+   *
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
@@ -386,14 +420,14 @@ export declare type SessionInfo = Message$1<"agentic.v1.SessionInfo"> & {
   title: string;
 
   /**
-   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   * @generated from field: google.protobuf.Timestamp create_time = 7;
    */
-  createdAt?: Timestamp | undefined;
+  createTime?: Timestamp | undefined;
 
   /**
-   * @generated from field: google.protobuf.Timestamp updated_at = 8;
+   * @generated from field: google.protobuf.Timestamp update_time = 8;
    */
-  updatedAt?: Timestamp | undefined;
+  updateTime?: Timestamp | undefined;
 
   /**
    * @generated from field: repeated agentic.v1.Mode available_modes = 9;
@@ -472,6 +506,14 @@ export declare type SessionInfo = Message$1<"agentic.v1.SessionInfo"> & {
    * @generated from field: uint64 message_in_flight_first_sequence = 20;
    */
   messageInFlightFirstSequence: bigint;
+
+  /**
+   * The agent's own id for the session (ACP sessionId, DeepChat's conversation id), for
+   * logs and for matching the agent's own files. Never pass it where a session_id goes.
+   *
+   * @generated from field: string agent_session_id = 21;
+   */
+  agentSessionId: string;
 };
 
 /**
@@ -485,7 +527,7 @@ export declare const SessionInfoSchema: GenMessage<SessionInfo>;
  *
  * @generated from message agentic.v1.ImageContent
  */
-export declare type ImageContent = Message$1<"agentic.v1.ImageContent"> & {
+export declare type ImageContent = Message<"agentic.v1.ImageContent"> & {
   /**
    * @generated from oneof agentic.v1.ImageContent.source
    */
@@ -499,12 +541,12 @@ export declare type ImageContent = Message$1<"agentic.v1.ImageContent"> & {
     case: "url";
   } | {
     /**
-     * Base64 bytes; mime_type is then required.
+     * The image's bytes; mime_type is then required.
      *
-     * @generated from field: string base64 = 2;
+     * @generated from field: bytes data = 2;
      */
-    value: string;
-    case: "base64";
+    value: Uint8Array;
+    case: "data";
   } | {
     /**
      * A path inside the session's workspace.
@@ -532,7 +574,7 @@ export declare const ImageContentSchema: GenMessage<ImageContent>;
  *
  * @generated from message agentic.v1.FileContent
  */
-export declare type FileContent = Message$1<"agentic.v1.FileContent"> & {
+export declare type FileContent = Message<"agentic.v1.FileContent"> & {
   /**
    * Path inside the session's workspace (relative to it, or absolute inside it).
    *
@@ -564,7 +606,7 @@ export declare const FileContentSchema: GenMessage<FileContent>;
  *
  * @generated from message agentic.v1.EmbeddedResource
  */
-export declare type EmbeddedResource = Message$1<"agentic.v1.EmbeddedResource"> & {
+export declare type EmbeddedResource = Message<"agentic.v1.EmbeddedResource"> & {
   /**
    * @generated from field: string uri = 1;
    */
@@ -586,11 +628,9 @@ export declare type EmbeddedResource = Message$1<"agentic.v1.EmbeddedResource"> 
     case: "text";
   } | {
     /**
-     * Base64 bytes.
-     *
-     * @generated from field: string blob = 4;
+     * @generated from field: bytes blob = 4;
      */
-    value: string;
+    value: Uint8Array;
     case: "blob";
   } | { case: undefined; value?: undefined };
 };
@@ -602,30 +642,58 @@ export declare type EmbeddedResource = Message$1<"agentic.v1.EmbeddedResource"> 
 export declare const EmbeddedResourceSchema: GenMessage<EmbeddedResource>;
 
 /**
- * What a user sends in one message. At least one part must be non-empty.
+ * One part of what a user sends.
+ *
+ * @generated from message agentic.v1.ContentPart
+ */
+export declare type ContentPart = Message<"agentic.v1.ContentPart"> & {
+  /**
+   * @generated from oneof agentic.v1.ContentPart.part
+   */
+  part: {
+    /**
+     * @generated from field: string text = 1;
+     */
+    value: string;
+    case: "text";
+  } | {
+    /**
+     * @generated from field: agentic.v1.ImageContent image = 2;
+     */
+    value: ImageContent;
+    case: "image";
+  } | {
+    /**
+     * @generated from field: agentic.v1.FileContent file = 3;
+     */
+    value: FileContent;
+    case: "file";
+  } | {
+    /**
+     * @generated from field: agentic.v1.EmbeddedResource resource = 4;
+     */
+    value: EmbeddedResource;
+    case: "resource";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentic.v1.ContentPart.
+ * Use `create(ContentPartSchema)` to create a new message.
+ */
+export declare const ContentPartSchema: GenMessage<ContentPart>;
+
+/**
+ * What a user sends in one message: its parts in order, as the agent receives them. At
+ * least one part, and no empty one.
  *
  * @generated from message agentic.v1.MessageContent
  */
-export declare type MessageContent = Message$1<"agentic.v1.MessageContent"> & {
+export declare type MessageContent = Message<"agentic.v1.MessageContent"> & {
   /**
-   * @generated from field: string text = 1;
+   * @generated from field: repeated agentic.v1.ContentPart parts = 1;
    */
-  text: string;
-
-  /**
-   * @generated from field: repeated agentic.v1.ImageContent images = 2;
-   */
-  images: ImageContent[];
-
-  /**
-   * @generated from field: repeated agentic.v1.FileContent files = 3;
-   */
-  files: FileContent[];
-
-  /**
-   * @generated from field: repeated agentic.v1.EmbeddedResource resources = 4;
-   */
-  resources: EmbeddedResource[];
+  parts: ContentPart[];
 };
 
 /**
@@ -639,7 +707,7 @@ export declare const MessageContentSchema: GenMessage<MessageContent>;
  *
  * @generated from message agentic.v1.CommandInfo
  */
-export declare type CommandInfo = Message$1<"agentic.v1.CommandInfo"> & {
+export declare type CommandInfo = Message<"agentic.v1.CommandInfo"> & {
   /**
    * The whole command line.
    *
@@ -692,7 +760,7 @@ export declare const CommandInfoSchema: GenMessage<CommandInfo>;
  *
  * @generated from message agentic.v1.PermissionOption
  */
-export declare type PermissionOption = Message$1<"agentic.v1.PermissionOption"> & {
+export declare type PermissionOption = Message<"agentic.v1.PermissionOption"> & {
   /**
    * @generated from field: string option_id = 1;
    */
@@ -720,13 +788,13 @@ export declare const PermissionOptionSchema: GenMessage<PermissionOption>;
  *
  * @generated from message agentic.v1.PermissionRequest
  */
-export declare type PermissionRequest = Message$1<"agentic.v1.PermissionRequest"> & {
+export declare type PermissionRequest = Message<"agentic.v1.PermissionRequest"> & {
   /**
    * Unique within the session; pass it to RespondPermission.
    *
-   * @generated from field: string request_id = 1;
+   * @generated from field: string permission_id = 1;
    */
-  requestId: string;
+  permissionId: string;
 
   /**
    * The tool call this is about (may arrive before that tool call's TOOL_START).
@@ -800,9 +868,9 @@ export declare type PermissionRequest = Message$1<"agentic.v1.PermissionRequest"
   messageId: string;
 
   /**
-   * @generated from field: google.protobuf.Timestamp requested_at = 13;
+   * @generated from field: google.protobuf.Timestamp request_time = 13;
    */
-  requestedAt?: Timestamp | undefined;
+  requestTime?: Timestamp | undefined;
 };
 
 /**
@@ -816,7 +884,7 @@ export declare const PermissionRequestSchema: GenMessage<PermissionRequest>;
  *
  * @generated from message agentic.v1.ToolLocation
  */
-export declare type ToolLocation = Message$1<"agentic.v1.ToolLocation"> & {
+export declare type ToolLocation = Message<"agentic.v1.ToolLocation"> & {
   /**
    * @generated from field: string path = 1;
    */
@@ -841,7 +909,7 @@ export declare const ToolLocationSchema: GenMessage<ToolLocation>;
  *
  * @generated from message agentic.v1.DiffBlock
  */
-export declare type DiffBlock = Message$1<"agentic.v1.DiffBlock"> & {
+export declare type DiffBlock = Message<"agentic.v1.DiffBlock"> & {
   /**
    * @generated from field: string path = 1;
    */
@@ -867,11 +935,11 @@ export declare type DiffBlock = Message$1<"agentic.v1.DiffBlock"> & {
 export declare const DiffBlockSchema: GenMessage<DiffBlock>;
 
 /**
- * A terminal a tool runs, with its output so far.
+ * A terminal a tool runs, with its output.
  *
  * @generated from message agentic.v1.TerminalBlock
  */
-export declare type TerminalBlock = Message$1<"agentic.v1.TerminalBlock"> & {
+export declare type TerminalBlock = Message<"agentic.v1.TerminalBlock"> & {
   /**
    * @generated from field: string terminal_id = 1;
    */
@@ -883,6 +951,12 @@ export declare type TerminalBlock = Message$1<"agentic.v1.TerminalBlock"> & {
   command: string;
 
   /**
+   * Output that starts at byte output_offset of everything the terminal printed. To
+   * merge, keep what you hold before output_offset and append output. TOOL_RUNNING
+   * events carry only what is new since the previous event of the tool call; every
+   * other place (TOOL_START, TOOL_END, stored messages, replays) carries all that is
+   * held, from the offset where the byte limit cut it.
+   *
    * @generated from field: string output = 3;
    */
   output: string;
@@ -905,6 +979,11 @@ export declare type TerminalBlock = Message$1<"agentic.v1.TerminalBlock"> & {
    * @generated from field: string signal = 6;
    */
   signal: string;
+
+  /**
+   * @generated from field: uint64 output_offset = 7;
+   */
+  outputOffset: bigint;
 };
 
 /**
@@ -918,7 +997,7 @@ export declare const TerminalBlockSchema: GenMessage<TerminalBlock>;
  *
  * @generated from message agentic.v1.ToolContent
  */
-export declare type ToolContent = Message$1<"agentic.v1.ToolContent"> & {
+export declare type ToolContent = Message<"agentic.v1.ToolContent"> & {
   /**
    * @generated from oneof agentic.v1.ToolContent.content
    */
@@ -966,7 +1045,7 @@ export declare const ToolContentSchema: GenMessage<ToolContent>;
  *
  * @generated from message agentic.v1.ToolCall
  */
-export declare type ToolCall = Message$1<"agentic.v1.ToolCall"> & {
+export declare type ToolCall = Message<"agentic.v1.ToolCall"> & {
   /**
    * @generated from field: string tool_id = 1;
    */
@@ -1042,7 +1121,7 @@ export declare const ToolCallSchema: GenMessage<ToolCall>;
 /**
  * @generated from message agentic.v1.TextBlock
  */
-export declare type TextBlock = Message$1<"agentic.v1.TextBlock"> & {
+export declare type TextBlock = Message<"agentic.v1.TextBlock"> & {
   /**
    * @generated from field: string text = 1;
    */
@@ -1061,7 +1140,7 @@ export declare const TextBlockSchema: GenMessage<TextBlock>;
  *
  * @generated from message agentic.v1.ReasoningBlock
  */
-export declare type ReasoningBlock = Message$1<"agentic.v1.ReasoningBlock"> & {
+export declare type ReasoningBlock = Message<"agentic.v1.ReasoningBlock"> & {
   /**
    * @generated from field: string text = 1;
    */
@@ -1077,18 +1156,16 @@ export declare const ReasoningBlockSchema: GenMessage<ReasoningBlock>;
 /**
  * @generated from message agentic.v1.ErrorBlock
  */
-export declare type ErrorBlock = Message$1<"agentic.v1.ErrorBlock"> & {
+export declare type ErrorBlock = Message<"agentic.v1.ErrorBlock"> & {
   /**
    * @generated from field: string message = 1;
    */
   message: string;
 
   /**
-   * A stable machine-readable code, e.g. "provider_rate_limited", "agent_crashed".
-   *
-   * @generated from field: string code = 2;
+   * @generated from field: agentic.v1.ErrorReason reason = 3;
    */
-  code: string;
+  reason: ErrorReason;
 };
 
 /**
@@ -1100,7 +1177,7 @@ export declare const ErrorBlockSchema: GenMessage<ErrorBlock>;
 /**
  * @generated from message agentic.v1.ImageBlock
  */
-export declare type ImageBlock = Message$1<"agentic.v1.ImageBlock"> & {
+export declare type ImageBlock = Message<"agentic.v1.ImageBlock"> & {
   /**
    * @generated from field: string mime_type = 1;
    */
@@ -1117,10 +1194,10 @@ export declare type ImageBlock = Message$1<"agentic.v1.ImageBlock"> & {
     case: "url";
   } | {
     /**
-     * @generated from field: string base64 = 3;
+     * @generated from field: bytes data = 3;
      */
-    value: string;
-    case: "base64";
+    value: Uint8Array;
+    case: "data";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1136,7 +1213,7 @@ export declare const ImageBlockSchema: GenMessage<ImageBlock>;
  *
  * @generated from message agentic.v1.ActionBlock
  */
-export declare type ActionBlock = Message$1<"agentic.v1.ActionBlock"> & {
+export declare type ActionBlock = Message<"agentic.v1.ActionBlock"> & {
   /**
    * e.g. "permission_request", "max_tool_rounds".
    *
@@ -1166,7 +1243,7 @@ export declare const ActionBlockSchema: GenMessage<ActionBlock>;
 /**
  * @generated from message agentic.v1.SearchResult
  */
-export declare type SearchResult = Message$1<"agentic.v1.SearchResult"> & {
+export declare type SearchResult = Message<"agentic.v1.SearchResult"> & {
   /**
    * @generated from field: string title = 1;
    */
@@ -1192,7 +1269,7 @@ export declare const SearchResultSchema: GenMessage<SearchResult>;
 /**
  * @generated from message agentic.v1.SearchBlock
  */
-export declare type SearchBlock = Message$1<"agentic.v1.SearchBlock"> & {
+export declare type SearchBlock = Message<"agentic.v1.SearchBlock"> & {
   /**
    * @generated from field: string query = 1;
    */
@@ -1215,7 +1292,7 @@ export declare const SearchBlockSchema: GenMessage<SearchBlock>;
  *
  * @generated from message agentic.v1.McpUiResourceBlock
  */
-export declare type McpUiResourceBlock = Message$1<"agentic.v1.McpUiResourceBlock"> & {
+export declare type McpUiResourceBlock = Message<"agentic.v1.McpUiResourceBlock"> & {
   /**
    * @generated from field: string uri = 1;
    */
@@ -1241,7 +1318,7 @@ export declare const McpUiResourceBlockSchema: GenMessage<McpUiResourceBlock>;
 /**
  * @generated from message agentic.v1.PlanEntry
  */
-export declare type PlanEntry = Message$1<"agentic.v1.PlanEntry"> & {
+export declare type PlanEntry = Message<"agentic.v1.PlanEntry"> & {
   /**
    * @generated from field: string content = 1;
    */
@@ -1269,7 +1346,7 @@ export declare const PlanEntrySchema: GenMessage<PlanEntry>;
  *
  * @generated from message agentic.v1.PlanBlock
  */
-export declare type PlanBlock = Message$1<"agentic.v1.PlanBlock"> & {
+export declare type PlanBlock = Message<"agentic.v1.PlanBlock"> & {
   /**
    * @generated from field: repeated agentic.v1.PlanEntry entries = 1;
    */
@@ -1287,7 +1364,7 @@ export declare const PlanBlockSchema: GenMessage<PlanBlock>;
  *
  * @generated from message agentic.v1.ResourceBlock
  */
-export declare type ResourceBlock = Message$1<"agentic.v1.ResourceBlock"> & {
+export declare type ResourceBlock = Message<"agentic.v1.ResourceBlock"> & {
   /**
    * @generated from field: string uri = 1;
    */
@@ -1309,11 +1386,9 @@ export declare type ResourceBlock = Message$1<"agentic.v1.ResourceBlock"> & {
   text: string;
 
   /**
-   * Base64 bytes.
-   *
-   * @generated from field: string blob = 5;
+   * @generated from field: bytes blob = 5;
    */
-  blob: string;
+  blob: Uint8Array;
 };
 
 /**
@@ -1327,7 +1402,7 @@ export declare const ResourceBlockSchema: GenMessage<ResourceBlock>;
  *
  * @generated from message agentic.v1.Block
  */
-export declare type Block = Message$1<"agentic.v1.Block"> & {
+export declare type Block = Message<"agentic.v1.Block"> & {
   /**
    * @generated from oneof agentic.v1.Block.content
    */
@@ -1415,9 +1490,9 @@ export declare const BlockSchema: GenMessage<Block>;
 /**
  * A stored message of a session's history.
  *
- * @generated from message agentic.v1.Message
+ * @generated from message agentic.v1.SessionMessage
  */
-export declare type Message = Message$1<"agentic.v1.Message"> & {
+export declare type SessionMessage = Message<"agentic.v1.SessionMessage"> & {
   /**
    * @generated from field: string message_id = 1;
    */
@@ -1446,9 +1521,9 @@ export declare type Message = Message$1<"agentic.v1.Message"> & {
   blocks: Block[];
 
   /**
-   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   * @generated from field: google.protobuf.Timestamp create_time = 6;
    */
-  createdAt?: Timestamp | undefined;
+  createTime?: Timestamp | undefined;
 
   /**
    * @generated from field: agentic.v1.StopReason stop_reason = 7;
@@ -1462,10 +1537,10 @@ export declare type Message = Message$1<"agentic.v1.Message"> & {
 };
 
 /**
- * Describes the message agentic.v1.Message.
- * Use `create(MessageSchema)` to create a new message.
+ * Describes the message agentic.v1.SessionMessage.
+ * Use `create(SessionMessageSchema)` to create a new message.
  */
-export declare const MessageSchema: GenMessage<Message>;
+export declare const SessionMessageSchema: GenMessage<SessionMessage>;
 
 /**
  * The kind of agent behind an agent id: the first segment of `<type>.<provider>.<name>`.

@@ -1,0 +1,59 @@
+package service
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/version"
+)
+
+// features are what this server does beyond the core API, as GetServerInfo names them;
+// confinementFeature is added when the processes of sessions run confined.
+var features = []string{
+	"request_id",          // retries with a request_id get the first answer
+	"event_batches",       // Subscribe sends EventBatch frames
+	"bookmarks",           // filtered subscriptions get Bookmark frames
+	"heartbeats",          // idle streams get Heartbeat frames
+	"replay_marks",        // events a LoadSession replays are marked replay
+	"agent_status_events", // AGENT_STATUS_CHANGED events
+}
+
+const confinementFeature = "confinement"
+
+// confinementReporter is what the workspace roots may tell about confinement
+// (sandbox.Roots does).
+type confinementReporter interface {
+	// ConfinesFiles reports whether the processes of sessions run with their files
+	// bounded.
+	ConfinesFiles() bool
+}
+
+func (s *Service) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
+	oldest, newest := s.hub.HeldRange()
+	resp := &pb.GetServerInfoResponse{
+		Version:        version.String("agenticd"),
+		Limits:         s.serverLimits(),
+		OldestSequence: oldest,
+		NewestSequence: newest,
+		Features:       append([]string(nil), features...),
+	}
+	if c, ok := s.roots.(confinementReporter); ok && c.ConfinesFiles() {
+		resp.Features = append(resp.Features, confinementFeature)
+	}
+	return resp, nil
+}
+
+// serverLimits are the limits the handlers, the retry memory and the hub apply.
+func (s *Service) serverLimits() *pb.ServerLimits {
+	return &pb.ServerLimits{
+		MaxEventBytes:     MaxEventBytes,
+		DefaultPageSize:   defaultPageSize,
+		MaxPageSize:       maxPageSize,
+		MaxResponseBytes:  maxResponseBytes,
+		RequestIdTtl:      durationpb.New(requestIDTTL),
+		HeartbeatInterval: durationpb.New(s.hub.HeartbeatInterval()),
+		SubscriberQueue:   int32(s.hub.SubscriberQueue()),
+	}
+}

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// A database written before sessions had an agent session id beside theirs and before
+// usage told "not reported" from zero reads as it meant: each session's id is also its
+// agent's, and a zero count is an unreported one.
+func TestRowsWrittenBeforeMigration3ReadAsTheyMeant(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, filepath.Join(t.TempDir(), "old.db"))
+	all := migrations
+	migrations = all[:2]
+	err := migrate(ctx, db)
+	migrations = all
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the release before wrote them: every usage count, zero for "not reported".
+	if err := db.Exec(`INSERT INTO conversations (id, agent_id, created_at, updated_at, usage_input_tokens, usage_cost)
+		VALUES ('old-session', 'acp.test.agent', 1, 1, 5, 0)`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec(`INSERT INTO messages (id, conversation_id, role, status, usage, created_at, updated_at)
+		VALUES ('m1', 'old-session', 'assistant', 'complete',
+		'{"InputTokens":0,"OutputTokens":7,"TotalTokens":0,"CachedInputTokens":0,"ReasoningTokens":0,"ContextUsed":0,"ContextSize":0,"Cost":0,"CostCurrency":""}', 1, 1)`).Error; err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	conv, err := s.GetConversation(ctx, "old-session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.AgentSessionID != "old-session" {
+		t.Errorf("agent session id = %q, want the session's own id", conv.AgentSessionID)
+	}
+	if u := conv.Usage; u.InputTokens == nil || *u.InputTokens != 5 || u.OutputTokens != nil || u.Cost != nil {
+		t.Errorf("conversation usage = %+v; want input 5 and the zeros unreported", u)
+	}
+	msgs, err := s.Messages(ctx, "old-session", presenters.MessageQuery{})
+	if err != nil || len(msgs) != 1 || msgs[0].Usage == nil {
+		t.Fatalf("Messages = %+v, %v", msgs, err)
+	}
+	if u := msgs[0].Usage; u.OutputTokens == nil || *u.OutputTokens != 7 || u.InputTokens != nil || u.Cost != nil {
+		t.Errorf("message usage = %+v; want output 7 and the zeros unreported", u)
+	}
+}
+
+func TestCheckMessageIDsFree(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, "c1", "deepchat.default")
+	mustCreate(t, s, "c2", "deepchat.default")
+	if err := s.SaveMessage(ctx, presenters.Message{ID: "taken", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckMessageIDsFree(ctx, "c1", "", "free"); err != nil {
+		t.Errorf("free ids: %v", err)
+	}
+	for _, session := range []string{"c1", "c2"} {
+		if err := s.CheckMessageIDsFree(ctx, session, "free", "taken"); !errors.Is(err, presenters.ErrMessageIDInUse) {
+			t.Errorf("an id taken (checked from %s): %v, want ErrMessageIDInUse", session, err)
+		}
+	}
+}
