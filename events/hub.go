@@ -1,7 +1,8 @@
 // Package events numbers the server's events, holds the most recent ones for resuming
-// subscribers, and fans them out without ever waiting for a subscriber. It knows nothing
-// of the wire: each event is encoded by a function the caller gives, once, the first time
-// a subscriber asks for it, and every subscriber shares that encoded form.
+// subscribers, appends every one to a durable log in group commits (log.go), and fans
+// them out without ever waiting for a subscriber or the disk. It knows nothing of the
+// wire: each event is encoded by a function the caller gives, once, the first time a
+// subscriber or the log writer asks for it, and every subscriber shares that encoded form.
 package events
 
 import (
@@ -71,7 +72,23 @@ type Options[T any] struct {
 	Size func(T) int
 	// Observer, when set, is told of every event under the hub's lock.
 	Observer Observer
-	Logger   *slog.Logger
+	// Log, when set, keeps every event durably: a log writer owned by the hub (started by
+	// New, flushed and stopped by Close) appends them in batches, DefaultLogInterval after
+	// the first of a batch or as soon as 1,024 wait, so Publish does not wait for the
+	// disk. Only when the writer falls a quarter of Capacity events, or half of MaxBytes,
+	// behind (a stalled or failing disk: it retries) does Publish wait for it, since the
+	// ring holds every event until it is logged. Subscribe then resumes from points older
+	// than the ring, and from before a restart, as long as the log holds them.
+	Log EventLog
+	// Marshal gives the bytes the log keeps of an encoded form, and Unmarshal the encoded
+	// form back; both are required with Log.
+	Marshal   func(T) []byte
+	Unmarshal func([]byte) T
+	// LogRetention bounds the log; the writer applies it at start and now and then.
+	LogRetention LogRetention
+	// LogInterval is how long the writer lets events gather (DefaultLogInterval when 0).
+	LogInterval time.Duration
+	Logger      *slog.Logger
 }
 
 // Hub implements presenters.Publisher: it numbers every event with a server-wide rising
@@ -95,6 +112,22 @@ type Hub[T any] struct {
 
 	reserving sync.WaitGroup // the floor write in flight, if any
 
+	log             EventLog // nil: none (then every event counts as logged when published)
+	marshal         func(T) []byte
+	unmarshal       func([]byte) T
+	retention       LogRetention // under mu
+	logInterval     time.Duration
+	logBacklog      uint64        // Publish waits while this many events wait to be logged
+	logBacklogBytes int64         // ...or this many of their held bytes
+	logWake         chan struct{} // the first event of a batch waits
+	logFull         chan struct{} // a full batch waits, or Publish does
+	logStop         chan struct{} // closed by Close
+	logDone         chan struct{} // closed when the writer has returned
+	closeOnce       sync.Once
+	// pruneMu is held for writing while retention deletes rows, and for reading by a
+	// subscription reading the log, so that it never reads across a prune unawares.
+	pruneMu sync.RWMutex
+
 	mu           sync.Mutex // guards everything below, and the Observer's state
 	ring         []*held[T]
 	next         uint64 // the sequence the next event gets
@@ -105,6 +138,15 @@ type Hub[T any] struct {
 	floorFailing bool   // the last floor write failed (logged once until one lands)
 	subs         []*Subscription[T]
 	closed       bool
+	// The log, when there is one. Events up to logged are in it; logged < sequence <=
+	// logTaken are being appended; the rest wait. The ring never lets an event go before
+	// it is logged, so ring and log together hold every event from the log's oldest on.
+	logged        uint64
+	logTaken      uint64
+	unloggedBytes int64      // the held bytes of the events not logged yet
+	logOldest     uint64     // the oldest sequence in the log; 0 when it holds none
+	logStopped    bool       // the writer has returned: Publish appends itself
+	logCond       *sync.Cond // on mu: signalled when events got logged
 }
 
 // held is one published event, shared by the ring and every subscriber queue. Its
@@ -116,21 +158,28 @@ type held[T any] struct {
 	sessionID string
 	agentID   string
 	typ       presenters.EventType
+	messageID string
 	replay    bool
 	size      int64 // heldSize, counted in Hub.heldBytes while held
+	time      time.Time
 
 	encodeOnce sync.Once
-	// time and payload are read, and payload cleared, only inside encodeOnce, which sets
-	// encoded.
-	time    time.Time
+	// payload is read and cleared only inside encodeOnce, which sets encoded.
 	payload presenters.Payload
 	encoded T
 }
 
-// New loads the sequence floor and reserves the first block above it.
+// New loads the sequence floor and reserves the first block above it, above every logged
+// sequence too; with a Log, it starts the log writer.
 func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 	if opts.Encode == nil {
 		return nil, errors.New("events: Options.Encode is required: the hub encodes each event once with it")
+	}
+	if opts.Log != nil && (opts.Marshal == nil || opts.Unmarshal == nil) {
+		return nil, errors.New("events: Options.Log needs Marshal and Unmarshal: the log keeps each encoded event as bytes")
+	}
+	if opts.LogInterval <= 0 {
+		opts.LogInterval = DefaultLogInterval
 	}
 	if opts.Capacity <= 0 {
 		opts.Capacity = DefaultCapacity
@@ -160,18 +209,43 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 		bookmarkBytes: opts.MaxBytes / 8,
 		logger:        opts.Logger,
 		ring:          make([]*held[T], opts.Capacity),
+
+		log:       opts.Log,
+		marshal:   opts.Marshal,
+		unmarshal: opts.Unmarshal,
+		retention: opts.LogRetention,
+		// Below the capacity, so that the ring always has a logged event to let go.
+		logBacklog:      uint64(max(opts.Capacity/logBacklogShare, 1)),
+		logBacklogBytes: max(opts.MaxBytes/2, 1),
+		logInterval:     opts.LogInterval,
 	}
-	if h.store == nil {
-		h.next, h.oldest = 1, 1
-		return h, nil
+	h.logCond = sync.NewCond(&h.mu)
+	var base uint64 // every sequence issued before is at most base
+	if h.log != nil {
+		oldest, newest, err := h.log.EventLogRange(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the event log's range: %w", err)
+		}
+		h.logOldest, base = oldest, newest
 	}
-	floor, err := h.store.SequenceFloor(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read the event sequence floor: %w", err)
+	if h.store != nil {
+		floor, err := h.store.SequenceFloor(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the event sequence floor: %w", err)
+		}
+		base = max(base, floor)
+		h.reserved = base + h.block
+		if err := h.store.SetSequenceFloor(ctx, h.reserved); err != nil {
+			return nil, fmt.Errorf("reserve event sequences: %w", err)
+		}
 	}
-	h.next, h.oldest, h.reserved = floor+1, floor+1, floor+h.block
-	if err := h.store.SetSequenceFloor(ctx, h.reserved); err != nil {
-		return nil, fmt.Errorf("reserve event sequences: %w", err)
+	h.next, h.oldest, h.logged, h.logTaken = base+1, base+1, base, base
+	if h.log != nil {
+		h.logWake = make(chan struct{}, 1)
+		h.logFull = make(chan struct{}, 1)
+		h.logStop = make(chan struct{})
+		h.logDone = make(chan struct{})
+		go h.runLog()
 	}
 	return h, nil
 }
@@ -179,28 +253,35 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 // Publish numbers and timestamps the event, holds it, tells the Observer and queues it
 // for every matching subscriber (and, now and then, as a bookmark for one it does not
 // match: see Subscription). It never waits for a subscriber: one whose queue is full is
-// ended (*OverflowError with its resume point). The payload must not be modified after
-// Publish: subscribers read it concurrently.
+// ended (*OverflowError with its resume point). Nor does it wait for the log, unless the
+// log writer has fallen too far behind (Options.Log). The payload must not be modified
+// after Publish: subscribers read it concurrently.
 func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for h.logBehindLocked() {
+		signal(h.logFull)
+		h.logCond.Wait()
+	}
 	seq := h.next
 	h.next++
 	h.reserveLocked(seq)
 	ev.Sequence = seq
 	ev.Time = time.Now()
-	he := &held[T]{sequence: seq, sessionID: ev.SessionID, agentID: ev.AgentID, typ: eventType(ev.Payload), replay: ev.Replay, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
+	he := &held[T]{sequence: seq, sessionID: ev.SessionID, agentID: ev.AgentID, typ: eventType(ev.Payload), messageID: messageIDOf(ev.Payload),
+		replay: ev.Replay, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
 	if seq-h.oldest == uint64(len(h.ring)) {
-		h.evictOldestLocked() // its slot is the one seq takes
+		h.evictOldestLocked() // its slot is the one seq takes; logged, as logBacklog < capacity
 	}
 	h.ring[seq%uint64(len(h.ring))] = he
 	h.heldBytes += he.size
-	for h.heldBytes > h.maxBytes && h.oldest < seq {
+	for h.heldBytes > h.maxBytes && h.oldest < seq && h.oldest <= h.logged {
 		h.evictOldestLocked()
 	}
 	if h.observer != nil {
 		h.observer.Published(ev)
 	}
+	h.loggedPublishedLocked(he)
 	for i := 0; i < len(h.subs); i++ {
 		sub := h.subs[i]
 		if !sub.matches(he) {
@@ -305,16 +386,17 @@ func (h *Hub[T]) LastSequence() uint64 {
 	return h.next - 1
 }
 
-// HeldRange is the oldest sequence held and the newest issued: a subscription can resume
-// after any point from oldest-1 to newest. Oldest is newest+1 when none is held, and both
-// are 0 before the first sequence was ever issued.
+// HeldRange is the oldest sequence held, in the ring or the log, and the newest issued: a
+// subscription can resume after any point from oldest-1 to newest. After a restart the
+// log's oldest starts it. Oldest is newest+1 when none is held, and both are 0 before
+// the first sequence was ever issued.
 func (h *Hub[T]) HeldRange() (oldest, newest uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.next == 1 {
 		return 0, 0
 	}
-	return h.oldest, h.next - 1
+	return h.servableOldestLocked(), h.next - 1
 }
 
 // View calls read under the hub's lock with the newest sequence issued. What read sees of
@@ -348,9 +430,10 @@ func (h *Hub[T]) encoded(he *held[T]) T {
 	return he.encoded
 }
 
-// Close ends every subscription (each is told with a *ClosedError), refuses new ones and
-// waits for a floor write in flight. Publishing still works, for presenters that emit
-// while closing (floor writes are then synchronous).
+// Close ends every subscription (each is told with a *ClosedError), refuses new ones,
+// waits for a floor write in flight, and appends to the log what waits for it before it
+// stops the log writer. Publishing still works, for presenters that emit while closing
+// (floor writes and log appends are then synchronous).
 func (h *Hub[T]) Close() {
 	h.mu.Lock()
 	h.closed = true
@@ -360,4 +443,8 @@ func (h *Hub[T]) Close() {
 	h.subs = nil
 	h.mu.Unlock()
 	h.reserving.Wait()
+	if h.log != nil {
+		h.closeOnce.Do(func() { close(h.logStop) })
+		<-h.logDone
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -17,11 +18,11 @@ var (
 )
 
 // OutOfRangeError is a resume point the hub cannot serve: ahead of the newest event
-// (After > Newest), or with successors that have left the ring.
+// (After > Newest), or with successors that have left the ring and the log.
 type OutOfRangeError struct {
-	After  uint64 // the point asked for (or reached, when the ring overtook a long replay)
+	After  uint64 // the point asked for (or reached, when retention overtook a long replay)
 	Newest uint64 // the newest sequence issued
-	Oldest uint64 // the oldest sequence held
+	Oldest uint64 // the oldest sequence held, in the ring or the log
 }
 
 func (e *OutOfRangeError) Error() string {
@@ -93,14 +94,20 @@ func OldestHeld() Start { return Start{kind: startOldest} }
 // every matching event before it, so once NextBatch takes it everything up to its
 // sequence has been taken or filtered out. The subscriber is woken for it only that often.
 type Subscription[T any] struct {
-	hub      *Hub[T]
-	ch       chan *held[T]
-	backlog  []*held[T] // the replay, taken before ch
-	pending  *held[T]   // taken from ch but left out of a full batch: the next one starts with it
-	sessions map[string]struct{}
-	agents   map[string]struct{}
-	types    uint64 // a bit per presenters.EventType; 0: every type
-	filtered bool
+	hub *Hub[T]
+	ch  chan *held[T]
+	// The part of the replay older than the ring, read from the log a chunk at a time
+	// (readLog) and taken before backlog: the sequences logNext..logUntil are still to be
+	// read (none when logNext is 0), logBacklog what was read and not taken yet.
+	logNext, logUntil uint64
+	logBacklog        []*held[T]
+	filter            Filter     // for the log
+	backlog           []*held[T] // the replay from the ring, taken before ch
+	pending           *held[T]   // taken from ch but left out of a full batch: the next one starts with it
+	sessions          map[string]struct{}
+	agents            map[string]struct{}
+	types             uint64 // a bit per presenters.EventType; 0: every type
+	filtered          bool
 
 	// Under the hub's lock.
 	overflowed   bool // set before ch is closed
@@ -151,6 +158,9 @@ type Batch[T any] struct {
 	// Bookmark, when not 0, is above Last: every event up to it that the subscription
 	// matches is in Events or was in an earlier batch; the others were filtered out.
 	Bookmark uint64
+	// ReplayEnded: reading the log ended the replay with nothing more to take (the log
+	// held no event of the subscription after its point). CaughtUp now says so.
+	ReplayEnded bool
 }
 
 // NextBatch takes the events already waiting, in sequence order: the held events after
@@ -165,6 +175,18 @@ type Batch[T any] struct {
 // resume point). dst is reused for Batch.Events.
 func (s *Subscription[T]) NextBatch(ctx context.Context, idle <-chan time.Time, maxEvents, maxBytes int, dst []T) (Batch[T], error) {
 	b := Batch[T]{Events: dst[:0]}
+	readLog := false
+	for len(s.logBacklog) == 0 && s.logNext != 0 && s.logNext <= s.logUntil {
+		if err := s.readLog(ctx); err != nil {
+			return b, err
+		}
+		readLog = true
+	}
+	if readLog && len(s.logBacklog) == 0 && len(s.backlog) == 0 {
+		// Waiting for a live event now would hold the caught-up marker back.
+		b.ReplayEnded = true
+		return b, nil
+	}
 	bytes := 0
 	// add appends he unless the batch is full.
 	add := func(he *held[T]) bool {
@@ -181,19 +203,27 @@ func (s *Subscription[T]) NextBatch(ctx context.Context, idle <-chan time.Time, 
 		bytes += n
 		return true
 	}
-	if len(s.backlog) > 0 {
+	// takeReplay takes what fits of a replayed part.
+	takeReplay := func(replay *[]*held[T]) {
 		taken := 0
-		for _, he := range s.backlog {
+		for _, he := range *replay {
 			if !add(he) {
 				break
 			}
 			taken++
 		}
-		clear(s.backlog[:taken]) // a replay may be long; what was taken need not stay
-		if s.backlog = s.backlog[taken:]; len(s.backlog) == 0 {
-			s.backlog = nil
+		clear((*replay)[:taken]) // a replay may be long; what was taken need not stay
+		if *replay = (*replay)[taken:]; len(*replay) == 0 {
+			*replay = nil
 		}
 		s.last = b.Last
+	}
+	if len(s.logBacklog) > 0 {
+		takeReplay(&s.logBacklog)
+		return b, nil
+	}
+	if len(s.backlog) > 0 {
+		takeReplay(&s.backlog)
 		return b, nil
 	}
 	he := s.pending
@@ -246,7 +276,7 @@ func (s *Subscription[T]) endError() error {
 // the replay. ok is false while replayed events remain, and after the first report. The
 // point counts as delivered from then on (Last).
 func (s *Subscription[T]) CaughtUp() (seq uint64, ok bool) {
-	if s.caughtUp || len(s.backlog) > 0 {
+	if s.caughtUp || len(s.backlog) > 0 || len(s.logBacklog) > 0 || (s.logNext != 0 && s.logNext <= s.logUntil) {
 		return 0, false
 	}
 	s.caughtUp = true
@@ -289,11 +319,14 @@ const replayChunk = 4096
 // Subscribe registers a subscriber to the events the filter matches, from start. The held
 // events to replay are gathered a chunk at a time, the lock released in between; the last
 // chunk and the registration happen under one hold, so that the replay and the live
-// queue meet with no gap and no duplicate. A point ahead of the newest event, or one
-// whose successors have left the ring, is an *OutOfRangeError; a closed hub refuses with
-// ErrClosed.
+// queue meet with no gap and no duplicate. The events older than the ring come from the
+// log, read as NextBatch gets to them; if the ring moves on while the replay is gathered,
+// what it let go is read from the log too (it was logged first). A point ahead of the
+// newest event, or one whose successors have left the ring and the log, is an
+// *OutOfRangeError; a closed hub refuses with ErrClosed.
 func (h *Hub[T]) Subscribe(f Filter, start Start) (*Subscription[T], error) {
-	sub := &Subscription[T]{hub: h, ch: make(chan *held[T], h.queueSize), sessions: set(f.SessionIDs), agents: set(f.AgentIDs)}
+	sub := &Subscription[T]{hub: h, ch: make(chan *held[T], h.queueSize), sessions: set(f.SessionIDs), agents: set(f.AgentIDs),
+		filter: Filter{SessionIDs: slices.Clone(f.SessionIDs), AgentIDs: slices.Clone(f.AgentIDs), Types: slices.Clone(f.Types)}}
 	for _, t := range f.Types {
 		sub.types |= typeBit(t)
 	}
@@ -308,17 +341,33 @@ func (h *Hub[T]) Subscribe(f Filter, start Start) (*Subscription[T], error) {
 			h.mu.Unlock()
 			return nil, ErrClosed
 		}
+		servable := h.servableOldestLocked()
 		if first && start.kind == startOldest {
-			next = h.oldest
+			next = servable
 		}
 		last := h.next - 1
 		if start.kind != startLive {
-			if next > last+1 || next < h.oldest {
-				// next-1 is the point asked for, or the point a long replay had reached
-				// when the ring overtook it.
-				err := &OutOfRangeError{After: next - 1, Newest: last, Oldest: h.oldest}
+			from := next // the oldest sequence the replay still needs
+			if sub.logNext != 0 {
+				from = sub.logNext
+			}
+			if next > last+1 || from < servable {
+				// from-1 is the point asked for, or the point a long replay had reached
+				// when the ring (and retention) overtook it.
+				err := &OutOfRangeError{After: from - 1, Newest: last, Oldest: servable}
 				h.mu.Unlock()
 				return nil, err
+			}
+			if next < h.oldest {
+				// Older than the ring: in the log, with whatever of the ring was gathered
+				// so far (it has left the ring, so it was logged).
+				if sub.logNext == 0 {
+					sub.logNext = next
+				}
+				sub.logUntil = h.oldest - 1
+				clear(sub.backlog)
+				sub.backlog = sub.backlog[:0]
+				next = h.oldest
 			}
 			if next <= last && last-next >= replayChunk {
 				sub.backlog = h.appendHeldLocked(sub.backlog, sub, next, next+replayChunk-1)
@@ -333,7 +382,7 @@ func (h *Hub[T]) Subscribe(f Filter, start Start) (*Subscription[T], error) {
 		if start.kind == startAfter {
 			sub.last = start.after
 		} else if start.kind == startOldest {
-			sub.last = min(last, h.oldest-1) // the point just before the replay
+			sub.last = min(last, servable-1) // the point just before the replay
 		}
 		h.subs = append(h.subs, sub)
 		h.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 )
 
 // HubOptions tunes a Hub; zero values take the events package's defaults.
@@ -25,10 +26,60 @@ type HubOptions struct {
 	Store events.SequenceStore
 	// SequenceBlock is how far ahead the floor is reserved (one store write per block).
 	SequenceBlock uint64
+	// Log, when set, keeps every event durably, so that Subscribe resumes from points
+	// older than the ring and from before a restart (events.Options.Log); LogRetention
+	// bounds it.
+	Log          EventLogStore
+	LogRetention events.LogRetention
 	// HeartbeatInterval is how long a Subscribe stream stays silent before it sends a
 	// heartbeat (DefaultHeartbeatInterval when 0).
 	HeartbeatInterval time.Duration
 	Logger            *slog.Logger
+}
+
+// EventLogStore is the durable event log; *store.Store is one.
+type EventLogStore interface {
+	AppendEvents(ctx context.Context, batch []store.LoggedEvent) error
+	ReadEvents(ctx context.Context, after, until uint64, f store.EventFilter, limit int) ([]store.LoggedEvent, error)
+	EventLogRange(ctx context.Context) (oldest, newest uint64, err error)
+	PruneEvents(ctx context.Context, maxEvents int64, maxBytes int64, maxAge time.Duration) (int64, error)
+}
+
+// eventLog adapts an EventLogStore to the hub's types.
+type eventLog struct{ st EventLogStore }
+
+func (l eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent) error {
+	rows := make([]store.LoggedEvent, len(batch))
+	for i, ev := range batch {
+		rows[i] = store.LoggedEvent{Sequence: ev.Sequence, SessionID: ev.SessionID, AgentID: ev.AgentID, Type: int(ev.Type),
+			MessageID: ev.MessageID, Time: ev.Time, Data: ev.Data}
+	}
+	return l.st.AppendEvents(ctx, rows)
+}
+
+func (l eventLog) ReadEvents(ctx context.Context, after, until uint64, f events.Filter, limit int) ([]events.LoggedEvent, error) {
+	filter := store.EventFilter{SessionIDs: f.SessionIDs, AgentIDs: f.AgentIDs}
+	for _, t := range f.Types {
+		filter.Types = append(filter.Types, int(t))
+	}
+	rows, err := l.st.ReadEvents(ctx, after, until, filter, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]events.LoggedEvent, len(rows))
+	for i, r := range rows {
+		out[i] = events.LoggedEvent{Sequence: r.Sequence, SessionID: r.SessionID, AgentID: r.AgentID, Type: presenters.EventType(r.Type),
+			MessageID: r.MessageID, Time: r.Time, Data: r.Data}
+	}
+	return out, nil
+}
+
+func (l eventLog) EventLogRange(ctx context.Context) (oldest, newest uint64, err error) {
+	return l.st.EventLogRange(ctx)
+}
+
+func (l eventLog) PruneEvents(ctx context.Context, r events.LogRetention) (int64, error) {
+	return l.st.PruneEvents(ctx, r.MaxEvents, r.MaxBytes, r.MaxAge)
 }
 
 // DefaultHeartbeatInterval keeps an idle stream well inside the idle timeouts of common
@@ -54,6 +105,10 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		logger = slog.Default()
 	}
 	proj := newProjection()
+	var log events.EventLog
+	if opts.Log != nil {
+		log = eventLog{st: opts.Log}
+	}
 	hub, err := events.New(ctx, events.Options[*encodedEvent]{
 		Capacity:        opts.Capacity,
 		MaxBytes:        opts.MaxBytes,
@@ -63,7 +118,13 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
 		Size:            func(ev *encodedEvent) int { return ev.size },
 		Observer:        proj,
-		Logger:          logger,
+		Log:             log,
+		// An encoded event is one buffer of wire bytes (newEncodedEvent): the log keeps
+		// them as they are.
+		Marshal:      func(ev *encodedEvent) []byte { return ev.slice[0].ReadOnlyData() },
+		Unmarshal:    newEncodedEvent,
+		LogRetention: opts.LogRetention,
+		Logger:       logger,
 	})
 	if err != nil {
 		return nil, err
@@ -82,9 +143,10 @@ func (h *Hub) Publish(ev presenters.Event) uint64 { return h.events.Publish(ev) 
 // LastSequence is the sequence of the newest event issued (the base when none yet).
 func (h *Hub) LastSequence() uint64 { return h.events.LastSequence() }
 
-// HeldRange is the oldest sequence held and the newest issued: Subscribe resumes after
-// any point from oldest-1 to newest. Oldest is newest+1 when none is held (after a
-// restart), and both are 0 before the first event.
+// HeldRange is the oldest sequence held, in the ring or the event log, and the newest
+// issued: Subscribe resumes after any point from oldest-1 to newest. After a restart the
+// log's oldest starts it; oldest is newest+1 when none is held (no log, or an empty one),
+// and both are 0 before the first event.
 func (h *Hub) HeldRange() (oldest, newest uint64) { return h.events.HeldRange() }
 
 // HeartbeatInterval is how long a Subscribe stream stays silent before a heartbeat.
@@ -93,8 +155,9 @@ func (h *Hub) HeartbeatInterval() time.Duration { return h.heartbeat }
 // SubscriberQueue is how many events may wait for one subscriber before its stream ends.
 func (h *Hub) SubscriberQueue() int { return h.queue }
 
-// Close ends every subscription (their streams report that the server is shutting down)
-// and refuses new ones; publishing still works.
+// Close ends every subscription (their streams report that the server is shutting down),
+// refuses new ones and appends what waits to the event log; publishing still works (each
+// event then goes to the log at once).
 func (h *Hub) Close() { h.events.Close() }
 
 // subscribe registers a subscriber (events.Hub.Subscribe), with errors that tell a client

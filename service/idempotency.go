@@ -11,7 +11,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -135,7 +138,8 @@ func (ic interceptors) idempotentUnary(ctx context.Context, req any, info *grpc.
 // run does the work of the first call with an id and settles its answer. If this call's
 // own client leaves before it is done (the answer is CANCELLED or DEADLINE_EXCEEDED
 // because of that), the answer is abandoned, not remembered: the work did not happen, so
-// a repeat must do it. A panic abandons it too, and goes on to the recovery interceptor.
+// a repeat must do it. So is an error that says to try again (worthRetrying). A panic
+// abandons it too, and goes on to the recovery interceptor.
 func (a *answers) run(ctx context.Context, ans *answer, req any, next grpc.UnaryHandler) (resp any, err error) {
 	settled := false
 	defer func() {
@@ -144,7 +148,7 @@ func (a *answers) run(ctx context.Context, ans *answer, req any, next grpc.Unary
 		}
 	}()
 	resp, err = next(ctx, req)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && (ctx.Err() != nil || worthRetrying(err)) {
 		return resp, err
 	}
 	m, _ := resp.(proto.Message)
@@ -154,6 +158,23 @@ func (a *answers) run(ctx context.Context, ans *answer, req any, next grpc.Unary
 	a.settle(ans, m, err)
 	settled = true
 	return resp, err
+}
+
+// worthRetrying reports an error whose request did nothing and may succeed when repeated
+// (an agent starting, a busy session, a server under load or stopping, a fault): a
+// repeat with the same request_id must do the work then, not get this error again.
+func worthRetrying(err error) bool {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Internal:
+		return true
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonName(pb.ErrorReason_ERROR_REASON_SESSION_BUSY) {
+			return true
+		}
+	}
+	return false
 }
 
 // claim returns the answer of requestID and whether this call is the first with it (it

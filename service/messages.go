@@ -20,6 +20,9 @@ import (
 // room for at least one, and never comes near the 4 MiB gRPC clients accept.
 const maxResponseBytes = MaxEventBytes
 
+// messageReadChunk is how many messages ListMessages reads from the store at a time.
+const messageReadChunk = 32
+
 // ListMessages returns a page of a session's stored history in the order asked for, with
 // a token for the next page when the page ended before the history did: after
 // page_size messages, or before maxResponseBytes.
@@ -45,37 +48,48 @@ func (s *Service) ListMessages(ctx context.Context, req *pb.ListMessagesRequest)
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
-	// One more than the page, to know whether the history goes on.
-	q := presenters.MessageQuery{Limit: size + 1}
-	if order == pb.MessageOrder_MESSAGE_ORDER_OLDEST_FIRST {
-		q.FromOldest, q.AfterMessageID = true, after
-	} else {
-		q.BeforeMessageID = after
-	}
-	msgs, attrs, err := s.readMessages(ctx, id, q)
-	if errors.Is(err, presenters.ErrNotFound) && after != "" {
-		// The session was found; the message the token continues after was not.
-		err = invalidArgument("page_token continues after message %q, which session %q does not hold; start again without page_token", after, id)
-	}
-	if err != nil {
-		return nil, s.fail(ctx, method, err, attrs...)
-	}
-	if order == pb.MessageOrder_MESSAGE_ORDER_NEWEST_FIRST {
-		slices.Reverse(msgs)
-	}
-	more := len(msgs) > size
-	msgs = msgs[:min(len(msgs), size)]
 	resp := &pb.ListMessagesResponse{}
 	total := 0
-	for _, m := range msgs {
-		out, n := s.messageForResponse(ctx, m)
-		n = protowire.SizeTag(1) + protowire.SizeBytes(n)
-		if len(resp.Messages) > 0 && total+n > maxResponseBytes {
-			more = true
+	more := false
+	// Read a few messages at a time, so that a page of large messages stops reading once
+	// its bytes are spent instead of holding page_size of them at once.
+	for cursor := after; len(resp.Messages) < size; {
+		want := min(messageReadChunk, size-len(resp.Messages))
+		// One more than wanted, to know whether the history goes on.
+		q := presenters.MessageQuery{Limit: want + 1}
+		if order == pb.MessageOrder_MESSAGE_ORDER_OLDEST_FIRST {
+			q.FromOldest, q.AfterMessageID = true, cursor
+		} else {
+			q.BeforeMessageID = cursor
+		}
+		msgs, attrs, err := s.readMessages(ctx, id, q)
+		if errors.Is(err, presenters.ErrNotFound) && cursor == after && after != "" {
+			// The session was found; the message the token continues after was not.
+			err = invalidArgument("page_token continues after message %q, which session %q does not hold; start again without page_token", after, id)
+		}
+		if err != nil {
+			return nil, s.fail(ctx, method, err, attrs...)
+		}
+		if order == pb.MessageOrder_MESSAGE_ORDER_NEWEST_FIRST {
+			slices.Reverse(msgs)
+		}
+		more = len(msgs) > want
+		msgs = msgs[:min(len(msgs), want)]
+		full := false
+		for _, m := range msgs {
+			out, n := s.messageForResponse(ctx, m)
+			n = protowire.SizeTag(1) + protowire.SizeBytes(n)
+			if len(resp.Messages) > 0 && total+n > maxResponseBytes {
+				more, full = true, true
+				break
+			}
+			resp.Messages = append(resp.Messages, out)
+			total += n
+			cursor = m.ID
+		}
+		if full || !more {
 			break
 		}
-		resp.Messages = append(resp.Messages, out)
-		total += n
 	}
 	if more {
 		last := resp.Messages[len(resp.Messages)-1].GetMessageId()

@@ -98,6 +98,29 @@ func TestListMessagesPagesBothOrders(t *testing.T) {
 	}
 }
 
+// A page larger than what the store is read in at a time (messageReadChunk) is read in
+// several pieces that meet with no gap and no duplicate, in both orders.
+func TestListMessagesPagesAcrossReadChunks(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	n := 2*messageReadChunk + 5
+	e.storedHistory(t, id, n, func(i int) string { return fmt.Sprint("text ", i) })
+	var oldest, newest []string
+	for i := range n {
+		oldest = append(oldest, fmt.Sprint("m", i))
+		newest = append(newest, fmt.Sprint("m", n-1-i))
+	}
+	for order, want := range map[pb.MessageOrder][]string{
+		pb.MessageOrder_MESSAGE_ORDER_OLDEST_FIRST: oldest,
+		pb.MessageOrder_MESSAGE_ORDER_NEWEST_FIRST: newest,
+	} {
+		ids, pages := e.listAllMessages(t, &pb.ListMessagesRequest{SessionId: id, PageSize: int32(messageReadChunk + 3), Order: order})
+		if strings.Join(ids, ",") != strings.Join(want, ",") || pages != 2 {
+			t.Errorf("%s: read %v in %d pages, want %v in 2", order, ids, pages, want)
+		}
+	}
+}
+
 // A page stops before max_response_bytes and gives a token for the rest.
 func TestListMessagesPageEndsAtByteCap(t *testing.T) {
 	e := newEnv(t, envOptions{})

@@ -468,15 +468,45 @@ func TestRequestIDRepeatsGetTheFirstAnswer(t *testing.T) {
 	// An error is an answer too.
 	e.fake.sendFn = func(context.Context, string, presenters.MessageContent, presenters.SendOptions) (presenters.SendResult, error) {
 		sends.Add(1)
-		return presenters.SendResult{}, fmt.Errorf("busy: %w", presenters.ErrSessionBusy)
+		return presenters.SendResult{}, fmt.Errorf("no such model: %w", presenters.ErrInvalidArgument)
 	}
 	send.RequestId = "send-2"
 	for range 2 {
 		_, err := e.client.SendMessage(bg, send)
-		wantReason(t, err, codes.FailedPrecondition, reason("SESSION_BUSY"), "")
+		wantReason(t, err, codes.InvalidArgument, reason("INVALID_ARGUMENT"), "content")
 	}
 	if sends.Load() != 2 {
 		t.Errorf("%d turns asked for, want 2 (the refused one once)", sends.Load())
+	}
+
+	// An error that says to try again is not remembered: a busy session, an agent that
+	// is starting. The repeat does the work.
+	busy := true
+	e.fake.sendFn = func(context.Context, string, presenters.MessageContent, presenters.SendOptions) (presenters.SendResult, error) {
+		sends.Add(1)
+		if busy {
+			return presenters.SendResult{}, fmt.Errorf("busy: %w", presenters.ErrSessionBusy)
+		}
+		return presenters.SendResult{MessageID: "m-later", UserMessageID: "u-later"}, nil
+	}
+	send.RequestId = "send-3"
+	_, err = e.client.SendMessage(bg, send)
+	wantReason(t, err, codes.FailedPrecondition, reason("SESSION_BUSY"), "")
+	busy = false
+	if later, err := e.client.SendMessage(bg, send); err != nil || later.GetMessageId() != "m-later" || sends.Load() != 4 {
+		t.Errorf("a repeat after SESSION_BUSY: %v, %v, %d turns asked for, want the work done (4)", later, err, sends.Load())
+	}
+	e.fake.sendFn = func(context.Context, string, presenters.MessageContent, presenters.SendOptions) (presenters.SendResult, error) {
+		sends.Add(1)
+		return presenters.SendResult{}, fmt.Errorf("agent starting: %w", presenters.ErrAgentUnavailable)
+	}
+	send.RequestId = "send-4"
+	for range 2 {
+		_, err := e.client.SendMessage(bg, send)
+		wantReason(t, err, codes.Unavailable, reason("AGENT_UNAVAILABLE"), "")
+	}
+	if sends.Load() != 6 {
+		t.Errorf("%d turns asked for, want 6: UNAVAILABLE is not remembered", sends.Load())
 	}
 }
 

@@ -87,7 +87,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 				return err
 			}
 		}
-		if len(batch.Events) == 0 && batch.Bookmark == 0 { // the silence timer fired
+		if len(batch.Events) == 0 && batch.Bookmark == 0 && !batch.ReplayEnded { // the silence timer fired
 			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{ServerTime: timestamppb.Now()}}}); err != nil {
 				return err
 			}
@@ -182,11 +182,15 @@ func (s *Service) checkSubscriptionTargets(ctx context.Context, sessionIDs, agen
 func endError(err error) error {
 	var overflow *events.OverflowError
 	var closed *events.ClosedError
+	var outOfRange *events.OutOfRangeError
 	switch {
 	case errors.As(err, &overflow):
 		return &overflowError{Queue: overflow.Queue, Last: overflow.Last}
 	case errors.As(err, &closed):
 		return &shutdownError{Last: closed.Last}
+	case errors.As(err, &outOfRange):
+		// The event log's retention overtook a long replay.
+		return fmt.Errorf("%w; rebuild from GetSession and ListMessages, then subscribe with after_sequence set to the session's last_sequence", err)
 	}
 	return err
 }

@@ -91,6 +91,24 @@ ALTER TABLE conversations ADD COLUMN agent_session_id TEXT NOT NULL DEFAULT '';
 UPDATE conversations SET agent_session_id = id;
 ALTER TABLE conversations ADD COLUMN usage_reported INTEGER;
 `,
+	// 4: the event log (eventlog.go): every event published, as its subscribers got it,
+	// by its server-wide sequence. type is the payload's presenters.EventType, numbered as
+	// AgenticEventType in the proto; session_id is '' for an agent's event, message_id ''
+	// for an event of no message. Rows have no foreign keys: the log outlives deleted
+	// sessions until retention drops it.
+	`
+CREATE TABLE event_log (
+	sequence   INTEGER PRIMARY KEY,
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	type       INTEGER NOT NULL,
+	message_id TEXT NOT NULL DEFAULT '',
+	time       INTEGER NOT NULL,
+	data       BLOB NOT NULL
+);
+CREATE UNIQUE INDEX event_log_by_session ON event_log(session_id, sequence);
+CREATE INDEX event_log_by_message ON event_log(message_id) WHERE message_id <> '';
+`,
 }
 
 // migrate brings the schema up to date. It refuses a database written by a newer

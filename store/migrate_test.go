@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -72,5 +73,46 @@ func TestCheckMessageIDsFree(t *testing.T) {
 		if err := s.CheckMessageIDsFree(ctx, session, "free", "taken"); !errors.Is(err, presenters.ErrMessageIDInUse) {
 			t.Errorf("an id taken (checked from %s): %v, want ErrMessageIDInUse", session, err)
 		}
+	}
+}
+
+// A database from before the event log gets an empty one, beside the history it keeps.
+func TestMigration4AddsTheEventLog(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, filepath.Join(t.TempDir(), "old.db"))
+	all := migrations
+	migrations = all[:3]
+	err := migrate(ctx, db)
+	migrations = all
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec(`INSERT INTO conversations (id, agent_id, created_at, updated_at) VALUES ('old-session', 'acp.test.agent', 1, 1)`).Error; err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	var version int
+	if err := db.Raw(`SELECT MAX(version) FROM transcript_schema_migrations`).Scan(&version).Error; err != nil || version != 4 {
+		t.Fatalf("schema version = %d, %v; want 4", version, err)
+	}
+	if _, err := s.GetConversation(ctx, "old-session"); err != nil {
+		t.Errorf("the session stored before: %v", err)
+	}
+	if oldest, newest, err := s.EventLogRange(ctx); err != nil || oldest != 0 || newest != 0 {
+		t.Fatalf("event log range = %d, %d, %v; want an empty log", oldest, newest, err)
+	}
+	if err := s.AppendEvents(ctx, []LoggedEvent{{Sequence: 7, SessionID: "old-session", AgentID: "acp.test.agent", Type: 5, MessageID: "m", Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	var indexes []string
+	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'event_log' ORDER BY name`).Scan(&indexes).Error; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(indexes, []string{"event_log_by_message", "event_log_by_session"}) {
+		t.Errorf("event_log indexes = %v", indexes)
 	}
 }

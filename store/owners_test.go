@@ -236,8 +236,8 @@ func TestDatabaseOfThePreviousReleaseOpens(t *testing.T) {
 	if err != nil || conv.Title != "fixture" || conv.ModeID != "balanced" || conv.AgentID != "deepchat.default" {
 		t.Errorf("conversation = %+v, %v", conv, err)
 	}
-	if n, err := s.MarkInterrupted(ctx); err != nil || n != 1 {
-		t.Errorf("MarkInterrupted = %d, %v; want the one reply left in progress", n, err)
+	if marked, err := s.MarkInterrupted(ctx); err != nil || len(marked) != 1 || marked[0].SessionID != "s-chat" {
+		t.Errorf("MarkInterrupted = %+v, %v; want the one reply left in progress", marked, err)
 	}
 	msgs, err := s.Messages(ctx, "s-chat", presenters.MessageQuery{})
 	if err != nil || len(msgs) != 3 {

@@ -77,6 +77,9 @@ type Store struct {
 	// progress; guarded by writeMu. An entry goes when its message is saved with a final
 	// status, and when a write that included it fails (the next save rewrites it whole).
 	committed map[string][]blockRow
+	// claimed are the message ids clients chose that CheckMessageIDsFree let through and
+	// that may not be stored yet: no other check lets them through again.
+	claimed messageIDClaims
 }
 
 // Open opens the database at path (OpenSQLite), brings its schema up to date and
@@ -443,7 +446,7 @@ func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow
 		return nil, fmt.Errorf("save message %s: %w", m.ID, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return nil, fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrInvalidArgument)
+		return nil, fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrMessageIDInUse)
 	}
 	if prev == nil {
 		// Deleting a block deletes its text's parts (foreign key cascade).
@@ -701,14 +704,38 @@ func (s *Store) MessageCounts(ctx context.Context, agentID string) (map[string]i
 	return out, nil
 }
 
+// InterruptedMessage is a message MarkInterrupted found still in progress.
+type InterruptedMessage struct {
+	SessionID string
+	MessageID string
+}
+
 // MarkInterrupted turns every message still in progress (left by a crash) into an
 // incomplete one, and its unfinished tool calls into cancelled ones. Call it at
-// start-up, before any turn runs. It returns how many messages it changed.
-func (s *Store) MarkInterrupted(ctx context.Context) (int64, error) {
-	var n int64
+// start-up, before any turn runs. It returns the messages it changed, oldest first.
+func (s *Store) MarkInterrupted(ctx context.Context) ([]InterruptedMessage, error) {
+	var marked []InterruptedMessage
 	err := s.write(ctx, func(tx *gorm.DB) error {
 		clear(s.committed) // the rows it changes are no longer what was committed
-		err := tx.Exec(`UPDATE blocks SET tool_status = ?
+		rows, err := tx.Raw(`SELECT conversation_id, id FROM messages WHERE status = ? ORDER BY seq`, string(StatusInProgress)).Rows()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var m InterruptedMessage
+			if err := rows.Scan(&m.SessionID, &m.MessageID); err != nil {
+				_ = rows.Close()
+				return err
+			}
+			marked = append(marked, m)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if len(marked) == 0 {
+			return nil
+		}
+		err = tx.Exec(`UPDATE blocks SET tool_status = ?
 			WHERE type = ? AND tool_status IN (?, ?)
 			AND message_id IN (SELECT id FROM messages WHERE status = ?)`,
 			string(presenters.ToolCancelled), string(presenters.BlockTool),
@@ -716,15 +743,13 @@ func (s *Store) MarkInterrupted(ctx context.Context) (int64, error) {
 		if err != nil {
 			return err
 		}
-		res := tx.Exec(`UPDATE messages SET status = ?, updated_at = ? WHERE status = ?`,
-			string(presenters.MessageIncomplete), time.Now().UnixNano(), string(StatusInProgress))
-		n = res.RowsAffected
-		return res.Error
+		return tx.Exec(`UPDATE messages SET status = ?, updated_at = ? WHERE status = ?`,
+			string(presenters.MessageIncomplete), time.Now().UnixNano(), string(StatusInProgress)).Error
 	})
 	if err != nil {
-		return 0, fmt.Errorf("mark interrupted messages: %w", err)
+		return nil, fmt.Errorf("mark interrupted messages: %w", err)
 	}
-	return n, nil
+	return marked, nil
 }
 
 func isConstraint(err error, code sqlite3.ErrNoExtended) bool {

@@ -354,7 +354,7 @@ func TestSaveMessageRejectsBadInputAtomically(t *testing.T) {
 	}
 	moved := good
 	moved.SessionID = "c2"
-	if err := s.SaveMessage(ctx, moved); !errors.Is(err, presenters.ErrInvalidArgument) {
+	if err := s.SaveMessage(ctx, moved); !errors.Is(err, presenters.ErrMessageIDInUse) {
 		t.Fatalf("saving a message under another session: %v", err)
 	}
 }
@@ -543,9 +543,9 @@ func TestCrashMidTurnLeavesIncompleteMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.MarkInterrupted(context.Background())
-	if err != nil || n != 1 {
-		t.Fatalf("MarkInterrupted = %d, %v; want 1", n, err)
+	marked, err := s.MarkInterrupted(context.Background())
+	if err != nil || len(marked) != 1 || marked[0] != (InterruptedMessage{SessionID: "c1", MessageID: "a1"}) {
+		t.Fatalf("MarkInterrupted = %+v, %v; want the assistant reply a1 of c1", marked, err)
 	}
 	msgs, err := s.Messages(context.Background(), "c1", presenters.MessageQuery{})
 	if err != nil {
@@ -570,8 +570,8 @@ func TestCrashMidTurnLeavesIncompleteMessage(t *testing.T) {
 	if tc := a.Blocks[1].Tool; tc.Status != presenters.ToolCancelled || string(tc.Arguments) != `{"command":"make"}` {
 		t.Fatalf("unfinished tool call = %+v, want cancelled", tc)
 	}
-	if n, _ := s.MarkInterrupted(context.Background()); n != 0 {
-		t.Fatalf("second MarkInterrupted changed %d messages", n)
+	if marked, _ := s.MarkInterrupted(context.Background()); len(marked) != 0 {
+		t.Fatalf("second MarkInterrupted changed %+v", marked)
 	}
 }
 

@@ -31,6 +31,10 @@ const (
 	DefaultEventBuffer      = 100_000
 	DefaultEventBufferBytes = events.DefaultMaxBytes
 	DefaultSubscriberQueue  = 4096
+	// The event log's retention: whichever bound is met first drops the oldest events.
+	DefaultEventLogMaxEvents       = 1_000_000
+	DefaultEventLogMaxBytes  int64 = 1 << 30
+	DefaultEventLogMaxAge          = 7 * 24 * time.Hour
 )
 
 // Config is agenticd's configuration: a YAML file (see README.md), then flags.
@@ -66,6 +70,9 @@ type Config struct {
 	// HeartbeatInterval is how long a Subscribe stream may stay silent before a heartbeat
 	// frame keeps idle proxies from closing it (default 15s).
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// EventLog bounds the durable log of events in the database, from which subscribers
+	// resume beyond event_buffer and across restarts.
+	EventLog EventLogConfig `yaml:"event_log"`
 	// LogLevel is debug, info, warn or error (default info); LogFormat is text or json.
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
@@ -80,6 +87,19 @@ type Config struct {
 	File string `yaml:"-"`
 	// agentLines are the lines of the file where the agents: entries start, for messages.
 	agentLines []int
+}
+
+// EventLogConfig is the event log's retention. Unset (or 0) takes the default; a negative
+// value lifts that bound.
+type EventLogConfig struct {
+	MaxEvents int64         `yaml:"max_events"`
+	MaxBytes  int64         `yaml:"max_bytes"`
+	MaxAge    time.Duration `yaml:"max_age"`
+}
+
+// retention is the log's bounds as the hub takes them: 0 for none.
+func (c EventLogConfig) retention() events.LogRetention {
+	return events.LogRetention{MaxEvents: max(c.MaxEvents, 0), MaxBytes: max(c.MaxBytes, 0), MaxAge: max(c.MaxAge, 0)}
 }
 
 // TLSConfig names a certificate and its key (PEM files).
@@ -242,6 +262,15 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = service.DefaultHeartbeatInterval
+	}
+	if c.EventLog.MaxEvents == 0 {
+		c.EventLog.MaxEvents = DefaultEventLogMaxEvents
+	}
+	if c.EventLog.MaxBytes == 0 {
+		c.EventLog.MaxBytes = DefaultEventLogMaxBytes
+	}
+	if c.EventLog.MaxAge == 0 {
+		c.EventLog.MaxAge = DefaultEventLogMaxAge
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"

@@ -12,10 +12,16 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/agenticd/agenticd/events"
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox/confine"
 	"github.com/agenticd/agenticd/service"
@@ -286,8 +292,8 @@ func TestStartMarksInterruptedReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	if n, err := st.MarkInterrupted(ctx); err != nil || n != 0 {
-		t.Errorf("%d replies still in progress after start-up (%v); want none", n, err)
+	if marked, err := st.MarkInterrupted(ctx); err != nil || len(marked) != 0 {
+		t.Errorf("replies still in progress after start-up: %+v (%v); want none", marked, err)
 	}
 }
 
@@ -385,15 +391,17 @@ func TestSandboxOptionsHideTheServersSecrets(t *testing.T) {
 		},
 	}
 	opts := sandboxOptions(cfg)
-	if got := strings.Join(opts.HiddenEnv, " "); got != "OPENAI_API_KEY DEEPSEEK_API_KEY" {
+	// The configured keys, then those of every agent agenticd knows (found on PATH or not).
+	if got := strings.Join(opts.HiddenEnv, " "); !strings.HasPrefix(got, "OPENAI_API_KEY DEEPSEEK_API_KEY ") ||
+		!strings.Contains(got, "ANTHROPIC_API_KEY") || !strings.Contains(got, "GEMINI_API_KEY") || strings.Count(got, "OPENAI_API_KEY") != 1 {
 		t.Errorf("hidden variables %q", got)
 	}
 	if got := strings.Join(opts.Excluded, " "); got != "/data /etc/agenticd.yaml /tls/key.pem" {
 		t.Errorf("excluded paths %q", got)
 	}
 	// deepchat.default configured from the environment reads OPENAI_API_KEY.
-	if got := strings.Join(sandboxOptions(Config{}).HiddenEnv, " "); got != "OPENAI_API_KEY" {
-		t.Errorf("hidden variables without agents: entries %q, want OPENAI_API_KEY", got)
+	if got := strings.Join(sandboxOptions(Config{}).HiddenEnv, " "); !strings.HasPrefix(got, "OPENAI_API_KEY ") || !strings.Contains(got, "CLAUDE_CODE_OAUTH_TOKEN") {
+		t.Errorf("hidden variables without agents: entries %q, want OPENAI_API_KEY and the known agents' keys", got)
 	}
 }
 
@@ -439,5 +447,114 @@ func TestAgentsCloseOnTheirOwnBudgetBeforeTheDatabase(t *testing.T) {
 	}
 	if _, err := st.GetConversation(context.Background(), "s1"); err == nil || !strings.Contains(err.Error(), "database is closed") {
 		t.Errorf("the database is still open after release: reading it gave %v", err)
+	}
+}
+
+// event_log: takes its defaults where unset, and a negative bound lifts it.
+func TestEventLogConfig(t *testing.T) {
+	cfg, err := Load(writeFile(t, "event_log: {max_events: 500, max_bytes: -1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = cfg.WithDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.EventLog.retention(); got != (events.LogRetention{MaxEvents: 500, MaxAge: DefaultEventLogMaxAge}) {
+		t.Errorf("retention = %+v; want 500 events, no bytes bound, the default age", got)
+	}
+	cfg, _ = Config{DataDir: "/d", WorkspaceRoots: []string{"/w"}}.WithDefaults()
+	if got := cfg.EventLog.retention(); got != (events.LogRetention{MaxEvents: 1_000_000, MaxBytes: 1 << 30, MaxAge: 168 * time.Hour}) {
+		t.Errorf("default retention = %+v", got)
+	}
+	if _, err := Load(writeFile(t, "event_log: {max_event: 5}\n")); err == nil || !strings.Contains(err.Error(), "max_events") {
+		t.Errorf("a typo in event_log: %v, want the key suggested", err)
+	}
+}
+
+// The server keeps its events in the database's log, applies the configured retention at
+// start, and resumes a subscriber from the log across a restart; a point retention took
+// is OUT_OF_RANGE with the log's oldest.
+func TestEventLogServesResumeAfterRestart(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What an earlier run logged: 20 events of agent a.
+	var logged []store.LoggedEvent
+	for seq := uint64(1); seq <= 20; seq++ {
+		data, err := proto.Marshal(&pb.AgenticEvent{Sequence: seq, AgentId: "acp.test.agent", Type: pb.AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged = append(logged, store.LoggedEvent{Sequence: seq, AgentID: "acp.test.agent", Type: int(presenters.EventAgentStatusChanged), Time: time.Now(), Data: data})
+	}
+	if err := st.AppendEvents(ctx, logged); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetSequenceFloor(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.EventLog.MaxEvents = 5
+	srv, err := Start(ctx, cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Stop(ctx) }()
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	client := pb.NewAgenticServiceClient(conn)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		info, err := client.GetServerInfo(ctx, &pb.GetServerInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.GetOldestSequence() == 16 && info.GetNewestSequence() >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("held range %d..%d; want it to start at 16, the oldest of the 5 events retention keeps", info.GetOldestSequence(), info.GetNewestSequence())
+		}
+	}
+	streamCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stream, err := client.Subscribe(streamCtx, &pb.SubscribeRequest{Start: &pb.SubscribeRequest_AfterSequence{AfterSequence: 17}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for len(got) < 3 {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		for _, ev := range resp.GetEvents().GetEvents() {
+			got = append(got, ev.GetSequence())
+		}
+	}
+	if got[0] != 18 || got[1] != 19 || got[2] != 20 {
+		t.Errorf("resumed after 17: %v, want 18 19 20 from the log", got)
+	}
+	cancel()
+	expired, err := client.Subscribe(ctx, &pb.SubscribeRequest{Start: &pb.SubscribeRequest_AfterSequence{AfterSequence: 10}})
+	if err == nil {
+		_, err = expired.Recv()
+	}
+	st2, _ := status.FromError(err)
+	var reason string
+	for _, d := range st2.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = info.GetReason() + " oldest " + info.GetMetadata()["oldest_sequence"]
+		}
+	}
+	if st2.Code() != codes.OutOfRange || reason != "RESUME_POINT_EXPIRED oldest 16" || !strings.Contains(st2.Message(), "GetSession") {
+		t.Errorf("resume after a point retention took: %v (%s), want OUT_OF_RANGE RESUME_POINT_EXPIRED with oldest 16 and how to rebuild", err, reason)
 	}
 }

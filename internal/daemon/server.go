@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/service"
 	"github.com/agenticd/agenticd/store"
@@ -40,6 +41,7 @@ type Server struct {
 	cfg        Config
 	logger     *slog.Logger
 	store      *store.Store
+	hub        *service.Hub
 	presenters []presenters.Presenter
 	grpc       *service.GRPCServer
 	addr       string
@@ -126,12 +128,17 @@ func (s *Server) build(ctx context.Context) error {
 	s.store = st
 	// Before any agent serves: whatever reply a crash or a cut shutdown left in progress
 	// (any agent's) is kept as incomplete.
-	n, err := st.MarkInterrupted(ctx)
+	interrupted, err := st.MarkInterrupted(ctx)
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		s.logger.Warn("replies interrupted by the last shutdown are kept as incomplete", "messages", n)
+	if len(interrupted) > 0 {
+		s.logger.Warn("replies interrupted by the last shutdown are kept as incomplete", "messages", len(interrupted))
+	}
+	// Before the hub starts: its log writer applies retention at once, and the rebuild
+	// reads the interrupted replies' events from the log.
+	if err := service.RecoverInterruptedReplies(ctx, st, interrupted, s.logger); err != nil {
+		return err
 	}
 	hub, err := service.NewHub(ctx, service.HubOptions{
 		Capacity:          cfg.EventBuffer,
@@ -139,11 +146,14 @@ func (s *Server) build(ctx context.Context) error {
 		SubscriberQueue:   cfg.SubscriberQueue,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		Store:             st,
+		Log:               st,
+		LogRetention:      cfg.EventLog.retention(),
 		Logger:            s.logger,
 	})
 	if err != nil {
 		return err
 	}
+	s.hub = hub
 	opts := sandboxOptions(cfg)
 	roots, err := sandbox.NewRoots(cfg.WorkspaceRoots, opts)
 	if err != nil {
@@ -183,7 +193,9 @@ func sandboxOptions(cfg Config) sandbox.Options {
 			opts.HiddenEnv = append(opts.HiddenEnv, a.APIKeyEnv)
 		}
 	}
-	for _, n := range defaultDeepChatSecrets(cfg) {
+	// The keys the known agents read are hidden too, configured or found on PATH: each
+	// agent keeps only its own (acp.Config.KeepEnv).
+	for _, n := range append(defaultDeepChatSecrets(cfg), acp.AllKnownKeys()...) {
 		if !slices.Contains(opts.HiddenEnv, n) {
 			opts.HiddenEnv = append(opts.HiddenEnv, n)
 		}
@@ -247,8 +259,12 @@ func (s *Server) release(ctx context.Context) error {
 		}()
 	}
 	// The database only once every Close has returned: closing agents still write (a
-	// cancelled turn's last message).
+	// cancelled turn's last message, and their last events to the event log). The hub's
+	// log writer goes before it (Stop has closed the hub already, unless start-up failed).
 	wg.Wait()
+	if s.hub != nil {
+		s.hub.Close()
+	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close the store: %w", err))

@@ -216,6 +216,20 @@ var knownAgents = []knownAgent{
 
 var claudeKeys = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
 
+// AllKnownKeys is the API-key variables every known agent reads: hidden from the
+// processes of all the others.
+func AllKnownKeys() []string {
+	var out []string
+	for _, k := range knownAgents {
+		for _, key := range k.keys {
+			if !slices.Contains(out, key) {
+				out = append(out, key)
+			}
+		}
+	}
+	return out
+}
+
 // KnownKeys is the API-key variables of the known agent that command runs (by its base
 // name), none for an agent agenticd does not know.
 func KnownKeys(command string) []string {

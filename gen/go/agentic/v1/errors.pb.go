@@ -23,7 +23,7 @@ const (
 
 // Why something failed: one list for both places a client meets a failure.
 //
-//   - Every non-OK status of every RPC carries a google.rpc.ErrorInfo with domain
+//   - Every non-OK status agenticd returns carries a google.rpc.ErrorInfo with domain
 //     "agenticd" and `reason` set to the value's name without the `ERROR_REASON_`
 //     prefix (ERROR_REASON_SESSION_BUSY -> "SESSION_BUSY"). Its metadata holds the
 //     values named below. INVALID_ARGUMENT statuses also carry a google.rpc.BadRequest
@@ -31,7 +31,9 @@ const (
 //   - ErrorReported events and ErrorBlock carry the value itself.
 //
 // Act on the reason, never on the status message: messages are for people and change.
-// New reasons may be added; treat an unknown one by its status code.
+// New reasons may be added; treat an unknown one by its status code. A status the gRPC
+// transport makes before agenticd sees the call (a request over the size limit, an
+// unknown method) carries no ErrorInfo.
 type ErrorReason int32
 
 const (

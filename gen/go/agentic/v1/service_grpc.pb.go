@@ -49,10 +49,14 @@ const (
 //
 // Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
 // client-chosen request_id (a UUID). The server remembers it for
-// ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
-// answer (its response or its error) instead of doing the work again, also while the
-// first call still runs. The same request_id with a different request is
+// ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
+// (its response or its error) instead of doing the work again, also while the first call
+// still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
+// INTERNAL, SESSION_BUSY) and calls whose own client left are not remembered: their
+// repeat does the work. The same request_id with a different request is
 // INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
+// Answers are kept in memory: a restart of the server forgets them, so also choose
+// SendMessage's message_id, which a repeat across a restart cannot take twice.
 type AgenticServiceClient interface {
 	// The server's version, limits, held event range and features.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
@@ -289,10 +293,14 @@ type AgenticService_SubscribeClient = grpc.ServerStreamingClient[SubscribeRespon
 //
 // Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
 // client-chosen request_id (a UUID). The server remembers it for
-// ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
-// answer (its response or its error) instead of doing the work again, also while the
-// first call still runs. The same request_id with a different request is
+// ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
+// (its response or its error) instead of doing the work again, also while the first call
+// still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
+// INTERNAL, SESSION_BUSY) and calls whose own client left are not remembered: their
+// repeat does the work. The same request_id with a different request is
 // INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
+// Answers are kept in memory: a restart of the server forgets them, so also choose
+// SendMessage's message_id, which a repeat across a restart cannot take twice.
 type AgenticServiceServer interface {
 	// The server's version, limits, held event range and features.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)

@@ -323,10 +323,14 @@ export const MessageOrder = /*@__PURE__*/
  *
  * Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
  * client-chosen request_id (a UUID). The server remembers it for
- * ServerInfo.limits.request_id_ttl: a repeat within that time gets the first call's
- * answer (its response or its error) instead of doing the work again, also while the
- * first call still runs. The same request_id with a different request is
+ * ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
+ * (its response or its error) instead of doing the work again, also while the first call
+ * still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
+ * INTERNAL, SESSION_BUSY) and calls whose own client left are not remembered: their
+ * repeat does the work. The same request_id with a different request is
  * INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
+ * Answers are kept in memory: a restart of the server forgets them, so also choose
+ * SendMessage's message_id, which a repeat across a restart cannot take twice.
  *
  * @generated from service agentic.v1.AgenticService
  */

@@ -1,0 +1,79 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/store"
+)
+
+// RecoverInterruptedReplies gives each reply a crash cut short the text its subscribers
+// were sent. Presenters store a reply in progress only now and then (checkpoints), while
+// the event log holds every event a subscriber got, so after a kill the stored text lags
+// the log: each interrupted message's text becomes the assistant text of its logged
+// MESSAGE_DELTA events, joined, when that extends what is stored (store.ExtendMessageText).
+// The messages stay incomplete. Call it at start-up, after store.MarkInterrupted and before
+// any turn runs, with the messages MarkInterrupted returned.
+//
+// A message whose logged text does not begin with the stored text (the log was pruned past
+// its start) keeps its stored text; so does one whose events cannot be read, with a
+// warning: start-up goes on either way. Only a cancelled ctx stops it, returning its error.
+func RecoverInterruptedReplies(ctx context.Context, st *store.Store, interrupted []store.InterruptedMessage, log *slog.Logger) error {
+	var rebuilt, added int
+	for _, m := range interrupted {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		mlog := log.With("session_id", m.SessionID, "message_id", m.MessageID)
+		logged, err := st.MessageEvents(ctx, m.MessageID)
+		if err != nil {
+			mlog.Warn("could not read an interrupted reply's events from the event log; it keeps the text last stored", "err", err)
+			continue
+		}
+		text, ok := loggedReplyText(logged, mlog)
+		if !ok {
+			continue
+		}
+		n, err := st.ExtendMessageText(ctx, m.SessionID, m.MessageID, text)
+		if err != nil {
+			mlog.Warn("could not store an interrupted reply's text from the event log; it keeps the text last stored", "err", err)
+			continue
+		}
+		if n > 0 {
+			rebuilt++
+			added += n
+			mlog.Debug("interrupted reply's text rebuilt from the event log", "bytes_added", n)
+		}
+	}
+	if rebuilt > 0 {
+		log.Info("rebuilt interrupted replies from the event log: they hold what subscribers were sent", "messages", rebuilt, "bytes_added", added)
+	}
+	return nil
+}
+
+// loggedReplyText joins the assistant text of one message's logged MESSAGE_DELTA events,
+// in order (text belongs to a message and a role). Replayed events are history shown
+// again, not part of the reply. ok is false when there is no such text, or when an event
+// does not decode: a text with a hole in it must not be stored.
+func loggedReplyText(logged []store.LoggedEvent, log *slog.Logger) (text string, ok bool) {
+	var b strings.Builder
+	var ev pb.AgenticEvent
+	for _, le := range logged {
+		ev.Reset()
+		if err := proto.Unmarshal(le.Data, &ev); err != nil {
+			log.Warn("an interrupted reply's logged event does not decode; the reply keeps the text last stored",
+				"sequence", le.Sequence, "err", err)
+			return "", false
+		}
+		d := ev.GetMessageDelta()
+		if d == nil || ev.GetReplay() || d.GetRole() != pb.MessageRole_MESSAGE_ROLE_ASSISTANT {
+			continue
+		}
+		b.WriteString(d.GetText())
+	}
+	return b.String(), b.Len() > 0
+}

@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// LoggedEvent is one row of the event log: an event as its subscribers got it (Data, the
+// encoded AgenticEvent) with the columns the log is searched by.
+type LoggedEvent struct {
+	Sequence  uint64
+	SessionID string // empty for an agent's event
+	AgentID   string
+	// Type is the presenters.EventType of the event's payload, whose numbers are those of
+	// AgenticEventType in the proto (1 SESSION_CREATED ... 16 AGENT_STATUS_CHANGED).
+	Type      int
+	MessageID string // the message the event belongs to; empty if none
+	Time      time.Time
+	Data      []byte
+}
+
+// EventFilter chooses logged events; an empty list matches everything, and an event must
+// match every list that is set.
+type EventFilter struct {
+	SessionIDs []string
+	AgentIDs   []string
+	Types      []int
+}
+
+// appendRows is how many rows one INSERT statement of AppendEvents carries: 7 bound
+// values each, well under SQLite's limit on the values of a statement.
+const appendRows = 256
+
+// AppendEvents writes a batch in one transaction (group commit). The sequences must be
+// new: one already logged fails the whole batch.
+func (s *Store) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		var stmt strings.Builder
+		args := make([]any, 0, 7*min(len(batch), appendRows))
+		for rest := batch; len(rest) > 0; {
+			rows := rest[:min(len(rest), appendRows)]
+			rest = rest[len(rows):]
+			stmt.Reset()
+			stmt.WriteString(`INSERT INTO event_log (sequence, session_id, agent_id, type, message_id, time, data) VALUES `)
+			args = args[:0]
+			for i, ev := range rows {
+				if i > 0 {
+					stmt.WriteString(",")
+				}
+				stmt.WriteString("(?,?,?,?,?,?,?)")
+				data := ev.Data
+				if data == nil {
+					data = []byte{} // NOT NULL: an empty event is an empty blob
+				}
+				args = append(args, int64(ev.Sequence), ev.SessionID, ev.AgentID, ev.Type, ev.MessageID, ev.Time.UnixNano(), data)
+			}
+			if err := tx.Exec(stmt.String(), args...).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("append %d events (sequences %d to %d) to the event log: %w", len(batch), batch[0].Sequence, batch[len(batch)-1].Sequence, err)
+	}
+	return nil
+}
+
+const loggedEventColumns = `sequence, session_id, agent_id, type, message_id, time, data`
+
+// ReadEvents returns up to limit logged events with a sequence in (after, until], oldest
+// first, that match the filter. until 0 is no upper bound, nor is a limit of 0 or less.
+func (s *Store) ReadEvents(ctx context.Context, after, until uint64, f EventFilter, limit int) ([]LoggedEvent, error) {
+	var where strings.Builder
+	where.WriteString(`sequence > ?`)
+	args := []any{int64(after)}
+	if until != 0 {
+		where.WriteString(` AND sequence <= ?`)
+		args = append(args, int64(until))
+	}
+	if len(f.SessionIDs) > 0 {
+		where.WriteString(` AND session_id IN ?`)
+		args = append(args, f.SessionIDs)
+	}
+	if len(f.AgentIDs) > 0 {
+		where.WriteString(` AND agent_id IN ?`)
+		args = append(args, f.AgentIDs)
+	}
+	if len(f.Types) > 0 {
+		where.WriteString(` AND type IN ?`)
+		args = append(args, f.Types)
+	}
+	query := `SELECT ` + loggedEventColumns + ` FROM event_log WHERE ` + where.String() + ` ORDER BY sequence`
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	out, err := s.queryEvents(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the event log after sequence %d: %w", after, err)
+	}
+	return out, nil
+}
+
+// MessageEvents returns the logged events of one message, oldest first.
+func (s *Store) MessageEvents(ctx context.Context, messageID string) ([]LoggedEvent, error) {
+	if messageID == "" {
+		return nil, errors.New("read a message's logged events: empty message id")
+	}
+	out, err := s.queryEvents(ctx, `SELECT `+loggedEventColumns+` FROM event_log WHERE message_id = ? ORDER BY sequence`, messageID)
+	if err != nil {
+		return nil, fmt.Errorf("read the logged events of message %s: %w", messageID, err)
+	}
+	return out, nil
+}
+
+func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]LoggedEvent, error) {
+	rows, err := s.db.WithContext(ctx).Raw(query, args...).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []LoggedEvent
+	for rows.Next() {
+		var (
+			ev         LoggedEvent
+			seq, nanos int64
+		)
+		if err := rows.Scan(&seq, &ev.SessionID, &ev.AgentID, &ev.Type, &ev.MessageID, &nanos, &ev.Data); err != nil {
+			return nil, err
+		}
+		ev.Sequence, ev.Time = uint64(seq), time.Unix(0, nanos)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// EventLogRange is the oldest and newest logged sequence (0, 0 when the log is empty).
+func (s *Store) EventLogRange(ctx context.Context) (oldest, newest uint64, err error) {
+	var r struct{ Oldest, Newest int64 }
+	if err := s.db.WithContext(ctx).Raw(`SELECT COALESCE(MIN(sequence), 0) AS oldest, COALESCE(MAX(sequence), 0) AS newest FROM event_log`).Scan(&r).Error; err != nil {
+		return 0, 0, fmt.Errorf("read the event log's range: %w", err)
+	}
+	return uint64(r.Oldest), uint64(r.Newest), nil
+}
+
+// pruneRows is how many rows one transaction of PruneEvents deletes, so that other
+// writers (a turn's checkpoints) wait for no more than a few milliseconds at a time.
+const pruneRows = 5000
+
+// PruneEvents applies retention: it keeps at most maxEvents events and at most maxBytes of
+// their data, and no event older than maxAge (a bound of 0 or less is no bound). It
+// deletes the oldest first, so what remains is always the newest part of the log; by age
+// it stops at the first event young enough (event times rise with their sequences, but
+// for steps of the clock). It returns how many events went.
+func (s *Store) PruneEvents(ctx context.Context, maxEvents int64, maxBytes int64, maxAge time.Duration) (int64, error) {
+	// keepFrom is the oldest sequence every bound lets stay; the reads happen outside the
+	// write lock (WAL readers do not block writers), so they cost the other writers nothing.
+	keepFrom, err := s.pruneCutoff(ctx, maxEvents, maxBytes, maxAge)
+	if err != nil || keepFrom == 0 {
+		return 0, err
+	}
+	var deleted int64
+	for {
+		var n int64
+		err := s.write(ctx, func(tx *gorm.DB) error {
+			res := tx.Exec(`DELETE FROM event_log WHERE sequence IN (SELECT sequence FROM event_log WHERE sequence < ? ORDER BY sequence LIMIT ?)`,
+				int64(keepFrom), pruneRows)
+			n = res.RowsAffected
+			return res.Error
+		})
+		deleted += n
+		if err != nil {
+			return deleted, fmt.Errorf("prune the event log below sequence %d: %w", keepFrom, err)
+		}
+		if n < pruneRows {
+			return deleted, nil
+		}
+	}
+}
+
+// pruneCutoff is the oldest sequence the retention bounds keep (0: nothing to delete).
+func (s *Store) pruneCutoff(ctx context.Context, maxEvents, maxBytes int64, maxAge time.Duration) (uint64, error) {
+	db := s.db.WithContext(ctx)
+	oldest, newest, err := s.EventLogRange(ctx)
+	if err != nil || newest == 0 {
+		return 0, err
+	}
+	var keepFrom int64
+	// raise keeps from the sequence query finds, if later; ok is false when it found none.
+	raise := func(query string, args ...any) (ok bool, err error) {
+		var seq sql.NullInt64
+		if err := db.Raw(query, args...).Row().Scan(&seq); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
+		if seq.Valid {
+			keepFrom = max(keepFrom, seq.Int64)
+		}
+		return seq.Valid, nil
+	}
+	// Sequences are dense but for the blocks a restart leaves unused, so a span no longer
+	// than maxEvents holds no more; only a longer one needs counting.
+	if maxEvents > 0 && newest-oldest+1 > uint64(maxEvents) {
+		if _, err := raise(`SELECT sequence FROM event_log ORDER BY sequence DESC LIMIT 1 OFFSET ?`, maxEvents-1); err != nil {
+			return 0, fmt.Errorf("count the event log: %w", err)
+		}
+	}
+	// The database's pages bound the log's data from above; only a larger file needs the
+	// sum.
+	if maxBytes > 0 {
+		var pages, pageSize int64
+		if err := db.Raw(`PRAGMA page_count`).Row().Scan(&pages); err != nil {
+			return 0, fmt.Errorf("read the database size: %w", err)
+		}
+		if err := db.Raw(`PRAGMA page_size`).Row().Scan(&pageSize); err != nil {
+			return 0, fmt.Errorf("read the database size: %w", err)
+		}
+		if pages*pageSize > maxBytes {
+			// The newest event whose data and that of all newer ones pass maxBytes goes,
+			// with everything older.
+			_, err := raise(`SELECT sequence + 1 FROM (SELECT sequence, SUM(length(data)) OVER (ORDER BY sequence DESC) AS newer FROM event_log)
+				WHERE newer > ? ORDER BY sequence DESC LIMIT 1`, maxBytes)
+			if err != nil {
+				return 0, fmt.Errorf("sum the event log's size: %w", err)
+			}
+		}
+	}
+	if maxAge > 0 {
+		// From the oldest up to the first young enough event: only the rows that go are read.
+		young, err := raise(`SELECT sequence FROM event_log WHERE time >= ? ORDER BY sequence LIMIT 1`, time.Now().Add(-maxAge).UnixNano())
+		if err != nil {
+			return 0, fmt.Errorf("find the event log's events older than %s: %w", maxAge, err)
+		}
+		if !young {
+			keepFrom = int64(newest) + 1
+		}
+	}
+	if keepFrom <= int64(oldest) {
+		return 0, nil
+	}
+	return uint64(keepFrom), nil
+}

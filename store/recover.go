@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// ExtendMessageText makes a stored message's text read text, when text extends it: the
+// message's text blocks, joined in order, must be a prefix of text, and what text has
+// beyond them goes onto the message's last block when that is a text block, or into a
+// new text block after it. Everything else of the message (its other blocks, status,
+// stop reason, usage) stays as stored. It returns how many bytes it added: 0, writing
+// nothing, when the stored text already holds text or does not begin it.
+//
+// It is for a reply a crash cut short (after MarkInterrupted, before any turn runs):
+// presenters checkpoint a reply in progress now and then, so the stored text can lag what
+// was already sent; a message still being written must not be given to it.
+// presenters.ErrNotFound when the session does not hold the message.
+func (s *Store) ExtendMessageText(ctx context.Context, sessionID, messageID, text string) (int, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	// Read under the write lock: no writer can change the message between this read and
+	// the write below.
+	msgs, err := s.Messages(ctx, sessionID, presenters.MessageQuery{MessageID: messageID})
+	if err != nil {
+		return 0, err
+	}
+	if len(msgs) == 0 {
+		return 0, fmt.Errorf("message %s in session %s: %w", messageID, sessionID, presenters.ErrNotFound)
+	}
+	m := msgs[0]
+	var stored strings.Builder
+	for _, b := range m.Blocks {
+		if b.Type == presenters.BlockText {
+			stored.WriteString(b.Text)
+		}
+	}
+	if len(text) <= stored.Len() || !strings.HasPrefix(text, stored.String()) {
+		return 0, nil
+	}
+	missing := text[stored.Len():]
+	if last := len(m.Blocks) - 1; last >= 0 && m.Blocks[last].Type == presenters.BlockText {
+		m.Blocks[last].Text += missing
+	} else {
+		m.Blocks = append(m.Blocks, presenters.Block{Type: presenters.BlockText, Text: missing})
+	}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		_, err := saveMessage(tx, m, nil) // nil: rewrite its blocks whole, as read
+		return err
+	})
+	delete(s.committed, messageID)
+	if err != nil {
+		return 0, fmt.Errorf("extend the text of message %s: %w", messageID, err)
+	}
+	return len(missing), nil
+}
