@@ -43,36 +43,63 @@ func (s *Store) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	err := s.write(ctx, func(tx *gorm.DB) error {
-		var stmt strings.Builder
-		args := make([]any, 0, 7*min(len(batch), appendRows))
-		for rest := batch; len(rest) > 0; {
-			rows := rest[:min(len(rest), appendRows)]
-			rest = rest[len(rows):]
-			stmt.Reset()
-			stmt.WriteString(`INSERT INTO event_log (sequence, session_id, agent_id, type, message_id, time, data) VALUES `)
-			args = args[:0]
-			for i, ev := range rows {
-				if i > 0 {
-					stmt.WriteString(",")
-				}
-				stmt.WriteString("(?,?,?,?,?,?,?)")
-				data := ev.Data
-				if data == nil {
-					data = []byte{} // NOT NULL: an empty event is an empty blob
-				}
-				args = append(args, int64(ev.Sequence), ev.SessionID, ev.AgentID, ev.Type, ev.MessageID, ev.Time.UnixNano(), data)
-			}
-			if err := tx.Exec(stmt.String(), args...).Error; err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.appendEvents(ctx, batch)
 	if err != nil {
 		return fmt.Errorf("append %d events (sequences %d to %d) to the event log: %w", len(batch), batch[0].Sequence, batch[len(batch)-1].Sequence, err)
 	}
 	return nil
+}
+
+// appendEvents inserts the batch in one transaction: full chunks of appendRows through
+// the prepared statement, the rest through one statement of its own.
+func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent) (err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx, err := s.sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	full := tx.StmtContext(ctx, s.appendEventsStmt)
+	args := make([]any, 0, 7*min(len(batch), appendRows))
+	for rest := batch; len(rest) > 0; {
+		rows := rest[:min(len(rest), appendRows)]
+		rest = rest[len(rows):]
+		args = args[:0]
+		for _, ev := range rows {
+			data := ev.Data
+			if data == nil {
+				data = []byte{} // NOT NULL: an empty event is an empty blob
+			}
+			args = append(args, int64(ev.Sequence), ev.SessionID, ev.AgentID, ev.Type, ev.MessageID, ev.Time.UnixNano(), data)
+		}
+		if len(rows) == appendRows {
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, appendEventsSQL(len(rows)), args...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// appendEventsSQL is an INSERT of n events.
+func appendEventsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO event_log (sequence, session_id, agent_id, type, message_id, time, data) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("(?,?,?,?,?,?,?)")
+	}
+	return b.String()
 }
 
 const loggedEventColumns = `sequence, session_id, agent_id, type, message_id, time, data`
