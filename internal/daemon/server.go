@@ -47,6 +47,7 @@ type Server struct {
 	addr       string
 	served     chan struct{} // closed when Serve returns
 	serveErr   error         // Serve's result, readable once served is closed
+	memory     *memoryReturner
 
 	stopOnce sync.Once
 	stopErr  error
@@ -81,6 +82,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		defer close(s.served)
 		s.serveErr = s.grpc.Serve(lis)
 	}()
+	s.memory = startMemoryReturner(memoryCheckInterval, memoryReturnThreshold, logger)
 	ids := make([]string, len(s.presenters))
 	for i, p := range s.presenters {
 		ids[i] = p.AgentID()
@@ -231,6 +233,7 @@ func (s *Server) stop(ctx context.Context) error {
 		s.logger.Warn("RPCs still running at the shutdown deadline were cut off")
 	}
 	<-s.served
+	s.memory.Stop()
 	err := s.release(ctx)
 	if s.serveErr != nil {
 		err = errors.Join(fmt.Errorf("serve: %w", s.serveErr), err)
