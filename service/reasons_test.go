@@ -581,3 +581,28 @@ func TestRequestIDWaitersAndAbandonedCalls(t *testing.T) {
 		t.Fatalf("the repeat of an abandoned call: %v, %v after %d calls; want the work done (m3)", resp, err, sends.Load())
 	}
 }
+
+// A cancel repeated after its first call's client left gets OK for the turn it named
+// when that turn ended cancelled; a turn that ended otherwise is MESSAGE_NOT_RUNNING.
+func TestCancelOfATurnThatEndedCancelled(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sid := e.createSession(t, fakeID).GetSessionId()
+	e.fake.cancelFn = func(_ context.Context, _, messageID string) (string, error) {
+		return "", fmt.Errorf("message %s is not running: %w", messageID, presenters.ErrMessageNotRunning)
+	}
+	e.fake.messagesFn = func(_ context.Context, _ string, q presenters.MessageQuery) ([]presenters.Message, error) {
+		status := map[string]presenters.MessageStatus{"m-cancelled": presenters.MessageCancelled, "m-done": presenters.MessageComplete}[q.MessageID]
+		if status == "" {
+			return nil, nil
+		}
+		return []presenters.Message{{ID: q.MessageID, SessionID: sid, Role: presenters.RoleAssistant, Status: status}}, nil
+	}
+	resp, err := e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: sid, MessageId: "m-cancelled", RequestId: "c-1"})
+	if err != nil || resp.GetMessageId() != "m-cancelled" {
+		t.Errorf("cancel of a turn that ended cancelled: %v, %v", resp, err)
+	}
+	_, err = e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: sid, MessageId: "m-done"})
+	wantReason(t, err, codes.FailedPrecondition, reason("MESSAGE_NOT_RUNNING"), "", "message_id")
+	_, err = e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: sid, MessageId: "m-unknown"})
+	wantReason(t, err, codes.FailedPrecondition, reason("MESSAGE_NOT_RUNNING"), "", "message_id")
+}

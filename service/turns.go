@@ -58,6 +58,11 @@ func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageReques
 		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
 	}
 	cancelled, err := p.CancelMessage(ctx, id, messageID)
+	if errors.Is(err, presenters.ErrMessageNotRunning) && messageID != "" && s.endedCancelled(ctx, id, messageID) {
+		// A repeat of a cancel whose first call's client left before the answer: the
+		// turn it named did end cancelled, which is what the caller asked for.
+		return &pb.CancelMessageResponse{MessageId: messageID}, nil
+	}
 	if errors.Is(err, presenters.ErrMessageNotRunning) {
 		err = withReason(pb.ErrorReason_ERROR_REASON_MESSAGE_NOT_RUNNING, err, "message_id", s.hub.snapshot(id).InFlight)
 	}
@@ -65,6 +70,12 @@ func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageReques
 		return nil, s.fail(ctx, method, sessionNotFound(id, inField("message_id", err)), "session_id", id, "agent_id", p.AgentID())
 	}
 	return &pb.CancelMessageResponse{MessageId: cancelled}, nil
+}
+
+// endedCancelled reports whether a session's stored message ended cancelled.
+func (s *Service) endedCancelled(ctx context.Context, sessionID, messageID string) bool {
+	m, _, err := s.readMessage(ctx, sessionID, messageID)
+	return err == nil && m.Status == presenters.MessageCancelled
 }
 
 func (s *Service) SetModel(ctx context.Context, req *pb.SetModelRequest) (*pb.SetModelResponse, error) {

@@ -1257,9 +1257,10 @@ type CancelMessageRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The turn to cancel. A message that is not running is FAILED_PRECONDITION
-	// (MESSAGE_NOT_RUNNING). Empty cancels whatever runs: the API has no identity per
-	// client (one token is shared by all of them), so "only what this client started" is
-	// what naming the message gives.
+	// (MESSAGE_NOT_RUNNING), unless it ended cancelled: that answers OK, so a cancel
+	// repeated after its answer was lost still succeeds. Empty cancels whatever runs: the
+	// API has no identity per client (one token is shared by all of them), so "only what
+	// this client started" is what naming the message gives.
 	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Makes a retry safe: see the service's comment.
 	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`

@@ -542,9 +542,10 @@ export declare type CancelMessageRequest = Message<"agentic.v1.CancelMessageRequ
 
   /**
    * The turn to cancel. A message that is not running is FAILED_PRECONDITION
-   * (MESSAGE_NOT_RUNNING). Empty cancels whatever runs: the API has no identity per
-   * client (one token is shared by all of them), so "only what this client started" is
-   * what naming the message gives.
+   * (MESSAGE_NOT_RUNNING), unless it ended cancelled: that answers OK, so a cancel
+   * repeated after its answer was lost still succeeds. Empty cancels whatever runs: the
+   * API has no identity per client (one token is shared by all of them), so "only what
+   * this client started" is what naming the message gives.
    *
    * @generated from field: string message_id = 2;
    */
