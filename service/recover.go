@@ -29,7 +29,7 @@ func RecoverInterruptedReplies(ctx context.Context, st *store.Store, interrupted
 			return err
 		}
 		mlog := log.With("session_id", m.SessionID, "message_id", m.MessageID)
-		logged, err := st.MessageEvents(ctx, m.MessageID)
+		logged, err := st.MessageEvents(ctx, m.SessionID, m.MessageID)
 		if err != nil {
 			mlog.Warn("could not read an interrupted reply's events from the event log; it keeps the text last stored", "err", err)
 			continue

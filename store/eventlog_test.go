@@ -113,17 +113,20 @@ func TestMessageEvents(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()
 	mustAppend(t, s, logEvents(1, 7, time.Now()))
-	got, err := s.MessageEvents(ctx, "m1")
+	got, err := s.MessageEvents(ctx, "s1", "m1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if seqs := loggedSequences(got); !slices.Equal(seqs, []uint64{1, 3, 5, 7}) {
 		t.Errorf("events of m1 = %v, want 1 3 5 7", seqs)
 	}
-	if got, err := s.MessageEvents(ctx, "other"); err != nil || len(got) != 0 {
+	if got, err := s.MessageEvents(ctx, "s2", "m1"); err != nil || len(got) != 0 {
+		t.Errorf("events of m1 in another session = %v, %v; want none", got, err)
+	}
+	if got, err := s.MessageEvents(ctx, "s1", "other"); err != nil || len(got) != 0 {
 		t.Errorf("events of an unknown message = %v, %v; want none", got, err)
 	}
-	if _, err := s.MessageEvents(ctx, ""); err == nil {
+	if _, err := s.MessageEvents(ctx, "s1", ""); err == nil {
 		t.Error("events of the empty message id: no error")
 	}
 }

@@ -107,7 +107,6 @@ CREATE TABLE event_log (
 	data       BLOB NOT NULL
 );
 CREATE UNIQUE INDEX event_log_by_session ON event_log(session_id, sequence);
-CREATE INDEX event_log_by_message ON event_log(message_id) WHERE message_id <> '';
 `,
 }
 
