@@ -379,6 +379,9 @@ func (h *Hub[T]) removeLocked(i int) {
 	h.subs = h.subs[:last]
 }
 
+// SubscriberQueue is how many events may wait for one subscriber before it is ended.
+func (h *Hub[T]) SubscriberQueue() int { return h.queueSize }
+
 // LastSequence is the sequence of the newest event issued (the floor when none yet).
 func (h *Hub[T]) LastSequence() uint64 {
 	h.mu.Lock()

@@ -271,17 +271,10 @@ func interpreter(script, path string) string {
 		if strings.HasPrefix(f, "-") || strings.Contains(f, "=") {
 			continue // env's options (-S) and assignments
 		}
-		for _, dir := range filepath.SplitList(path) {
-			if p := filepath.Join(dir, f); isExecutable(p) {
-				return p
-			}
+		if p, err := lookPath(f, path); err == nil {
+			return p
 		}
 		return ""
 	}
 	return ""
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }

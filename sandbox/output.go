@@ -19,6 +19,7 @@ type outputBuffer struct {
 	buf       []byte
 	start     int
 	truncated bool
+	written   uint64 // every byte the command printed, kept or not
 }
 
 func newOutputBuffer(limit int) *outputBuffer {
@@ -28,6 +29,7 @@ func newOutputBuffer(limit int) *outputBuffer {
 func (b *outputBuffer) write(p []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.written += uint64(len(p))
 	cut := false
 	if len(p) > b.limit {
 		p = p[len(p)-b.limit:]
@@ -59,13 +61,17 @@ func (b *outputBuffer) write(p []byte) {
 	}
 }
 
-// snapshot returns the kept output as valid UTF-8 and whether anything was
-// dropped. While the command may still write (final false), a character
+// snapshot returns the kept output as valid UTF-8, whether anything was
+// dropped, and the offset of the output's first byte in all the command
+// printed. While the command may still write (final false), a character
 // whose bytes have not all arrived is held back for the next call; once
-// final, such bytes (and any invalid ones) become U+FFFD.
-func (b *outputBuffer) snapshot(final bool) (string, bool) {
+// final, such bytes (and any invalid ones) become U+FFFD, so offsets are
+// exact for output that is valid UTF-8.
+func (b *outputBuffer) snapshot(final bool) (string, bool, uint64) {
 	b.mu.Lock()
 	data := b.buf[b.start:]
+	written := b.written
+	offset := written - uint64(len(data))
 	if !final {
 		data = data[:len(data)-incompleteSuffix(data)]
 	}
@@ -80,8 +86,11 @@ func (b *outputBuffer) snapshot(final bool) (string, bool) {
 			s = s[size:]
 			truncated = true
 		}
+		if s == "" {
+			offset = written
+		}
 	}
-	return s, truncated
+	return s, truncated, offset
 }
 
 // incompleteSuffix is the length of a trailing UTF-8 sequence whose

@@ -21,7 +21,7 @@ func TestOutputBufferMatchesModel(t *testing.T) {
 				all = append(all, rest[:n]...)
 				rest = rest[n:]
 
-				got, truncated := b.snapshot(true)
+				got, truncated, offset := b.snapshot(true)
 				want := all
 				if len(want) > limit {
 					want = want[len(want)-limit:]
@@ -37,6 +37,10 @@ func TestOutputBufferMatchesModel(t *testing.T) {
 				if got != wantText || truncated != wantTruncated {
 					t.Fatalf("limit %d chunk %d after %d bytes: got %q (truncated %v), want %q", limit, chunk, len(all), got, truncated, want)
 				}
+				// Valid output starts where the bytes it holds were printed.
+				if utf8.Valid(want) && offset != uint64(len(all)-len(want)) {
+					t.Fatalf("limit %d chunk %d after %d bytes: offset %d, want %d", limit, chunk, len(all), offset, len(all)-len(want))
+				}
 			}
 		}
 	}
@@ -45,14 +49,14 @@ func TestOutputBufferMatchesModel(t *testing.T) {
 func TestOutputBufferHoldsBackPartialCharacter(t *testing.T) {
 	b := newOutputBuffer(100)
 	b.write([]byte("x\xf0\x9f")) // first half of 😀
-	if got, _ := b.snapshot(false); got != "x" {
+	if got, _, _ := b.snapshot(false); got != "x" {
 		t.Fatalf("running snapshot %q; the partial character should wait", got)
 	}
-	if got, _ := b.snapshot(true); got != "x\uFFFD" {
+	if got, _, _ := b.snapshot(true); got != "x\uFFFD" {
 		t.Fatalf("final snapshot %q; a character that never completed is replaced", got)
 	}
 	b.write([]byte("\x98\x80"))
-	if got, _ := b.snapshot(false); got != "x😀" {
+	if got, _, _ := b.snapshot(false); got != "x😀" {
 		t.Fatalf("snapshot %q after the rest arrived", got)
 	}
 }
@@ -60,7 +64,7 @@ func TestOutputBufferHoldsBackPartialCharacter(t *testing.T) {
 func TestOutputBufferInvalidBytesStayWithinLimit(t *testing.T) {
 	b := newOutputBuffer(8)
 	b.write([]byte("\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7"))
-	got, truncated := b.snapshot(true)
+	got, truncated, _ := b.snapshot(true)
 	if !utf8.ValidString(got) || len(got) > 8 || !truncated {
 		t.Fatalf("got %q (%d bytes), truncated %v", got, len(got), truncated)
 	}

@@ -47,7 +47,10 @@ type ExitStatus struct {
 type TerminalOutput struct {
 	Output    string // always valid UTF-8
 	Truncated bool   // older output was dropped to respect the byte limit
-	Exit      *ExitStatus
+	// Offset is where Output starts in all the command printed: how many bytes were
+	// dropped before it (exact while the output is valid UTF-8).
+	Offset uint64
+	Exit   *ExitStatus
 }
 
 // Terminal window size. Wide, so that tools which fit their output to the
@@ -151,7 +154,7 @@ func (t *Terminals) Output(id string) (TerminalOutput, error) {
 		st := term.exitStatus()
 		out.Exit = &st
 	}
-	out.Output, out.Truncated = term.out.snapshot(isClosed(term.readerDone))
+	out.Output, out.Truncated, out.Offset = term.out.snapshot(isClosed(term.readerDone))
 	return out, nil
 }
 

@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 
 # protoc and the gRPC Python plugin feed `buf generate` (gen/python); grpcio and
 # protobuf run the Python client. Debian's versions are the ones gen/python is made
-# with: code from a newer protoc would not load on this runtime.
-apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf)
+# with: code from a newer protoc would not load on this runtime. procps gives the
+# confinement tests ps, to look for processes a session left behind.
+apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf procps)
 
 missing=()
 for pkg in "${apt_packages[@]}"; do

@@ -268,8 +268,6 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 	case errors.As(err, &outOfRange):
 		return pb.ErrorReason_ERROR_REASON_RESUME_POINT_EXPIRED, map[string]string{
 			"oldest_sequence": fmt.Sprint(outOfRange.Oldest), "newest_sequence": fmt.Sprint(outOfRange.Newest)}, true
-	case errors.Is(err, events.ErrOutOfRange):
-		return pb.ErrorReason_ERROR_REASON_RESUME_POINT_EXPIRED, nil, true
 	case errors.Is(err, context.Canceled), errors.Is(err, presenters.ErrCancelled):
 		return pb.ErrorReason_ERROR_REASON_CANCELLED, nil, true
 	case errors.Is(err, context.DeadlineExceeded):

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +92,6 @@ type Hub struct {
 	events    *events.Hub[*encodedEvent]
 	proj      *projection
 	heartbeat time.Duration
-	queue     int
 }
 
 var _ presenters.Publisher = (*Hub)(nil)
@@ -133,7 +131,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	if heartbeat <= 0 {
 		heartbeat = DefaultHeartbeatInterval
 	}
-	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, queue: cmp.Or(opts.SubscriberQueue, events.DefaultSubscriberQueue)}, nil
+	return &Hub{events: hub, proj: proj, heartbeat: heartbeat}, nil
 }
 
 // Publish numbers the event and hands it to the projection and the subscribers
@@ -153,7 +151,7 @@ func (h *Hub) HeldRange() (oldest, newest uint64) { return h.events.HeldRange() 
 func (h *Hub) HeartbeatInterval() time.Duration { return h.heartbeat }
 
 // SubscriberQueue is how many events may wait for one subscriber before its stream ends.
-func (h *Hub) SubscriberQueue() int { return h.queue }
+func (h *Hub) SubscriberQueue() int { return h.events.SubscriberQueue() }
 
 // Close ends every subscription (their streams report that the server is shutting down),
 // refuses new ones and appends what waits to the event log; publishing still works (each
@@ -173,10 +171,13 @@ func (h *Hub) subscribe(f events.Filter, start events.Start) (*events.Subscripti
 	case errors.As(err, &outOfRange) && outOfRange.After > outOfRange.Newest:
 		return nil, fmt.Errorf("after_sequence: %w; resume from a sequence you received, or leave start unset for live events", err)
 	case errors.As(err, &outOfRange):
-		return nil, fmt.Errorf("after_sequence: %w; rebuild from GetSession and ListMessages, then subscribe with after_sequence set to the session's last_sequence", err)
+		return nil, fmt.Errorf("after_sequence: %w; %s", err, rebuildHint)
 	}
 	return nil, err
 }
+
+// rebuildHint is what a client whose resume point is no longer held does instead.
+const rebuildHint = "rebuild from GetSession and ListMessages, then subscribe with after_sequence set to the session's last_sequence"
 
 // sessionSnapshot is what the hub knows of one session at one point of the stream.
 type sessionSnapshot struct {

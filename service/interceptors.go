@@ -68,13 +68,7 @@ func detailedErr(err error) error {
 // refuse converts an error of an interceptor for the client, logging it like a
 // handler's (Service.fail).
 func (ic interceptors) refuse(ctx context.Context, method string, err error) error {
-	st, correlationID := toStatus(err)
-	if correlationID != "" {
-		ic.logger.ErrorContext(ctx, "request failed", "method", method, "correlation_id", correlationID, "err", err)
-	} else {
-		ic.logger.DebugContext(ctx, "request refused", "method", method, "code", st.Code().String(), "err", err)
-	}
-	return st.Err()
+	return failWith(ctx, ic.logger, method, err)
 }
 
 // recoverUnary turns a panic in a handler (or a later interceptor) into INTERNAL, so that

@@ -60,11 +60,17 @@ func New(opts Options) *Service {
 
 // fail converts an error for the client, logging unexpected ones in full.
 func (s *Service) fail(ctx context.Context, method string, err error, attrs ...any) error {
+	return failWith(ctx, s.logger, method, err, attrs...)
+}
+
+// failWith is the status of err for the client; the real error of an unexpected one is
+// logged in full under its correlation id, a refusal at debug level.
+func failWith(ctx context.Context, logger *slog.Logger, method string, err error, attrs ...any) error {
 	st, correlationID := toStatus(err)
 	if correlationID != "" {
-		s.logger.ErrorContext(ctx, "request failed", append([]any{"method", method, "correlation_id", correlationID, "err", err}, attrs...)...)
+		logger.ErrorContext(ctx, "request failed", append([]any{"method", method, "correlation_id", correlationID, "err", err}, attrs...)...)
 	} else {
-		s.logger.DebugContext(ctx, "request refused", append([]any{"method", method, "code", st.Code().String(), "err", err}, attrs...)...)
+		logger.DebugContext(ctx, "request refused", append([]any{"method", method, "code", st.Code().String(), "err", err}, attrs...)...)
 	}
 	return st.Err()
 }

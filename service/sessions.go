@@ -122,7 +122,8 @@ func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest)
 	default:
 		return nil, s.fail(ctx, method, invalidField("view", "view %d is not a SessionView: use SESSION_VIEW_BASIC or SESSION_VIEW_FULL", req.GetView()))
 	}
-	cursor, err := decodeSessionPageToken(req.GetPageToken(), filter.fingerprint())
+	fingerprint := filter.fingerprint()
+	cursor, err := decodeSessionPageToken(req.GetPageToken(), fingerprint)
 	if err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
@@ -152,7 +153,7 @@ func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest)
 		total += n
 	}
 	if next != nil {
-		resp.NextPageToken = encodeSessionPageToken(*next, filter.fingerprint())
+		resp.NextPageToken = encodeSessionPageToken(*next, fingerprint)
 	}
 	return resp, nil
 }

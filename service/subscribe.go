@@ -190,7 +190,7 @@ func endError(err error) error {
 		return &shutdownError{Last: closed.Last}
 	case errors.As(err, &outOfRange):
 		// The event log's retention overtook a long replay.
-		return fmt.Errorf("%w; rebuild from GetSession and ListMessages, then subscribe with after_sequence set to the session's last_sequence", err)
+		return fmt.Errorf("%w; %s", err, rebuildHint)
 	}
 	return err
 }

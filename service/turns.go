@@ -27,7 +27,7 @@ func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (
 	}
 	p, err := s.owner(ctx, id)
 	if err != nil {
-		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
+		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
 	res, err := p.SendMessage(ctx, id, content, opts)
 	if errors.Is(err, presenters.ErrSessionBusy) {
@@ -55,7 +55,7 @@ func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageReques
 	}
 	p, err := s.owner(ctx, id)
 	if err != nil {
-		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
+		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
 	cancelled, err := p.CancelMessage(ctx, id, messageID)
 	if errors.Is(err, presenters.ErrMessageNotRunning) && messageID != "" && s.endedCancelled(ctx, id, messageID) {
@@ -130,7 +130,7 @@ func (s *Service) choose(ctx context.Context, method, sessionID string, c choice
 	}
 	p, err := s.owner(ctx, sessionID)
 	if err != nil {
-		return nil, s.fail(ctx, method, sessionNotFound(sessionID, err), "session_id", sessionID)
+		return nil, s.fail(ctx, method, err, "session_id", sessionID)
 	}
 	current, err := p.GetSession(ctx, sessionID)
 	if err != nil {
@@ -196,7 +196,7 @@ func (s *Service) RespondPermission(ctx context.Context, req *pb.RespondPermissi
 	}
 	p, err := s.owner(ctx, id)
 	if err != nil {
-		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
+		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
 	attrs := []any{"session_id", id, "agent_id", p.AgentID()}
 	// Decided already: the same answer gets the decision again, another one is refused.

@@ -686,29 +686,6 @@ func (s *Store) CountMessages(ctx context.Context, sessionID string) (int64, err
 	return n, nil
 }
 
-// MessageCounts returns how many messages each conversation of one agent (all agents
-// when agentID is empty) holds; conversations without messages are absent.
-func (s *Store) MessageCounts(ctx context.Context, agentID string) (map[string]int64, error) {
-	var rows []messageCount
-	q := s.db.WithContext(ctx)
-	var err error
-	if agentID == "" {
-		err = q.Raw(`SELECT conversation_id, COUNT(*) AS n FROM messages GROUP BY conversation_id`).Scan(&rows).Error
-	} else {
-		err = q.Raw(`SELECT m.conversation_id, COUNT(*) AS n FROM messages AS m
-			JOIN conversations AS c ON c.id = m.conversation_id
-			WHERE c.agent_id = ? GROUP BY m.conversation_id`, agentID).Scan(&rows).Error
-	}
-	if err != nil {
-		return nil, fmt.Errorf("count messages: %w", err)
-	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.ConversationID] = r.N
-	}
-	return out, nil
-}
-
 // InterruptedMessage is a message MarkInterrupted found still in progress.
 type InterruptedMessage struct {
 	SessionID string

@@ -189,7 +189,9 @@ func (n *normalizer) merge(call *presenters.ToolCall, u sdk.ToolCallUpdate) {
 		call.ToolName = string(call.Kind)
 	}
 	if call.Kind == presenters.ToolExecute && n.classifier != nil {
-		if cmd := commandOf(call.Arguments); cmd != "" {
+		// Updates repeat the arguments; classifying reads the file system for the paths
+		// a command names, so it runs again only when the command changed.
+		if cmd := commandOf(call.Arguments); cmd != "" && (call.CommandInfo == nil || call.CommandInfo.Command != cmd) {
 			info := n.classifier.Classify(cmd, n.workspace)
 			call.CommandInfo = &info
 		}

@@ -6,16 +6,23 @@ import (
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
 )
 
 // TOOL_RUNNING carries only the terminal output that is new since the tool call's
 // previous event, at its offset: TOOL_START's output followed by every TOOL_RUNNING's
 // is TOOL_END's. Once the byte limit cuts the output from the beginning, offsets still
 // count everything the terminal printed, and merging by them ends with what TOOL_END
-// holds.
+// holds, also when the output repeats itself (the offsets are counted, not guessed).
 func TestTerminalOutputDeltasCarryOffsets(t *testing.T) {
-	for _, limit := range []int{1 << 20, 64} {
-		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+	distinct := func(i int) string { return fmt.Sprintf("line %d\n", i) }
+	repeated := func(int) string { return "same\n" }
+	for _, c := range []struct {
+		limit int
+		line  func(int) string
+	}{{1 << 20, distinct}, {64, distinct}, {64, repeated}} {
+		limit, line := c.limit, c.line
+		t.Run(fmt.Sprintf("limit %d %q", limit, line(1)), func(t *testing.T) {
 			n := newTestNormalizer(t)
 			terms := newSessionTerminals(nil)
 			printed := ""
@@ -24,15 +31,15 @@ func TestTerminalOutputDeltasCarryOffsets(t *testing.T) {
 				if len(held) > limit {
 					held, cut = held[len(held)-limit:], true
 				}
-				return terms.terminalState(id, held, cut, nil)
+				return terms.terminalState(id, sandbox.TerminalOutput{Output: held, Truncated: cut, Offset: uint64(len(printed) - len(held))})
 			})
 			var events []presenters.Payload
 			emit := func(p presenters.Payload) { events = append(events, p) }
 			n.startTurn("u", "a")
-			printed = "line 0\n"
+			printed = line(0)
 			n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"run","kind":"execute","status":"in_progress","content":[{"type":"terminal","terminalId":"t1"}]}`), emit)
 			for i := 1; i < 30; i++ {
-				printed += fmt.Sprintf("line %d\n", i)
+				printed += line(i)
 				refreshShownTerminals(n, emit)
 			}
 			printed += "done\n"
@@ -50,7 +57,7 @@ func TestTerminalOutputDeltasCarryOffsets(t *testing.T) {
 					tb = p.Tool.Content[0].Terminal
 				case presenters.ToolRunningPayload:
 					tb = p.Tool.Content[0].Terminal
-					want := fmt.Sprintf("line %d\n", i)
+					want := line(i)
 					if i == 30 {
 						want = "done\n"
 					}
@@ -89,24 +96,5 @@ func TestTerminalOutputDeltasCarryOffsets(t *testing.T) {
 				t.Fatalf("merged output %q from %d; want it to end where the printing did, with what TOOL_END holds", all, mergedFrom)
 			}
 		})
-	}
-}
-
-func TestOverlap(t *testing.T) {
-	for _, tc := range []struct {
-		prev, next string
-		want       int
-	}{
-		{"", "abc", 0},
-		{"abc", "", 0},
-		{"abcdef", "defgh", 3},
-		{"abcdef", "xyz", 0},
-		{"aaaa", "aaaaaa", 4},
-		{"abab", "abab", 4},
-		{"xabcab", "abcabz", 5},
-	} {
-		if got := overlap(tc.prev, tc.next); got != tc.want {
-			t.Errorf("overlap(%q, %q) = %d, want %d", tc.prev, tc.next, got, tc.want)
-		}
 	}
 }

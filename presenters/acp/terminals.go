@@ -31,28 +31,18 @@ type sessionTerminals struct {
 	live     *sandbox.Terminals                  // nil while the session is not live
 	commands map[string]string                   // terminal id -> command line
 	final    map[string]presenters.TerminalBlock // last state of released terminals
-	held     map[string]*heldOutput              // the last read of each terminal
-}
-
-// heldOutput is the output a terminal held at its last read, and where it starts.
-type heldOutput struct {
-	offset uint64 // of output's first byte in all the terminal printed
-	output string
-	reads  uint64 // how many reads were applied; a read older than the last one is not
+	// applied counts the reads of each terminal's output applied so far: a read older
+	// than the last applied one is not.
+	applied map[string]uint64
 }
 
 func newSessionTerminals(live *sandbox.Terminals) sessionTerminals {
 	return sessionTerminals{live: live, commands: map[string]string{}, final: map[string]presenters.TerminalBlock{},
-		held: map[string]*heldOutput{}}
+		applied: map[string]uint64{}}
 }
 
 // reads is how many reads of a terminal were applied so far.
-func (t *sessionTerminals) reads(id string) uint64 {
-	if h := t.held[id]; h != nil {
-		return h.reads
-	}
-	return 0
-}
+func (t *sessionTerminals) reads(id string) uint64 { return t.applied[id] }
 
 // terminalBlock is a terminal's current state for tool content.
 func (t *sessionTerminals) terminalBlock(id string) (presenters.TerminalBlock, bool) {
@@ -66,20 +56,14 @@ func (t *sessionTerminals) terminalBlock(id string) (presenters.TerminalBlock, b
 	if err != nil {
 		return presenters.TerminalBlock{}, false
 	}
-	return t.terminalState(id, out.Output, out.Truncated, out.Exit)
+	return t.terminalState(id, out)
 }
 
 // terminalState builds a terminal's block from a read of its output, the newest one.
-func (t *sessionTerminals) terminalState(id, output string, truncated bool, exit *sandbox.ExitStatus) (presenters.TerminalBlock, bool) {
-	h := t.held[id]
-	if h == nil {
-		h = &heldOutput{}
-		t.held[id] = h
-	}
-	h.offset, h.output = heldOffset(*h, output, truncated), output
-	h.reads++
-	b := presenters.TerminalBlock{TerminalID: id, Command: t.commands[id], Output: output, Truncated: truncated, OutputOffset: h.offset}
-	if exit != nil {
+func (t *sessionTerminals) terminalState(id string, out sandbox.TerminalOutput) (presenters.TerminalBlock, bool) {
+	t.applied[id]++
+	b := presenters.TerminalBlock{TerminalID: id, Command: t.commands[id], Output: out.Output, Truncated: out.Truncated, OutputOffset: out.Offset}
+	if exit := out.Exit; exit != nil {
 		b.ExitCode, b.Signal = exit.Code, exit.Signal
 	}
 	return b, true
@@ -176,7 +160,7 @@ func (s *session) pollTerminals() bool {
 		if s.terminals.reads(r.id) != reads[r.id] {
 			continue // read again meanwhile, under the lock: this read is older
 		}
-		states[r.id], _ = s.terminals.terminalState(r.id, r.out.Output, r.out.Truncated, r.out.Exit)
+		states[r.id], _ = s.terminals.terminalState(r.id, r.out)
 	}
 	if !s.norm.applyTerminals(states, s.emitPayload) {
 		s.following = false
@@ -259,47 +243,4 @@ func (st *toolState) liveView(running bool) presenters.ToolCall {
 		call.Content[i] = presenters.ToolContent{Terminal: &tb}
 	}
 	return call
-}
-
-// heldOffset is where output, read from a terminal after prev, starts in all the
-// terminal printed. Output that was never cut starts at 0. The sandbox keeps a
-// terminal's newest bytes and says only whether older ones were dropped, not how many,
-// so a cut output is aligned with the previous read: what both hold is the previous
-// output's longest suffix that begins the new one (none: the new output follows it).
-// Offsets so found are consistent from event to event, which is what merging needs.
-func heldOffset(prev heldOutput, output string, truncated bool) uint64 {
-	if !truncated {
-		return 0
-	}
-	return prev.offset + uint64(len(prev.output)-overlap(prev.output, output))
-}
-
-// overlap is the length of the longest suffix of prev that is a prefix of next
-// (Knuth-Morris-Pratt, linear in their lengths).
-func overlap(prev, next string) int {
-	pat := next[:min(len(next), len(prev))]
-	if pat == "" {
-		return 0
-	}
-	fail := make([]int32, len(pat))
-	for i, k := 1, int32(0); i < len(pat); i++ {
-		for k > 0 && pat[i] != pat[k] {
-			k = fail[k-1]
-		}
-		if pat[i] == pat[k] {
-			k++
-		}
-		fail[i] = k
-	}
-	// A suffix of prev no longer than pat starts in prev's last len(pat) bytes.
-	k := int32(0)
-	for i := len(prev) - len(pat); i < len(prev); i++ {
-		for k > 0 && (int(k) == len(pat) || prev[i] != pat[k]) {
-			k = fail[k-1]
-		}
-		if prev[i] == pat[k] {
-			k++
-		}
-	}
-	return int(k)
 }

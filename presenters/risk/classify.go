@@ -100,11 +100,6 @@ func (k *Classifier) ClassifyIn(command, workspace, cwd string) presenters.Comma
 	return info
 }
 
-// Classify is Classify of a Classifier that protects no paths.
-func Classify(command, workspace string) presenters.CommandInfo {
-	return (*Classifier)(nil).Classify(command, workspace)
-}
-
 type finding struct {
 	level      presenters.RiskLevel
 	reason     string

@@ -40,7 +40,7 @@ func checkPathCases(t *testing.T, classify func(string) presenters.CommandInfo, 
 
 func TestReadsOutsideTheWorkspace(t *testing.T) {
 	t.Setenv("HOME", "/home/u")
-	checkPathCases(t, func(cmd string) presenters.CommandInfo { return Classify(cmd, testWorkspace) }, []pathCase{
+	checkPathCases(t, func(cmd string) presenters.CommandInfo { return classify(cmd, testWorkspace) }, []pathCase{
 		{"cat /etc/passwd", medium, "reads /etc/passwd, outside the workspace", "cat /etc/passwd"},
 		{"cat ../../x", medium, "reads ../../x (/home/x), outside the workspace", "cat /home/x"},
 		{"cat ../README.md", medium, "/home/u/README.md", ""},
@@ -108,7 +108,7 @@ func TestReadsOutsideTheWorkspace(t *testing.T) {
 
 func TestCredentialStoresAreHigh(t *testing.T) {
 	t.Setenv("HOME", "/home/u")
-	checkPathCases(t, func(cmd string) presenters.CommandInfo { return Classify(cmd, testWorkspace) }, []pathCase{
+	checkPathCases(t, func(cmd string) presenters.CommandInfo { return classify(cmd, testWorkspace) }, []pathCase{
 		{"cat ~/.ssh/id_rsa", high, "reads ~/.ssh/id_rsa, which holds SSH keys", "cat /home/u/.ssh/id_rsa"},
 		{"cat $HOME/.aws/credentials", high, "reads $HOME/.aws/credentials, which holds AWS credentials", ""},
 		{"cat ${HOME}/.kube/config", high, "Kubernetes", ""},
@@ -152,7 +152,7 @@ func TestCredentialStoresAreHigh(t *testing.T) {
 
 func TestCredentialsInsideAHomeWorkspace(t *testing.T) {
 	t.Setenv("HOME", "/home/u")
-	checkPathCases(t, func(cmd string) presenters.CommandInfo { return Classify(cmd, "/home/u") }, []pathCase{
+	checkPathCases(t, func(cmd string) presenters.CommandInfo { return classify(cmd, "/home/u") }, []pathCase{
 		{"cat ~/.ssh/id_rsa", high, "SSH keys", ""},
 		{"cat .aws/credentials", high, "AWS", ""},
 		{"echo key >> ~/.ssh/authorized_keys", high, "writes ~/.ssh/authorized_keys, which holds SSH keys", ""},
