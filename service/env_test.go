@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,6 +63,9 @@ type envOptions struct {
 	batching bool
 	// logs, when set, receives the server's log lines as well as the test log.
 	logs io.Writer
+	// page and allowedOrigins configure the HTTP gateway (GRPCOptions).
+	page           http.Handler
+	allowedOrigins []string
 }
 
 func newEnv(t testing.TB, opts envOptions) *testEnv {
@@ -107,7 +111,8 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	if _, bench := t.(*testing.B); bench {
 		logger = discard
 	}
-	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: logger}), GRPCOptions{Token: opts.token, Logger: logger})
+	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: logger}), GRPCOptions{Token: opts.token, Logger: logger,
+		Page: opts.page, AllowedOrigins: opts.allowedOrigins})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,40 +2,59 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/connsplit"
 )
 
 // GRPCOptions configures NewGRPCServer.
 type GRPCOptions struct {
 	// Token, when set, is required as `authorization: Bearer <token>` on every RPC but
-	// health.
+	// health, in every protocol.
 	Token string
 	// TLSCertFile and TLSKeyFile (PEM), when set, serve over TLS.
 	TLSCertFile, TLSKeyFile string
-	Logger                  *slog.Logger
+	// Page answers the HTTP requests that are not RPCs (the web page); nil answers 404.
+	Page http.Handler
+	// AllowedOrigins are the web origins (https://host:port) whose pages may call the API
+	// from a browser besides the server's own.
+	AllowedOrigins []string
+	Logger         *slog.Logger
 }
 
-// GRPCServer serves a Service over gRPC, with grpc.health.v1.Health and server
-// reflection, so that the rest of agenticd needs no gRPC types.
+// GRPCServer serves a Service on one listener in three protocols: native gRPC, gRPC-Web
+// and Connect (through an HTTP gateway to the same gRPC server), with
+// grpc.health.v1.Health, server reflection and the web page, so that the rest of
+// agenticd needs no gRPC or HTTP types.
 type GRPCServer struct {
 	grpc   *grpc.Server
+	http   *http.Server
+	tls    *tls.Config // nil: plain TCP
 	health *health.Server
 	hub    *Hub
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	split   *connsplit.Splitter // set by Serve
+	stopped bool
 }
 
 // NewGRPCServer registers svc, health and reflection on a gRPC server with the shared
-// event codec and the interceptors (bearer token, access log).
+// event codec and the interceptors (bearer token, access log), and puts the HTTP gateway
+// in front of it.
 func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -43,28 +62,81 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	}
 	// WaitForHandlers: once Stop returns no handler runs, so what they use may be closed.
 	serverOpts := append(serverOptions(opts.Token, logger), grpc.WaitForHandlers(true))
+	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger}
 	if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
-		creds, err := credentials.NewServerTLSFromFile(opts.TLSCertFile, opts.TLSKeyFile)
+		cert, err := tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("tls: %w", err)
 		}
-		serverOpts = append(serverOpts, grpc.Creds(creds))
+		// TLS ends before the protocols split, so every protocol shares it: h2 for
+		// gRPC and HTTP/2 clients, http/1.1 for the rest.
+		g.tls = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 	}
-	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub}
 	pb.RegisterAgenticServiceServer(g.grpc, svc)
 	healthpb.RegisterHealthServer(g.grpc, g.health)
 	reflection.Register(g.grpc)
+	gateway, err := httpGateway(g.grpc, opts.Page, opts.Token, opts.AllowedOrigins, logger)
+	if err != nil {
+		return nil, err
+	}
+	g.http = &http.Server{
+		Handler:           gateway,
+		Protocols:         httpProtocols(),
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
 	return g, nil
+}
+
+// The HTTP side's timeouts: a client has this long to send its request's headers, and an
+// idle keep-alive connection is closed after the other. Streams have no write timeout.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
+
+// httpProtocols are HTTP/1.1 and HTTP/2 in clear text (h2c, with prior knowledge): the
+// splitter has ended TLS already, when there is TLS.
+func httpProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // Serve turns health SERVING and serves lis until Stop; it returns nil once stopped.
 func (g *GRPCServer) Serve(lis net.Listener) error {
+	if g.tls != nil {
+		lis = tls.NewListener(lis, g.tls)
+	}
+	split := connsplit.New(lis, connsplit.Options{Logger: g.logger})
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		return lis.Close()
+	}
+	g.split = split
+	g.mu.Unlock()
 	g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	g.health.SetServingStatus(pb.AgenticService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	if err := g.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
+	grpcErr, httpErr := make(chan error, 1), make(chan error, 1)
+	go func() { grpcErr <- g.grpc.Serve(split.GRPC()) }()
+	go func() { httpErr <- g.http.Serve(split.HTTP()) }()
+	runErr := split.Run()
+	if runErr != nil {
+		// The listener failed: the servers have nothing more to serve.
+		g.grpc.Stop()
+		g.http.Close()
 	}
-	return nil
+	errs := []error{runErr}
+	if err := <-grpcErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
+		errs = append(errs, err)
+	}
+	if err := <-httpErr; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Stop stops serving: health turns NOT_SERVING, every event stream ends telling its client
@@ -72,8 +144,18 @@ func (g *GRPCServer) Serve(lis net.Listener) error {
 // they are cut off. It reports whether they all finished in time. Once it returns, no
 // handler runs any more.
 func (g *GRPCServer) Stop(ctx context.Context) (graceful bool) {
+	g.mu.Lock()
+	g.stopped = true
+	split := g.split
+	g.mu.Unlock()
 	g.health.Shutdown()
 	g.hub.Close()
+	// The HTTP side first: its requests run as gRPC handlers, which a graceful stop of the
+	// gRPC server would cut off rather than wait for.
+	graceful = g.http.Shutdown(ctx) == nil
+	if !graceful {
+		g.http.Close()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -81,10 +163,13 @@ func (g *GRPCServer) Stop(ctx context.Context) (graceful bool) {
 	}()
 	select {
 	case <-done:
-		return true
 	case <-ctx.Done():
 		g.grpc.Stop()
 		<-done
-		return false
+		graceful = false
 	}
+	if split != nil {
+		split.Close()
+	}
+	return graceful
 }

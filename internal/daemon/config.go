@@ -49,6 +49,10 @@ type Config struct {
 	Token string `yaml:"token"`
 	// TLS serves over TLS when both files are set.
 	TLS TLSConfig `yaml:"tls"`
+	// AllowedOrigins are the web origins (scheme://host[:port]) whose pages may call the
+	// API from a browser. The page agenticd serves itself always may; by default no
+	// other may.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 	// WorkspaceRoots are the directories below which sessions may work. Default: the
 	// user's home directory. Whatever the roots, sessions never reach agenticd's own
 	// files: the data dir, the config file and the TLS key.
@@ -344,6 +348,11 @@ func (c Config) Validate() error {
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls needs both cert_file and key_file")
+	}
+	for _, o := range c.AllowedOrigins {
+		if err := service.CheckOrigin(o); err != nil {
+			return fmt.Errorf("allowed_origins: %w", err)
+		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

@@ -174,6 +174,7 @@ func TestValidate(t *testing.T) {
 		"localhost":           func(c *Config) { c.Listen = "localhost:0" },
 		"anywhere with token": func(c *Config) { c.Listen = "0.0.0.0:50051"; c.Token = "t-0123456789abcdef" },
 		"tls":                 func(c *Config) { c.TLS = TLSConfig{CertFile: "c", KeyFile: "k"} },
+		"allowed origins":     func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:5173"} },
 	}
 	for name, change := range ok {
 		c := base()
@@ -191,6 +192,8 @@ func TestValidate(t *testing.T) {
 		"tls is no token":           {func(c *Config) { c.Listen = "10.0.0.1:1"; c.TLS = TLSConfig{CertFile: "c", KeyFile: "k"} }, "without a token"},
 		"not host:port":             {func(c *Config) { c.Listen = "50051" }, "host:port"},
 		"half tls":                  {func(c *Config) { c.TLS.CertFile = "c" }, "key_file"},
+		"any origin":                {func(c *Config) { c.AllowedOrigins = []string{"*"} }, "allowed_origins"},
+		"origin with a path":        {func(c *Config) { c.AllowedOrigins = []string{"https://a.example/app"} }, "scheme, a host and an optional port"},
 		"log level":                 {func(c *Config) { c.LogLevel = "loud" }, "log_level"},
 		"log format":                {func(c *Config) { c.LogFormat = "xml" }, "log_format"},
 		"agent type":                {func(c *Config) { c.Agents = []AgentConfig{{ID: "x.y", Type: "x"}} }, "unknown type"},

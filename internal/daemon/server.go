@@ -178,7 +178,8 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.grpc, err = service.NewGRPCServer(
 		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: s.logger}),
-		service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile, Logger: s.logger},
+		service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
+			AllowedOrigins: cfg.AllowedOrigins, Logger: s.logger},
 	)
 	return err
 }

@@ -9,10 +9,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +47,23 @@ func TestServesTLS(t *testing.T) {
 	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health over TLS: %v, %v", resp, err)
+	}
+	// Connect over https on the same port, in both protocols a browser may negotiate.
+	for _, h2 := range []bool{false, true} {
+		var protocols http.Protocols
+		protocols.SetHTTP1(!h2)
+		protocols.SetHTTP2(h2)
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, Protocols: &protocols}
+		resp, err := (&http.Client{Transport: tr}).Post("https://"+srv.Addr()+"/agentic.v1.AgenticService/GetServerInfo", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("Connect over https (h2 %v): %v", h2, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"version"`) || (resp.ProtoMajor == 2) != h2 {
+			t.Errorf("Connect over https (h2 %v): %s %s %q", h2, resp.Proto, resp.Status, body)
+		}
 	}
 }
 

@@ -1,0 +1,162 @@
+package service
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"connectrpc.com/vanguard"
+	"connectrpc.com/vanguard/vanguardgrpc"
+	"github.com/rs/cors"
+	"google.golang.org/grpc"
+)
+
+// maxTranscodedMessageBytes bounds one message the gateway holds to translate between
+// Connect or gRPC-Web and gRPC (a request, or a response such as a page of messages).
+const maxTranscodedMessageBytes = 64 << 20
+
+// corsMaxAge is how long a browser may cache a preflight's answer.
+const corsMaxAge = 2 * time.Hour
+
+// Headers Connect and gRPC-Web clients send and read across origins.
+var (
+	corsAllowedHeaders = []string{
+		"Authorization", "Content-Type", "Content-Encoding", "Accept-Encoding",
+		"Connect-Protocol-Version", "Connect-Timeout-Ms", "Connect-Content-Encoding", "Connect-Accept-Encoding",
+		"Grpc-Timeout", "Grpc-Encoding", "Grpc-Accept-Encoding", "X-Grpc-Web", "X-User-Agent",
+	}
+	corsExposedHeaders = []string{
+		"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin", "Grpc-Encoding", "Grpc-Accept-Encoding",
+		"Content-Encoding", "Connect-Content-Encoding", "Connect-Accept-Encoding",
+	}
+)
+
+// httpGateway is the handler of every connection that is not native gRPC: the Connect
+// protocol (JSON and binary) and gRPC-Web, translated to gRPC and served by the same
+// gRPC server (its interceptors, the bearer token included, apply alike), and the web
+// page for every other path.
+func httpGateway(g *grpc.Server, page http.Handler, token string, allowedOrigins []string, logger *slog.Logger) (http.Handler, error) {
+	if page == nil {
+		page = http.NotFoundHandler()
+	}
+	transcoder, err := vanguardgrpc.NewTranscoder(g,
+		vanguard.WithUnknownHandler(page),
+		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(maxTranscodedMessageBytes)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("the Connect and gRPC-Web gateway: %w", err)
+	}
+	var handler http.Handler = connectVersionDefault{next: transcoder}
+	if len(allowedOrigins) > 0 {
+		handler = cors.New(cors.Options{
+			AllowedOrigins: allowedOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost},
+			AllowedHeaders: corsAllowedHeaders,
+			ExposedHeaders: corsExposedHeaders,
+			MaxAge:         int(corsMaxAge / time.Second),
+		}).Handler(handler)
+	}
+	allowed := make(map[string]bool, len(allowedOrigins))
+	for _, o := range allowedOrigins {
+		allowed[o] = true
+	}
+	return browserGuard{next: handler, tokenless: token == "", allowed: allowed, logger: logger}, nil
+}
+
+// connectVersionDefault lets a Connect unary call leave out Connect-Protocol-Version
+// (curl users do): the gateway would otherwise take a POST of JSON without it for a
+// REST call, and answer 404. Only RPC paths (/package.Service/Method) get the header.
+type connectVersionDefault struct{ next http.Handler }
+
+func (c connectVersionDefault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.Header.Get("Connect-Protocol-Version") == "" && isRPCPath(r.URL.Path) {
+		switch ct := strings.ToLower(r.Header.Get("Content-Type")); {
+		case ct == "application/json", strings.HasPrefix(ct, "application/json;"), ct == "application/proto":
+			r.Header.Set("Connect-Protocol-Version", "1")
+		}
+	}
+	c.next.ServeHTTP(w, r)
+}
+
+// isRPCPath reports whether path has the shape of an RPC's: /package.Service/Method.
+func isRPCPath(path string) bool {
+	service, method, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return ok && strings.Contains(service, ".") && method != "" && !strings.Contains(method, "/")
+}
+
+// browserGuard refuses what a web page of another site can make a browser send. Without
+// a token, agenticd listens on loopback only, and what keeps other sites out is that a
+// browser sends their requests with their own Host (DNS rebinding: a name of theirs
+// resolved to 127.0.0.1) or their own Origin. With a token, a page elsewhere cannot read
+// it, so only the Origin rule applies.
+type browserGuard struct {
+	next      http.Handler
+	tokenless bool
+	allowed   map[string]bool
+	logger    *slog.Logger
+}
+
+func (b browserGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if b.tokenless && !isLocalHost(r.Host) {
+		b.refuse(w, r, fmt.Sprintf("agenticd without a token answers HTTP only for localhost or an IP address, and this request named the host %q (a page of another site can make a browser do that): open agenticd as http://127.0.0.1:<port>/ or http://localhost:<port>/, or set a token", r.Host))
+		return
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !b.allowed[origin] && !sameOrigin(origin, r.Host) {
+		b.refuse(w, r, fmt.Sprintf("the origin %q may not call agenticd: only pages agenticd serves itself may, and the origins listed under allowed_origins in its config", origin))
+		return
+	}
+	b.next.ServeHTTP(w, r)
+}
+
+func (b browserGuard) refuse(w http.ResponseWriter, r *http.Request, msg string) {
+	b.logger.Warn("refused an HTTP request", "host", r.Host, "origin", r.Header.Get("Origin"), "path", r.URL.Path, "remote", r.RemoteAddr)
+	http.Error(w, msg, http.StatusForbidden)
+}
+
+// isLocalHost reports whether a Host header names this machine by an IP address or as
+// localhost: no other site's page can make a browser send that.
+func isLocalHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
+// sameOrigin reports whether a browser's Origin is the server's own: its host and port
+// are the ones the request was sent to.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, host)
+}
+
+// CheckOrigin says what is wrong with an allowed_origins entry: an origin is a scheme,
+// a host and an optional port, as a browser sends it.
+func CheckOrigin(origin string) error {
+	u, err := url.Parse(origin)
+	switch {
+	case origin == "*":
+		return fmt.Errorf("%q would let every web site drive agenticd: list the origins of the pages that call it, e.g. https://app.example.com", origin)
+	case err != nil:
+		return fmt.Errorf("%q is not an origin: %w", origin, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q is not an origin: it needs http:// or https://, as in https://app.example.com", origin)
+	case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%q is not an origin: use a scheme, a host and an optional port only, as in https://app.example.com:8443", origin)
+	case u.Path == "/":
+		return fmt.Errorf("%q is not an origin: drop the trailing slash (browsers send %q)", origin, strings.TrimSuffix(origin, "/"))
+	}
+	return nil
+}
