@@ -3,6 +3,7 @@ package presenters
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -115,6 +116,58 @@ type SessionConfig struct {
 	ModelID   string
 	ModeID    string
 	Title     string
+	// AdditionalDirectories are further directories the session works in, opened and
+	// admitted by the service as Workspace is (each under a workspace root), in the
+	// order the client gave them.
+	AdditionalDirectories []*sandbox.Workspace
+	// MCPServers are the session's own MCP servers, checked by CheckMCPServers; the
+	// presenter merges them with the agent's configured ones (a session's server
+	// replaces a configured one of the same name).
+	MCPServers []MCPServer
+}
+
+// MCPServer is an MCP server: a command spoken to over stdio (Command, Args, Env) or a
+// streamable HTTP endpoint (URL, Headers).
+type MCPServer struct {
+	Name    string
+	Command string
+	Args    []string
+	Env     map[string]string
+	URL     string
+	Headers map[string]string
+}
+
+// IsHTTP reports whether the server is reached over HTTP rather than run.
+func (m MCPServer) IsHTTP() bool { return m.URL != "" }
+
+// maxMCPServerNameBytes bounds a server's name, which becomes part of tool names.
+const maxMCPServerNameBytes = 64
+
+// CheckMCPServers checks a list of MCP servers: each has a name of 1 to 64 of
+// A-Z a-z 0-9 _ - (it prefixes tool names, `<name>__<tool>`), no two share one, and
+// each has exactly one of a command and an http(s) URL. It returns ErrInvalidArgument
+// with what is wrong, naming the server as field[i] (field is where the list came from,
+// e.g. config.mcp_servers).
+func CheckMCPServers(field string, servers []MCPServer) error {
+	seen := make(map[string]bool, len(servers))
+	for i, m := range servers {
+		switch {
+		case m.Name == "" || len(m.Name) > maxMCPServerNameBytes || strings.ContainsFunc(m.Name, func(r rune) bool {
+			return !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}):
+			return fmt.Errorf("%s[%d]: name %q must be 1 to %d of A-Z a-z 0-9 _ -: %w", field, i, m.Name, maxMCPServerNameBytes, ErrInvalidArgument)
+		case strings.Contains(m.Name, "__"):
+			return fmt.Errorf("%s[%d]: name %q may not contain \"__\", which separates server and tool in tool names: %w", field, i, m.Name, ErrInvalidArgument)
+		case seen[m.Name]:
+			return fmt.Errorf("%s[%d]: name %q is used twice; give each server its own: %w", field, i, m.Name, ErrInvalidArgument)
+		case (m.Command == "") == (m.URL == ""):
+			return fmt.Errorf("%s[%d] (%s): give either a command (stdio) or a url (http): %w", field, i, m.Name, ErrInvalidArgument)
+		case m.URL != "" && !strings.HasPrefix(m.URL, "http://") && !strings.HasPrefix(m.URL, "https://"):
+			return fmt.Errorf("%s[%d] (%s): url %q must start with http:// or https://: %w", field, i, m.Name, m.URL, ErrInvalidArgument)
+		}
+		seen[m.Name] = true
+	}
+	return nil
 }
 
 // WorkspaceOpener opens a directory as a session's workspace (sandbox.Roots does).

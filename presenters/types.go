@@ -39,6 +39,18 @@ type Capabilities struct {
 	SupportsLoad      bool
 	SupportsModels    bool
 	SupportsResources bool
+	// SupportsMCP: the agent uses SessionConfig.MCPServers (stdio ones; http ones too
+	// with SupportsMCPHTTP).
+	SupportsMCP     bool
+	SupportsMCPHTTP bool
+	// SupportsAdditionalDirectories: the agent works in SessionConfig.AdditionalDirectories.
+	SupportsAdditionalDirectories bool
+	// SupportsDelete: the agent deletes its own copy of a session (ACP session/delete).
+	SupportsDelete bool
+	// SupportsSessionList: the agent's sessions made elsewhere show in ListSessions.
+	SupportsSessionList bool
+	// SupportsLogout: the agent can log out of its account.
+	SupportsLogout bool
 }
 
 // AgentInfo describes an agent for ListAgents.
@@ -172,25 +184,29 @@ type SessionInfo struct {
 	SessionID string
 	// AgentSessionID is the agent's own id for the session (ACP sessionId; DeepChat's
 	// conversation id, the same as SessionID). Never used where a SessionID goes.
-	AgentSessionID     string
-	AgentID            string
-	Status             SessionStatus
-	StatusReason       string
-	Workspace          string
-	Title              string
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	AvailableModes     []Mode
-	CurrentModeID      string
-	AvailableModels    []Model
-	CurrentModelID     string
-	AvailableCommands  []Command
-	Capabilities       Capabilities
-	Usage              TokenUsage
-	MessageInFlight    string
-	PendingPermissions []PermissionRequest
-	LastSequence       uint64
-	MessageCount       int64
+	AgentSessionID string
+	// AdditionalDirectories are the directories the session works in besides the
+	// workspace; MCPServerNames name its MCP servers (configured and its own).
+	AdditionalDirectories []string
+	MCPServerNames        []string
+	AgentID               string
+	Status                SessionStatus
+	StatusReason          string
+	Workspace             string
+	Title                 string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	AvailableModes        []Mode
+	CurrentModeID         string
+	AvailableModels       []Model
+	CurrentModelID        string
+	AvailableCommands     []Command
+	Capabilities          Capabilities
+	Usage                 TokenUsage
+	MessageInFlight       string
+	PendingPermissions    []PermissionRequest
+	LastSequence          uint64
+	MessageCount          int64
 }
 
 // SessionPatch is a partial SessionInfo for SESSION_UPDATED: only non-nil fields changed.

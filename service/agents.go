@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 
@@ -27,6 +28,32 @@ func (s *Service) GetAgent(ctx context.Context, req *pb.GetAgentRequest) (*pb.Ge
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
 	return &pb.GetAgentResponse{Agent: describeAgent(ctx, p)}, nil
+}
+
+// agentLogout is a presenter whose agent can log out of its account.
+type agentLogout interface {
+	Logout(ctx context.Context) error
+}
+
+func (s *Service) LogoutAgent(ctx context.Context, req *pb.LogoutAgentRequest) (*pb.LogoutAgentResponse, error) {
+	const method = "LogoutAgent"
+	agentID := req.GetAgentId()
+	if err := required("agent_id", agentID, "one of the agents ListAgents shows"); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	p, err := s.registry.Agent(agentID)
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
+	l, ok := p.(agentLogout)
+	if !ok {
+		return nil, s.fail(ctx, method, fmt.Errorf("agent %s has no account to log out of: %w", agentID, presenters.ErrUnsupported), "agent_id", agentID)
+	}
+	if err := l.Logout(ctx); err != nil {
+		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
+	s.logger.InfoContext(ctx, "agent logged out", "agent_id", agentID)
+	return &pb.LogoutAgentResponse{Agent: describeAgent(ctx, p)}, nil
 }
 
 // describeAgent is an agent as its presenter describes it, under its registered id.

@@ -209,6 +209,13 @@ func capabilitiesToPB(c presenters.Capabilities) *pb.Capabilities {
 		SupportsLoad:      c.SupportsLoad,
 		SupportsModels:    c.SupportsModels,
 		SupportsResources: c.SupportsResources,
+		SupportsMcp:       c.SupportsMCP,
+		SupportsMcpHttp:   c.SupportsMCPHTTP,
+
+		SupportsAdditionalDirectories: c.SupportsAdditionalDirectories,
+		SupportsDelete:                c.SupportsDelete,
+		SupportsSessionList:           c.SupportsSessionList,
+		SupportsLogout:                c.SupportsLogout,
 	}
 }
 
@@ -270,25 +277,28 @@ func usageToPB(u presenters.TokenUsage) *pb.TokenUsage {
 
 func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 	out := &pb.SessionInfo{
-		SessionId:         clean(s.SessionID),
-		AgentSessionId:    clean(s.AgentSessionID),
-		AgentId:           clean(s.AgentID),
-		Status:            sessionStatuses[s.Status],
-		StatusReason:      clean(s.StatusReason),
-		Workspace:         clean(s.Workspace),
-		Title:             clean(s.Title),
-		CreateTime:        timestamp(s.CreatedAt),
-		UpdateTime:        timestamp(s.UpdatedAt),
-		AvailableModes:    modesToPB(s.AvailableModes),
-		CurrentModeId:     clean(s.CurrentModeID),
-		AvailableModels:   modelsToPB(s.AvailableModels),
-		CurrentModelId:    clean(s.CurrentModelID),
-		AvailableCommands: commandsToPB(s.AvailableCommands),
-		Capabilities:      capabilitiesToPB(s.Capabilities),
-		Usage:             usageToPB(s.Usage),
-		MessageInFlight:   clean(s.MessageInFlight),
-		LastSequence:      s.LastSequence,
-		MessageCount:      s.MessageCount,
+		SessionId:      clean(s.SessionID),
+		AgentSessionId: clean(s.AgentSessionID),
+
+		AdditionalDirectories: cleanAll(s.AdditionalDirectories),
+		McpServerNames:        cleanAll(s.MCPServerNames),
+		AgentId:               clean(s.AgentID),
+		Status:                sessionStatuses[s.Status],
+		StatusReason:          clean(s.StatusReason),
+		Workspace:             clean(s.Workspace),
+		Title:                 clean(s.Title),
+		CreateTime:            timestamp(s.CreatedAt),
+		UpdateTime:            timestamp(s.UpdatedAt),
+		AvailableModes:        modesToPB(s.AvailableModes),
+		CurrentModeId:         clean(s.CurrentModeID),
+		AvailableModels:       modelsToPB(s.AvailableModels),
+		CurrentModelId:        clean(s.CurrentModelID),
+		AvailableCommands:     commandsToPB(s.AvailableCommands),
+		Capabilities:          capabilitiesToPB(s.Capabilities),
+		Usage:                 usageToPB(s.Usage),
+		MessageInFlight:       clean(s.MessageInFlight),
+		LastSequence:          s.LastSequence,
+		MessageCount:          s.MessageCount,
 	}
 	for _, r := range s.PendingPermissions {
 		out.PendingPermissions = append(out.PendingPermissions, permissionRequestToPB(r))

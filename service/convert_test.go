@@ -195,7 +195,7 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 		Usage: presenters.TokenUsage{TotalTokens: presenters.Reported[int64](4), Cost: presenters.Reported(0.5), CostCurrency: "USD"}, MessageInFlight: "m1",
 		PendingPermissions: []presenters.PermissionRequest{{RequestID: "r", PermissionType: presenters.PermissionWrite,
 			Options: []presenters.PermissionOption{{ID: "o", Kind: presenters.AllowAlways}}, Arguments: json.RawMessage(`["x"]`)}},
-		MessageCount: 3,
+		MessageCount: 3, AdditionalDirectories: []string{"/w2"}, MCPServerNames: []string{"files"},
 	}
 	got := sessionToPB(info, sessionSnapshot{Point: 7, InFlight: "m1", InFlightFirst: 5})
 	// Every SessionInfo field of the wire is set, from the domain or the hub's snapshot.

@@ -63,6 +63,9 @@ type envOptions struct {
 	batching bool
 	// logs, when set, receives the server's log lines as well as the test log.
 	logs io.Writer
+	// wrapOther, when set, registers what it makes of the other agent's fake in its place
+	// (to give it optional methods).
+	wrapOther func(*fakePresenter) presenters.Presenter
 	// page and allowedOrigins configure the HTTP gateway (GRPCOptions).
 	page           http.Handler
 	allowedOrigins []string
@@ -96,6 +99,8 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	case opts.batching:
 		e.batching = &batchingFake{fakePresenter: e.other}
 		ps = []presenters.Presenter{e.fake, e.batching}
+	case opts.wrapOther != nil:
+		ps = []presenters.Presenter{e.fake, opts.wrapOther(e.other)}
 	default:
 		ps = []presenters.Presenter{e.fake, e.other}
 	}

@@ -317,8 +317,8 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 
 // fieldOf is the request field an INVALID_ARGUMENT error is about: the one it names
 // (invalidField), else the one its message starts with, else its fallback (inField); a
-// workspace refused is always CreateSession's config.workspace, the only workspace a
-// request opens.
+// workspace refused without a field named is CreateSession's config.workspace (its
+// additional directories name theirs).
 func fieldOf(err error, reason pb.ErrorReason) string {
 	var named *fieldError
 	hasNamed := errors.As(err, &named)

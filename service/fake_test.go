@@ -28,6 +28,9 @@ type fakePresenter struct {
 
 	gets atomic.Int32 // GetSession calls
 
+	// caps are added to the capabilities Describe reports.
+	caps presenters.Capabilities
+
 	mu        sync.Mutex
 	sessions  map[string]*presenters.SessionInfo
 	nextID    int
@@ -53,8 +56,10 @@ func (f *fakePresenter) AgentID() string { return f.id }
 func (f *fakePresenter) Describe(context.Context) presenters.AgentInfo {
 	return presenters.AgentInfo{
 		ID: f.id, Name: "Fake " + f.id, Type: presenters.AgentTypeDeepChat, Status: presenters.AgentReady,
-		Capabilities: presenters.Capabilities{SupportsModes: true, SupportsModels: true},
-		AuthMethods:  []presenters.AuthMethod{{ID: "login", Name: "Log in"}},
+		Capabilities: presenters.Capabilities{SupportsModes: true, SupportsModels: true,
+			SupportsMCP: f.caps.SupportsMCP, SupportsMCPHTTP: f.caps.SupportsMCPHTTP,
+			SupportsAdditionalDirectories: f.caps.SupportsAdditionalDirectories},
+		AuthMethods: []presenters.AuthMethod{{ID: "login", Name: "Log in"}},
 	}
 }
 

@@ -46,6 +46,7 @@ var idempotentMethods = map[string]bool{
 	pb.AgenticService_SendMessage_FullMethodName:       true,
 	pb.AgenticService_CancelMessage_FullMethodName:     true,
 	pb.AgenticService_RespondPermission_FullMethodName: true,
+	pb.AgenticService_DeleteSession_FullMethodName:     true,
 }
 
 // answers remembers the answers of calls by request_id. Expired answers are dropped

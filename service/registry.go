@@ -69,14 +69,18 @@ func (r *Registry) agentList() string {
 	return strings.Join(ids, ", ")
 }
 
-// recordSession remembers a new session's owner, so that it survives a restart.
-func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID string) error {
-	return r.store.AddSessionOwner(ctx, store.SessionOwner{
+// recordSession remembers a new session's owner and setup, so that it survives a
+// restart.
+func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID string, setup store.SessionSetup) error {
+	if err := r.store.AddSessionOwner(ctx, store.SessionOwner{
 		SessionID:       info.SessionID,
 		AgentID:         agentID,
 		Workspace:       info.Workspace,
 		CreatedUnixNano: info.CreatedAt.UnixNano(),
-	})
+	}); err != nil {
+		return err
+	}
+	return r.store.SaveSessionSetup(ctx, setup)
 }
 
 // ownerOf returns the presenter of the agent that owns a stored session; an

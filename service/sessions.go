@@ -37,11 +37,24 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
+	servers, err := mcpServersFromPB(cfg.GetMcpServers())
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
+	dirs, err := s.openAdditionalDirectories(cfg.GetAdditionalDirectories(), ws)
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
+	if err := supportsSetup(p.Describe(ctx), servers, dirs); err != nil {
+		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
 	info, err := p.CreateSession(ctx, presenters.SessionConfig{
-		Workspace: ws,
-		ModelID:   cfg.GetModelId(),
-		ModeID:    cfg.GetModeId(),
-		Title:     cfg.GetTitle(),
+		Workspace:             ws,
+		ModelID:               cfg.GetModelId(),
+		ModeID:                cfg.GetModeId(),
+		Title:                 cfg.GetTitle(),
+		AdditionalDirectories: dirs,
+		MCPServers:            servers,
 	})
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
@@ -58,7 +71,7 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if info.CreatedAt.IsZero() {
 		info.CreatedAt = time.Now()
 	}
-	if err := s.registry.recordSession(ctx, info, agentID); err != nil {
+	if err := s.registry.recordSession(ctx, info, agentID, setupOf(info.SessionID, dirs, servers)); err != nil {
 		// A session nobody can find again must not stay open.
 		if closeErr := p.CloseSession(context.WithoutCancel(ctx), info.SessionID); closeErr != nil {
 			s.logger.ErrorContext(ctx, "could not close an unrecorded session", "session_id", info.SessionID, "agent_id", agentID, "err", closeErr)
@@ -404,6 +417,55 @@ func (s *Service) LoadSession(ctx context.Context, req *pb.LoadSessionRequest) (
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
 	return &pb.LoadSessionResponse{Session: s.afterChange(info)}, nil
+}
+
+// DeleteSession ends the session (the agent deletes its own copy where it can), then
+// removes what the server stored of it. A session whose agent is no longer configured
+// loses only the server's copy. Subscribers see a SESSION_CLOSED event with the reason
+// "deleted", the one event of the session the log keeps.
+func (s *Service) DeleteSession(ctx context.Context, req *pb.DeleteSessionRequest) (*pb.DeleteSessionResponse, error) {
+	const method = "DeleteSession"
+	id := req.GetSessionId()
+	if err := requireSession(id); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	rec, err := s.registry.store.SessionOwner(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
+	}
+	if p, err := s.registry.Agent(rec.AgentID); err == nil {
+		if err := endForDeletion(ctx, p, id); err != nil {
+			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", rec.AgentID)
+		}
+	}
+	if err := s.registry.store.DeleteSession(ctx, id); err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", rec.AgentID)
+	}
+	s.hub.Publish(presenters.Event{SessionID: id, AgentID: rec.AgentID, Payload: presenters.SessionClosedPayload{Reason: deletedReason}})
+	s.logger.InfoContext(ctx, "session deleted", "session_id", id, "agent_id", rec.AgentID)
+	return &pb.DeleteSessionResponse{}, nil
+}
+
+// deletedReason is the SESSION_CLOSED reason of a deleted session.
+const deletedReason = "deleted"
+
+// sessionDeleter is a presenter that ends a session and deletes the agent's own copy of
+// it; the service deletes its stored rows afterwards.
+type sessionDeleter interface {
+	DeleteSession(ctx context.Context, sessionID string) error
+}
+
+// endForDeletion ends a session before its rows go: through the presenter's
+// DeleteSession when it has one, else by closing it if it is open.
+func endForDeletion(ctx context.Context, p presenters.Presenter, sessionID string) error {
+	if d, ok := p.(sessionDeleter); ok {
+		return d.DeleteSession(ctx, sessionID)
+	}
+	err := p.CloseSession(ctx, sessionID)
+	if errors.Is(err, presenters.ErrSessionClosed) || errors.Is(err, presenters.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 func (s *Service) CloseSession(ctx context.Context, req *pb.CloseSessionRequest) (*pb.CloseSessionResponse, error) {

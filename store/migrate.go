@@ -108,6 +108,15 @@ CREATE TABLE event_log (
 );
 CREATE UNIQUE INDEX event_log_by_session ON event_log(session_id, sequence);
 `,
+	// 5: what a session was created with beyond its workspace (sessionsetup.go), for
+	// loading it again: further directories and its own MCP servers, as JSON arrays.
+	`
+CREATE TABLE session_setups (
+	session_id             TEXT PRIMARY KEY,
+	additional_directories TEXT NOT NULL DEFAULT '[]',
+	mcp_servers            TEXT NOT NULL DEFAULT '[]'
+);
+`,
 }
 
 // migrate brings the schema up to date. It refuses a database written by a newer

@@ -523,10 +523,18 @@ type SessionConfig struct {
 	// From the agent's models; empty for the agent's default.
 	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// From the agent's modes; empty for the default (DeepChat: balanced).
-	ModeId        string `protobuf:"bytes,3,opt,name=mode_id,json=modeId,proto3" json:"mode_id,omitempty"`
-	Title         string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ModeId string `protobuf:"bytes,3,opt,name=mode_id,json=modeId,proto3" json:"mode_id,omitempty"`
+	Title  string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// MCP servers for this session, besides the agent's configured ones. Refused with
+	// FAILED_PRECONDITION (UNSUPPORTED) by an agent without Capabilities.supports_mcp; an
+	// http server for an agent without supports_mcp_http is left out, with an ERROR event
+	// that says so.
+	McpServers []*McpServer `protobuf:"bytes,5,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	// Further absolute directories the session works in, each under one of the server's
+	// workspace_roots, confined like the workspace (Capabilities.supports_additional_directories).
+	AdditionalDirectories []string `protobuf:"bytes,6,rep,name=additional_directories,json=additionalDirectories,proto3" json:"additional_directories,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *SessionConfig) Reset() {
@@ -585,6 +593,20 @@ func (x *SessionConfig) GetTitle() string {
 		return x.Title
 	}
 	return ""
+}
+
+func (x *SessionConfig) GetMcpServers() []*McpServer {
+	if x != nil {
+		return x.McpServers
+	}
+	return nil
+}
+
+func (x *SessionConfig) GetAdditionalDirectories() []string {
+	if x != nil {
+		return x.AdditionalDirectories
+	}
+	return nil
 }
 
 type CreateSessionRequest struct {
@@ -1117,6 +1139,184 @@ func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
 	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
+type DeleteSessionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Makes a retry safe: see the service's comment.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionRequest) Reset() {
+	*x = DeleteSessionRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionRequest) ProtoMessage() {}
+
+func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DeleteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DeleteSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type DeleteSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionResponse) Reset() {
+	*x = DeleteSessionResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionResponse) ProtoMessage() {}
+
+func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+type LogoutAgentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogoutAgentRequest) Reset() {
+	*x = LogoutAgentRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogoutAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogoutAgentRequest) ProtoMessage() {}
+
+func (x *LogoutAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogoutAgentRequest.ProtoReflect.Descriptor instead.
+func (*LogoutAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *LogoutAgentRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+type LogoutAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent as it is after logging out.
+	Agent         *AgentInfo `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogoutAgentResponse) Reset() {
+	*x = LogoutAgentResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogoutAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogoutAgentResponse) ProtoMessage() {}
+
+func (x *LogoutAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogoutAgentResponse.ProtoReflect.Descriptor instead.
+func (*LogoutAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LogoutAgentResponse) GetAgent() *AgentInfo {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
 type SendMessageRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1136,7 +1336,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1348,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1361,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -1211,7 +1411,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1423,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1436,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SendMessageResponse) GetMessageId() string {
@@ -1270,7 +1470,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1482,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1495,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelMessageRequest) GetSessionId() string {
@@ -1329,7 +1529,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1541,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1554,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelMessageResponse) GetMessageId() string {
@@ -1374,7 +1574,7 @@ type SetModelRequest struct {
 
 func (x *SetModelRequest) Reset() {
 	*x = SetModelRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1586,7 @@ func (x *SetModelRequest) String() string {
 func (*SetModelRequest) ProtoMessage() {}
 
 func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1599,7 @@ func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
 func (*SetModelRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetModelRequest) GetSessionId() string {
@@ -1425,7 +1625,7 @@ type SetModelResponse struct {
 
 func (x *SetModelResponse) Reset() {
 	*x = SetModelResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1637,7 @@ func (x *SetModelResponse) String() string {
 func (*SetModelResponse) ProtoMessage() {}
 
 func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1650,7 @@ func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
 func (*SetModelResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetModelResponse) GetSession() *SessionInfo {
@@ -1470,7 +1670,7 @@ type SetModeRequest struct {
 
 func (x *SetModeRequest) Reset() {
 	*x = SetModeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1682,7 @@ func (x *SetModeRequest) String() string {
 func (*SetModeRequest) ProtoMessage() {}
 
 func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1695,7 @@ func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeRequest.ProtoReflect.Descriptor instead.
 func (*SetModeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetModeRequest) GetSessionId() string {
@@ -1521,7 +1721,7 @@ type SetModeResponse struct {
 
 func (x *SetModeResponse) Reset() {
 	*x = SetModeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1733,7 @@ func (x *SetModeResponse) String() string {
 func (*SetModeResponse) ProtoMessage() {}
 
 func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1746,7 @@ func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeResponse.ProtoReflect.Descriptor instead.
 func (*SetModeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetModeResponse) GetSession() *SessionInfo {
@@ -1574,7 +1774,7 @@ type RespondPermissionRequest struct {
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1786,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1799,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -1681,7 +1881,7 @@ type PermissionDecision struct {
 
 func (x *PermissionDecision) Reset() {
 	*x = PermissionDecision{}
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1893,7 @@ func (x *PermissionDecision) String() string {
 func (*PermissionDecision) ProtoMessage() {}
 
 func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1906,7 @@ func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDecision.ProtoReflect.Descriptor instead.
 func (*PermissionDecision) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PermissionDecision) GetPermissionId() string {
@@ -1753,7 +1953,7 @@ type RespondPermissionResponse struct {
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1965,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1978,7 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
@@ -1803,7 +2003,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2015,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2028,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -1870,7 +2070,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2082,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2095,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
@@ -1922,7 +2122,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2134,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2147,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetMessageRequest) GetSessionId() string {
@@ -1973,7 +2173,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2185,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2198,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetMessageResponse) GetMessage() *SessionMessage {
@@ -2030,7 +2230,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2242,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2255,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -2139,7 +2339,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2351,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2364,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -2254,7 +2454,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2466,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2479,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -2298,7 +2498,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2510,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2523,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -2343,7 +2543,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2555,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2568,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -2387,7 +2587,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2599,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2612,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -2449,12 +2649,15 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x0fGetAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"?\n" +
 	"\x10GetAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"w\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"\xe6\x01\n" +
 	"\rSessionConfig\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x19\n" +
 	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x17\n" +
 	"\amode_id\x18\x03 \x01(\tR\x06modeId\x12\x14\n" +
-	"\x05title\x18\x04 \x01(\tR\x05title\"\x83\x01\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x126\n" +
+	"\vmcp_servers\x18\x05 \x03(\v2\x15.agentic.v1.McpServerR\n" +
+	"mcpServers\x125\n" +
+	"\x16additional_directories\x18\x06 \x03(\tR\x15additionalDirectories\"\x83\x01\n" +
 	"\x14CreateSessionRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x121\n" +
 	"\x06config\x18\x02 \x01(\v2\x19.agentic.v1.SessionConfigR\x06config\x12\x1d\n" +
@@ -2490,7 +2693,17 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x16\n" +
-	"\x14CloseSessionResponse\"\xcf\x01\n" +
+	"\x14CloseSessionResponse\"T\n" +
+	"\x14DeleteSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\x17\n" +
+	"\x15DeleteSessionResponse\"/\n" +
+	"\x12LogoutAgentRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\"B\n" +
+	"\x13LogoutAgentResponse\x12+\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"\xcf\x01\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
@@ -2595,8 +2808,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\x92\n" +
-	"\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xb8\v\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -2607,7 +2819,9 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"GetSession\x12\x1d.agentic.v1.GetSessionRequest\x1a\x1e.agentic.v1.GetSessionResponse\x12Q\n" +
 	"\fListSessions\x12\x1f.agentic.v1.ListSessionsRequest\x1a .agentic.v1.ListSessionsResponse\x12N\n" +
 	"\vLoadSession\x12\x1e.agentic.v1.LoadSessionRequest\x1a\x1f.agentic.v1.LoadSessionResponse\x12Q\n" +
-	"\fCloseSession\x12\x1f.agentic.v1.CloseSessionRequest\x1a .agentic.v1.CloseSessionResponse\x12N\n" +
+	"\fCloseSession\x12\x1f.agentic.v1.CloseSessionRequest\x1a .agentic.v1.CloseSessionResponse\x12T\n" +
+	"\rDeleteSession\x12 .agentic.v1.DeleteSessionRequest\x1a!.agentic.v1.DeleteSessionResponse\x12N\n" +
+	"\vLogoutAgent\x12\x1e.agentic.v1.LogoutAgentRequest\x1a\x1f.agentic.v1.LogoutAgentResponse\x12N\n" +
 	"\vSendMessage\x12\x1e.agentic.v1.SendMessageRequest\x1a\x1f.agentic.v1.SendMessageResponse\x12T\n" +
 	"\rCancelMessage\x12 .agentic.v1.CancelMessageRequest\x1a!.agentic.v1.CancelMessageResponse\x12E\n" +
 	"\bSetModel\x12\x1b.agentic.v1.SetModelRequest\x1a\x1c.agentic.v1.SetModelResponse\x12B\n" +
@@ -2634,7 +2848,7 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                  // 0: agentic.v1.SessionView
 	(MessageOrder)(0),                 // 1: agentic.v1.MessageOrder
@@ -2656,107 +2870,118 @@ var file_agentic_v1_service_proto_goTypes = []any{
 	(*LoadSessionResponse)(nil),       // 17: agentic.v1.LoadSessionResponse
 	(*CloseSessionRequest)(nil),       // 18: agentic.v1.CloseSessionRequest
 	(*CloseSessionResponse)(nil),      // 19: agentic.v1.CloseSessionResponse
-	(*SendMessageRequest)(nil),        // 20: agentic.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),       // 21: agentic.v1.SendMessageResponse
-	(*CancelMessageRequest)(nil),      // 22: agentic.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),     // 23: agentic.v1.CancelMessageResponse
-	(*SetModelRequest)(nil),           // 24: agentic.v1.SetModelRequest
-	(*SetModelResponse)(nil),          // 25: agentic.v1.SetModelResponse
-	(*SetModeRequest)(nil),            // 26: agentic.v1.SetModeRequest
-	(*SetModeResponse)(nil),           // 27: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),  // 28: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),        // 29: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil), // 30: agentic.v1.RespondPermissionResponse
-	(*ListMessagesRequest)(nil),       // 31: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),      // 32: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),         // 33: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),        // 34: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),          // 35: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 36: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                // 37: agentic.v1.EventBatch
-	(*Bookmark)(nil),                  // 38: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                  // 39: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 40: agentic.v1.Heartbeat
-	(*durationpb.Duration)(nil),       // 41: google.protobuf.Duration
-	(*AgentInfo)(nil),                 // 42: agentic.v1.AgentInfo
-	(*SessionInfo)(nil),               // 43: agentic.v1.SessionInfo
-	(SessionStatus)(0),                // 44: agentic.v1.SessionStatus
-	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
-	(*MessageContent)(nil),            // 46: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),         // 47: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),            // 48: agentic.v1.PermissionDecider
-	(*SessionMessage)(nil),            // 49: agentic.v1.SessionMessage
-	(AgenticEventType)(0),             // 50: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),              // 51: agentic.v1.AgenticEvent
+	(*DeleteSessionRequest)(nil),      // 20: agentic.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),     // 21: agentic.v1.DeleteSessionResponse
+	(*LogoutAgentRequest)(nil),        // 22: agentic.v1.LogoutAgentRequest
+	(*LogoutAgentResponse)(nil),       // 23: agentic.v1.LogoutAgentResponse
+	(*SendMessageRequest)(nil),        // 24: agentic.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),       // 25: agentic.v1.SendMessageResponse
+	(*CancelMessageRequest)(nil),      // 26: agentic.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),     // 27: agentic.v1.CancelMessageResponse
+	(*SetModelRequest)(nil),           // 28: agentic.v1.SetModelRequest
+	(*SetModelResponse)(nil),          // 29: agentic.v1.SetModelResponse
+	(*SetModeRequest)(nil),            // 30: agentic.v1.SetModeRequest
+	(*SetModeResponse)(nil),           // 31: agentic.v1.SetModeResponse
+	(*RespondPermissionRequest)(nil),  // 32: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),        // 33: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil), // 34: agentic.v1.RespondPermissionResponse
+	(*ListMessagesRequest)(nil),       // 35: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),      // 36: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),         // 37: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),        // 38: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),          // 39: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 40: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                // 41: agentic.v1.EventBatch
+	(*Bookmark)(nil),                  // 42: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                  // 43: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 44: agentic.v1.Heartbeat
+	(*durationpb.Duration)(nil),       // 45: google.protobuf.Duration
+	(*AgentInfo)(nil),                 // 46: agentic.v1.AgentInfo
+	(*McpServer)(nil),                 // 47: agentic.v1.McpServer
+	(*SessionInfo)(nil),               // 48: agentic.v1.SessionInfo
+	(SessionStatus)(0),                // 49: agentic.v1.SessionStatus
+	(*timestamppb.Timestamp)(nil),     // 50: google.protobuf.Timestamp
+	(*MessageContent)(nil),            // 51: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),         // 52: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),            // 53: agentic.v1.PermissionDecider
+	(*SessionMessage)(nil),            // 54: agentic.v1.SessionMessage
+	(AgenticEventType)(0),             // 55: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),              // 56: agentic.v1.AgenticEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	41, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	41, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	45, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	45, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	3,  // 2: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
-	42, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	42, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	9,  // 5: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	43, // 6: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	43, // 7: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	44, // 8: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	45, // 9: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
-	0,  // 10: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	43, // 11: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	43, // 12: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	46, // 13: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	43, // 14: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	43, // 15: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	47, // 16: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	47, // 17: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	48, // 18: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
-	29, // 19: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	1,  // 20: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	49, // 21: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	49, // 22: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	50, // 23: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	37, // 24: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	38, // 25: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	39, // 26: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	40, // 27: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	51, // 28: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	45, // 29: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 30: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	5,  // 31: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	7,  // 32: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	10, // 33: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	12, // 34: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	14, // 35: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	16, // 36: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	18, // 37: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	20, // 38: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	22, // 39: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	24, // 40: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	26, // 41: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	28, // 42: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	31, // 43: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	33, // 44: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	35, // 45: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	4,  // 46: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	6,  // 47: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	8,  // 48: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	11, // 49: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	13, // 50: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	15, // 51: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	17, // 52: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	19, // 53: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	21, // 54: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	23, // 55: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	25, // 56: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	27, // 57: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	30, // 58: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	32, // 59: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	34, // 60: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	36, // 61: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	46, // [46:62] is the sub-list for method output_type
-	30, // [30:46] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	46, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	46, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	47, // 5: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	9,  // 6: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
+	48, // 7: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	48, // 8: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	49, // 9: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	50, // 10: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	0,  // 11: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
+	48, // 12: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	48, // 13: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	46, // 14: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	51, // 15: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	48, // 16: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	48, // 17: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	52, // 18: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	52, // 19: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	53, // 20: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	33, // 21: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	1,  // 22: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	54, // 23: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	54, // 24: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	55, // 25: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	41, // 26: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	42, // 27: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	43, // 28: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	44, // 29: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	56, // 30: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	50, // 31: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 32: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	5,  // 33: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	7,  // 34: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	10, // 35: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	12, // 36: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	14, // 37: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	16, // 38: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	18, // 39: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	20, // 40: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	22, // 41: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	24, // 42: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	26, // 43: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	28, // 44: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	30, // 45: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	32, // 46: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	35, // 47: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	37, // 48: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	39, // 49: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	4,  // 50: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	6,  // 51: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	8,  // 52: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	11, // 53: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	13, // 54: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	15, // 55: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	17, // 56: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	19, // 57: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	21, // 58: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	23, // 59: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	25, // 60: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	27, // 61: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	29, // 62: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	31, // 63: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	34, // 64: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	36, // 65: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	38, // 66: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	40, // 67: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	50, // [50:68] is the sub-list for method output_type
+	32, // [32:50] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -2766,15 +2991,15 @@ func file_agentic_v1_service_proto_init() {
 	}
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
-	file_agentic_v1_service_proto_msgTypes[26].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[30].OneofWrappers = []any{
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[33].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[37].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[34].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[38].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -2786,7 +3011,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

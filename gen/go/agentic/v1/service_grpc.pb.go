@@ -27,6 +27,8 @@ const (
 	AgenticService_ListSessions_FullMethodName      = "/agentic.v1.AgenticService/ListSessions"
 	AgenticService_LoadSession_FullMethodName       = "/agentic.v1.AgenticService/LoadSession"
 	AgenticService_CloseSession_FullMethodName      = "/agentic.v1.AgenticService/CloseSession"
+	AgenticService_DeleteSession_FullMethodName     = "/agentic.v1.AgenticService/DeleteSession"
+	AgenticService_LogoutAgent_FullMethodName       = "/agentic.v1.AgenticService/LogoutAgent"
 	AgenticService_SendMessage_FullMethodName       = "/agentic.v1.AgenticService/SendMessage"
 	AgenticService_CancelMessage_FullMethodName     = "/agentic.v1.AgenticService/CancelMessage"
 	AgenticService_SetModel_FullMethodName          = "/agentic.v1.AgenticService/SetModel"
@@ -75,6 +77,15 @@ type AgenticServiceClient interface {
 	LoadSession(ctx context.Context, in *LoadSessionRequest, opts ...grpc.CallOption) (*LoadSessionResponse, error)
 	// Ends a session: running turn cancelled, terminals released. History stays.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
+	// Deletes a session: closes it if open, removes its history and its events from the
+	// event log, and asks the agent to delete its own copy where it can
+	// (Capabilities.supports_delete). NOT_FOUND (SESSION_NOT_FOUND) for a session the
+	// server does not know, also for a repeat without request_id after success.
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// Logs the server out of an agent's account, where the agent offers it
+	// (Capabilities.supports_logout); FAILED_PRECONDITION (UNSUPPORTED) otherwise. The
+	// agent then needs a login (AGENT_AUTH_REQUIRED) before its next session.
+	LogoutAgent(ctx context.Context, in *LogoutAgentRequest, opts ...grpc.CallOption) (*LogoutAgentResponse, error)
 	// Starts a turn. Returns the assistant message id at once; the reply streams as events
 	// and ends with MESSAGE_END. Before the reply, both kinds of agent (ACP and DeepChat)
 	// echo the user's message as events with role MESSAGE_ROLE_USER under
@@ -186,6 +197,26 @@ func (c *agenticServiceClient) CloseSession(ctx context.Context, in *CloseSessio
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CloseSessionResponse)
 	err := c.cc.Invoke(ctx, AgenticService_CloseSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agenticServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, AgenticService_DeleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agenticServiceClient) LogoutAgent(ctx context.Context, in *LogoutAgentRequest, opts ...grpc.CallOption) (*LogoutAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LogoutAgentResponse)
+	err := c.cc.Invoke(ctx, AgenticService_LogoutAgent_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +350,15 @@ type AgenticServiceServer interface {
 	LoadSession(context.Context, *LoadSessionRequest) (*LoadSessionResponse, error)
 	// Ends a session: running turn cancelled, terminals released. History stays.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
+	// Deletes a session: closes it if open, removes its history and its events from the
+	// event log, and asks the agent to delete its own copy where it can
+	// (Capabilities.supports_delete). NOT_FOUND (SESSION_NOT_FOUND) for a session the
+	// server does not know, also for a repeat without request_id after success.
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
+	// Logs the server out of an agent's account, where the agent offers it
+	// (Capabilities.supports_logout); FAILED_PRECONDITION (UNSUPPORTED) otherwise. The
+	// agent then needs a login (AGENT_AUTH_REQUIRED) before its next session.
+	LogoutAgent(context.Context, *LogoutAgentRequest) (*LogoutAgentResponse, error)
 	// Starts a turn. Returns the assistant message id at once; the reply streams as events
 	// and ends with MESSAGE_END. Before the reply, both kinds of agent (ACP and DeepChat)
 	// echo the user's message as events with role MESSAGE_ROLE_USER under
@@ -379,6 +419,12 @@ func (UnimplementedAgenticServiceServer) LoadSession(context.Context, *LoadSessi
 }
 func (UnimplementedAgenticServiceServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
+}
+func (UnimplementedAgenticServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedAgenticServiceServer) LogoutAgent(context.Context, *LogoutAgentRequest) (*LogoutAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LogoutAgent not implemented")
 }
 func (UnimplementedAgenticServiceServer) SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SendMessage not implemented")
@@ -569,6 +615,42 @@ func _AgenticService_CloseSession_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgenticService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_DeleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgenticService_LogoutAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LogoutAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).LogoutAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_LogoutAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).LogoutAgent(ctx, req.(*LogoutAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgenticService_SendMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SendMessageRequest)
 	if err := dec(in); err != nil {
@@ -744,6 +826,14 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CloseSession",
 			Handler:    _AgenticService_CloseSession_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _AgenticService_DeleteSession_Handler,
+		},
+		{
+			MethodName: "LogoutAgent",
+			Handler:    _AgenticService_LogoutAgent_Handler,
 		},
 		{
 			MethodName: "SendMessage",

@@ -863,8 +863,21 @@ type Capabilities struct {
 	SupportsModels bool `protobuf:"varint,6,opt,name=supports_models,json=supportsModels,proto3" json:"supports_models,omitempty"`
 	// Accepts embedded resources and resource links in MessageContent.
 	SupportsResources bool `protobuf:"varint,7,opt,name=supports_resources,json=supportsResources,proto3" json:"supports_resources,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Uses the MCP servers in SessionConfig.mcp_servers (stdio ones; http ones too when
+	// supports_mcp_http).
+	SupportsMcp     bool `protobuf:"varint,8,opt,name=supports_mcp,json=supportsMcp,proto3" json:"supports_mcp,omitempty"`
+	SupportsMcpHttp bool `protobuf:"varint,9,opt,name=supports_mcp_http,json=supportsMcpHttp,proto3" json:"supports_mcp_http,omitempty"`
+	// Works in SessionConfig.additional_directories besides the workspace.
+	SupportsAdditionalDirectories bool `protobuf:"varint,10,opt,name=supports_additional_directories,json=supportsAdditionalDirectories,proto3" json:"supports_additional_directories,omitempty"`
+	// Deletes its own copy of a session on DeleteSession (ACP session/delete). Without it,
+	// DeleteSession removes agenticd's copy only.
+	SupportsDelete bool `protobuf:"varint,11,opt,name=supports_delete,json=supportsDelete,proto3" json:"supports_delete,omitempty"`
+	// Its sessions made elsewhere (ACP session/list) show in ListSessions, to load.
+	SupportsSessionList bool `protobuf:"varint,12,opt,name=supports_session_list,json=supportsSessionList,proto3" json:"supports_session_list,omitempty"`
+	// LogoutAgent logs it out of its account.
+	SupportsLogout bool `protobuf:"varint,13,opt,name=supports_logout,json=supportsLogout,proto3" json:"supports_logout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Capabilities) Reset() {
@@ -942,6 +955,48 @@ func (x *Capabilities) GetSupportsModels() bool {
 func (x *Capabilities) GetSupportsResources() bool {
 	if x != nil {
 		return x.SupportsResources
+	}
+	return false
+}
+
+func (x *Capabilities) GetSupportsMcp() bool {
+	if x != nil {
+		return x.SupportsMcp
+	}
+	return false
+}
+
+func (x *Capabilities) GetSupportsMcpHttp() bool {
+	if x != nil {
+		return x.SupportsMcpHttp
+	}
+	return false
+}
+
+func (x *Capabilities) GetSupportsAdditionalDirectories() bool {
+	if x != nil {
+		return x.SupportsAdditionalDirectories
+	}
+	return false
+}
+
+func (x *Capabilities) GetSupportsDelete() bool {
+	if x != nil {
+		return x.SupportsDelete
+	}
+	return false
+}
+
+func (x *Capabilities) GetSupportsSessionList() bool {
+	if x != nil {
+		return x.SupportsSessionList
+	}
+	return false
+}
+
+func (x *Capabilities) GetSupportsLogout() bool {
+	if x != nil {
+		return x.SupportsLogout
 	}
 	return false
 }
@@ -1493,6 +1548,11 @@ type SessionInfo struct {
 	// The agent's own id for the session (ACP sessionId, DeepChat's conversation id), for
 	// logs and for matching the agent's own files. Never pass it where a session_id goes.
 	AgentSessionId string `protobuf:"bytes,21,opt,name=agent_session_id,json=agentSessionId,proto3" json:"agent_session_id,omitempty"`
+	// The directories the session works in besides the workspace (absolute).
+	AdditionalDirectories []string `protobuf:"bytes,22,rep,name=additional_directories,json=additionalDirectories,proto3" json:"additional_directories,omitempty"`
+	// The names of the session's MCP servers: the agent's configured ones and the
+	// session's own.
+	McpServerNames []string `protobuf:"bytes,23,rep,name=mcp_server_names,json=mcpServerNames,proto3" json:"mcp_server_names,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1674,6 +1734,231 @@ func (x *SessionInfo) GetAgentSessionId() string {
 	return ""
 }
 
+func (x *SessionInfo) GetAdditionalDirectories() []string {
+	if x != nil {
+		return x.AdditionalDirectories
+	}
+	return nil
+}
+
+func (x *SessionInfo) GetMcpServerNames() []string {
+	if x != nil {
+		return x.McpServerNames
+	}
+	return nil
+}
+
+// An MCP server a session's agent uses for more tools: a program spoken to over stdio,
+// or a streamable HTTP endpoint.
+type McpServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique among the session's servers (a session's server replaces the agent's
+	// configured one of the same name). DeepChat offers its tools to the model as
+	// `<name>__<tool>`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Types that are valid to be assigned to Transport:
+	//
+	//	*McpServer_Stdio
+	//	*McpServer_Http
+	Transport     isMcpServer_Transport `protobuf_oneof:"transport"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpServer) Reset() {
+	*x = McpServer{}
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServer) ProtoMessage() {}
+
+func (x *McpServer) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
+func (*McpServer) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *McpServer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpServer) GetTransport() isMcpServer_Transport {
+	if x != nil {
+		return x.Transport
+	}
+	return nil
+}
+
+func (x *McpServer) GetStdio() *McpStdioServer {
+	if x != nil {
+		if x, ok := x.Transport.(*McpServer_Stdio); ok {
+			return x.Stdio
+		}
+	}
+	return nil
+}
+
+func (x *McpServer) GetHttp() *McpHttpServer {
+	if x != nil {
+		if x, ok := x.Transport.(*McpServer_Http); ok {
+			return x.Http
+		}
+	}
+	return nil
+}
+
+type isMcpServer_Transport interface {
+	isMcpServer_Transport()
+}
+
+type McpServer_Stdio struct {
+	Stdio *McpStdioServer `protobuf:"bytes,2,opt,name=stdio,proto3,oneof"`
+}
+
+type McpServer_Http struct {
+	Http *McpHttpServer `protobuf:"bytes,3,opt,name=http,proto3,oneof"`
+}
+
+func (*McpServer_Stdio) isMcpServer_Transport() {}
+
+func (*McpServer_Http) isMcpServer_Transport() {}
+
+// An MCP server run as a process of the session, confined like the session's commands.
+type McpStdioServer struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Command string                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	Args    []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	// Added to the environment the session's commands get.
+	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpStdioServer) Reset() {
+	*x = McpStdioServer{}
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpStdioServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpStdioServer) ProtoMessage() {}
+
+func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpStdioServer.ProtoReflect.Descriptor instead.
+func (*McpStdioServer) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *McpStdioServer) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *McpStdioServer) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *McpStdioServer) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+// An MCP server reached over streamable HTTP.
+type McpHttpServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// Sent with every request (e.g. Authorization).
+	Headers       map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpHttpServer) Reset() {
+	*x = McpHttpServer{}
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpHttpServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpHttpServer) ProtoMessage() {}
+
+func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpHttpServer.ProtoReflect.Descriptor instead.
+func (*McpHttpServer) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *McpHttpServer) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *McpHttpServer) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 // A picture sent to the agent.
 type ImageContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1690,7 +1975,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1987,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +2000,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImageContent) GetSource() isImageContent_Source {
@@ -1798,7 +2083,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2095,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2108,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FileContent) GetPath() string {
@@ -1863,7 +2148,7 @@ type EmbeddedResource struct {
 
 func (x *EmbeddedResource) Reset() {
 	*x = EmbeddedResource{}
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2160,7 @@ func (x *EmbeddedResource) String() string {
 func (*EmbeddedResource) ProtoMessage() {}
 
 func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2173,7 @@ func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddedResource.ProtoReflect.Descriptor instead.
 func (*EmbeddedResource) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EmbeddedResource) GetUri() string {
@@ -1962,7 +2247,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2259,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2272,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ContentPart) GetPart() isContentPart_Part {
@@ -2072,7 +2357,7 @@ type MessageContent struct {
 
 func (x *MessageContent) Reset() {
 	*x = MessageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2369,7 @@ func (x *MessageContent) String() string {
 func (*MessageContent) ProtoMessage() {}
 
 func (x *MessageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2382,7 @@ func (x *MessageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageContent.ProtoReflect.Descriptor instead.
 func (*MessageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MessageContent) GetParts() []*ContentPart {
@@ -2127,7 +2412,7 @@ type CommandInfo struct {
 
 func (x *CommandInfo) Reset() {
 	*x = CommandInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2424,7 @@ func (x *CommandInfo) String() string {
 func (*CommandInfo) ProtoMessage() {}
 
 func (x *CommandInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2437,7 @@ func (x *CommandInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandInfo.ProtoReflect.Descriptor instead.
 func (*CommandInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandInfo) GetCommand() string {
@@ -2209,7 +2494,7 @@ type PermissionOption struct {
 
 func (x *PermissionOption) Reset() {
 	*x = PermissionOption{}
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2506,7 @@ func (x *PermissionOption) String() string {
 func (*PermissionOption) ProtoMessage() {}
 
 func (x *PermissionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2519,7 @@ func (x *PermissionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionOption.ProtoReflect.Descriptor instead.
 func (*PermissionOption) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PermissionOption) GetOptionId() string {
@@ -2289,7 +2574,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2586,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2599,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PermissionRequest) GetPermissionId() string {
@@ -2420,7 +2705,7 @@ type ToolLocation struct {
 
 func (x *ToolLocation) Reset() {
 	*x = ToolLocation{}
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2717,7 @@ func (x *ToolLocation) String() string {
 func (*ToolLocation) ProtoMessage() {}
 
 func (x *ToolLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2730,7 @@ func (x *ToolLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolLocation.ProtoReflect.Descriptor instead.
 func (*ToolLocation) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolLocation) GetPath() string {
@@ -2475,7 +2760,7 @@ type DiffBlock struct {
 
 func (x *DiffBlock) Reset() {
 	*x = DiffBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2772,7 @@ func (x *DiffBlock) String() string {
 func (*DiffBlock) ProtoMessage() {}
 
 func (x *DiffBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2785,7 @@ func (x *DiffBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBlock.ProtoReflect.Descriptor instead.
 func (*DiffBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiffBlock) GetPath() string {
@@ -2547,7 +2832,7 @@ type TerminalBlock struct {
 
 func (x *TerminalBlock) Reset() {
 	*x = TerminalBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2844,7 @@ func (x *TerminalBlock) String() string {
 func (*TerminalBlock) ProtoMessage() {}
 
 func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2857,7 @@ func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalBlock.ProtoReflect.Descriptor instead.
 func (*TerminalBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TerminalBlock) GetTerminalId() string {
@@ -2641,7 +2926,7 @@ type ToolContent struct {
 
 func (x *ToolContent) Reset() {
 	*x = ToolContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2938,7 @@ func (x *ToolContent) String() string {
 func (*ToolContent) ProtoMessage() {}
 
 func (x *ToolContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2951,7 @@ func (x *ToolContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolContent.ProtoReflect.Descriptor instead.
 func (*ToolContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolContent) GetContent() isToolContent_Content {
@@ -2780,7 +3065,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3077,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3090,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolCall) GetToolId() string {
@@ -2894,7 +3179,7 @@ type TextBlock struct {
 
 func (x *TextBlock) Reset() {
 	*x = TextBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +3191,7 @@ func (x *TextBlock) String() string {
 func (*TextBlock) ProtoMessage() {}
 
 func (x *TextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3204,7 @@ func (x *TextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextBlock.ProtoReflect.Descriptor instead.
 func (*TextBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TextBlock) GetText() string {
@@ -2940,7 +3225,7 @@ type ReasoningBlock struct {
 
 func (x *ReasoningBlock) Reset() {
 	*x = ReasoningBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3237,7 @@ func (x *ReasoningBlock) String() string {
 func (*ReasoningBlock) ProtoMessage() {}
 
 func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3250,7 @@ func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningBlock.ProtoReflect.Descriptor instead.
 func (*ReasoningBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReasoningBlock) GetText() string {
@@ -2985,7 +3270,7 @@ type ErrorBlock struct {
 
 func (x *ErrorBlock) Reset() {
 	*x = ErrorBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3282,7 @@ func (x *ErrorBlock) String() string {
 func (*ErrorBlock) ProtoMessage() {}
 
 func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3295,7 @@ func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBlock.ProtoReflect.Descriptor instead.
 func (*ErrorBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ErrorBlock) GetMessage() string {
@@ -3041,7 +3326,7 @@ type ImageBlock struct {
 
 func (x *ImageBlock) Reset() {
 	*x = ImageBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3338,7 @@ func (x *ImageBlock) String() string {
 func (*ImageBlock) ProtoMessage() {}
 
 func (x *ImageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3351,7 @@ func (x *ImageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageBlock.ProtoReflect.Descriptor instead.
 func (*ImageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ImageBlock) GetMimeType() string {
@@ -3132,7 +3417,7 @@ type ActionBlock struct {
 
 func (x *ActionBlock) Reset() {
 	*x = ActionBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3429,7 @@ func (x *ActionBlock) String() string {
 func (*ActionBlock) ProtoMessage() {}
 
 func (x *ActionBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3442,7 @@ func (x *ActionBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionBlock.ProtoReflect.Descriptor instead.
 func (*ActionBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ActionBlock) GetActionType() string {
@@ -3192,7 +3477,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3204,7 +3489,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3217,7 +3502,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SearchResult) GetTitle() string {
@@ -3251,7 +3536,7 @@ type SearchBlock struct {
 
 func (x *SearchBlock) Reset() {
 	*x = SearchBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3263,7 +3548,7 @@ func (x *SearchBlock) String() string {
 func (*SearchBlock) ProtoMessage() {}
 
 func (x *SearchBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3276,7 +3561,7 @@ func (x *SearchBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBlock.ProtoReflect.Descriptor instead.
 func (*SearchBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SearchBlock) GetQuery() string {
@@ -3305,7 +3590,7 @@ type McpUiResourceBlock struct {
 
 func (x *McpUiResourceBlock) Reset() {
 	*x = McpUiResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3602,7 @@ func (x *McpUiResourceBlock) String() string {
 func (*McpUiResourceBlock) ProtoMessage() {}
 
 func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3615,7 @@ func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpUiResourceBlock.ProtoReflect.Descriptor instead.
 func (*McpUiResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *McpUiResourceBlock) GetUri() string {
@@ -3365,7 +3650,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3662,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3675,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PlanEntry) GetContent() string {
@@ -3424,7 +3709,7 @@ type PlanBlock struct {
 
 func (x *PlanBlock) Reset() {
 	*x = PlanBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +3721,7 @@ func (x *PlanBlock) String() string {
 func (*PlanBlock) ProtoMessage() {}
 
 func (x *PlanBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +3734,7 @@ func (x *PlanBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanBlock.ProtoReflect.Descriptor instead.
 func (*PlanBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PlanBlock) GetEntries() []*PlanEntry {
@@ -3473,7 +3758,7 @@ type ResourceBlock struct {
 
 func (x *ResourceBlock) Reset() {
 	*x = ResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3485,7 +3770,7 @@ func (x *ResourceBlock) String() string {
 func (*ResourceBlock) ProtoMessage() {}
 
 func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3498,7 +3783,7 @@ func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceBlock.ProtoReflect.Descriptor instead.
 func (*ResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResourceBlock) GetUri() string {
@@ -3560,7 +3845,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3572,7 +3857,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3585,7 +3870,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Block) GetContent() isBlock_Content {
@@ -3797,7 +4082,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +4094,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +4107,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionMessage) GetMessageId() string {
@@ -3891,7 +4176,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"AuthMethod\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xaf\x02\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xcc\x04\n" +
 	"\fCapabilities\x12'\n" +
 	"\x0fsupports_vision\x18\x01 \x01(\bR\x0esupportsVision\x12%\n" +
 	"\x0esupports_tools\x18\x02 \x01(\bR\rsupportsTools\x12%\n" +
@@ -3899,7 +4184,14 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11supports_commands\x18\x04 \x01(\bR\x10supportsCommands\x12#\n" +
 	"\rsupports_load\x18\x05 \x01(\bR\fsupportsLoad\x12'\n" +
 	"\x0fsupports_models\x18\x06 \x01(\bR\x0esupportsModels\x12-\n" +
-	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\"\xe7\x03\n" +
+	"\x12supports_resources\x18\a \x01(\bR\x11supportsResources\x12!\n" +
+	"\fsupports_mcp\x18\b \x01(\bR\vsupportsMcp\x12*\n" +
+	"\x11supports_mcp_http\x18\t \x01(\bR\x0fsupportsMcpHttp\x12F\n" +
+	"\x1fsupports_additional_directories\x18\n" +
+	" \x01(\bR\x1dsupportsAdditionalDirectories\x12'\n" +
+	"\x0fsupports_delete\x18\v \x01(\bR\x0esupportsDelete\x122\n" +
+	"\x15supports_session_list\x18\f \x01(\bR\x13supportsSessionList\x12'\n" +
+	"\x0fsupports_logout\x18\r \x01(\bR\x0esupportsLogout\"\xe7\x03\n" +
 	"\tAgentInfo\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -3949,7 +4241,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11_reasoning_tokensB\x0f\n" +
 	"\r_context_usedB\x0f\n" +
 	"\r_context_sizeB\a\n" +
-	"\x05_cost\"\x80\b\n" +
+	"\x05_cost\"\xe1\b\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3975,7 +4267,27 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\rlast_sequence\x18\x12 \x01(\x04R\flastSequence\x12#\n" +
 	"\rmessage_count\x18\x13 \x01(\x03R\fmessageCount\x12F\n" +
 	" message_in_flight_first_sequence\x18\x14 \x01(\x04R\x1cmessageInFlightFirstSequence\x12(\n" +
-	"\x10agent_session_id\x18\x15 \x01(\tR\x0eagentSessionId\"~\n" +
+	"\x10agent_session_id\x18\x15 \x01(\tR\x0eagentSessionId\x125\n" +
+	"\x16additional_directories\x18\x16 \x03(\tR\x15additionalDirectories\x12(\n" +
+	"\x10mcp_server_names\x18\x17 \x03(\tR\x0emcpServerNames\"\x91\x01\n" +
+	"\tMcpServer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\x05stdio\x18\x02 \x01(\v2\x1a.agentic.v1.McpStdioServerH\x00R\x05stdio\x12/\n" +
+	"\x04http\x18\x03 \x01(\v2\x19.agentic.v1.McpHttpServerH\x00R\x04httpB\v\n" +
+	"\ttransport\"\xad\x01\n" +
+	"\x0eMcpStdioServer\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x02 \x03(\tR\x04args\x125\n" +
+	"\x03env\x18\x03 \x03(\v2#.agentic.v1.McpStdioServer.EnvEntryR\x03env\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
+	"\rMcpHttpServer\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12@\n" +
+	"\aheaders\x18\x02 \x03(\v2&.agentic.v1.McpHttpServer.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"~\n" +
 	"\fImageContent\x12\x12\n" +
 	"\x03url\x18\x01 \x01(\tH\x00R\x03url\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x1d\n" +
@@ -4248,7 +4560,7 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
 	(AgentStatus)(0),              // 1: agentic.v1.AgentStatus
@@ -4272,35 +4584,40 @@ var file_agentic_v1_types_proto_goTypes = []any{
 	(*Command)(nil),               // 19: agentic.v1.Command
 	(*TokenUsage)(nil),            // 20: agentic.v1.TokenUsage
 	(*SessionInfo)(nil),           // 21: agentic.v1.SessionInfo
-	(*ImageContent)(nil),          // 22: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 23: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 24: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 25: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 26: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 27: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 28: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 29: agentic.v1.PermissionRequest
-	(*ToolLocation)(nil),          // 30: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 31: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 32: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 33: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 34: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 35: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 36: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 37: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 38: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 39: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 40: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 41: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 42: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 43: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 44: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 45: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 46: agentic.v1.Block
-	(*SessionMessage)(nil),        // 47: agentic.v1.SessionMessage
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 49: google.protobuf.Value
-	(ErrorReason)(0),              // 50: agentic.v1.ErrorReason
+	(*McpServer)(nil),             // 22: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 23: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 24: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 25: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 26: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 27: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 28: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 29: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 30: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 31: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 32: agentic.v1.PermissionRequest
+	(*ToolLocation)(nil),          // 33: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 34: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 35: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 36: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 37: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 38: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 39: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 40: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 41: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 42: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 43: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 44: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 45: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 46: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 47: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 48: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 49: agentic.v1.Block
+	(*SessionMessage)(nil),        // 50: agentic.v1.SessionMessage
+	nil,                           // 51: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 52: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 54: google.protobuf.Value
+	(ErrorReason)(0),              // 55: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
@@ -4309,65 +4626,69 @@ var file_agentic_v1_types_proto_depIdxs = []int32{
 	14, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
 	16, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
 	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	48, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	48, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	53, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	53, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
 	17, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
 	18, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
 	19, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
 	14, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
 	20, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	29, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	22, // 14: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	23, // 15: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	24, // 16: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	25, // 17: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
-	3,  // 18: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
-	5,  // 19: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
-	4,  // 20: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	27, // 21: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	28, // 22: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	49, // 23: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	48, // 24: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	31, // 25: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	32, // 26: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	38, // 27: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	45, // 28: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	6,  // 29: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	7,  // 30: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	49, // 31: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	49, // 32: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	30, // 33: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	33, // 34: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	27, // 35: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	50, // 36: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	29, // 37: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	40, // 38: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	8,  // 39: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	9,  // 40: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	43, // 41: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	35, // 42: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	36, // 43: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	34, // 44: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	37, // 45: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	38, // 46: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	39, // 47: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	41, // 48: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	42, // 49: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	44, // 50: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	31, // 51: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	32, // 52: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	45, // 53: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	10, // 54: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	11, // 55: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	46, // 56: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	48, // 57: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	12, // 58: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	20, // 59: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	32, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	23, // 14: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	24, // 15: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	51, // 16: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	52, // 17: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	25, // 18: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	26, // 19: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	27, // 20: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	28, // 21: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	3,  // 22: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
+	5,  // 23: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
+	4,  // 24: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
+	30, // 25: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	31, // 26: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	54, // 27: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	53, // 28: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	34, // 29: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	35, // 30: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	41, // 31: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	48, // 32: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	6,  // 33: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	7,  // 34: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	54, // 35: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	54, // 36: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	33, // 37: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	36, // 38: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	30, // 39: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	55, // 40: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	32, // 41: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	43, // 42: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	8,  // 43: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	9,  // 44: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	46, // 45: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	38, // 46: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	39, // 47: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	37, // 48: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	40, // 49: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	41, // 50: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	42, // 51: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	44, // 52: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	45, // 53: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	47, // 54: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	34, // 55: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	35, // 56: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	48, // 57: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	10, // 58: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	11, // 59: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	49, // 60: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	53, // 61: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	12, // 62: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	20, // 63: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	64, // [64:64] is the sub-list for method output_type
+	64, // [64:64] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }
@@ -4378,33 +4699,37 @@ func file_agentic_v1_types_proto_init() {
 	file_agentic_v1_errors_proto_init()
 	file_agentic_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
 	file_agentic_v1_types_proto_msgTypes[9].OneofWrappers = []any{
+		(*McpServer_Stdio)(nil),
+		(*McpServer_Http)(nil),
+	}
+	file_agentic_v1_types_proto_msgTypes[12].OneofWrappers = []any{
 		(*ImageContent_Url)(nil),
 		(*ImageContent_Data)(nil),
 		(*ImageContent_FilePath)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[11].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[14].OneofWrappers = []any{
 		(*EmbeddedResource_Text)(nil),
 		(*EmbeddedResource_Blob)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[12].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[15].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Image)(nil),
 		(*ContentPart_File)(nil),
 		(*ContentPart_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[20].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[22].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[23].OneofWrappers = []any{
 		(*ToolContent_Text)(nil),
 		(*ToolContent_Diff)(nil),
 		(*ToolContent_Terminal)(nil),
 		(*ToolContent_Image)(nil),
 		(*ToolContent_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[25].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[28].OneofWrappers = []any{
 		(*ImageBlock_Url)(nil),
 		(*ImageBlock_Data)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[33].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[36].OneofWrappers = []any{
 		(*Block_Text)(nil),
 		(*Block_Reasoning)(nil),
 		(*Block_Tool)(nil),
@@ -4424,7 +4749,7 @@ func file_agentic_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   35,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

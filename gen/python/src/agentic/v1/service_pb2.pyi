@@ -70,6 +70,18 @@ class CreateSessionResponse(_message.Message):
     session: _types_pb2.SessionInfo
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ["request_id", "session_id"]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class EventBatch(_message.Message):
     __slots__ = ["events"]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +222,18 @@ class LoadSessionResponse(_message.Message):
     session: _types_pb2.SessionInfo
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
+class LogoutAgentRequest(_message.Message):
+    __slots__ = ["agent_id"]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class LogoutAgentResponse(_message.Message):
+    __slots__ = ["agent"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    agent: _types_pb2.AgentInfo
+    def __init__(self, agent: _Optional[_Union[_types_pb2.AgentInfo, _Mapping]] = ...) -> None: ...
+
 class PermissionDecision(_message.Message):
     __slots__ = ["decided_by", "granted", "option_id", "option_kind", "permission_id"]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
@@ -285,16 +309,20 @@ class ServerLimits(_message.Message):
     def __init__(self, max_event_bytes: _Optional[int] = ..., default_page_size: _Optional[int] = ..., max_page_size: _Optional[int] = ..., max_response_bytes: _Optional[int] = ..., request_id_ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., subscriber_queue: _Optional[int] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["mode_id", "model_id", "title", "workspace"]
+    __slots__ = ["additional_directories", "mcp_servers", "mode_id", "model_id", "title", "workspace"]
+    ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
+    MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    additional_directories: _containers.RepeatedScalarFieldContainer[str]
+    mcp_servers: _containers.RepeatedCompositeFieldContainer[_types_pb2.McpServer]
     mode_id: str
     model_id: str
     title: str
     workspace: str
-    def __init__(self, workspace: _Optional[str] = ..., model_id: _Optional[str] = ..., mode_id: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+    def __init__(self, workspace: _Optional[str] = ..., model_id: _Optional[str] = ..., mode_id: _Optional[str] = ..., title: _Optional[str] = ..., mcp_servers: _Optional[_Iterable[_Union[_types_pb2.McpServer, _Mapping]]] = ..., additional_directories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SetModeRequest(_message.Message):
     __slots__ = ["mode_id", "session_id"]

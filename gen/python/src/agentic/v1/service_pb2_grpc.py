@@ -70,6 +70,16 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.CloseSessionRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.CloseSessionResponse.FromString,
                 )
+        self.DeleteSession = channel.unary_unary(
+                '/agentic.v1.AgenticService/DeleteSession',
+                request_serializer=agentic_dot_v1_dot_service__pb2.DeleteSessionRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.DeleteSessionResponse.FromString,
+                )
+        self.LogoutAgent = channel.unary_unary(
+                '/agentic.v1.AgenticService/LogoutAgent',
+                request_serializer=agentic_dot_v1_dot_service__pb2.LogoutAgentRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.LogoutAgentResponse.FromString,
+                )
         self.SendMessage = channel.unary_unary(
                 '/agentic.v1.AgenticService/SendMessage',
                 request_serializer=agentic_dot_v1_dot_service__pb2.SendMessageRequest.SerializeToString,
@@ -188,6 +198,25 @@ class AgenticServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteSession(self, request, context):
+        """Deletes a session: closes it if open, removes its history and its events from the
+        event log, and asks the agent to delete its own copy where it can
+        (Capabilities.supports_delete). NOT_FOUND (SESSION_NOT_FOUND) for a session the
+        server does not know, also for a repeat without request_id after success.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LogoutAgent(self, request, context):
+        """Logs the server out of an agent's account, where the agent offers it
+        (Capabilities.supports_logout); FAILED_PRECONDITION (UNSUPPORTED) otherwise. The
+        agent then needs a login (AGENT_AUTH_REQUIRED) before its next session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SendMessage(self, request, context):
         """Starts a turn. Returns the assistant message id at once; the reply streams as events
         and ends with MESSAGE_END. Before the reply, both kinds of agent (ACP and DeepChat)
@@ -297,6 +326,16 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     servicer.CloseSession,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.CloseSessionRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.CloseSessionResponse.SerializeToString,
+            ),
+            'DeleteSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSession,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.DeleteSessionRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'LogoutAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogoutAgent,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.LogoutAgentRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.LogoutAgentResponse.SerializeToString,
             ),
             'SendMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.SendMessage,
@@ -497,6 +536,40 @@ class AgenticService(object):
         return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/CloseSession',
             agentic_dot_v1_dot_service__pb2.CloseSessionRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.CloseSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/DeleteSession',
+            agentic_dot_v1_dot_service__pb2.DeleteSessionRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.DeleteSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def LogoutAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/LogoutAgent',
+            agentic_dot_v1_dot_service__pb2.LogoutAgentRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.LogoutAgentResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -156,22 +156,34 @@ class Block(_message.Message):
     def __init__(self, text: _Optional[_Union[TextBlock, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningBlock, _Mapping]] = ..., tool: _Optional[_Union[ToolCall, _Mapping]] = ..., error: _Optional[_Union[ErrorBlock, _Mapping]] = ..., image: _Optional[_Union[ImageBlock, _Mapping]] = ..., action: _Optional[_Union[ActionBlock, _Mapping]] = ..., search: _Optional[_Union[SearchBlock, _Mapping]] = ..., mcp_ui_resource: _Optional[_Union[McpUiResourceBlock, _Mapping]] = ..., plan: _Optional[_Union[PlanBlock, _Mapping]] = ..., diff: _Optional[_Union[DiffBlock, _Mapping]] = ..., terminal: _Optional[_Union[TerminalBlock, _Mapping]] = ..., resource: _Optional[_Union[ResourceBlock, _Mapping]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ["supports_commands", "supports_load", "supports_models", "supports_modes", "supports_resources", "supports_tools", "supports_vision"]
+    __slots__ = ["supports_additional_directories", "supports_commands", "supports_delete", "supports_load", "supports_logout", "supports_mcp", "supports_mcp_http", "supports_models", "supports_modes", "supports_resources", "supports_session_list", "supports_tools", "supports_vision"]
+    SUPPORTS_ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_DELETE_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_LOAD_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_LOGOUT_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_MCP_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_MCP_HTTP_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_MODELS_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_MODES_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_SESSION_LIST_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_TOOLS_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_VISION_FIELD_NUMBER: _ClassVar[int]
+    supports_additional_directories: bool
     supports_commands: bool
+    supports_delete: bool
     supports_load: bool
+    supports_logout: bool
+    supports_mcp: bool
+    supports_mcp_http: bool
     supports_models: bool
     supports_modes: bool
     supports_resources: bool
+    supports_session_list: bool
     supports_tools: bool
     supports_vision: bool
-    def __init__(self, supports_vision: bool = ..., supports_tools: bool = ..., supports_modes: bool = ..., supports_commands: bool = ..., supports_load: bool = ..., supports_models: bool = ..., supports_resources: bool = ...) -> None: ...
+    def __init__(self, supports_vision: bool = ..., supports_tools: bool = ..., supports_modes: bool = ..., supports_commands: bool = ..., supports_load: bool = ..., supports_models: bool = ..., supports_resources: bool = ..., supports_mcp: bool = ..., supports_mcp_http: bool = ..., supports_additional_directories: bool = ..., supports_delete: bool = ..., supports_session_list: bool = ..., supports_logout: bool = ...) -> None: ...
 
 class Command(_message.Message):
     __slots__ = ["description", "input_hint", "name"]
@@ -282,6 +294,48 @@ class Implementation(_message.Message):
     title: str
     version: str
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+
+class McpHttpServer(_message.Message):
+    __slots__ = ["headers", "url"]
+    class HeadersEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    headers: _containers.ScalarMap[str, str]
+    url: str
+    def __init__(self, url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class McpServer(_message.Message):
+    __slots__ = ["http", "name", "stdio"]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STDIO_FIELD_NUMBER: _ClassVar[int]
+    http: McpHttpServer
+    name: str
+    stdio: McpStdioServer
+    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[McpStdioServer, _Mapping]] = ..., http: _Optional[_Union[McpHttpServer, _Mapping]] = ...) -> None: ...
+
+class McpStdioServer(_message.Message):
+    __slots__ = ["args", "command", "env"]
+    class EnvEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    command: str
+    env: _containers.ScalarMap[str, str]
+    def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class McpUiResourceBlock(_message.Message):
     __slots__ = ["mime_type", "text", "uri"]
@@ -414,7 +468,8 @@ class SearchResult(_message.Message):
     def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., snippet: _Optional[str] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ["agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    __slots__ = ["additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_COMMANDS_FIELD_NUMBER: _ClassVar[int]
@@ -425,6 +480,7 @@ class SessionInfo(_message.Message):
     CURRENT_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_MODE_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    MCP_SERVER_NAMES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IN_FLIGHT_FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -436,6 +492,7 @@ class SessionInfo(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    additional_directories: _containers.RepeatedScalarFieldContainer[str]
     agent_id: str
     agent_session_id: str
     available_commands: _containers.RepeatedCompositeFieldContainer[Command]
@@ -446,6 +503,7 @@ class SessionInfo(_message.Message):
     current_mode_id: str
     current_model_id: str
     last_sequence: int
+    mcp_server_names: _containers.RepeatedScalarFieldContainer[str]
     message_count: int
     message_in_flight: str
     message_in_flight_first_sequence: int
@@ -457,7 +515,7 @@ class SessionInfo(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
     __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]

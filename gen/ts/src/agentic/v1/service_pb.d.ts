@@ -5,7 +5,7 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { AgentInfo, MessageContent, PermissionOptionKind, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
+import type { AgentInfo, McpServer, MessageContent, PermissionOptionKind, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
 import type { AgenticEvent, AgenticEventType, PermissionDecider } from "./events_pb.js";
 
 /**
@@ -222,6 +222,24 @@ export declare type SessionConfig = Message<"agentic.v1.SessionConfig"> & {
    * @generated from field: string title = 4;
    */
   title: string;
+
+  /**
+   * MCP servers for this session, besides the agent's configured ones. Refused with
+   * FAILED_PRECONDITION (UNSUPPORTED) by an agent without Capabilities.supports_mcp; an
+   * http server for an agent without supports_mcp_http is left out, with an ERROR event
+   * that says so.
+   *
+   * @generated from field: repeated agentic.v1.McpServer mcp_servers = 5;
+   */
+  mcpServers: McpServer[];
+
+  /**
+   * Further absolute directories the session works in, each under one of the server's
+   * workspace_roots, confined like the workspace (Capabilities.supports_additional_directories).
+   *
+   * @generated from field: repeated string additional_directories = 6;
+   */
+  additionalDirectories: string[];
 };
 
 /**
@@ -460,6 +478,75 @@ export declare type CloseSessionResponse = Message<"agentic.v1.CloseSessionRespo
  * Use `create(CloseSessionResponseSchema)` to create a new message.
  */
 export declare const CloseSessionResponseSchema: GenMessage<CloseSessionResponse>;
+
+/**
+ * @generated from message agentic.v1.DeleteSessionRequest
+ */
+export declare type DeleteSessionRequest = Message<"agentic.v1.DeleteSessionRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Makes a retry safe: see the service's comment.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message agentic.v1.DeleteSessionRequest.
+ * Use `create(DeleteSessionRequestSchema)` to create a new message.
+ */
+export declare const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest>;
+
+/**
+ * @generated from message agentic.v1.DeleteSessionResponse
+ */
+export declare type DeleteSessionResponse = Message<"agentic.v1.DeleteSessionResponse"> & {
+};
+
+/**
+ * Describes the message agentic.v1.DeleteSessionResponse.
+ * Use `create(DeleteSessionResponseSchema)` to create a new message.
+ */
+export declare const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse>;
+
+/**
+ * @generated from message agentic.v1.LogoutAgentRequest
+ */
+export declare type LogoutAgentRequest = Message<"agentic.v1.LogoutAgentRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+};
+
+/**
+ * Describes the message agentic.v1.LogoutAgentRequest.
+ * Use `create(LogoutAgentRequestSchema)` to create a new message.
+ */
+export declare const LogoutAgentRequestSchema: GenMessage<LogoutAgentRequest>;
+
+/**
+ * @generated from message agentic.v1.LogoutAgentResponse
+ */
+export declare type LogoutAgentResponse = Message<"agentic.v1.LogoutAgentResponse"> & {
+  /**
+   * The agent as it is after logging out.
+   *
+   * @generated from field: agentic.v1.AgentInfo agent = 1;
+   */
+  agent?: AgentInfo | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.LogoutAgentResponse.
+ * Use `create(LogoutAgentResponseSchema)` to create a new message.
+ */
+export declare const LogoutAgentResponseSchema: GenMessage<LogoutAgentResponse>;
 
 /**
  * @generated from message agentic.v1.SendMessageRequest
@@ -1201,6 +1288,31 @@ export declare const AgenticService: GenService<{
     methodKind: "unary";
     input: typeof CloseSessionRequestSchema;
     output: typeof CloseSessionResponseSchema;
+  },
+  /**
+   * Deletes a session: closes it if open, removes its history and its events from the
+   * event log, and asks the agent to delete its own copy where it can
+   * (Capabilities.supports_delete). NOT_FOUND (SESSION_NOT_FOUND) for a session the
+   * server does not know, also for a repeat without request_id after success.
+   *
+   * @generated from rpc agentic.v1.AgenticService.DeleteSession
+   */
+  deleteSession: {
+    methodKind: "unary";
+    input: typeof DeleteSessionRequestSchema;
+    output: typeof DeleteSessionResponseSchema;
+  },
+  /**
+   * Logs the server out of an agent's account, where the agent offers it
+   * (Capabilities.supports_logout); FAILED_PRECONDITION (UNSUPPORTED) otherwise. The
+   * agent then needs a login (AGENT_AUTH_REQUIRED) before its next session.
+   *
+   * @generated from rpc agentic.v1.AgenticService.LogoutAgent
+   */
+  logoutAgent: {
+    methodKind: "unary";
+    input: typeof LogoutAgentRequestSchema;
+    output: typeof LogoutAgentResponseSchema;
   },
   /**
    * Starts a turn. Returns the assistant message id at once; the reply streams as events

@@ -94,6 +94,48 @@ export declare type Capabilities = Message<"agentic.v1.Capabilities"> & {
    * @generated from field: bool supports_resources = 7;
    */
   supportsResources: boolean;
+
+  /**
+   * Uses the MCP servers in SessionConfig.mcp_servers (stdio ones; http ones too when
+   * supports_mcp_http).
+   *
+   * @generated from field: bool supports_mcp = 8;
+   */
+  supportsMcp: boolean;
+
+  /**
+   * @generated from field: bool supports_mcp_http = 9;
+   */
+  supportsMcpHttp: boolean;
+
+  /**
+   * Works in SessionConfig.additional_directories besides the workspace.
+   *
+   * @generated from field: bool supports_additional_directories = 10;
+   */
+  supportsAdditionalDirectories: boolean;
+
+  /**
+   * Deletes its own copy of a session on DeleteSession (ACP session/delete). Without it,
+   * DeleteSession removes agenticd's copy only.
+   *
+   * @generated from field: bool supports_delete = 11;
+   */
+  supportsDelete: boolean;
+
+  /**
+   * Its sessions made elsewhere (ACP session/list) show in ListSessions, to load.
+   *
+   * @generated from field: bool supports_session_list = 12;
+   */
+  supportsSessionList: boolean;
+
+  /**
+   * LogoutAgent logs it out of its account.
+   *
+   * @generated from field: bool supports_logout = 13;
+   */
+  supportsLogout: boolean;
 };
 
 /**
@@ -514,6 +556,21 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
    * @generated from field: string agent_session_id = 21;
    */
   agentSessionId: string;
+
+  /**
+   * The directories the session works in besides the workspace (absolute).
+   *
+   * @generated from field: repeated string additional_directories = 22;
+   */
+  additionalDirectories: string[];
+
+  /**
+   * The names of the session's MCP servers: the agent's configured ones and the
+   * session's own.
+   *
+   * @generated from field: repeated string mcp_server_names = 23;
+   */
+  mcpServerNames: string[];
 };
 
 /**
@@ -521,6 +578,101 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
  * Use `create(SessionInfoSchema)` to create a new message.
  */
 export declare const SessionInfoSchema: GenMessage<SessionInfo>;
+
+/**
+ * An MCP server a session's agent uses for more tools: a program spoken to over stdio,
+ * or a streamable HTTP endpoint.
+ *
+ * @generated from message agentic.v1.McpServer
+ */
+export declare type McpServer = Message<"agentic.v1.McpServer"> & {
+  /**
+   * Unique among the session's servers (a session's server replaces the agent's
+   * configured one of the same name). DeepChat offers its tools to the model as
+   * `<name>__<tool>`.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from oneof agentic.v1.McpServer.transport
+   */
+  transport: {
+    /**
+     * @generated from field: agentic.v1.McpStdioServer stdio = 2;
+     */
+    value: McpStdioServer;
+    case: "stdio";
+  } | {
+    /**
+     * @generated from field: agentic.v1.McpHttpServer http = 3;
+     */
+    value: McpHttpServer;
+    case: "http";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentic.v1.McpServer.
+ * Use `create(McpServerSchema)` to create a new message.
+ */
+export declare const McpServerSchema: GenMessage<McpServer>;
+
+/**
+ * An MCP server run as a process of the session, confined like the session's commands.
+ *
+ * @generated from message agentic.v1.McpStdioServer
+ */
+export declare type McpStdioServer = Message<"agentic.v1.McpStdioServer"> & {
+  /**
+   * @generated from field: string command = 1;
+   */
+  command: string;
+
+  /**
+   * @generated from field: repeated string args = 2;
+   */
+  args: string[];
+
+  /**
+   * Added to the environment the session's commands get.
+   *
+   * @generated from field: map<string, string> env = 3;
+   */
+  env: { [key: string]: string };
+};
+
+/**
+ * Describes the message agentic.v1.McpStdioServer.
+ * Use `create(McpStdioServerSchema)` to create a new message.
+ */
+export declare const McpStdioServerSchema: GenMessage<McpStdioServer>;
+
+/**
+ * An MCP server reached over streamable HTTP.
+ *
+ * @generated from message agentic.v1.McpHttpServer
+ */
+export declare type McpHttpServer = Message<"agentic.v1.McpHttpServer"> & {
+  /**
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * Sent with every request (e.g. Authorization).
+   *
+   * @generated from field: map<string, string> headers = 2;
+   */
+  headers: { [key: string]: string };
+};
+
+/**
+ * Describes the message agentic.v1.McpHttpServer.
+ * Use `create(McpHttpServerSchema)` to create a new message.
+ */
+export declare const McpHttpServerSchema: GenMessage<McpHttpServer>;
 
 /**
  * A picture sent to the agent.

@@ -1,0 +1,32 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// DeleteSession removes everything stored of a session in one transaction: its
+// conversation (with its messages, blocks and text parts), its events in the event log,
+// its setup and its owner record. Deleting a session that has none of them is no error.
+// Its message ids are free again afterwards.
+func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		for _, stmt := range []string{
+			`DELETE FROM conversations WHERE id = ?`,
+			`DELETE FROM event_log WHERE session_id = ?`,
+			`DELETE FROM session_setups WHERE session_id = ?`,
+			`DELETE FROM session_owners WHERE session_id = ?`,
+		} {
+			if err := tx.Exec(stmt, sessionID).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete session %s: %w", sessionID, err)
+	}
+	return nil
+}
