@@ -20,26 +20,32 @@ GO_TEST_PKGS ?= ./...
 # Arguments for `make run`, e.g. `make run RUN_ARGS='--listen 127.0.0.1:6000'`.
 RUN_ARGS ?=
 
-.PHONY: deps generate lint check-generated breaking build run test tree-unchanged go-test client-smoke bench clean
+.PHONY: deps generate web lint check-generated breaking build run test tree-unchanged go-test client-smoke bench clean
 
 ## deps: install protoc, the gRPC Python plugin and runtime (apt), node_modules, Go modules
 deps:
 	scripts/deps.sh
 
-## generate: regenerate gen/ (Go, TypeScript, Python) from proto/
+## generate: regenerate gen/ (Go, TypeScript, Python) from proto/, and the web page's bundle (web/dist) on it
 generate: deps
 	$(BUF) generate
+	scripts/build-web.sh
 
-## lint: buf lint, gofmt, go vet, the TypeScript client's types, the Python client's syntax
+## web: bundle the web page (web/src) into web/dist, which agenticd embeds; commit the result
+web: deps
+	scripts/build-web.sh
+
+## lint: buf lint, gofmt, go vet, the TypeScript client's and the web page's types, the Python client's syntax
 lint: deps
 	$(BUF) lint
 	@unformatted=$$(find . \( -path ./node_modules -o -path ./.git \) -prune -o -name '*.go' -print | xargs gofmt -l); \
 	if [[ -n $$unformatted ]]; then echo "gofmt: these files need 'gofmt -w':"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	$(TSC) -p clients/ts/tsconfig.json
+	$(TSC) -p web/tsconfig.json
 	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' clients/python/*.py
 
-## check-generated: fail when gen/ is not what proto/ generates
+## check-generated: fail when gen/ is not what proto/ generates, or web/dist not what web/src builds
 check-generated: deps
 	scripts/check-generated.sh
 

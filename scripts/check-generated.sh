@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fails when gen/ differs from what `buf generate` makes of proto/ now: generates
-# into a temporary directory and compares, leaving the working tree untouched.
+# Fails when gen/ differs from what `buf generate` makes of proto/ now, or web/dist from
+# what scripts/build-web.sh makes of web/src: builds both into a temporary directory and
+# compares, leaving the working tree untouched.
 # Besides generated code, gen/ holds the hand-written package manifests listed below
 # (generation writes into src/ beside them and leaves them alone); anything else in
 # gen/, such as the code of a removed .proto, is reported.
@@ -29,3 +30,13 @@ if ! diff -r -x __pycache__ -x build -x '*.egg-info' -x node_modules gen "$tmp/g
 	exit 1
 fi
 echo "check-generated: gen/ matches proto/"
+
+# The web page's bundle, built from the sources as they are now (and from gen/ts).
+scripts/build-web.sh "$tmp/web-dist" >/dev/null
+if ! diff -r web/dist "$tmp/web-dist" >"$tmp/web-diff.txt"; then
+	echo "check-generated: web/dist differs from what web/src builds:" >&2
+	grep -E '^(diff|Only in)' "$tmp/web-diff.txt" | sed "s#$tmp/web-dist#(fresh)web/dist#g" | head -n 20 >&2
+	echo "web/dist is stale: run make web and commit" >&2
+	exit 1
+fi
+echo "check-generated: web/dist matches web/src"

@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # protoc and the gRPC Python plugin feed `buf generate` (gen/python); grpcio and
 # protobuf run the Python client. Debian's versions are the ones gen/python is made
 # with: code from a newer protoc would not load on this runtime. procps gives the
-# confinement tests ps, to look for processes a session left behind.
-apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf procps)
+# confinement tests ps, to look for processes a session left behind. chromium runs the
+# web page's end-to-end test (e2e/browser_test.go drives /usr/bin/chromium headless).
+apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf procps chromium)
 
 missing=()
 for pkg in "${apt_packages[@]}"; do
@@ -33,7 +34,7 @@ fi
 
 # node_modules is current when it was installed from this exact package-lock.json.
 # `npm ci` installs exactly what the lock pins and never rewrites it, so a fresh clone
-# stays clean; the lock lists every platform's build of @bufbuild/buf, as the
+# stays clean; the lock lists every platform's build of @bufbuild/buf and esbuild, as the
 # registry serves them (refresh it with `npm install --package-lock-only`).
 lock_stamp=node_modules/.agenticd-package-lock.sha256
 lock_sum=$(sha256sum package-lock.json | cut -d' ' -f1)

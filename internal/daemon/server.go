@@ -18,6 +18,7 @@ import (
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/service"
 	"github.com/agenticd/agenticd/store"
+	"github.com/agenticd/agenticd/web"
 )
 
 // DatabaseFile is the name of the SQLite database under the data dir.
@@ -179,7 +180,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.grpc, err = service.NewGRPCServer(
 		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: s.logger}),
 		service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
-			AllowedOrigins: cfg.AllowedOrigins, Logger: s.logger},
+			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Logger: s.logger},
 	)
 	return err
 }
