@@ -47,6 +47,12 @@ type GRPCServer struct {
 	hub    *Hub
 	logger *slog.Logger
 
+	// httpConns counts the HTTP server's connections, whose goroutines outlive Close (a
+	// connection that left a request body unread waits a moment before closing): Stop
+	// waits for them once httpServed is closed, when no connection is added any more.
+	httpConns  sync.WaitGroup
+	httpServed chan struct{}
+
 	mu      sync.Mutex
 	split   *connsplit.Splitter // set by Serve
 	stopped bool
@@ -62,7 +68,8 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	}
 	// WaitForHandlers: once Stop returns no handler runs, so what they use may be closed.
 	serverOpts := append(serverOptions(opts.Token, logger), grpc.WaitForHandlers(true))
-	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger}
+	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger,
+		httpServed: make(chan struct{})}
 	if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile)
 		if err != nil {
@@ -85,8 +92,19 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		IdleTimeout:       httpIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ConnState:         g.trackHTTPConn,
 	}
 	return g, nil
+}
+
+// trackHTTPConn counts a connection from its first state to its last.
+func (g *GRPCServer) trackHTTPConn(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		g.httpConns.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		g.httpConns.Done()
+	}
 }
 
 // The HTTP side's timeouts: a client has this long to send its request's headers, and an
@@ -122,7 +140,10 @@ func (g *GRPCServer) Serve(lis net.Listener) error {
 	g.health.SetServingStatus(pb.AgenticService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	grpcErr, httpErr := make(chan error, 1), make(chan error, 1)
 	go func() { grpcErr <- g.grpc.Serve(split.GRPC()) }()
-	go func() { httpErr <- g.http.Serve(split.HTTP()) }()
+	go func() {
+		defer close(g.httpServed)
+		httpErr <- g.http.Serve(split.HTTP())
+	}()
 	runErr := split.Run()
 	if runErr != nil {
 		// The listener failed: the servers have nothing more to serve.
@@ -170,6 +191,8 @@ func (g *GRPCServer) Stop(ctx context.Context) (graceful bool) {
 	}
 	if split != nil {
 		split.Close()
+		<-g.httpServed
+		g.httpConns.Wait()
 	}
 	return graceful
 }

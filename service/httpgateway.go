@@ -16,8 +16,10 @@ import (
 )
 
 // maxTranscodedMessageBytes bounds one message the gateway holds to translate between
-// Connect or gRPC-Web and gRPC (a request, or a response such as a page of messages).
-const maxTranscodedMessageBytes = 64 << 20
+// Connect or gRPC-Web and gRPC, as grpc-go bounds a message it receives by default
+// (4 MiB): a request is held whole before any interceptor (the token's included) runs,
+// and the server sizes its responses and events for clients with that default.
+const maxTranscodedMessageBytes = 4 << 20
 
 // corsMaxAge is how long a browser may cache a preflight's answer.
 const corsMaxAge = 2 * time.Hour

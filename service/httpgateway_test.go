@@ -421,3 +421,16 @@ func TestCheckOrigin(t *testing.T) {
 		}
 	}
 }
+
+// A request larger than native gRPC would take is refused (RESOURCE_EXHAUSTED, which
+// clients do not retry) before it is held whole.
+func TestHTTPRequestBodyBound(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	big := []byte(`{"sessionId":"` + strings.Repeat("x", maxTranscodedMessageBytes) + `"}`)
+	resp := post(t, e.httpClient(t, false), rpcURL("GetSession"), "application/json", big, nil)
+	body := readAll(t, resp.Body)
+	var ce connectError
+	if err := json.Unmarshal(body, &ce); err != nil || ce.Code != "resource_exhausted" {
+		t.Fatalf("a %d-byte request: %s %s; want resource_exhausted", len(big), resp.Status, body)
+	}
+}

@@ -131,6 +131,12 @@ const (
 	ErrorReason_ERROR_REASON_EVENT_NOT_SENDABLE ErrorReason = 49
 	// A message is larger than one response may carry, even with its texts cut.
 	ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE ErrorReason = 50
+	// An MCP server of the session failed to start, crashed or broke the protocol; the
+	// next call of one of its tools starts it again. Metadata: mcp_server.
+	ErrorReason_ERROR_REASON_MCP_SERVER_FAILED ErrorReason = 51
+	// An MCP server of the session was left out: the agent cannot reach it over its
+	// transport (an http server for an agent without MCP over http). Metadata: mcp_server.
+	ErrorReason_ERROR_REASON_MCP_SERVER_LEFT_OUT ErrorReason = 52
 )
 
 // Enum value maps for ErrorReason.
@@ -176,6 +182,8 @@ var (
 		48: "ERROR_REASON_STORAGE_FAILED",
 		49: "ERROR_REASON_EVENT_NOT_SENDABLE",
 		50: "ERROR_REASON_MESSAGE_TOO_LARGE",
+		51: "ERROR_REASON_MCP_SERVER_FAILED",
+		52: "ERROR_REASON_MCP_SERVER_LEFT_OUT",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -218,6 +226,8 @@ var (
 		"ERROR_REASON_STORAGE_FAILED":             48,
 		"ERROR_REASON_EVENT_NOT_SENDABLE":         49,
 		"ERROR_REASON_MESSAGE_TOO_LARGE":          50,
+		"ERROR_REASON_MCP_SERVER_FAILED":          51,
+		"ERROR_REASON_MCP_SERVER_LEFT_OUT":        52,
 	}
 )
 
@@ -253,7 +263,7 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\xa5\v\n" +
+	"agentic.v1*\xef\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
@@ -295,7 +305,9 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\x1dERROR_REASON_POLICY_VIOLATION\x10/\x12\x1f\n" +
 	"\x1bERROR_REASON_STORAGE_FAILED\x100\x12#\n" +
 	"\x1fERROR_REASON_EVENT_NOT_SENDABLE\x101\x12\"\n" +
-	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x102B\xa0\x01\n" +
+	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x102\x12\"\n" +
+	"\x1eERROR_REASON_MCP_SERVER_FAILED\x103\x12$\n" +
+	" ERROR_REASON_MCP_SERVER_LEFT_OUT\x104B\xa0\x01\n" +
 	"\x0ecom.agentic.v1B\vErrorsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"

@@ -318,6 +318,22 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_MESSAGE_TOO_LARGE = 50;
    */
   MESSAGE_TOO_LARGE = 50,
+
+  /**
+   * An MCP server of the session failed to start, crashed or broke the protocol; the
+   * next call of one of its tools starts it again. Metadata: mcp_server.
+   *
+   * @generated from enum value: ERROR_REASON_MCP_SERVER_FAILED = 51;
+   */
+  MCP_SERVER_FAILED = 51,
+
+  /**
+   * An MCP server of the session was left out: the agent cannot reach it over its
+   * transport (an http server for an agent without MCP over http). Metadata: mcp_server.
+   *
+   * @generated from enum value: ERROR_REASON_MCP_SERVER_LEFT_OUT = 52;
+   */
+  MCP_SERVER_LEFT_OUT = 52,
 }
 
 /**
