@@ -33,8 +33,31 @@ type HubOptions struct {
 	// HeartbeatInterval is how long a Subscribe stream stays silent before it sends a
 	// heartbeat (DefaultHeartbeatInterval when 0).
 	HeartbeatInterval time.Duration
-	Logger            *slog.Logger
+	// Observers see every event as it is published, under the hub's lock and in sequence
+	// order (metrics, the audit record): each must be quick and must not call the hub.
+	Observers []EventObserver
+	Logger    *slog.Logger
 }
+
+// EventObserver follows the events the hub publishes.
+type EventObserver interface {
+	Published(ev presenters.Event)
+}
+
+// observers tells the projection, then each further observer, of every event.
+type observers struct {
+	proj   *projection
+	others []EventObserver
+}
+
+func (o observers) Published(ev presenters.Event) {
+	o.proj.Published(ev)
+	for _, other := range o.others {
+		other.Published(ev)
+	}
+}
+
+func (o observers) Evicted(sessionID string, sequence uint64) { o.proj.Evicted(sessionID, sequence) }
 
 // EventLogStore is the durable event log; *store.Store is one.
 type EventLogStore interface {
@@ -115,7 +138,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		SequenceBlock:   opts.SequenceBlock,
 		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
 		Size:            func(ev *encodedEvent) int { return ev.size },
-		Observer:        proj,
+		Observer:        observers{proj: proj, others: opts.Observers},
 		Log:             log,
 		// An encoded event is one buffer of wire bytes (newEncodedEvent): the log keeps
 		// them as they are.
