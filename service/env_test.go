@@ -66,6 +66,8 @@ type envOptions struct {
 	// wrapOther, when set, registers what it makes of the other agent's fake in its place
 	// (to give it optional methods).
 	wrapOther func(*fakePresenter) presenters.Presenter
+	// eventLog keeps the events (and the audit log) in the env's store.
+	eventLog bool
 	// page and allowedOrigins configure the HTTP gateway (GRPCOptions).
 	page           http.Handler
 	allowedOrigins []string
@@ -79,6 +81,9 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 		e.store = openStore(t)
 	}
 	opts.hub.Store = e.store
+	if opts.eventLog {
+		opts.hub.Log = e.store
+	}
 	var err error
 	if e.hub, err = NewHub(ctx, opts.hub); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,8 @@ type HubOptions struct {
 	// bounds it.
 	Log          EventLogStore
 	LogRetention events.LogRetention
+	// AuditRetention bounds the audit log, which the event log's writes make (audit.go).
+	AuditRetention AuditRetention
 	// HeartbeatInterval is how long a Subscribe stream stays silent before it sends a
 	// heartbeat (DefaultHeartbeatInterval when 0).
 	HeartbeatInterval time.Duration
@@ -59,16 +61,24 @@ func (o observers) Published(ev presenters.Event) {
 
 func (o observers) Evicted(sessionID string, sequence uint64) { o.proj.Evicted(sessionID, sequence) }
 
-// EventLogStore is the durable event log; *store.Store is one.
+// EventLogStore is the durable event log and the audit log made with it; *store.Store
+// is one.
 type EventLogStore interface {
-	AppendEvents(ctx context.Context, batch []store.LoggedEvent) error
+	AppendEventsAndAudit(ctx context.Context, batch []store.LoggedEvent, audit []store.AuditEntry) error
+	PruneAudit(ctx context.Context, maxEntries int64, maxAge time.Duration) (int64, error)
 	ReadEvents(ctx context.Context, after, until uint64, f store.EventFilter, limit int) ([]store.LoggedEvent, error)
 	EventLogRange(ctx context.Context) (oldest, newest uint64, err error)
 	PruneEvents(ctx context.Context, maxEvents int64, maxBytes int64, maxAge time.Duration) (int64, error)
 }
 
-// eventLog adapts an EventLogStore to the hub's types.
-type eventLog struct{ st EventLogStore }
+// eventLog adapts an EventLogStore to the hub's types, and appends the audit entries of
+// each batch with it.
+type eventLog struct {
+	st             EventLogStore
+	audit          *auditor
+	auditRetention AuditRetention
+	logger         *slog.Logger
+}
 
 func (l eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent) error {
 	rows := make([]store.LoggedEvent, len(batch))
@@ -76,7 +86,7 @@ func (l eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent) 
 		rows[i] = store.LoggedEvent{Sequence: ev.Sequence, SessionID: ev.SessionID, AgentID: ev.AgentID, Type: int(ev.Type),
 			MessageID: ev.MessageID, Time: ev.Time, Data: ev.Data}
 	}
-	return l.st.AppendEvents(ctx, rows)
+	return l.st.AppendEventsAndAudit(ctx, rows, l.audit.entries(batch, l.logger))
 }
 
 func (l eventLog) ReadEvents(ctx context.Context, after, until uint64, f events.Filter, limit int) ([]events.LoggedEvent, error) {
@@ -100,7 +110,11 @@ func (l eventLog) EventLogRange(ctx context.Context) (oldest, newest uint64, err
 	return l.st.EventLogRange(ctx)
 }
 
+// PruneEvents applies the event log's retention, and the audit log's with it.
 func (l eventLog) PruneEvents(ctx context.Context, r events.LogRetention) (int64, error) {
+	if _, err := l.st.PruneAudit(ctx, l.auditRetention.MaxEntries, l.auditRetention.MaxAge); err != nil {
+		l.logger.Error("could not apply the audit log's retention", "err", err)
+	}
 	return l.st.PruneEvents(ctx, r.MaxEvents, r.MaxBytes, r.MaxAge)
 }
 
@@ -115,6 +129,8 @@ type Hub struct {
 	events    *events.Hub[*encodedEvent]
 	proj      *projection
 	heartbeat time.Duration
+	// audit makes the audit log's entries; nil without an event log.
+	audit *auditor
 }
 
 var _ presenters.Publisher = (*Hub)(nil)
@@ -126,9 +142,13 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		logger = slog.Default()
 	}
 	proj := newProjection()
-	var log events.EventLog
+	var (
+		log   events.EventLog
+		audit *auditor
+	)
 	if opts.Log != nil {
-		log = eventLog{st: opts.Log}
+		audit = newAuditor()
+		log = eventLog{st: opts.Log, audit: audit, auditRetention: opts.AuditRetention, logger: logger}
 	}
 	hub, err := events.New(ctx, events.Options[*encodedEvent]{
 		Capacity:        opts.Capacity,
@@ -154,7 +174,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	if heartbeat <= 0 {
 		heartbeat = DefaultHeartbeatInterval
 	}
-	return &Hub{events: hub, proj: proj, heartbeat: heartbeat}, nil
+	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, audit: audit}, nil
 }
 
 // Publish numbers the event and hands it to the projection and the subscribers

@@ -18,6 +18,9 @@ var features = []string{
 	"heartbeats",          // idle streams get Heartbeat frames
 	"replay_marks",        // events a LoadSession replays are marked replay
 	"agent_status_events", // AGENT_STATUS_CHANGED events
+	"connect",             // Connect and gRPC-Web on the gRPC port, and the web page at /
+	"delete_session",      // DeleteSession
+	"audit",               // ListAuditEvents
 }
 
 const confinementFeature = "confinement"

@@ -215,6 +215,9 @@ func (s *Service) RespondPermission(ctx context.Context, req *pb.RespondPermissi
 	if err != nil {
 		return nil, s.fail(ctx, method, err, attrs...)
 	}
+	if s.hub.audit != nil {
+		s.hub.audit.noteAnswer(ctx, id, permissionID)
+	}
 	if err := p.RespondPermission(ctx, id, presenters.PermissionResponse{RequestID: permissionID, OptionID: opt.ID}); err != nil {
 		// Another client may have answered in between.
 		if d, ok := s.hub.permissionDecision(id, permissionID); ok && errors.Is(err, presenters.ErrNotFound) {

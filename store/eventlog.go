@@ -40,10 +40,16 @@ const appendRows = 256
 // AppendEvents writes a batch in one transaction (group commit). The sequences must be
 // new: one already logged fails the whole batch.
 func (s *Store) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
+	return s.AppendEventsAndAudit(ctx, batch, nil)
+}
+
+// AppendEventsAndAudit writes a batch of events and the audit entries made from them in
+// one transaction: an entry is stored if and only if its event is.
+func (s *Store) AppendEventsAndAudit(ctx context.Context, batch []LoggedEvent, audit []AuditEntry) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	err := s.appendEvents(ctx, batch)
+	err := s.appendEvents(ctx, batch, audit)
 	if err != nil {
 		return fmt.Errorf("append %d events (sequences %d to %d) to the event log: %w", len(batch), batch[0].Sequence, batch[len(batch)-1].Sequence, err)
 	}
@@ -52,7 +58,7 @@ func (s *Store) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
 
 // appendEvents inserts the batch in one transaction: full chunks of appendRows through
 // the prepared statement, the rest through one statement of its own.
-func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent) (err error) {
+func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []AuditEntry) (err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx, err := s.sqlDB.BeginTx(ctx, nil)
@@ -85,6 +91,9 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent) (err erro
 		if err != nil {
 			return err
 		}
+	}
+	if err := appendAudit(ctx, tx, audit); err != nil {
+		return err
 	}
 	return tx.Commit()
 }

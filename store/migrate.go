@@ -117,6 +117,22 @@ CREATE TABLE session_setups (
 	mcp_servers            TEXT NOT NULL DEFAULT '[]'
 );
 `,
+	// 6: the audit log (audit.go): entries made from the events the event log appends,
+	// in the same transactions. data is the entry as its API message encodes it; the
+	// other columns are what ListAuditEvents filters on. Like the event log's, rows
+	// have no foreign keys: they outlive deleted sessions until retention drops them.
+	`
+CREATE TABLE audit_log (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	time       INTEGER NOT NULL,
+	kind       INTEGER NOT NULL,
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	data       BLOB NOT NULL
+);
+CREATE INDEX audit_log_by_session ON audit_log(session_id, id);
+CREATE INDEX audit_log_by_time ON audit_log(time);
+`,
 }
 
 // migrate brings the schema up to date. It refuses a database written by a newer

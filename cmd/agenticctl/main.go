@@ -74,6 +74,7 @@ func init() {
 		"model":     {"model SESSION MODEL_ID", "choose one of the session's models", cmdModel},
 		"load":      {"load [--max-history N] SESSION", "reopen a stored session (send does so by itself)", cmdLoad},
 		"close":     {"close SESSION", "close a session (its history stays)", cmdClose},
+		"audit":     {"audit [--session ID]... [--agent ID]... [--kind K]... [--since T] [--until T] [--follow] [--json]", "print the audit log: files written, commands run, permissions asked and decided, policy denials, sessions", cmdAudit},
 		"version":   {"version", "print agenticctl's version (also: --version)", cmdVersion},
 	}
 }

@@ -208,7 +208,7 @@ func startServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub, err := service.NewHub(context.Background(), service.HubOptions{Store: st})
+	hub, err := service.NewHub(context.Background(), service.HubOptions{Store: st, Log: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +345,37 @@ func TestSendApproveAll(t *testing.T) {
 	code, out, errOut = s.ctl("send", "--deny-all", id, "again")
 	if code != 0 || out != "Hello denied\n" || !strings.Contains(errOut, "rejected once: request r2 of session "+id+" (option no)") {
 		t.Errorf("send --deny-all: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// audit prints what a turn did: the permission asked and who granted it, the file the
+// tool wrote; --kind and --json narrow and reshape it.
+func TestAudit(t *testing.T) {
+	s := startServer(t)
+	id := strings.TrimSpace(s.mustCtl(t, "new", "--agent", agentID, "--workspace", s.root))
+	s.mustCtl(t, "send", "--approve-all", id, "say", "hello")
+	want := []string{"session_created", "permission_requested r1", "permission_decided r1 granted (yes) by user from 127.0.0.1:", "with no token"}
+	var out string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out = s.mustCtl(t, "audit", "--session", id)
+		missing := slices.IndexFunc(want, func(w string) bool { return !strings.Contains(out, w) })
+		if missing < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit lacks %q:\n%s", want[missing], out)
+		}
+		time.Sleep(20 * time.Millisecond) // the log writer appends a few milliseconds after the events
+	}
+	only := s.mustCtl(t, "audit", "--session", id, "--kind", "permission_decided", "--json")
+	if lines := strings.Split(strings.TrimSpace(only), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `"kind":"AUDIT_KIND_PERMISSION_DECIDED"`) {
+		t.Errorf("--kind permission_decided --json: %q", only)
+	}
+	for _, args := range [][]string{{"audit", "--kind", "nonsense"}, {"audit", "--since", "yesterday"}, {"audit", "--since", "-5m"}} {
+		if code, _, errOut := s.ctl(args...); code != 2 || !strings.Contains(errOut, "usage:") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, code, errOut)
+		}
 	}
 }
 

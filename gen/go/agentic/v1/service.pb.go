@@ -2622,12 +2622,164 @@ func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type ListAuditEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only these sessions' entries (empty: all).
+	SessionIds []string `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	// Only these agents' entries (empty: all).
+	AgentIds []string `protobuf:"bytes,2,rep,name=agent_ids,json=agentIds,proto3" json:"agent_ids,omitempty"`
+	// Only these kinds (empty: all).
+	Kinds []AuditKind `protobuf:"varint,3,rep,packed,name=kinds,proto3,enum=agentic.v1.AuditKind" json:"kinds,omitempty"`
+	// Only entries at or after start_time and before end_time (unset: unbounded).
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Only entries with a larger id.
+	AfterId uint64 `protobuf:"varint,6,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// At most this many (0: GetServerInfo's default_page_size; at most max_page_size).
+	PageSize      int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsRequest) Reset() {
+	*x = ListAuditEventsRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsRequest) ProtoMessage() {}
+
+func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListAuditEventsRequest) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetAgentIds() []string {
+	if x != nil {
+		return x.AgentIds
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetKinds() []AuditKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetAfterId() uint64 {
+	if x != nil {
+		return x.AfterId
+	}
+	return 0
+}
+
+func (x *ListAuditEventsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListAuditEventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*AuditEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Whether more entries match after the last one returned: call again with after_id
+	// = that entry's id.
+	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsResponse) Reset() {
+	*x = ListAuditEventsResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsResponse) ProtoMessage() {}
+
+func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListAuditEventsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 var File_agentic_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"\x18agentic/v1/service.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
+	"agentic.v1\x1a\x16agentic/v1/audit.proto\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
 	"\x14GetServerInfoRequest\"\xea\x02\n" +
 	"\fServerLimits\x12&\n" +
 	"\x0fmax_event_bytes\x18\x01 \x01(\x03R\rmaxEventBytes\x12*\n" +
@@ -2800,7 +2952,20 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\"H\n" +
 	"\tHeartbeat\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime*Z\n" +
+	"serverTime\"\xad\x02\n" +
+	"\x16ListAuditEventsRequest\x12\x1f\n" +
+	"\vsession_ids\x18\x01 \x03(\tR\n" +
+	"sessionIds\x12\x1b\n" +
+	"\tagent_ids\x18\x02 \x03(\tR\bagentIds\x12+\n" +
+	"\x05kinds\x18\x03 \x03(\x0e2\x15.agentic.v1.AuditKindR\x05kinds\x129\n" +
+	"\n" +
+	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x19\n" +
+	"\bafter_id\x18\x06 \x01(\x04R\aafterId\x12\x1b\n" +
+	"\tpage_size\x18\a \x01(\x05R\bpageSize\"]\n" +
+	"\x17ListAuditEventsResponse\x12.\n" +
+	"\x06events\x18\x01 \x03(\v2\x16.agentic.v1.AuditEventR\x06events\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more*Z\n" +
 	"\vSessionView\x12\x1c\n" +
 	"\x18SESSION_VIEW_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_VIEW_BASIC\x10\x01\x12\x15\n" +
@@ -2808,7 +2973,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xb8\v\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\x94\f\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -2830,7 +2995,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fListMessages\x12\x1f.agentic.v1.ListMessagesRequest\x1a .agentic.v1.ListMessagesResponse\x12K\n" +
 	"\n" +
 	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12J\n" +
-	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x1d.agentic.v1.SubscribeResponse0\x01B\xa1\x01\n" +
+	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x1d.agentic.v1.SubscribeResponse0\x01\x12Z\n" +
+	"\x0fListAuditEvents\x12\".agentic.v1.ListAuditEventsRequest\x1a#.agentic.v1.ListAuditEventsResponseB\xa1\x01\n" +
 	"\x0ecom.agentic.v1B\fServiceProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"
@@ -2848,7 +3014,7 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                  // 0: agentic.v1.SessionView
 	(MessageOrder)(0),                 // 1: agentic.v1.MessageOrder
@@ -2895,93 +3061,103 @@ var file_agentic_v1_service_proto_goTypes = []any{
 	(*Bookmark)(nil),                  // 42: agentic.v1.Bookmark
 	(*CaughtUp)(nil),                  // 43: agentic.v1.CaughtUp
 	(*Heartbeat)(nil),                 // 44: agentic.v1.Heartbeat
-	(*durationpb.Duration)(nil),       // 45: google.protobuf.Duration
-	(*AgentInfo)(nil),                 // 46: agentic.v1.AgentInfo
-	(*McpServer)(nil),                 // 47: agentic.v1.McpServer
-	(*SessionInfo)(nil),               // 48: agentic.v1.SessionInfo
-	(SessionStatus)(0),                // 49: agentic.v1.SessionStatus
-	(*timestamppb.Timestamp)(nil),     // 50: google.protobuf.Timestamp
-	(*MessageContent)(nil),            // 51: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),         // 52: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),            // 53: agentic.v1.PermissionDecider
-	(*SessionMessage)(nil),            // 54: agentic.v1.SessionMessage
-	(AgenticEventType)(0),             // 55: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),              // 56: agentic.v1.AgenticEvent
+	(*ListAuditEventsRequest)(nil),    // 45: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),   // 46: agentic.v1.ListAuditEventsResponse
+	(*durationpb.Duration)(nil),       // 47: google.protobuf.Duration
+	(*AgentInfo)(nil),                 // 48: agentic.v1.AgentInfo
+	(*McpServer)(nil),                 // 49: agentic.v1.McpServer
+	(*SessionInfo)(nil),               // 50: agentic.v1.SessionInfo
+	(SessionStatus)(0),                // 51: agentic.v1.SessionStatus
+	(*timestamppb.Timestamp)(nil),     // 52: google.protobuf.Timestamp
+	(*MessageContent)(nil),            // 53: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),         // 54: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),            // 55: agentic.v1.PermissionDecider
+	(*SessionMessage)(nil),            // 56: agentic.v1.SessionMessage
+	(AgenticEventType)(0),             // 57: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),              // 58: agentic.v1.AgenticEvent
+	(AuditKind)(0),                    // 59: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                // 60: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	45, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	45, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	47, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	47, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	3,  // 2: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
-	46, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	46, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	47, // 5: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	48, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	48, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	49, // 5: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
 	9,  // 6: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	48, // 7: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	48, // 8: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	49, // 9: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	50, // 10: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	50, // 7: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	50, // 8: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	51, // 9: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	52, // 10: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
 	0,  // 11: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	48, // 12: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	48, // 13: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	46, // 14: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	51, // 15: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	48, // 16: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	48, // 17: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	52, // 18: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	52, // 19: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	53, // 20: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	50, // 12: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	50, // 13: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	48, // 14: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	53, // 15: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	50, // 16: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	50, // 17: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	54, // 18: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	54, // 19: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	55, // 20: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
 	33, // 21: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
 	1,  // 22: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	54, // 23: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	54, // 24: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	55, // 25: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	56, // 23: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	56, // 24: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	57, // 25: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
 	41, // 26: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
 	42, // 27: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
 	43, // 28: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
 	44, // 29: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	56, // 30: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	50, // 31: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 32: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	5,  // 33: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	7,  // 34: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	10, // 35: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	12, // 36: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	14, // 37: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	16, // 38: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	18, // 39: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	20, // 40: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	22, // 41: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	24, // 42: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	26, // 43: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	28, // 44: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	30, // 45: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	32, // 46: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	35, // 47: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	37, // 48: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	39, // 49: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	4,  // 50: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	6,  // 51: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	8,  // 52: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	11, // 53: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	13, // 54: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	15, // 55: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	17, // 56: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	19, // 57: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	21, // 58: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	23, // 59: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	25, // 60: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	27, // 61: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	29, // 62: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	31, // 63: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	34, // 64: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	36, // 65: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	38, // 66: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	40, // 67: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	50, // [50:68] is the sub-list for method output_type
-	32, // [32:50] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	58, // 30: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	52, // 31: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	59, // 32: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	52, // 33: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	52, // 34: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	60, // 35: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	2,  // 36: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	5,  // 37: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	7,  // 38: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	10, // 39: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	12, // 40: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	14, // 41: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	16, // 42: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	18, // 43: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	20, // 44: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	22, // 45: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	24, // 46: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	26, // 47: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	28, // 48: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	30, // 49: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	32, // 50: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	35, // 51: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	37, // 52: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	39, // 53: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	45, // 54: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	4,  // 55: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	6,  // 56: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	8,  // 57: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	11, // 58: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	13, // 59: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	15, // 60: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	17, // 61: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	19, // 62: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	21, // 63: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	23, // 64: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	25, // 65: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	27, // 66: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	29, // 67: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	31, // 68: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	34, // 69: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	36, // 70: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	38, // 71: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	40, // 72: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	46, // 73: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	55, // [55:74] is the sub-list for method output_type
+	36, // [36:55] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -2989,6 +3165,7 @@ func file_agentic_v1_service_proto_init() {
 	if File_agentic_v1_service_proto != nil {
 		return
 	}
+	file_agentic_v1_audit_proto_init()
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
 	file_agentic_v1_service_proto_msgTypes[30].OneofWrappers = []any{
@@ -3011,7 +3188,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

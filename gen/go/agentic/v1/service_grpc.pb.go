@@ -37,6 +37,7 @@ const (
 	AgenticService_ListMessages_FullMethodName      = "/agentic.v1.AgenticService/ListMessages"
 	AgenticService_GetMessage_FullMethodName        = "/agentic.v1.AgenticService/GetMessage"
 	AgenticService_Subscribe_FullMethodName         = "/agentic.v1.AgenticService/Subscribe"
+	AgenticService_ListAuditEvents_FullMethodName   = "/agentic.v1.AgenticService/ListAuditEvents"
 )
 
 // AgenticServiceClient is the client API for AgenticService service.
@@ -113,6 +114,9 @@ type AgenticServiceClient interface {
 	// registered: a client that waits for them knows every event published afterwards
 	// will reach it.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
+	// Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
+	// calling again with after_id = the last id received.
+	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
 }
 
 type agenticServiceClient struct {
@@ -312,6 +316,16 @@ func (c *agenticServiceClient) Subscribe(ctx context.Context, in *SubscribeReque
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgenticService_SubscribeClient = grpc.ServerStreamingClient[SubscribeResponse]
 
+func (c *agenticServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditEventsResponse)
+	err := c.cc.Invoke(ctx, AgenticService_ListAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgenticServiceServer is the server API for AgenticService service.
 // All implementations must embed UnimplementedAgenticServiceServer
 // for forward compatibility.
@@ -386,6 +400,9 @@ type AgenticServiceServer interface {
 	// registered: a client that waits for them knows every event published afterwards
 	// will reach it.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
+	// Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
+	// calling again with after_id = the last id received.
+	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
 	mustEmbedUnimplementedAgenticServiceServer()
 }
 
@@ -449,6 +466,9 @@ func (UnimplementedAgenticServiceServer) GetMessage(context.Context, *GetMessage
 }
 func (UnimplementedAgenticServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedAgenticServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
 }
 func (UnimplementedAgenticServiceServer) mustEmbedUnimplementedAgenticServiceServer() {}
 func (UnimplementedAgenticServiceServer) testEmbeddedByValue()                        {}
@@ -788,6 +808,24 @@ func _AgenticService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgenticService_SubscribeServer = grpc.ServerStreamingServer[SubscribeResponse]
 
+func _AgenticService_ListAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).ListAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_ListAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).ListAuditEvents(ctx, req.(*ListAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgenticService_ServiceDesc is the grpc.ServiceDesc for AgenticService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -862,6 +900,10 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMessage",
 			Handler:    _AgenticService_GetMessage_Handler,
+		},
+		{
+			MethodName: "ListAuditEvents",
+			Handler:    _AgenticService_ListAuditEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

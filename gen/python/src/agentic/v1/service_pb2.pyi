@@ -1,3 +1,4 @@
+from agentic.v1 import audit_pb2 as _audit_pb2
 from agentic.v1 import events_pb2 as _events_pb2
 from agentic.v1 import types_pb2 as _types_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
@@ -159,6 +160,32 @@ class ListAgentsResponse(_message.Message):
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     agents: _containers.RepeatedCompositeFieldContainer[_types_pb2.AgentInfo]
     def __init__(self, agents: _Optional[_Iterable[_Union[_types_pb2.AgentInfo, _Mapping]]] = ...) -> None: ...
+
+class ListAuditEventsRequest(_message.Message):
+    __slots__ = ["after_id", "agent_ids", "end_time", "kinds", "page_size", "session_ids", "start_time"]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    after_id: int
+    agent_ids: _containers.RepeatedScalarFieldContainer[str]
+    end_time: _timestamp_pb2.Timestamp
+    kinds: _containers.RepeatedScalarFieldContainer[_audit_pb2.AuditKind]
+    page_size: int
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    start_time: _timestamp_pb2.Timestamp
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., agent_ids: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[_audit_pb2.AuditKind, str]]] = ..., start_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., after_id: _Optional[int] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListAuditEventsResponse(_message.Message):
+    __slots__ = ["events", "more"]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_audit_pb2.AuditEvent]
+    more: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[_audit_pb2.AuditEvent, _Mapping]]] = ..., more: bool = ...) -> None: ...
 
 class ListMessagesRequest(_message.Message):
     __slots__ = ["order", "page_size", "page_token", "session_id"]

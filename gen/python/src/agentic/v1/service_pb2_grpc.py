@@ -120,6 +120,11 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.SubscribeResponse.FromString,
                 )
+        self.ListAuditEvents = channel.unary_unary(
+                '/agentic.v1.AgenticService/ListAuditEvents',
+                request_serializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsResponse.FromString,
+                )
 
 
 class AgenticServiceServicer(object):
@@ -284,6 +289,14 @@ class AgenticServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditEvents(self, request, context):
+        """Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
+        calling again with after_id = the last id received.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgenticServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -376,6 +389,11 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.SubscribeRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.SubscribeResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -706,5 +724,22 @@ class AgenticService(object):
         return grpc.experimental.unary_stream(request, target, '/agentic.v1.AgenticService/Subscribe',
             agentic_dot_v1_dot_service__pb2.SubscribeRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.SubscribeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/ListAuditEvents',
+            agentic_dot_v1_dot_service__pb2.ListAuditEventsRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.ListAuditEventsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -7,6 +7,7 @@ import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import type { AgentInfo, McpServer, MessageContent, PermissionOptionKind, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
 import type { AgenticEvent, AgenticEventType, PermissionDecider } from "./events_pb.js";
+import type { AuditEvent, AuditKind } from "./audit_pb.js";
 
 /**
  * Describes the file agentic/v1/service.proto.
@@ -1124,6 +1125,88 @@ export declare type Heartbeat = Message<"agentic.v1.Heartbeat"> & {
 export declare const HeartbeatSchema: GenMessage<Heartbeat>;
 
 /**
+ * @generated from message agentic.v1.ListAuditEventsRequest
+ */
+export declare type ListAuditEventsRequest = Message<"agentic.v1.ListAuditEventsRequest"> & {
+  /**
+   * Only these sessions' entries (empty: all).
+   *
+   * @generated from field: repeated string session_ids = 1;
+   */
+  sessionIds: string[];
+
+  /**
+   * Only these agents' entries (empty: all).
+   *
+   * @generated from field: repeated string agent_ids = 2;
+   */
+  agentIds: string[];
+
+  /**
+   * Only these kinds (empty: all).
+   *
+   * @generated from field: repeated agentic.v1.AuditKind kinds = 3;
+   */
+  kinds: AuditKind[];
+
+  /**
+   * Only entries at or after start_time and before end_time (unset: unbounded).
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 4;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp end_time = 5;
+   */
+  endTime?: Timestamp | undefined;
+
+  /**
+   * Only entries with a larger id.
+   *
+   * @generated from field: uint64 after_id = 6;
+   */
+  afterId: bigint;
+
+  /**
+   * At most this many (0: GetServerInfo's default_page_size; at most max_page_size).
+   *
+   * @generated from field: int32 page_size = 7;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message agentic.v1.ListAuditEventsRequest.
+ * Use `create(ListAuditEventsRequestSchema)` to create a new message.
+ */
+export declare const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest>;
+
+/**
+ * @generated from message agentic.v1.ListAuditEventsResponse
+ */
+export declare type ListAuditEventsResponse = Message<"agentic.v1.ListAuditEventsResponse"> & {
+  /**
+   * @generated from field: repeated agentic.v1.AuditEvent events = 1;
+   */
+  events: AuditEvent[];
+
+  /**
+   * Whether more entries match after the last one returned: call again with after_id
+   * = that entry's id.
+   *
+   * @generated from field: bool more = 2;
+   */
+  more: boolean;
+};
+
+/**
+ * Describes the message agentic.v1.ListAuditEventsResponse.
+ * Use `create(ListAuditEventsResponseSchema)` to create a new message.
+ */
+export declare const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse>;
+
+/**
  * How much of each SessionInfo a list returns.
  *
  * @generated from enum agentic.v1.SessionView
@@ -1404,6 +1487,17 @@ export declare const AgenticService: GenService<{
     methodKind: "server_streaming";
     input: typeof SubscribeRequestSchema;
     output: typeof SubscribeResponseSchema;
+  },
+  /**
+   * Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
+   * calling again with after_id = the last id received.
+   *
+   * @generated from rpc agentic.v1.AgenticService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
 }>;
 

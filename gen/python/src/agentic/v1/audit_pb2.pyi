@@ -1,0 +1,130 @@
+from agentic.v1 import events_pb2 as _events_pb2
+from agentic.v1 import types_pb2 as _types_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+AUDIT_KIND_COMMAND: AuditKind
+AUDIT_KIND_FILE_WRITE: AuditKind
+AUDIT_KIND_PERMISSION_DECIDED: AuditKind
+AUDIT_KIND_PERMISSION_REQUESTED: AuditKind
+AUDIT_KIND_POLICY_DENIAL: AuditKind
+AUDIT_KIND_SESSION_CLOSED: AuditKind
+AUDIT_KIND_SESSION_CREATED: AuditKind
+AUDIT_KIND_SESSION_DELETED: AuditKind
+AUDIT_KIND_SESSION_LOADED: AuditKind
+AUDIT_KIND_UNSPECIFIED: AuditKind
+AUDIT_SOURCE_OBSERVED: AuditSource
+AUDIT_SOURCE_REPORTED: AuditSource
+AUDIT_SOURCE_UNSPECIFIED: AuditSource
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AuditCommand(_message.Message):
+    __slots__ = ["command_line", "cwd", "duration", "exit_code", "status"]
+    COMMAND_LINE_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    DURATION_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    command_line: str
+    cwd: str
+    duration: _duration_pb2.Duration
+    exit_code: int
+    status: _types_pb2.ToolStatus
+    def __init__(self, command_line: _Optional[str] = ..., cwd: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., status: _Optional[_Union[_types_pb2.ToolStatus, str]] = ...) -> None: ...
+
+class AuditDenial(_message.Message):
+    __slots__ = ["permission_id", "reason"]
+    PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    permission_id: str
+    reason: str
+    def __init__(self, permission_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AuditEvent(_message.Message):
+    __slots__ = ["agent_id", "command", "denial", "event_sequence", "file_write", "id", "kind", "permission", "session", "session_id", "source", "time", "tool_id"]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    DENIAL_FIELD_NUMBER: _ClassVar[int]
+    EVENT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    FILE_WRITE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    command: AuditCommand
+    denial: AuditDenial
+    event_sequence: int
+    file_write: AuditFileWrite
+    id: int
+    kind: AuditKind
+    permission: AuditPermission
+    session: AuditSession
+    session_id: str
+    source: AuditSource
+    time: _timestamp_pb2.Timestamp
+    tool_id: str
+    def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., source: _Optional[_Union[AuditSource, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., event_sequence: _Optional[int] = ..., session: _Optional[_Union[AuditSession, _Mapping]] = ..., file_write: _Optional[_Union[AuditFileWrite, _Mapping]] = ..., command: _Optional[_Union[AuditCommand, _Mapping]] = ..., permission: _Optional[_Union[AuditPermission, _Mapping]] = ..., denial: _Optional[_Union[AuditDenial, _Mapping]] = ...) -> None: ...
+
+class AuditFileWrite(_message.Message):
+    __slots__ = ["bytes", "deleted", "path", "sha256", "tool_title"]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    TOOL_TITLE_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    deleted: bool
+    path: str
+    sha256: str
+    tool_title: str
+    def __init__(self, path: _Optional[str] = ..., bytes: _Optional[int] = ..., sha256: _Optional[str] = ..., deleted: bool = ..., tool_title: _Optional[str] = ...) -> None: ...
+
+class AuditPermission(_message.Message):
+    __slots__ = ["client_address", "client_identity", "command_line", "decided_by", "description", "granted", "option_id", "paths", "permission_id", "permission_type", "reason"]
+    CLIENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_LINE_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    OPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    client_address: str
+    client_identity: str
+    command_line: str
+    decided_by: _events_pb2.PermissionDecider
+    description: str
+    granted: bool
+    option_id: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    permission_id: str
+    permission_type: _types_pb2.PermissionType
+    reason: str
+    def __init__(self, permission_id: _Optional[str] = ..., description: _Optional[str] = ..., permission_type: _Optional[_Union[_types_pb2.PermissionType, str]] = ..., paths: _Optional[_Iterable[str]] = ..., command_line: _Optional[str] = ..., option_id: _Optional[str] = ..., granted: bool = ..., decided_by: _Optional[_Union[_events_pb2.PermissionDecider, str]] = ..., reason: _Optional[str] = ..., client_address: _Optional[str] = ..., client_identity: _Optional[str] = ...) -> None: ...
+
+class AuditSession(_message.Message):
+    __slots__ = ["reason", "workspace"]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    workspace: str
+    def __init__(self, workspace: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AuditKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class AuditSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

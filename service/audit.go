@@ -1,0 +1,360 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/events"
+	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
+)
+
+// AuditRetention bounds the audit log: whichever bound is met first drops the oldest
+// entries; 0 is no bound.
+type AuditRetention struct {
+	MaxEntries int64
+	MaxAge     time.Duration
+}
+
+// Bounds of what the auditor keeps in memory between events: tool calls started and not
+// yet ended (for a command's duration), and clients' answers not yet seen as decisions.
+// Past them the oldest go; an entry then lacks a duration or a client, nothing more.
+const (
+	maxOpenToolCalls    = 10_000
+	maxNotedAnswers     = 10_000
+	notedAnswerLifetime = 10 * time.Minute
+)
+
+// auditor makes audit entries from the events the event log appends, so that an entry
+// is stored in the transaction of its event: never one without the other, none dropped.
+// It runs on the hub's log writer, in sequence order, except noteAnswer (handlers).
+type auditor struct {
+	toolStarts map[string]time.Time // by session id + tool id
+	startOrder []string
+
+	mu      sync.Mutex
+	answers map[string]notedAnswer // by session id + permission id
+}
+
+// notedAnswer is who answered a permission request, until its decision event comes by.
+type notedAnswer struct {
+	address, identity string
+	at                time.Time
+}
+
+func newAuditor() *auditor {
+	return &auditor{toolStarts: make(map[string]time.Time), answers: make(map[string]notedAnswer)}
+}
+
+// auditedTypes are the event types audit entries are made from; the rest (the deltas of
+// a flood among them) are passed over without being decoded.
+var auditedTypes = map[presenters.EventType]bool{
+	presenters.EventSessionCreated:         true,
+	presenters.EventSessionReady:           true,
+	presenters.EventSessionClosed:          true,
+	presenters.EventToolStart:              true,
+	presenters.EventToolEnd:                true,
+	presenters.EventToolPermissionRequired: true,
+	presenters.EventToolPermissionGranted:  true,
+	presenters.EventToolPermissionDenied:   true,
+}
+
+// noteAnswer records who is answering a permission request, before the presenter
+// publishes the decision.
+func (a *auditor) noteAnswer(ctx context.Context, sessionID, permissionID string) {
+	n := notedAnswer{address: clientAddress(ctx), identity: clientIdentity(ctx), at: time.Now()}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.answers) >= maxNotedAnswers {
+		for k, v := range a.answers {
+			if n.at.Sub(v.at) > notedAnswerLifetime {
+				delete(a.answers, k)
+			}
+		}
+	}
+	if len(a.answers) < maxNotedAnswers {
+		a.answers[sessionID+"\x00"+permissionID] = n
+	}
+}
+
+func (a *auditor) takeAnswer(sessionID, permissionID string) (notedAnswer, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := sessionID + "\x00" + permissionID
+	n, ok := a.answers[key]
+	delete(a.answers, key)
+	return n, ok
+}
+
+// clientAddress is the network address of the caller.
+func clientAddress(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// clientIdentity names the credential the caller presented: a fingerprint of its bearer
+// token (never the token), or "no token".
+func clientIdentity(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
+			sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+			return "token sha256:" + hex.EncodeToString(sum[:])[:12]
+		}
+	}
+	return "no token"
+}
+
+// entries makes the audit entries of a batch of logged events. An event that does not
+// decode is logged and left out of the audit (the event log keeps it).
+func (a *auditor) entries(batch []events.LoggedEvent, logger *slog.Logger) []store.AuditEntry {
+	var out []store.AuditEntry
+	for _, le := range batch {
+		if !auditedTypes[le.Type] {
+			continue
+		}
+		var ev pb.AgenticEvent
+		if err := proto.Unmarshal(le.Data, &ev); err != nil {
+			logger.Error("an event could not be read for the audit log", "session_id", le.SessionID, "agent_id", le.AgentID, "sequence", le.Sequence, "err", err)
+			continue
+		}
+		for _, e := range a.fromEvent(le, &ev) {
+			data, err := proto.Marshal(e)
+			if err != nil {
+				logger.Error("an audit entry could not be encoded", "session_id", le.SessionID, "agent_id", le.AgentID, "sequence", le.Sequence, "err", err)
+				continue
+			}
+			out = append(out, store.AuditEntry{Time: le.Time, Kind: int(e.GetKind()), SessionID: le.SessionID, AgentID: le.AgentID, Data: data})
+		}
+	}
+	return out
+}
+
+// sourceOf says who did what an agent's tool calls show: agenticd itself for DeepChat,
+// whose tools run in agenticd's sandbox; the agent for an ACP agent, which acts in its
+// own process and reports it.
+func sourceOf(agentID string) pb.AuditSource {
+	if strings.HasPrefix(agentID, string(presenters.AgentTypeACP)+".") {
+		return pb.AuditSource_AUDIT_SOURCE_REPORTED
+	}
+	return pb.AuditSource_AUDIT_SOURCE_OBSERVED
+}
+
+func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.AuditEvent {
+	entry := func(kind pb.AuditKind, source pb.AuditSource, toolID string) *pb.AuditEvent {
+		return &pb.AuditEvent{Time: timestamppb.New(le.Time), Kind: kind, Source: source, SessionId: le.SessionID,
+			AgentId: le.AgentID, ToolId: toolID, EventSequence: le.Sequence}
+	}
+	observed := pb.AuditSource_AUDIT_SOURCE_OBSERVED
+	switch p := ev.GetPayload().(type) {
+	case *pb.AgenticEvent_SessionCreated:
+		e := entry(pb.AuditKind_AUDIT_KIND_SESSION_CREATED, observed, "")
+		e.Detail = &pb.AuditEvent_Session{Session: &pb.AuditSession{Workspace: p.SessionCreated.GetSession().GetWorkspace()}}
+		return []*pb.AuditEvent{e}
+	case *pb.AgenticEvent_SessionReady:
+		e := entry(pb.AuditKind_AUDIT_KIND_SESSION_LOADED, observed, "")
+		e.Detail = &pb.AuditEvent_Session{Session: &pb.AuditSession{}}
+		return []*pb.AuditEvent{e}
+	case *pb.AgenticEvent_SessionClosed:
+		kind := pb.AuditKind_AUDIT_KIND_SESSION_CLOSED
+		if p.SessionClosed.GetReason() == deletedReason {
+			kind = pb.AuditKind_AUDIT_KIND_SESSION_DELETED
+		}
+		e := entry(kind, observed, "")
+		e.Detail = &pb.AuditEvent_Session{Session: &pb.AuditSession{Reason: p.SessionClosed.GetReason()}}
+		return []*pb.AuditEvent{e}
+	case *pb.AgenticEvent_ToolStart:
+		a.started(le.SessionID, p.ToolStart.GetTool().GetToolId(), le.Time)
+	case *pb.AgenticEvent_ToolEnd:
+		return a.toolEnded(le, p.ToolEnd.GetTool(), entry)
+	case *pb.AgenticEvent_ToolPermissionRequired:
+		r := p.ToolPermissionRequired.GetRequest()
+		e := entry(pb.AuditKind_AUDIT_KIND_PERMISSION_REQUESTED, observed, r.GetToolId())
+		e.Detail = &pb.AuditEvent_Permission{Permission: &pb.AuditPermission{
+			PermissionId: r.GetPermissionId(), Description: r.GetDescription(), PermissionType: r.GetPermissionType(),
+			Paths: r.GetPaths(), CommandLine: r.GetCommandInfo().GetCommand()}}
+		return []*pb.AuditEvent{e}
+	case *pb.AgenticEvent_ToolPermissionGranted:
+		g := p.ToolPermissionGranted
+		return []*pb.AuditEvent{a.decided(le, entry(pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, observed, g.GetToolId()),
+			g.GetPermissionId(), g.GetOptionId(), true, g.GetDecidedBy(), g.GetReason())}
+	case *pb.AgenticEvent_ToolPermissionDenied:
+		d := p.ToolPermissionDenied
+		out := []*pb.AuditEvent{a.decided(le, entry(pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, observed, d.GetToolId()),
+			d.GetPermissionId(), d.GetOptionId(), false, d.GetDecidedBy(), d.GetReason())}
+		if d.GetDecidedBy() == pb.PermissionDecider_PERMISSION_DECIDER_POLICY {
+			e := entry(pb.AuditKind_AUDIT_KIND_POLICY_DENIAL, observed, d.GetToolId())
+			e.Detail = &pb.AuditEvent_Denial{Denial: &pb.AuditDenial{PermissionId: d.GetPermissionId(), Reason: d.GetReason()}}
+			out = append(out, e)
+		}
+		return out
+	}
+	return nil
+}
+
+// decided is a decision's entry, with the client that answered when one did.
+func (a *auditor) decided(le events.LoggedEvent, e *pb.AuditEvent, permissionID, optionID string, granted bool, by pb.PermissionDecider, reason string) *pb.AuditEvent {
+	d := &pb.AuditPermission{PermissionId: permissionID, OptionId: optionID, Granted: granted, DecidedBy: by, Reason: reason}
+	if n, ok := a.takeAnswer(le.SessionID, permissionID); ok && by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
+		d.ClientAddress, d.ClientIdentity = n.address, n.identity
+	}
+	e.Detail = &pb.AuditEvent_Permission{Permission: d}
+	return e
+}
+
+func (a *auditor) started(sessionID, toolID string, at time.Time) {
+	key := sessionID + "\x00" + toolID
+	if _, ok := a.toolStarts[key]; ok {
+		return
+	}
+	for len(a.startOrder) >= maxOpenToolCalls {
+		delete(a.toolStarts, a.startOrder[0])
+		a.startOrder = a.startOrder[1:]
+	}
+	a.toolStarts[key] = at
+	a.startOrder = append(a.startOrder, key)
+}
+
+// toolEnded makes the entries of a finished tool call: each file it wrote (from its
+// diffs), or the command it ran.
+func (a *auditor) toolEnded(le events.LoggedEvent, tool *pb.ToolCall, entry func(pb.AuditKind, pb.AuditSource, string) *pb.AuditEvent) []*pb.AuditEvent {
+	key := le.SessionID + "\x00" + tool.GetToolId()
+	start, started := a.toolStarts[key]
+	delete(a.toolStarts, key) // startOrder keeps the key until it is the oldest: harmless
+	source := sourceOf(le.AgentID)
+	var out []*pb.AuditEvent
+	switch tool.GetKind() {
+	case pb.ToolKind_TOOL_KIND_EXECUTE:
+		c := &pb.AuditCommand{CommandLine: commandLine(tool), Cwd: argument(tool, "cwd"), Status: tool.GetStatus()}
+		for _, content := range tool.GetContent() {
+			if t := content.GetTerminal(); t != nil && t.ExitCode != nil {
+				c.ExitCode = t.ExitCode
+			}
+		}
+		if started {
+			c.Duration = durationpb.New(le.Time.Sub(start))
+		}
+		e := entry(pb.AuditKind_AUDIT_KIND_COMMAND, source, tool.GetToolId())
+		e.Detail = &pb.AuditEvent_Command{Command: c}
+		out = append(out, e)
+	case pb.ToolKind_TOOL_KIND_EDIT, pb.ToolKind_TOOL_KIND_DELETE, pb.ToolKind_TOOL_KIND_MOVE:
+		if tool.GetStatus() != pb.ToolStatus_TOOL_STATUS_COMPLETED {
+			return nil
+		}
+		for _, content := range tool.GetContent() {
+			diff := content.GetDiff()
+			if diff == nil {
+				continue
+			}
+			w := &pb.AuditFileWrite{Path: diff.GetPath(), ToolTitle: tool.GetTitle()}
+			if tool.GetKind() == pb.ToolKind_TOOL_KIND_DELETE {
+				w.Deleted = true
+			} else {
+				sum := sha256.Sum256([]byte(diff.GetNewText()))
+				w.Bytes, w.Sha256 = proto.Int64(int64(len(diff.GetNewText()))), hex.EncodeToString(sum[:])
+			}
+			e := entry(pb.AuditKind_AUDIT_KIND_FILE_WRITE, source, tool.GetToolId())
+			e.Detail = &pb.AuditEvent_FileWrite{FileWrite: w}
+			out = append(out, e)
+		}
+		if len(out) == 0 && tool.GetKind() == pb.ToolKind_TOOL_KIND_DELETE {
+			for _, loc := range tool.GetLocations() {
+				e := entry(pb.AuditKind_AUDIT_KIND_FILE_WRITE, source, tool.GetToolId())
+				e.Detail = &pb.AuditEvent_FileWrite{FileWrite: &pb.AuditFileWrite{Path: loc.GetPath(), Deleted: true, ToolTitle: tool.GetTitle()}}
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// commandLine is what a command tool ran: the command the server classified, else the
+// tool's terminal, else its "command" argument, else its title.
+func commandLine(tool *pb.ToolCall) string {
+	if c := tool.GetCommandInfo().GetCommand(); c != "" {
+		return c
+	}
+	for _, content := range tool.GetContent() {
+		if t := content.GetTerminal(); t != nil && t.GetCommand() != "" {
+			return t.GetCommand()
+		}
+	}
+	if c := argument(tool, "command"); c != "" {
+		return c
+	}
+	return tool.GetTitle()
+}
+
+// argument is a string argument of a tool call (a list of strings is joined by spaces).
+func argument(tool *pb.ToolCall, name string) string {
+	v := tool.GetArguments().GetStructValue().GetFields()[name]
+	if s := v.GetStringValue(); s != "" {
+		return s
+	}
+	var parts []string
+	for _, item := range v.GetListValue().GetValues() {
+		parts = append(parts, item.GetStringValue())
+	}
+	return strings.Join(parts, " ")
+}
+
+// ListAuditEvents reads the audit log.
+func (s *Service) ListAuditEvents(ctx context.Context, req *pb.ListAuditEventsRequest) (*pb.ListAuditEventsResponse, error) {
+	const method = "ListAuditEvents"
+	limit, err := pageSize(req.GetPageSize())
+	if err != nil {
+		return nil, s.fail(ctx, method, inField("page_size", err))
+	}
+	f := store.AuditFilter{SessionIDs: req.GetSessionIds(), AgentIDs: req.GetAgentIds(), AfterID: req.GetAfterId()}
+	for i, k := range req.GetKinds() {
+		if _, known := pb.AuditKind_name[int32(k)]; !known || k == pb.AuditKind_AUDIT_KIND_UNSPECIFIED {
+			return nil, s.fail(ctx, method, invalidField(fmt.Sprintf("kinds[%d]", i), "kinds[%d] is %d, not a kind of audit entry: use the AuditKind values (SESSION_CREATED ... POLICY_DENIAL)", i, k))
+		}
+		f.Kinds = append(f.Kinds, int(k))
+	}
+	for _, t := range []struct {
+		field string
+		ts    *timestamppb.Timestamp
+		into  *time.Time
+	}{{"start_time", req.GetStartTime(), &f.Start}, {"end_time", req.GetEndTime(), &f.End}} {
+		if t.ts == nil {
+			continue
+		}
+		if err := t.ts.CheckValid(); err != nil {
+			return nil, s.fail(ctx, method, invalidField(t.field, "%s is not a valid time: %v", t.field, err))
+		}
+		*t.into = t.ts.AsTime()
+	}
+	if !f.Start.IsZero() && !f.End.IsZero() && !f.End.After(f.Start) {
+		return nil, s.fail(ctx, method, invalidField("end_time", "end_time (%s) must be after start_time (%s)", f.End.Format(time.RFC3339Nano), f.Start.Format(time.RFC3339Nano)))
+	}
+	rows, err := s.registry.store.AuditEntries(ctx, f, limit+1)
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	resp := &pb.ListAuditEventsResponse{More: len(rows) > limit}
+	for _, r := range rows[:min(len(rows), limit)] {
+		var e pb.AuditEvent
+		if err := proto.Unmarshal(r.Data, &e); err != nil {
+			return nil, s.fail(ctx, method, fmt.Errorf("audit entry %d: %w", r.ID, err))
+		}
+		e.Id = r.ID
+		resp.Events = append(resp.Events, &e)
+	}
+	return resp, nil
+}

@@ -1,0 +1,158 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// auditEntries waits until the audit log holds at least n entries matching req (the log
+// writer appends a few milliseconds after publishing) and returns them.
+func auditEntries(t *testing.T, e *testEnv, req *pb.ListAuditEventsRequest, n int) []*pb.AuditEvent {
+	t.Helper()
+	deadline := time.Now().Add(streamWait)
+	for {
+		resp, err := e.client.ListAuditEvents(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetEvents()) >= n || time.Now().After(deadline) {
+			return resp.GetEvents()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func kinds(entries []*pb.AuditEvent) []pb.AuditKind {
+	out := make([]pb.AuditKind, len(entries))
+	for i, e := range entries {
+		out[i] = e.GetKind()
+	}
+	return out
+}
+
+// A session's life, its tool calls and its permissions leave audit entries: the files
+// written with their size and hash, the command with its exit code and duration, the
+// request and who answered it (address and token fingerprint, never the token), a policy
+// denial, and the end.
+func TestAuditRecordsASession(t *testing.T) {
+	const token = "a-test-token-of-some-length"
+	ctx := context.Background()
+	e := newEnv(t, envOptions{token: token, eventLog: true})
+	id := e.createSession(t, fakeID).GetSessionId()
+	em := presenters.NewEmitter(e.hub, fakeID, id)
+	exit := 3
+	run := presenters.ToolCall{ToolID: "t1", Title: "Run tests", Kind: presenters.ToolExecute, Status: presenters.ToolInProgress,
+		Arguments: json.RawMessage(`{"command":"go test ./...","cwd":"/w"}`)}
+	em.ToolStart("m1", run)
+	run.Status = presenters.ToolCompleted
+	run.Content = []presenters.ToolContent{{Terminal: &presenters.TerminalBlock{TerminalID: "term", Command: "go test ./...", ExitCode: &exit}}}
+	em.ToolEnd("m1", run)
+	edit := presenters.ToolCall{ToolID: "t2", Title: "Edit main.go", Kind: presenters.ToolEdit, Status: presenters.ToolCompleted,
+		Content: []presenters.ToolContent{{Diff: &presenters.DiffBlock{Path: "/w/main.go", OldText: "a", NewText: "package main\n"}}}}
+	em.ToolStart("m1", edit)
+	em.ToolEnd("m1", edit)
+	askPermission(e, id, "p1")
+	if _, err := e.client.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: id, PermissionId: "p1",
+		Answer: &pb.RespondPermissionRequest_OptionId{OptionId: "allow"}}); err != nil {
+		t.Fatal(err)
+	}
+	em.PermissionDenied(presenters.PermissionDecision{RequestID: "p2", ToolID: "t3", DecidedBy: presenters.DecidedByPolicy, Reason: "path /etc/passwd is outside the workspace"})
+	if _, err := e.client.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := []pb.AuditKind{
+		pb.AuditKind_AUDIT_KIND_SESSION_CREATED, pb.AuditKind_AUDIT_KIND_COMMAND, pb.AuditKind_AUDIT_KIND_FILE_WRITE,
+		pb.AuditKind_AUDIT_KIND_PERMISSION_REQUESTED, pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED,
+		pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, pb.AuditKind_AUDIT_KIND_POLICY_DENIAL, pb.AuditKind_AUDIT_KIND_SESSION_CLOSED,
+	}
+	got := auditEntries(t, e, &pb.ListAuditEventsRequest{SessionIds: []string{id}}, len(want))
+	if len(got) != len(want) {
+		t.Fatalf("entries %v, want %v", kinds(got), want)
+	}
+	for i, k := range want {
+		if got[i].GetKind() != k {
+			t.Fatalf("entries %v, want %v", kinds(got), want)
+		}
+		if i > 0 && got[i].GetId() <= got[i-1].GetId() {
+			t.Errorf("ids not rising: %d after %d", got[i].GetId(), got[i-1].GetId())
+		}
+		if got[i].GetSource() != pb.AuditSource_AUDIT_SOURCE_OBSERVED || got[i].GetAgentId() != fakeID || got[i].GetEventSequence() == 0 {
+			t.Errorf("entry %d: %v", i, got[i])
+		}
+	}
+	cmd := got[1].GetCommand()
+	if cmd.GetCommandLine() != "go test ./..." || cmd.GetCwd() != "/w" || cmd.ExitCode == nil || cmd.GetExitCode() != 3 || cmd.GetDuration() == nil {
+		t.Errorf("command entry %v", cmd)
+	}
+	sum := sha256.Sum256([]byte("package main\n"))
+	if w := got[2].GetFileWrite(); w.GetPath() != "/w/main.go" || w.GetBytes() != int64(len("package main\n")) || w.GetSha256() != hex.EncodeToString(sum[:]) {
+		t.Errorf("file write entry %v", w)
+	}
+	answered := got[4].GetPermission()
+	if !answered.GetGranted() || answered.GetOptionId() != "allow" || answered.GetDecidedBy() != pb.PermissionDecider_PERMISSION_DECIDER_USER ||
+		answered.GetClientAddress() == "" || !strings.HasPrefix(answered.GetClientIdentity(), "token sha256:") || strings.Contains(answered.GetClientIdentity(), token) {
+		t.Errorf("decision entry %v", answered)
+	}
+	if d := got[6].GetDenial(); d.GetPermissionId() != "p2" || !strings.Contains(d.GetReason(), "outside the workspace") {
+		t.Errorf("denial entry %v", d)
+	}
+
+	// Filters and paging.
+	only := auditEntries(t, e, &pb.ListAuditEventsRequest{Kinds: []pb.AuditKind{pb.AuditKind_AUDIT_KIND_FILE_WRITE}}, 1)
+	if len(only) != 1 || only[0].GetFileWrite() == nil {
+		t.Errorf("kinds filter: %v", kinds(only))
+	}
+	page, err := e.client.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{SessionIds: []string{id}, PageSize: 3})
+	if err != nil || len(page.GetEvents()) != 3 || !page.GetMore() {
+		t.Fatalf("first page: %v, %v", page, err)
+	}
+	rest, err := e.client.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{SessionIds: []string{id}, AfterId: page.GetEvents()[2].GetId()})
+	if err != nil || len(rest.GetEvents()) != len(want)-3 || rest.GetMore() {
+		t.Errorf("the rest after id %d: %d entries, more %v, %v", page.GetEvents()[2].GetId(), len(rest.GetEvents()), rest.GetMore(), err)
+	}
+	future, err := e.client.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{StartTime: timestamppb.New(time.Now().Add(time.Hour))})
+	if err != nil || len(future.GetEvents()) != 0 {
+		t.Errorf("entries from the future: %v, %v", future, err)
+	}
+}
+
+func TestListAuditEventsValidation(t *testing.T) {
+	e := newEnv(t, envOptions{eventLog: true})
+	ctx := context.Background()
+	now := time.Now()
+	for _, tc := range []struct {
+		req   *pb.ListAuditEventsRequest
+		field string
+	}{
+		{&pb.ListAuditEventsRequest{Kinds: []pb.AuditKind{pb.AuditKind_AUDIT_KIND_UNSPECIFIED}}, "kinds[0]"},
+		{&pb.ListAuditEventsRequest{Kinds: []pb.AuditKind{pb.AuditKind_AUDIT_KIND_COMMAND, 99}}, "kinds[1]"},
+		{&pb.ListAuditEventsRequest{StartTime: timestamppb.New(now), EndTime: timestamppb.New(now.Add(-time.Second))}, "end_time"},
+		{&pb.ListAuditEventsRequest{StartTime: &timestamppb.Timestamp{Nanos: -1}}, "start_time"},
+		{&pb.ListAuditEventsRequest{PageSize: -1}, "page_size"},
+	} {
+		_, err := e.client.ListAuditEvents(ctx, tc.req)
+		wantReason(t, err, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, tc.field)
+	}
+}
+
+// An ACP agent's tool calls are what it reported, not what agenticd saw.
+func TestAuditSourceOfACPAgents(t *testing.T) {
+	if got := sourceOf("acp.anthropic.claude"); got != pb.AuditSource_AUDIT_SOURCE_REPORTED {
+		t.Errorf("ACP agent: %v", got)
+	}
+	if got := sourceOf("deepchat.default"); got != pb.AuditSource_AUDIT_SOURCE_OBSERVED {
+		t.Errorf("DeepChat: %v", got)
+	}
+}
