@@ -72,6 +72,15 @@ else
 	ab tools -calls 2000 -runs "$runs"
 fi
 
+step "Protocols (Subscribe to one subscriber over native gRPC, Connect JSON and gRPC-Web on HTTP/1.1)"
+if [[ $quick == 1 ]]; then
+	ab protocols -count 20000 -size 64 -runs 1
+	ab protocols -count 5000 -size 1024 -runs 1
+else
+	ab protocols -count 100000 -size 64 -runs "$acp_runs"
+	ab protocols -count 20000 -size 1024 -runs "$acp_runs"
+fi
+
 step "DeepChat"
 if [[ $quick == 1 ]]; then
 	ab deepchat-reply -chunks 10000 -runs 1

@@ -10,6 +10,7 @@
 //	agentic-bench sessions [-sessions 10000]                 heap per idle session; create+close rate
 //	agentic-bench startup [-sessions 10000]                  start → health SERVING with a full database
 //	agentic-bench confinement [-starts 10 -turns 300 -workspaces 8]  agent start, turn latency and memory, confinement on vs. off
+//	agentic-bench protocols [-count 100000 -size 64]         one subscriber, live and replayed: native gRPC vs. Connect JSON and gRPC-Web on HTTP/1.1
 //	agentic-bench eventlog [-count 100000 -big-count 100000 -idle 1m]  event log: write transactions, size, resume from it; RSS through and after a 1 KiB flood
 //	agentic-bench report  -results FILE ...                  write docs/BENCHMARKS.md
 //	agentic-bench relay   -listen ADDR -agent BIN [-wait]    a plain gRPC fan-out to compare with (run by latency and flood)
@@ -32,7 +33,7 @@ func main() {
 	// -inprocess runs agenticd here, which re-executes this binary to confine agents.
 	confine.MaybeRunInit()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|confinement|eventlog|report [flags]; see -h of each")
+		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|confinement|eventlog|protocols|report [flags]; see -h of each")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -46,6 +47,7 @@ func main() {
 		"startup":        startupCmd,
 		"confinement":    confinementCmd,
 		"eventlog":       eventLogCmd,
+		"protocols":      protocolsCmd,
 		"relay":          relayCmd,
 		"report":         func(_ context.Context, args []string) error { return reportCmd(args) },
 	}

@@ -45,6 +45,11 @@ func reportCmd(args []string) error {
 		"in the floods it waits for it instead (it could not resume), so the pipe holds the agent back. agenticd against the relay is what agenticd's own work costs over a plain fan-out. " +
 		"The far end is the scripted test agent (internal/testagent) in flood, paced or tool-burst mode; agenticd runs as a real `bin/agenticd` process " +
 		"with gRPC clients on loopback unless a row says in-process. " +
+		"The Protocols rows read the same unpaced flood through one Subscribe stream in each protocol agenticd's port speaks: native gRPC (the generated Go client, HTTP/2), " +
+		"Connect with JSON and gRPC-Web with binary proto (plain net/http over HTTP/1.1, as a browser without HTTP/2 to agenticd sends them, through the server's transcoding gateway); " +
+		"one bin/agenticd per run serves a turn in each, and each ratio is to native gRPC in the same run. Each turn is read live (no faster than the agent writes: " +
+		"it shows whether a protocol keeps up) and then replayed from the events agenticd holds (as fast as server, protocol and client go: what the protocol itself costs, " +
+		"the client's decoding included). " +
 		"The Confinement rows compare bin/agenticd processes with `confinement: off` and `on` running side by side and taking turns sample by sample (so the machine's load falls on both alike); " +
 		"their differences are medians of paired differences with a distribution-free 95 % confidence interval, and a second unconfined server shows how much two identical servers differ.\n\n")
 
