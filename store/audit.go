@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"gorm.io/gorm"
 )
 
 // AuditEntry is one row of the audit log. Data is the entry as the API encodes it; the
@@ -145,20 +143,9 @@ func (s *Store) PruneAudit(ctx context.Context, maxEntries int64, maxAge time.Du
 	if keepFrom == 0 {
 		return 0, nil
 	}
-	var deleted int64
-	for {
-		var n int64
-		err := s.write(ctx, func(tx *gorm.DB) error {
-			res := tx.Exec(`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE id < ? ORDER BY id LIMIT ?)`, keepFrom, pruneRows)
-			n = res.RowsAffected
-			return res.Error
-		})
-		deleted += n
-		if err != nil {
-			return deleted, fmt.Errorf("prune the audit log below id %d: %w", keepFrom, err)
-		}
-		if n < pruneRows {
-			return deleted, nil
-		}
+	deleted, err := s.deleteBelow(ctx, "audit_log", "id", keepFrom)
+	if err != nil {
+		return deleted, fmt.Errorf("prune the audit log below id %d: %w", keepFrom, err)
 	}
+	return deleted, nil
 }

@@ -59,6 +59,7 @@ func (s *Store) AppendEventsAndAudit(ctx context.Context, batch []LoggedEvent, a
 // appendEvents inserts the batch in one transaction: full chunks of appendRows through
 // the prepared statement, the rest through one statement of its own.
 func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []AuditEntry) (err error) {
+	defer s.observeWrite("event_log_append", time.Now())
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx, err := s.sqlDB.BeginTx(ctx, nil)
@@ -208,21 +209,28 @@ func (s *Store) PruneEvents(ctx context.Context, maxEvents int64, maxBytes int64
 	if err != nil || keepFrom == 0 {
 		return 0, err
 	}
+	deleted, err := s.deleteBelow(ctx, "event_log", "sequence", int64(keepFrom))
+	if err != nil {
+		return deleted, fmt.Errorf("prune the event log below sequence %d: %w", keepFrom, err)
+	}
+	return deleted, nil
+}
+
+// deleteBelow deletes the rows of table whose key (an integer primary key) is below
+// keepFrom, pruneRows a transaction, and returns how many went.
+func (s *Store) deleteBelow(ctx context.Context, table, key string, keepFrom int64) (int64, error) {
 	var deleted int64
 	for {
 		var n int64
 		err := s.write(ctx, func(tx *gorm.DB) error {
-			res := tx.Exec(`DELETE FROM event_log WHERE sequence IN (SELECT sequence FROM event_log WHERE sequence < ? ORDER BY sequence LIMIT ?)`,
-				int64(keepFrom), pruneRows)
+			res := tx.Exec(`DELETE FROM `+table+` WHERE `+key+` IN (SELECT `+key+` FROM `+table+` WHERE `+key+` < ? ORDER BY `+key+` LIMIT ?)`,
+				keepFrom, pruneRows)
 			n = res.RowsAffected
 			return res.Error
 		})
 		deleted += n
-		if err != nil {
-			return deleted, fmt.Errorf("prune the event log below sequence %d: %w", keepFrom, err)
-		}
-		if n < pruneRows {
-			return deleted, nil
+		if err != nil || n < pruneRows {
+			return deleted, err
 		}
 	}
 }

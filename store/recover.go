@@ -44,13 +44,22 @@ func (s *Store) ExtendMessageText(ctx context.Context, sessionID, messageID, tex
 		return 0, nil
 	}
 	missing := text[stored.Len():]
-	if last := len(m.Blocks) - 1; last >= 0 && m.Blocks[last].Type == presenters.BlockText {
-		m.Blocks[last].Text += missing
+	// Written as an update that appends to every stored text, nothing to all but the
+	// last: only the last text's tail is written, not the whole reply again.
+	u := MessageUpdate{Message: m}
+	for i := range u.Blocks {
+		if b := &u.Blocks[i]; b.Type == presenters.BlockText || b.Type == presenters.BlockReasoning {
+			b.Text = ""
+			u.Appended = append(u.Appended, i)
+		}
+	}
+	if last := len(u.Blocks) - 1; last >= 0 && u.Blocks[last].Type == presenters.BlockText {
+		u.Blocks[last].Text = missing
 	} else {
-		m.Blocks = append(m.Blocks, presenters.Block{Type: presenters.BlockText, Text: missing})
+		u.Blocks = append(u.Blocks, presenters.Block{Type: presenters.BlockText, Text: missing})
 	}
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		_, err := saveMessage(tx, m, nil) // nil: rewrite its blocks whole, as read
+		_, err := saveMessage(tx, u, nil) // nil: it reads what is stored
 		return err
 	})
 	delete(s.committed, messageID)

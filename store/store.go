@@ -13,9 +13,12 @@
 // The store remembers the block rows it last committed for each message in progress and
 // writes only the rows that differ, and of a long text only the parts that differ
 // (textparts.go), so a long turn costs the bytes that changed rather than the whole
-// message at every checkpoint. A message in progress must therefore be written through
-// one Store only: the server opens one, which every presenter shares, and each
-// presenter writes only its own sessions' messages.
+// message at every checkpoint. A presenter that does not want to hold a long text whole
+// saves it as updates (MessageUpdate) that carry only the text added since the last save;
+// the store then remembers only the last part of such a text, and appends to it. A
+// message in progress must therefore be written through one Store only: the server opens
+// one, which every presenter shares, and each presenter writes only its own sessions'
+// messages.
 package store
 
 import (
@@ -79,11 +82,14 @@ type Store struct {
 	sqlDB            *sql.DB
 	// committed holds the block rows as last committed of each message saved in
 	// progress; guarded by writeMu. An entry goes when its message is saved with a final
-	// status, and when a write that included it fails (the next save rewrites it whole).
-	committed map[string][]blockRow
+	// status, and when a write that included it fails (the next save rewrites it whole, or
+	// an update reads it back first).
+	committed map[string][]storedRow
 	// claimed are the message ids clients chose that CheckMessageIDsFree let through and
 	// that may not be stored yet: no other check lets them through again.
 	claimed messageIDClaims
+	// writeObserver, when set, times every write (SetWriteObserver).
+	writeObserver WriteObserver
 }
 
 // Open opens the database at path (OpenSQLite), brings its schema up to date and
@@ -118,7 +124,7 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history database: %w", err)
 	}
-	s := &Store{db: db, sqlDB: sqlDB, writeMu: WriteLock(db), committed: make(map[string][]blockRow)}
+	s := &Store{db: db, sqlDB: sqlDB, writeMu: WriteLock(db), committed: make(map[string][]storedRow)}
 	prepare := []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -167,6 +173,7 @@ func (s *Store) closeStatements() error {
 // writeStmt runs one prepared write statement on its own: a single statement is a
 // transaction of its own in SQLite, so it needs no BEGIN and COMMIT round trips.
 func (s *Store) writeStmt(ctx context.Context, stmt *sql.Stmt, args ...any) (sql.Result, error) {
+	defer s.observeWrite("statement", time.Now())
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return stmt.ExecContext(ctx, args...)
@@ -174,6 +181,7 @@ func (s *Store) writeStmt(ctx context.Context, stmt *sql.Stmt, args ...any) (sql
 
 // write runs fn in one write transaction.
 func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	defer s.observeWrite("transaction", time.Now())
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return s.db.WithContext(ctx).Transaction(fn)
@@ -366,53 +374,81 @@ func (s *Store) SaveMessage(ctx context.Context, m presenters.Message) error {
 
 // SaveMessages upserts several whole messages in one transaction (all or none).
 func (s *Store) SaveMessages(ctx context.Context, msgs ...presenters.Message) error {
-	return s.writeMessages(ctx, msgs, nil)
+	return s.writeMessages(ctx, wholeMessages(msgs), nil)
 }
 
 // SaveTurn writes the conversation (as UpdateConversation does) and upserts messages in
 // one transaction, so a turn's end costs one commit.
 func (s *Store) SaveTurn(ctx context.Context, c Conversation, msgs ...presenters.Message) error {
-	return s.writeMessages(ctx, msgs, func(tx *gorm.DB) error { return updateConversation(tx, c) })
+	return s.writeMessages(ctx, wholeMessages(msgs), func(tx *gorm.DB) error { return updateConversation(tx, c) })
 }
 
-// writeMessages runs first (if any) and saves msgs in one transaction, then records
+// MessageUpdate is a save of a message that carries, for some of its text blocks, only
+// the text they gained since the message was last saved: the block at each index in
+// Appended (a text or reasoning block stored with that type) holds in its Text what
+// follows its stored text, possibly nothing. Everything else is as SaveMessage takes it.
+// A presenter writing a long reply so keeps only the text it has not saved yet, and a
+// save writes only the last stored part of such a text and the new ones.
+type MessageUpdate struct {
+	presenters.Message
+	Appended []int
+}
+
+// UpdateMessages saves updates in order in one transaction (all or none); an update
+// without Appended is a whole save, as SaveMessage.
+func (s *Store) UpdateMessages(ctx context.Context, updates ...MessageUpdate) error {
+	return s.writeMessages(ctx, updates, nil)
+}
+
+func wholeMessages(msgs []presenters.Message) []MessageUpdate {
+	updates := make([]MessageUpdate, len(msgs))
+	for i, m := range msgs {
+		updates[i] = MessageUpdate{Message: m}
+	}
+	return updates
+}
+
+// writeMessages runs first (if any) and saves updates in one transaction, then records
 // what was committed.
-func (s *Store) writeMessages(ctx context.Context, msgs []presenters.Message, first func(tx *gorm.DB) error) error {
+func (s *Store) writeMessages(ctx context.Context, updates []MessageUpdate, first func(tx *gorm.DB) error) error {
+	defer s.observeWrite("messages", time.Now())
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	saved := make(map[string][]blockRow, len(msgs)) // what this transaction wrote, by message
+	saved := make(map[string][]storedRow, len(updates)) // what this transaction wrote, by message
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if first != nil {
 			if err := first(tx); err != nil {
 				return err
 			}
 		}
-		for _, m := range msgs {
-			prev, ok := saved[m.ID]
+		for _, u := range updates {
+			prev, ok := saved[u.ID]
 			if !ok {
-				prev = s.committed[m.ID]
+				prev = s.committed[u.ID]
 			}
-			rows, err := saveMessage(tx, m, prev)
+			rows, err := saveMessage(tx, u, prev)
 			if err != nil {
 				return err
 			}
-			saved[m.ID] = rows
+			saved[u.ID] = rows
 		}
 		return nil
 	})
-	for _, m := range msgs { // the last save of a message decides
-		if err == nil && m.Status == StatusInProgress {
-			s.committed[m.ID] = saved[m.ID]
+	for _, u := range updates { // the last save of a message decides
+		if err == nil && u.Status == StatusInProgress {
+			s.committed[u.ID] = saved[u.ID]
 		} else {
-			delete(s.committed, m.ID)
+			delete(s.committed, u.ID)
 		}
 	}
 	return err
 }
 
-// saveMessage upserts m and its blocks. prev is what is stored of its blocks when known
-// (nil: unknown, rewrite them all); it returns the rows m now has.
-func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow, error) {
+// saveMessage upserts u and its blocks. prev is what is stored of its blocks when known
+// (nil: unknown; a whole save rewrites them all, an update reads them first); it returns
+// the rows as stored now.
+func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, error) {
+	m := u.Message
 	if m.ID == "" || m.SessionID == "" || m.Role == "" || m.Status == "" {
 		return nil, fmt.Errorf("save message %q: id, session id, role and status are required: %w", m.ID, presenters.ErrInvalidArgument)
 	}
@@ -423,6 +459,19 @@ func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow
 			return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 		}
 		rows[i] = row
+	}
+	appended := make([]bool, len(rows))
+	for _, i := range u.Appended {
+		if i < 0 || i >= len(rows) {
+			return nil, fmt.Errorf("save message %s: appended block %d: it has blocks 0 to %d: %w", m.ID, i, len(rows)-1, presenters.ErrInvalidArgument)
+		}
+		appended[i] = true
+	}
+	if prev == nil && len(u.Appended) > 0 {
+		var err error
+		if prev, err = readStoredRows(tx, m.ID); err != nil {
+			return nil, fmt.Errorf("save message %s: read its stored blocks: %w", m.ID, err)
+		}
 	}
 	var usage *string
 	if m.Usage != nil {
@@ -453,6 +502,10 @@ func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow
 	if res.RowsAffected == 0 {
 		return nil, fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrMessageIDInUse)
 	}
+	w, stored, err := planBlockWrites(rows, appended, prev)
+	if err != nil {
+		return nil, fmt.Errorf("save message %s: %w", m.ID, err)
+	}
 	if prev == nil {
 		// Deleting a block deletes its text's parts (foreign key cascade).
 		if err := tx.Exec(`DELETE FROM blocks WHERE message_id = ?`, m.ID).Error; err != nil {
@@ -463,13 +516,51 @@ func saveMessage(tx *gorm.DB, m presenters.Message, prev []blockRow) ([]blockRow
 			return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 		}
 	}
-	if err := writeBlocks(tx, m.ID, planBlockWrites(rows, prev)); err != nil {
+	if err := writeBlocks(tx, m.ID, w); err != nil {
 		return nil, fmt.Errorf("save message %s: blocks: %w", m.ID, err)
 	}
 	if err := tx.Exec(`UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`, now.UnixNano(), m.SessionID).Error; err != nil {
 		return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 	}
-	return rows, nil
+	return stored, nil
+}
+
+// readStoredRows reads a message's block rows as committed, each text known by its count
+// of parts and its last part.
+func readStoredRows(tx *gorm.DB, messageID string) ([]storedRow, error) {
+	var heads []struct {
+		Position, TextParts                      int
+		Type, Text, ToolID, ToolName, ToolStatus string
+		RawArguments, RawResult                  []byte
+		Payload                                  string
+	}
+	err := tx.Raw(`SELECT position, text_parts, type, text, tool_id, tool_name, tool_status, raw_arguments, raw_result, payload
+		FROM blocks WHERE message_id = ? ORDER BY position`, messageID).Scan(&heads).Error
+	if err != nil {
+		return nil, err
+	}
+	out := make([]storedRow, 0, len(heads))
+	for i, h := range heads {
+		if h.Position != i {
+			return nil, fmt.Errorf("message %s lacks its block %d: the history database is damaged; restore it from a backup", messageID, i)
+		}
+		r := storedRow{row: blockRow{MessageID: messageID, Position: i, Type: h.Type, Text: h.Text, ToolID: h.ToolID,
+			ToolName: h.ToolName, ToolStatus: h.ToolStatus, RawArguments: h.RawArguments, RawResult: h.RawResult, Payload: h.Payload}}
+		if h.TextParts > 0 {
+			var last []string
+			if err := tx.Raw(`SELECT text FROM block_text_parts WHERE message_id = ? AND position = ? AND part = ?`,
+				messageID, i, h.TextParts).Scan(&last).Error; err != nil {
+				return nil, err
+			}
+			if len(last) != 1 {
+				return nil, fmt.Errorf("stored text of block %d of message %s lacks its part %d: the history database is damaged; restore it from a backup",
+					i, messageID, h.TextParts)
+			}
+			r.tailOnly, r.parts, r.row.Text = true, h.TextParts+1, last[0]
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // writeBlocks makes the writes of one message's blocks; the blocks rows go before the

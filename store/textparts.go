@@ -127,22 +127,67 @@ type blockWrites struct {
 	trims  []textTrim
 }
 
+// storedRow is a block row as the store last committed it for a message in progress. A
+// block saved with its whole text keeps that text (the caller's string, not a copy). A
+// text appended to (MessageUpdate) is known only by its count of parts and its last part:
+// the next append rewrites that part and adds new ones, and nothing holds the whole text.
+type storedRow struct {
+	row blockRow // row.Text: the whole text, or with tailOnly the text's last part
+	// tailOnly: row.Text is the last of parts parts.
+	tailOnly bool
+	parts    int
+}
+
+// tail is the stored text's count of parts and its last part.
+func (r storedRow) tail() (parts int, last string) {
+	if r.tailOnly {
+		return r.parts, r.row.Text
+	}
+	p := splitText(nil, r.row.Text, textPartBytes)
+	return len(p), p[len(p)-1]
+}
+
+// isText reports whether the block holds text (text or reasoning).
+func (r blockRow) isText() bool {
+	return r.Type == string(presenters.BlockText) || r.Type == string(presenters.BlockReasoning)
+}
+
 // planBlockWrites compares the rows a message now has with those stored (prev; nil when
 // none are) and returns the writes that make the stored rows the new ones, all but the
-// deletion of blocks past the new last one: blocks rows that differ in more than their
-// text's count of parts (a text that only grew keeps its first part, and its row is not
-// rewritten), counts that changed, text parts that are new or differ, and parts to drop.
-func planBlockWrites(rows, prev []blockRow) blockWrites {
+// deletion of blocks past the new last one, and the rows as they will be stored. A row
+// whose appended flag is set carries in its Text only what follows its stored text; it
+// must be a stored text block of the same type.
+//
+// Otherwise it writes blocks rows that differ in more than their text's count of parts (a
+// text that only grew keeps its first part, and its row is not rewritten), counts that
+// changed, text parts that are new or differ, and parts to drop. A text known only by its
+// tail is rewritten whole.
+func planBlockWrites(rows []blockRow, appended []bool, prev []storedRow) (blockWrites, []storedRow, error) {
 	var w blockWrites
+	stored := make([]storedRow, len(rows))
 	var cur, old []string // reused: their parts are copied out
 	for i, r := range rows {
+		if appended[i] {
+			if i >= len(prev) || !prev[i].row.isText() || !r.sameExceptText(prev[i].row) {
+				return w, nil, fmt.Errorf("block %d: text appended to a block that is not stored as %s text: %w", i, r.Type, presenters.ErrInvalidArgument)
+			}
+			stored[i] = planAppend(&w, r, prev[i])
+			continue
+		}
+		stored[i] = storedRow{row: r}
 		cur = splitText(cur[:0], r.Text, textPartBytes)
 		old = old[:0]
-		if i < len(prev) {
-			old = splitText(old, prev[i].Text, textPartBytes)
+		oldParts := 0
+		switch {
+		case i >= len(prev):
+		case prev[i].tailOnly:
+			oldParts = prev[i].parts
+		default:
+			old = splitText(old, prev[i].row.Text, textPartBytes)
+			oldParts = len(old)
 		}
 		switch {
-		case i >= len(prev) || !r.sameExceptText(prev[i]) || cur[0] != old[0]:
+		case i >= len(prev) || !r.sameExceptText(prev[i].row) || len(old) == 0 || cur[0] != old[0]:
 			w.heads = append(w.heads, blockHead{row: r, text: cur[0], textParts: len(cur) - 1})
 		case len(cur) != len(old):
 			w.counts = append(w.counts, textCount{Position: r.Position, TextParts: len(cur) - 1})
@@ -152,11 +197,38 @@ func planBlockWrites(rows, prev []blockRow) blockWrites {
 				w.parts = append(w.parts, textPart{MessageID: r.MessageID, Position: r.Position, Part: k, Text: cur[k]})
 			}
 		}
-		if len(old) > len(cur) {
+		if oldParts > len(cur) {
 			w.trims = append(w.trims, textTrim{Position: r.Position, Keep: len(cur)})
 		}
 	}
-	return w
+	return w, stored, nil
+}
+
+// planAppend adds to w the writes that append r.Text to the stored text prev: its last
+// part rewritten and new parts after it (text is cut where a whole save would cut it, since
+// a cut depends only on the bytes since the previous one). It returns the row as stored.
+func planAppend(w *blockWrites, r blockRow, prev storedRow) storedRow {
+	if r.Text == "" {
+		return prev
+	}
+	parts, last := prev.tail()
+	grown := splitText(nil, last+r.Text, textPartBytes)
+	first := parts - 1 // the part that was last
+	total := first + len(grown)
+	if first == 0 {
+		w.heads = append(w.heads, blockHead{row: r, text: grown[0], textParts: total - 1})
+	} else if total != parts {
+		w.counts = append(w.counts, textCount{Position: r.Position, TextParts: total - 1})
+	}
+	for k, text := range grown {
+		if first+k > 0 {
+			w.parts = append(w.parts, textPart{MessageID: r.MessageID, Position: r.Position, Part: first + k, Text: text})
+		}
+	}
+	// A copy: the last part must not keep the caller's text, or the text it was cut
+	// from, alive.
+	r.Text = strings.Clone(grown[len(grown)-1])
+	return storedRow{row: r, tailOnly: true, parts: total}
 }
 
 // longText joins the text of a block stored in parts as Messages reads it: the block's

@@ -31,13 +31,13 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 			PermissionTimeout: a.PermissionTimeout, PolicyMode: a.PolicyMode, StartTimeout: a.StartupTimeout,
 			IdleTimeout: a.IdleTimeout, ReadPaths: a.ReadPaths, WritePaths: a.WritePaths,
 			Name: a.Name, Description: a.Description, Source: cfg.source(),
-			KeepEnv: acp.KnownKeys(a.Command),
+			KeepEnv: acp.KnownKeys(a.Command), ImportSessions: a.ImportSessions,
 		}
 		if a.APIKeyEnv != "" {
 			c.KeepEnv = append(c.KeepEnv, a.APIKeyEnv)
 		}
 		for _, m := range a.MCPServers {
-			c.MCPServers = append(c.MCPServers, acp.MCPServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL})
+			c.MCPServers = append(c.MCPServers, acp.MCPServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL, Headers: m.Headers})
 		}
 		p, err := acp.New(c, acpDeps)
 		if err != nil {

@@ -35,6 +35,9 @@ const (
 	DefaultEventLogMaxEvents       = 1_000_000
 	DefaultEventLogMaxBytes  int64 = 1 << 30
 	DefaultEventLogMaxAge          = 7 * 24 * time.Hour
+	// The audit log's retention: an audit trail is read long after the fact.
+	DefaultAuditMaxEntries int64 = 10_000_000
+	DefaultAuditMaxAge           = 90 * 24 * time.Hour
 )
 
 // Config is agenticd's configuration: a YAML file (see README.md), then flags.
@@ -77,6 +80,9 @@ type Config struct {
 	// EventLog bounds the durable log of events in the database, from which subscribers
 	// resume beyond event_buffer and across restarts.
 	EventLog EventLogConfig `yaml:"event_log"`
+	// Audit bounds the audit log in the database (ListAuditEvents): file writes,
+	// commands, permission requests and decisions, policy denials, session lifecycle.
+	Audit AuditConfig `yaml:"audit"`
 	// LogLevel is debug, info, warn or error (default info); LogFormat is text or json.
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
@@ -84,6 +90,8 @@ type Config struct {
 	// a process that cannot be confined is not started), off, or auto (the default: on
 	// where the kernel supports it, with a loud warning about what it does not).
 	Confinement string `yaml:"confinement"`
+	// Metrics serves Prometheus metrics on a listener of its own (off by default).
+	Metrics MetricsConfig `yaml:"metrics"`
 	// Agents are the agents to register, in order.
 	Agents []AgentConfig `yaml:"agents"`
 
@@ -101,9 +109,58 @@ type EventLogConfig struct {
 	MaxAge    time.Duration `yaml:"max_age"`
 }
 
+// AuditConfig is the audit log's retention. Unset (or 0) takes the default; a negative
+// value lifts that bound.
+type AuditConfig struct {
+	MaxEntries int64         `yaml:"max_entries"`
+	MaxAge     time.Duration `yaml:"max_age"`
+}
+
+// retention is the audit log's bounds as the hub takes them: 0 for none.
+func (c AuditConfig) retention() service.AuditRetention {
+	return service.AuditRetention{MaxEntries: max(c.MaxEntries, 0), MaxAge: max(c.MaxAge, 0)}
+}
+
 // retention is the log's bounds as the hub takes them: 0 for none.
 func (c EventLogConfig) retention() events.LogRetention {
 	return events.LogRetention{MaxEvents: max(c.MaxEvents, 0), MaxBytes: max(c.MaxBytes, 0), MaxAge: max(c.MaxAge, 0)}
+}
+
+// MetricsConfig is the Prometheus metrics listener.
+type MetricsConfig struct {
+	// Listen is host:port for GET /metrics (e.g. 127.0.0.1:9464); empty turns metrics off.
+	// Anything but a loopback address requires Token.
+	Listen string `yaml:"listen"`
+	// Token, when set, is required as `Authorization: Bearer <token>` on every scrape. It
+	// is a token of its own, not the API's: whoever scrapes reads counts (sessions, turns,
+	// tokens per agent), never contents, and must not be able to drive agents.
+	Token string `yaml:"token"`
+}
+
+// validate says what is wrong with the metrics settings.
+func (c MetricsConfig) validate(apiToken string) error {
+	if c.Listen == "" {
+		if c.Token != "" {
+			return errors.New("metrics: token is set but listen is not; set metrics.listen (e.g. 127.0.0.1:9464) to serve metrics, or drop the token")
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("metrics: listen %q is not host:port (e.g. 127.0.0.1:9464): %w", c.Listen, err)
+	}
+	if c.Token == "" && !isLoopback(host) {
+		return fmt.Errorf("metrics: refusing to serve metrics on %s without metrics.token: anyone who can reach that address would see how many sessions, turns and tokens each agent has; set metrics.token (and the scraper's bearer token) or listen on 127.0.0.1", c.Listen)
+	}
+	if c.Token != "" {
+		if err := checkToken(c.Token); err != nil {
+			return fmt.Errorf("metrics: refusing the token: %w; use at least %d random characters, e.g. `%s`", err, MinTokenLength, tokenCommand)
+		}
+		if c.Token == apiToken {
+			return errors.New("metrics: token is the API's token; give metrics a token of its own, so that a scraper cannot drive agents")
+		}
+	}
+	return nil
 }
 
 // TLSConfig names a certificate and its key (PEM files).
@@ -144,6 +201,10 @@ type AgentConfig struct {
 	// unclassified commands are asked). The old values ask, auto_allow_low,
 	// auto_deny_high and auto still load, as strict, with a deprecation warning.
 	PolicyMode string `yaml:"policy_mode"`
+	// ImportSessions (acp only): the agent's own sessions of a workspace (ACP
+	// session/list) are recorded whenever its process starts there, so that
+	// ListSessions shows them and LoadSession opens them.
+	ImportSessions bool `yaml:"import_sessions"`
 
 	// deepchat: an OpenAI-compatible chat completions API.
 	Provider      string   `yaml:"provider"`
@@ -160,13 +221,15 @@ type AgentConfig struct {
 	MCPServers []MCPServerConfig `yaml:"mcp_servers"`
 }
 
-// MCPServerConfig is an MCP server: a command over stdio, or a URL.
+// MCPServerConfig is an MCP server: a command over stdio, or a URL (streamable HTTP)
+// with the headers sent on every request to it.
 type MCPServerConfig struct {
 	Name    string            `yaml:"name"`
 	Command string            `yaml:"command"`
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
 	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
 }
 
 // Load reads a YAML config file; a leading ~ in the path or in any path setting is the
@@ -273,6 +336,12 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.EventLog.MaxBytes == 0 {
 		c.EventLog.MaxBytes = DefaultEventLogMaxBytes
 	}
+	if c.Audit.MaxEntries == 0 {
+		c.Audit.MaxEntries = DefaultAuditMaxEntries
+	}
+	if c.Audit.MaxAge == 0 {
+		c.Audit.MaxAge = DefaultAuditMaxAge
+	}
 	if c.EventLog.MaxAge == 0 {
 		c.EventLog.MaxAge = DefaultEventLogMaxAge
 	}
@@ -348,6 +417,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls needs both cert_file and key_file")
+	}
+	if err := c.Metrics.validate(c.Token); err != nil {
+		return err
 	}
 	for _, o := range c.AllowedOrigins {
 		if err := service.CheckOrigin(o); err != nil {

@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -16,6 +17,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,12 +45,13 @@ func main() {
 		log.Fatal(err)
 	}
 	out := &lineWriter{w: os.Stdout}
-	a := &agent{script: script, out: out, sessions: map[sdk.SessionId]*session{}}
-	a.conn = sdk.NewAgentSideConnection(a, out, os.Stdin)
+	a := &agent{script: script, out: out, sessions: map[sdk.SessionId]*session{}, deleted: map[sdk.SessionId]bool{}}
+	a.conn = sdk.NewAgentSideConnection(a, out, &legacyReader{src: bufio.NewReader(os.Stdin), a: a})
 	<-a.conn.Done()
 }
 
-// lineWriter serializes whole-line writes of the SDK and of raw steps.
+// lineWriter serializes whole-line writes of the SDK and of raw steps, and gives
+// answers their old `models` (legacy.go).
 type lineWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -57,7 +60,10 @@ type lineWriter struct {
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	if _, err := l.w.Write(withLegacyModels(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 type session struct {
@@ -65,12 +71,15 @@ type session struct {
 	cwd     string
 	prompts int
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc // of the running turn
-	modeID   string
-	modelID  string
-	configs  []sdk.SessionConfigOption
-	canceled chan struct{} // closed by session/cancel during a turn
+	mu      sync.Mutex
+	cancel  context.CancelFunc // of the running turn
+	modeID  string
+	modelID string
+	configs []sdk.SessionConfigOption
+	// What session/new, load or resume brought: reported by the echoSetup step.
+	mcpServers []sdk.McpServer
+	dirs       []string
+	canceled   chan struct{} // closed by session/cancel during a turn
 }
 
 type agent struct {
@@ -82,6 +91,7 @@ type agent struct {
 	sessions      map[sdk.SessionId]*session
 	nextID        int
 	authenticated bool
+	deleted       map[sdk.SessionId]bool // by session/delete: no longer listed
 }
 
 var (
@@ -119,6 +129,19 @@ func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.In
 	if spec.Close {
 		caps.SessionCapabilities.Close = &sdk.SessionCloseCapabilities{}
 	}
+	if spec.Delete {
+		caps.SessionCapabilities.Delete = &sdk.SessionDeleteCapabilities{}
+	}
+	if spec.List {
+		caps.SessionCapabilities.List = &sdk.SessionListCapabilities{}
+	}
+	if spec.AdditionalDirectories {
+		caps.SessionCapabilities.AdditionalDirectories = &sdk.SessionAdditionalDirectoriesCapabilities{}
+	}
+	if spec.Logout {
+		caps.Auth.Logout = &sdk.LogoutCapabilities{}
+	}
+	caps.McpCapabilities.Http = spec.MCPHTTP
 	// Report what the client declared, for tests of the declared capabilities.
 	declared, _ := json.Marshal(p.ClientCapabilities)
 	log.Printf("client capabilities %s", declared)
@@ -155,8 +178,11 @@ func (a *agent) Authenticate(ctx context.Context, p sdk.AuthenticateRequest) (sd
 	return sdk.AuthenticateResponse{}, sdk.NewInvalidParams(map[string]any{"methodId": p.MethodId, "error": "unknown auth method"})
 }
 
-func (a *agent) newSession(id sdk.SessionId, cwd string) (*session, error) {
-	s := &session{id: id, cwd: cwd}
+func (a *agent) newSession(id sdk.SessionId, cwd string, servers []sdk.McpServer, dirs []string) (*session, error) {
+	s := &session{id: id, cwd: cwd, mcpServers: servers, dirs: dirs}
+	// Report what the client passed, for tests of MCP servers and additional directories.
+	setup, _ := json.Marshal(map[string]any{"mcpServers": servers, "additionalDirectories": dirs})
+	log.Printf("session %s setup %s", id, setup)
 	spec := a.script.Session
 	if len(spec.Modes) > 0 {
 		var m sdk.SessionModeState
@@ -166,11 +192,11 @@ func (a *agent) newSession(id sdk.SessionId, cwd string) (*session, error) {
 		s.modeID = string(m.CurrentModeId)
 	}
 	if len(spec.Models) > 0 {
-		var m sdk.SessionModelState
+		var m legacyModelState
 		if err := json.Unmarshal(spec.Models, &m); err != nil {
 			return nil, fmt.Errorf("script models: %w", err)
 		}
-		s.modelID = string(m.CurrentModelId)
+		s.modelID = m.CurrentModelID
 	}
 	if len(spec.ConfigOptions) > 0 {
 		if err := json.Unmarshal(spec.ConfigOptions, &s.configs); err != nil {
@@ -183,8 +209,9 @@ func (a *agent) newSession(id sdk.SessionId, cwd string) (*session, error) {
 	return s, nil
 }
 
-// sessionState renders the session's modes, models and config options as answers carry them.
-func (s *session) state(spec SessionSpec) (*sdk.SessionModeState, *sdk.SessionModelState, []sdk.SessionConfigOption) {
+// sessionState renders the session's modes, models (in _meta, see legacy.go) and config
+// options as answers carry them.
+func (s *session) state(spec SessionSpec) (*sdk.SessionModeState, map[string]any, []sdk.SessionConfigOption) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var modes *sdk.SessionModeState
@@ -193,21 +220,20 @@ func (s *session) state(spec SessionSpec) (*sdk.SessionModeState, *sdk.SessionMo
 		_ = json.Unmarshal(spec.Modes, modes)
 		modes.CurrentModeId = sdk.SessionModeId(s.modeID)
 	}
-	var models *sdk.SessionModelState
+	var meta map[string]any
 	if len(spec.Models) > 0 {
-		models = &sdk.SessionModelState{}
+		models := &legacyModelState{}
 		_ = json.Unmarshal(spec.Models, models)
-		models.CurrentModelId = sdk.ModelId(s.modelID)
+		models.CurrentModelID = s.modelID
+		meta = map[string]any{legacyMetaKey: models}
 	}
-	return modes, models, append([]sdk.SessionConfigOption(nil), s.configs...)
+	return modes, meta, append([]sdk.SessionConfigOption(nil), s.configs...)
 }
 
 func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
 	if p.McpServers == nil {
 		return sdk.NewSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "mcpServers must be an array"})
 	}
-	servers, _ := json.Marshal(p.McpServers)
-	log.Printf("mcp servers %s", servers)
 	a.mu.Lock()
 	needAuth := a.script.Agent.RequireAuth && !a.authenticated
 	a.nextID++
@@ -219,11 +245,11 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	if needAuth {
 		return sdk.NewSessionResponse{}, sdk.NewAuthRequired(map[string]any{"error": "log in first"})
 	}
-	s, err := a.newSession(id, p.Cwd)
+	s, err := a.newSession(id, p.Cwd, p.McpServers, p.AdditionalDirectories)
 	if err != nil {
 		return sdk.NewSessionResponse{}, err
 	}
-	modes, models, configs := s.state(a.script.Session)
+	modes, meta, configs := s.state(a.script.Session)
 	if len(a.script.Session.AfterNew) > 0 {
 		go func() {
 			t := &turn{a: a, s: s}
@@ -232,14 +258,14 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 			}
 		}()
 	}
-	return sdk.NewSessionResponse{SessionId: id, Modes: modes, Models: models, ConfigOptions: configs}, nil
+	return sdk.NewSessionResponse{SessionId: id, Modes: modes, Meta: meta, ConfigOptions: configs}, nil
 }
 
 func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
 	if !a.script.Agent.LoadSession {
 		return sdk.LoadSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionLoad)
 	}
-	s, err := a.newSession(p.SessionId, p.Cwd)
+	s, err := a.newSession(p.SessionId, p.Cwd, p.McpServers, p.AdditionalDirectories)
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
@@ -247,20 +273,20 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	if _, err := t.run(ctx, a.script.Load); err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
-	modes, models, configs := s.state(a.script.Session)
-	return sdk.LoadSessionResponse{Modes: modes, Models: models, ConfigOptions: configs}, nil
+	modes, meta, configs := s.state(a.script.Session)
+	return sdk.LoadSessionResponse{Modes: modes, Meta: meta, ConfigOptions: configs}, nil
 }
 
 func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
 	if !a.script.Agent.Resume {
 		return sdk.ResumeSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionResume)
 	}
-	s, err := a.newSession(p.SessionId, p.Cwd)
+	s, err := a.newSession(p.SessionId, p.Cwd, p.McpServers, p.AdditionalDirectories)
 	if err != nil {
 		return sdk.ResumeSessionResponse{}, err
 	}
-	modes, models, configs := s.state(a.script.Session)
-	return sdk.ResumeSessionResponse{Modes: modes, Models: models, ConfigOptions: configs}, nil
+	modes, meta, configs := s.state(a.script.Session)
+	return sdk.ResumeSessionResponse{Modes: modes, Meta: meta, ConfigOptions: configs}, nil
 }
 
 func (a *agent) CloseSession(ctx context.Context, p sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
@@ -305,7 +331,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if len(a.script.Turns) > 0 {
 		steps = a.script.Turns[min(n, len(a.script.Turns)-1)]
 	}
-	t := &turn{a: a, s: s, prompt: p.Prompt}
+	t := &turn{a: a, s: s, prompt: p.Prompt, meta: p.Meta}
 	resp, err := t.run(ctx, steps)
 	s.mu.Lock()
 	s.cancel = nil
@@ -375,19 +401,80 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 	return sdk.SetSessionConfigOptionResponse{ConfigOptions: configs}, nil
 }
 
-func (a *agent) UnstableSetSessionModel(ctx context.Context, p sdk.UnstableSetSessionModelRequest) (sdk.UnstableSetSessionModelResponse, error) {
-	s, err := a.session(p.SessionId)
-	if err != nil {
-		return sdk.UnstableSetSessionModelResponse{}, err
+// ListSessions lists the sessions of this process (session/new, load, resume) and the
+// script's "sessions" ({cwd} is the request's cwd), less the deleted ones, filtered by
+// cwd. One page when the script's pageSize is 0, else pages of that size.
+func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
+	if !a.script.Agent.List {
+		return sdk.ListSessionsResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionList)
 	}
-	s.mu.Lock()
-	s.modelID = string(p.ModelId)
-	s.mu.Unlock()
-	return sdk.UnstableSetSessionModelResponse{}, nil
+	cwd := ""
+	if p.Cwd != nil {
+		cwd = *p.Cwd
+	}
+	var all []sdk.SessionInfo
+	for _, raw := range a.script.Sessions {
+		var info sdk.SessionInfo
+		if err := json.Unmarshal([]byte(strings.ReplaceAll(string(raw), "{cwd}", cwd)), &info); err != nil {
+			return sdk.ListSessionsResponse{}, fmt.Errorf("script sessions: %w", err)
+		}
+		all = append(all, info)
+	}
+	a.mu.Lock()
+	for _, s := range a.sessions {
+		all = append(all, sdk.SessionInfo{SessionId: s.id, Cwd: s.cwd, AdditionalDirectories: s.dirs})
+	}
+	listed := []sdk.SessionInfo{}
+	for _, info := range all {
+		if !a.deleted[info.SessionId] && (cwd == "" || info.Cwd == cwd) {
+			listed = append(listed, info)
+		}
+	}
+	a.mu.Unlock()
+	slices.SortFunc(listed, func(x, y sdk.SessionInfo) int { return strings.Compare(string(x.SessionId), string(y.SessionId)) })
+	start := 0
+	if p.Cursor != nil {
+		start, _ = strconv.Atoi(*p.Cursor)
+	}
+	start = min(start, len(listed))
+	resp := sdk.ListSessionsResponse{Sessions: listed[start:]}
+	if size := a.script.Agent.PageSize; size > 0 && len(listed)-start > size {
+		resp.Sessions = listed[start : start+size]
+		next := strconv.Itoa(start + size)
+		resp.NextCursor = &next
+	}
+	log.Printf("session/list cwd=%s cursor=%v: %d sessions", cwd, p.Cursor != nil, len(resp.Sessions))
+	return resp, nil
 }
 
-func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
-	return sdk.ListSessionsResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionList)
+// UnstableDeleteSession forgets a session: it is no longer listed, and says so in the log.
+func (a *agent) UnstableDeleteSession(ctx context.Context, p sdk.UnstableDeleteSessionRequest) (sdk.UnstableDeleteSessionResponse, error) {
+	if !a.script.Agent.Delete {
+		return sdk.UnstableDeleteSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionDelete)
+	}
+	a.mu.Lock()
+	s := a.sessions[p.SessionId]
+	delete(a.sessions, p.SessionId)
+	a.deleted[p.SessionId] = true
+	a.mu.Unlock()
+	if s != nil {
+		s.cancelTurn()
+	}
+	log.Printf("session/delete %s", p.SessionId)
+	return sdk.UnstableDeleteSessionResponse{}, nil
+}
+
+// Logout forgets the authentication (a requireAuth agent then refuses sessions again)
+// and says so in the log.
+func (a *agent) Logout(ctx context.Context, p sdk.LogoutRequest) (sdk.LogoutResponse, error) {
+	if !a.script.Agent.Logout {
+		return sdk.LogoutResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodLogout)
+	}
+	a.mu.Lock()
+	a.authenticated = false
+	a.mu.Unlock()
+	log.Printf("logout")
+	return sdk.LogoutResponse{}, nil
 }
 
 // processToken tells this process's session ids from those of earlier or other test agent

@@ -18,16 +18,28 @@ type Script struct {
 	Turns [][]Step `json:"turns"`
 	// Load is what session/load streams before it answers (the replayed history).
 	Load []Step `json:"load"`
+	// Sessions are SessionInfo objects session/list shows besides the process's own
+	// sessions (agent.list); {cwd} is the listing's cwd.
+	Sessions []json.RawMessage `json:"sessions"`
 }
 
 // AgentSpec shapes the initialize answer and the authentication behaviour.
 type AgentSpec struct {
 	Name string `json:"name"`
 	// Title is initialize's agentInfo.title (none when empty).
-	Title           string            `json:"title"`
-	LoadSession     bool              `json:"loadSession"`
-	Resume          bool              `json:"resume"`
-	Close           bool              `json:"close"`
+	Title       string `json:"title"`
+	LoadSession bool   `json:"loadSession"`
+	Resume      bool   `json:"resume"`
+	Close       bool   `json:"close"`
+	// Delete, List, AdditionalDirectories and Logout advertise session/delete,
+	// session/list, additionalDirectories and logout; MCPHTTP MCP servers over http.
+	Delete                bool `json:"delete"`
+	List                  bool `json:"list"`
+	AdditionalDirectories bool `json:"additionalDirectories"`
+	Logout                bool `json:"logout"`
+	MCPHTTP               bool `json:"mcpHttp"`
+	// PageSize splits session/list answers into pages of this many (0: one page).
+	PageSize        int               `json:"pageSize"`
 	Image           bool              `json:"image"`
 	EmbeddedContext bool              `json:"embeddedContext"`
 	AuthMethods     []json.RawMessage `json:"authMethods"`
@@ -74,6 +86,11 @@ type Step struct {
 	WaitCancel bool `json:"waitCancel,omitempty"`
 	// EchoPrompt sends the prompt's content blocks back as one text chunk of JSON.
 	EchoPrompt bool `json:"echoPrompt,omitempty"`
+	// EchoMeta sends the session/prompt request's _meta back as one text chunk of JSON.
+	EchoMeta bool `json:"echoMeta,omitempty"`
+	// EchoSetup sends what the session was opened with as one text chunk of JSON:
+	// {"mcpServers": [...], "additionalDirectories": [...]}.
+	EchoSetup bool `json:"echoSetup,omitempty"`
 	// Spawn starts `sh -c Spawn` as a child (in the agent's process group) and reports
 	// "spawned <pid>", as agents that re-spawn themselves do.
 	Spawn string `json:"spawn,omitempty"`

@@ -17,6 +17,7 @@ type turn struct {
 	a      *agent
 	s      *session
 	prompt []sdk.ContentBlock
+	meta   map[string]any // the prompt request's _meta
 	resp   sdk.PromptResponse
 }
 
@@ -144,6 +145,18 @@ func (t *turn) step(ctx context.Context, st Step) (bool, error) {
 		return false, nil
 	case st.EchoPrompt:
 		b, err := json.Marshal(t.prompt)
+		if err != nil {
+			return false, err
+		}
+		return false, t.say(string(b))
+	case st.EchoMeta:
+		b, err := json.Marshal(t.meta)
+		if err != nil {
+			return false, err
+		}
+		return false, t.say(string(b))
+	case st.EchoSetup:
+		b, err := json.Marshal(map[string]any{"mcpServers": t.s.mcpServers, "additionalDirectories": t.s.dirs})
 		if err != nil {
 			return false, err
 		}

@@ -68,6 +68,7 @@ func (h *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) 
 	if err != nil {
 		return sdk.ReadTextFileResponse{}, err
 	}
+	ws = s.dirFor(ws, req.Path)
 	content, err := ws.ReadTextFile(req.Path, sandbox.ReadOptions{Line: deref(req.Line), Limit: deref(req.Limit)})
 	if err != nil {
 		return sdk.ReadTextFileResponse{}, s.clientError("read", req.Path, err)
@@ -81,6 +82,7 @@ func (h *client) WriteTextFile(ctx context.Context, req sdk.WriteTextFileRequest
 	if err != nil {
 		return sdk.WriteTextFileResponse{}, err
 	}
+	ws = s.dirFor(ws, req.Path)
 	if err := ws.WriteTextFile(req.Path, req.Content); err != nil {
 		return sdk.WriteTextFileResponse{}, s.clientError("write", req.Path, err)
 	}

@@ -1,9 +1,11 @@
 // Package acp drives Agent Client Protocol agents (claude-code-acp, claude-agent-acp,
 // codex-acp, gemini --acp, any other) as presenters: one confined child process per
-// agent and workspace, shared by the sessions in that workspace, spoken to with
-// github.com/coder/acp-go-sdk through a flow-controlled reader (see flowreader.go).
-// Session updates are normalized into presenters events; fs/* and terminal/* requests
-// are served by sandbox/ inside the session's workspace; permission requests pass a
+// agent, workspace and set of additional directories, shared by the sessions that have
+// those (see procScope), spoken to with github.com/coder/acp-go-sdk through a
+// flow-controlled reader (see flowreader.go) and, for what the SDK no longer knows, beside
+// it (legacymodels.go). Session updates are normalized into presenters events; fs/* and
+// terminal/* requests are served by sandbox/ inside the session's workspace (fs/* also in
+// its additional directories); permission requests pass a
 // server-side policy before any user is asked; every turn is stored through
 // the store package.
 package acp
@@ -108,19 +110,19 @@ type Config struct {
 	// Name and Description are shown by ListAgents (defaults derive from ID and Command).
 	Name        string
 	Description string
-	// MCPServers are passed to every session (session/new, load, resume); none: [].
+	// MCPServers are passed to every session (session/new, load, resume) with the
+	// session's own; none: [].
 	MCPServers []MCPServer
+	// ImportSessions: the agent's own sessions of a workspace (session/list, when the
+	// agent offers it) are recorded as agenticd sessions whenever a process starts there,
+	// so that ListSessions shows them and LoadSession opens them.
+	ImportSessions bool
 }
 
 // MCPServer is an MCP server an agent should connect its sessions to: a command run
-// over stdio, or an http URL (used only when the agent supports MCP over http).
-type MCPServer struct {
-	Name    string
-	Command string
-	Args    []string
-	Env     map[string]string
-	URL     string
-}
+// over stdio, or an http URL with headers (passed only when the agent supports MCP over
+// http).
+type MCPServer = presenters.MCPServer
 
 // Deps are the shared services a presenter uses.
 type Deps struct {

@@ -48,8 +48,11 @@ const exitAfterDisconnect = time.Second
 // through it by their ACP session id.
 type agentConn struct {
 	workspace string // the workspace root the process is confined to and started in
+	key       string // its procScope.key in Presenter.conns
 	proc      *process
 	reader    *agentReader
+	stdin     *agentWriter // the SDK's and agenticd's own requests (legacymodels.go)
+	legacy    *legacyCalls
 	rpc       *sdk.ClientSideConnection
 	init      sdk.InitializeResponse
 	log       *slog.Logger
@@ -80,7 +83,8 @@ const (
 // dial starts the agent and initializes the connection. newClient builds the handler
 // for the agent's requests and notifications; onGone runs after the process exited
 // (crash or stop) and every notification it sent was handled.
-func dial(ctx context.Context, cfg Config, workspace string, conf confiner, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
+func dial(ctx context.Context, cfg Config, scope procScope, conf confiner, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
+	workspace := scope.workspace
 	log = log.With("workspace", workspace)
 	createState(cfg.State, log)
 	paths := sandbox.ProcessPaths{Read: expandHome(cfg.ReadPaths), Write: expandHome(cfg.WritePaths)}
@@ -89,12 +93,15 @@ func dial(ctx context.Context, cfg Config, workspace string, conf confiner, log 
 			log.Warn("a write path of the agent does not exist, and confined it cannot create it: create it or take it out of write_paths", "path", p)
 		}
 	}
+	// The sessions' additional directories, admitted by the service as the workspace was.
+	paths.Write = append(paths.Write, scope.extra...)
 	proc, err := startProcess(cfg.Command, cfg.Args, cfg.Env, cfg.KeepEnv, workspace, conf, paths, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", presenters.ErrAgentUnavailable, err)
 	}
 	c := &agentConn{
 		workspace: workspace,
+		key:       scope.key(),
 		proc:      proc,
 		log:       log,
 		gone:      make(chan struct{}),
@@ -103,8 +110,11 @@ func dial(ctx context.Context, cfg Config, workspace string, conf confiner, log 
 		early:     map[sdk.SessionId][]sdk.SessionUpdate{},
 	}
 	handler := newClient(c)
+	c.legacy = newLegacyCalls()
+	c.stdin = &agentWriter{w: proc.stdin, legacy: c.legacy}
 	c.reader = newAgentReader(proc.stdout, handler, log)
-	c.rpc = sdk.NewClientSideConnection(handler, proc.stdin, c.reader)
+	c.reader.legacy = c.legacy
+	c.rpc = sdk.NewClientSideConnection(handler, c.stdin, c.reader)
 	c.rpc.SetLogger(log)
 	go c.supervise()
 

@@ -82,7 +82,7 @@ func dialFlood(t *testing.T, h *harness, script string) (*agentConn, *floodClien
 		t.Fatal(err)
 	}
 	var fc *floodClient
-	c, err := dial(testContext(t), cfg, h.ws, h.roots, testLogger(t), func(c *agentConn) sdk.Client {
+	c, err := dial(testContext(t), cfg, procScope{workspace: h.ws}, h.roots, testLogger(t), func(c *agentConn) sdk.Client {
 		fc = &floodClient{c: c}
 		return fc
 	}, nil)

@@ -16,7 +16,7 @@ import (
 
 // Reading an agent's stdout without the SDK's notification queue overflowing.
 //
-// acp-go-sdk v0.13.0 queues every incoming notification in a fixed 1024-entry channel,
+// acp-go-sdk (v0.13.5) queues every incoming notification in a fixed 1024-entry channel,
 // closes the connection when it is full and never stops reading, so an agent that
 // streams faster than its updates are handled (session/load replay, tool output) would
 // kill its own connection. The SDK therefore reads the agent through an agentReader,
@@ -57,6 +57,9 @@ type agentReader struct {
 	cur    []byte // rest of the line being handed to the SDK
 
 	lastSessionID string // of the last text chunk, reused while the same
+	// legacy sees every answer before the SDK (legacymodels.go); nil in tests of the
+	// reader alone.
+	legacy *legacyCalls
 
 	mu    sync.Mutex
 	fatal error // why reading ended for good, if the agent's output was at fault
@@ -142,6 +145,9 @@ func (r *agentReader) handled(line []byte) bool {
 		return true
 	}
 	isNotification := len(env.ID) == 0 || string(env.ID) == "null"
+	if !isNotification && env.Method == "" && r.legacy != nil {
+		return r.legacy.response(env.ID, trimmed)
+	}
 	if !isNotification || env.Method != sdk.ClientMethodSessionUpdate {
 		return false
 	}

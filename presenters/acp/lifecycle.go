@@ -13,36 +13,10 @@ import (
 	"github.com/agenticd/agenticd/store"
 )
 
-// mcpServers are the configured MCP servers the agent can use (http ones only when it
-// advertises MCP over http); never nil: agents reject a null mcpServers.
-func (p *Presenter) mcpServers(caps sdk.AgentCapabilities) []sdk.McpServer {
-	out := []sdk.McpServer{}
-	for _, m := range p.cfg.MCPServers {
-		if m.URL != "" {
-			if !caps.McpCapabilities.Http {
-				p.log.Warn("agent does not support MCP over http; mcp server not passed", "mcp_server", m.Name)
-				continue
-			}
-			out = append(out, sdk.McpServer{Http: &sdk.McpServerHttpInline{Name: m.Name, Url: m.URL, Type: "http", Headers: []sdk.HttpHeader{}}})
-			continue
-		}
-		env := []sdk.EnvVariable{}
-		for k, v := range m.Env {
-			env = append(env, sdk.EnvVariable{Name: k, Value: v})
-		}
-		args := m.Args
-		if args == nil {
-			args = []string{}
-		}
-		out = append(out, sdk.McpServer{Stdio: &sdk.McpServerStdio{Name: m.Name, Command: m.Command, Args: args, Env: env}})
-	}
-	return out
-}
-
 // sessionState is what session/new, session/load and session/resume answer.
 type sessionState struct {
 	modes   *sdk.SessionModeState
-	models  *sdk.SessionModelState
+	models  *legacyModelState // the old `models`, read beside the SDK
 	configs []sdk.SessionConfigOption
 }
 
@@ -50,11 +24,14 @@ type sessionState struct {
 // The session's id is minted here; the agent's own id is kept beside it.
 func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
 	ws := cfg.Workspace
-	conn, err := p.ensureConn(ctx, ws.Root())
+	dirs := sessionDirs{ws: ws, extra: cfg.AdditionalDirectories}
+	conn, err := p.ensureConn(ctx, dirs.scope())
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: p.mcpServers(conn.init.AgentCapabilities)})
+	caps := conn.init.AgentCapabilities
+	plan := planMCP(p.mergedMCPServers(cfg.MCPServers), caps)
+	resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: plan.servers, AdditionalDirectories: dirs.forAgent(caps)})
 	if err != nil {
 		return presenters.SessionInfo{}, p.sessionCallError(conn, "session/new", err)
 	}
@@ -67,15 +44,16 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 		Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
 	s := newSession(p, id, resp.SessionId, ws)
 	p.mu.Lock()
-	caps := p.capabilities()
+	agentCaps := p.capabilities()
 	p.mu.Unlock()
 
 	s.mu.Lock()
 	s.conv = conv
+	s.extra, s.mcp = cfg.AdditionalDirectories, cfg.MCPServers
 	s.unstored = true // until CreateConversation: updates arriving meanwhile are stored with it
 	s.info = presenters.SessionInfo{SessionID: id, AgentSessionID: string(resp.SessionId), AgentID: p.cfg.ID, Status: presenters.SessionIdle,
-		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: caps}
-	s.attachLocked(conn, resp.SessionId, ws, sessionState{resp.Modes, resp.Models, resp.ConfigOptions})
+		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: agentCaps}
+	s.attachLocked(conn, resp.SessionId, ws, sessionState{resp.Modes, conn.legacy.takeModels(resp.SessionId), resp.ConfigOptions}, plan)
 	// An id the session does not offer fails before anyone can see the session.
 	if err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID); err != nil {
 		terms := s.terminals.live
@@ -104,6 +82,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	s.unstored = false
 	s.emit.SessionCreated(s.info)
 	s.mu.Unlock()
+	s.reportLeftOut(plan)
 	p.mu.Lock()
 	p.sessions[id] = s
 	p.mu.Unlock()
@@ -158,14 +137,13 @@ func (p *Presenter) abandonAgentSession(conn *agentConn, id sdk.SessionId) {
 	}
 }
 
-// attachLocked makes the session live on conn (s.mu held).
-func (s *session) attachLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState) {
+// attachLocked makes the session live on conn with the MCP servers of plan (s.mu held).
+func (s *session) attachLocked(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState, plan mcpPlan) {
 	s.attachSandboxLocked(conn, acpID, ws)
 	s.modeState, s.modelState, s.configs = st.modes, st.models, st.configs
-	caps := conn.init.AgentCapabilities.PromptCapabilities
-	s.info.Capabilities.SupportsVision = caps.Image
-	s.info.Capabilities.SupportsResources = caps.EmbeddedContext
-	s.info.Capabilities.SupportsTools, s.info.Capabilities.SupportsCommands, s.info.Capabilities.SupportsLoad = true, true, true
+	s.info.Capabilities = s.p.agentCapabilities(conn.init.AgentCapabilities)
+	s.info.AdditionalDirectories = sessionDirs{ws: ws, extra: s.extra}.extraRoots()
+	s.info.MCPServerNames = plan.names
 	s.deriveModesModels()
 }
 
@@ -258,13 +236,22 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	// The stored directory is opened again: it may have gone or changed since the
+	// The stored directories are opened again: they may have gone or changed since the
 	// session last ran.
 	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, conv.Workspace)
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	conn, err := p.ensureConn(ctx, ws.Root())
+	extraDirs, own, err := p.storedSetup(ctx, sessionID)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	extra, err := p.reopenDirs(sessionID, extraDirs)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	dirs := sessionDirs{ws: ws, extra: extra}
+	conn, err := p.ensureConn(ctx, dirs.scope())
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
@@ -273,16 +260,19 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 	acpID := s.acpID
 	s.conv = conv
 	s.conv.Closed = false
+	s.extra, s.mcp = extra, own
 	s.mu.Unlock()
 
 	caps := conn.init.AgentCapabilities
+	plan := planMCP(p.mergedMCPServers(own), caps)
 	if caps.LoadSession {
-		st, count, err := s.loadFromAgent(ctx, conn, acpID, ws)
+		st, count, err := s.loadFromAgent(ctx, conn, acpID, dirs, plan)
 		if err == nil {
-			if err := s.reopened(conn, acpID, ws, st); err != nil {
+			if err := s.reopened(conn, acpID, ws, st, plan); err != nil {
 				return presenters.SessionInfo{}, err
 			}
 			s.emit.SessionReady(count)
+			s.reportLeftOut(plan)
 			return s.snapshot(), nil
 		}
 		if errors.Is(err, presenters.ErrAuthRequired) || !conn.alive() {
@@ -293,22 +283,23 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 	var st sessionState
 	switch {
 	case caps.SessionCapabilities.Resume != nil:
-		resp, err := conn.rpc.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: p.mcpServers(caps)})
+		resp, err := conn.rpc.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: plan.servers,
+			AdditionalDirectories: dirs.forAgent(caps)})
 		if err != nil {
 			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/resume", err)
 		}
-		st = sessionState{resp.Modes, resp.Models, resp.ConfigOptions}
+		st = sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}
 	default:
-		resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: p.mcpServers(conn.init.AgentCapabilities)})
+		resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: plan.servers, AdditionalDirectories: dirs.forAgent(caps)})
 		if err != nil {
 			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/new", err)
 		}
 		s.log.Info("agent cannot load or resume sessions: reopened as a new agent session; the agent does not remember the earlier turns",
 			"acp_session_id", resp.SessionId)
 		acpID = resp.SessionId
-		st = sessionState{resp.Modes, resp.Models, resp.ConfigOptions}
+		st = sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}
 	}
-	if err := s.reopened(conn, acpID, ws, st); err != nil {
+	if err := s.reopened(conn, acpID, ws, st, plan); err != nil {
 		return presenters.SessionInfo{}, err
 	}
 	n, err := s.replayStored(ctx, lc)
@@ -316,21 +307,23 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 		return presenters.SessionInfo{}, err
 	}
 	s.emit.SessionReady(n)
+	s.reportLeftOut(plan)
 	return s.snapshot(), nil
 }
 
 // loadFromAgent runs session/load; the agent's replay streams through the normalizer
 // as events while it runs. The session is attached to its workspace before it is
 // registered, so that the agent's requests during the load can be served.
-func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace) (sessionState, int64, error) {
+func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.SessionId, dirs sessionDirs, plan mcpPlan) (sessionState, int64, error) {
 	s.mu.Lock()
-	s.attachSandboxLocked(conn, acpID, ws)
+	s.attachSandboxLocked(conn, acpID, dirs.ws)
 	s.norm.startReplay()
 	s.mu.Unlock()
 	err := conn.register(acpID, s)
 	var resp sdk.LoadSessionResponse
 	if err == nil {
-		resp, err = conn.rpc.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: s.p.mcpServers(conn.init.AgentCapabilities)})
+		resp, err = conn.rpc.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: acpID, Cwd: dirs.ws.Root(), McpServers: plan.servers,
+			AdditionalDirectories: dirs.forAgent(conn.init.AgentCapabilities)})
 		if err != nil {
 			err = s.p.sessionCallError(conn, "session/load", err)
 		}
@@ -344,15 +337,15 @@ func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.
 		s.detach()
 		return sessionState{}, 0, err
 	}
-	return sessionState{resp.Modes, resp.Models, resp.ConfigOptions}, count, nil
+	return sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}, count, nil
 }
 
 // reopened makes a reopened session live and tells subscribers. A connection that
 // closed meanwhile refuses the session, which is then in error.
-func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState) error {
+func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState, plan mcpPlan) error {
 	s.mu.Lock()
 	old := s.info
-	s.attachLocked(conn, acpID, ws, st)
+	s.attachLocked(conn, acpID, ws, st, plan)
 	s.mu.Unlock()
 	if err := conn.register(acpID, s); err != nil {
 		s.detach()

@@ -5,25 +5,31 @@ import (
 	"time"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 )
 
 // messageBuilder accumulates one message's blocks as updates stream in. Text and
 // reasoning chunks append to the last block of their kind as a list of the chunk
-// strings, which the decoder has already allocated: a growing strings.Builder would
-// copy a 20 MB reply about five times over while it grows (1.25x steps) and keep up to
-// a quarter of it as slack. snapshot joins the list once and keeps the joined string
-// as its first part, so the next snapshot copies the text once more, not every chunk.
-// Tool and plan blocks are updated in place.
+// strings, which the decoder has already allocated (a growing strings.Builder would copy
+// a long reply several times over while it grows). The builder keeps only the text it has
+// not handed to the store yet: update gives the store each text block's new chunks, joined,
+// to append to what it holds, and forgets them. A long reply therefore costs memory for
+// what arrived since the last checkpoint, not for the whole reply: the store, and the
+// event log, hold the rest. Tool and plan blocks are updated in place.
 type messageBuilder struct {
 	id        string
 	sessionID string
 	role      presenters.MessageRole
 	createdAt time.Time
 
-	blocks []presenters.Block
-	texts  map[int][]string // block index -> text parts of a text/reasoning block
-	plan   int              // index of the plan block, -1 when none
-	dirty  bool             // changed since the last snapshot
+	blocks []presenters.Block // a text or reasoning block's Text is kept empty: see texts
+	texts  map[int][]string   // block index -> its chunks not handed to the store yet
+	// handed is how many of blocks were in an update already: the store holds their text
+	// up to texts, and the next update appends to it.
+	handed  int
+	unsaved int // bytes in texts
+	plan    int // index of the plan block, -1 when none
+	dirty   bool
 }
 
 func newMessageBuilder(id, sessionID string, role presenters.MessageRole) *messageBuilder {
@@ -35,6 +41,7 @@ func newMessageBuilder(id, sessionID string, role presenters.MessageRole) *messa
 // reasoning), else starts a new block.
 func (m *messageBuilder) appendText(t presenters.BlockType, chunk string) {
 	m.dirty = true
+	m.unsaved += len(chunk)
 	last := len(m.blocks) - 1
 	if last >= 0 && m.blocks[last].Type == t {
 		m.texts[last] = append(m.texts[last], chunk)
@@ -68,18 +75,26 @@ func (m *messageBuilder) setPlan(p presenters.PlanBlock) {
 	m.plan = m.appendBlock(b)
 }
 
-// snapshot is the message as it stands; it shares nothing mutable with the builder
-// (tool and plan blocks are replaced, never changed in place).
-func (m *messageBuilder) snapshot(status presenters.MessageStatus) presenters.Message {
+// update is the message as the store must take it now (store.UpdateMessages): every
+// block, a text block already handed over carrying only its new text. The builder then
+// forgets that text: the updates it returns must reach the store in order, every one.
+// It shares nothing mutable with the builder (tool and plan blocks are replaced, never
+// changed in place).
+func (m *messageBuilder) update(status presenters.MessageStatus) store.MessageUpdate {
 	blocks := make([]presenters.Block, len(m.blocks))
 	copy(blocks, m.blocks)
-	for i, parts := range m.texts {
-		if len(parts) > 1 {
-			parts = []string{strings.Join(parts, "")}
-			m.texts[i] = parts
+	var appended []int
+	for i := range blocks {
+		if blocks[i].Type != presenters.BlockText && blocks[i].Type != presenters.BlockReasoning {
+			continue
 		}
-		blocks[i].Text = parts[0]
+		blocks[i].Text = strings.Join(m.texts[i], "")
+		if i < m.handed {
+			appended = append(appended, i)
+		}
 	}
-	return presenters.Message{ID: m.id, SessionID: m.sessionID, Role: m.role, Status: status,
-		Blocks: blocks, CreatedAt: m.createdAt}
+	clear(m.texts)
+	m.handed, m.unsaved, m.dirty = len(m.blocks), 0, false
+	return store.MessageUpdate{Appended: appended, Message: presenters.Message{ID: m.id, SessionID: m.sessionID,
+		Role: m.role, Status: status, Blocks: blocks, CreatedAt: m.createdAt}}
 }

@@ -15,7 +15,8 @@ import (
 
 // deriveModesModels fills info's modes and models from what the agent said: modes
 // from session modes, else a config option of category mode; models from a config
-// option of category model, else the (unstable) session models (s.mu held).
+// option of category model, else the models agents advertised before config options
+// (s.mu held).
 func (s *session) deriveModesModels() {
 	modeOpt := s.configOption(sdk.SessionConfigOptionCategoryMode)
 	modelOpt := s.configOption(sdk.SessionConfigOptionCategoryModel)
@@ -43,9 +44,9 @@ func (s *session) deriveModesModels() {
 	case s.modelState != nil:
 		models := make([]presenters.Model, 0, len(s.modelState.AvailableModels))
 		for _, m := range s.modelState.AvailableModels {
-			models = append(models, presenters.Model{ID: string(m.ModelId), Name: m.Name, Description: deref(m.Description)})
+			models = append(models, presenters.Model{ID: m.ModelID, Name: m.Name, Description: deref(m.Description)})
 		}
-		s.info.AvailableModels, s.info.CurrentModelID = models, string(s.modelState.CurrentModelId)
+		s.info.AvailableModels, s.info.CurrentModelID = models, s.modelState.CurrentModelID
 	}
 	s.info.Capabilities.SupportsModes = len(s.info.AvailableModes) > 0
 	s.info.Capabilities.SupportsModels = len(s.info.AvailableModels) > 0
@@ -112,8 +113,7 @@ var (
 		},
 		viaOption: func(*session) bool { return true },
 		call: func(ctx context.Context, conn *agentConn, acpID sdk.SessionId, id string) error {
-			_, err := conn.rpc.UnstableSetSessionModel(ctx, sdk.UnstableSetSessionModelRequest{SessionId: acpID, ModelId: sdk.UnstableModelId(id)})
-			return err
+			return conn.setLegacyModel(ctx, acpID, id)
 		},
 		record: (*session).setCurrentModelLocked,
 	}
@@ -126,7 +126,7 @@ func (s *session) setMode(ctx context.Context, modeID string) error {
 }
 
 // setModel switches the model: the config option of category model, else the
-// unstable session/set_model.
+// unstable session/set_model of agents that advertise models the old way.
 func (s *session) setModel(ctx context.Context, modelID string) error {
 	return s.choose(ctx, modelChoice, modelID)
 }
@@ -184,7 +184,7 @@ func (s *session) setCurrentModelLocked(id string) {
 		return
 	}
 	ms := *s.modelState
-	ms.CurrentModelId = sdk.ModelId(id)
+	ms.CurrentModelID = id
 	s.modelState = &ms
 }
 

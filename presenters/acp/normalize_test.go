@@ -150,7 +150,7 @@ func TestNormalizerBuildsTheMessage(t *testing.T) {
 	} {
 		n.apply(update(t, js), emit)
 	}
-	msg := n.endTurn().snapshot(presenters.MessageComplete)
+	msg := n.endTurn().update(presenters.MessageComplete).Message
 	if msg.ID != "a" || msg.Role != presenters.RoleAssistant || msg.SessionID != "s" {
 		t.Fatalf("message identity %+v", msg)
 	}
@@ -396,7 +396,7 @@ func TestNormalizerLiveEventsCarryATerminalTail(t *testing.T) {
 		return call.Content[0].Terminal
 	}
 	stored := func() *presenters.TerminalBlock {
-		for _, b := range n.msg.snapshot(presenters.MessageStatus("")).Blocks {
+		for _, b := range n.msg.update(presenters.MessageStatus("")).Blocks {
 			if b.Tool != nil {
 				return terminalOf(*b.Tool)
 			}

@@ -106,11 +106,15 @@ func (s *session) turnRunningLocked() bool {
 	return s.conn != nil && s.turn != nil && !s.turn.cancelled && !s.turn.finished
 }
 
-// workspaceLocked is the workspace the policy checks paths against; nil (not a typed
+// workspaceLocked is the workspace (with the additional directories) the policy checks
+// paths against; nil (not a typed
 // nil) while the session has none open (s.mu held).
 func (s *session) workspaceLocked() workspaceResolver {
 	if s.ws == nil {
 		return nil
+	}
+	if len(s.extra) > 0 {
+		return sessionDirs{ws: s.ws, extra: s.extra}
 	}
 	return s.ws
 }

@@ -16,7 +16,8 @@ import (
 	"github.com/agenticd/agenticd/store"
 )
 
-// Presenter drives one ACP agent: a process per workspace, shared by the sessions there.
+// Presenter drives one ACP agent: a process per workspace (and set of additional
+// directories), shared by the sessions there.
 type Presenter struct {
 	cfg Config
 	// classifier rates execute tools' commands, with agenticd's own files as the
@@ -30,17 +31,23 @@ type Presenter struct {
 	cancelGrace time.Duration
 	wg          sync.WaitGroup
 
+	// importMu makes session imports (importSessions) one at a time, so that two
+	// processes starting in one workspace do not import the same session twice.
+	importMu sync.Mutex
+
 	mu sync.Mutex
-	// conns are the running agent processes by workspace root: a process is confined
-	// to one workspace, so sessions share a process only when they share a workspace.
+	// conns are the running agent processes by procScope.key: a process is confined to
+	// one workspace and its sessions' additional directories, so sessions share a process
+	// only when they share those.
 	conns map[string]*agentConn
-	// starting holds, by workspace root, a channel closed when that start ends.
+	// starting holds, by procScope.key, a channel closed when that start ends.
 	starting     map[string]chan struct{}
 	closed       bool
 	status       presenters.AgentStatus
 	statusReason string
 	authMethods  []presenters.AuthMethod
 	caps         sdk.AgentCapabilities
+	initialized  bool // caps are the agent's answer (it has started once)
 	impl         presenters.Implementation
 	crashes      int // consecutive crashes, for the restart backoff
 	lastCrash    time.Time
@@ -99,6 +106,14 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 	return p, nil
 }
 
+// RunningProcesses is how many agent processes run, one per workspace (and set of
+// additional directories) in use, for the metrics.
+func (p *Presenter) RunningProcesses() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 func (p *Presenter) AgentID() string { return p.cfg.ID }
 
 // Describe reports the agent; it never starts it.
@@ -135,23 +150,39 @@ func (p *Presenter) setStatusLocked(status presenters.AgentStatus, reason string
 	presenters.NewAgentEmitter(p.deps.Publisher, p.cfg.ID).AgentStatusChanged(p.describeLocked())
 }
 
-// capabilities are the agent-wide ones; modes and models are known per session.
+// capabilities are the agent-wide ones (p.mu held); modes and models are known per
+// session. Before the agent first started, only what holds for every ACP agent is said.
 func (p *Presenter) capabilities() presenters.Capabilities {
+	if !p.initialized {
+		return presenters.Capabilities{SupportsTools: true, SupportsCommands: true, SupportsLoad: true}
+	}
+	return p.agentCapabilities(p.caps)
+}
+
+// agentCapabilities are what an agent that answered initialize with c can do here.
+func (p *Presenter) agentCapabilities(c sdk.AgentCapabilities) presenters.Capabilities {
 	return presenters.Capabilities{
-		SupportsVision:    p.caps.PromptCapabilities.Image,
-		SupportsTools:     true,
-		SupportsCommands:  true,
-		SupportsLoad:      true, // session/load, or the stored transcript
-		SupportsResources: p.caps.PromptCapabilities.EmbeddedContext,
+		SupportsVision:                c.PromptCapabilities.Image,
+		SupportsTools:                 true,
+		SupportsCommands:              true,
+		SupportsLoad:                  true, // session/load, or the stored transcript
+		SupportsResources:             c.PromptCapabilities.EmbeddedContext,
+		SupportsMCP:                   true, // every ACP agent takes stdio MCP servers
+		SupportsMCPHTTP:               c.McpCapabilities.Http,
+		SupportsAdditionalDirectories: c.SessionCapabilities.AdditionalDirectories != nil,
+		SupportsDelete:                c.SessionCapabilities.Delete != nil,
+		SupportsSessionList:           p.cfg.ImportSessions && c.SessionCapabilities.List != nil,
+		SupportsLogout:                c.Auth.Logout != nil,
 	}
 }
 
 // newID mints session and message ids: UUIDv7, as DeepChat's, so ids sort by time.
 func (p *Presenter) newID() string { return uuid.Must(uuid.NewV7()).String() }
 
-// ensureConn returns the agent process of a workspace, starting (or restarting, after
-// the backoff) it when needed. Concurrent callers for one workspace share one start.
-func (p *Presenter) ensureConn(ctx context.Context, workspace string) (*agentConn, error) {
+// ensureConn returns the agent process of a scope, starting (or restarting, after the
+// backoff) it when needed. Concurrent callers for one scope share one start.
+func (p *Presenter) ensureConn(ctx context.Context, scope procScope) (*agentConn, error) {
+	workspace := scope.key()
 	p.mu.Lock()
 	for {
 		if p.closed {
@@ -213,7 +244,7 @@ func (p *Presenter) ensureConn(ctx context.Context, workspace string) (*agentCon
 
 	// Other callers may share this start: one caller hanging up must not abort it (it
 	// is bounded by the start timeout) nor count as a crash.
-	c, err := p.start(context.WithoutCancel(ctx), workspace)
+	c, err := p.start(context.WithoutCancel(ctx), scope)
 
 	p.mu.Lock()
 	delete(p.starting, workspace)
@@ -256,9 +287,11 @@ func backoffFor(crashes int) time.Duration {
 	return min(time.Second<<min(crashes-2, 5), maxBackoff)
 }
 
-// start launches the agent for a workspace, initializes and authenticates it.
-func (p *Presenter) start(ctx context.Context, workspace string) (*agentConn, error) {
-	c, err := dial(ctx, p.cfg, workspace, p.deps.Roots, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
+// start launches the agent for a scope, initializes and authenticates it, and imports
+// the agent's sessions of the workspace when configured to (before any session can be
+// opened on the process, so that none of agenticd's own is taken for the agent's).
+func (p *Presenter) start(ctx context.Context, scope procScope) (*agentConn, error) {
+	c, err := dial(ctx, p.cfg, scope, p.deps.Roots, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +301,7 @@ func (p *Presenter) start(ctx context.Context, workspace string) (*agentConn, er
 	}
 	p.mu.Lock()
 	p.caps = c.init.AgentCapabilities
+	p.initialized = true
 	p.authMethods = authMethods(c.init.AuthMethods)
 	p.impl = impl
 	p.mu.Unlock()
@@ -277,7 +311,11 @@ func (p *Presenter) start(ctx context.Context, workspace string) (*agentConn, er
 			return nil, err
 		}
 	}
-	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "workspace", workspace, "implementation", impl.Name, "version", impl.Version)
+	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "workspace", scope.workspace, "additional_directories", scope.extra,
+		"implementation", impl.Name, "version", impl.Version)
+	if p.cfg.ImportSessions {
+		p.importSessions(ctx, c)
+	}
 	return c, nil
 }
 
@@ -295,8 +333,8 @@ func (p *Presenter) needsAuth(err error) error {
 // crash: the sessions that lived on it are marked error.
 func (p *Presenter) connGone(c *agentConn) {
 	p.mu.Lock()
-	if p.conns[c.workspace] == c {
-		delete(p.conns, c.workspace)
+	if p.conns[c.key] == c {
+		delete(p.conns, c.key)
 	}
 	crashed := !c.stopping.Load()
 	reason := c.goneReason()
@@ -330,7 +368,18 @@ func (p *Presenter) session(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newStoredSession(p, conv, p.capabilitiesLocked()), nil
+	s = newStoredSession(p, conv, p.capabilitiesLocked())
+	// What it was created with, as it would be opened again (the agent may still leave
+	// out an http MCP server then).
+	dirs, own, err := p.storedSetup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.info.AdditionalDirectories = dirs
+	for _, m := range p.mergedMCPServers(own) {
+		s.info.MCPServerNames = append(s.info.MCPServerNames, m.Name)
+	}
+	return s, nil
 }
 
 // openableSession is session, with a stored session kept in memory, so that

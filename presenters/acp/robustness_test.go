@@ -99,7 +99,7 @@ func TestAgentRequestsForASessionThatIsNotOpen(t *testing.T) {
 	h := newHarness(t)
 	p := h.presenter(h.config(`{}`))
 	info := h.create(p)
-	conn, err := p.ensureConn(testContext(t), info.Workspace)
+	conn, err := p.ensureConn(testContext(t), procScope{workspace: info.Workspace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/store"
+	"github.com/agenticd/agenticd/tracing/tracecontext"
 )
 
 // session is one agenticd session of an ACP agent. Its id is minted by agenticd;
@@ -46,9 +47,14 @@ type session struct {
 	turn    *turn
 	pending map[string]*pendingPermission
 
+	// extra are the session's additional directories and mcp its own MCP servers (the
+	// agent's configured ones are merged in when the session is opened).
+	extra []*sandbox.Workspace
+	mcp   []presenters.MCPServer
+
 	// What the agent said about modes and models; info's lists derive from them.
 	modeState  *sdk.SessionModeState
-	modelState *sdk.SessionModelState
+	modelState *legacyModelState // the old `models` (legacymodels.go)
 	configs    []sdk.SessionConfigOption
 
 	terminals sessionTerminals // read by norm for tool content that shows a terminal
@@ -195,6 +201,9 @@ func (s *session) applyUpdate(u sdk.SessionUpdate) {
 		s.applyChange(ch)
 		s.publishPatch(old)
 	}
+	if s.norm.mode == modeTurn && s.norm.msg != nil && s.norm.msg.unsaved >= checkpointBytes {
+		s.checkpointLocked()
+	}
 	if !s.following && len(s.norm.tools) > 0 && s.norm.showsLiveTerminal() {
 		s.startFollowing()
 	}
@@ -306,7 +315,8 @@ func (s *session) send(ctx context.Context, content presenters.MessageContent, o
 	if err := s.sendableLocked(); err != nil {
 		return presenters.SendResult{}, err
 	}
-	turnCtx, stop := context.WithCancel(context.Background())
+	// The turn outlives the call, but keeps its values: the turn's trace span.
+	turnCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	t := &turn{userMsgID: cmp.Or(opts.UserMessageID, s.p.newID()), assistantID: cmp.Or(opts.MessageID, s.p.newID()),
 		stopPrompt: stop, done: make(chan struct{})}
 	s.turn = t
@@ -323,8 +333,8 @@ func (s *session) send(ctx context.Context, content presenters.MessageContent, o
 		}
 	}
 	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: user.ID, Role: presenters.RoleUser})
-	placeholder := s.norm.msg.snapshot(store.StatusInProgress)
-	s.p.persist.saveMessages(user, placeholder)
+	s.p.persist.saveMessages(user)
+	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
 
 	old := s.info
 	if s.info.Title == "" {
@@ -359,7 +369,7 @@ func (s *session) sendableLocked() error {
 func (s *session) runTurn(ctx context.Context, conn *agentConn, acpID sdk.SessionId, t *turn, prompt []sdk.ContentBlock) {
 	defer s.p.wg.Done()
 	defer t.stopPrompt()
-	resp, err := conn.rpc.Prompt(ctx, sdk.PromptRequest{SessionId: acpID, Prompt: prompt})
+	resp, err := conn.rpc.Prompt(ctx, sdk.PromptRequest{SessionId: acpID, Prompt: prompt, Meta: tracecontext.ACPMeta(ctx)})
 	if err != nil && !conn.alive() {
 		// The agent is gone: the crash (or shutdown) handling ends the turn.
 		<-conn.gone
@@ -427,15 +437,16 @@ func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status pres
 	// refused permission without ending the tool).
 	s.norm.endUnfinished(s.emitPayload)
 	s.cancelPendingLocked("the turn ended")
-	mb := s.norm.endTurn()
-	msg := mb.snapshot(status)
-	msg.StopReason, msg.Usage = stop, usage
+	final := s.norm.endTurn().update(status)
+	final.StopReason, final.Usage = stop, usage
 	if usage != nil {
 		s.info.Usage = s.info.Usage.Add(*usage)
 	}
 	s.info.UpdatedAt = time.Now()
 	s.storeConversationLocked()
-	return msg, s.p.persist.saveMessageWait(msg)
+	// The message's text is only what came since the last checkpoint: callers read its
+	// id, stop reason and usage.
+	return final.Message, s.p.persist.saveUpdateWait(final)
 }
 
 // turnEnded sends MESSAGE_END and returns the session to idle.
@@ -718,11 +729,16 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 func (s *session) checkpoint() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.checkpointLocked()
+}
+
+// checkpointLocked is checkpoint with s.mu held.
+func (s *session) checkpointLocked() {
 	t := s.turn
 	if t == nil || t.finished || s.norm.msg == nil || !s.norm.msg.dirty {
 		return
 	}
-	s.norm.msg.dirty = false
-	// Queued under s.mu, so a checkpoint is always queued before the final version.
-	s.p.persist.saveMessages(s.norm.msg.snapshot(store.StatusInProgress))
+	// Queued under s.mu, so a checkpoint is always queued before the next one and the
+	// final version: each appends to what the one before stored.
+	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
 }
