@@ -80,14 +80,15 @@ func deepchatPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenter
 		if a.Type != presenters.AgentTypeDeepChat {
 			continue
 		}
-		if len(a.MCPServers) > 0 {
-			logger.Warn("mcp_servers are not supported by deepchat agents yet and are ignored", "agent_id", a.ID)
+		servers := make([]presenters.MCPServer, len(a.MCPServers))
+		for i, m := range a.MCPServers {
+			servers[i] = presenters.MCPServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL, Headers: m.Headers}
 		}
 		err := add(deepchat.Config{
 			ID: a.ID, Provider: a.Provider, BaseURL: a.BaseURL, APIKeyEnv: a.APIKeyEnv,
 			Models: a.Models, DefaultModel: a.DefaultModel, MaxToolRounds: a.MaxToolRounds,
 			CommandTimeout: a.CommandTimeout, PermissionTimeout: a.PermissionTimeout,
-			ProviderIdleTimeout: a.ProviderIdleTimeout, Source: cfg.source(),
+			ProviderIdleTimeout: a.ProviderIdleTimeout, MCPServers: servers, Source: cfg.source(),
 		})
 		if err != nil {
 			return out, err

@@ -34,6 +34,9 @@ type Config struct {
 	PermissionTimeout time.Duration
 	// ProviderIdleTimeout fails a provider call that sends nothing for this long (default 2m).
 	ProviderIdleTimeout time.Duration
+	// MCPServers give every session of the agent their tools; a session's own server of
+	// the same name replaces one of these.
+	MCPServers []presenters.MCPServer
 	// Source says where this configuration came from (AgentInfo.ConfigSource).
 	Source string
 	// NeedsConfiguration, when set, is why the agent cannot answer and what to do about

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,9 +31,34 @@ import (
 	"github.com/agenticd/agenticd/store"
 )
 
+// testMCPPath is the MCP test server (internal/testmcp), built once for the package.
+var testMCPPath string
+
 func TestMain(m *testing.M) {
 	confine.MaybeRunInit()
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "deepchat-testmcp-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testMCPPath = filepath.Join(dir, "testmcp")
+	build := exec.Command("go", "build", "-o", testMCPPath, "../../internal/testmcp")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "building the MCP test server:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	// goleak.VerifyTestMain would exit before the cleanup; check by hand.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // waitLimit bounds every wait for an event; reaching it fails the test.
@@ -53,8 +79,9 @@ type fakeReply struct {
 }
 
 type recordedRequest struct {
-	auth string
-	body chatRequest
+	auth        string
+	traceparent string
+	body        chatRequest
 }
 
 type fakeLLM struct {
@@ -96,7 +123,7 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 		f.t.Errorf("fake provider: request is not JSON: %v", err)
 	}
 	f.mu.Lock()
-	f.requests = append(f.requests, recordedRequest{auth: r.Header.Get("Authorization"), body: req})
+	f.requests = append(f.requests, recordedRequest{auth: r.Header.Get("Authorization"), traceparent: r.Header.Get("Traceparent"), body: req})
 	if len(f.replies) == 0 {
 		f.mu.Unlock()
 		f.t.Errorf("fake provider: unexpected request %d", len(f.requests))

@@ -41,19 +41,22 @@ func permissionOptions(rememberable bool) []presenters.PermissionOption {
 }
 
 // authorize applies the session's mode (presenters.PermissionMode.Decide, the policy
-// ACP agents' policy_mode uses too) and remembered answers, and asks when they
-// require it: TOOL_PERMISSION_REQUIRED, status paused, then the first answer, the
-// turn's cancellation or the permission timeout decides. It returns whether the call
-// may run and, if not, why.
+// ACP agents' policy_mode uses too; a tool marked alwaysAsk asks in every mode) and
+// remembered answers, and asks when they require it: TOOL_PERMISSION_REQUIRED, status
+// paused, then the first answer, the turn's cancellation or the permission timeout
+// decides. It returns whether the call may run and, if not, why.
 func (r *turnRun) authorize(ctx context.Context, tc presenters.ToolCall, spec *toolSpec, plan toolPlan) (bool, string) {
 	level := presenters.RiskMedium
+	if spec.risk != "" {
+		level = spec.risk
+	}
 	if plan.command != nil {
 		level = plan.command.RiskLevel
 	}
 	key := rememberKey(tc.ToolName, plan.command)
 	s := r.s
 	s.mu.Lock()
-	if verdict, _ := presenters.PermissionMode(s.conv.ModeID).Decide(spec.permission, plan.command); verdict == presenters.VerdictAllow {
+	if verdict, _ := presenters.PermissionMode(s.conv.ModeID).Decide(spec.permission, plan.command); verdict == presenters.VerdictAllow && !spec.alwaysAsk {
 		s.mu.Unlock()
 		return true, ""
 	}
@@ -65,7 +68,7 @@ func (r *turnRun) authorize(ctx context.Context, tc presenters.ToolCall, spec *t
 	req := presenters.PermissionRequest{
 		RequestID: newID(), ToolID: tc.ToolID, ToolName: tc.ToolName, PermissionType: spec.permission,
 		Description: plan.description, CommandInfo: plan.command, Paths: plan.paths,
-		Options: permissionOptions(rememberable), Rememberable: rememberable, Arguments: tc.Arguments,
+		Options: permissionOptions(rememberable), Rememberable: rememberable, Arguments: tc.Arguments, ServerName: spec.server,
 		MessageID: r.reply.ID, RequestedAt: time.Now(),
 	}
 	pending := &pendingPermission{req: req, answer: make(chan presenters.PermissionOption, 1)}

@@ -27,6 +27,12 @@
 //     URLs, addresses, network and database errors go to the log with session_id.
 //   - CloseSession cancels the running turn; the turn's final commit also stores the
 //     close. Close (shutdown) cancels every turn and waits for each to commit.
+//   - MCP servers (the agent's configured ones, and a session's own, which replace a
+//     configured one of the same name) are connected at the session's first turn, a
+//     stdio one started confined to the workspace, and stopped with the session. Their
+//     tools are offered as <server>__<tool>; a tool's annotations choose its permission
+//     (mcpToolSpec). After a restart a session's own servers come from the store's
+//     SessionSetup.
 package deepchat
 
 import (
@@ -45,6 +51,7 @@ import (
 
 	"github.com/agenticd/agenticd/internal/version"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/presenters/mcp"
 	"github.com/agenticd/agenticd/presenters/risk"
 	"github.com/agenticd/agenticd/store"
 )
@@ -77,6 +84,9 @@ type Presenter struct {
 	sessions map[string]*session // sessions used since start-up and not closed
 	closed   bool
 	turns    sync.WaitGroup
+	// stopping counts the MCP servers of closed sessions still being stopped after
+	// CloseSession gave up waiting for the session's turn; Close waits for them.
+	stopping sync.WaitGroup
 	// loadMu makes reading a stored conversation and registering it one step, so that
 	// a load that read the row before a close wrote Closed cannot register the session
 	// again after the close unregistered it.
@@ -95,6 +105,11 @@ type session struct {
 	closed     bool
 	lastError  string                          // why the last turn failed; cleared by the next
 	remembered map[string]presenters.RiskLevel // allow-always key -> highest risk allowed
+	// servers are the session's own MCP servers: SessionConfig.MCPServers, or after a
+	// restart what the store kept of them. tools is the client of these and the
+	// configured ones, made by the session's first turn.
+	servers []presenters.MCPServer
+	tools   sessionTools
 }
 
 // New builds a presenter from its config. A config without a provider is valid: the
@@ -109,6 +124,9 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 	prov, err := resolveProvider(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if err := presenters.CheckMCPServers("mcp_servers", cfg.MCPServers); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.ID, err)
 	}
 	if cfg.MaxToolRounds <= 0 {
 		cfg.MaxToolRounds = defaultMaxToolRounds
@@ -159,7 +177,8 @@ func (p *Presenter) AgentID() string { return p.cfg.ID }
 
 func (p *Presenter) capabilities() presenters.Capabilities {
 	return presenters.Capabilities{SupportsVision: true, SupportsTools: true, SupportsModes: true,
-		SupportsLoad: true, SupportsModels: len(p.models) > 0, SupportsResources: true}
+		SupportsLoad: true, SupportsModels: len(p.models) > 0, SupportsResources: true,
+		SupportsMCP: true, SupportsMCPHTTP: true}
 }
 
 // Describe reports the agent; it never calls the provider.
@@ -217,6 +236,9 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	} else if !p.modelOffered(model) {
 		return presenters.SessionInfo{}, fmt.Errorf("model %q is not offered by %s; choose one of: %s: %w", model, p.cfg.ID, p.modelIDs(), presenters.ErrInvalidArgument)
 	}
+	if err := presenters.CheckMCPServers("config.mcp_servers", cfg.MCPServers); err != nil {
+		return presenters.SessionInfo{}, err
+	}
 	mode := cfg.ModeID
 	if mode == "" {
 		mode = ModeBalanced
@@ -235,7 +257,7 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	s := &session{conv: conv}
+	s := &session{conv: conv, servers: slices.Clone(cfg.MCPServers)}
 	p.mu.Lock()
 	p.sessions[conv.ID] = s
 	p.mu.Unlock()
@@ -290,16 +312,21 @@ func (p *Presenter) lookup(ctx context.Context, id string) (*session, error) {
 	if err != nil || conv.Closed {
 		return nil, err
 	}
-	return p.register(conv), nil
+	return p.register(ctx, conv)
 }
 
-// register makes a stored open conversation a registered session; p.loadMu is held.
-func (p *Presenter) register(conv store.Conversation) *session {
-	s := &session{conv: conv}
+// register makes a stored open conversation a registered session, with the MCP servers
+// it was created with; p.loadMu is held.
+func (p *Presenter) register(ctx context.Context, conv store.Conversation) (*session, error) {
+	setup, err := p.deps.Store.SessionSetup(ctx, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{conv: conv, servers: setup.MCPServers}
 	p.mu.Lock()
 	p.sessions[conv.ID] = s
 	p.mu.Unlock()
-	return s
+	return s, nil
 }
 
 // open returns the runtime state of an open session. A closed session is
@@ -328,6 +355,7 @@ func errClosed(id string) error {
 // sessionInfo describes a registered session; s.mu must be held.
 func (p *Presenter) sessionInfo(s *session, messageCount int64) presenters.SessionInfo {
 	info := p.storedInfo(s.conv, messageCount)
+	info.MCPServerNames = serverNames(mcp.Merge(p.cfg.MCPServers, s.servers))
 	if s.closed {
 		info.Status = presenters.SessionClosed
 		return info
@@ -497,7 +525,7 @@ func (p *Presenter) loadReopened(ctx context.Context, id string) (*session, erro
 		idle := presenters.SessionIdle
 		p.emitter(id).SessionUpdated(presenters.SessionPatch{Status: &idle, UpdatedAt: &conv.UpdatedAt})
 	}
-	return p.register(conv), nil
+	return p.register(ctx, conv)
 }
 
 func replayMessage(em presenters.Emitter, m presenters.Message) {
@@ -533,7 +561,9 @@ func (p *Presenter) CloseSession(ctx context.Context, sessionID string) error {
 		s.closed = true
 		if t == nil {
 			err := p.storeClose(ctx, s)
+			tools := s.detachTools()
 			s.mu.Unlock()
+			tools.Close()
 			return err
 		}
 		t.cancel(errSessionClosed)
@@ -545,15 +575,31 @@ func (p *Presenter) CloseSession(ctx context.Context, sessionID string) error {
 	select {
 	case <-t.done:
 	case <-ctx.Done():
+		p.stopping.Go(func() {
+			<-t.done
+			p.stopToolsIfClosed(s)
+		})
 		return fmt.Errorf("close session %s: its turn is still ending; SESSION_CLOSED follows when it has: %w", sessionID, presenters.ErrCancelled)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed { // the turn's end could not store the close
+	if !p.stopToolsIfClosed(s) { // the turn's end could not store the close
 		return fmt.Errorf("session %s could not be closed: its history could not be saved (see the server log); try again: %w",
 			sessionID, presenters.ErrFailedPrecondition)
 	}
 	return nil
+}
+
+// stopToolsIfClosed stops the MCP servers of a session whose close is stored, and
+// reports whether it is.
+func (p *Presenter) stopToolsIfClosed(s *session) bool {
+	s.mu.Lock()
+	closed := s.closed
+	var tools *mcp.Set
+	if closed {
+		tools = s.detachTools()
+	}
+	s.mu.Unlock()
+	tools.Close()
+	return closed
 }
 
 // storeClose writes the close of an idle session (s.mu held, s.closed set), then
@@ -668,6 +714,15 @@ func (p *Presenter) Close(context.Context) error {
 		s.mu.Unlock()
 	}
 	p.turns.Wait()
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		s.mu.Lock()
+		tools := s.detachTools()
+		s.mu.Unlock()
+		wg.Go(tools.Close)
+	}
+	wg.Wait()
+	p.stopping.Wait()
 	p.http.CloseIdleConnections()
 	return nil
 }

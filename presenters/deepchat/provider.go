@@ -15,6 +15,7 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/textutil"
+	"github.com/agenticd/agenticd/tracing/tracecontext"
 )
 
 // The OpenAI chat completions wire format, as far as agenticd uses it. OpenAI, Ollama,
@@ -249,6 +250,8 @@ func (c *providerClient) once(parent context.Context, body []byte, h streamHandl
 	if key := c.apiKey(); key != "" {
 		httpReq.Header.Set("Authorization", "Bearer "+key)
 	}
+	// An LLM proxy can continue the turn's trace.
+	tracecontext.InjectHTTP(ctx, httpReq.Header)
 	resp, err := c.http.Do(httpReq)
 	if err != nil {
 		return roundResult{}, c.transportError(ctx, parent, err)

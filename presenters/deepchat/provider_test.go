@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/agenticd/agenticd/presenters"
 )
 
@@ -196,4 +198,25 @@ func show(v *int64) string {
 		return "not reported"
 	}
 	return strconv.FormatInt(*v, 10)
+}
+
+// The turn's trace reaches the provider: its requests carry the W3C traceparent of the
+// span the SendMessage call's context holds, so an LLM proxy can continue the trace.
+func TestProviderRequestsCarryTheTurnsTrace(t *testing.T) {
+	h := newHarness(t)
+	info := h.createSession("")
+	h.llm.script(fakeReply{events: []string{textEvent("hi"), finishEvent("stop")}})
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "invoke_agent")
+	defer span.End()
+	res, err := h.p.SendMessage(ctx, info.SessionID, presenters.TextContent("hello"), presenters.SendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitEnd(res.MessageID)
+	reqs := h.llm.requestsSoFar()
+	if len(reqs) != 1 || !strings.Contains(reqs[0].traceparent, span.SpanContext().TraceID().String()) {
+		t.Fatalf("provider requests %+v; want one with the turn's trace id %s", reqs, span.SpanContext().TraceID())
+	}
 }

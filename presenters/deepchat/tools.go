@@ -28,6 +28,13 @@ type toolSpec struct {
 	parameters  string // JSON schema
 	kind        presenters.ToolKind
 	permission  presenters.PermissionType
+	// risk is what an allow-always answer for the tool covers (medium when empty); a
+	// command's own classification takes its place.
+	risk presenters.RiskLevel
+	// alwaysAsk makes every mode ask, whatever it lets run (a destructive MCP tool).
+	alwaysAsk bool
+	// server names the MCP server of an MCP tool ("" for a built-in one).
+	server string
 	// prepare validates the arguments and plans the call without side effects.
 	prepare func(r *turnRun, args json.RawMessage) (toolPlan, error)
 }
@@ -46,6 +53,8 @@ type toolPlan struct {
 type toolOutput struct {
 	text    string // what the model reads
 	content []presenters.ToolContent
+	// blocks follow the tool call's block in the reply (an MCP tool's UI resources).
+	blocks []presenters.Block
 }
 
 var toolSpecs = []toolSpec{
@@ -468,11 +477,11 @@ func rawArguments(s string) json.RawMessage {
 func (r *turnRun) runTool(ctx context.Context, call toolCall) string {
 	tc := presenters.ToolCall{ToolID: call.ID, ToolName: call.Function.Name, Title: call.Function.Name,
 		Kind: presenters.ToolOther, Status: presenters.ToolPending, Arguments: rawArguments(call.Function.Arguments)}
-	spec := toolsByName[call.Function.Name]
+	spec := r.spec(call.Function.Name)
 	var plan toolPlan
 	var prepErr error
 	if spec == nil {
-		prepErr = fmt.Errorf("there is no tool named %q; the tools are: %s", call.Function.Name, toolNames())
+		prepErr = fmt.Errorf("there is no tool named %q; the tools are: %s", call.Function.Name, r.availableTools())
 	} else {
 		tc.Kind = spec.kind
 		if !json.Valid([]byte(call.Function.Arguments)) {
@@ -532,7 +541,12 @@ func (r *turnRun) endTool(ctx context.Context, idx int, tc presenters.ToolCall, 
 	default:
 		tc.Status = presenters.ToolCompleted
 	}
-	return r.settleTool(ctx, idx, tc, text)
+	text = r.settleTool(ctx, idx, tc, text)
+	for _, b := range out.blocks {
+		r.addBlock(b)
+		r.em.MessageBlock(r.reply.ID, presenters.RoleAssistant, b)
+	}
+	return text
 }
 
 // settleTool records the final tool state, publishes TOOL_END and checkpoints the reply.

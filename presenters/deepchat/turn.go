@@ -212,7 +212,7 @@ func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.M
 	msgs = append(msgs, chatHistory(history, r.reply.ID)...)
 	for round := 1; ; round++ {
 		var roundText strings.Builder
-		req := chatRequest{Model: r.currentModel(), Messages: msgs, Tools: toolDefs, Stream: true,
+		req := chatRequest{Model: r.currentModel(), Messages: msgs, Tools: r.toolDefs(ctx), Stream: true,
 			StreamOptions: &streamOptions{IncludeUsage: true}}
 		res, err := r.p.client.stream(ctx, req, streamHandler{
 			text: func(s string) {
