@@ -136,6 +136,14 @@ else
 	prof deepchat-reply deepchat-reply -chunks 10000
 fi
 
+step "ACP floods with metrics and tracing on (scraped every second; spans over OTLP/HTTP to a sink in the bench)"
+if [[ $quick == 1 ]]; then
+	ab flood -count 20000 -size 64 -baselines=false -metrics -tracing -runs 1
+else
+	ab flood -count 100000 -size 64 -baselines=false -metrics -tracing -runs "$acp_runs"
+	ab flood -count 50000 -size 64 -subs 16 -baselines=false -metrics -tracing -runs "$acp_runs"
+fi
+
 step "report"
 elapsed=$(($(date +%s) - started))
 bin/agentic-bench report -results "$results" -gobench "$out/gobench.txt" -gobench-cmd "$gobench_cmd" \

@@ -137,6 +137,7 @@ type Hub[T any] struct {
 	floorWriting bool   // a background write of the next floor is under way
 	floorFailing bool   // the last floor write failed (logged once until one lands)
 	subs         []*Subscription[T]
+	overflows    uint64 // subscriptions ended for a full queue (Stats)
 	closed       bool
 	// The log, when there is one. Events up to logged are in it; logged < sequence <=
 	// logTaken are being appended; the rest wait. The ring never lets an event go before
@@ -303,6 +304,7 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 			sub.skipped, sub.skippedBytes = 0, 0
 		default:
 			sub.overflowed = true
+			h.overflows++
 			close(sub.ch)
 			h.removeLocked(i)
 			i--

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -18,6 +19,8 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/connsplit"
+	"github.com/agenticd/agenticd/metrics"
+	"github.com/agenticd/agenticd/tracing"
 )
 
 // GRPCOptions configures NewGRPCServer.
@@ -32,6 +35,12 @@ type GRPCOptions struct {
 	// AllowedOrigins are the web origins (https://host:port) whose pages may call the API
 	// from a browser besides the server's own.
 	AllowedOrigins []string
+	// Metrics, when set, gets the RPC metrics (per method and code) on its registry.
+	Metrics *metrics.Metrics
+	// TracerProvider, when set, traces every RPC, and Turns takes over the span of each
+	// SendMessage's turn.
+	TracerProvider trace.TracerProvider
+	Turns          *tracing.Turns
 	Logger         *slog.Logger
 }
 
@@ -67,7 +76,8 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 		logger = slog.Default()
 	}
 	// WaitForHandlers: once Stop returns no handler runs, so what they use may be closed.
-	serverOpts := append(serverOptions(opts.Token, logger), grpc.WaitForHandlers(true))
+	tel := newTelemetry(opts.Metrics, opts.TracerProvider, opts.Turns)
+	serverOpts := tel.serverOptions(append(serverOptions(opts.Token, logger), grpc.WaitForHandlers(true)))
 	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger,
 		httpServed: make(chan struct{})}
 	if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
@@ -82,6 +92,7 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	pb.RegisterAgenticServiceServer(g.grpc, svc)
 	healthpb.RegisterHealthServer(g.grpc, g.health)
 	reflection.Register(g.grpc)
+	tel.registered(g.grpc)
 	gateway, err := httpGateway(g.grpc, opts.Page, opts.Token, opts.AllowedOrigins, logger)
 	if err != nil {
 		return nil, err

@@ -5,9 +5,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -152,13 +157,21 @@ func floodCmd(ctx context.Context, args []string) error {
 	subs := fs.Int("subs", 1, "gRPC subscribers on the session")
 	baselines := fs.Bool("baselines", true, "also run the raw reader and the bare SDK client")
 	withRelay := fs.Bool("relay", true, "with several subscribers, also run the plain gRPC relay (raw reader, waits for a subscriber a queue behind; see relay.go)")
+	var tel floodTelemetry
+	fs.BoolVar(&tel.metrics, "metrics", false, "serve agenticd's metrics (metrics.listen) and scrape them every second of each run")
+	fs.BoolVar(&tel.tracing, "tracing", false, "trace agenticd (OTLP over HTTP to a sink in this process that reads and discards the spans)")
 	fs.Parse(args)
+	stopSink, err := tel.start()
+	if err != nil {
+		return err
+	}
+	defer stopSink()
 	cleanup, err := c.prepare()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	section := "ACP flood"
+	section := "ACP flood" + tel.label()
 	what := fmt.Sprintf("%d × %d B chunks, %d subscriber(s)", *count, *size, *subs)
 	if err := c.checkAgent(); err != nil {
 		return emit(c.results, notAvailable(section, what, "", err))
@@ -182,7 +195,7 @@ func floodCmd(ctx context.Context, args []string) error {
 			raw.add(rawTurn(ctx, spec, ws, newCheck()))
 			bare.add(sdkTurn(ctx, spec, ws, newCheck()))
 		}
-		through.add(c.agenticdRun(ctx, "flood", env, nil, *subs, newCheck))
+		through.add(tel.run(ctx, &c, env, *subs, newCheck))
 		progress := []string{raw.last(), bare.last(), through.last()}
 		if relay != nil {
 			relay.add(c.relayRun(ctx, spec, true, *subs, newCheck))
@@ -344,4 +357,97 @@ func joinInts(v []int) string {
 		parts[i] = strconv.Itoa(n)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// floodTelemetry turns agenticd's metrics and traces on for a flood, to show what they
+// cost: with -metrics a scraper reads /metrics every second of a run (harsher than the
+// usual 15 s or more), with -tracing spans go out over OTLP/HTTP, batched as the SDK
+// does by default, to a sink in this process that reads every request whole.
+type floodTelemetry struct {
+	metrics, tracing bool
+	scrapes          atomic.Int64
+	sinkRequests     atomic.Int64
+	sinkBytes        atomic.Int64
+}
+
+func (t *floodTelemetry) label() string {
+	switch {
+	case t.metrics && t.tracing:
+		return " (metrics and tracing on)"
+	case t.metrics:
+		return " (metrics on)"
+	case t.tracing:
+		return " (tracing on)"
+	}
+	return ""
+}
+
+// start starts the trace sink and points the OTEL_* variables at it (agenticd reads them
+// in process and inherits them as a process).
+func (t *floodTelemetry) start() (stop func(), err error) {
+	if !t.tracing {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	sink := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		t.sinkRequests.Add(1)
+		t.sinkBytes.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go func() { _ = sink.Serve(lis) }()
+	os.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://"+lis.Addr().String()+"/v1/traces")
+	os.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	os.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	return func() {
+		_ = sink.Close()
+		fmt.Printf("trace sink: %d export requests, %d bytes\n", t.sinkRequests.Load(), t.sinkBytes.Load())
+	}, nil
+}
+
+// run is agenticdRun with the metrics listener on when asked, scraped every second until
+// the run's server stops.
+func (t *floodTelemetry) run(ctx context.Context, c *common, env map[string]string, subs int, newCheck func() *chunkCheck) *grpcTurn {
+	if !t.metrics {
+		return c.agenticdRun(ctx, "flood", env, nil, subs, newCheck)
+	}
+	done := make(chan struct{})
+	turn := c.serverRun(ctx, "flood", subs, newCheck, func(dataDir, workspace string) (*server, error) {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		cfg := acpConfig(dataDir, workspace, c.agent, env, nil)
+		cfg.Metrics.Listen = addr
+		s, err := startAgenticd(ctx, c.agenticd, cfg)
+		if err == nil {
+			go t.scrape(addr, done)
+		}
+		return s, err
+	})
+	close(done)
+	fmt.Printf("metrics: %d scrapes so far\n", t.scrapes.Load())
+	return turn
+}
+
+func (t *floodTelemetry) scrape(addr string, done <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		t.scrapes.Add(1)
+	}
 }

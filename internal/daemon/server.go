@@ -49,6 +49,7 @@ type Server struct {
 	served     chan struct{} // closed when Serve returns
 	serveErr   error         // Serve's result, readable once served is closed
 	memory     *memoryReturner
+	telemetry  *telemetry
 
 	stopOnce sync.Once
 	stopErr  error
@@ -79,6 +80,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		return nil, fmt.Errorf("listen on %s: %w (is another agenticd running? choose another address with --listen)", cfg.Listen, err)
 	}
 	s.addr = lis.Addr().String()
+	if err := s.telemetry.serve(cfg.Metrics, logger); err != nil {
+		lis.Close()
+		s.release(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	go func() {
 		defer close(s.served)
 		s.serveErr = s.grpc.Serve(lis)
@@ -129,6 +135,9 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.store = st
+	if s.telemetry, err = newTelemetry(ctx, cfg, st, s.logger); err != nil {
+		return err
+	}
 	// Before any agent serves: whatever reply a crash or a cut shutdown left in progress
 	// (any agent's) is kept as incomplete.
 	interrupted, err := st.MarkInterrupted(ctx)
@@ -151,6 +160,8 @@ func (s *Server) build(ctx context.Context) error {
 		Store:             st,
 		Log:               st,
 		LogRetention:      cfg.EventLog.retention(),
+		AuditRetention:    cfg.Audit.retention(),
+		Observers:         s.telemetry.observers(),
 		Logger:            s.logger,
 	})
 	if err != nil {
@@ -177,10 +188,11 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.telemetry.watch(hub, s.presenters)
 	s.grpc, err = service.NewGRPCServer(
 		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: s.logger}),
-		service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
-			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Logger: s.logger},
+		s.telemetry.grpcOptions(service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
+			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Logger: s.logger}),
 	)
 	return err
 }
@@ -274,6 +286,9 @@ func (s *Server) release(ctx context.Context) error {
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close the store: %w", err))
 		}
+	}
+	if s.telemetry != nil {
+		errs = append(errs, s.telemetry.close(closeCtx))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,33 @@
+package events
+
+// Stats is a snapshot of a hub's load, for metrics.
+type Stats struct {
+	// Subscribers is how many subscriptions are live.
+	Subscribers int
+	// HeldEvents and HeldBytes are the events the ring holds for resuming and their
+	// estimated memory (Options.MaxBytes bounds it).
+	HeldEvents int
+	HeldBytes  int64
+	// Overflows is how many subscriptions were ended because their queue was full, since
+	// the hub started.
+	Overflows uint64
+	// LogBacklog is how many published events wait to be appended to the log (0 without
+	// one).
+	LogBacklog uint64
+	// LastSequence is the sequence of the newest event issued.
+	LastSequence uint64
+}
+
+// Stats returns the hub's load now. It takes the hub's lock briefly, as Publish does.
+func (h *Hub[T]) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Stats{
+		Subscribers:  len(h.subs),
+		HeldEvents:   int(h.next - h.oldest),
+		HeldBytes:    h.heldBytes,
+		Overflows:    h.overflows,
+		LogBacklog:   h.next - 1 - h.logged,
+		LastSequence: h.next - 1,
+	}
+}
