@@ -31,3 +31,22 @@ func (h *Hub[T]) Stats() Stats {
 		LastSequence: h.next - 1,
 	}
 }
+
+// TrimHeld lets the oldest held events go until the rest take at most maxBytes, keeping
+// the newest and every event the log has not appended yet; a resume from a point before
+// the rest reads the log, as one from before a restart does. Without a log nothing goes:
+// the ring is then the only place the events are. It returns how many went. An idle
+// server trims so that its memory is not a long reply's events that nobody may ask for.
+func (h *Hub[T]) TrimHeld(maxBytes int64) int {
+	if h.log == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for h.heldBytes > maxBytes && h.oldest < h.next-1 && h.oldest <= h.logged {
+		h.evictOldestLocked()
+		n++
+	}
+	return n
+}

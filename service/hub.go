@@ -201,6 +201,10 @@ func (h *Hub) SubscriberQueue() int { return h.events.SubscriberQueue() }
 // event then goes to the log at once).
 func (h *Hub) Close() { h.events.Close() }
 
+// TrimHeld lets the oldest held events go down to maxBytes, for an idle server; resumes
+// from before the rest read the event log (events.Hub.TrimHeld).
+func (h *Hub) TrimHeld(maxBytes int64) int { return h.events.TrimHeld(maxBytes) }
+
 // subscribe registers a subscriber (events.Hub.Subscribe), with errors that tell a client
 // what to do.
 func (h *Hub) subscribe(f events.Filter, start events.Start) (*events.Subscription[*encodedEvent], error) {

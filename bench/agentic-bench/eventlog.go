@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -24,7 +26,16 @@ func eventLogCmd(ctx context.Context, args []string) error {
 	ring := fs.Int("resume-buffer", 1000, "event_buffer of the resume run: small, so that the log serves the resume")
 	bigCount := fs.Int("big-count", 100_000, "chunks of the 1 KiB flood (memory)")
 	idle := fs.Duration("idle", time.Minute, "how long agenticd idles after the 1 KiB flood before its RSS is read again")
+	only := fs.String("only", "", "run only these figures, comma-separated: cost, resume, memory (default: all)")
+	heap := fs.String("heapprofile", "", "with -inprocess: write a heap profile at the 1 KiB flood's MESSAGE_END (its in-use figures are the live heap at the last collection in the flood)")
 	fs.Parse(args)
+	if *heap != "" && !c.inprocess {
+		return fmt.Errorf("-heapprofile profiles this process: add -inprocess")
+	}
+	run, err := eventLogFigures(*only)
+	if err != nil {
+		return err
+	}
 	cleanup, err := c.prepare()
 	if err != nil {
 		return err
@@ -37,16 +48,43 @@ func eventLogCmd(ctx context.Context, args []string) error {
 	var costs []logCost
 	var resumes []resumeRun
 	var mems []memRun
-	for run := 0; run < c.runs; run++ {
-		lc := c.logCostRun(ctx, *count, 64)
-		costs = append(costs, lc)
-		rr := c.resumeRun(ctx, *count, 64, *ring)
-		resumes = append(resumes, rr)
-		mr := c.memRun(ctx, *bigCount, 1024, *idle)
-		mems = append(mems, mr)
-		fmt.Printf("run %d: %s; %s; %s\n", run+1, lc, rr, mr)
+	for i := 0; i < c.runs; i++ {
+		var said []string
+		if run["cost"] {
+			lc := c.logCostRun(ctx, *count, 64)
+			costs = append(costs, lc)
+			said = append(said, lc.String())
+		}
+		if run["resume"] {
+			rr := c.resumeRun(ctx, *count, 64, *ring)
+			resumes = append(resumes, rr)
+			said = append(said, rr.String())
+		}
+		if run["memory"] {
+			mr := c.memRun(ctx, *bigCount, 1024, *idle, *heap)
+			mems = append(mems, mr)
+			said = append(said, mr.String())
+		}
+		fmt.Printf("run %d: %s\n", i+1, strings.Join(said, "; "))
 	}
 	return emit(c.results, eventLogRows(section, *count, *bigCount, *ring, *idle, costs, resumes, mems)...)
+}
+
+// eventLogFigures reads -only: which of the subcommand's figures to run.
+func eventLogFigures(only string) (map[string]bool, error) {
+	run := map[string]bool{"cost": true, "resume": true, "memory": true}
+	if only == "" {
+		return run, nil
+	}
+	chosen := map[string]bool{}
+	for _, f := range strings.Split(only, ",") {
+		f = strings.TrimSpace(f)
+		if !run[f] {
+			return nil, fmt.Errorf("-only: unknown figure %q; name some of cost, resume, memory, comma-separated", f)
+		}
+		chosen[f] = true
+	}
+	return chosen, nil
 }
 
 // logCost is what one flood cost the log: write transactions and disk.
@@ -218,9 +256,10 @@ func followTurnCounting(ctx context.Context, client pb.AgenticServiceClient, ses
 
 // memRun is agenticd's memory through a large flood and after idling.
 type memRun struct {
-	before   procMem // just before SendMessage
-	peak     procMem // at MESSAGE_END (peak since SendMessage)
-	afterIdl procMem // after the idle time
+	elapsed  time.Duration // SendMessage → MESSAGE_END
+	before   procMem       // just before SendMessage
+	peak     procMem       // at MESSAGE_END (peak since SendMessage)
+	afterIdl procMem       // after the idle time
 	err      error
 }
 
@@ -233,13 +272,14 @@ func (m memRun) String() string {
 	if m.err != nil {
 		return "memory: " + oneLine(m.err.Error())
 	}
-	return fmt.Sprintf("RSS before %.0f MiB, peak growth %.0f MiB, after idling %.0f MiB above before",
-		float64(m.before.rssKiB)/1024, m.growth(), m.residue())
+	return fmt.Sprintf("flood %.0f ms, RSS before %.0f MiB, peak growth %.0f MiB, after idling %.0f MiB above before",
+		ms(m.elapsed), float64(m.before.rssKiB)/1024, m.growth(), m.residue())
 }
 
 // memRun floods one turn of count × size through agenticd (default config) with one
-// subscriber, then lets it idle for idle and reads its RSS again.
-func (c *common) memRun(ctx context.Context, count, size int, idle time.Duration) memRun {
+// subscriber, then lets it idle for idle and reads its RSS again. With heapFile it writes
+// this process's heap profile at MESSAGE_END.
+func (c *common) memRun(ctx context.Context, count, size int, idle time.Duration, heapFile string) memRun {
 	dataDir, workspace, err := c.runDir("eventlog-memory")
 	if err != nil {
 		return memRun{err: err}
@@ -253,7 +293,12 @@ func (c *common) memRun(ctx context.Context, count, size int, idle time.Duration
 	if t.err != nil {
 		return memRun{err: t.err}
 	}
-	out := memRun{before: t.rssStart, peak: t.rssEnd}
+	out := memRun{elapsed: t.elapsed, before: t.rssStart, peak: t.rssEnd}
+	if heapFile != "" {
+		if err := writeHeapProfile(heapFile); err != nil {
+			return memRun{err: err}
+		}
+	}
 	select {
 	case <-ctx.Done():
 		return memRun{err: ctx.Err()}
@@ -327,12 +372,26 @@ func (c *common) floodTurn(ctx context.Context, s *server, workspace string, cou
 // mibOf is a byte count in MiB.
 func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
 
-// eventLogRows renders the runs' figures.
+// eventLogRows renders the runs' figures; a figure that was not run (no runs) has no rows.
 func eventLogRows(section string, count, bigCount, ring int, idle time.Duration, costs []logCost, resumes []resumeRun, mems []memRun) []Row {
 	cmd := commandLine()
 	label := fmt.Sprintf("%s × 64 B", thousands(count))
 	var rows []Row
+	if len(costs) > 0 {
+		rows = append(rows, logCostRows(section, cmd, label, costs)...)
+	}
+	if len(resumes) > 0 {
+		rows = append(rows, resumeRows(section, cmd, label, ring, resumes)...)
+	}
+	if len(mems) > 0 {
+		rows = append(rows, memoryRows(section, cmd, bigCount, idle, mems)...)
+	}
+	return rows
+}
 
+// logCostRows renders the log cost runs' figures.
+func logCostRows(section, cmd, label string, costs []logCost) []Row {
+	var rows []Row
 	var rates, perEvent, sizes, datas []float64
 	var fails []string
 	for _, l := range costs {
@@ -364,9 +423,14 @@ func eventLogRows(section string, count, bigCount, ring int, idle time.Duration,
 			Value: size, Runs: runs, Command: cmd,
 			Notes: fmt.Sprintf("pages the event_log table and its indexes take (freed by deleting every row after the run); the encoded events alone are %.1f MiB", median(datas))})
 	}
+	return rows
+}
 
+// resumeRows renders the resume runs' figure.
+func resumeRows(section, cmd, label string, ring int, resumes []resumeRun) []Row {
+	var rows []Row
 	var resumeMs, resumeEvents []float64
-	fails = nil
+	var fails []string
 	for _, r := range resumes {
 		if r.err != nil {
 			fails = append(fails, oneLine(r.err.Error()))
@@ -375,7 +439,7 @@ func eventLogRows(section string, count, bigCount, ring int, idle time.Duration,
 		resumeMs = append(resumeMs, ms(r.elapsed))
 		resumeEvents = append(resumeEvents, float64(r.events))
 	}
-	runs = fmt.Sprintf("%d of %d intact", len(resumeMs), len(resumes))
+	runs := fmt.Sprintf("%d of %d intact", len(resumeMs), len(resumes))
 	resumeFigure := fmt.Sprintf("resume of a %s turn from the log (event_buffer %d, so the ring holds only its end)", label, ring)
 	if len(resumeMs) == 0 {
 		rows = append(rows, Row{Section: section, Figure: resumeFigure, Value: "no intact run", Met: "n/a", Runs: runs, Command: cmd, Notes: failNotes(fails)})
@@ -384,9 +448,14 @@ func eventLogRows(section string, count, bigCount, ring int, idle time.Duration,
 			Value: fmt.Sprintf("%.0f ms (%s ev/s)", median(resumeMs), si(median(resumeEvents)/median(resumeMs)*1000)), Runs: runs, Command: cmd,
 			Notes: fmt.Sprintf("Subscribe(after_sequence = before the turn) → its MESSAGE_END, %.0f events, every chunk checked in order", median(resumeEvents))})
 	}
+	return rows
+}
 
+// memoryRows renders the memory runs' figures.
+func memoryRows(section, cmd string, bigCount int, idle time.Duration, mems []memRun) []Row {
+	var rows []Row
 	var growth, residue, before []float64
-	fails = nil
+	var fails []string
 	for _, m := range mems {
 		if m.err != nil {
 			fails = append(fails, oneLine(m.err.Error()))
@@ -396,7 +465,7 @@ func eventLogRows(section string, count, bigCount, ring int, idle time.Duration,
 		residue = append(residue, m.residue())
 		before = append(before, float64(m.before.rssKiB)/1024)
 	}
-	runs = fmt.Sprintf("%d of %d intact", len(growth), len(mems))
+	runs := fmt.Sprintf("%d of %d intact", len(growth), len(mems))
 	budget := mibOf(daemon.DefaultEventBufferBytes)
 	bigLabel := fmt.Sprintf("%s × 1 KiB", thousands(bigCount))
 	if len(growth) == 0 {
@@ -430,4 +499,17 @@ func thousands(n int) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// writeHeapProfile writes this process's heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return f.Close()
 }

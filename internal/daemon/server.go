@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -89,7 +90,8 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		defer close(s.served)
 		s.serveErr = s.grpc.Serve(lis)
 	}()
-	s.memory = startMemoryReturner(memoryCheckInterval, memoryReturnThreshold, logger)
+	idleRing := cfg.EventBufferBytes / idleRingFraction
+	s.memory = startMemoryReturner(memoryCheckInterval, memoryReturnThreshold, func() int { return s.hub.TrimHeld(idleRing) }, logger)
 	ids := make([]string, len(s.presenters))
 	for i, p := range s.presenters {
 		ids[i] = p.AgentID()
@@ -299,6 +301,11 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	srv, err := Start(ctx, cfg, logger)
 	if err != nil {
 		return err
+	}
+	if limit, previous := setMemoryLimit(srv.cfg.EventBufferBytes); limit > 0 {
+		defer debug.SetMemoryLimit(previous)
+		srv.memory.ownLimit()
+		logger.Debug("soft memory limit set", "limit_bytes", limit)
 	}
 	select {
 	case <-ctx.Done():
