@@ -18,8 +18,15 @@ func (s *Service) ListAgents(ctx context.Context, _ *pb.ListAgentsRequest) (*pb.
 }
 
 func (s *Service) GetAgent(ctx context.Context, req *pb.GetAgentRequest) (*pb.GetAgentResponse, error) {
-	const method = "GetAgent"
-	agentID := req.GetAgentId()
+	p, err := s.agentNamed(ctx, "GetAgent", req.GetAgentId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetAgentResponse{Agent: describeAgent(ctx, p)}, nil
+}
+
+// agentNamed is the presenter of a request's agent_id, or the error for the client.
+func (s *Service) agentNamed(ctx context.Context, method, agentID string) (presenters.Presenter, error) {
 	if err := required("agent_id", agentID, "one of the agents ListAgents shows"); err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
@@ -27,7 +34,7 @@ func (s *Service) GetAgent(ctx context.Context, req *pb.GetAgentRequest) (*pb.Ge
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
-	return &pb.GetAgentResponse{Agent: describeAgent(ctx, p)}, nil
+	return p, nil
 }
 
 // agentLogout is a presenter whose agent can log out of its account.
@@ -38,12 +45,9 @@ type agentLogout interface {
 func (s *Service) LogoutAgent(ctx context.Context, req *pb.LogoutAgentRequest) (*pb.LogoutAgentResponse, error) {
 	const method = "LogoutAgent"
 	agentID := req.GetAgentId()
-	if err := required("agent_id", agentID, "one of the agents ListAgents shows"); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	p, err := s.registry.Agent(agentID)
+	p, err := s.agentNamed(ctx, method, agentID)
 	if err != nil {
-		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+		return nil, err
 	}
 	l, ok := p.(agentLogout)
 	if !ok {
