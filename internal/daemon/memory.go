@@ -104,8 +104,8 @@ type heapReturner struct {
 	quietThreshold uint64
 	quietAllocs    uint64
 	trim           func() int // called when quiet, says how much it let go; nil: nothing to trim
-	live           uint64 // live heap after the last collection it forced
-	allocs         uint64 // bytes allocated ever, at the previous check
+	live           uint64     // live heap after the last collection it forced
+	allocs         uint64     // bytes allocated ever, at the previous check
 	samples        []metrics.Sample
 }
 
