@@ -203,10 +203,27 @@ func floodCmd(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("run %d: %s\n", run+1, strings.Join(progress, "; "))
 	}
-	return emit(c.results, floodRows(section, *count, *size, *subs, c.layout(*subs), raw, bare, &through, relay)...)
+	rows := floodRows(section, *count, *size, *subs, c.layout(*subs), raw, bare, &through, relay)
+	if !*baselines {
+		rows = withoutBaselineTargets(rows)
+	}
+	return emit(c.results, rows...)
 }
 
 // floodRows renders a flood's rows; relay is nil when the relay did not run.
+// withoutBaselineTargets drops the targets measured against the raw reader or the bare
+// SDK from rows of a run without them: such a row is read against the same row of the
+// run with them (the metrics and tracing rows against the plain flood's).
+func withoutBaselineTargets(rows []Row) []Row {
+	for i, r := range rows {
+		if strings.Contains(r.Target, "raw reader") || strings.Contains(r.Target, "bare SDK") {
+			rows[i].Target, rows[i].Met = "", ""
+			rows[i].Ratio = "no baselines in this run: compare with the same row of the run without metrics and tracing"
+		}
+	}
+	return rows
+}
+
 func floodRows(section string, count, size, subs int, layout string, raw, bare *baselineRuns, a, relay *serverRuns) []Row {
 	intact := []string{a.intact(), raw.intact(), bare.intact()}
 	notes := failNotes(a.fails, raw.fails, bare.fails)
