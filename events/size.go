@@ -1,6 +1,10 @@
 package events
 
-import "github.com/agenticd/agenticd/presenters"
+import (
+	"encoding/json"
+
+	"github.com/agenticd/agenticd/presenters"
+)
 
 // heldOverhead is what one held event costs besides its text: the Event, its payload and
 // the held record, the ring slot, and the framing of its encoded form.
@@ -24,6 +28,10 @@ func heldSize(p presenters.Payload) int64 {
 		text = toolText(&p.Tool)
 	case presenters.PermissionRequiredPayload:
 		text = len(p.Request.Description) + len(p.Request.Arguments)
+	case presenters.ElicitationRequiredPayload:
+		text = len(p.Request.Message) + len(p.Request.URL) + jsonSize(p.Request.RequestedSchema)
+	case presenters.ElicitationResolvedPayload:
+		text = len(p.Reason) + jsonSize(p.Content)
 	case presenters.ErrorPayload:
 		text = len(p.Message)
 	case presenters.SessionClosedPayload:
@@ -85,4 +93,17 @@ func contentText(d *presenters.DiffBlock, t *presenters.TerminalBlock, i *presen
 		n += len(r.Text) + len(r.Blob)
 	}
 	return n
+}
+
+// jsonSize is the encoded size of decoded JSON (an elicitation's schema or content,
+// small and rare, so measuring beats guessing).
+func jsonSize(m map[string]any) int {
+	if m == nil {
+		return 0
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return 0
+	}
+	return len(b)
 }

@@ -22,6 +22,8 @@ const (
 	EventStatusChanged
 	EventError
 	EventAgentStatusChanged
+	EventElicitationRequired
+	EventElicitationResolved
 )
 
 // Event is one thing that happened in a session, or to an agent (SessionID empty:
@@ -102,6 +104,27 @@ type PermissionDecision struct {
 type PermissionGrantedPayload PermissionDecision
 type PermissionDeniedPayload PermissionDecision
 
+type ElicitationRequiredPayload struct{ Request ElicitationRequest }
+
+// ElicitationDecider says who resolved an elicitation.
+type ElicitationDecider string
+
+const (
+	ElicitationByUser      ElicitationDecider = "user"
+	ElicitationByAgent     ElicitationDecider = "agent" // a URL elicitation it reported complete
+	ElicitationByCancelled ElicitationDecider = "cancelled"
+)
+
+// ElicitationResolvedPayload is how an elicitation was resolved.
+type ElicitationResolvedPayload struct {
+	ElicitationID string
+	ToolID        string
+	Action        ElicitationAction
+	Content       map[string]any
+	DecidedBy     ElicitationDecider
+	Reason        string
+}
+
 type StatusChangedPayload struct {
 	Status SessionStatus
 	Reason string
@@ -119,22 +142,24 @@ type ErrorPayload struct {
 // (starting, ready, crashed, needs a login). Its event has no session.
 type AgentStatusChangedPayload struct{ Info AgentInfo }
 
-func (SessionCreatedPayload) EventType() EventType     { return EventSessionCreated }
-func (SessionReadyPayload) EventType() EventType       { return EventSessionReady }
-func (SessionUpdatedPayload) EventType() EventType     { return EventSessionUpdated }
-func (SessionClosedPayload) EventType() EventType      { return EventSessionClosed }
-func (MessageDeltaPayload) EventType() EventType       { return EventMessageDelta }
-func (MessageBlockPayload) EventType() EventType       { return EventMessageBlock }
-func (MessageEndPayload) EventType() EventType         { return EventMessageEnd }
-func (ToolStartPayload) EventType() EventType          { return EventToolStart }
-func (ToolRunningPayload) EventType() EventType        { return EventToolRunning }
-func (ToolEndPayload) EventType() EventType            { return EventToolEnd }
-func (PermissionRequiredPayload) EventType() EventType { return EventToolPermissionRequired }
-func (PermissionGrantedPayload) EventType() EventType  { return EventToolPermissionGranted }
-func (PermissionDeniedPayload) EventType() EventType   { return EventToolPermissionDenied }
-func (StatusChangedPayload) EventType() EventType      { return EventStatusChanged }
-func (ErrorPayload) EventType() EventType              { return EventError }
-func (AgentStatusChangedPayload) EventType() EventType { return EventAgentStatusChanged }
+func (SessionCreatedPayload) EventType() EventType      { return EventSessionCreated }
+func (SessionReadyPayload) EventType() EventType        { return EventSessionReady }
+func (SessionUpdatedPayload) EventType() EventType      { return EventSessionUpdated }
+func (SessionClosedPayload) EventType() EventType       { return EventSessionClosed }
+func (MessageDeltaPayload) EventType() EventType        { return EventMessageDelta }
+func (MessageBlockPayload) EventType() EventType        { return EventMessageBlock }
+func (MessageEndPayload) EventType() EventType          { return EventMessageEnd }
+func (ToolStartPayload) EventType() EventType           { return EventToolStart }
+func (ToolRunningPayload) EventType() EventType         { return EventToolRunning }
+func (ToolEndPayload) EventType() EventType             { return EventToolEnd }
+func (PermissionRequiredPayload) EventType() EventType  { return EventToolPermissionRequired }
+func (PermissionGrantedPayload) EventType() EventType   { return EventToolPermissionGranted }
+func (PermissionDeniedPayload) EventType() EventType    { return EventToolPermissionDenied }
+func (StatusChangedPayload) EventType() EventType       { return EventStatusChanged }
+func (ErrorPayload) EventType() EventType               { return EventError }
+func (AgentStatusChangedPayload) EventType() EventType  { return EventAgentStatusChanged }
+func (ElicitationRequiredPayload) EventType() EventType { return EventElicitationRequired }
+func (ElicitationResolvedPayload) EventType() EventType { return EventElicitationResolved }
 
 // Publisher takes events of any session; the service's hub implements it. Publish must
 // not block on slow consumers and returns the sequence it assigned.
@@ -230,6 +255,12 @@ func (e Emitter) PermissionGranted(d PermissionDecision) uint64 {
 func (e Emitter) PermissionDenied(d PermissionDecision) uint64 {
 	return e.Emit(PermissionDeniedPayload(d))
 }
+
+func (e Emitter) ElicitationRequired(r ElicitationRequest) uint64 {
+	return e.Emit(ElicitationRequiredPayload{Request: r})
+}
+
+func (e Emitter) ElicitationResolved(r ElicitationResolvedPayload) uint64 { return e.Emit(r) }
 
 func (e Emitter) StatusChanged(status SessionStatus, reason string) uint64 {
 	return e.Emit(StatusChangedPayload{Status: status, Reason: reason})

@@ -51,6 +51,8 @@ type Capabilities struct {
 	SupportsSessionList bool
 	// SupportsLogout: the agent can log out of its account.
 	SupportsLogout bool
+	// SupportsElicitation: the agent may ask the user for input (ElicitationRequest).
+	SupportsElicitation bool
 }
 
 // AgentInfo describes an agent for ListAgents.
@@ -205,6 +207,7 @@ type SessionInfo struct {
 	Usage                 TokenUsage
 	MessageInFlight       string
 	PendingPermissions    []PermissionRequest
+	PendingElicitations   []ElicitationRequest
 	LastSequence          uint64
 	MessageCount          int64
 }
@@ -624,4 +627,42 @@ type Message struct {
 	CreatedAt  time.Time
 	StopReason StopReason
 	Usage      *TokenUsage
+}
+
+// ElicitationMode says how an elicitation asks for input.
+type ElicitationMode string
+
+const (
+	ElicitationForm ElicitationMode = "form"
+	ElicitationURL  ElicitationMode = "url"
+)
+
+// ElicitationAction is the answer to an elicitation (ACP's and MCP's words).
+type ElicitationAction string
+
+const (
+	ElicitationAccept  ElicitationAction = "accept"
+	ElicitationDecline ElicitationAction = "decline"
+	ElicitationCancel  ElicitationAction = "cancel"
+)
+
+// ElicitationRequest is the agent asking the user for input: a form described by
+// RequestedSchema (a JSON Schema object of primitive properties), or a URL to open.
+type ElicitationRequest struct {
+	ElicitationID   string
+	ToolID          string
+	MessageID       string
+	Message         string
+	Mode            ElicitationMode
+	RequestedSchema map[string]any // form mode; decoded JSON
+	URL             string         // url mode
+	RequestedAt     time.Time
+}
+
+// ElicitationResponse answers one pending elicitation; Content is the form's values for
+// an accept (decoded JSON).
+type ElicitationResponse struct {
+	ElicitationID string
+	Action        ElicitationAction
+	Content       map[string]any
 }

@@ -131,6 +131,8 @@ var (
 		presenters.EventStatusChanged:          pb.AgenticEventType_AGENTIC_EVENT_TYPE_STATUS_CHANGED,
 		presenters.EventError:                  pb.AgenticEventType_AGENTIC_EVENT_TYPE_ERROR,
 		presenters.EventAgentStatusChanged:     pb.AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED,
+		presenters.EventElicitationRequired:    pb.AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED,
+		presenters.EventElicitationResolved:    pb.AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED,
 	}
 )
 
@@ -216,6 +218,7 @@ func capabilitiesToPB(c presenters.Capabilities) *pb.Capabilities {
 		SupportsDelete:                c.SupportsDelete,
 		SupportsSessionList:           c.SupportsSessionList,
 		SupportsLogout:                c.SupportsLogout,
+		SupportsElicitation:           c.SupportsElicitation,
 	}
 }
 
@@ -302,6 +305,9 @@ func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 	}
 	for _, r := range s.PendingPermissions {
 		out.PendingPermissions = append(out.PendingPermissions, permissionRequestToPB(r))
+	}
+	for _, r := range s.PendingElicitations {
+		out.PendingElicitations = append(out.PendingElicitations, elicitationRequestToPB(r))
 	}
 	return out
 }
@@ -615,6 +621,10 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 		out.Payload = &pb.AgenticEvent_Error{Error: &pb.ErrorReported{Reason: reasonOf(p.Code), Message: clean(p.Message), MessageId: clean(p.MessageID), Retryable: p.Retryable}}
 	case presenters.AgentStatusChangedPayload:
 		out.Payload = &pb.AgenticEvent_AgentStatusChanged{AgentStatusChanged: &pb.AgentStatusChanged{Agent: agentInfoToPB(p.Info)}}
+	case presenters.ElicitationRequiredPayload:
+		out.Payload = &pb.AgenticEvent_ElicitationRequired{ElicitationRequired: &pb.ElicitationRequired{Request: elicitationRequestToPB(p.Request)}}
+	case presenters.ElicitationResolvedPayload:
+		out.Payload = &pb.AgenticEvent_ElicitationResolved{ElicitationResolved: elicitationResolvedToPB(p)}
 	}
 	return out
 }

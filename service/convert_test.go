@@ -41,6 +41,10 @@ func TestEventToPBCoversEveryPayload(t *testing.T) {
 		{presenters.StatusChangedPayload{Status: presenters.SessionPaused}, "status_changed"},
 		{presenters.ErrorPayload{Code: "agent_crashed", Message: "restart it", Retryable: true}, "error"},
 		{presenters.AgentStatusChangedPayload{Info: presenters.AgentInfo{ID: "a", Status: presenters.AgentCrashed}}, "agent_status_changed"},
+		{presenters.ElicitationRequiredPayload{Request: presenters.ElicitationRequest{ElicitationID: "e", Mode: presenters.ElicitationForm,
+			RequestedSchema: map[string]any{"type": "object"}}}, "elicitation_required"},
+		{presenters.ElicitationResolvedPayload{ElicitationID: "e", Action: presenters.ElicitationAccept, Content: map[string]any{"x": 1.0},
+			DecidedBy: presenters.ElicitationByUser}, "elicitation_resolved"},
 	}
 	if len(cases) != len(eventTypes) {
 		t.Fatalf("%d payloads tested, %d event types exist", len(cases), len(eventTypes))
@@ -196,6 +200,7 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 		PendingPermissions: []presenters.PermissionRequest{{RequestID: "r", PermissionType: presenters.PermissionWrite,
 			Options: []presenters.PermissionOption{{ID: "o", Kind: presenters.AllowAlways}}, Arguments: json.RawMessage(`["x"]`)}},
 		MessageCount: 3, AdditionalDirectories: []string{"/w2"}, MCPServerNames: []string{"files"},
+		PendingElicitations: []presenters.ElicitationRequest{{ElicitationID: "e", Mode: presenters.ElicitationURL, URL: "https://example.com"}},
 	}
 	got := sessionToPB(info, sessionSnapshot{Point: 7, InFlight: "m1", InFlightFirst: 5})
 	// Every SessionInfo field of the wire is set, from the domain or the hub's snapshot.

@@ -54,34 +54,36 @@ func (e *shutdownError) Unwrap() error { return errShuttingDown }
 // proto documents for it. The reason decides the code (reasonCodes), so a reason always
 // comes with the same code.
 var reasonCodes = map[pb.ErrorReason]codes.Code{
-	pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:           codes.InvalidArgument,
-	pb.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED:          codes.InvalidArgument,
-	pb.ErrorReason_ERROR_REASON_WORKSPACE_NOT_ALLOWED:      codes.InvalidArgument,
-	pb.ErrorReason_ERROR_REASON_PATH_OUTSIDE_WORKSPACE:     codes.InvalidArgument,
-	pb.ErrorReason_ERROR_REASON_TOKEN_INVALID:              codes.Unauthenticated,
-	pb.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND:            codes.NotFound,
-	pb.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND:          codes.NotFound,
-	pb.ErrorReason_ERROR_REASON_MESSAGE_NOT_FOUND:          codes.NotFound,
-	pb.ErrorReason_ERROR_REASON_PERMISSION_NOT_PENDING:     codes.NotFound,
-	pb.ErrorReason_ERROR_REASON_SESSION_BUSY:               codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_SESSION_CLOSED:             codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_PRECONDITION_FAILED:        codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_AGENT_NOT_CONFIGURED:       codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED:        codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_UNSUPPORTED:                codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_PERMISSION_ALREADY_DECIDED: codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_MESSAGE_NOT_RUNNING:        codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_WORKSPACE_GONE:             codes.FailedPrecondition,
-	pb.ErrorReason_ERROR_REASON_MESSAGE_ID_IN_USE:          codes.AlreadyExists,
-	pb.ErrorReason_ERROR_REASON_RESUME_POINT_EXPIRED:       codes.OutOfRange,
-	pb.ErrorReason_ERROR_REASON_RESUME_POINT_UNKNOWN:       codes.OutOfRange,
-	pb.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW:        codes.ResourceExhausted,
-	pb.ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS:         codes.ResourceExhausted,
-	pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE:          codes.Unavailable,
-	pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:              codes.Unavailable,
-	pb.ErrorReason_ERROR_REASON_CANCELLED:                  codes.Canceled,
-	pb.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED:          codes.DeadlineExceeded,
-	pb.ErrorReason_ERROR_REASON_INTERNAL:                   codes.Internal,
+	pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:             codes.InvalidArgument,
+	pb.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED:            codes.InvalidArgument,
+	pb.ErrorReason_ERROR_REASON_WORKSPACE_NOT_ALLOWED:        codes.InvalidArgument,
+	pb.ErrorReason_ERROR_REASON_PATH_OUTSIDE_WORKSPACE:       codes.InvalidArgument,
+	pb.ErrorReason_ERROR_REASON_TOKEN_INVALID:                codes.Unauthenticated,
+	pb.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND:              codes.NotFound,
+	pb.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND:            codes.NotFound,
+	pb.ErrorReason_ERROR_REASON_MESSAGE_NOT_FOUND:            codes.NotFound,
+	pb.ErrorReason_ERROR_REASON_PERMISSION_NOT_PENDING:       codes.NotFound,
+	pb.ErrorReason_ERROR_REASON_ELICITATION_NOT_PENDING:      codes.NotFound,
+	pb.ErrorReason_ERROR_REASON_SESSION_BUSY:                 codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_SESSION_CLOSED:               codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_PRECONDITION_FAILED:          codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_AGENT_NOT_CONFIGURED:         codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED:          codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_UNSUPPORTED:                  codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_PERMISSION_ALREADY_DECIDED:   codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_ELICITATION_ALREADY_RESOLVED: codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_MESSAGE_NOT_RUNNING:          codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_WORKSPACE_GONE:               codes.FailedPrecondition,
+	pb.ErrorReason_ERROR_REASON_MESSAGE_ID_IN_USE:            codes.AlreadyExists,
+	pb.ErrorReason_ERROR_REASON_RESUME_POINT_EXPIRED:         codes.OutOfRange,
+	pb.ErrorReason_ERROR_REASON_RESUME_POINT_UNKNOWN:         codes.OutOfRange,
+	pb.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW:          codes.ResourceExhausted,
+	pb.ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS:           codes.ResourceExhausted,
+	pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE:            codes.Unavailable,
+	pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:                codes.Unavailable,
+	pb.ErrorReason_ERROR_REASON_CANCELLED:                    codes.Canceled,
+	pb.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED:            codes.DeadlineExceeded,
+	pb.ErrorReason_ERROR_REASON_INTERNAL:                     codes.Internal,
 }
 
 // reasonName is the ErrorInfo reason of r: its name without the ERROR_REASON_ prefix.
@@ -131,6 +133,11 @@ func sessionNotFound(sessionID string, err error) error {
 // permissionNotPending marks a NOT_FOUND error as PERMISSION_NOT_PENDING.
 func permissionNotPending(permissionID string, err error) error {
 	return notFoundAs(pb.ErrorReason_ERROR_REASON_PERMISSION_NOT_PENDING, "permission_id", permissionID, err)
+}
+
+// elicitationNotPending marks a NOT_FOUND error as ELICITATION_NOT_PENDING.
+func elicitationNotPending(elicitationID string, err error) error {
+	return notFoundAs(pb.ErrorReason_ERROR_REASON_ELICITATION_NOT_PENDING, "elicitation_id", elicitationID, err)
 }
 
 // fieldError names the request field an INVALID_ARGUMENT is about, for the status's

@@ -35,7 +35,9 @@ type fakePresenter struct {
 	sessions  map[string]*presenters.SessionInfo
 	nextID    int
 	responses []presenters.PermissionResponse
-	closed    bool
+	// elicitAnswers are the RespondElicitation answers it got.
+	elicitAnswers []presenters.ElicitationResponse
+	closed        bool
 }
 
 var _ presenters.Presenter = (*fakePresenter)(nil)
@@ -196,6 +198,22 @@ func (f *fakePresenter) RespondPermission(ctx context.Context, id string, r pres
 	f.mu.Unlock()
 	f.emitter(id).PermissionGranted(presenters.PermissionDecision{RequestID: r.RequestID, OptionID: r.OptionID, DecidedBy: presenters.DecidedByUser})
 	return nil
+}
+
+// RespondElicitation records the answer and resolves the elicitation, as an agent's
+// presenter would.
+func (f *fakePresenter) RespondElicitation(ctx context.Context, id string, r presenters.ElicitationResponse) error {
+	f.mu.Lock()
+	f.elicitAnswers = append(f.elicitAnswers, r)
+	f.mu.Unlock()
+	f.emitter(id).ElicitationResolved(presenters.ElicitationResolvedPayload{ElicitationID: r.ElicitationID, Action: r.Action, Content: r.Content, DecidedBy: presenters.ElicitationByUser})
+	return nil
+}
+
+func (f *fakePresenter) elicitationAnswers() []presenters.ElicitationResponse {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]presenters.ElicitationResponse(nil), f.elicitAnswers...)
 }
 
 func (f *fakePresenter) answered() []presenters.PermissionResponse {

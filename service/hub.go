@@ -239,6 +239,7 @@ type sessionSnapshot struct {
 	// InFlightFirst is the sequence of InFlight's first event (0 when none is in flight).
 	InFlightFirst uint64
 	Pending       []presenters.PermissionRequest
+	Elicitations  []presenters.ElicitationRequest
 }
 
 // snapshot returns the session's projection and the point it was taken at.

@@ -42,11 +42,12 @@ const (
 
 // idempotentMethods are the calls that take a request_id.
 var idempotentMethods = map[string]bool{
-	pb.AgenticService_CreateSession_FullMethodName:     true,
-	pb.AgenticService_SendMessage_FullMethodName:       true,
-	pb.AgenticService_CancelMessage_FullMethodName:     true,
-	pb.AgenticService_RespondPermission_FullMethodName: true,
-	pb.AgenticService_DeleteSession_FullMethodName:     true,
+	pb.AgenticService_CreateSession_FullMethodName:      true,
+	pb.AgenticService_SendMessage_FullMethodName:        true,
+	pb.AgenticService_CancelMessage_FullMethodName:      true,
+	pb.AgenticService_RespondPermission_FullMethodName:  true,
+	pb.AgenticService_RespondElicitation_FullMethodName: true,
+	pb.AgenticService_DeleteSession_FullMethodName:      true,
 }
 
 // answers remembers the answers of calls by request_id. Expired answers are dropped

@@ -23,7 +23,11 @@ type projection struct {
 	decisions map[decisionKey]*list.Element // of permissionDecision, in decisionOrder
 	// decisionOrder holds the remembered decisions, oldest first.
 	decisionOrder *list.List
-	now           func() time.Time
+	// resolutions are the elicitations' outcomes, remembered as decisions are
+	// (elicitation.go).
+	resolutions     map[decisionKey]*list.Element // of elicitationResolution
+	resolutionOrder *list.List
+	now             func() time.Time
 }
 
 // Decisions are remembered as long as a request_id is, so that a client repeating an
@@ -56,11 +60,12 @@ type sessionState struct {
 	inFlight      string // the assistant message being produced
 	inFlightFirst uint64 // the sequence of inFlight's first event
 	pending       []presenters.PermissionRequest
+	elicitations  []presenters.ElicitationRequest
 }
 
 func newProjection() *projection {
 	return &projection{sessions: make(map[string]*sessionState), decisions: make(map[decisionKey]*list.Element),
-		decisionOrder: list.New(), now: time.Now}
+		decisionOrder: list.New(), resolutions: make(map[decisionKey]*list.Element), resolutionOrder: list.New(), now: time.Now}
 }
 
 // Published updates the session of ev; an agent's own events (no session) change none.
@@ -104,8 +109,14 @@ func (p *projection) Published(ev presenters.Event) {
 		p.decided(ev.SessionID, presenters.PermissionDecision(pl), true, st.removePending(pl.RequestID))
 	case presenters.PermissionDeniedPayload:
 		p.decided(ev.SessionID, presenters.PermissionDecision(pl), false, st.removePending(pl.RequestID))
+	case presenters.ElicitationRequiredPayload:
+		st.removeElicitation(pl.Request.ElicitationID)
+		st.elicitations = append(st.elicitations, pl.Request)
+	case presenters.ElicitationResolvedPayload:
+		st.removeElicitation(pl.ElicitationID)
+		p.resolved(ev.SessionID, pl)
 	case presenters.SessionClosedPayload:
-		st.inFlight, st.inFlightFirst, st.pending = "", 0, nil
+		st.inFlight, st.inFlightFirst, st.pending, st.elicitations = "", 0, nil, nil
 	}
 }
 
@@ -115,7 +126,7 @@ func (p *projection) Published(ev presenters.Event) {
 // store also knows.
 func (p *projection) Evicted(sessionID string, sequence uint64) {
 	st := p.sessions[sessionID]
-	if st != nil && st.lastSeq == sequence && st.inFlight == "" && st.pending == nil {
+	if st != nil && st.lastSeq == sequence && st.inFlight == "" && st.pending == nil && st.elicitations == nil {
 		delete(p.sessions, sessionID)
 	}
 }
@@ -226,6 +237,7 @@ func (p *projection) snapshot(sessionID string, point uint64) sessionSnapshot {
 		snap.InFlight = st.inFlight
 		snap.InFlightFirst = st.inFlightFirst
 		snap.Pending = append([]presenters.PermissionRequest(nil), st.pending...)
+		snap.Elicitations = append([]presenters.ElicitationRequest(nil), st.elicitations...)
 	}
 	return snap
 }

@@ -300,6 +300,18 @@ func TestEveryStatusReason(t *testing.T) {
 		_, err = closing.subscribe(t, &pb.SubscribeRequest{}).Recv()
 		wantReason(t, err, codes.Unavailable, reason("SHUTTING_DOWN"), "")
 	})
+	t.Run("ELICITATION_NOT_PENDING", func(t *testing.T) {
+		_, err := e.client.RespondElicitation(bg, &pb.RespondElicitationRequest{SessionId: sid, ElicitationId: "never-asked",
+			Action: pb.ElicitationAction_ELICITATION_ACTION_DECLINE})
+		wantReason(t, err, codes.NotFound, reason("ELICITATION_NOT_PENDING"), "", "elicitation_id")
+	})
+	t.Run("ELICITATION_ALREADY_RESOLVED", func(t *testing.T) {
+		presenters.NewEmitter(e.hub, fakeID, sid).ElicitationResolved(presenters.ElicitationResolvedPayload{ElicitationID: "gone",
+			Action: presenters.ElicitationCancel, DecidedBy: presenters.ElicitationByCancelled})
+		_, err := e.client.RespondElicitation(bg, &pb.RespondElicitationRequest{SessionId: sid, ElicitationId: "gone",
+			Action: pb.ElicitationAction_ELICITATION_ACTION_DECLINE})
+		wantReason(t, err, codes.FailedPrecondition, reason("ELICITATION_ALREADY_RESOLVED"), "", "action", "decided_by")
+	})
 	t.Run("CANCELLED", func(t *testing.T) {
 		failSend(t, fmt.Errorf("the turn was cancelled: %w", presenters.ErrCancelled))
 		wantReason(t, send(), codes.Canceled, reason("CANCELLED"), "")

@@ -114,6 +114,9 @@ func sessionToPB(info presenters.SessionInfo, snap sessionSnapshot) *pb.SessionI
 	if len(info.PendingPermissions) == 0 {
 		info.PendingPermissions = snap.Pending
 	}
+	if len(info.PendingElicitations) == 0 {
+		info.PendingElicitations = snap.Elicitations
+	}
 	out := sessionInfoToPB(info)
 	if info.MessageInFlight != "" && info.MessageInFlight == snap.InFlight {
 		out.MessageInFlightFirstSequence = snap.InFlightFirst

@@ -248,7 +248,7 @@ func (s *Service) describeSessions(ctx context.Context, recs []store.ListedSessi
 // basicView leaves out of a listed session what SESSION_VIEW_BASIC does not carry.
 func basicView(info *pb.SessionInfo) {
 	info.AvailableModes, info.AvailableModels, info.AvailableCommands = nil, nil, nil
-	info.Capabilities, info.Usage, info.PendingPermissions = nil, nil, nil
+	info.Capabilities, info.Usage, info.PendingPermissions, info.PendingElicitations = nil, nil, nil, nil
 }
 
 // sessionFilter is a ListSessions request's filters: those the store holds, and the

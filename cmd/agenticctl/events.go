@@ -277,6 +277,10 @@ func describeEvent(ev *pb.AgenticEvent) string {
 		return strings.TrimSpace(enumName(p.StatusChanged.GetStatus().String(), "SESSION_STATUS_") + " " + p.StatusChanged.GetReason())
 	case *pb.AgenticEvent_Error:
 		return reasonName(p.Error.GetReason()) + ": " + p.Error.GetMessage()
+	case *pb.AgenticEvent_ElicitationRequired:
+		return describeElicitation(p.ElicitationRequired.GetRequest())
+	case *pb.AgenticEvent_ElicitationResolved:
+		return describeResolution(p.ElicitationResolved)
 	case *pb.AgenticEvent_AgentStatusChanged:
 		a := p.AgentStatusChanged.GetAgent()
 		return strings.TrimSpace(fmt.Sprintf("%s is %s %s", a.GetAgentId(), enumName(a.GetStatus().String(), "AGENT_STATUS_"), a.GetStatusReason()))

@@ -69,6 +69,7 @@ func init() {
 		"subscribe": {"subscribe [--session ID]... [--agent ID]... [--after N | --oldest] [--json]", "print events as they happen", cmdSubscribe},
 		"approve":   {"approve SESSION PERMISSION_ID", "allow a pending permission request (allow once, else always)", cmdApprove},
 		"deny":      {"deny SESSION PERMISSION_ID", "reject a pending permission request (reject once, else always)", cmdDeny},
+		"elicit":    {"elicit (--accept JSON | --decline | --cancel) SESSION ELICITATION_ID", "answer an agent's request for input (a form's values as a JSON object, or '{}' for a URL it asked to open)", cmdElicit},
 		"cancel":    {"cancel SESSION", "cancel the running turn", cmdCancel},
 		"mode":      {"mode SESSION MODE_ID", "choose one of the session's modes", cmdMode},
 		"model":     {"model SESSION MODEL_ID", "choose one of the session's models", cmdModel},
@@ -341,20 +342,21 @@ var rpcNoise = regexp.MustCompile(`rpc error: code = \w+ desc = `)
 // rpcCommands are the agenticctl commands that do what an RPC named in a server's message
 // does.
 var rpcCommands = map[string]string{
-	"ListAgents":        "agents",
-	"ListSessions":      "sessions",
-	"CreateSession":     "new",
-	"GetSession":        "get SESSION",
-	"ListMessages":      "messages SESSION",
-	"GetMessage":        "messages SESSION",
-	"GetAgent":          "agents",
-	"LoadSession":       "load SESSION",
-	"CloseSession":      "close SESSION",
-	"SendMessage":       "send SESSION",
-	"CancelMessage":     "cancel SESSION",
-	"SetMode":           "mode SESSION",
-	"SetModel":          "model SESSION",
-	"RespondPermission": "approve SESSION",
+	"ListAgents":         "agents",
+	"ListSessions":       "sessions",
+	"CreateSession":      "new",
+	"GetSession":         "get SESSION",
+	"ListMessages":       "messages SESSION",
+	"GetMessage":         "messages SESSION",
+	"GetAgent":           "agents",
+	"LoadSession":        "load SESSION",
+	"CloseSession":       "close SESSION",
+	"SendMessage":        "send SESSION",
+	"CancelMessage":      "cancel SESSION",
+	"SetMode":            "mode SESSION",
+	"SetModel":           "model SESSION",
+	"RespondPermission":  "approve SESSION",
+	"RespondElicitation": "elicit SESSION",
 }
 
 var rpcName = func() *regexp.Regexp {

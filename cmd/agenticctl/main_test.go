@@ -661,6 +661,18 @@ func TestEventLines(t *testing.T) {
 	if got := eventLine(failed, false); !strings.HasSuffix(got, " s1 error AGENT_CRASHED: gone") {
 		t.Errorf("an error event: %q", got)
 	}
+	asked := &pb.AgenticEvent{Sequence: 8, SessionId: "s1", Type: pb.AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED,
+		Payload: &pb.AgenticEvent_ElicitationRequired{ElicitationRequired: &pb.ElicitationRequired{Request: &pb.ElicitationRequest{
+			ElicitationId: "e1", Mode: pb.ElicitationMode_ELICITATION_MODE_URL, Message: "Log in", Url: "https://example.com"}}}}
+	if got := eventLine(asked, false); !strings.HasSuffix(got, ` s1 elicitation_required e1 url "Log in" url=https://example.com`) {
+		t.Errorf("an elicitation: %q", got)
+	}
+	resolved := &pb.AgenticEvent{Sequence: 9, SessionId: "s1", Type: pb.AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED,
+		Payload: &pb.AgenticEvent_ElicitationResolved{ElicitationResolved: &pb.ElicitationResolved{ElicitationId: "e1",
+			Action: pb.ElicitationAction_ELICITATION_ACTION_CANCEL, DecidedBy: pb.ElicitationDecider_ELICITATION_DECIDER_CANCELLED, Reason: "the turn was cancelled"}}}
+	if got := eventLine(resolved, false); !strings.HasSuffix(got, " s1 elicitation_resolved e1 cancel by=cancelled the turn was cancelled") {
+		t.Errorf("an elicitation's resolution: %q", got)
+	}
 }
 
 // send puts the text first, then the files and images in the order of the command line,

@@ -50,8 +50,8 @@ func main() {
 	<-a.conn.Done()
 }
 
-// lineWriter serializes whole-line writes of the SDK and of raw steps, and gives
-// answers their old `models` (legacy.go).
+// lineWriter serializes whole-line writes of the SDK and of raw steps, gives answers
+// their old `models` (legacy.go) and elicitations their scope (elicit.go).
 type lineWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -60,7 +60,7 @@ type lineWriter struct {
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.w.Write(withLegacyModels(p)); err != nil {
+	if _, err := l.w.Write(withElicitationScope(withLegacyModels(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -80,6 +80,7 @@ type Step struct {
 	Flood      *FloodStep      `json:"flood,omitempty"`
 	Replay     *ReplayStep     `json:"replay,omitempty"`
 	Paced      *PacedStep      `json:"paced,omitempty"`
+	Elicit     *ElicitStep     `json:"elicit,omitempty"`
 
 	Sleep string `json:"sleep,omitempty"`
 	// WaitCancel blocks until session/cancel arrives for this session.

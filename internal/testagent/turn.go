@@ -104,6 +104,8 @@ func (t *turn) step(ctx context.Context, st Step) (bool, error) {
 		return false, t.send(sdk.UpdateAgentThoughtText(*st.Thought))
 	case st.Permission != nil:
 		return t.permission(ctx, st.Permission)
+	case st.Elicit != nil:
+		return false, t.elicit(st.Elicit)
 	case st.Read != nil:
 		resp, err := t.a.conn.ReadTextFile(sendCtx, sdk.ReadTextFileRequest{
 			SessionId: t.s.id, Path: expand(st.Read.Path, t.s), Line: st.Read.Line, Limit: st.Read.Limit,

@@ -23,11 +23,13 @@ import (
 var clientInfo = sdk.Implementation{Name: "agenticd", Version: version.Number()}
 
 // clientCapabilities are exactly what sandbox/ serves for every session: text file
-// read and write inside the workspace, and pty terminals. (The prompt content we send
-// is limited by the agent's promptCapabilities, not declared here.)
+// read and write inside the workspace, and pty terminals; and elicitations, forms and
+// URLs, which clients answer (elicitation.go). (The prompt content we send is limited by
+// the agent's promptCapabilities, not declared here.)
 var clientCapabilities = sdk.ClientCapabilities{
-	Fs:       sdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
-	Terminal: true,
+	Fs:          sdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
+	Terminal:    true,
+	Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.ElicitationFormCapabilities{}, Url: &sdk.ElicitationUrlCapabilities{}},
 }
 
 // ACP error codes agents use.

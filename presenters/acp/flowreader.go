@@ -26,7 +26,9 @@ import (
 // own, chunkdecode.go), validates it as the SDK would, and calls the same
 // Client.SessionUpdate the SDK would have called. A line that does not decode or
 // validate is logged and skipped, as the SDK would have dropped it. Every other line
-// (requests, responses, other notifications, $/cancel_request) goes to the SDK as it is.
+// (requests, responses, other notifications, $/cancel_request) goes to the SDK as it is,
+// except that an elicitation/create gets its scope copied where the SDK keeps it
+// (withElicitationScope).
 //
 // What follows from that:
 //   - Backpressure is implicit: while an update is handled nothing more is read from
@@ -89,7 +91,8 @@ func (r *agentReader) Read(p []byte) (int, error) {
 			return 0, errLineTooLong
 		}
 		if len(line) > 0 && !r.handled(line) {
-			r.cur = bytes.Clone(line) // the SDK reads it after the buffer moves on
+			// A copy: the SDK reads it after the buffer moves on.
+			r.cur = withElicitationScope(bytes.Clone(line))
 			break
 		}
 		if err != nil {

@@ -344,6 +344,10 @@ func eventSummary(p presenters.Payload) string {
 		return fmt.Sprintf("PERMISSION_GRANTED %s %s by %s", v.ToolID, v.OptionID, v.DecidedBy)
 	case presenters.PermissionDeniedPayload:
 		return fmt.Sprintf("PERMISSION_DENIED %s %q by %s", v.ToolID, v.OptionID, v.DecidedBy)
+	case presenters.ElicitationRequiredPayload:
+		return fmt.Sprintf("ELICITATION_REQUIRED %s %s %q", v.Request.Mode, v.Request.ToolID, v.Request.Message)
+	case presenters.ElicitationResolvedPayload:
+		return fmt.Sprintf("ELICITATION_RESOLVED %s by %s %q", v.Action, v.DecidedBy, v.Reason)
 	case presenters.ErrorPayload:
 		return "ERROR " + v.Code
 	case presenters.MessageEndPayload:

@@ -489,7 +489,7 @@ func TestAgentStderrIsLoggedAndCapabilitiesDeclared(t *testing.T) {
 	if !strings.Contains(line, `msg="agent stderr"`) || !strings.Contains(line, "agent_id=acp.test.scripted") {
 		t.Fatalf("agent stderr line %q", line)
 	}
-	if !strings.Contains(line, `{\"auth\":{},\"fs\":{\"readTextFile\":true,\"writeTextFile\":true},\"terminal\":true}`) {
+	if !strings.Contains(line, `{\"auth\":{},\"elicitation\":{\"form\":{},\"url\":{}},\"fs\":{\"readTextFile\":true,\"writeTextFile\":true},\"terminal\":true}`) {
 		t.Fatalf("declared capabilities in %q", line)
 	}
 }

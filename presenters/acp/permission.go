@@ -176,18 +176,18 @@ func (s *session) resolveLocked(pp *pendingPermission, optionID string, by prese
 	})
 	s.emitDecisionLocked(pp.req, optionID, by, reason)
 	pp.answer <- optionID
-	if len(s.pending) == 0 && s.info.Status == presenters.SessionPaused {
-		s.setStatus(presenters.SessionGenerating, "")
-	}
+	s.resumeIfAnsweredLocked()
 }
 
-// cancelPendingLocked answers every pending request cancelled (s.mu held).
+// cancelPendingLocked answers every pending request, permissions and elicitations,
+// cancelled (s.mu held).
 func (s *session) cancelPendingLocked(reason string) {
 	for _, r := range slices.Clone(s.info.PendingPermissions) {
 		if pp := s.pending[r.RequestID]; pp != nil {
 			s.resolveLocked(pp, "", presenters.DecidedByCancelled, reason)
 		}
 	}
+	s.cancelElicitationsLocked(reason)
 }
 
 // emitDecisionLocked tells every subscriber how a request was decided (s.mu held). A

@@ -154,7 +154,7 @@ func (p *Presenter) setStatusLocked(status presenters.AgentStatus, reason string
 // session. Before the agent first started, only what holds for every ACP agent is said.
 func (p *Presenter) capabilities() presenters.Capabilities {
 	if !p.initialized {
-		return presenters.Capabilities{SupportsTools: true, SupportsCommands: true, SupportsLoad: true}
+		return presenters.Capabilities{SupportsTools: true, SupportsCommands: true, SupportsLoad: true, SupportsElicitation: true}
 	}
 	return p.agentCapabilities(p.caps)
 }
@@ -173,6 +173,7 @@ func (p *Presenter) agentCapabilities(c sdk.AgentCapabilities) presenters.Capabi
 		SupportsDelete:                c.SessionCapabilities.Delete != nil,
 		SupportsSessionList:           p.cfg.ImportSessions && c.SessionCapabilities.List != nil,
 		SupportsLogout:                c.Auth.Logout != nil,
+		SupportsElicitation:           true, // every ACP agent may ask (elicitation/create)
 	}
 }
 

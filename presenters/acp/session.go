@@ -46,6 +46,8 @@ type session struct {
 	norm    normalizer
 	turn    *turn
 	pending map[string]*pendingPermission
+	// elicitations are the agent's questions waiting for an answer (elicitation.go).
+	elicitations map[string]*pendingElicitation
 
 	// extra are the session's additional directories and mcp its own MCP servers (the
 	// agent's configured ones are merged in when the session is opened).

@@ -219,7 +219,7 @@ func TestAdditionalDirectories(t *testing.T) {
 	if !reflect.DeepEqual(reopened.AdditionalDirectories, []string{lib, docs}) {
 		t.Fatalf("reopened session's directories %q", reopened.AdditionalDirectories)
 	}
-	if !strings.Contains(h.log.String(), fmt.Sprintf(`setup {\"additionalDirectories\":[\"%s\",\"%s\"]`, lib, docs)) {
+	if !h.waitAgentSaid(fmt.Sprintf(`setup {\"additionalDirectories\":[\"%s\",\"%s\"]`, lib, docs), 1) {
 		t.Fatal("the agent's session/load did not get the stored additional directories")
 	}
 

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -45,6 +46,8 @@ const (
 	AgenticEventType_AGENTIC_EVENT_TYPE_STATUS_CHANGED           AgenticEventType = 14
 	AgenticEventType_AGENTIC_EVENT_TYPE_ERROR                    AgenticEventType = 15
 	AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED     AgenticEventType = 16
+	AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED     AgenticEventType = 17
+	AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED     AgenticEventType = 18
 )
 
 // Enum value maps for AgenticEventType.
@@ -67,6 +70,8 @@ var (
 		14: "AGENTIC_EVENT_TYPE_STATUS_CHANGED",
 		15: "AGENTIC_EVENT_TYPE_ERROR",
 		16: "AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED",
+		17: "AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED",
+		18: "AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED",
 	}
 	AgenticEventType_value = map[string]int32{
 		"AGENTIC_EVENT_TYPE_UNSPECIFIED":              0,
@@ -86,6 +91,8 @@ var (
 		"AGENTIC_EVENT_TYPE_STATUS_CHANGED":           14,
 		"AGENTIC_EVENT_TYPE_ERROR":                    15,
 		"AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED":     16,
+		"AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED":     17,
+		"AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED":     18,
 	}
 )
 
@@ -172,6 +179,63 @@ func (PermissionDecider) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
+// Who resolved an elicitation.
+type ElicitationDecider int32
+
+const (
+	ElicitationDecider_ELICITATION_DECIDER_UNSPECIFIED ElicitationDecider = 0
+	// A client's RespondElicitation.
+	ElicitationDecider_ELICITATION_DECIDER_USER ElicitationDecider = 1
+	// The agent: it reported a URL elicitation complete.
+	ElicitationDecider_ELICITATION_DECIDER_AGENT ElicitationDecider = 2
+	// Nobody answered in time, the turn was cancelled, the session closed or the agent
+	// withdrew the request.
+	ElicitationDecider_ELICITATION_DECIDER_CANCELLED ElicitationDecider = 3
+)
+
+// Enum value maps for ElicitationDecider.
+var (
+	ElicitationDecider_name = map[int32]string{
+		0: "ELICITATION_DECIDER_UNSPECIFIED",
+		1: "ELICITATION_DECIDER_USER",
+		2: "ELICITATION_DECIDER_AGENT",
+		3: "ELICITATION_DECIDER_CANCELLED",
+	}
+	ElicitationDecider_value = map[string]int32{
+		"ELICITATION_DECIDER_UNSPECIFIED": 0,
+		"ELICITATION_DECIDER_USER":        1,
+		"ELICITATION_DECIDER_AGENT":       2,
+		"ELICITATION_DECIDER_CANCELLED":   3,
+	}
+)
+
+func (x ElicitationDecider) Enum() *ElicitationDecider {
+	p := new(ElicitationDecider)
+	*p = x
+	return p
+}
+
+func (x ElicitationDecider) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElicitationDecider) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_events_proto_enumTypes[2].Descriptor()
+}
+
+func (ElicitationDecider) Type() protoreflect.EnumType {
+	return &file_agentic_v1_events_proto_enumTypes[2]
+}
+
+func (x ElicitationDecider) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElicitationDecider.Descriptor instead.
+func (ElicitationDecider) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
 // One thing that happened in a session or to an agent.
 //
 // How to merge, per payload:
@@ -189,6 +253,8 @@ func (PermissionDecider) EnumDescriptor() ([]byte, []int) {
 //     agent's AgentInfo whole.
 //   - TOOL_PERMISSION_REQUIRED adds to SessionInfo.pending_permissions; GRANTED and
 //     DENIED remove from it.
+//   - ELICITATION_REQUIRED adds to SessionInfo.pending_elicitations; ELICITATION_RESOLVED
+//     removes from it.
 type AgenticEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Rises by one per event, server-wide, never reused. Resume a stream with
@@ -219,6 +285,8 @@ type AgenticEvent struct {
 	//	*AgenticEvent_StatusChanged
 	//	*AgenticEvent_Error
 	//	*AgenticEvent_AgentStatusChanged
+	//	*AgenticEvent_ElicitationRequired
+	//	*AgenticEvent_ElicitationResolved
 	Payload       isAgenticEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -447,6 +515,24 @@ func (x *AgenticEvent) GetAgentStatusChanged() *AgentStatusChanged {
 	return nil
 }
 
+func (x *AgenticEvent) GetElicitationRequired() *ElicitationRequired {
+	if x != nil {
+		if x, ok := x.Payload.(*AgenticEvent_ElicitationRequired); ok {
+			return x.ElicitationRequired
+		}
+	}
+	return nil
+}
+
+func (x *AgenticEvent) GetElicitationResolved() *ElicitationResolved {
+	if x != nil {
+		if x, ok := x.Payload.(*AgenticEvent_ElicitationResolved); ok {
+			return x.ElicitationResolved
+		}
+	}
+	return nil
+}
+
 type isAgenticEvent_Payload interface {
 	isAgenticEvent_Payload()
 }
@@ -515,6 +601,14 @@ type AgenticEvent_AgentStatusChanged struct {
 	AgentStatusChanged *AgentStatusChanged `protobuf:"bytes,25,opt,name=agent_status_changed,json=agentStatusChanged,proto3,oneof"`
 }
 
+type AgenticEvent_ElicitationRequired struct {
+	ElicitationRequired *ElicitationRequired `protobuf:"bytes,26,opt,name=elicitation_required,json=elicitationRequired,proto3,oneof"`
+}
+
+type AgenticEvent_ElicitationResolved struct {
+	ElicitationResolved *ElicitationResolved `protobuf:"bytes,27,opt,name=elicitation_resolved,json=elicitationResolved,proto3,oneof"`
+}
+
 func (*AgenticEvent_SessionCreated) isAgenticEvent_Payload() {}
 
 func (*AgenticEvent_SessionReady) isAgenticEvent_Payload() {}
@@ -546,6 +640,10 @@ func (*AgenticEvent_StatusChanged) isAgenticEvent_Payload() {}
 func (*AgenticEvent_Error) isAgenticEvent_Payload() {}
 
 func (*AgenticEvent_AgentStatusChanged) isAgenticEvent_Payload() {}
+
+func (*AgenticEvent_ElicitationRequired) isAgenticEvent_Payload() {}
+
+func (*AgenticEvent_ElicitationResolved) isAgenticEvent_Payload() {}
 
 // An agent's status changed: started, ready, crashed, needs a login or configuration.
 // Sent with agent_id set and session_id empty; subscribers filtered on sessions do not
@@ -1335,6 +1433,140 @@ func (x *ToolPermissionDenied) GetReason() string {
 	return ""
 }
 
+// The agent asks the user for input: a form to fill in (answer with its content) or a
+// URL to open. Answer with RespondElicitation; the first answer from any client wins.
+type ElicitationRequired struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Request       *ElicitationRequest    `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationRequired) Reset() {
+	*x = ElicitationRequired{}
+	mi := &file_agentic_v1_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationRequired) ProtoMessage() {}
+
+func (x *ElicitationRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationRequired.ProtoReflect.Descriptor instead.
+func (*ElicitationRequired) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ElicitationRequired) GetRequest() *ElicitationRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// How an elicitation was resolved; the agent got the action (and content).
+type ElicitationResolved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ElicitationId string                 `protobuf:"bytes,1,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	// The tool call the elicitation belonged to, if any.
+	ToolId string            `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	Action ElicitationAction `protobuf:"varint,3,opt,name=action,proto3,enum=agentic.v1.ElicitationAction" json:"action,omitempty"`
+	// What the user entered, for ACCEPT of a form.
+	Content   *structpb.Struct   `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
+	DecidedBy ElicitationDecider `protobuf:"varint,5,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.ElicitationDecider" json:"decided_by,omitempty"`
+	// Why, when not decided by the user (e.g. "nobody answered within 5m0s").
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationResolved) Reset() {
+	*x = ElicitationResolved{}
+	mi := &file_agentic_v1_events_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationResolved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationResolved) ProtoMessage() {}
+
+func (x *ElicitationResolved) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_events_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationResolved.ProtoReflect.Descriptor instead.
+func (*ElicitationResolved) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ElicitationResolved) GetElicitationId() string {
+	if x != nil {
+		return x.ElicitationId
+	}
+	return ""
+}
+
+func (x *ElicitationResolved) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *ElicitationResolved) GetAction() ElicitationAction {
+	if x != nil {
+		return x.Action
+	}
+	return ElicitationAction_ELICITATION_ACTION_UNSPECIFIED
+}
+
+func (x *ElicitationResolved) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *ElicitationResolved) GetDecidedBy() ElicitationDecider {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ElicitationDecider_ELICITATION_DECIDER_UNSPECIFIED
+}
+
+func (x *ElicitationResolved) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type StatusChanged struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        SessionStatus          `protobuf:"varint,1,opt,name=status,proto3,enum=agentic.v1.SessionStatus" json:"status,omitempty"`
@@ -1345,7 +1577,7 @@ type StatusChanged struct {
 
 func (x *StatusChanged) Reset() {
 	*x = StatusChanged{}
-	mi := &file_agentic_v1_events_proto_msgTypes[15]
+	mi := &file_agentic_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1589,7 @@ func (x *StatusChanged) String() string {
 func (*StatusChanged) ProtoMessage() {}
 
 func (x *StatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[15]
+	mi := &file_agentic_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1602,7 @@ func (x *StatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChanged.ProtoReflect.Descriptor instead.
 func (*StatusChanged) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusChanged) GetStatus() SessionStatus {
@@ -1405,7 +1637,7 @@ type ErrorReported struct {
 
 func (x *ErrorReported) Reset() {
 	*x = ErrorReported{}
-	mi := &file_agentic_v1_events_proto_msgTypes[16]
+	mi := &file_agentic_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1649,7 @@ func (x *ErrorReported) String() string {
 func (*ErrorReported) ProtoMessage() {}
 
 func (x *ErrorReported) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_events_proto_msgTypes[16]
+	mi := &file_agentic_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1662,7 @@ func (x *ErrorReported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorReported.ProtoReflect.Descriptor instead.
 func (*ErrorReported) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ErrorReported) GetReason() ErrorReason {
@@ -1466,8 +1698,7 @@ var File_agentic_v1_events_proto protoreflect.FileDescriptor
 const file_agentic_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/events.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/errors.proto\x1a\x16agentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\n" +
-	"\n" +
+	"agentic.v1\x1a\x17agentic/v1/errors.proto\x1a\x16agentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\v\n" +
 	"\fAgenticEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -1495,7 +1726,9 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\x16tool_permission_denied\x18\x16 \x01(\v2 .agentic.v1.ToolPermissionDeniedH\x00R\x14toolPermissionDenied\x12B\n" +
 	"\x0estatus_changed\x18\x17 \x01(\v2\x19.agentic.v1.StatusChangedH\x00R\rstatusChanged\x121\n" +
 	"\x05error\x18\x18 \x01(\v2\x19.agentic.v1.ErrorReportedH\x00R\x05error\x12R\n" +
-	"\x14agent_status_changed\x18\x19 \x01(\v2\x1e.agentic.v1.AgentStatusChangedH\x00R\x12agentStatusChangedB\t\n" +
+	"\x14agent_status_changed\x18\x19 \x01(\v2\x1e.agentic.v1.AgentStatusChangedH\x00R\x12agentStatusChanged\x12T\n" +
+	"\x14elicitation_required\x18\x1a \x01(\v2\x1f.agentic.v1.ElicitationRequiredH\x00R\x13elicitationRequired\x12T\n" +
+	"\x14elicitation_resolved\x18\x1b \x01(\v2\x1f.agentic.v1.ElicitationResolvedH\x00R\x13elicitationResolvedB\t\n" +
 	"\apayload\"A\n" +
 	"\x12AgentStatusChanged\x12+\n" +
 	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"C\n" +
@@ -1554,7 +1787,17 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\toption_id\x18\x03 \x01(\tR\boptionId\x12<\n" +
 	"\n" +
 	"decided_by\x18\x04 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"Z\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"O\n" +
+	"\x13ElicitationRequired\x128\n" +
+	"\arequest\x18\x01 \x01(\v2\x1e.agentic.v1.ElicitationRequestR\arequest\"\x96\x02\n" +
+	"\x13ElicitationResolved\x12%\n" +
+	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\x125\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x1d.agentic.v1.ElicitationActionR\x06action\x121\n" +
+	"\acontent\x18\x04 \x01(\v2\x17.google.protobuf.StructR\acontent\x12=\n" +
+	"\n" +
+	"decided_by\x18\x05 \x01(\x0e2\x1e.agentic.v1.ElicitationDeciderR\tdecidedBy\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"Z\n" +
 	"\rStatusChanged\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.agentic.v1.SessionStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa3\x01\n" +
@@ -1563,7 +1806,7 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1c\n" +
-	"\tretryable\x18\x04 \x01(\bR\tretryableJ\x04\b\x01\x10\x02R\x04code*\xae\x05\n" +
+	"\tretryable\x18\x04 \x01(\bR\tretryableJ\x04\b\x01\x10\x02R\x04code*\x88\x06\n" +
 	"\x10AgenticEventType\x12\"\n" +
 	"\x1eAGENTIC_EVENT_TYPE_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"AGENTIC_EVENT_TYPE_SESSION_CREATED\x10\x01\x12$\n" +
@@ -1582,12 +1825,19 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	")AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED\x10\r\x12%\n" +
 	"!AGENTIC_EVENT_TYPE_STATUS_CHANGED\x10\x0e\x12\x1c\n" +
 	"\x18AGENTIC_EVENT_TYPE_ERROR\x10\x0f\x12+\n" +
-	"'AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED\x10\x10*\x95\x01\n" +
+	"'AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED\x10\x10\x12+\n" +
+	"'AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED\x10\x11\x12+\n" +
+	"'AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED\x10\x12*\x95\x01\n" +
 	"\x11PermissionDecider\x12\"\n" +
 	"\x1ePERMISSION_DECIDER_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PERMISSION_DECIDER_USER\x10\x01\x12\x1d\n" +
 	"\x19PERMISSION_DECIDER_POLICY\x10\x02\x12 \n" +
-	"\x1cPERMISSION_DECIDER_CANCELLED\x10\x03B\xa0\x01\n" +
+	"\x1cPERMISSION_DECIDER_CANCELLED\x10\x03*\x99\x01\n" +
+	"\x12ElicitationDecider\x12#\n" +
+	"\x1fELICITATION_DECIDER_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18ELICITATION_DECIDER_USER\x10\x01\x12\x1d\n" +
+	"\x19ELICITATION_DECIDER_AGENT\x10\x02\x12!\n" +
+	"\x1dELICITATION_DECIDER_CANCELLED\x10\x03B\xa0\x01\n" +
 	"\x0ecom.agentic.v1B\vEventsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"
@@ -1604,83 +1854,95 @@ func file_agentic_v1_events_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_events_proto_rawDescData
 }
 
-var file_agentic_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_agentic_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_agentic_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_agentic_v1_events_proto_goTypes = []any{
 	(AgenticEventType)(0),          // 0: agentic.v1.AgenticEventType
 	(PermissionDecider)(0),         // 1: agentic.v1.PermissionDecider
-	(*AgenticEvent)(nil),           // 2: agentic.v1.AgenticEvent
-	(*AgentStatusChanged)(nil),     // 3: agentic.v1.AgentStatusChanged
-	(*SessionCreated)(nil),         // 4: agentic.v1.SessionCreated
-	(*SessionReady)(nil),           // 5: agentic.v1.SessionReady
-	(*SessionUpdated)(nil),         // 6: agentic.v1.SessionUpdated
-	(*SessionClosed)(nil),          // 7: agentic.v1.SessionClosed
-	(*MessageDelta)(nil),           // 8: agentic.v1.MessageDelta
-	(*MessageBlock)(nil),           // 9: agentic.v1.MessageBlock
-	(*MessageEnd)(nil),             // 10: agentic.v1.MessageEnd
-	(*ToolStart)(nil),              // 11: agentic.v1.ToolStart
-	(*ToolRunning)(nil),            // 12: agentic.v1.ToolRunning
-	(*ToolEnd)(nil),                // 13: agentic.v1.ToolEnd
-	(*ToolPermissionRequired)(nil), // 14: agentic.v1.ToolPermissionRequired
-	(*ToolPermissionGranted)(nil),  // 15: agentic.v1.ToolPermissionGranted
-	(*ToolPermissionDenied)(nil),   // 16: agentic.v1.ToolPermissionDenied
-	(*StatusChanged)(nil),          // 17: agentic.v1.StatusChanged
-	(*ErrorReported)(nil),          // 18: agentic.v1.ErrorReported
-	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
-	(*AgentInfo)(nil),              // 20: agentic.v1.AgentInfo
-	(*SessionInfo)(nil),            // 21: agentic.v1.SessionInfo
-	(*fieldmaskpb.FieldMask)(nil),  // 22: google.protobuf.FieldMask
-	(MessageRole)(0),               // 23: agentic.v1.MessageRole
-	(*Block)(nil),                  // 24: agentic.v1.Block
-	(StopReason)(0),                // 25: agentic.v1.StopReason
-	(*TokenUsage)(nil),             // 26: agentic.v1.TokenUsage
-	(*ToolCall)(nil),               // 27: agentic.v1.ToolCall
-	(*PermissionRequest)(nil),      // 28: agentic.v1.PermissionRequest
-	(SessionStatus)(0),             // 29: agentic.v1.SessionStatus
-	(ErrorReason)(0),               // 30: agentic.v1.ErrorReason
+	(ElicitationDecider)(0),        // 2: agentic.v1.ElicitationDecider
+	(*AgenticEvent)(nil),           // 3: agentic.v1.AgenticEvent
+	(*AgentStatusChanged)(nil),     // 4: agentic.v1.AgentStatusChanged
+	(*SessionCreated)(nil),         // 5: agentic.v1.SessionCreated
+	(*SessionReady)(nil),           // 6: agentic.v1.SessionReady
+	(*SessionUpdated)(nil),         // 7: agentic.v1.SessionUpdated
+	(*SessionClosed)(nil),          // 8: agentic.v1.SessionClosed
+	(*MessageDelta)(nil),           // 9: agentic.v1.MessageDelta
+	(*MessageBlock)(nil),           // 10: agentic.v1.MessageBlock
+	(*MessageEnd)(nil),             // 11: agentic.v1.MessageEnd
+	(*ToolStart)(nil),              // 12: agentic.v1.ToolStart
+	(*ToolRunning)(nil),            // 13: agentic.v1.ToolRunning
+	(*ToolEnd)(nil),                // 14: agentic.v1.ToolEnd
+	(*ToolPermissionRequired)(nil), // 15: agentic.v1.ToolPermissionRequired
+	(*ToolPermissionGranted)(nil),  // 16: agentic.v1.ToolPermissionGranted
+	(*ToolPermissionDenied)(nil),   // 17: agentic.v1.ToolPermissionDenied
+	(*ElicitationRequired)(nil),    // 18: agentic.v1.ElicitationRequired
+	(*ElicitationResolved)(nil),    // 19: agentic.v1.ElicitationResolved
+	(*StatusChanged)(nil),          // 20: agentic.v1.StatusChanged
+	(*ErrorReported)(nil),          // 21: agentic.v1.ErrorReported
+	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
+	(*AgentInfo)(nil),              // 23: agentic.v1.AgentInfo
+	(*SessionInfo)(nil),            // 24: agentic.v1.SessionInfo
+	(*fieldmaskpb.FieldMask)(nil),  // 25: google.protobuf.FieldMask
+	(MessageRole)(0),               // 26: agentic.v1.MessageRole
+	(*Block)(nil),                  // 27: agentic.v1.Block
+	(StopReason)(0),                // 28: agentic.v1.StopReason
+	(*TokenUsage)(nil),             // 29: agentic.v1.TokenUsage
+	(*ToolCall)(nil),               // 30: agentic.v1.ToolCall
+	(*PermissionRequest)(nil),      // 31: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),     // 32: agentic.v1.ElicitationRequest
+	(ElicitationAction)(0),         // 33: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),        // 34: google.protobuf.Struct
+	(SessionStatus)(0),             // 35: agentic.v1.SessionStatus
+	(ErrorReason)(0),               // 36: agentic.v1.ErrorReason
 }
 var file_agentic_v1_events_proto_depIdxs = []int32{
-	19, // 0: agentic.v1.AgenticEvent.event_time:type_name -> google.protobuf.Timestamp
+	22, // 0: agentic.v1.AgenticEvent.event_time:type_name -> google.protobuf.Timestamp
 	0,  // 1: agentic.v1.AgenticEvent.type:type_name -> agentic.v1.AgenticEventType
-	4,  // 2: agentic.v1.AgenticEvent.session_created:type_name -> agentic.v1.SessionCreated
-	5,  // 3: agentic.v1.AgenticEvent.session_ready:type_name -> agentic.v1.SessionReady
-	6,  // 4: agentic.v1.AgenticEvent.session_updated:type_name -> agentic.v1.SessionUpdated
-	7,  // 5: agentic.v1.AgenticEvent.session_closed:type_name -> agentic.v1.SessionClosed
-	8,  // 6: agentic.v1.AgenticEvent.message_delta:type_name -> agentic.v1.MessageDelta
-	9,  // 7: agentic.v1.AgenticEvent.message_block:type_name -> agentic.v1.MessageBlock
-	10, // 8: agentic.v1.AgenticEvent.message_end:type_name -> agentic.v1.MessageEnd
-	11, // 9: agentic.v1.AgenticEvent.tool_start:type_name -> agentic.v1.ToolStart
-	12, // 10: agentic.v1.AgenticEvent.tool_running:type_name -> agentic.v1.ToolRunning
-	13, // 11: agentic.v1.AgenticEvent.tool_end:type_name -> agentic.v1.ToolEnd
-	14, // 12: agentic.v1.AgenticEvent.tool_permission_required:type_name -> agentic.v1.ToolPermissionRequired
-	15, // 13: agentic.v1.AgenticEvent.tool_permission_granted:type_name -> agentic.v1.ToolPermissionGranted
-	16, // 14: agentic.v1.AgenticEvent.tool_permission_denied:type_name -> agentic.v1.ToolPermissionDenied
-	17, // 15: agentic.v1.AgenticEvent.status_changed:type_name -> agentic.v1.StatusChanged
-	18, // 16: agentic.v1.AgenticEvent.error:type_name -> agentic.v1.ErrorReported
-	3,  // 17: agentic.v1.AgenticEvent.agent_status_changed:type_name -> agentic.v1.AgentStatusChanged
-	20, // 18: agentic.v1.AgentStatusChanged.agent:type_name -> agentic.v1.AgentInfo
-	21, // 19: agentic.v1.SessionCreated.session:type_name -> agentic.v1.SessionInfo
-	21, // 20: agentic.v1.SessionUpdated.session:type_name -> agentic.v1.SessionInfo
-	22, // 21: agentic.v1.SessionUpdated.update_mask:type_name -> google.protobuf.FieldMask
-	23, // 22: agentic.v1.MessageDelta.role:type_name -> agentic.v1.MessageRole
-	24, // 23: agentic.v1.MessageBlock.block:type_name -> agentic.v1.Block
-	23, // 24: agentic.v1.MessageBlock.role:type_name -> agentic.v1.MessageRole
-	25, // 25: agentic.v1.MessageEnd.stop_reason:type_name -> agentic.v1.StopReason
-	26, // 26: agentic.v1.MessageEnd.usage:type_name -> agentic.v1.TokenUsage
-	23, // 27: agentic.v1.MessageEnd.role:type_name -> agentic.v1.MessageRole
-	27, // 28: agentic.v1.ToolStart.tool:type_name -> agentic.v1.ToolCall
-	27, // 29: agentic.v1.ToolRunning.tool:type_name -> agentic.v1.ToolCall
-	27, // 30: agentic.v1.ToolEnd.tool:type_name -> agentic.v1.ToolCall
-	28, // 31: agentic.v1.ToolPermissionRequired.request:type_name -> agentic.v1.PermissionRequest
-	1,  // 32: agentic.v1.ToolPermissionGranted.decided_by:type_name -> agentic.v1.PermissionDecider
-	1,  // 33: agentic.v1.ToolPermissionDenied.decided_by:type_name -> agentic.v1.PermissionDecider
-	29, // 34: agentic.v1.StatusChanged.status:type_name -> agentic.v1.SessionStatus
-	30, // 35: agentic.v1.ErrorReported.reason:type_name -> agentic.v1.ErrorReason
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	5,  // 2: agentic.v1.AgenticEvent.session_created:type_name -> agentic.v1.SessionCreated
+	6,  // 3: agentic.v1.AgenticEvent.session_ready:type_name -> agentic.v1.SessionReady
+	7,  // 4: agentic.v1.AgenticEvent.session_updated:type_name -> agentic.v1.SessionUpdated
+	8,  // 5: agentic.v1.AgenticEvent.session_closed:type_name -> agentic.v1.SessionClosed
+	9,  // 6: agentic.v1.AgenticEvent.message_delta:type_name -> agentic.v1.MessageDelta
+	10, // 7: agentic.v1.AgenticEvent.message_block:type_name -> agentic.v1.MessageBlock
+	11, // 8: agentic.v1.AgenticEvent.message_end:type_name -> agentic.v1.MessageEnd
+	12, // 9: agentic.v1.AgenticEvent.tool_start:type_name -> agentic.v1.ToolStart
+	13, // 10: agentic.v1.AgenticEvent.tool_running:type_name -> agentic.v1.ToolRunning
+	14, // 11: agentic.v1.AgenticEvent.tool_end:type_name -> agentic.v1.ToolEnd
+	15, // 12: agentic.v1.AgenticEvent.tool_permission_required:type_name -> agentic.v1.ToolPermissionRequired
+	16, // 13: agentic.v1.AgenticEvent.tool_permission_granted:type_name -> agentic.v1.ToolPermissionGranted
+	17, // 14: agentic.v1.AgenticEvent.tool_permission_denied:type_name -> agentic.v1.ToolPermissionDenied
+	20, // 15: agentic.v1.AgenticEvent.status_changed:type_name -> agentic.v1.StatusChanged
+	21, // 16: agentic.v1.AgenticEvent.error:type_name -> agentic.v1.ErrorReported
+	4,  // 17: agentic.v1.AgenticEvent.agent_status_changed:type_name -> agentic.v1.AgentStatusChanged
+	18, // 18: agentic.v1.AgenticEvent.elicitation_required:type_name -> agentic.v1.ElicitationRequired
+	19, // 19: agentic.v1.AgenticEvent.elicitation_resolved:type_name -> agentic.v1.ElicitationResolved
+	23, // 20: agentic.v1.AgentStatusChanged.agent:type_name -> agentic.v1.AgentInfo
+	24, // 21: agentic.v1.SessionCreated.session:type_name -> agentic.v1.SessionInfo
+	24, // 22: agentic.v1.SessionUpdated.session:type_name -> agentic.v1.SessionInfo
+	25, // 23: agentic.v1.SessionUpdated.update_mask:type_name -> google.protobuf.FieldMask
+	26, // 24: agentic.v1.MessageDelta.role:type_name -> agentic.v1.MessageRole
+	27, // 25: agentic.v1.MessageBlock.block:type_name -> agentic.v1.Block
+	26, // 26: agentic.v1.MessageBlock.role:type_name -> agentic.v1.MessageRole
+	28, // 27: agentic.v1.MessageEnd.stop_reason:type_name -> agentic.v1.StopReason
+	29, // 28: agentic.v1.MessageEnd.usage:type_name -> agentic.v1.TokenUsage
+	26, // 29: agentic.v1.MessageEnd.role:type_name -> agentic.v1.MessageRole
+	30, // 30: agentic.v1.ToolStart.tool:type_name -> agentic.v1.ToolCall
+	30, // 31: agentic.v1.ToolRunning.tool:type_name -> agentic.v1.ToolCall
+	30, // 32: agentic.v1.ToolEnd.tool:type_name -> agentic.v1.ToolCall
+	31, // 33: agentic.v1.ToolPermissionRequired.request:type_name -> agentic.v1.PermissionRequest
+	1,  // 34: agentic.v1.ToolPermissionGranted.decided_by:type_name -> agentic.v1.PermissionDecider
+	1,  // 35: agentic.v1.ToolPermissionDenied.decided_by:type_name -> agentic.v1.PermissionDecider
+	32, // 36: agentic.v1.ElicitationRequired.request:type_name -> agentic.v1.ElicitationRequest
+	33, // 37: agentic.v1.ElicitationResolved.action:type_name -> agentic.v1.ElicitationAction
+	34, // 38: agentic.v1.ElicitationResolved.content:type_name -> google.protobuf.Struct
+	2,  // 39: agentic.v1.ElicitationResolved.decided_by:type_name -> agentic.v1.ElicitationDecider
+	35, // 40: agentic.v1.StatusChanged.status:type_name -> agentic.v1.SessionStatus
+	36, // 41: agentic.v1.ErrorReported.reason:type_name -> agentic.v1.ErrorReason
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_events_proto_init() }
@@ -1707,14 +1969,16 @@ func file_agentic_v1_events_proto_init() {
 		(*AgenticEvent_StatusChanged)(nil),
 		(*AgenticEvent_Error)(nil),
 		(*AgenticEvent_AgentStatusChanged)(nil),
+		(*AgenticEvent_ElicitationRequired)(nil),
+		(*AgenticEvent_ElicitationResolved)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_events_proto_rawDesc), len(file_agentic_v1_events_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   17,
+			NumEnums:      3,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

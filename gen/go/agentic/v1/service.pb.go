@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -1140,8 +1141,9 @@ func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteSessionRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session to delete, open or stored.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Makes a retry safe: see the service's comment.
 	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1229,8 +1231,9 @@ func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
 }
 
 type LogoutAgentRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of the agents ListAgents shows.
+	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1988,6 +1991,130 @@ func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
 	return nil
 }
 
+type RespondElicitationRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// ElicitationRequest.elicitation_id.
+	ElicitationId string            `protobuf:"bytes,2,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	Action        ElicitationAction `protobuf:"varint,3,opt,name=action,proto3,enum=agentic.v1.ElicitationAction" json:"action,omitempty"`
+	// ACCEPT of a form: the values entered, matching the request's requested_schema
+	// (every required property, each of its type or enum). Empty otherwise.
+	Content *structpb.Struct `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
+	// Makes a retry safe: see the service's comment.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondElicitationRequest) Reset() {
+	*x = RespondElicitationRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondElicitationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondElicitationRequest) ProtoMessage() {}
+
+func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondElicitationRequest.ProtoReflect.Descriptor instead.
+func (*RespondElicitationRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RespondElicitationRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RespondElicitationRequest) GetElicitationId() string {
+	if x != nil {
+		return x.ElicitationId
+	}
+	return ""
+}
+
+func (x *RespondElicitationRequest) GetAction() ElicitationAction {
+	if x != nil {
+		return x.Action
+	}
+	return ElicitationAction_ELICITATION_ACTION_UNSPECIFIED
+}
+
+func (x *RespondElicitationRequest) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *RespondElicitationRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RespondElicitationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resolution    *ElicitationResolved   `protobuf:"bytes,1,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondElicitationResponse) Reset() {
+	*x = RespondElicitationResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondElicitationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondElicitationResponse) ProtoMessage() {}
+
+func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondElicitationResponse.ProtoReflect.Descriptor instead.
+func (*RespondElicitationResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RespondElicitationResponse) GetResolution() *ElicitationResolved {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
 type ListMessagesRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2003,7 +2130,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2142,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2155,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2070,7 +2197,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2209,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2222,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
@@ -2122,7 +2249,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2261,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2274,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetMessageRequest) GetSessionId() string {
@@ -2173,7 +2300,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2312,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2325,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetMessageResponse) GetMessage() *SessionMessage {
@@ -2230,7 +2357,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2369,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2382,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -2339,7 +2466,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2478,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2491,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -2454,7 +2581,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2593,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2606,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -2498,7 +2625,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2637,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2650,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -2543,7 +2670,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2682,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2695,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -2587,7 +2714,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2726,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2739,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -2643,7 +2770,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2782,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2795,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -2732,7 +2859,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2871,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2884,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -2779,7 +2906,7 @@ var File_agentic_v1_service_proto protoreflect.FileDescriptor
 const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"\x18agentic/v1/service.proto\x12\n" +
-	"agentic.v1\x1a\x16agentic/v1/audit.proto\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
+	"agentic.v1\x1a\x16agentic/v1/audit.proto\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
 	"\x14GetServerInfoRequest\"\xea\x02\n" +
 	"\fServerLimits\x12&\n" +
 	"\x0fmax_event_bytes\x18\x01 \x01(\x03R\rmaxEventBytes\x12*\n" +
@@ -2910,7 +3037,19 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"decided_by\x18\x05 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\"W\n" +
 	"\x19RespondPermissionResponse\x12:\n" +
-	"\bdecision\x18\x01 \x01(\v2\x1e.agentic.v1.PermissionDecisionR\bdecision\"\xa0\x01\n" +
+	"\bdecision\x18\x01 \x01(\v2\x1e.agentic.v1.PermissionDecisionR\bdecision\"\xea\x01\n" +
+	"\x19RespondElicitationRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
+	"\x0eelicitation_id\x18\x02 \x01(\tR\relicitationId\x125\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x1d.agentic.v1.ElicitationActionR\x06action\x121\n" +
+	"\acontent\x18\x04 \x01(\v2\x17.google.protobuf.StructR\acontent\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"]\n" +
+	"\x1aRespondElicitationResponse\x12?\n" +
+	"\n" +
+	"resolution\x18\x01 \x01(\v2\x1f.agentic.v1.ElicitationResolvedR\n" +
+	"resolution\"\xa0\x01\n" +
 	"\x13ListMessagesRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -2973,7 +3112,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\x94\f\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xf9\f\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -2991,7 +3130,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\rCancelMessage\x12 .agentic.v1.CancelMessageRequest\x1a!.agentic.v1.CancelMessageResponse\x12E\n" +
 	"\bSetModel\x12\x1b.agentic.v1.SetModelRequest\x1a\x1c.agentic.v1.SetModelResponse\x12B\n" +
 	"\aSetMode\x12\x1a.agentic.v1.SetModeRequest\x1a\x1b.agentic.v1.SetModeResponse\x12`\n" +
-	"\x11RespondPermission\x12$.agentic.v1.RespondPermissionRequest\x1a%.agentic.v1.RespondPermissionResponse\x12Q\n" +
+	"\x11RespondPermission\x12$.agentic.v1.RespondPermissionRequest\x1a%.agentic.v1.RespondPermissionResponse\x12c\n" +
+	"\x12RespondElicitation\x12%.agentic.v1.RespondElicitationRequest\x1a&.agentic.v1.RespondElicitationResponse\x12Q\n" +
 	"\fListMessages\x12\x1f.agentic.v1.ListMessagesRequest\x1a .agentic.v1.ListMessagesResponse\x12K\n" +
 	"\n" +
 	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12J\n" +
@@ -3014,150 +3154,160 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_agentic_v1_service_proto_goTypes = []any{
-	(SessionView)(0),                  // 0: agentic.v1.SessionView
-	(MessageOrder)(0),                 // 1: agentic.v1.MessageOrder
-	(*GetServerInfoRequest)(nil),      // 2: agentic.v1.GetServerInfoRequest
-	(*ServerLimits)(nil),              // 3: agentic.v1.ServerLimits
-	(*GetServerInfoResponse)(nil),     // 4: agentic.v1.GetServerInfoResponse
-	(*ListAgentsRequest)(nil),         // 5: agentic.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),        // 6: agentic.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),           // 7: agentic.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),          // 8: agentic.v1.GetAgentResponse
-	(*SessionConfig)(nil),             // 9: agentic.v1.SessionConfig
-	(*CreateSessionRequest)(nil),      // 10: agentic.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),     // 11: agentic.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),         // 12: agentic.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 13: agentic.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),       // 14: agentic.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 15: agentic.v1.ListSessionsResponse
-	(*LoadSessionRequest)(nil),        // 16: agentic.v1.LoadSessionRequest
-	(*LoadSessionResponse)(nil),       // 17: agentic.v1.LoadSessionResponse
-	(*CloseSessionRequest)(nil),       // 18: agentic.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),      // 19: agentic.v1.CloseSessionResponse
-	(*DeleteSessionRequest)(nil),      // 20: agentic.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),     // 21: agentic.v1.DeleteSessionResponse
-	(*LogoutAgentRequest)(nil),        // 22: agentic.v1.LogoutAgentRequest
-	(*LogoutAgentResponse)(nil),       // 23: agentic.v1.LogoutAgentResponse
-	(*SendMessageRequest)(nil),        // 24: agentic.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),       // 25: agentic.v1.SendMessageResponse
-	(*CancelMessageRequest)(nil),      // 26: agentic.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),     // 27: agentic.v1.CancelMessageResponse
-	(*SetModelRequest)(nil),           // 28: agentic.v1.SetModelRequest
-	(*SetModelResponse)(nil),          // 29: agentic.v1.SetModelResponse
-	(*SetModeRequest)(nil),            // 30: agentic.v1.SetModeRequest
-	(*SetModeResponse)(nil),           // 31: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),  // 32: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),        // 33: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil), // 34: agentic.v1.RespondPermissionResponse
-	(*ListMessagesRequest)(nil),       // 35: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),      // 36: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),         // 37: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),        // 38: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),          // 39: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 40: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                // 41: agentic.v1.EventBatch
-	(*Bookmark)(nil),                  // 42: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                  // 43: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 44: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),    // 45: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),   // 46: agentic.v1.ListAuditEventsResponse
-	(*durationpb.Duration)(nil),       // 47: google.protobuf.Duration
-	(*AgentInfo)(nil),                 // 48: agentic.v1.AgentInfo
-	(*McpServer)(nil),                 // 49: agentic.v1.McpServer
-	(*SessionInfo)(nil),               // 50: agentic.v1.SessionInfo
-	(SessionStatus)(0),                // 51: agentic.v1.SessionStatus
-	(*timestamppb.Timestamp)(nil),     // 52: google.protobuf.Timestamp
-	(*MessageContent)(nil),            // 53: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),         // 54: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),            // 55: agentic.v1.PermissionDecider
-	(*SessionMessage)(nil),            // 56: agentic.v1.SessionMessage
-	(AgenticEventType)(0),             // 57: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),              // 58: agentic.v1.AgenticEvent
-	(AuditKind)(0),                    // 59: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                // 60: agentic.v1.AuditEvent
+	(SessionView)(0),                   // 0: agentic.v1.SessionView
+	(MessageOrder)(0),                  // 1: agentic.v1.MessageOrder
+	(*GetServerInfoRequest)(nil),       // 2: agentic.v1.GetServerInfoRequest
+	(*ServerLimits)(nil),               // 3: agentic.v1.ServerLimits
+	(*GetServerInfoResponse)(nil),      // 4: agentic.v1.GetServerInfoResponse
+	(*ListAgentsRequest)(nil),          // 5: agentic.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 6: agentic.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),            // 7: agentic.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),           // 8: agentic.v1.GetAgentResponse
+	(*SessionConfig)(nil),              // 9: agentic.v1.SessionConfig
+	(*CreateSessionRequest)(nil),       // 10: agentic.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 11: agentic.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 12: agentic.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 13: agentic.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 14: agentic.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 15: agentic.v1.ListSessionsResponse
+	(*LoadSessionRequest)(nil),         // 16: agentic.v1.LoadSessionRequest
+	(*LoadSessionResponse)(nil),        // 17: agentic.v1.LoadSessionResponse
+	(*CloseSessionRequest)(nil),        // 18: agentic.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 19: agentic.v1.CloseSessionResponse
+	(*DeleteSessionRequest)(nil),       // 20: agentic.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 21: agentic.v1.DeleteSessionResponse
+	(*LogoutAgentRequest)(nil),         // 22: agentic.v1.LogoutAgentRequest
+	(*LogoutAgentResponse)(nil),        // 23: agentic.v1.LogoutAgentResponse
+	(*SendMessageRequest)(nil),         // 24: agentic.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 25: agentic.v1.SendMessageResponse
+	(*CancelMessageRequest)(nil),       // 26: agentic.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 27: agentic.v1.CancelMessageResponse
+	(*SetModelRequest)(nil),            // 28: agentic.v1.SetModelRequest
+	(*SetModelResponse)(nil),           // 29: agentic.v1.SetModelResponse
+	(*SetModeRequest)(nil),             // 30: agentic.v1.SetModeRequest
+	(*SetModeResponse)(nil),            // 31: agentic.v1.SetModeResponse
+	(*RespondPermissionRequest)(nil),   // 32: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),         // 33: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil),  // 34: agentic.v1.RespondPermissionResponse
+	(*RespondElicitationRequest)(nil),  // 35: agentic.v1.RespondElicitationRequest
+	(*RespondElicitationResponse)(nil), // 36: agentic.v1.RespondElicitationResponse
+	(*ListMessagesRequest)(nil),        // 37: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 38: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 39: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 40: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),           // 41: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 42: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 43: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 44: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 45: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 46: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 47: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 48: agentic.v1.ListAuditEventsResponse
+	(*durationpb.Duration)(nil),        // 49: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 50: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 51: agentic.v1.McpServer
+	(*SessionInfo)(nil),                // 52: agentic.v1.SessionInfo
+	(SessionStatus)(0),                 // 53: agentic.v1.SessionStatus
+	(*timestamppb.Timestamp)(nil),      // 54: google.protobuf.Timestamp
+	(*MessageContent)(nil),             // 55: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 56: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 57: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 58: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 59: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 60: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 61: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 62: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 63: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 64: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 65: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	47, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	47, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	49, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	49, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	3,  // 2: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
-	48, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	48, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	49, // 5: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	50, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	50, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	51, // 5: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
 	9,  // 6: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	50, // 7: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	50, // 8: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	51, // 9: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	52, // 10: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	52, // 7: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	52, // 8: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	53, // 9: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	54, // 10: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
 	0,  // 11: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	50, // 12: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	50, // 13: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	48, // 14: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	53, // 15: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	50, // 16: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	50, // 17: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	54, // 18: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	54, // 19: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	55, // 20: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	52, // 12: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	52, // 13: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	50, // 14: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	55, // 15: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	52, // 16: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	52, // 17: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	56, // 18: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	56, // 19: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	57, // 20: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
 	33, // 21: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	1,  // 22: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	56, // 23: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	56, // 24: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	57, // 25: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	41, // 26: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	42, // 27: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	43, // 28: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	44, // 29: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	58, // 30: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	52, // 31: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	59, // 32: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	52, // 33: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	52, // 34: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	60, // 35: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	2,  // 36: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	5,  // 37: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	7,  // 38: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	10, // 39: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	12, // 40: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	14, // 41: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	16, // 42: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	18, // 43: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	20, // 44: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	22, // 45: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	24, // 46: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	26, // 47: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	28, // 48: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	30, // 49: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	32, // 50: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	35, // 51: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	37, // 52: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	39, // 53: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	45, // 54: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	4,  // 55: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	6,  // 56: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	8,  // 57: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	11, // 58: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	13, // 59: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	15, // 60: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	17, // 61: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	19, // 62: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	21, // 63: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	23, // 64: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	25, // 65: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	27, // 66: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	29, // 67: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	31, // 68: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	34, // 69: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	36, // 70: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	38, // 71: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	40, // 72: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	46, // 73: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	55, // [55:74] is the sub-list for method output_type
-	36, // [36:55] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	58, // 22: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	59, // 23: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	60, // 24: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	1,  // 25: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	61, // 26: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	61, // 27: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	62, // 28: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	43, // 29: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	44, // 30: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	45, // 31: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	46, // 32: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	63, // 33: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	54, // 34: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	64, // 35: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	54, // 36: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	54, // 37: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	65, // 38: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	2,  // 39: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	5,  // 40: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	7,  // 41: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	10, // 42: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	12, // 43: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	14, // 44: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	16, // 45: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	18, // 46: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	20, // 47: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	22, // 48: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	24, // 49: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	26, // 50: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	28, // 51: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	30, // 52: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	32, // 53: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	35, // 54: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	37, // 55: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	39, // 56: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	41, // 57: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	47, // 58: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	4,  // 59: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	6,  // 60: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	8,  // 61: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	11, // 62: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	13, // 63: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	15, // 64: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	17, // 65: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	19, // 66: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	21, // 67: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	23, // 68: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	25, // 69: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	27, // 70: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	29, // 71: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	31, // 72: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	34, // 73: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	36, // 74: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	38, // 75: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	40, // 76: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	42, // 77: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	48, // 78: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	59, // [59:79] is the sub-list for method output_type
+	39, // [39:59] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -3172,11 +3322,11 @@ func file_agentic_v1_service_proto_init() {
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[37].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[39].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[38].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[40].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -3188,7 +3338,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,25 +19,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgenticService_GetServerInfo_FullMethodName     = "/agentic.v1.AgenticService/GetServerInfo"
-	AgenticService_ListAgents_FullMethodName        = "/agentic.v1.AgenticService/ListAgents"
-	AgenticService_GetAgent_FullMethodName          = "/agentic.v1.AgenticService/GetAgent"
-	AgenticService_CreateSession_FullMethodName     = "/agentic.v1.AgenticService/CreateSession"
-	AgenticService_GetSession_FullMethodName        = "/agentic.v1.AgenticService/GetSession"
-	AgenticService_ListSessions_FullMethodName      = "/agentic.v1.AgenticService/ListSessions"
-	AgenticService_LoadSession_FullMethodName       = "/agentic.v1.AgenticService/LoadSession"
-	AgenticService_CloseSession_FullMethodName      = "/agentic.v1.AgenticService/CloseSession"
-	AgenticService_DeleteSession_FullMethodName     = "/agentic.v1.AgenticService/DeleteSession"
-	AgenticService_LogoutAgent_FullMethodName       = "/agentic.v1.AgenticService/LogoutAgent"
-	AgenticService_SendMessage_FullMethodName       = "/agentic.v1.AgenticService/SendMessage"
-	AgenticService_CancelMessage_FullMethodName     = "/agentic.v1.AgenticService/CancelMessage"
-	AgenticService_SetModel_FullMethodName          = "/agentic.v1.AgenticService/SetModel"
-	AgenticService_SetMode_FullMethodName           = "/agentic.v1.AgenticService/SetMode"
-	AgenticService_RespondPermission_FullMethodName = "/agentic.v1.AgenticService/RespondPermission"
-	AgenticService_ListMessages_FullMethodName      = "/agentic.v1.AgenticService/ListMessages"
-	AgenticService_GetMessage_FullMethodName        = "/agentic.v1.AgenticService/GetMessage"
-	AgenticService_Subscribe_FullMethodName         = "/agentic.v1.AgenticService/Subscribe"
-	AgenticService_ListAuditEvents_FullMethodName   = "/agentic.v1.AgenticService/ListAuditEvents"
+	AgenticService_GetServerInfo_FullMethodName      = "/agentic.v1.AgenticService/GetServerInfo"
+	AgenticService_ListAgents_FullMethodName         = "/agentic.v1.AgenticService/ListAgents"
+	AgenticService_GetAgent_FullMethodName           = "/agentic.v1.AgenticService/GetAgent"
+	AgenticService_CreateSession_FullMethodName      = "/agentic.v1.AgenticService/CreateSession"
+	AgenticService_GetSession_FullMethodName         = "/agentic.v1.AgenticService/GetSession"
+	AgenticService_ListSessions_FullMethodName       = "/agentic.v1.AgenticService/ListSessions"
+	AgenticService_LoadSession_FullMethodName        = "/agentic.v1.AgenticService/LoadSession"
+	AgenticService_CloseSession_FullMethodName       = "/agentic.v1.AgenticService/CloseSession"
+	AgenticService_DeleteSession_FullMethodName      = "/agentic.v1.AgenticService/DeleteSession"
+	AgenticService_LogoutAgent_FullMethodName        = "/agentic.v1.AgenticService/LogoutAgent"
+	AgenticService_SendMessage_FullMethodName        = "/agentic.v1.AgenticService/SendMessage"
+	AgenticService_CancelMessage_FullMethodName      = "/agentic.v1.AgenticService/CancelMessage"
+	AgenticService_SetModel_FullMethodName           = "/agentic.v1.AgenticService/SetModel"
+	AgenticService_SetMode_FullMethodName            = "/agentic.v1.AgenticService/SetMode"
+	AgenticService_RespondPermission_FullMethodName  = "/agentic.v1.AgenticService/RespondPermission"
+	AgenticService_RespondElicitation_FullMethodName = "/agentic.v1.AgenticService/RespondElicitation"
+	AgenticService_ListMessages_FullMethodName       = "/agentic.v1.AgenticService/ListMessages"
+	AgenticService_GetMessage_FullMethodName         = "/agentic.v1.AgenticService/GetMessage"
+	AgenticService_Subscribe_FullMethodName          = "/agentic.v1.AgenticService/Subscribe"
+	AgenticService_ListAuditEvents_FullMethodName    = "/agentic.v1.AgenticService/ListAuditEvents"
 )
 
 // AgenticServiceClient is the client API for AgenticService service.
@@ -50,8 +51,8 @@ const (
 // ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
 // also carries a google.rpc.BadRequest. Act on the reason, not on the message.
 //
-// Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
-// client-chosen request_id (a UUID). The server remembers it for
+// Retries: CreateSession, SendMessage, CancelMessage, RespondPermission and
+// RespondElicitation take a client-chosen request_id (a UUID). The server remembers it for
 // ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
 // (its response or its error) instead of doing the work again, also while the first call
 // still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
@@ -105,6 +106,11 @@ type AgenticServiceClient interface {
 	// with the same answer is OK and returns the decision; another answer after the
 	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
 	RespondPermission(ctx context.Context, in *RespondPermissionRequest, opts ...grpc.CallOption) (*RespondPermissionResponse, error)
+	// Answers a pending elicitation (SessionInfo.pending_elicitations). The first answer
+	// resolves it. Answering again with the same answer is OK and returns the resolution;
+	// another answer after the resolution is FAILED_PRECONDITION
+	// (ELICITATION_ALREADY_RESOLVED).
+	RespondElicitation(ctx context.Context, in *RespondElicitationRequest, opts ...grpc.CallOption) (*RespondElicitationResponse, error)
 	// A page of a session's stored history.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// One stored message.
@@ -277,6 +283,16 @@ func (c *agenticServiceClient) RespondPermission(ctx context.Context, in *Respon
 	return out, nil
 }
 
+func (c *agenticServiceClient) RespondElicitation(ctx context.Context, in *RespondElicitationRequest, opts ...grpc.CallOption) (*RespondElicitationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RespondElicitationResponse)
+	err := c.cc.Invoke(ctx, AgenticService_RespondElicitation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agenticServiceClient) ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListMessagesResponse)
@@ -336,8 +352,8 @@ func (c *agenticServiceClient) ListAuditEvents(ctx context.Context, in *ListAudi
 // ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
 // also carries a google.rpc.BadRequest. Act on the reason, not on the message.
 //
-// Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
-// client-chosen request_id (a UUID). The server remembers it for
+// Retries: CreateSession, SendMessage, CancelMessage, RespondPermission and
+// RespondElicitation take a client-chosen request_id (a UUID). The server remembers it for
 // ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
 // (its response or its error) instead of doing the work again, also while the first call
 // still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
@@ -391,6 +407,11 @@ type AgenticServiceServer interface {
 	// with the same answer is OK and returns the decision; another answer after the
 	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
 	RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error)
+	// Answers a pending elicitation (SessionInfo.pending_elicitations). The first answer
+	// resolves it. Answering again with the same answer is OK and returns the resolution;
+	// another answer after the resolution is FAILED_PRECONDITION
+	// (ELICITATION_ALREADY_RESOLVED).
+	RespondElicitation(context.Context, *RespondElicitationRequest) (*RespondElicitationResponse, error)
 	// A page of a session's stored history.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// One stored message.
@@ -457,6 +478,9 @@ func (UnimplementedAgenticServiceServer) SetMode(context.Context, *SetModeReques
 }
 func (UnimplementedAgenticServiceServer) RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RespondPermission not implemented")
+}
+func (UnimplementedAgenticServiceServer) RespondElicitation(context.Context, *RespondElicitationRequest) (*RespondElicitationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RespondElicitation not implemented")
 }
 func (UnimplementedAgenticServiceServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
@@ -761,6 +785,24 @@ func _AgenticService_RespondPermission_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgenticService_RespondElicitation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RespondElicitationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).RespondElicitation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_RespondElicitation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).RespondElicitation(ctx, req.(*RespondElicitationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgenticService_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListMessagesRequest)
 	if err := dec(in); err != nil {
@@ -892,6 +934,10 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RespondPermission",
 			Handler:    _AgenticService_RespondPermission_Handler,
+		},
+		{
+			MethodName: "RespondElicitation",
+			Handler:    _AgenticService_RespondElicitation_Handler,
 		},
 		{
 			MethodName: "ListMessages",

@@ -376,6 +376,115 @@ func (PermissionOptionKind) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
+// How an elicitation asks for input.
+type ElicitationMode int32
+
+const (
+	ElicitationMode_ELICITATION_MODE_UNSPECIFIED ElicitationMode = 0
+	// Fill in a form described by requested_schema; accept with its content.
+	ElicitationMode_ELICITATION_MODE_FORM ElicitationMode = 1
+	// Open url (in a browser) and finish there; the agent reports completion, or a client
+	// accepts, declines or cancels.
+	ElicitationMode_ELICITATION_MODE_URL ElicitationMode = 2
+)
+
+// Enum value maps for ElicitationMode.
+var (
+	ElicitationMode_name = map[int32]string{
+		0: "ELICITATION_MODE_UNSPECIFIED",
+		1: "ELICITATION_MODE_FORM",
+		2: "ELICITATION_MODE_URL",
+	}
+	ElicitationMode_value = map[string]int32{
+		"ELICITATION_MODE_UNSPECIFIED": 0,
+		"ELICITATION_MODE_FORM":        1,
+		"ELICITATION_MODE_URL":         2,
+	}
+)
+
+func (x ElicitationMode) Enum() *ElicitationMode {
+	p := new(ElicitationMode)
+	*p = x
+	return p
+}
+
+func (x ElicitationMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElicitationMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_types_proto_enumTypes[6].Descriptor()
+}
+
+func (ElicitationMode) Type() protoreflect.EnumType {
+	return &file_agentic_v1_types_proto_enumTypes[6]
+}
+
+func (x ElicitationMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElicitationMode.Descriptor instead.
+func (ElicitationMode) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
+// The answer to an elicitation.
+type ElicitationAction int32
+
+const (
+	ElicitationAction_ELICITATION_ACTION_UNSPECIFIED ElicitationAction = 0
+	// The user gave the input (a form's content), or completed the URL step.
+	ElicitationAction_ELICITATION_ACTION_ACCEPT ElicitationAction = 1
+	// The user refused to give it.
+	ElicitationAction_ELICITATION_ACTION_DECLINE ElicitationAction = 2
+	// The user dismissed the request without choosing.
+	ElicitationAction_ELICITATION_ACTION_CANCEL ElicitationAction = 3
+)
+
+// Enum value maps for ElicitationAction.
+var (
+	ElicitationAction_name = map[int32]string{
+		0: "ELICITATION_ACTION_UNSPECIFIED",
+		1: "ELICITATION_ACTION_ACCEPT",
+		2: "ELICITATION_ACTION_DECLINE",
+		3: "ELICITATION_ACTION_CANCEL",
+	}
+	ElicitationAction_value = map[string]int32{
+		"ELICITATION_ACTION_UNSPECIFIED": 0,
+		"ELICITATION_ACTION_ACCEPT":      1,
+		"ELICITATION_ACTION_DECLINE":     2,
+		"ELICITATION_ACTION_CANCEL":      3,
+	}
+)
+
+func (x ElicitationAction) Enum() *ElicitationAction {
+	p := new(ElicitationAction)
+	*p = x
+	return p
+}
+
+func (x ElicitationAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElicitationAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_types_proto_enumTypes[7].Descriptor()
+}
+
+func (ElicitationAction) Type() protoreflect.EnumType {
+	return &file_agentic_v1_types_proto_enumTypes[7]
+}
+
+func (x ElicitationAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElicitationAction.Descriptor instead.
+func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
+}
+
 // The category of a tool call (ACP ToolKind).
 type ToolKind int32
 
@@ -434,11 +543,11 @@ func (x ToolKind) String() string {
 }
 
 func (ToolKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[6].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[8].Descriptor()
 }
 
 func (ToolKind) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[6]
+	return &file_agentic_v1_types_proto_enumTypes[8]
 }
 
 func (x ToolKind) Number() protoreflect.EnumNumber {
@@ -447,7 +556,7 @@ func (x ToolKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolKind.Descriptor instead.
 func (ToolKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 // Where a tool call is in its life.
@@ -493,11 +602,11 @@ func (x ToolStatus) String() string {
 }
 
 func (ToolStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[7].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[9].Descriptor()
 }
 
 func (ToolStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[7]
+	return &file_agentic_v1_types_proto_enumTypes[9]
 }
 
 func (x ToolStatus) Number() protoreflect.EnumNumber {
@@ -506,7 +615,7 @@ func (x ToolStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolStatus.Descriptor instead.
 func (ToolStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 type PlanEntryStatus int32
@@ -545,11 +654,11 @@ func (x PlanEntryStatus) String() string {
 }
 
 func (PlanEntryStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[8].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[10].Descriptor()
 }
 
 func (PlanEntryStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[8]
+	return &file_agentic_v1_types_proto_enumTypes[10]
 }
 
 func (x PlanEntryStatus) Number() protoreflect.EnumNumber {
@@ -558,7 +667,7 @@ func (x PlanEntryStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlanEntryStatus.Descriptor instead.
 func (PlanEntryStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 type PlanEntryPriority int32
@@ -597,11 +706,11 @@ func (x PlanEntryPriority) String() string {
 }
 
 func (PlanEntryPriority) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[9].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[11].Descriptor()
 }
 
 func (PlanEntryPriority) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[9]
+	return &file_agentic_v1_types_proto_enumTypes[11]
 }
 
 func (x PlanEntryPriority) Number() protoreflect.EnumNumber {
@@ -610,7 +719,7 @@ func (x PlanEntryPriority) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlanEntryPriority.Descriptor instead.
 func (PlanEntryPriority) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 type MessageRole int32
@@ -649,11 +758,11 @@ func (x MessageRole) String() string {
 }
 
 func (MessageRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[10].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[12].Descriptor()
 }
 
 func (MessageRole) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[10]
+	return &file_agentic_v1_types_proto_enumTypes[12]
 }
 
 func (x MessageRole) Number() protoreflect.EnumNumber {
@@ -662,7 +771,7 @@ func (x MessageRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageRole.Descriptor instead.
 func (MessageRole) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 // Whether a stored message is whole.
@@ -706,11 +815,11 @@ func (x MessageStatus) String() string {
 }
 
 func (MessageStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[11].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[13].Descriptor()
 }
 
 func (MessageStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[11]
+	return &file_agentic_v1_types_proto_enumTypes[13]
 }
 
 func (x MessageStatus) Number() protoreflect.EnumNumber {
@@ -719,7 +828,7 @@ func (x MessageStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageStatus.Descriptor instead.
 func (MessageStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 // Why a turn ended (ACP StopReason).
@@ -769,11 +878,11 @@ func (x StopReason) String() string {
 }
 
 func (StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[12].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[14].Descriptor()
 }
 
 func (StopReason) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[12]
+	return &file_agentic_v1_types_proto_enumTypes[14]
 }
 
 func (x StopReason) Number() protoreflect.EnumNumber {
@@ -782,7 +891,7 @@ func (x StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StopReason.Descriptor instead.
 func (StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 // An authentication method advertised by an ACP agent.
@@ -876,8 +985,11 @@ type Capabilities struct {
 	SupportsSessionList bool `protobuf:"varint,12,opt,name=supports_session_list,json=supportsSessionList,proto3" json:"supports_session_list,omitempty"`
 	// LogoutAgent logs it out of its account.
 	SupportsLogout bool `protobuf:"varint,13,opt,name=supports_logout,json=supportsLogout,proto3" json:"supports_logout,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Its agent may ask the user for input (ELICITATION_REQUIRED events, answered with
+	// RespondElicitation).
+	SupportsElicitation bool `protobuf:"varint,14,opt,name=supports_elicitation,json=supportsElicitation,proto3" json:"supports_elicitation,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Capabilities) Reset() {
@@ -997,6 +1109,13 @@ func (x *Capabilities) GetSupportsSessionList() bool {
 func (x *Capabilities) GetSupportsLogout() bool {
 	if x != nil {
 		return x.SupportsLogout
+	}
+	return false
+}
+
+func (x *Capabilities) GetSupportsElicitation() bool {
+	if x != nil {
+		return x.SupportsElicitation
 	}
 	return false
 }
@@ -1553,8 +1672,10 @@ type SessionInfo struct {
 	// The names of the session's MCP servers: the agent's configured ones and the
 	// session's own.
 	McpServerNames []string `protobuf:"bytes,23,rep,name=mcp_server_names,json=mcpServerNames,proto3" json:"mcp_server_names,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Elicitations waiting for an answer (answer with RespondElicitation).
+	PendingElicitations []*ElicitationRequest `protobuf:"bytes,24,rep,name=pending_elicitations,json=pendingElicitations,proto3" json:"pending_elicitations,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SessionInfo) Reset() {
@@ -1748,6 +1869,13 @@ func (x *SessionInfo) GetMcpServerNames() []string {
 	return nil
 }
 
+func (x *SessionInfo) GetPendingElicitations() []*ElicitationRequest {
+	if x != nil {
+		return x.PendingElicitations
+	}
+	return nil
+}
+
 // An MCP server a session's agent uses for more tools: a program spoken to over stdio,
 // or a streamable HTTP endpoint.
 type McpServer struct {
@@ -1756,6 +1884,8 @@ type McpServer struct {
 	// configured one of the same name). DeepChat offers its tools to the model as
 	// `<name>__<tool>`.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How the agent reaches it: exactly one.
+	//
 	// Types that are valid to be assigned to Transport:
 	//
 	//	*McpServer_Stdio
@@ -1845,9 +1975,12 @@ func (*McpServer_Http) isMcpServer_Transport() {}
 
 // An MCP server run as a process of the session, confined like the session's commands.
 type McpStdioServer struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Command string                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
-	Args    []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The program: an absolute path, or a name looked up on the PATH the session's
+	// commands get.
+	Command string `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	// Its arguments.
+	Args []string `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
 	// Added to the environment the session's commands get.
 	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
@@ -1908,7 +2041,8 @@ func (x *McpStdioServer) GetEnv() map[string]string {
 // An MCP server reached over streamable HTTP.
 type McpHttpServer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// The server's endpoint, http:// or https://.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// Sent with every request (e.g. Authorization).
 	Headers       map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
@@ -2693,6 +2827,116 @@ func (x *PermissionRequest) GetRequestTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// The agent asks the user for input.
+type ElicitationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Minted by agenticd, unique within the session; pass it to RespondElicitation.
+	ElicitationId string `protobuf:"bytes,1,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	// The tool call that asks, if the agent named one.
+	ToolId string `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// The assistant message of the turn that asks, if one runs.
+	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// What input is needed, for a person.
+	Message string          `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Mode    ElicitationMode `protobuf:"varint,5,opt,name=mode,proto3,enum=agentic.v1.ElicitationMode" json:"mode,omitempty"`
+	// FORM: a JSON Schema object whose properties are primitive fields (string, number,
+	// integer, boolean, or an array of strings from an enum), with `required`, `enum`,
+	// `title`, `description` and `default` as MCP elicitation schemas have them. An ACCEPT's
+	// content must match it.
+	RequestedSchema *structpb.Struct `protobuf:"bytes,6,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
+	// URL: what to open.
+	Url           string                 `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
+	RequestTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationRequest) Reset() {
+	*x = ElicitationRequest{}
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationRequest) ProtoMessage() {}
+
+func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
+func (*ElicitationRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ElicitationRequest) GetElicitationId() string {
+	if x != nil {
+		return x.ElicitationId
+	}
+	return ""
+}
+
+func (x *ElicitationRequest) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *ElicitationRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *ElicitationRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ElicitationRequest) GetMode() ElicitationMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ElicitationMode_ELICITATION_MODE_UNSPECIFIED
+}
+
+func (x *ElicitationRequest) GetRequestedSchema() *structpb.Struct {
+	if x != nil {
+		return x.RequestedSchema
+	}
+	return nil
+}
+
+func (x *ElicitationRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *ElicitationRequest) GetRequestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestTime
+	}
+	return nil
+}
+
 // A file location a tool call touches.
 type ToolLocation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2705,7 +2949,7 @@ type ToolLocation struct {
 
 func (x *ToolLocation) Reset() {
 	*x = ToolLocation{}
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2961,7 @@ func (x *ToolLocation) String() string {
 func (*ToolLocation) ProtoMessage() {}
 
 func (x *ToolLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2974,7 @@ func (x *ToolLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolLocation.ProtoReflect.Descriptor instead.
 func (*ToolLocation) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolLocation) GetPath() string {
@@ -2760,7 +3004,7 @@ type DiffBlock struct {
 
 func (x *DiffBlock) Reset() {
 	*x = DiffBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +3016,7 @@ func (x *DiffBlock) String() string {
 func (*DiffBlock) ProtoMessage() {}
 
 func (x *DiffBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +3029,7 @@ func (x *DiffBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBlock.ProtoReflect.Descriptor instead.
 func (*DiffBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiffBlock) GetPath() string {
@@ -2832,7 +3076,7 @@ type TerminalBlock struct {
 
 func (x *TerminalBlock) Reset() {
 	*x = TerminalBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +3088,7 @@ func (x *TerminalBlock) String() string {
 func (*TerminalBlock) ProtoMessage() {}
 
 func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +3101,7 @@ func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalBlock.ProtoReflect.Descriptor instead.
 func (*TerminalBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TerminalBlock) GetTerminalId() string {
@@ -2926,7 +3170,7 @@ type ToolContent struct {
 
 func (x *ToolContent) Reset() {
 	*x = ToolContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3182,7 @@ func (x *ToolContent) String() string {
 func (*ToolContent) ProtoMessage() {}
 
 func (x *ToolContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3195,7 @@ func (x *ToolContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolContent.ProtoReflect.Descriptor instead.
 func (*ToolContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolContent) GetContent() isToolContent_Content {
@@ -3065,7 +3309,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3321,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3334,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolCall) GetToolId() string {
@@ -3179,7 +3423,7 @@ type TextBlock struct {
 
 func (x *TextBlock) Reset() {
 	*x = TextBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3435,7 @@ func (x *TextBlock) String() string {
 func (*TextBlock) ProtoMessage() {}
 
 func (x *TextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3448,7 @@ func (x *TextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextBlock.ProtoReflect.Descriptor instead.
 func (*TextBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TextBlock) GetText() string {
@@ -3225,7 +3469,7 @@ type ReasoningBlock struct {
 
 func (x *ReasoningBlock) Reset() {
 	*x = ReasoningBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3481,7 @@ func (x *ReasoningBlock) String() string {
 func (*ReasoningBlock) ProtoMessage() {}
 
 func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3494,7 @@ func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningBlock.ProtoReflect.Descriptor instead.
 func (*ReasoningBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReasoningBlock) GetText() string {
@@ -3270,7 +3514,7 @@ type ErrorBlock struct {
 
 func (x *ErrorBlock) Reset() {
 	*x = ErrorBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3526,7 @@ func (x *ErrorBlock) String() string {
 func (*ErrorBlock) ProtoMessage() {}
 
 func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3539,7 @@ func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBlock.ProtoReflect.Descriptor instead.
 func (*ErrorBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ErrorBlock) GetMessage() string {
@@ -3326,7 +3570,7 @@ type ImageBlock struct {
 
 func (x *ImageBlock) Reset() {
 	*x = ImageBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3582,7 @@ func (x *ImageBlock) String() string {
 func (*ImageBlock) ProtoMessage() {}
 
 func (x *ImageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3595,7 @@ func (x *ImageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageBlock.ProtoReflect.Descriptor instead.
 func (*ImageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ImageBlock) GetMimeType() string {
@@ -3417,7 +3661,7 @@ type ActionBlock struct {
 
 func (x *ActionBlock) Reset() {
 	*x = ActionBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3673,7 @@ func (x *ActionBlock) String() string {
 func (*ActionBlock) ProtoMessage() {}
 
 func (x *ActionBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3686,7 @@ func (x *ActionBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionBlock.ProtoReflect.Descriptor instead.
 func (*ActionBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ActionBlock) GetActionType() string {
@@ -3477,7 +3721,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3733,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3746,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SearchResult) GetTitle() string {
@@ -3536,7 +3780,7 @@ type SearchBlock struct {
 
 func (x *SearchBlock) Reset() {
 	*x = SearchBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3792,7 @@ func (x *SearchBlock) String() string {
 func (*SearchBlock) ProtoMessage() {}
 
 func (x *SearchBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3805,7 @@ func (x *SearchBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBlock.ProtoReflect.Descriptor instead.
 func (*SearchBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SearchBlock) GetQuery() string {
@@ -3590,7 +3834,7 @@ type McpUiResourceBlock struct {
 
 func (x *McpUiResourceBlock) Reset() {
 	*x = McpUiResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3846,7 @@ func (x *McpUiResourceBlock) String() string {
 func (*McpUiResourceBlock) ProtoMessage() {}
 
 func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3859,7 @@ func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpUiResourceBlock.ProtoReflect.Descriptor instead.
 func (*McpUiResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *McpUiResourceBlock) GetUri() string {
@@ -3650,7 +3894,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3906,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3919,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PlanEntry) GetContent() string {
@@ -3709,7 +3953,7 @@ type PlanBlock struct {
 
 func (x *PlanBlock) Reset() {
 	*x = PlanBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3965,7 @@ func (x *PlanBlock) String() string {
 func (*PlanBlock) ProtoMessage() {}
 
 func (x *PlanBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3978,7 @@ func (x *PlanBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanBlock.ProtoReflect.Descriptor instead.
 func (*PlanBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlanBlock) GetEntries() []*PlanEntry {
@@ -3758,7 +4002,7 @@ type ResourceBlock struct {
 
 func (x *ResourceBlock) Reset() {
 	*x = ResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +4014,7 @@ func (x *ResourceBlock) String() string {
 func (*ResourceBlock) ProtoMessage() {}
 
 func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +4027,7 @@ func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceBlock.ProtoReflect.Descriptor instead.
 func (*ResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResourceBlock) GetUri() string {
@@ -3845,7 +4089,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +4101,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4114,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Block) GetContent() isBlock_Content {
@@ -4082,7 +4326,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4338,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4351,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SessionMessage) GetMessageId() string {
@@ -4176,7 +4420,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"AuthMethod\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xcc\x04\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xff\x04\n" +
 	"\fCapabilities\x12'\n" +
 	"\x0fsupports_vision\x18\x01 \x01(\bR\x0esupportsVision\x12%\n" +
 	"\x0esupports_tools\x18\x02 \x01(\bR\rsupportsTools\x12%\n" +
@@ -4191,7 +4435,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	" \x01(\bR\x1dsupportsAdditionalDirectories\x12'\n" +
 	"\x0fsupports_delete\x18\v \x01(\bR\x0esupportsDelete\x122\n" +
 	"\x15supports_session_list\x18\f \x01(\bR\x13supportsSessionList\x12'\n" +
-	"\x0fsupports_logout\x18\r \x01(\bR\x0esupportsLogout\"\xe7\x03\n" +
+	"\x0fsupports_logout\x18\r \x01(\bR\x0esupportsLogout\x121\n" +
+	"\x14supports_elicitation\x18\x0e \x01(\bR\x13supportsElicitation\"\xe7\x03\n" +
 	"\tAgentInfo\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -4241,7 +4486,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11_reasoning_tokensB\x0f\n" +
 	"\r_context_usedB\x0f\n" +
 	"\r_context_sizeB\a\n" +
-	"\x05_cost\"\xe1\b\n" +
+	"\x05_cost\"\xb4\t\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -4269,7 +4514,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	" message_in_flight_first_sequence\x18\x14 \x01(\x04R\x1cmessageInFlightFirstSequence\x12(\n" +
 	"\x10agent_session_id\x18\x15 \x01(\tR\x0eagentSessionId\x125\n" +
 	"\x16additional_directories\x18\x16 \x03(\tR\x15additionalDirectories\x12(\n" +
-	"\x10mcp_server_names\x18\x17 \x03(\tR\x0emcpServerNames\"\x91\x01\n" +
+	"\x10mcp_server_names\x18\x17 \x03(\tR\x0emcpServerNames\x12Q\n" +
+	"\x14pending_elicitations\x18\x18 \x03(\v2\x1e.agentic.v1.ElicitationRequestR\x13pendingElicitations\"\x91\x01\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x1a.agentic.v1.McpStdioServerH\x00R\x05stdio\x12/\n" +
@@ -4343,7 +4589,17 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\targuments\x18\v \x01(\v2\x16.google.protobuf.ValueR\targuments\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\f \x01(\tR\tmessageId\x12=\n" +
-	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\"6\n" +
+	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\"\xd3\x02\n" +
+	"\x12ElicitationRequest\x12%\n" +
+	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12/\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x1b.agentic.v1.ElicitationModeR\x04mode\x12B\n" +
+	"\x10requested_schema\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
+	"\x03url\x18\a \x01(\tR\x03url\x12=\n" +
+	"\frequest_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\"6\n" +
 	"\fToolLocation\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04line\x18\x02 \x01(\x05R\x04line\"U\n" +
@@ -4490,7 +4746,16 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"!PERMISSION_OPTION_KIND_ALLOW_ONCE\x10\x01\x12'\n" +
 	"#PERMISSION_OPTION_KIND_ALLOW_ALWAYS\x10\x02\x12&\n" +
 	"\"PERMISSION_OPTION_KIND_REJECT_ONCE\x10\x03\x12(\n" +
-	"$PERMISSION_OPTION_KIND_REJECT_ALWAYS\x10\x04*\xfe\x01\n" +
+	"$PERMISSION_OPTION_KIND_REJECT_ALWAYS\x10\x04*h\n" +
+	"\x0fElicitationMode\x12 \n" +
+	"\x1cELICITATION_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15ELICITATION_MODE_FORM\x10\x01\x12\x18\n" +
+	"\x14ELICITATION_MODE_URL\x10\x02*\x95\x01\n" +
+	"\x11ElicitationAction\x12\"\n" +
+	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
+	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x03*\xfe\x01\n" +
 	"\bToolKind\x12\x19\n" +
 	"\x15TOOL_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTOOL_KIND_READ\x10\x01\x12\x12\n" +
@@ -4559,8 +4824,8 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_types_proto_rawDescData
 }
 
-var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
+var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
 	(AgentStatus)(0),              // 1: agentic.v1.AgentStatus
@@ -4568,127 +4833,135 @@ var file_agentic_v1_types_proto_goTypes = []any{
 	(RiskLevel)(0),                // 3: agentic.v1.RiskLevel
 	(PermissionType)(0),           // 4: agentic.v1.PermissionType
 	(PermissionOptionKind)(0),     // 5: agentic.v1.PermissionOptionKind
-	(ToolKind)(0),                 // 6: agentic.v1.ToolKind
-	(ToolStatus)(0),               // 7: agentic.v1.ToolStatus
-	(PlanEntryStatus)(0),          // 8: agentic.v1.PlanEntryStatus
-	(PlanEntryPriority)(0),        // 9: agentic.v1.PlanEntryPriority
-	(MessageRole)(0),              // 10: agentic.v1.MessageRole
-	(MessageStatus)(0),            // 11: agentic.v1.MessageStatus
-	(StopReason)(0),               // 12: agentic.v1.StopReason
-	(*AuthMethod)(nil),            // 13: agentic.v1.AuthMethod
-	(*Capabilities)(nil),          // 14: agentic.v1.Capabilities
-	(*AgentInfo)(nil),             // 15: agentic.v1.AgentInfo
-	(*Implementation)(nil),        // 16: agentic.v1.Implementation
-	(*Mode)(nil),                  // 17: agentic.v1.Mode
-	(*Model)(nil),                 // 18: agentic.v1.Model
-	(*Command)(nil),               // 19: agentic.v1.Command
-	(*TokenUsage)(nil),            // 20: agentic.v1.TokenUsage
-	(*SessionInfo)(nil),           // 21: agentic.v1.SessionInfo
-	(*McpServer)(nil),             // 22: agentic.v1.McpServer
-	(*McpStdioServer)(nil),        // 23: agentic.v1.McpStdioServer
-	(*McpHttpServer)(nil),         // 24: agentic.v1.McpHttpServer
-	(*ImageContent)(nil),          // 25: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 26: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 27: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 28: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 29: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 30: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 31: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 32: agentic.v1.PermissionRequest
-	(*ToolLocation)(nil),          // 33: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 34: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 35: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 36: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 37: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 38: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 39: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 40: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 41: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 42: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 43: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 44: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 45: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 46: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 47: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 48: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 49: agentic.v1.Block
-	(*SessionMessage)(nil),        // 50: agentic.v1.SessionMessage
-	nil,                           // 51: agentic.v1.McpStdioServer.EnvEntry
-	nil,                           // 52: agentic.v1.McpHttpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 54: google.protobuf.Value
-	(ErrorReason)(0),              // 55: agentic.v1.ErrorReason
+	(ElicitationMode)(0),          // 6: agentic.v1.ElicitationMode
+	(ElicitationAction)(0),        // 7: agentic.v1.ElicitationAction
+	(ToolKind)(0),                 // 8: agentic.v1.ToolKind
+	(ToolStatus)(0),               // 9: agentic.v1.ToolStatus
+	(PlanEntryStatus)(0),          // 10: agentic.v1.PlanEntryStatus
+	(PlanEntryPriority)(0),        // 11: agentic.v1.PlanEntryPriority
+	(MessageRole)(0),              // 12: agentic.v1.MessageRole
+	(MessageStatus)(0),            // 13: agentic.v1.MessageStatus
+	(StopReason)(0),               // 14: agentic.v1.StopReason
+	(*AuthMethod)(nil),            // 15: agentic.v1.AuthMethod
+	(*Capabilities)(nil),          // 16: agentic.v1.Capabilities
+	(*AgentInfo)(nil),             // 17: agentic.v1.AgentInfo
+	(*Implementation)(nil),        // 18: agentic.v1.Implementation
+	(*Mode)(nil),                  // 19: agentic.v1.Mode
+	(*Model)(nil),                 // 20: agentic.v1.Model
+	(*Command)(nil),               // 21: agentic.v1.Command
+	(*TokenUsage)(nil),            // 22: agentic.v1.TokenUsage
+	(*SessionInfo)(nil),           // 23: agentic.v1.SessionInfo
+	(*McpServer)(nil),             // 24: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 25: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 26: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 27: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 28: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 29: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 30: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 31: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 32: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 33: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 34: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),    // 35: agentic.v1.ElicitationRequest
+	(*ToolLocation)(nil),          // 36: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 37: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 38: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 39: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 40: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 41: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 42: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 43: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 44: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 45: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 46: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 47: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 48: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 49: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 50: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 51: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 52: agentic.v1.Block
+	(*SessionMessage)(nil),        // 53: agentic.v1.SessionMessage
+	nil,                           // 54: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 55: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 57: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 58: google.protobuf.Struct
+	(ErrorReason)(0),              // 59: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
 	1,  // 1: agentic.v1.AgentInfo.status:type_name -> agentic.v1.AgentStatus
-	13, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
-	14, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
-	16, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
+	15, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
+	16, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
+	18, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
 	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	53, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	53, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
-	17, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
-	18, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
-	19, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
-	14, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
-	20, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	32, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	23, // 14: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
-	24, // 15: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
-	51, // 16: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
-	52, // 17: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
-	25, // 18: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	26, // 19: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	27, // 20: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	28, // 21: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
-	3,  // 22: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
-	5,  // 23: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
-	4,  // 24: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	30, // 25: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	31, // 26: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	54, // 27: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	53, // 28: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	34, // 29: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	35, // 30: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	41, // 31: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	48, // 32: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	6,  // 33: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	7,  // 34: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	54, // 35: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	54, // 36: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	33, // 37: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	36, // 38: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	30, // 39: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	55, // 40: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	32, // 41: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	43, // 42: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	8,  // 43: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	9,  // 44: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	46, // 45: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	38, // 46: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	39, // 47: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	37, // 48: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	40, // 49: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	41, // 50: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	42, // 51: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	44, // 52: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	45, // 53: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	47, // 54: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	34, // 55: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	35, // 56: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	48, // 57: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	10, // 58: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	11, // 59: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	49, // 60: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	53, // 61: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	12, // 62: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	20, // 63: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	64, // [64:64] is the sub-list for method output_type
-	64, // [64:64] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	56, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	56, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	19, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
+	20, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
+	21, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
+	16, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
+	22, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
+	34, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	35, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
+	25, // 15: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	26, // 16: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	54, // 17: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	55, // 18: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	27, // 19: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	28, // 20: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	29, // 21: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	30, // 22: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	3,  // 23: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
+	5,  // 24: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
+	4,  // 25: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
+	32, // 26: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	33, // 27: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	57, // 28: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	56, // 29: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	6,  // 30: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
+	58, // 31: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	56, // 32: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	37, // 33: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	38, // 34: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	44, // 35: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	51, // 36: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	8,  // 37: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	9,  // 38: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	57, // 39: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	57, // 40: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	36, // 41: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	39, // 42: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	32, // 43: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	59, // 44: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	34, // 45: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	46, // 46: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	10, // 47: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	11, // 48: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	49, // 49: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	41, // 50: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	42, // 51: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	40, // 52: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	43, // 53: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	44, // 54: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	45, // 55: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	47, // 56: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	48, // 57: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	50, // 58: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	37, // 59: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	38, // 60: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	51, // 61: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	12, // 62: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	13, // 63: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	52, // 64: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	56, // 65: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	14, // 66: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	22, // 67: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }
@@ -4717,19 +4990,19 @@ func file_agentic_v1_types_proto_init() {
 		(*ContentPart_File)(nil),
 		(*ContentPart_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[22].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[23].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[23].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[24].OneofWrappers = []any{
 		(*ToolContent_Text)(nil),
 		(*ToolContent_Diff)(nil),
 		(*ToolContent_Terminal)(nil),
 		(*ToolContent_Image)(nil),
 		(*ToolContent_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[28].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[29].OneofWrappers = []any{
 		(*ImageBlock_Url)(nil),
 		(*ImageBlock_Data)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[36].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[37].OneofWrappers = []any{
 		(*Block_Text)(nil),
 		(*Block_Reasoning)(nil),
 		(*Block_Tool)(nil),
@@ -4748,8 +5021,8 @@ func file_agentic_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
-			NumEnums:      13,
-			NumMessages:   40,
+			NumEnums:      15,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,6 +1,7 @@
 from agentic.v1 import errors_pb2 as _errors_pb2
 from agentic.v1 import types_pb2 as _types_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -8,6 +9,8 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED: AgenticEventType
+AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED: AgenticEventType
+AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED: AgenticEventType
 AGENTIC_EVENT_TYPE_ERROR: AgenticEventType
 AGENTIC_EVENT_TYPE_MESSAGE_BLOCK: AgenticEventType
 AGENTIC_EVENT_TYPE_MESSAGE_DELTA: AgenticEventType
@@ -25,6 +28,10 @@ AGENTIC_EVENT_TYPE_TOOL_RUNNING: AgenticEventType
 AGENTIC_EVENT_TYPE_TOOL_START: AgenticEventType
 AGENTIC_EVENT_TYPE_UNSPECIFIED: AgenticEventType
 DESCRIPTOR: _descriptor.FileDescriptor
+ELICITATION_DECIDER_AGENT: ElicitationDecider
+ELICITATION_DECIDER_CANCELLED: ElicitationDecider
+ELICITATION_DECIDER_UNSPECIFIED: ElicitationDecider
+ELICITATION_DECIDER_USER: ElicitationDecider
 PERMISSION_DECIDER_CANCELLED: PermissionDecider
 PERMISSION_DECIDER_POLICY: PermissionDecider
 PERMISSION_DECIDER_UNSPECIFIED: PermissionDecider
@@ -37,9 +44,11 @@ class AgentStatusChanged(_message.Message):
     def __init__(self, agent: _Optional[_Union[_types_pb2.AgentInfo, _Mapping]] = ...) -> None: ...
 
 class AgenticEvent(_message.Message):
-    __slots__ = ["agent_id", "agent_status_changed", "error", "event_time", "message_block", "message_delta", "message_end", "replay", "sequence", "session_closed", "session_created", "session_id", "session_ready", "session_updated", "status_changed", "tool_end", "tool_permission_denied", "tool_permission_granted", "tool_permission_required", "tool_running", "tool_start", "type"]
+    __slots__ = ["agent_id", "agent_status_changed", "elicitation_required", "elicitation_resolved", "error", "event_time", "message_block", "message_delta", "message_end", "replay", "sequence", "session_closed", "session_created", "session_id", "session_ready", "session_updated", "status_changed", "tool_end", "tool_permission_denied", "tool_permission_granted", "tool_permission_required", "tool_running", "tool_start", "type"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_STATUS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_RESOLVED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_BLOCK_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +71,8 @@ class AgenticEvent(_message.Message):
     TYPE_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     agent_status_changed: AgentStatusChanged
+    elicitation_required: ElicitationRequired
+    elicitation_resolved: ElicitationResolved
     error: ErrorReported
     event_time: _timestamp_pb2.Timestamp
     message_block: MessageBlock
@@ -82,7 +93,29 @@ class AgenticEvent(_message.Message):
     tool_running: ToolRunning
     tool_start: ToolStart
     type: AgenticEventType
-    def __init__(self, sequence: _Optional[int] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., event_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[_Union[AgenticEventType, str]] = ..., replay: bool = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., session_ready: _Optional[_Union[SessionReady, _Mapping]] = ..., session_updated: _Optional[_Union[SessionUpdated, _Mapping]] = ..., session_closed: _Optional[_Union[SessionClosed, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., message_block: _Optional[_Union[MessageBlock, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_start: _Optional[_Union[ToolStart, _Mapping]] = ..., tool_running: _Optional[_Union[ToolRunning, _Mapping]] = ..., tool_end: _Optional[_Union[ToolEnd, _Mapping]] = ..., tool_permission_required: _Optional[_Union[ToolPermissionRequired, _Mapping]] = ..., tool_permission_granted: _Optional[_Union[ToolPermissionGranted, _Mapping]] = ..., tool_permission_denied: _Optional[_Union[ToolPermissionDenied, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., error: _Optional[_Union[ErrorReported, _Mapping]] = ..., agent_status_changed: _Optional[_Union[AgentStatusChanged, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequence: _Optional[int] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., event_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[_Union[AgenticEventType, str]] = ..., replay: bool = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., session_ready: _Optional[_Union[SessionReady, _Mapping]] = ..., session_updated: _Optional[_Union[SessionUpdated, _Mapping]] = ..., session_closed: _Optional[_Union[SessionClosed, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., message_block: _Optional[_Union[MessageBlock, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_start: _Optional[_Union[ToolStart, _Mapping]] = ..., tool_running: _Optional[_Union[ToolRunning, _Mapping]] = ..., tool_end: _Optional[_Union[ToolEnd, _Mapping]] = ..., tool_permission_required: _Optional[_Union[ToolPermissionRequired, _Mapping]] = ..., tool_permission_granted: _Optional[_Union[ToolPermissionGranted, _Mapping]] = ..., tool_permission_denied: _Optional[_Union[ToolPermissionDenied, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., error: _Optional[_Union[ErrorReported, _Mapping]] = ..., agent_status_changed: _Optional[_Union[AgentStatusChanged, _Mapping]] = ..., elicitation_required: _Optional[_Union[ElicitationRequired, _Mapping]] = ..., elicitation_resolved: _Optional[_Union[ElicitationResolved, _Mapping]] = ...) -> None: ...
+
+class ElicitationRequired(_message.Message):
+    __slots__ = ["request"]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _types_pb2.ElicitationRequest
+    def __init__(self, request: _Optional[_Union[_types_pb2.ElicitationRequest, _Mapping]] = ...) -> None: ...
+
+class ElicitationResolved(_message.Message):
+    __slots__ = ["action", "content", "decided_by", "elicitation_id", "reason", "tool_id"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    action: _types_pb2.ElicitationAction
+    content: _struct_pb2.Struct
+    decided_by: ElicitationDecider
+    elicitation_id: str
+    reason: str
+    tool_id: str
+    def __init__(self, elicitation_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., action: _Optional[_Union[_types_pb2.ElicitationAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., decided_by: _Optional[_Union[ElicitationDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ErrorReported(_message.Message):
     __slots__ = ["message", "message_id", "reason", "retryable"]
@@ -224,4 +257,7 @@ class AgenticEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class PermissionDecider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ElicitationDecider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -2,6 +2,7 @@ from agentic.v1 import audit_pb2 as _audit_pb2
 from agentic.v1 import events_pb2 as _events_pb2
 from agentic.v1 import types_pb2 as _types_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -274,6 +275,26 @@ class PermissionDecision(_message.Message):
     option_kind: _types_pb2.PermissionOptionKind
     permission_id: str
     def __init__(self, permission_id: _Optional[str] = ..., option_id: _Optional[str] = ..., option_kind: _Optional[_Union[_types_pb2.PermissionOptionKind, str]] = ..., granted: bool = ..., decided_by: _Optional[_Union[_events_pb2.PermissionDecider, str]] = ...) -> None: ...
+
+class RespondElicitationRequest(_message.Message):
+    __slots__ = ["action", "content", "elicitation_id", "request_id", "session_id"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    action: _types_pb2.ElicitationAction
+    content: _struct_pb2.Struct
+    elicitation_id: str
+    request_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., elicitation_id: _Optional[str] = ..., action: _Optional[_Union[_types_pb2.ElicitationAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RespondElicitationResponse(_message.Message):
+    __slots__ = ["resolution"]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    resolution: _events_pb2.ElicitationResolved
+    def __init__(self, resolution: _Optional[_Union[_events_pb2.ElicitationResolved, _Mapping]] = ...) -> None: ...
 
 class RespondPermissionRequest(_message.Message):
     __slots__ = ["option_id", "option_kind", "permission_id", "request_id", "session_id"]

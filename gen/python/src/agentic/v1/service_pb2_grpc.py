@@ -12,8 +12,8 @@ class AgenticServiceStub(object):
     ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
     also carries a google.rpc.BadRequest. Act on the reason, not on the message.
 
-    Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
-    client-chosen request_id (a UUID). The server remembers it for
+    Retries: CreateSession, SendMessage, CancelMessage, RespondPermission and
+    RespondElicitation take a client-chosen request_id (a UUID). The server remembers it for
     ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
     (its response or its error) instead of doing the work again, also while the first call
     still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
@@ -105,6 +105,11 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.RespondPermissionRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.RespondPermissionResponse.FromString,
                 )
+        self.RespondElicitation = channel.unary_unary(
+                '/agentic.v1.AgenticService/RespondElicitation',
+                request_serializer=agentic_dot_v1_dot_service__pb2.RespondElicitationRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.RespondElicitationResponse.FromString,
+                )
         self.ListMessages = channel.unary_unary(
                 '/agentic.v1.AgenticService/ListMessages',
                 request_serializer=agentic_dot_v1_dot_service__pb2.ListMessagesRequest.SerializeToString,
@@ -134,8 +139,8 @@ class AgenticServiceServicer(object):
     ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
     also carries a google.rpc.BadRequest. Act on the reason, not on the message.
 
-    Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
-    client-chosen request_id (a UUID). The server remembers it for
+    Retries: CreateSession, SendMessage, CancelMessage, RespondPermission and
+    RespondElicitation take a client-chosen request_id (a UUID). The server remembers it for
     ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
     (its response or its error) instead of doing the work again, also while the first call
     still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
@@ -265,6 +270,16 @@ class AgenticServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RespondElicitation(self, request, context):
+        """Answers a pending elicitation (SessionInfo.pending_elicitations). The first answer
+        resolves it. Answering again with the same answer is OK and returns the resolution;
+        another answer after the resolution is FAILED_PRECONDITION
+        (ELICITATION_ALREADY_RESOLVED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListMessages(self, request, context):
         """A page of a session's stored history.
         """
@@ -375,6 +390,11 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     request_deserializer=agentic_dot_v1_dot_service__pb2.RespondPermissionRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.RespondPermissionResponse.SerializeToString,
             ),
+            'RespondElicitation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RespondElicitation,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.RespondElicitationRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.RespondElicitationResponse.SerializeToString,
+            ),
             'ListMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMessages,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.ListMessagesRequest.FromString,
@@ -409,8 +429,8 @@ class AgenticService(object):
     ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
     also carries a google.rpc.BadRequest. Act on the reason, not on the message.
 
-    Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
-    client-chosen request_id (a UUID). The server remembers it for
+    Retries: CreateSession, SendMessage, CancelMessage, RespondPermission and
+    RespondElicitation take a client-chosen request_id (a UUID). The server remembers it for
     ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
     (its response or its error) instead of doing the work again, also while the first call
     still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
@@ -673,6 +693,23 @@ class AgenticService(object):
         return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/RespondPermission',
             agentic_dot_v1_dot_service__pb2.RespondPermissionRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.RespondPermissionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RespondElicitation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/RespondElicitation',
+            agentic_dot_v1_dot_service__pb2.RespondElicitationRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.RespondElicitationResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -18,6 +18,13 @@ AGENT_TYPE_ACP: AgentType
 AGENT_TYPE_DEEPCHAT: AgentType
 AGENT_TYPE_UNSPECIFIED: AgentType
 DESCRIPTOR: _descriptor.FileDescriptor
+ELICITATION_ACTION_ACCEPT: ElicitationAction
+ELICITATION_ACTION_CANCEL: ElicitationAction
+ELICITATION_ACTION_DECLINE: ElicitationAction
+ELICITATION_ACTION_UNSPECIFIED: ElicitationAction
+ELICITATION_MODE_FORM: ElicitationMode
+ELICITATION_MODE_UNSPECIFIED: ElicitationMode
+ELICITATION_MODE_URL: ElicitationMode
 MESSAGE_ROLE_ASSISTANT: MessageRole
 MESSAGE_ROLE_SYSTEM: MessageRole
 MESSAGE_ROLE_UNSPECIFIED: MessageRole
@@ -156,10 +163,11 @@ class Block(_message.Message):
     def __init__(self, text: _Optional[_Union[TextBlock, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningBlock, _Mapping]] = ..., tool: _Optional[_Union[ToolCall, _Mapping]] = ..., error: _Optional[_Union[ErrorBlock, _Mapping]] = ..., image: _Optional[_Union[ImageBlock, _Mapping]] = ..., action: _Optional[_Union[ActionBlock, _Mapping]] = ..., search: _Optional[_Union[SearchBlock, _Mapping]] = ..., mcp_ui_resource: _Optional[_Union[McpUiResourceBlock, _Mapping]] = ..., plan: _Optional[_Union[PlanBlock, _Mapping]] = ..., diff: _Optional[_Union[DiffBlock, _Mapping]] = ..., terminal: _Optional[_Union[TerminalBlock, _Mapping]] = ..., resource: _Optional[_Union[ResourceBlock, _Mapping]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ["supports_additional_directories", "supports_commands", "supports_delete", "supports_load", "supports_logout", "supports_mcp", "supports_mcp_http", "supports_models", "supports_modes", "supports_resources", "supports_session_list", "supports_tools", "supports_vision"]
+    __slots__ = ["supports_additional_directories", "supports_commands", "supports_delete", "supports_elicitation", "supports_load", "supports_logout", "supports_mcp", "supports_mcp_http", "supports_models", "supports_modes", "supports_resources", "supports_session_list", "supports_tools", "supports_vision"]
     SUPPORTS_ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_COMMANDS_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_DELETE_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_ELICITATION_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_LOAD_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_LOGOUT_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_MCP_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +181,7 @@ class Capabilities(_message.Message):
     supports_additional_directories: bool
     supports_commands: bool
     supports_delete: bool
+    supports_elicitation: bool
     supports_load: bool
     supports_logout: bool
     supports_mcp: bool
@@ -183,7 +192,7 @@ class Capabilities(_message.Message):
     supports_session_list: bool
     supports_tools: bool
     supports_vision: bool
-    def __init__(self, supports_vision: bool = ..., supports_tools: bool = ..., supports_modes: bool = ..., supports_commands: bool = ..., supports_load: bool = ..., supports_models: bool = ..., supports_resources: bool = ..., supports_mcp: bool = ..., supports_mcp_http: bool = ..., supports_additional_directories: bool = ..., supports_delete: bool = ..., supports_session_list: bool = ..., supports_logout: bool = ...) -> None: ...
+    def __init__(self, supports_vision: bool = ..., supports_tools: bool = ..., supports_modes: bool = ..., supports_commands: bool = ..., supports_load: bool = ..., supports_models: bool = ..., supports_resources: bool = ..., supports_mcp: bool = ..., supports_mcp_http: bool = ..., supports_additional_directories: bool = ..., supports_delete: bool = ..., supports_session_list: bool = ..., supports_logout: bool = ..., supports_elicitation: bool = ...) -> None: ...
 
 class Command(_message.Message):
     __slots__ = ["description", "input_hint", "name"]
@@ -232,6 +241,26 @@ class DiffBlock(_message.Message):
     old_text: str
     path: str
     def __init__(self, path: _Optional[str] = ..., old_text: _Optional[str] = ..., new_text: _Optional[str] = ...) -> None: ...
+
+class ElicitationRequest(_message.Message):
+    __slots__ = ["elicitation_id", "message", "message_id", "mode", "request_time", "requested_schema", "tool_id", "url"]
+    ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_TIME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    elicitation_id: str
+    message: str
+    message_id: str
+    mode: ElicitationMode
+    request_time: _timestamp_pb2.Timestamp
+    requested_schema: _struct_pb2.Struct
+    tool_id: str
+    url: str
+    def __init__(self, elicitation_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., message_id: _Optional[str] = ..., message: _Optional[str] = ..., mode: _Optional[_Union[ElicitationMode, str]] = ..., requested_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., url: _Optional[str] = ..., request_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class EmbeddedResource(_message.Message):
     __slots__ = ["blob", "mime_type", "text", "uri"]
@@ -468,7 +497,7 @@ class SearchResult(_message.Message):
     def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., snippet: _Optional[str] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ["additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    __slots__ = ["additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_elicitations", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
     ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -484,6 +513,7 @@ class SessionInfo(_message.Message):
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IN_FLIGHT_FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_ELICITATIONS_FIELD_NUMBER: _ClassVar[int]
     PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -507,6 +537,7 @@ class SessionInfo(_message.Message):
     message_count: int
     message_in_flight: str
     message_in_flight_first_sequence: int
+    pending_elicitations: _containers.RepeatedCompositeFieldContainer[ElicitationRequest]
     pending_permissions: _containers.RepeatedCompositeFieldContainer[PermissionRequest]
     session_id: str
     status: SessionStatus
@@ -515,7 +546,7 @@ class SessionInfo(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
     __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]
@@ -647,6 +678,12 @@ class PermissionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class PermissionOptionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ElicitationMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ElicitationAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ToolKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -100,6 +100,14 @@ export enum ErrorReason {
   PERMISSION_NOT_PENDING = 9,
 
   /**
+   * NOT_FOUND: the elicitation is unknown, or was resolved so long ago that the server
+   * no longer remembers it. Metadata: elicitation_id.
+   *
+   * @generated from enum value: ERROR_REASON_ELICITATION_NOT_PENDING = 29;
+   */
+  ELICITATION_NOT_PENDING = 29,
+
+  /**
    * FAILED_PRECONDITION: another turn runs in the session. Metadata: message_id (the
    * running one).
    *
@@ -144,6 +152,14 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_PERMISSION_ALREADY_DECIDED = 15;
    */
   PERMISSION_ALREADY_DECIDED = 15,
+
+  /**
+   * FAILED_PRECONDITION: the elicitation was already resolved with another answer (by
+   * another client, the agent, a timeout or a cancel). Metadata: action, decided_by.
+   *
+   * @generated from enum value: ERROR_REASON_ELICITATION_ALREADY_RESOLVED = 30;
+   */
+  ELICITATION_ALREADY_RESOLVED = 30,
 
   /**
    * FAILED_PRECONDITION: CancelMessage named a message that is not running. Metadata:

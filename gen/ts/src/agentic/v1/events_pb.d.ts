@@ -3,9 +3,9 @@
 /* eslint-disable */
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { AgentInfo, Block, MessageRole, PermissionRequest, SessionInfo, SessionStatus, StopReason, TokenUsage, ToolCall } from "./types_pb.js";
+import type { AgentInfo, Block, ElicitationAction, ElicitationRequest, MessageRole, PermissionRequest, SessionInfo, SessionStatus, StopReason, TokenUsage, ToolCall } from "./types_pb.js";
 import type { ErrorReason } from "./errors_pb.js";
 
 /**
@@ -31,6 +31,8 @@ export declare const file_agentic_v1_events: GenFile;
  *   agent's AgentInfo whole.
  * - TOOL_PERMISSION_REQUIRED adds to SessionInfo.pending_permissions; GRANTED and
  *   DENIED remove from it.
+ * - ELICITATION_REQUIRED adds to SessionInfo.pending_elicitations; ELICITATION_RESOLVED
+ *   removes from it.
  *
  * @generated from message agentic.v1.AgenticEvent
  */
@@ -171,6 +173,18 @@ export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
      */
     value: AgentStatusChanged;
     case: "agentStatusChanged";
+  } | {
+    /**
+     * @generated from field: agentic.v1.ElicitationRequired elicitation_required = 26;
+     */
+    value: ElicitationRequired;
+    case: "elicitationRequired";
+  } | {
+    /**
+     * @generated from field: agentic.v1.ElicitationResolved elicitation_resolved = 27;
+     */
+    value: ElicitationResolved;
+    case: "elicitationResolved";
   } | { case: undefined; value?: undefined };
 };
 
@@ -535,6 +549,74 @@ export declare type ToolPermissionDenied = Message<"agentic.v1.ToolPermissionDen
 export declare const ToolPermissionDeniedSchema: GenMessage<ToolPermissionDenied>;
 
 /**
+ * The agent asks the user for input: a form to fill in (answer with its content) or a
+ * URL to open. Answer with RespondElicitation; the first answer from any client wins.
+ *
+ * @generated from message agentic.v1.ElicitationRequired
+ */
+export declare type ElicitationRequired = Message<"agentic.v1.ElicitationRequired"> & {
+  /**
+   * @generated from field: agentic.v1.ElicitationRequest request = 1;
+   */
+  request?: ElicitationRequest | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.ElicitationRequired.
+ * Use `create(ElicitationRequiredSchema)` to create a new message.
+ */
+export declare const ElicitationRequiredSchema: GenMessage<ElicitationRequired>;
+
+/**
+ * How an elicitation was resolved; the agent got the action (and content).
+ *
+ * @generated from message agentic.v1.ElicitationResolved
+ */
+export declare type ElicitationResolved = Message<"agentic.v1.ElicitationResolved"> & {
+  /**
+   * @generated from field: string elicitation_id = 1;
+   */
+  elicitationId: string;
+
+  /**
+   * The tool call the elicitation belonged to, if any.
+   *
+   * @generated from field: string tool_id = 2;
+   */
+  toolId: string;
+
+  /**
+   * @generated from field: agentic.v1.ElicitationAction action = 3;
+   */
+  action: ElicitationAction;
+
+  /**
+   * What the user entered, for ACCEPT of a form.
+   *
+   * @generated from field: google.protobuf.Struct content = 4;
+   */
+  content?: JsonObject | undefined;
+
+  /**
+   * @generated from field: agentic.v1.ElicitationDecider decided_by = 5;
+   */
+  decidedBy: ElicitationDecider;
+
+  /**
+   * Why, when not decided by the user (e.g. "nobody answered within 5m0s").
+   *
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentic.v1.ElicitationResolved.
+ * Use `create(ElicitationResolvedSchema)` to create a new message.
+ */
+export declare const ElicitationResolvedSchema: GenMessage<ElicitationResolved>;
+
+/**
  * @generated from message agentic.v1.StatusChanged
  */
 export declare type StatusChanged = Message<"agentic.v1.StatusChanged"> & {
@@ -688,6 +770,16 @@ export enum AgenticEventType {
    * @generated from enum value: AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED = 16;
    */
   AGENT_STATUS_CHANGED = 16,
+
+  /**
+   * @generated from enum value: AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED = 17;
+   */
+  ELICITATION_REQUIRED = 17,
+
+  /**
+   * @generated from enum value: AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED = 18;
+   */
+  ELICITATION_RESOLVED = 18,
 }
 
 /**
@@ -732,4 +824,43 @@ export enum PermissionDecider {
  * Describes the enum agentic.v1.PermissionDecider.
  */
 export declare const PermissionDeciderSchema: GenEnum<PermissionDecider>;
+
+/**
+ * Who resolved an elicitation.
+ *
+ * @generated from enum agentic.v1.ElicitationDecider
+ */
+export enum ElicitationDecider {
+  /**
+   * @generated from enum value: ELICITATION_DECIDER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A client's RespondElicitation.
+   *
+   * @generated from enum value: ELICITATION_DECIDER_USER = 1;
+   */
+  USER = 1,
+
+  /**
+   * The agent: it reported a URL elicitation complete.
+   *
+   * @generated from enum value: ELICITATION_DECIDER_AGENT = 2;
+   */
+  AGENT = 2,
+
+  /**
+   * Nobody answered in time, the turn was cancelled, the session closed or the agent
+   * withdrew the request.
+   *
+   * @generated from enum value: ELICITATION_DECIDER_CANCELLED = 3;
+   */
+  CANCELLED = 3,
+}
+
+/**
+ * Describes the enum agentic.v1.ElicitationDecider.
+ */
+export declare const ElicitationDeciderSchema: GenEnum<ElicitationDecider>;
 

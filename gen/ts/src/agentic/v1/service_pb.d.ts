@@ -3,10 +3,10 @@
 /* eslint-disable */
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { AgentInfo, McpServer, MessageContent, PermissionOptionKind, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
-import type { AgenticEvent, AgenticEventType, PermissionDecider } from "./events_pb.js";
+import type { AgentInfo, ElicitationAction, McpServer, MessageContent, PermissionOptionKind, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
+import type { AgenticEvent, AgenticEventType, ElicitationResolved, PermissionDecider } from "./events_pb.js";
 import type { AuditEvent, AuditKind } from "./audit_pb.js";
 
 /**
@@ -485,6 +485,8 @@ export declare const CloseSessionResponseSchema: GenMessage<CloseSessionResponse
  */
 export declare type DeleteSessionRequest = Message<"agentic.v1.DeleteSessionRequest"> & {
   /**
+   * The session to delete, open or stored.
+   *
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
@@ -520,6 +522,8 @@ export declare const DeleteSessionResponseSchema: GenMessage<DeleteSessionRespon
  */
 export declare type LogoutAgentRequest = Message<"agentic.v1.LogoutAgentRequest"> & {
   /**
+   * One of the agents ListAgents shows.
+   *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
@@ -851,6 +855,65 @@ export declare type RespondPermissionResponse = Message<"agentic.v1.RespondPermi
  * Use `create(RespondPermissionResponseSchema)` to create a new message.
  */
 export declare const RespondPermissionResponseSchema: GenMessage<RespondPermissionResponse>;
+
+/**
+ * @generated from message agentic.v1.RespondElicitationRequest
+ */
+export declare type RespondElicitationRequest = Message<"agentic.v1.RespondElicitationRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * ElicitationRequest.elicitation_id.
+   *
+   * @generated from field: string elicitation_id = 2;
+   */
+  elicitationId: string;
+
+  /**
+   * @generated from field: agentic.v1.ElicitationAction action = 3;
+   */
+  action: ElicitationAction;
+
+  /**
+   * ACCEPT of a form: the values entered, matching the request's requested_schema
+   * (every required property, each of its type or enum). Empty otherwise.
+   *
+   * @generated from field: google.protobuf.Struct content = 4;
+   */
+  content?: JsonObject | undefined;
+
+  /**
+   * Makes a retry safe: see the service's comment.
+   *
+   * @generated from field: string request_id = 5;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message agentic.v1.RespondElicitationRequest.
+ * Use `create(RespondElicitationRequestSchema)` to create a new message.
+ */
+export declare const RespondElicitationRequestSchema: GenMessage<RespondElicitationRequest>;
+
+/**
+ * @generated from message agentic.v1.RespondElicitationResponse
+ */
+export declare type RespondElicitationResponse = Message<"agentic.v1.RespondElicitationResponse"> & {
+  /**
+   * @generated from field: agentic.v1.ElicitationResolved resolution = 1;
+   */
+  resolution?: ElicitationResolved | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.RespondElicitationResponse.
+ * Use `create(RespondElicitationResponseSchema)` to create a new message.
+ */
+export declare const RespondElicitationResponseSchema: GenMessage<RespondElicitationResponse>;
 
 /**
  * @generated from message agentic.v1.ListMessagesRequest
@@ -1277,8 +1340,8 @@ export declare const MessageOrderSchema: GenEnum<MessageOrder>;
  * ErrorReason (errors.proto lists them with their codes and metadata); INVALID_ARGUMENT
  * also carries a google.rpc.BadRequest. Act on the reason, not on the message.
  *
- * Retries: CreateSession, SendMessage, CancelMessage and RespondPermission take a
- * client-chosen request_id (a UUID). The server remembers it for
+ * Retries: CreateSession, SendMessage, CancelMessage, RespondPermission and
+ * RespondElicitation take a client-chosen request_id (a UUID). The server remembers it for
  * ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
  * (its response or its error) instead of doing the work again, also while the first call
  * still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
@@ -1454,6 +1517,19 @@ export declare const AgenticService: GenService<{
     methodKind: "unary";
     input: typeof RespondPermissionRequestSchema;
     output: typeof RespondPermissionResponseSchema;
+  },
+  /**
+   * Answers a pending elicitation (SessionInfo.pending_elicitations). The first answer
+   * resolves it. Answering again with the same answer is OK and returns the resolution;
+   * another answer after the resolution is FAILED_PRECONDITION
+   * (ELICITATION_ALREADY_RESOLVED).
+   *
+   * @generated from rpc agentic.v1.AgenticService.RespondElicitation
+   */
+  respondElicitation: {
+    methodKind: "unary";
+    input: typeof RespondElicitationRequestSchema;
+    output: typeof RespondElicitationResponseSchema;
   },
   /**
    * A page of a session's stored history.

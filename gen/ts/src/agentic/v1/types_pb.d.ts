@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import type { ErrorReason } from "./errors_pb.js";
 
@@ -136,6 +136,14 @@ export declare type Capabilities = Message<"agentic.v1.Capabilities"> & {
    * @generated from field: bool supports_logout = 13;
    */
   supportsLogout: boolean;
+
+  /**
+   * Its agent may ask the user for input (ELICITATION_REQUIRED events, answered with
+   * RespondElicitation).
+   *
+   * @generated from field: bool supports_elicitation = 14;
+   */
+  supportsElicitation: boolean;
 };
 
 /**
@@ -571,6 +579,13 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
    * @generated from field: repeated string mcp_server_names = 23;
    */
   mcpServerNames: string[];
+
+  /**
+   * Elicitations waiting for an answer (answer with RespondElicitation).
+   *
+   * @generated from field: repeated agentic.v1.ElicitationRequest pending_elicitations = 24;
+   */
+  pendingElicitations: ElicitationRequest[];
 };
 
 /**
@@ -596,6 +611,8 @@ export declare type McpServer = Message<"agentic.v1.McpServer"> & {
   name: string;
 
   /**
+   * How the agent reaches it: exactly one.
+   *
    * @generated from oneof agentic.v1.McpServer.transport
    */
   transport: {
@@ -626,11 +643,16 @@ export declare const McpServerSchema: GenMessage<McpServer>;
  */
 export declare type McpStdioServer = Message<"agentic.v1.McpStdioServer"> & {
   /**
+   * The program: an absolute path, or a name looked up on the PATH the session's
+   * commands get.
+   *
    * @generated from field: string command = 1;
    */
   command: string;
 
   /**
+   * Its arguments.
+   *
    * @generated from field: repeated string args = 2;
    */
   args: string[];
@@ -656,6 +678,8 @@ export declare const McpStdioServerSchema: GenMessage<McpStdioServer>;
  */
 export declare type McpHttpServer = Message<"agentic.v1.McpHttpServer"> & {
   /**
+   * The server's endpoint, http:// or https://.
+   *
    * @generated from field: string url = 1;
    */
   url: string;
@@ -1030,6 +1054,74 @@ export declare type PermissionRequest = Message<"agentic.v1.PermissionRequest"> 
  * Use `create(PermissionRequestSchema)` to create a new message.
  */
 export declare const PermissionRequestSchema: GenMessage<PermissionRequest>;
+
+/**
+ * The agent asks the user for input.
+ *
+ * @generated from message agentic.v1.ElicitationRequest
+ */
+export declare type ElicitationRequest = Message<"agentic.v1.ElicitationRequest"> & {
+  /**
+   * Minted by agenticd, unique within the session; pass it to RespondElicitation.
+   *
+   * @generated from field: string elicitation_id = 1;
+   */
+  elicitationId: string;
+
+  /**
+   * The tool call that asks, if the agent named one.
+   *
+   * @generated from field: string tool_id = 2;
+   */
+  toolId: string;
+
+  /**
+   * The assistant message of the turn that asks, if one runs.
+   *
+   * @generated from field: string message_id = 3;
+   */
+  messageId: string;
+
+  /**
+   * What input is needed, for a person.
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+
+  /**
+   * @generated from field: agentic.v1.ElicitationMode mode = 5;
+   */
+  mode: ElicitationMode;
+
+  /**
+   * FORM: a JSON Schema object whose properties are primitive fields (string, number,
+   * integer, boolean, or an array of strings from an enum), with `required`, `enum`,
+   * `title`, `description` and `default` as MCP elicitation schemas have them. An ACCEPT's
+   * content must match it.
+   *
+   * @generated from field: google.protobuf.Struct requested_schema = 6;
+   */
+  requestedSchema?: JsonObject | undefined;
+
+  /**
+   * URL: what to open.
+   *
+   * @generated from field: string url = 7;
+   */
+  url: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp request_time = 8;
+   */
+  requestTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.ElicitationRequest.
+ * Use `create(ElicitationRequestSchema)` to create a new message.
+ */
+export declare const ElicitationRequestSchema: GenMessage<ElicitationRequest>;
 
 /**
  * A file location a tool call touches.
@@ -1948,6 +2040,76 @@ export enum PermissionOptionKind {
  * Describes the enum agentic.v1.PermissionOptionKind.
  */
 export declare const PermissionOptionKindSchema: GenEnum<PermissionOptionKind>;
+
+/**
+ * How an elicitation asks for input.
+ *
+ * @generated from enum agentic.v1.ElicitationMode
+ */
+export enum ElicitationMode {
+  /**
+   * @generated from enum value: ELICITATION_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Fill in a form described by requested_schema; accept with its content.
+   *
+   * @generated from enum value: ELICITATION_MODE_FORM = 1;
+   */
+  FORM = 1,
+
+  /**
+   * Open url (in a browser) and finish there; the agent reports completion, or a client
+   * accepts, declines or cancels.
+   *
+   * @generated from enum value: ELICITATION_MODE_URL = 2;
+   */
+  URL = 2,
+}
+
+/**
+ * Describes the enum agentic.v1.ElicitationMode.
+ */
+export declare const ElicitationModeSchema: GenEnum<ElicitationMode>;
+
+/**
+ * The answer to an elicitation.
+ *
+ * @generated from enum agentic.v1.ElicitationAction
+ */
+export enum ElicitationAction {
+  /**
+   * @generated from enum value: ELICITATION_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The user gave the input (a form's content), or completed the URL step.
+   *
+   * @generated from enum value: ELICITATION_ACTION_ACCEPT = 1;
+   */
+  ACCEPT = 1,
+
+  /**
+   * The user refused to give it.
+   *
+   * @generated from enum value: ELICITATION_ACTION_DECLINE = 2;
+   */
+  DECLINE = 2,
+
+  /**
+   * The user dismissed the request without choosing.
+   *
+   * @generated from enum value: ELICITATION_ACTION_CANCEL = 3;
+   */
+  CANCEL = 3,
+}
+
+/**
+ * Describes the enum agentic.v1.ElicitationAction.
+ */
+export declare const ElicitationActionSchema: GenEnum<ElicitationAction>;
 
 /**
  * The category of a tool call (ACP ToolKind).
