@@ -107,16 +107,19 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // ExitReason says how the process ended ("exited with status 1", "killed by signal
 // killed"); valid once Exited is closed.
-func (p *Process) ExitReason() string {
+func (p *Process) ExitReason() string { return ExitReason(p.exitErr) }
+
+// ExitReason says how a process ended, from what exec.Cmd.Wait returned.
+func ExitReason(waitErr error) string {
 	var ee *exec.ExitError
-	if errors.As(p.exitErr, &ee) {
+	if errors.As(waitErr, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			return "killed by signal " + ws.Signal().String()
 		}
 		return fmt.Sprintf("exited with status %d", ee.ExitCode())
 	}
-	if p.exitErr != nil {
-		return p.exitErr.Error()
+	if waitErr != nil {
+		return waitErr.Error()
 	}
 	return "exited with status 0"
 }

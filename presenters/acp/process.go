@@ -183,19 +183,7 @@ func (p *process) closePipes() {
 }
 
 // exitReason says how the process ended, for status_reason and logs.
-func (p *process) exitReason() string {
-	var ee *exec.ExitError
-	if errors.As(p.exitErr, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by signal " + ws.Signal().String()
-		}
-		return fmt.Sprintf("exited with status %d", ee.ExitCode())
-	}
-	if p.exitErr != nil {
-		return p.exitErr.Error()
-	}
-	return "exited with status 0"
-}
+func (p *process) exitReason() string { return sandbox.ExitReason(p.exitErr) }
 
 func closeAll(cs ...io.Closer) {
 	for _, c := range cs {
