@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 # with: code from a newer protoc would not load on this runtime. procps gives the
 # confinement tests ps, to look for processes a session left behind. chromium runs the
 # web page's end-to-end test (e2e/browser_test.go drives /usr/bin/chromium headless).
-apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf procps chromium)
+# postgresql (Debian 12's, 15.x) gives the tests of the Postgres store a real server:
+# internal/pgtest runs a throw-away cluster from /usr/lib/postgresql/*/bin in a temp dir.
+apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf procps chromium postgresql)
 
 missing=()
 for pkg in "${apt_packages[@]}"; do

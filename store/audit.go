@@ -32,14 +32,17 @@ type AuditFilter struct {
 }
 
 // appendAudit inserts audit entries in the transaction of the events they were made from.
-func appendAudit(ctx context.Context, tx *sql.Tx, entries []AuditEntry) error {
+func appendAudit(ctx context.Context, tx *sql.Tx, d dialect, entries []AuditEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	insert := d.rebind(`INSERT INTO audit_log (time, kind, session_id, agent_id, data) VALUES (?, ?, ?, ?, ?)`)
 	for _, e := range entries {
 		data := e.Data
 		if data == nil {
 			data = []byte{}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (time, kind, session_id, agent_id, data) VALUES (?, ?, ?, ?, ?)`,
-			e.Time.UnixNano(), e.Kind, e.SessionID, e.AgentID, data); err != nil {
+		if _, err := tx.ExecContext(ctx, insert, e.Time.UnixNano(), e.Kind, e.SessionID, e.AgentID, data); err != nil {
 			return fmt.Errorf("append an audit entry: %w", err)
 		}
 	}

@@ -87,13 +87,13 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 		if len(rows) == appendRows {
 			_, err = full.ExecContext(ctx, args...)
 		} else {
-			_, err = tx.ExecContext(ctx, appendEventsSQL(len(rows)), args...)
+			_, err = tx.ExecContext(ctx, s.dialect.rebind(appendEventsSQL(len(rows))), args...)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if err := appendAudit(ctx, tx, audit); err != nil {
+	if err := appendAudit(ctx, tx, s.dialect, audit); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -261,20 +261,24 @@ func (s *Store) pruneCutoff(ctx context.Context, maxEvents, maxBytes int64, maxA
 			return 0, fmt.Errorf("count the event log: %w", err)
 		}
 	}
-	// The database's pages bound the log's data from above; only a larger file needs the
-	// sum.
+	// A SQLite file's pages bound the log's data from above; only a larger file needs the
+	// sum. Postgres compresses large values, so its sizes bound nothing: it always sums.
 	if maxBytes > 0 {
-		var pages, pageSize int64
-		if err := db.Raw(`PRAGMA page_count`).Row().Scan(&pages); err != nil {
-			return 0, fmt.Errorf("read the database size: %w", err)
+		over := true
+		if s.dialect == sqliteDialect {
+			var pages, pageSize int64
+			if err := db.Raw(`PRAGMA page_count`).Row().Scan(&pages); err != nil {
+				return 0, fmt.Errorf("read the database size: %w", err)
+			}
+			if err := db.Raw(`PRAGMA page_size`).Row().Scan(&pageSize); err != nil {
+				return 0, fmt.Errorf("read the database size: %w", err)
+			}
+			over = pages*pageSize > maxBytes
 		}
-		if err := db.Raw(`PRAGMA page_size`).Row().Scan(&pageSize); err != nil {
-			return 0, fmt.Errorf("read the database size: %w", err)
-		}
-		if pages*pageSize > maxBytes {
+		if over {
 			// The newest event whose data and that of all newer ones pass maxBytes goes,
 			// with everything older.
-			_, err := raise(`SELECT sequence + 1 FROM (SELECT sequence, SUM(length(data)) OVER (ORDER BY sequence DESC) AS newer FROM event_log)
+			_, err := raise(`SELECT sequence + 1 FROM (SELECT sequence, SUM(length(data)) OVER (ORDER BY sequence DESC) AS newer FROM event_log) AS sized
 				WHERE newer > ? ORDER BY sequence DESC LIMIT 1`, maxBytes)
 			if err != nil {
 				return 0, fmt.Errorf("sum the event log's size: %w", err)

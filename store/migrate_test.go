@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"gorm.io/gorm"
+
 	"github.com/agenticd/agenticd/presenters"
 )
 
@@ -59,21 +61,23 @@ func TestRowsWrittenBeforeMigration3ReadAsTheyMeant(t *testing.T) {
 }
 
 func TestCheckMessageIDsFree(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	mustCreate(t, s, "c1", "deepchat.default")
-	mustCreate(t, s, "c2", "deepchat.default")
-	if err := s.SaveMessage(ctx, presenters.Message{ID: "taken", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CheckMessageIDsFree(ctx, "c1", "", "free"); err != nil {
-		t.Errorf("free ids: %v", err)
-	}
-	for _, session := range []string{"c1", "c2"} {
-		if err := s.CheckMessageIDsFree(ctx, session, "free", "taken"); !errors.Is(err, presenters.ErrMessageIDInUse) {
-			t.Errorf("an id taken (checked from %s): %v, want ErrMessageIDInUse", session, err)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		mustCreate(t, s, "c1", "deepchat.default")
+		mustCreate(t, s, "c2", "deepchat.default")
+		if err := s.SaveMessage(ctx, presenters.Message{ID: "taken", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if err := s.CheckMessageIDsFree(ctx, "c1", "", "free"); err != nil {
+			t.Errorf("free ids: %v", err)
+		}
+		for _, session := range []string{"c1", "c2"} {
+			if err := s.CheckMessageIDsFree(ctx, session, "free", "taken"); !errors.Is(err, presenters.ErrMessageIDInUse) {
+				t.Errorf("an id taken (checked from %s): %v, want ErrMessageIDInUse", session, err)
+			}
+		}
+	})
 }
 
 // A database from before the event log gets an empty one, beside the history it keeps.
@@ -115,4 +119,42 @@ func TestMigration4AddsTheEventLog(t *testing.T) {
 	if !slices.Equal(indexes, []string{"event_log_by_session"}) {
 		t.Errorf("event_log indexes = %v", indexes)
 	}
+}
+
+// The Postgres schema has the SQLite schema's tables, columns (with their NOT NULLs) and
+// named indexes: the two lists of migrations stay in step.
+func TestPostgresSchemaMatchesSQLite(t *testing.T) {
+	if len(postgresMigrations) != len(migrations) {
+		t.Fatalf("%d Postgres migrations for %d SQLite ones", len(postgresMigrations), len(migrations))
+	}
+	shape := func(e engine) []string {
+		_, db := e.openStore(t)
+		var columns, indexes []string
+		if dialectOf(db) == postgresDialect {
+			columns = pluck(t, db, `SELECT table_name || '.' || column_name || CASE WHEN is_nullable = 'NO' THEN ' not null' ELSE '' END
+				FROM information_schema.columns WHERE table_schema = current_schema()`)
+			indexes = pluck(t, db, `SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()
+				AND indexname NOT LIKE '%\_pkey' AND indexname NOT LIKE '%\_key'`)
+		} else {
+			columns = pluck(t, db, `SELECT m.name || '.' || p.name || CASE WHEN p."notnull" OR p.pk > 0 THEN ' not null' ELSE '' END
+				FROM sqlite_master AS m, pragma_table_info(m.name) AS p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
+			indexes = pluck(t, db, `SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite\_autoindex%' ESCAPE '\'`)
+		}
+		slices.Sort(columns)
+		slices.Sort(indexes)
+		return append(columns, indexes...)
+	}
+	lite, pg := shape(engines[0]), shape(engines[1])
+	if !slices.Equal(lite, pg) {
+		t.Errorf("schemas differ:\nSQLite:   %v\nPostgres: %v", lite, pg)
+	}
+}
+
+func pluck(t *testing.T, db *gorm.DB, query string) []string {
+	t.Helper()
+	var out []string
+	if err := db.Raw(query).Scan(&out).Error; err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

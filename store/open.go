@@ -1,12 +1,16 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
+	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -80,4 +84,50 @@ func WriteLock(db *gorm.DB) sync.Locker {
 		return g
 	}
 	return new(sync.Mutex)
+}
+
+// OpenPostgres connects to the Postgres database at dsn (a postgres:// URL or key=value
+// connection string) and checks that it answers. Unlike a SQLite file, the database must
+// exist; New creates the tables in it.
+func OpenPostgres(ctx context.Context, dsn string) (*gorm.DB, error) {
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true, // pinged below, with ctx
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open the Postgres database %s: %w", RedactDSN(dsn), err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open the Postgres database %s: %w", RedactDSN(dsn), err)
+	}
+	sqlDB.SetMaxOpenConns(16)
+	sqlDB.SetMaxIdleConns(8)
+	// Connections that idle long are dropped: a server restart or a proxy leaves them dead.
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open the Postgres database %s: %w; check that the server runs, that the database exists and that the URL's user may log in", RedactDSN(dsn), err)
+	}
+	return db, nil
+}
+
+// OpenOnPostgres opens the Postgres database at dsn (OpenPostgres), brings its schema up
+// to date and returns a store on it. Close closes the connections too.
+func OpenOnPostgres(ctx context.Context, dsn string) (*Store, error) {
+	db, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return own(ctx, db)
+}
+
+// RedactDSN is dsn without its password, for messages and logs.
+func RedactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return "(a connection string)" // key=value form or unparsable: it may hold a password anywhere
+	}
+	return u.Redacted()
 }

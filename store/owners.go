@@ -60,8 +60,9 @@ func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return s.db.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "id"}},
-		DoUpdates: clause.Set{{Column: clause.Column{Name: "floor"}, Value: gorm.Expr("MAX(floor, excluded.floor)")}},
+		Columns: []clause.Column{{Name: "id"}},
+		DoUpdates: clause.Set{{Column: clause.Column{Name: "floor"},
+			Value: gorm.Expr(s.dialect.greatest() + "(event_sequence_floor.floor, excluded.floor)")}},
 	}).Create(&sequenceFloor{ID: 1, Floor: floor}).Error
 }
 
@@ -148,6 +149,10 @@ type SessionCursor struct {
 	SessionID       string
 }
 
+// listedUpdatedAt is a listed session's update time in ListSessions' query, spelled out
+// where it filters: Postgres, unlike SQLite, takes no output column's name in WHERE.
+const listedUpdatedAt = `COALESCE(c.updated_at, o.created_unix_nano)`
+
 // ListSessions returns up to limit sessions that pass the filter, most recently updated
 // first (ties by session id, ascending), after the cursor (nil: from the start). A
 // session updated between two calls moves to the front, so a walk through the pages
@@ -164,11 +169,11 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, af
 		args = append(args, f.Workspace)
 	}
 	if f.UpdatedAfter != 0 {
-		where = append(where, "updated_unix_nano > ?")
+		where = append(where, listedUpdatedAt+" > ?")
 		args = append(args, f.UpdatedAfter)
 	}
 	if after != nil {
-		where = append(where, "(updated_unix_nano < ? OR (updated_unix_nano = ? AND o.session_id > ?))")
+		where = append(where, "("+listedUpdatedAt+" < ? OR ("+listedUpdatedAt+" = ? AND o.session_id > ?))")
 		args = append(args, after.UpdatedUnixNano, after.UpdatedUnixNano, after.SessionID)
 	}
 	cond := ""
@@ -178,7 +183,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, af
 	// Sessions created before their conversation was stored, or by an agent that keeps
 	// none, have no conversation row: their creation stands for their update.
 	query := `SELECT o.session_id, o.agent_id, o.workspace, o.created_unix_nano,
-			COALESCE(c.updated_at, o.created_unix_nano) AS updated_unix_nano
+			` + listedUpdatedAt + ` AS updated_unix_nano
 		FROM session_owners AS o LEFT JOIN conversations AS c ON c.id = o.session_id
 		` + cond + `
 		ORDER BY updated_unix_nano DESC, o.session_id ASC LIMIT ?`

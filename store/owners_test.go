@@ -19,152 +19,160 @@ import (
 )
 
 func TestSequenceFloorNeverGoesDown(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	if floor, err := s.SequenceFloor(ctx); err != nil || floor != 0 {
-		t.Fatalf("floor of a new database = %d, %v; want 0", floor, err)
-	}
-	for _, f := range []uint64{10, 30, 20} {
-		if err := s.SetSequenceFloor(ctx, f); err != nil {
-			t.Fatal(err)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		if floor, err := s.SequenceFloor(ctx); err != nil || floor != 0 {
+			t.Fatalf("floor of a new database = %d, %v; want 0", floor, err)
 		}
-	}
-	if floor, err := s.SequenceFloor(ctx); err != nil || floor != 30 {
-		t.Errorf("floor = %d, %v; want 30", floor, err)
-	}
+		for _, f := range []uint64{10, 30, 20} {
+			if err := s.SetSequenceFloor(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if floor, err := s.SequenceFloor(ctx); err != nil || floor != 30 {
+			t.Errorf("floor = %d, %v; want 30", floor, err)
+		}
+	})
 }
 
 // A session id belongs to the first agent that records it: the same agent may record it
 // again, another agent may not.
 func TestSessionOwnerIsTheFirstAgent(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	rec := SessionOwner{SessionID: "s1", AgentID: "acp.a", Workspace: "/w", CreatedUnixNano: 5}
-	for range 2 {
-		if err := s.AddSessionOwner(ctx, rec); err != nil {
-			t.Fatalf("AddSessionOwner by its owner: %v", err)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		rec := SessionOwner{SessionID: "s1", AgentID: "acp.a", Workspace: "/w", CreatedUnixNano: 5}
+		for range 2 {
+			if err := s.AddSessionOwner(ctx, rec); err != nil {
+				t.Fatalf("AddSessionOwner by its owner: %v", err)
+			}
 		}
-	}
-	other := rec
-	other.AgentID, other.Workspace = "acp.b", "/elsewhere"
-	err := s.AddSessionOwner(ctx, other)
-	if !errors.Is(err, presenters.ErrFailedPrecondition) || !strings.Contains(err.Error(), "already belongs to agent acp.a") {
-		t.Fatalf("AddSessionOwner by another agent: %v; want ErrFailedPrecondition naming acp.a", err)
-	}
-	got, err := s.SessionOwner(ctx, "s1")
-	if err != nil || got != rec {
-		t.Fatalf("SessionOwner = %+v, %v; want %+v", got, err, rec)
-	}
-	if _, err := s.SessionOwner(ctx, "nope"); !errors.Is(err, presenters.ErrNotFound) {
-		t.Fatalf("SessionOwner of an unknown session: %v; want ErrNotFound", err)
-	}
+		other := rec
+		other.AgentID, other.Workspace = "acp.b", "/elsewhere"
+		err := s.AddSessionOwner(ctx, other)
+		if !errors.Is(err, presenters.ErrFailedPrecondition) || !strings.Contains(err.Error(), "already belongs to agent acp.a") {
+			t.Fatalf("AddSessionOwner by another agent: %v; want ErrFailedPrecondition naming acp.a", err)
+		}
+		got, err := s.SessionOwner(ctx, "s1")
+		if err != nil || got != rec {
+			t.Fatalf("SessionOwner = %+v, %v; want %+v", got, err, rec)
+		}
+		if _, err := s.SessionOwner(ctx, "nope"); !errors.Is(err, presenters.ErrNotFound) {
+			t.Fatalf("SessionOwner of an unknown session: %v; want ErrNotFound", err)
+		}
+	})
 }
 
 // ListSessions walks every session in pages, most recently updated first (a session
 // without a stored conversation counts as updated when created), ties by session id.
 func TestListSessionsByUpdateInPages(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	var ids []string
-	for i := range 1203 { // more than two IN batches for KnownSessions
-		agent := "acp.a"
-		if i%3 == 0 {
-			agent = "acp.b"
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		var ids []string
+		for i := range 1203 { // more than two IN batches for KnownSessions
+			agent := "acp.a"
+			if i%3 == 0 {
+				agent = "acp.b"
+			}
+			id := fmt.Sprintf("s%04d", i)
+			ids = append(ids, id)
+			// Two sessions per timestamp: ties are ordered by session id.
+			if err := s.AddSessionOwner(ctx, SessionOwner{SessionID: id, AgentID: agent, Workspace: "/w", CreatedUnixNano: int64(i / 2)}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		id := fmt.Sprintf("s%04d", i)
-		ids = append(ids, id)
-		// Two sessions per timestamp: ties are ordered by session id.
-		if err := s.AddSessionOwner(ctx, SessionOwner{SessionID: id, AgentID: agent, Workspace: "/w", CreatedUnixNano: int64(i / 2)}); err != nil {
+		// The oldest session was updated last: it comes first.
+		if err := s.CreateConversation(ctx, Conversation{ID: "s0000", AgentID: "acp.b", CreatedAt: time.Unix(0, 0), UpdatedAt: time.Unix(0, 5000)}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// The oldest session was updated last: it comes first.
-	if err := s.CreateConversation(ctx, Conversation{ID: "s0000", AgentID: "acp.b", CreatedAt: time.Unix(0, 0), UpdatedAt: time.Unix(0, 5000)}); err != nil {
-		t.Fatal(err)
-	}
-	var listed []string
-	var after *SessionCursor
-	for {
-		page, err := s.ListSessions(ctx, SessionFilter{}, 100, after)
-		if err != nil {
-			t.Fatal(err)
+		var listed []string
+		var after *SessionCursor
+		for {
+			page, err := s.ListSessions(ctx, SessionFilter{}, 100, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page {
+				listed = append(listed, r.SessionID)
+			}
+			if len(page) < 100 {
+				break
+			}
+			c := page[len(page)-1].Cursor()
+			after = &c
 		}
-		for _, r := range page {
-			listed = append(listed, r.SessionID)
+		// Without s0000: by creation (i/2) descending, then id ascending.
+		want := []string{"s0000"}
+		for i := len(ids) - 1; i >= 1; i-- {
+			if i%2 == 1 && i > 1 {
+				want = append(want, ids[i-1], ids[i])
+				i--
+				continue
+			}
+			want = append(want, ids[i])
 		}
-		if len(page) < 100 {
-			break
+		if !reflect.DeepEqual(listed, want) {
+			t.Fatalf("paged listing has %d sessions, first %v; want all %d, first %v", len(listed), listed[:min(5, len(listed))], len(want), want[:5])
 		}
-		c := page[len(page)-1].Cursor()
-		after = &c
-	}
-	// Without s0000: by creation (i/2) descending, then id ascending.
-	want := []string{"s0000"}
-	for i := len(ids) - 1; i >= 1; i-- {
-		if i%2 == 1 && i > 1 {
-			want = append(want, ids[i-1], ids[i])
-			i--
-			continue
+		ofB, err := s.ListSessions(ctx, SessionFilter{AgentID: "acp.b"}, 1000, nil)
+		if err != nil || len(ofB) != 401 || ofB[0].SessionID != "s0000" || ofB[0].UpdatedUnixNano != 5000 || ofB[1].SessionID != "s1200" {
+			t.Fatalf("acp.b's sessions: %d, first %+v, %v; want 401 from s0000 then s1200", len(ofB), ofB[:min(2, len(ofB))], err)
 		}
-		want = append(want, ids[i])
-	}
-	if !reflect.DeepEqual(listed, want) {
-		t.Fatalf("paged listing has %d sessions, first %v; want all %d, first %v", len(listed), listed[:min(5, len(listed))], len(want), want[:5])
-	}
-	ofB, err := s.ListSessions(ctx, SessionFilter{AgentID: "acp.b"}, 1000, nil)
-	if err != nil || len(ofB) != 401 || ofB[0].SessionID != "s0000" || ofB[0].UpdatedUnixNano != 5000 || ofB[1].SessionID != "s1200" {
-		t.Fatalf("acp.b's sessions: %d, first %+v, %v; want 401 from s0000 then s1200", len(ofB), ofB[:min(2, len(ofB))], err)
-	}
-	known, err := s.KnownSessions(ctx, append(ids, "unknown"))
-	if err != nil || len(known) != len(ids) || known["unknown"] || !known["s0000"] || !known["s1202"] {
-		t.Fatalf("KnownSessions: %d known (unknown: %v), %v; want exactly the %d recorded", len(known), known["unknown"], err, len(ids))
-	}
+		known, err := s.KnownSessions(ctx, append(ids, "unknown"))
+		if err != nil || len(known) != len(ids) || known["unknown"] || !known["s0000"] || !known["s1202"] {
+			t.Fatalf("KnownSessions: %d known (unknown: %v), %v; want exactly the %d recorded", len(known), known["unknown"], err, len(ids))
+		}
+	})
 }
 
 // Each filter narrows the listing in the query.
 func TestListSessionsFilters(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	for i, rec := range []SessionOwner{
-		{SessionID: "a1", AgentID: "acp.a", Workspace: "/w/one"},
-		{SessionID: "a2", AgentID: "acp.a", Workspace: "/w/two"},
-		{SessionID: "b1", AgentID: "acp.b", Workspace: "/w/one"},
-	} {
-		rec.CreatedUnixNano = int64(10 * (i + 1))
-		if err := s.AddSessionOwner(ctx, rec); err != nil {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		for i, rec := range []SessionOwner{
+			{SessionID: "a1", AgentID: "acp.a", Workspace: "/w/one"},
+			{SessionID: "a2", AgentID: "acp.a", Workspace: "/w/two"},
+			{SessionID: "b1", AgentID: "acp.b", Workspace: "/w/one"},
+		} {
+			rec.CreatedUnixNano = int64(10 * (i + 1))
+			if err := s.AddSessionOwner(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CreateConversation(ctx, Conversation{ID: "a1", AgentID: "acp.a", CreatedAt: time.Unix(0, 10), UpdatedAt: time.Unix(0, 100)}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := s.CreateConversation(ctx, Conversation{ID: "a1", AgentID: "acp.a", CreatedAt: time.Unix(0, 10), UpdatedAt: time.Unix(0, 100)}); err != nil {
-		t.Fatal(err)
-	}
-	list := func(f SessionFilter) string {
-		t.Helper()
-		got, err := s.ListSessions(ctx, f, 10, nil)
-		if err != nil {
-			t.Fatal(err)
+		list := func(f SessionFilter) string {
+			t.Helper()
+			got, err := s.ListSessions(ctx, f, 10, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, l := range got {
+				out = append(out, l.SessionID)
+			}
+			return strings.Join(out, ",")
 		}
-		var out []string
-		for _, l := range got {
-			out = append(out, l.SessionID)
+		for _, c := range []struct {
+			f    SessionFilter
+			want string
+		}{
+			{SessionFilter{}, "a1,b1,a2"},
+			{SessionFilter{AgentID: "acp.a"}, "a1,a2"},
+			{SessionFilter{Workspace: "/w/one"}, "a1,b1"},
+			{SessionFilter{UpdatedAfter: 20}, "a1,b1"},
+			{SessionFilter{UpdatedAfter: 30}, "a1"},
+			{SessionFilter{AgentID: "acp.b", Workspace: "/w/two"}, ""},
+		} {
+			if got := list(c.f); got != c.want {
+				t.Errorf("%+v listed %q, want %q", c.f, got, c.want)
+			}
 		}
-		return strings.Join(out, ",")
-	}
-	for _, c := range []struct {
-		f    SessionFilter
-		want string
-	}{
-		{SessionFilter{}, "a1,b1,a2"},
-		{SessionFilter{AgentID: "acp.a"}, "a1,a2"},
-		{SessionFilter{Workspace: "/w/one"}, "a1,b1"},
-		{SessionFilter{UpdatedAfter: 20}, "a1,b1"},
-		{SessionFilter{UpdatedAfter: 30}, "a1"},
-		{SessionFilter{AgentID: "acp.b", Workspace: "/w/two"}, ""},
-	} {
-		if got := list(c.f); got != c.want {
-			t.Errorf("%+v listed %q, want %q", c.f, got, c.want)
-		}
-	}
+	})
 }
 
 // Open owns its database: Close closes it, after which the store refuses to work.

@@ -13,108 +13,110 @@ import (
 // A reply cut short is stored as its last checkpoint had it; ExtendMessageText brings its
 // text up to what was sent, on the last text block or a new one, leaving the rest alone.
 func TestExtendMessageText(t *testing.T) {
-	long := strings.Repeat("ü", textPartBytes) // two bytes a character: spans parts
-	in, out := int64(3), int64(4)
-	usage := &presenters.TokenUsage{InputTokens: &in, OutputTokens: &out}
-	cases := []struct {
-		name      string
-		blocks    []presenters.Block
-		text      string
-		wantAdded int
-		want      []presenters.Block
-	}{
-		{
-			name:      "onto the last text block",
-			blocks:    []presenters.Block{{Type: presenters.BlockReasoning, Text: "think"}, {Type: presenters.BlockText, Text: "Hello"}},
-			text:      "Hello, world",
-			wantAdded: len(", world"),
-			want:      []presenters.Block{{Type: presenters.BlockReasoning, Text: "think"}, {Type: presenters.BlockText, Text: "Hello, world"}},
-		},
-		{
-			name:      "after a tool call, a new text block",
-			blocks:    []presenters.Block{{Type: presenters.BlockText, Text: "Editing. "}, toolBlock("t1", presenters.ToolCancelled, "one")},
-			text:      "Editing. Done.",
-			wantAdded: len("Done."),
-			want: []presenters.Block{{Type: presenters.BlockText, Text: "Editing. "}, toolBlock("t1", presenters.ToolCancelled, "one"),
-				{Type: presenters.BlockText, Text: "Done."}},
-		},
-		{
-			name:      "text split by a tool call counts whole",
-			blocks:    []presenters.Block{{Type: presenters.BlockText, Text: "a"}, toolBlock("t1", presenters.ToolCompleted, "one"), {Type: presenters.BlockText, Text: "b"}},
-			text:      "abc",
-			wantAdded: 1,
-			want:      []presenters.Block{{Type: presenters.BlockText, Text: "a"}, toolBlock("t1", presenters.ToolCompleted, "one"), {Type: presenters.BlockText, Text: "bc"}},
-		},
-		{
-			name:      "no block yet",
-			text:      "first words",
-			wantAdded: len("first words"),
-			want:      []presenters.Block{{Type: presenters.BlockText, Text: "first words"}},
-		},
-		{
-			name:      "a long text across its stored parts",
-			blocks:    []presenters.Block{{Type: presenters.BlockText, Text: long[:textPartBytes-2]}},
-			text:      long + "end",
-			wantAdded: len(long) - (textPartBytes - 2) + len("end"),
-			want:      []presenters.Block{{Type: presenters.BlockText, Text: long + "end"}},
-		},
-		{
-			name:   "the stored text is already whole",
-			blocks: []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
-			text:   "Hello",
-			want:   []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
-		},
-		{
-			name:   "the stored text is longer",
-			blocks: []presenters.Block{{Type: presenters.BlockText, Text: "Hello, world"}},
-			text:   "Hello",
-			want:   []presenters.Block{{Type: presenters.BlockText, Text: "Hello, world"}},
-		},
-		{
-			name:   "text that does not begin with the stored text",
-			blocks: []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
-			text:   "Goodbye, world",
-			want:   []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
-		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s, _ := openStore(t)
-			ctx := context.Background()
-			mustCreate(t, s, "c1", "acp.x")
-			user := presenters.Message{ID: "u1", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
-				Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "go"}}}
-			reply := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageIncomplete,
-				StopReason: presenters.StopCancelled, Usage: usage, Blocks: tc.blocks}
-			if err := s.SaveMessages(ctx, user, reply); err != nil {
-				t.Fatal(err)
-			}
-			added, err := s.ExtendMessageText(ctx, "c1", "a1", tc.text)
-			if err != nil {
-				t.Fatalf("ExtendMessageText: %v", err)
-			}
-			if added != tc.wantAdded {
-				t.Errorf("added %d bytes, want %d", added, tc.wantAdded)
-			}
-			got, err := s.Messages(ctx, "c1", presenters.MessageQuery{FromOldest: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != 2 || got[0].ID != "u1" || got[1].ID != "a1" {
-				t.Fatalf("messages after the extension: %+v", got)
-			}
-			if !reflect.DeepEqual(got[0].Blocks, user.Blocks) {
-				t.Errorf("the user's message changed: %+v", got[0].Blocks)
-			}
-			r := got[1]
-			if r.Status != presenters.MessageIncomplete || r.StopReason != presenters.StopCancelled || !reflect.DeepEqual(r.Usage, usage) {
-				t.Errorf("reply status %q, stop reason %q, usage %+v: want them as stored", r.Status, r.StopReason, r.Usage)
-			}
-			if len(r.Blocks) != len(tc.want) || len(tc.want) > 0 && !reflect.DeepEqual(r.Blocks, tc.want) {
-				t.Errorf("reply blocks:\n got %s\nwant %s", describeBlocks(r.Blocks), describeBlocks(tc.want))
-			}
-		})
-	}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		long := strings.Repeat("ü", textPartBytes) // two bytes a character: spans parts
+		in, out := int64(3), int64(4)
+		usage := &presenters.TokenUsage{InputTokens: &in, OutputTokens: &out}
+		cases := []struct {
+			name      string
+			blocks    []presenters.Block
+			text      string
+			wantAdded int
+			want      []presenters.Block
+		}{
+			{
+				name:      "onto the last text block",
+				blocks:    []presenters.Block{{Type: presenters.BlockReasoning, Text: "think"}, {Type: presenters.BlockText, Text: "Hello"}},
+				text:      "Hello, world",
+				wantAdded: len(", world"),
+				want:      []presenters.Block{{Type: presenters.BlockReasoning, Text: "think"}, {Type: presenters.BlockText, Text: "Hello, world"}},
+			},
+			{
+				name:      "after a tool call, a new text block",
+				blocks:    []presenters.Block{{Type: presenters.BlockText, Text: "Editing. "}, toolBlock("t1", presenters.ToolCancelled, "one")},
+				text:      "Editing. Done.",
+				wantAdded: len("Done."),
+				want: []presenters.Block{{Type: presenters.BlockText, Text: "Editing. "}, toolBlock("t1", presenters.ToolCancelled, "one"),
+					{Type: presenters.BlockText, Text: "Done."}},
+			},
+			{
+				name:      "text split by a tool call counts whole",
+				blocks:    []presenters.Block{{Type: presenters.BlockText, Text: "a"}, toolBlock("t1", presenters.ToolCompleted, "one"), {Type: presenters.BlockText, Text: "b"}},
+				text:      "abc",
+				wantAdded: 1,
+				want:      []presenters.Block{{Type: presenters.BlockText, Text: "a"}, toolBlock("t1", presenters.ToolCompleted, "one"), {Type: presenters.BlockText, Text: "bc"}},
+			},
+			{
+				name:      "no block yet",
+				text:      "first words",
+				wantAdded: len("first words"),
+				want:      []presenters.Block{{Type: presenters.BlockText, Text: "first words"}},
+			},
+			{
+				name:      "a long text across its stored parts",
+				blocks:    []presenters.Block{{Type: presenters.BlockText, Text: long[:textPartBytes-2]}},
+				text:      long + "end",
+				wantAdded: len(long) - (textPartBytes - 2) + len("end"),
+				want:      []presenters.Block{{Type: presenters.BlockText, Text: long + "end"}},
+			},
+			{
+				name:   "the stored text is already whole",
+				blocks: []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
+				text:   "Hello",
+				want:   []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
+			},
+			{
+				name:   "the stored text is longer",
+				blocks: []presenters.Block{{Type: presenters.BlockText, Text: "Hello, world"}},
+				text:   "Hello",
+				want:   []presenters.Block{{Type: presenters.BlockText, Text: "Hello, world"}},
+			},
+			{
+				name:   "text that does not begin with the stored text",
+				blocks: []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
+				text:   "Goodbye, world",
+				want:   []presenters.Block{{Type: presenters.BlockText, Text: "Hello"}},
+			},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				s, _ := e.openStore(t)
+				ctx := context.Background()
+				mustCreate(t, s, "c1", "acp.x")
+				user := presenters.Message{ID: "u1", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
+					Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "go"}}}
+				reply := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageIncomplete,
+					StopReason: presenters.StopCancelled, Usage: usage, Blocks: tc.blocks}
+				if err := s.SaveMessages(ctx, user, reply); err != nil {
+					t.Fatal(err)
+				}
+				added, err := s.ExtendMessageText(ctx, "c1", "a1", tc.text)
+				if err != nil {
+					t.Fatalf("ExtendMessageText: %v", err)
+				}
+				if added != tc.wantAdded {
+					t.Errorf("added %d bytes, want %d", added, tc.wantAdded)
+				}
+				got, err := s.Messages(ctx, "c1", presenters.MessageQuery{FromOldest: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != 2 || got[0].ID != "u1" || got[1].ID != "a1" {
+					t.Fatalf("messages after the extension: %+v", got)
+				}
+				if !reflect.DeepEqual(got[0].Blocks, user.Blocks) {
+					t.Errorf("the user's message changed: %+v", got[0].Blocks)
+				}
+				r := got[1]
+				if r.Status != presenters.MessageIncomplete || r.StopReason != presenters.StopCancelled || !reflect.DeepEqual(r.Usage, usage) {
+					t.Errorf("reply status %q, stop reason %q, usage %+v: want them as stored", r.Status, r.StopReason, r.Usage)
+				}
+				if len(r.Blocks) != len(tc.want) || len(tc.want) > 0 && !reflect.DeepEqual(r.Blocks, tc.want) {
+					t.Errorf("reply blocks:\n got %s\nwant %s", describeBlocks(r.Blocks), describeBlocks(tc.want))
+				}
+			})
+		}
+	})
 }
 
 func describeBlocks(blocks []presenters.Block) string {
@@ -130,13 +132,15 @@ func describeBlocks(blocks []presenters.Block) string {
 }
 
 func TestExtendMessageTextOfAnUnknownMessage(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	mustCreate(t, s, "c1", "acp.x")
-	if _, err := s.ExtendMessageText(ctx, "c1", "nope", "text"); !errors.Is(err, presenters.ErrNotFound) {
-		t.Errorf("unknown message: %v, want ErrNotFound", err)
-	}
-	if _, err := s.ExtendMessageText(ctx, "nope", "a1", "text"); !errors.Is(err, presenters.ErrNotFound) {
-		t.Errorf("unknown session: %v, want ErrNotFound", err)
-	}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		mustCreate(t, s, "c1", "acp.x")
+		if _, err := s.ExtendMessageText(ctx, "c1", "nope", "text"); !errors.Is(err, presenters.ErrNotFound) {
+			t.Errorf("unknown message: %v, want ErrNotFound", err)
+		}
+		if _, err := s.ExtendMessageText(ctx, "nope", "a1", "text"); !errors.Is(err, presenters.ErrNotFound) {
+			t.Errorf("unknown session: %v, want ErrNotFound", err)
+		}
+	})
 }

@@ -62,7 +62,7 @@ func (s *Store) SaveSessionSetup(ctx context.Context, setup SessionSetup) error 
 func (s *Store) SessionSetup(ctx context.Context, sessionID string) (SessionSetup, error) {
 	setup := SessionSetup{SessionID: sessionID}
 	var dirs, servers string
-	err := s.sqlDB.QueryRowContext(ctx, `SELECT additional_directories, mcp_servers FROM session_setups WHERE session_id = ?`, sessionID).Scan(&dirs, &servers)
+	err := s.sqlDB.QueryRowContext(ctx, s.dialect.rebind(`SELECT additional_directories, mcp_servers FROM session_setups WHERE session_id = ?`), sessionID).Scan(&dirs, &servers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return setup, nil
 	}

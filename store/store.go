@@ -1,5 +1,6 @@
-// Package store is agenticd's SQLite database, and the only package that knows GORM and
-// SQLite: opening and checking the file (OpenSQLite, CheckSQLite), the schema, the history
+// Package store is agenticd's database, and the only package that knows GORM, SQLite and
+// Postgres: opening and checking a SQLite file (OpenSQLite, CheckSQLite) or connecting to
+// Postgres (OpenPostgres; dialect.go holds where the two differ), the schema, the history
 // shared by the DeepChat and ACP presenters (conversations, their messages, and each
 // message's typed blocks), and the service registry's tables (session owners and the
 // event sequence floor, owners.go).
@@ -31,7 +32,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -80,6 +80,8 @@ type Store struct {
 	// and preparing the statement each time was a third of the event log's cost.
 	appendEventsStmt *sql.Stmt
 	sqlDB            *sql.DB
+	// dialect is the engine's: the statements above are prepared in its placeholders.
+	dialect dialect
 	// committed holds the block rows as last committed of each message saved in
 	// progress; guarded by writeMu. An entry goes when its message is saved with a final
 	// status, and when a write that included it fails (the next save rewrites it whole, or
@@ -99,6 +101,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	return own(ctx, db)
+}
+
+// own is New on a database the store then owns: closed on failure, and by Close.
+func own(ctx context.Context, db *gorm.DB) (*Store, error) {
 	s, err := New(ctx, db)
 	if err != nil {
 		if sqlDB, dbErr := db.DB(); dbErr == nil {
@@ -124,7 +131,7 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history database: %w", err)
 	}
-	s := &Store{db: db, sqlDB: sqlDB, writeMu: WriteLock(db), committed: make(map[string][]storedRow)}
+	s := &Store{db: db, sqlDB: sqlDB, dialect: dialectOf(db), writeMu: WriteLock(db), committed: make(map[string][]storedRow)}
 	prepare := []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -136,7 +143,7 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		{&s.appendEventsStmt, appendEventsSQL(appendRows), "the event log insert"},
 	}
 	for _, p := range prepare {
-		if *p.stmt, err = sqlDB.PrepareContext(ctx, p.sql); err != nil {
+		if *p.stmt, err = sqlDB.PrepareContext(ctx, s.dialect.rebind(p.sql)); err != nil {
 			_ = s.closeStatements()
 			return nil, fmt.Errorf("history database: prepare %s: %w", p.what, err)
 		}
@@ -247,7 +254,7 @@ func (s *Store) CreateConversation(ctx context.Context, c Conversation) error {
 	args := append([]any{c.ID, c.AgentID, c.AgentSessionID, c.Workspace, c.Title, c.ModelID, c.ModeID,
 		c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), c.Closed}, usageColumns(c.Usage)...)
 	_, err := s.writeStmt(ctx, s.insertConversationStmt, args...)
-	if isConstraint(err, sqlite3.ErrConstraintPrimaryKey) || isConstraint(err, sqlite3.ErrConstraintUnique) {
+	if isDuplicate(err) {
 		return fmt.Errorf("conversation %s: %w", c.ID, ErrConversationExists)
 	}
 	if err != nil {
@@ -493,7 +500,7 @@ func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, e
 		WHERE messages.conversation_id = excluded.conversation_id`,
 		m.ID, m.SessionID, string(m.Role), string(m.Status), string(m.StopReason), usage,
 		created.UnixNano(), now.UnixNano())
-	if isConstraint(res.Error, sqlite3.ErrConstraintForeignKey) {
+	if isMissingReference(res.Error) {
 		return nil, fmt.Errorf("save message %s: session %s: %w", m.ID, m.SessionID, presenters.ErrNotFound)
 	}
 	if res.Error != nil {
@@ -519,11 +526,20 @@ func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, e
 	if err := writeBlocks(tx, m.ID, w); err != nil {
 		return nil, fmt.Errorf("save message %s: blocks: %w", m.ID, err)
 	}
-	if err := tx.Exec(`UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`, now.UnixNano(), m.SessionID).Error; err != nil {
+	touch := touchConversationSQL
+	if dialectOf(tx) == postgresDialect {
+		touch = touchConversationPostgresSQL
+	}
+	if err := tx.Exec(touch, now.UnixNano(), m.SessionID).Error; err != nil {
 		return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 	}
 	return stored, nil
 }
+
+const (
+	touchConversationSQL         = `UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`
+	touchConversationPostgresSQL = `UPDATE conversations SET updated_at = GREATEST(updated_at, ?) WHERE id = ?`
+)
 
 // readStoredRows reads a message's block rows as committed, each text known by its count
 // of parts and its last part.
@@ -630,9 +646,9 @@ func nilIfEmpty(b []byte) any {
 // presenters.ErrNotFound for an unknown session, or an after- or before-message the
 // session does not hold.
 func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.MessageQuery) ([]presenters.Message, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+	var limit any = q.Limit
+	if q.Limit <= 0 {
+		limit = s.dialect.noLimit()
 	}
 	// One statement, so the page is one consistent snapshot even while a turn writes: a
 	// text's parts are read with its block. Each block row (part 0) is followed by the
@@ -823,9 +839,4 @@ func (s *Store) MarkInterrupted(ctx context.Context) ([]InterruptedMessage, erro
 		return nil, fmt.Errorf("mark interrupted messages: %w", err)
 	}
 	return marked, nil
-}
-
-func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
-	var se sqlite3.Error
-	return errors.As(err, &se) && se.ExtendedCode == code
 }

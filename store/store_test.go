@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
+	"github.com/agenticd/agenticd/internal/pgtest"
 	"github.com/agenticd/agenticd/presenters"
 )
 
@@ -28,7 +30,61 @@ func TestMain(m *testing.M) {
 		runCrashWriter()
 		return
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if err := pgtest.StopShared(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}))
+}
+
+// engine is a database engine the store runs on, and how a test gets a new database of
+// it.
+type engine struct {
+	name string
+	open func(t testing.TB) *gorm.DB
+}
+
+// engines are the engines every test that runs onEachEngine runs on: SQLite in a file of
+// the test's own, and a schema of its own on the package's Postgres cluster (pgtest).
+var engines = []engine{
+	{"sqlite", func(t testing.TB) *gorm.DB {
+		return openDB(t, filepath.Join(t.TempDir(), "nested", "dir", "history.db"))
+	}},
+	{"postgres", func(t testing.TB) *gorm.DB {
+		t.Helper()
+		db, err := OpenPostgres(context.Background(), pgtest.Shared(t).NewSchema(t))
+		if err != nil {
+			t.Fatalf("OpenPostgres: %v", err)
+		}
+		t.Cleanup(func() {
+			sqlDB, _ := db.DB()
+			_ = sqlDB.Close()
+		})
+		return db
+	}},
+}
+
+// onEachEngine runs test as a subtest per engine, named after it.
+func onEachEngine(t *testing.T, test func(t *testing.T, e engine)) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { test(t, e) })
+	}
+}
+
+// openStore opens a store on a new database of the engine.
+func (e engine) openStore(t testing.TB) (*Store, *gorm.DB) {
+	t.Helper()
+	db := e.open(t)
+	s, err := New(context.Background(), db)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, db
 }
 
 func openDB(t testing.TB, path string) *gorm.DB {
@@ -44,19 +100,10 @@ func openDB(t testing.TB, path string) *gorm.DB {
 	return db
 }
 
+// openStore opens a store on a new SQLite database.
 func openStore(t testing.TB) (*Store, *gorm.DB) {
 	t.Helper()
-	db := openDB(t, filepath.Join(t.TempDir(), "nested", "dir", "history.db"))
-	s, err := New(context.Background(), db)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s, db
+	return engines[0].openStore(t)
 }
 
 // Every store on one database queues its writes on the same lock; a database opened
@@ -113,74 +160,78 @@ func TestOpenSQLiteUsesWALAndForeignKeys(t *testing.T) {
 }
 
 func TestMigrationsRunOnceAndRefuseNewerSchema(t *testing.T) {
-	db := openDB(t, filepath.Join(t.TempDir(), "h.db"))
-	ctx := context.Background()
-	for i := 0; i < 2; i++ {
-		if _, err := New(ctx, db); err != nil {
-			t.Fatalf("New #%d: %v", i+1, err)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		db := e.open(t)
+		ctx := context.Background()
+		for i := 0; i < 2; i++ {
+			if _, err := New(ctx, db); err != nil {
+				t.Fatalf("New #%d: %v", i+1, err)
+			}
 		}
-	}
-	var versions []int
-	if err := db.Raw("SELECT version FROM transcript_schema_migrations ORDER BY version").Scan(&versions).Error; err != nil {
-		t.Fatal(err)
-	}
-	if len(versions) != len(migrations) {
-		t.Fatalf("versions %v, want %d entries", versions, len(migrations))
-	}
-	if err := db.Exec("INSERT INTO transcript_schema_migrations (version, applied_at) VALUES (?, 0)", len(migrations)+1).Error; err != nil {
-		t.Fatal(err)
-	}
-	if _, err := New(ctx, db); err == nil || !strings.Contains(err.Error(), "newer agenticd") {
-		t.Fatalf("New on a newer schema: %v, want a refusal naming the cause", err)
-	}
+		var versions []int
+		if err := db.Raw("SELECT version FROM transcript_schema_migrations ORDER BY version").Scan(&versions).Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(versions) != len(migrations) {
+			t.Fatalf("versions %v, want %d entries", versions, len(migrations))
+		}
+		if err := db.Exec("INSERT INTO transcript_schema_migrations (version, applied_at) VALUES (?, 0)", len(migrations)+1).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(ctx, db); err == nil || !strings.Contains(err.Error(), "newer agenticd") {
+			t.Fatalf("New on a newer schema: %v, want a refusal naming the cause", err)
+		}
+	})
 }
 
 func TestConversationLifecycle(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	base := time.Unix(1_700_000_000, 0)
-	c := Conversation{
-		ID: "c1", AgentID: "deepchat.default", AgentSessionID: "agent-side-1", Workspace: "/ws", Title: "first", ModelID: "m1", ModeID: "balanced",
-		CreatedAt: base, UpdatedAt: base,
-		// A zero that was reported stays reported; an unreported count stays absent.
-		Usage: presenters.TokenUsage{InputTokens: n(1), OutputTokens: n(0), TotalTokens: n(3), ReasoningTokens: n(5),
-			ContextUsed: n(6), ContextSize: n(7), Cost: presenters.Reported(0.25), CostCurrency: "USD"},
-	}
-	if err := s.CreateConversation(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.GetConversation(ctx, "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, c) {
-		t.Fatalf("GetConversation = %+v, want %+v", got, c)
-	}
-	err = s.CreateConversation(ctx, Conversation{ID: "c1", AgentID: "x"})
-	if !errors.Is(err, ErrConversationExists) || !errors.Is(err, presenters.ErrInvalidArgument) {
-		t.Fatalf("duplicate create: %v", err)
-	}
-	if err := s.CreateConversation(ctx, Conversation{ID: "", AgentID: "x"}); !errors.Is(err, presenters.ErrInvalidArgument) {
-		t.Fatalf("create without id: %v", err)
-	}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		base := time.Unix(1_700_000_000, 0)
+		c := Conversation{
+			ID: "c1", AgentID: "deepchat.default", AgentSessionID: "agent-side-1", Workspace: "/ws", Title: "first", ModelID: "m1", ModeID: "balanced",
+			CreatedAt: base, UpdatedAt: base,
+			// A zero that was reported stays reported; an unreported count stays absent.
+			Usage: presenters.TokenUsage{InputTokens: n(1), OutputTokens: n(0), TotalTokens: n(3), ReasoningTokens: n(5),
+				ContextUsed: n(6), ContextSize: n(7), Cost: presenters.Reported(0.25), CostCurrency: "USD"},
+		}
+		if err := s.CreateConversation(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetConversation(ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("GetConversation = %+v, want %+v", got, c)
+		}
+		err = s.CreateConversation(ctx, Conversation{ID: "c1", AgentID: "x"})
+		if !errors.Is(err, ErrConversationExists) || !errors.Is(err, presenters.ErrInvalidArgument) {
+			t.Fatalf("duplicate create: %v", err)
+		}
+		if err := s.CreateConversation(ctx, Conversation{ID: "", AgentID: "x"}); !errors.Is(err, presenters.ErrInvalidArgument) {
+			t.Fatalf("create without id: %v", err)
+		}
 
-	c.Title, c.ModelID, c.ModeID, c.Closed = "renamed", "m2", "strict", true
-	c.Usage = c.Usage.Add(presenters.TokenUsage{InputTokens: n(10), CachedInputTokens: n(0)})
-	c.AgentSessionID = "agent-side-2" // reopened as a new agent session
-	c.UpdatedAt = base.Add(time.Hour)
-	if err := s.UpdateConversation(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = s.GetConversation(ctx, "c1")
-	if !reflect.DeepEqual(got, c) {
-		t.Fatalf("after update = %+v, want %+v", got, c)
-	}
-	if _, err := s.GetConversation(ctx, "nope"); !errors.Is(err, presenters.ErrNotFound) {
-		t.Fatalf("GetConversation(unknown): %v", err)
-	}
-	if err := s.UpdateConversation(ctx, Conversation{ID: "nope"}); !errors.Is(err, presenters.ErrNotFound) {
-		t.Fatalf("UpdateConversation(unknown): %v", err)
-	}
+		c.Title, c.ModelID, c.ModeID, c.Closed = "renamed", "m2", "strict", true
+		c.Usage = c.Usage.Add(presenters.TokenUsage{InputTokens: n(10), CachedInputTokens: n(0)})
+		c.AgentSessionID = "agent-side-2" // reopened as a new agent session
+		c.UpdatedAt = base.Add(time.Hour)
+		if err := s.UpdateConversation(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = s.GetConversation(ctx, "c1")
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("after update = %+v, want %+v", got, c)
+		}
+		if _, err := s.GetConversation(ctx, "nope"); !errors.Is(err, presenters.ErrNotFound) {
+			t.Fatalf("GetConversation(unknown): %v", err)
+		}
+		if err := s.UpdateConversation(ctx, Conversation{ID: "nope"}); !errors.Is(err, presenters.ErrNotFound) {
+			t.Fatalf("UpdateConversation(unknown): %v", err)
+		}
+	})
 }
 
 func intPtr(i int) *int { return &i }
@@ -229,223 +280,233 @@ func everyBlock() []presenters.Block {
 }
 
 func TestSaveMessageRoundTripsEveryBlockType(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	mustCreate(t, s, "c1", "deepchat.default")
-	want := presenters.Message{
-		ID: "m1", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
-		Blocks: everyBlock(), CreatedAt: time.Unix(1_700_000_000, 42), StopReason: presenters.StopEndTurn,
-		Usage: &presenters.TokenUsage{InputTokens: n(5), OutputTokens: n(0), TotalTokens: n(5), Cost: presenters.Reported(0.5), CostCurrency: "USD"},
-	}
-	if err := s.SaveMessage(ctx, want); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Messages(ctx, "c1", presenters.MessageQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 {
-		t.Fatalf("got %d messages", len(got))
-	}
-	for i := range want.Blocks {
-		if !reflect.DeepEqual(got[0].Blocks[i], want.Blocks[i]) {
-			g, _ := json.Marshal(got[0].Blocks[i])
-			w, _ := json.Marshal(want.Blocks[i])
-			t.Errorf("block %d:\n got %s\nwant %s", i, g, w)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		mustCreate(t, s, "c1", "deepchat.default")
+		want := presenters.Message{
+			ID: "m1", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+			Blocks: everyBlock(), CreatedAt: time.Unix(1_700_000_000, 42), StopReason: presenters.StopEndTurn,
+			Usage: &presenters.TokenUsage{InputTokens: n(5), OutputTokens: n(0), TotalTokens: n(5), Cost: presenters.Reported(0.5), CostCurrency: "USD"},
 		}
-	}
-	if !reflect.DeepEqual(got[0], want) {
-		t.Fatalf("message differs:\n got %+v\nwant %+v", got[0], want)
-	}
-	if string(got[0].Blocks[2].Tool.Arguments) != `{ "command" : "ls -la" }` {
-		t.Fatalf("raw arguments re-formatted: %s", got[0].Blocks[2].Tool.Arguments)
-	}
+		if err := s.SaveMessage(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Messages(ctx, "c1", presenters.MessageQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("got %d messages", len(got))
+		}
+		for i := range want.Blocks {
+			if !reflect.DeepEqual(got[0].Blocks[i], want.Blocks[i]) {
+				g, _ := json.Marshal(got[0].Blocks[i])
+				w, _ := json.Marshal(want.Blocks[i])
+				t.Errorf("block %d:\n got %s\nwant %s", i, g, w)
+			}
+		}
+		if !reflect.DeepEqual(got[0], want) {
+			t.Fatalf("message differs:\n got %+v\nwant %+v", got[0], want)
+		}
+		if string(got[0].Blocks[2].Tool.Arguments) != `{ "command" : "ls -la" }` {
+			t.Fatalf("raw arguments re-formatted: %s", got[0].Blocks[2].Tool.Arguments)
+		}
+	})
 }
 
 func TestSaveMessageUpsertsWholeMessageAndKeepsItsPlace(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	mustCreate(t, s, "c1", "deepchat.default")
-	first := time.Unix(1_700_000_000, 0)
-	user := presenters.Message{ID: "u1", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
-		Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi"}}, CreatedAt: first}
-	asst := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress, CreatedAt: first.Add(time.Second)}
-	if err := s.SaveMessages(ctx, user, asst); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := s.Messages(ctx, "c1", presenters.MessageQuery{})
-	if len(got) != 2 || got[1].Status != presenters.MessageIncomplete || len(got[1].Blocks) != 0 {
-		t.Fatalf("in-progress message reads as %+v, want incomplete with no blocks", got)
-	}
-	asst.Blocks = []presenters.Block{{Type: presenters.BlockReasoning, Text: "r"}, {Type: presenters.BlockText, Text: "par"}, {Type: presenters.BlockText, Text: "tial"}}
-	if err := s.SaveMessage(ctx, asst); err != nil {
-		t.Fatal(err)
-	}
-	// The user message is re-saved later: it must keep its place and creation time.
-	user.CreatedAt = first.Add(time.Hour)
-	user.Blocks = append(user.Blocks, presenters.Block{Type: presenters.BlockText, Text: " again"})
-	if err := s.SaveMessage(ctx, user); err != nil {
-		t.Fatal(err)
-	}
-	asst.Status, asst.StopReason = presenters.MessageComplete, presenters.StopEndTurn
-	asst.Blocks = []presenters.Block{{Type: presenters.BlockText, Text: "final"}}
-	if err := s.SaveMessage(ctx, asst); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = s.Messages(ctx, "c1", presenters.MessageQuery{})
-	if len(got) != 2 || got[0].ID != "u1" || got[1].ID != "a1" {
-		t.Fatalf("order = %+v", got)
-	}
-	if !got[0].CreatedAt.Equal(first) || len(got[0].Blocks) != 2 {
-		t.Fatalf("user message = %+v, want created %v with 2 blocks", got[0], first)
-	}
-	if got[1].Status != presenters.MessageComplete || len(got[1].Blocks) != 1 || got[1].Blocks[0].Text != "final" || got[1].Usage != nil {
-		t.Fatalf("assistant message = %+v", got[1])
-	}
-	if n, _ := s.CountMessages(ctx, "c1"); n != 2 {
-		t.Fatalf("CountMessages = %d", n)
-	}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		mustCreate(t, s, "c1", "deepchat.default")
+		first := time.Unix(1_700_000_000, 0)
+		user := presenters.Message{ID: "u1", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi"}}, CreatedAt: first}
+		asst := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress, CreatedAt: first.Add(time.Second)}
+		if err := s.SaveMessages(ctx, user, asst); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := s.Messages(ctx, "c1", presenters.MessageQuery{})
+		if len(got) != 2 || got[1].Status != presenters.MessageIncomplete || len(got[1].Blocks) != 0 {
+			t.Fatalf("in-progress message reads as %+v, want incomplete with no blocks", got)
+		}
+		asst.Blocks = []presenters.Block{{Type: presenters.BlockReasoning, Text: "r"}, {Type: presenters.BlockText, Text: "par"}, {Type: presenters.BlockText, Text: "tial"}}
+		if err := s.SaveMessage(ctx, asst); err != nil {
+			t.Fatal(err)
+		}
+		// The user message is re-saved later: it must keep its place and creation time.
+		user.CreatedAt = first.Add(time.Hour)
+		user.Blocks = append(user.Blocks, presenters.Block{Type: presenters.BlockText, Text: " again"})
+		if err := s.SaveMessage(ctx, user); err != nil {
+			t.Fatal(err)
+		}
+		asst.Status, asst.StopReason = presenters.MessageComplete, presenters.StopEndTurn
+		asst.Blocks = []presenters.Block{{Type: presenters.BlockText, Text: "final"}}
+		if err := s.SaveMessage(ctx, asst); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = s.Messages(ctx, "c1", presenters.MessageQuery{})
+		if len(got) != 2 || got[0].ID != "u1" || got[1].ID != "a1" {
+			t.Fatalf("order = %+v", got)
+		}
+		if !got[0].CreatedAt.Equal(first) || len(got[0].Blocks) != 2 {
+			t.Fatalf("user message = %+v, want created %v with 2 blocks", got[0], first)
+		}
+		if got[1].Status != presenters.MessageComplete || len(got[1].Blocks) != 1 || got[1].Blocks[0].Text != "final" || got[1].Usage != nil {
+			t.Fatalf("assistant message = %+v", got[1])
+		}
+		if n, _ := s.CountMessages(ctx, "c1"); n != 2 {
+			t.Fatalf("CountMessages = %d", n)
+		}
+	})
 }
 
 func TestSaveMessageRejectsBadInputAtomically(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	mustCreate(t, s, "c1", "a")
-	mustCreate(t, s, "c2", "a")
-	good := presenters.Message{ID: "g", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
-		Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "ok"}}}
-	cases := []struct {
-		name string
-		msg  presenters.Message
-		want error
-	}{
-		{"unknown session", presenters.Message{ID: "x", SessionID: "nope", Role: presenters.RoleUser, Status: presenters.MessageComplete}, presenters.ErrNotFound},
-		{"missing status", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleUser}, presenters.ErrInvalidArgument},
-		{"tool block without tool", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
-			Blocks: []presenters.Block{{Type: presenters.BlockTool}}}, presenters.ErrInvalidArgument},
-		{"diff block without diff", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
-			Blocks: []presenters.Block{{Type: presenters.BlockDiff}}}, presenters.ErrInvalidArgument},
-		{"unknown block type", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
-			Blocks: []presenters.Block{{Type: "hologram"}}}, presenters.ErrInvalidArgument},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := s.SaveMessages(ctx, good, tc.msg)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("SaveMessages = %v, want %v", err, tc.want)
-			}
-			if n, _ := s.CountMessages(ctx, "c1"); n != 0 {
-				t.Fatalf("a failed batch left %d messages", n)
-			}
-		})
-	}
-	if err := s.SaveMessage(ctx, good); err != nil {
-		t.Fatal(err)
-	}
-	moved := good
-	moved.SessionID = "c2"
-	if err := s.SaveMessage(ctx, moved); !errors.Is(err, presenters.ErrMessageIDInUse) {
-		t.Fatalf("saving a message under another session: %v", err)
-	}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		mustCreate(t, s, "c1", "a")
+		mustCreate(t, s, "c2", "a")
+		good := presenters.Message{ID: "g", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "ok"}}}
+		cases := []struct {
+			name string
+			msg  presenters.Message
+			want error
+		}{
+			{"unknown session", presenters.Message{ID: "x", SessionID: "nope", Role: presenters.RoleUser, Status: presenters.MessageComplete}, presenters.ErrNotFound},
+			{"missing status", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleUser}, presenters.ErrInvalidArgument},
+			{"tool block without tool", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+				Blocks: []presenters.Block{{Type: presenters.BlockTool}}}, presenters.ErrInvalidArgument},
+			{"diff block without diff", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+				Blocks: []presenters.Block{{Type: presenters.BlockDiff}}}, presenters.ErrInvalidArgument},
+			{"unknown block type", presenters.Message{ID: "x", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+				Blocks: []presenters.Block{{Type: "hologram"}}}, presenters.ErrInvalidArgument},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				err := s.SaveMessages(ctx, good, tc.msg)
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("SaveMessages = %v, want %v", err, tc.want)
+				}
+				if n, _ := s.CountMessages(ctx, "c1"); n != 0 {
+					t.Fatalf("a failed batch left %d messages", n)
+				}
+			})
+		}
+		if err := s.SaveMessage(ctx, good); err != nil {
+			t.Fatal(err)
+		}
+		moved := good
+		moved.SessionID = "c2"
+		if err := s.SaveMessage(ctx, moved); !errors.Is(err, presenters.ErrMessageIDInUse) {
+			t.Fatalf("saving a message under another session: %v", err)
+		}
+	})
 }
 
 func TestMessagesPaging(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	mustCreate(t, s, "c1", "a")
-	mustCreate(t, s, "empty", "a")
-	var msgs []presenters.Message
-	for i := 0; i < 10; i++ {
-		msgs = append(msgs, presenters.Message{ID: fmt.Sprintf("m%d", i), SessionID: "c1", Role: presenters.RoleUser,
-			Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: strconv.Itoa(i)}}})
-	}
-	if err := s.SaveMessages(ctx, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	ids := func(ms []presenters.Message) string {
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.ID)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		mustCreate(t, s, "c1", "a")
+		mustCreate(t, s, "empty", "a")
+		var msgs []presenters.Message
+		for i := 0; i < 10; i++ {
+			msgs = append(msgs, presenters.Message{ID: fmt.Sprintf("m%d", i), SessionID: "c1", Role: presenters.RoleUser,
+				Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: strconv.Itoa(i)}}})
 		}
-		return strings.Join(out, ",")
-	}
-	cases := []struct {
-		q    presenters.MessageQuery
-		want string
-	}{
-		{presenters.MessageQuery{}, "m0,m1,m2,m3,m4,m5,m6,m7,m8,m9"},
-		{presenters.MessageQuery{Limit: 3}, "m7,m8,m9"},
-		{presenters.MessageQuery{Limit: 3, BeforeMessageID: "m7"}, "m4,m5,m6"},
-		{presenters.MessageQuery{BeforeMessageID: "m2"}, "m0,m1"},
-		{presenters.MessageQuery{BeforeMessageID: "m0"}, ""},
-		{presenters.MessageQuery{Limit: 50}, "m0,m1,m2,m3,m4,m5,m6,m7,m8,m9"},
-	}
-	for _, tc := range cases {
-		got, err := s.Messages(ctx, "c1", tc.q)
-		if err != nil {
-			t.Fatalf("%+v: %v", tc.q, err)
+		if err := s.SaveMessages(ctx, msgs...); err != nil {
+			t.Fatal(err)
 		}
-		if ids(got) != tc.want {
-			t.Errorf("%+v = %s, want %s", tc.q, ids(got), tc.want)
+		ids := func(ms []presenters.Message) string {
+			var out []string
+			for _, m := range ms {
+				out = append(out, m.ID)
+			}
+			return strings.Join(out, ",")
 		}
-		for _, m := range got {
-			if len(m.Blocks) != 1 || "m"+m.Blocks[0].Text != m.ID {
-				t.Errorf("message %s has blocks %+v", m.ID, m.Blocks)
+		cases := []struct {
+			q    presenters.MessageQuery
+			want string
+		}{
+			{presenters.MessageQuery{}, "m0,m1,m2,m3,m4,m5,m6,m7,m8,m9"},
+			{presenters.MessageQuery{Limit: 3}, "m7,m8,m9"},
+			{presenters.MessageQuery{Limit: 3, BeforeMessageID: "m7"}, "m4,m5,m6"},
+			{presenters.MessageQuery{BeforeMessageID: "m2"}, "m0,m1"},
+			{presenters.MessageQuery{BeforeMessageID: "m0"}, ""},
+			{presenters.MessageQuery{Limit: 50}, "m0,m1,m2,m3,m4,m5,m6,m7,m8,m9"},
+		}
+		for _, tc := range cases {
+			got, err := s.Messages(ctx, "c1", tc.q)
+			if err != nil {
+				t.Fatalf("%+v: %v", tc.q, err)
+			}
+			if ids(got) != tc.want {
+				t.Errorf("%+v = %s, want %s", tc.q, ids(got), tc.want)
+			}
+			for _, m := range got {
+				if len(m.Blocks) != 1 || "m"+m.Blocks[0].Text != m.ID {
+					t.Errorf("message %s has blocks %+v", m.ID, m.Blocks)
+				}
 			}
 		}
-	}
-	if _, err := s.Messages(ctx, "c1", presenters.MessageQuery{BeforeMessageID: "zz"}); !errors.Is(err, presenters.ErrNotFound) {
-		t.Fatalf("unknown before id: %v", err)
-	}
-	if _, err := s.Messages(ctx, "nope", presenters.MessageQuery{}); !errors.Is(err, presenters.ErrNotFound) {
-		t.Fatalf("unknown session: %v", err)
-	}
-	if got, err := s.Messages(ctx, "empty", presenters.MessageQuery{}); err != nil || len(got) != 0 {
-		t.Fatalf("empty session: %v, %v", got, err)
-	}
+		if _, err := s.Messages(ctx, "c1", presenters.MessageQuery{BeforeMessageID: "zz"}); !errors.Is(err, presenters.ErrNotFound) {
+			t.Fatalf("unknown before id: %v", err)
+		}
+		if _, err := s.Messages(ctx, "nope", presenters.MessageQuery{}); !errors.Is(err, presenters.ErrNotFound) {
+			t.Fatalf("unknown session: %v", err)
+		}
+		if got, err := s.Messages(ctx, "empty", presenters.MessageQuery{}); err != nil || len(got) != 0 {
+			t.Fatalf("empty session: %v, %v", got, err)
+		}
+	})
 }
 
 func TestConcurrentWritersAndReaders(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	const writers, saves = 8, 25
-	var wg sync.WaitGroup
-	errs := make(chan error, writers*2)
-	for w := 0; w < writers; w++ {
-		conv := fmt.Sprintf("c%d", w)
-		mustCreate(t, s, conv, "a")
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < saves; i++ {
-				m := presenters.Message{ID: conv + "-m", SessionID: conv, Role: presenters.RoleAssistant, Status: StatusInProgress,
-					Blocks: []presenters.Block{{Type: presenters.BlockText, Text: strings.Repeat("x", i+1)}}}
-				if err := s.SaveMessage(ctx, m); err != nil {
-					errs <- err
-					return
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		const writers, saves = 8, 25
+		var wg sync.WaitGroup
+		errs := make(chan error, writers*2)
+		for w := 0; w < writers; w++ {
+			conv := fmt.Sprintf("c%d", w)
+			mustCreate(t, s, conv, "a")
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < saves; i++ {
+					m := presenters.Message{ID: conv + "-m", SessionID: conv, Role: presenters.RoleAssistant, Status: StatusInProgress,
+						Blocks: []presenters.Block{{Type: presenters.BlockText, Text: strings.Repeat("x", i+1)}}}
+					if err := s.SaveMessage(ctx, m); err != nil {
+						errs <- err
+						return
+					}
 				}
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			for i := 0; i < saves; i++ {
-				ms, err := s.Messages(ctx, conv, presenters.MessageQuery{})
-				if err != nil {
-					errs <- err
-					return
+			}()
+			go func() {
+				defer wg.Done()
+				for i := 0; i < saves; i++ {
+					ms, err := s.Messages(ctx, conv, presenters.MessageQuery{})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(ms) > 1 || (len(ms) == 1 && len(ms[0].Blocks) != 1) {
+						errs <- fmt.Errorf("reader saw a torn message: %+v", ms)
+						return
+					}
 				}
-				if len(ms) > 1 || (len(ms) == 1 && len(ms[0].Blocks) != 1) {
-					errs <- fmt.Errorf("reader saw a torn message: %+v", ms)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
 }
 
 const crashWriterEnv = "TRANSCRIPT_CRASH_WRITER_DB"
@@ -568,33 +629,69 @@ func TestCrashMidTurnLeavesIncompleteMessage(t *testing.T) {
 // The batch reads answer for every stored id, across more ids than one query binds, and
 // leave unknown ids out.
 func TestGetConversationsAndCountsInBatches(t *testing.T) {
-	s, _ := openStore(t)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		var ids []string
+		for i := range idBatch + 10 {
+			id := fmt.Sprintf("c%04d", i)
+			mustCreate(t, s, id, "agent")
+			ids = append(ids, id)
+		}
+		last := ids[len(ids)-1]
+		if err := s.SaveMessage(ctx, presenters.Message{ID: "m", SessionID: last, Role: presenters.RoleUser, Status: presenters.MessageComplete}); err != nil {
+			t.Fatal(err)
+		}
+		convs, err := s.GetConversations(ctx, append(ids, "unknown"))
+		if err != nil || len(convs) != len(ids) {
+			t.Fatalf("GetConversations: %d conversations, %v; want %d", len(convs), err, len(ids))
+		}
+		seen := map[string]bool{}
+		for _, c := range convs {
+			seen[c.ID] = c.AgentID == "agent" && c.Workspace == "/w"
+		}
+		for _, id := range ids {
+			if !seen[id] {
+				t.Fatalf("conversation %s missing or wrong", id)
+			}
+		}
+		counts, err := s.CountMessagesOf(ctx, append(ids, "unknown"))
+		if err != nil || len(counts) != 1 || counts[last] != 1 {
+			t.Fatalf("CountMessagesOf = %v, %v; want only %s: 1", counts, err, last)
+		}
+	})
+}
+
+// OpenOnPostgres owns its connections, as Open owns its file: Close closes them. A server
+// it cannot reach is an error that says what to check and does not show the password.
+func TestOpenOnPostgres(t *testing.T) {
 	ctx := context.Background()
-	var ids []string
-	for i := range idBatch + 10 {
-		id := fmt.Sprintf("c%04d", i)
-		mustCreate(t, s, id, "agent")
-		ids = append(ids, id)
-	}
-	last := ids[len(ids)-1]
-	if err := s.SaveMessage(ctx, presenters.Message{ID: "m", SessionID: last, Role: presenters.RoleUser, Status: presenters.MessageComplete}); err != nil {
+	s, err := OpenOnPostgres(ctx, pgtest.Shared(t).NewSchema(t))
+	if err != nil {
 		t.Fatal(err)
 	}
-	convs, err := s.GetConversations(ctx, append(ids, "unknown"))
-	if err != nil || len(convs) != len(ids) {
-		t.Fatalf("GetConversations: %d conversations, %v; want %d", len(convs), err, len(ids))
+	mustCreate(t, s, "c1", "deepchat.a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
-	seen := map[string]bool{}
-	for _, c := range convs {
-		seen[c.ID] = c.AgentID == "agent" && c.Workspace == "/w"
+	if _, err := s.SequenceFloor(ctx); err == nil || !strings.Contains(err.Error(), "database is closed") {
+		t.Fatalf("read after Close: %v; want the database closed", err)
 	}
-	for _, id := range ids {
-		if !seen[id] {
-			t.Fatalf("conversation %s missing or wrong", id)
-		}
+	nowhere := fmt.Sprintf("postgres://agenticd:s3cret@127.0.0.1:%d/agenticd?sslmode=disable&connect_timeout=5", closedPort(t))
+	_, err = OpenOnPostgres(ctx, nowhere)
+	if err == nil || !strings.Contains(err.Error(), "check that the server runs") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("OpenOnPostgres on a closed port: %v; want an error saying what to check, without the password", err)
 	}
-	counts, err := s.CountMessagesOf(ctx, append(ids, "unknown"))
-	if err != nil || len(counts) != 1 || counts[last] != 1 {
-		t.Fatalf("CountMessagesOf = %v, %v; want only %s: 1", counts, err, last)
+}
+
+// closedPort is a port of 127.0.0.1 where nothing listens.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return port
 }

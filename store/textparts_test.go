@@ -117,7 +117,7 @@ func TestStatementsBoundRowsAndBytes(t *testing.T) {
 func checkStoredParts(t *testing.T, db *gorm.DB) {
 	t.Helper()
 	var stray, counted, stored, long, notText int64
-	for _, q := range []struct {
+	queries := []struct {
 		n   *int64
 		sql string
 	}{
@@ -129,7 +129,14 @@ func checkStoredParts(t *testing.T, db *gorm.DB) {
 			(SELECT COUNT(*) FROM blocks WHERE length(CAST(text AS BLOB)) > ?)`},
 		{&notText, `SELECT (SELECT COUNT(*) FROM block_text_parts WHERE typeof(text) <> 'text') +
 			(SELECT COUNT(*) FROM blocks WHERE typeof(text) <> 'text' OR typeof(payload) <> 'text')`},
-	} {
+	}
+	if dialectOf(db) == postgresDialect {
+		// Postgres's columns hold only their type, so every text is TEXT.
+		queries[3].sql = `SELECT (SELECT COUNT(*) FROM block_text_parts WHERE octet_length(text) > ?) +
+			(SELECT COUNT(*) FROM blocks WHERE octet_length(text) > ?)`
+		queries[4].sql = `SELECT 0`
+	}
+	for _, q := range queries {
 		var args []any
 		if q.n == &long {
 			args = []any{textPartBytes, textPartBytes}
@@ -194,38 +201,40 @@ func commonPrefix(a, b string) int {
 }
 
 func TestLongTextsRoundTrip(t *testing.T) {
-	s, db := openStore(t)
-	mustCreate(t, s, "c1", "deepchat.default")
-	L := textPartBytes
-	prose := largeText(12*L + L/2)
-	texts := map[string]string{
-		"empty":              "",
-		"short":              "hello",
-		"one part exactly":   strings.Repeat("x", L),
-		"one byte over":      strings.Repeat("x", L+1),
-		"three parts":        strings.Repeat("y", 3*L),
-		"many parts":         prose,
-		"2-byte at the cut":  strings.Repeat("a", L-1) + "é" + strings.Repeat("b", L),
-		"3-byte at the cut":  strings.Repeat("a", L-2) + "€" + strings.Repeat("b", 2*L),
-		"4-byte at the cut":  strings.Repeat("a", L-3) + "🚀" + strings.Repeat("b", L),
-		"4-byte cuts":        strings.Repeat("🚀", L),
-		"invalid at the cut": strings.Repeat("a", L-1) + "\xe2\x82" + strings.Repeat("b", L),
-	}
-	names := slices.Sorted(maps.Keys(texts))
-	for i, name := range names {
-		m := presenters.Message{ID: fmt.Sprintf("m%d", i), SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
-			Blocks: []presenters.Block{
-				{Type: presenters.BlockReasoning, Text: texts[name]},
-				toolBlock("t", presenters.ToolCompleted, "diff"),
-				{Type: presenters.BlockText, Text: texts[name] + "!"},
-			}}
-		t.Run(name, func(t *testing.T) { saveAndReadBack(t, s, db, m) })
-	}
-	var parts int64
-	if err := db.Raw(`SELECT text_parts FROM blocks WHERE message_id = ? AND position = 0`,
-		fmt.Sprintf("m%d", slices.Index(names, "many parts"))).Scan(&parts).Error; err != nil || parts != 12 {
-		t.Fatalf("a text of 12.5 parts has text_parts %d (%v), want 12", parts, err)
-	}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, db := e.openStore(t)
+		mustCreate(t, s, "c1", "deepchat.default")
+		L := textPartBytes
+		prose := largeText(12*L + L/2)
+		texts := map[string]string{
+			"empty":              "",
+			"short":              "hello",
+			"one part exactly":   strings.Repeat("x", L),
+			"one byte over":      strings.Repeat("x", L+1),
+			"three parts":        strings.Repeat("y", 3*L),
+			"many parts":         prose,
+			"2-byte at the cut":  strings.Repeat("a", L-1) + "é" + strings.Repeat("b", L),
+			"3-byte at the cut":  strings.Repeat("a", L-2) + "€" + strings.Repeat("b", 2*L),
+			"4-byte at the cut":  strings.Repeat("a", L-3) + "🚀" + strings.Repeat("b", L),
+			"4-byte cuts":        strings.Repeat("🚀", L),
+			"invalid at the cut": strings.Repeat("a", L-1) + "\xe2\x82" + strings.Repeat("b", L),
+		}
+		names := slices.Sorted(maps.Keys(texts))
+		for i, name := range names {
+			m := presenters.Message{ID: fmt.Sprintf("m%d", i), SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+				Blocks: []presenters.Block{
+					{Type: presenters.BlockReasoning, Text: texts[name]},
+					toolBlock("t", presenters.ToolCompleted, "diff"),
+					{Type: presenters.BlockText, Text: texts[name] + "!"},
+				}}
+			t.Run(name, func(t *testing.T) { saveAndReadBack(t, s, db, m) })
+		}
+		var parts int64
+		if err := db.Raw(`SELECT text_parts FROM blocks WHERE message_id = ? AND position = 0`,
+			fmt.Sprintf("m%d", slices.Index(names, "many parts"))).Scan(&parts).Error; err != nil || parts != 12 {
+			t.Fatalf("a text of 12.5 parts has text_parts %d (%v), want 12", parts, err)
+		}
+	})
 }
 
 // logTextWrites installs triggers that log every text part written ("position.part";
@@ -233,13 +242,26 @@ func TestLongTextsRoundTrip(t *testing.T) {
 // that log.
 func logTextWrites(t *testing.T, db *gorm.DB) func() []string {
 	t.Helper()
-	for _, stmt := range []string{
+	stmts := []string{
 		`CREATE TABLE text_writes (position INTEGER NOT NULL, part INTEGER NOT NULL)`,
 		`CREATE TRIGGER log_head_insert AFTER INSERT ON blocks BEGIN INSERT INTO text_writes VALUES (NEW.position, 0); END`,
 		`CREATE TRIGGER log_head_update AFTER UPDATE OF text ON blocks BEGIN INSERT INTO text_writes VALUES (NEW.position, 0); END`,
 		`CREATE TRIGGER log_part_insert AFTER INSERT ON block_text_parts BEGIN INSERT INTO text_writes VALUES (NEW.position, NEW.part); END`,
 		`CREATE TRIGGER log_part_update AFTER UPDATE ON block_text_parts BEGIN INSERT INTO text_writes VALUES (NEW.position, NEW.part); END`,
-	} {
+	}
+	if dialectOf(db) == postgresDialect {
+		stmts = []string{
+			`CREATE TABLE text_writes (position BIGINT NOT NULL, part BIGINT NOT NULL)`,
+			`CREATE FUNCTION log_head_write() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN INSERT INTO text_writes VALUES (NEW.position, 0); RETURN NULL; END $$`,
+			`CREATE FUNCTION log_part_write() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN INSERT INTO text_writes VALUES (NEW.position, NEW.part); RETURN NULL; END $$`,
+			`CREATE TRIGGER log_head_insert AFTER INSERT ON blocks FOR EACH ROW EXECUTE FUNCTION log_head_write()`,
+			`CREATE TRIGGER log_head_update AFTER UPDATE OF text ON blocks FOR EACH ROW EXECUTE FUNCTION log_head_write()`,
+			`CREATE TRIGGER log_part_write AFTER INSERT OR UPDATE ON block_text_parts FOR EACH ROW EXECUTE FUNCTION log_part_write()`,
+		}
+	}
+	for _, stmt := range stmts {
 		if err := db.Exec(stmt).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -263,113 +285,119 @@ func logTextWrites(t *testing.T, db *gorm.DB) func() []string {
 
 // A growing text is checkpointed by writing its last part and the new ones only.
 func TestGrowingTextWritesOnlyChangedParts(t *testing.T) {
-	s, db := openStore(t)
-	mustCreate(t, s, "c1", "deepchat.default")
-	writes := logTextWrites(t, db)
-	L := textPartBytes
-	text := largeText(7 * L)
-	m := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress}
-	step := func(name string, n int, want ...string) {
-		t.Helper()
-		m.Blocks = []presenters.Block{{Type: presenters.BlockText, Text: "Thinking. "}, {Type: presenters.BlockText, Text: validPrefix(text, n)}}
-		saveAndReadBack(t, s, db, m)
-		if got := writes(); !slices.Equal(got, want) {
-			t.Errorf("%s: wrote parts %v, want %v", name, got, want)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, db := e.openStore(t)
+		mustCreate(t, s, "c1", "deepchat.default")
+		writes := logTextWrites(t, db)
+		L := textPartBytes
+		text := largeText(7 * L)
+		m := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress}
+		step := func(name string, n int, want ...string) {
+			t.Helper()
+			m.Blocks = []presenters.Block{{Type: presenters.BlockText, Text: "Thinking. "}, {Type: presenters.BlockText, Text: validPrefix(text, n)}}
+			saveAndReadBack(t, s, db, m)
+			if got := writes(); !slices.Equal(got, want) {
+				t.Errorf("%s: wrote parts %v, want %v", name, got, want)
+			}
 		}
-	}
-	step("first save", 2*L+L/2, "0.0", "1.0", "1.1", "1.2")
-	step("grew by 2.7 parts", 5*L+L/5, "1.2", "1.3", "1.4", "1.5")
-	step("grew within its last part", 5*L+L/2, "1.5")
-	step("nothing changed", 5*L+L/2)
-	m.Status = presenters.MessageComplete
-	step("final save", 5*L+L/2)
-	if len(s.committed) != 0 {
-		t.Fatal("a finished message is still tracked")
-	}
-	m.Status = StatusInProgress
-	step("untracked: rewritten whole, shorter", L+L/2, "0.0", "1.0", "1.1")
-	if got := partsOf(t, db, "a1", 1); !slices.Equal(got, []int{1}) {
-		t.Fatalf("parts %v left after a rewrite to two parts", got)
-	}
+		step("first save", 2*L+L/2, "0.0", "1.0", "1.1", "1.2")
+		step("grew by 2.7 parts", 5*L+L/5, "1.2", "1.3", "1.4", "1.5")
+		step("grew within its last part", 5*L+L/2, "1.5")
+		step("nothing changed", 5*L+L/2)
+		m.Status = presenters.MessageComplete
+		step("final save", 5*L+L/2)
+		if len(s.committed) != 0 {
+			t.Fatal("a finished message is still tracked")
+		}
+		m.Status = StatusInProgress
+		step("untracked: rewritten whole, shorter", L+L/2, "0.0", "1.0", "1.1")
+		if got := partsOf(t, db, "a1", 1); !slices.Equal(got, []int{1}) {
+			t.Fatalf("parts %v left after a rewrite to two parts", got)
+		}
+	})
 }
 
 // A text that shrinks, a block whose type changes, blocks dropped and a message written
 // whole again leave no part behind.
 func TestShrunkTextsLeaveNoParts(t *testing.T) {
-	s, db := openStore(t)
-	mustCreate(t, s, "c1", "deepchat.default")
-	writes := logTextWrites(t, db)
-	L := textPartBytes
-	text := largeText(4 * L)
-	m := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress,
-		Blocks: []presenters.Block{
-			{Type: presenters.BlockText, Text: validPrefix(text, 3*L+L/2)},
-			{Type: presenters.BlockReasoning, Text: validPrefix(text, 2*L+L/2)},
-			{Type: presenters.BlockText, Text: text},
-		}}
-	saveAndReadBack(t, s, db, m)
-	writes()
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, db := e.openStore(t)
+		mustCreate(t, s, "c1", "deepchat.default")
+		writes := logTextWrites(t, db)
+		L := textPartBytes
+		text := largeText(4 * L)
+		m := presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress,
+			Blocks: []presenters.Block{
+				{Type: presenters.BlockText, Text: validPrefix(text, 3*L+L/2)},
+				{Type: presenters.BlockReasoning, Text: validPrefix(text, 2*L+L/2)},
+				{Type: presenters.BlockText, Text: text},
+			}}
+		saveAndReadBack(t, s, db, m)
+		writes()
 
-	m.Blocks[0].Text = validPrefix(text, L+L/2)
-	saveAndReadBack(t, s, db, m)
-	if got := partsOf(t, db, "a1", 0); !slices.Equal(got, []int{1}) {
-		t.Fatalf("shrunk text has parts %v, want [1]", got)
-	}
-	if got := writes(); !slices.Equal(got, []string{"0.1"}) {
-		t.Errorf("shrinking wrote %v, want its new last part only", got)
-	}
+		m.Blocks[0].Text = validPrefix(text, L+L/2)
+		saveAndReadBack(t, s, db, m)
+		if got := partsOf(t, db, "a1", 0); !slices.Equal(got, []int{1}) {
+			t.Fatalf("shrunk text has parts %v, want [1]", got)
+		}
+		if got := writes(); !slices.Equal(got, []string{"0.1"}) {
+			t.Errorf("shrinking wrote %v, want its new last part only", got)
+		}
 
-	m.Blocks[1] = toolBlock("t1", presenters.ToolInProgress, "diff")
-	saveAndReadBack(t, s, db, m)
-	if got := partsOf(t, db, "a1", 1); len(got) != 0 {
-		t.Fatalf("a text block turned tool call kept parts %v", got)
-	}
+		m.Blocks[1] = toolBlock("t1", presenters.ToolInProgress, "diff")
+		saveAndReadBack(t, s, db, m)
+		if got := partsOf(t, db, "a1", 1); len(got) != 0 {
+			t.Fatalf("a text block turned tool call kept parts %v", got)
+		}
 
-	m.Blocks = m.Blocks[:1]
-	saveAndReadBack(t, s, db, m)
-	if got := partsOf(t, db, "a1", 2); len(got) != 0 {
-		t.Fatalf("a dropped block kept parts %v", got)
-	}
+		m.Blocks = m.Blocks[:1]
+		saveAndReadBack(t, s, db, m)
+		if got := partsOf(t, db, "a1", 2); len(got) != 0 {
+			t.Fatalf("a dropped block kept parts %v", got)
+		}
 
-	// A store that did not write the message rewrites it whole, deleting its blocks first.
-	other, err := New(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Blocks = []presenters.Block{{Type: presenters.BlockText, Text: "short now"}}
-	saveAndReadBack(t, other, db, m)
-	if got := partsOf(t, db, "a1", 0); len(got) != 0 {
-		t.Fatalf("a text rewritten short kept parts %v", got)
-	}
+		// A store that did not write the message rewrites it whole, deleting its blocks first.
+		other, err := New(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Blocks = []presenters.Block{{Type: presenters.BlockText, Text: "short now"}}
+		saveAndReadBack(t, other, db, m)
+		if got := partsOf(t, db, "a1", 0); len(got) != 0 {
+			t.Fatalf("a text rewritten short kept parts %v", got)
+		}
+	})
 }
 
 // Deleting a conversation (or a message) deletes its texts' parts, through blocks.
 func TestDeletingConversationDeletesParts(t *testing.T) {
-	s, db := openStore(t)
-	text := largeText(3 * textPartBytes)
-	for _, c := range []string{"c1", "c2"} {
-		mustCreate(t, s, c, "deepchat.default")
-		for _, id := range []string{c + "-a", c + "-b"} {
-			if err := s.SaveMessage(context.Background(), presenters.Message{ID: id, SessionID: c, Role: presenters.RoleAssistant,
-				Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: text}}}); err != nil {
-				t.Fatal(err)
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, db := e.openStore(t)
+		text := largeText(3 * textPartBytes)
+		for _, c := range []string{"c1", "c2"} {
+			mustCreate(t, s, c, "deepchat.default")
+			for _, id := range []string{c + "-a", c + "-b"} {
+				if err := s.SaveMessage(context.Background(), presenters.Message{ID: id, SessionID: c, Role: presenters.RoleAssistant,
+					Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: text}}}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	if err := db.Exec(`DELETE FROM conversations WHERE id = 'c1'`).Error; err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Exec(`DELETE FROM messages WHERE id = 'c2-a'`).Error; err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	if err := db.Raw(`SELECT DISTINCT message_id FROM block_text_parts ORDER BY message_id`).Scan(&left).Error; err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(left, []string{"c2-b"}) {
-		t.Fatalf("parts left of messages %v, want only c2-b's", left)
-	}
-	checkStoredParts(t, db)
+		if err := db.Exec(`DELETE FROM conversations WHERE id = 'c1'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec(`DELETE FROM messages WHERE id = 'c2-a'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		if err := db.Raw(`SELECT DISTINCT message_id FROM block_text_parts ORDER BY message_id`).Scan(&left).Error; err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(left, []string{"c2-b"}) {
+			t.Fatalf("parts left of messages %v, want only c2-b's", left)
+		}
+		checkStoredParts(t, db)
+	})
 }
 
 // A database written before texts were stored in parts (migration 1 only) reads as it
@@ -425,77 +453,81 @@ func TestFirstSchemaDatabaseReadsAfterMigration(t *testing.T) {
 // A read while a turn checkpoints a long text sees one whole checkpoint: every part of
 // every block from the same save.
 func TestReadsDoNotTearLongTexts(t *testing.T) {
-	s, db := openStore(t)
-	mustCreate(t, s, "c1", "deepchat.default")
-	L := textPartBytes
-	const saves = 24
-	version := func(i int) presenters.Message {
-		mark := string(rune('a' + i%26))
-		return presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress,
-			Blocks: []presenters.Block{
-				{Type: presenters.BlockText, Text: strings.Repeat(mark, L+(i%3)*L+i)},
-				{Type: presenters.BlockReasoning, Text: strings.Repeat(mark, 2*L-i)},
-			}}
-	}
-	if err := s.SaveMessage(context.Background(), version(0)); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Go(func() {
-		defer close(done)
-		for i := 1; i < saves; i++ {
-			if err := s.SaveMessage(context.Background(), version(i)); err != nil {
-				errs <- err
-				return
-			}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, db := e.openStore(t)
+		mustCreate(t, s, "c1", "deepchat.default")
+		L := textPartBytes
+		const saves = 24
+		version := func(i int) presenters.Message {
+			mark := string(rune('a' + i%26))
+			return presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: StatusInProgress,
+				Blocks: []presenters.Block{
+					{Type: presenters.BlockText, Text: strings.Repeat(mark, L+(i%3)*L+i)},
+					{Type: presenters.BlockReasoning, Text: strings.Repeat(mark, 2*L-i)},
+				}}
 		}
-	})
-	wg.Go(func() {
-		for reads := 0; ; reads++ {
-			select {
-			case <-done:
-				if reads > 0 {
+		if err := s.SaveMessage(context.Background(), version(0)); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		wg.Go(func() {
+			defer close(done)
+			for i := 1; i < saves; i++ {
+				if err := s.SaveMessage(context.Background(), version(i)); err != nil {
+					errs <- err
 					return
 				}
-			default:
 			}
-			got, err := s.Messages(context.Background(), "c1", presenters.MessageQuery{})
-			if err != nil {
-				errs <- err
-				return
+		})
+		wg.Go(func() {
+			for reads := 0; ; reads++ {
+				select {
+				case <-done:
+					if reads > 0 {
+						return
+					}
+				default:
+				}
+				got, err := s.Messages(context.Background(), "c1", presenters.MessageQuery{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mark := got[0].Blocks[0].Text[:1]
+				i := int(mark[0] - 'a')
+				if want := version(i); !reflect.DeepEqual(got[0].Blocks, want.Blocks) {
+					errs <- fmt.Errorf("read %d: texts of %d and %d bytes are not checkpoint %d's", reads,
+						len(got[0].Blocks[0].Text), len(got[0].Blocks[1].Text), i)
+					return
+				}
 			}
-			mark := got[0].Blocks[0].Text[:1]
-			i := int(mark[0] - 'a')
-			if want := version(i); !reflect.DeepEqual(got[0].Blocks, want.Blocks) {
-				errs <- fmt.Errorf("read %d: texts of %d and %d bytes are not checkpoint %d's", reads,
-					len(got[0].Blocks[0].Text), len(got[0].Blocks[1].Text), i)
-				return
-			}
+		})
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
 		}
+		checkStoredParts(t, db)
 	})
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	checkStoredParts(t, db)
 }
 
 // A missing part fails the read rather than returning a text with a hole in it.
 func TestMissingTextPartIsReported(t *testing.T) {
-	s, db := openStore(t)
-	mustCreate(t, s, "c1", "deepchat.default")
-	if err := s.SaveMessage(context.Background(), presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant,
-		Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: largeText(3 * textPartBytes)}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Exec(`DELETE FROM block_text_parts WHERE message_id = 'a1' AND part = 1`).Error; err != nil {
-		t.Fatal(err)
-	}
-	_, err := s.Messages(context.Background(), "c1", presenters.MessageQuery{})
-	if err == nil || !strings.Contains(err.Error(), "lacks its part 1 of 2") {
-		t.Fatalf("read with a part missing: %v, want it reported", err)
-	}
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, db := e.openStore(t)
+		mustCreate(t, s, "c1", "deepchat.default")
+		if err := s.SaveMessage(context.Background(), presenters.Message{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant,
+			Status: presenters.MessageComplete, Blocks: []presenters.Block{{Type: presenters.BlockText, Text: largeText(3 * textPartBytes)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec(`DELETE FROM block_text_parts WHERE message_id = 'a1' AND part = 1`).Error; err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Messages(context.Background(), "c1", presenters.MessageQuery{})
+		if err == nil || !strings.Contains(err.Error(), "lacks its part 1 of 2") {
+			t.Fatalf("read with a part missing: %v, want it reported", err)
+		}
+	})
 }

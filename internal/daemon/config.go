@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -22,6 +23,7 @@ import (
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/store"
 )
 
 // Defaults of the settings a config file may leave out.
@@ -47,6 +49,11 @@ type Config struct {
 	// DataDir holds the SQLite database (agenticd.db). Default ~/.local/share/agenticd
 	// ($XDG_DATA_HOME/agenticd when set).
 	DataDir string `yaml:"data_dir"`
+	// Database, when set, is a postgres:// URL (postgres://user:password@host:port/db?...)
+	// of the database that holds the history, the event log and the registry in place of
+	// the SQLite file in DataDir; the database must exist, agenticd creates its tables.
+	// DataDir still holds agenticd's other files.
+	Database string `yaml:"database"`
 	// Token, when set, is required as `authorization: Bearer <token>` on every RPC but
 	// health. AGENTICD_TOKEN overrides it (cmd/agenticd).
 	Token string `yaml:"token"`
@@ -415,6 +422,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("refusing the token (config token, AGENTICD_TOKEN or --token): %w; use at least %d random characters, e.g. `%s`", err, MinTokenLength, tokenCommand)
 		}
 	}
+	if err := checkDatabase(c.Database); err != nil {
+		return err
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls needs both cert_file and key_file")
 	}
@@ -444,6 +454,22 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s: id %q is used twice; give each agent its own id", c.agentEntry(i), a.ID)
 		}
 		seen[a.ID] = true
+	}
+	return nil
+}
+
+// checkDatabase accepts an empty database (SQLite in data_dir) or a postgres:// URL
+// with a host and a database name.
+func checkDatabase(database string) error {
+	if database == "" {
+		return nil
+	}
+	u, err := url.Parse(database)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return fmt.Errorf("database: %s is not a postgres:// URL; set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE, or remove it to keep the history in data_dir (SQLite)", store.RedactDSN(database))
+	}
+	if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return fmt.Errorf("database: %s lacks a host or a database name; write postgres://USER:PASSWORD@HOST:PORT/DATABASE", u.Redacted())
 	}
 	return nil
 }

@@ -115,24 +115,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
-	dbPath := filepath.Join(cfg.DataDir, DatabaseFile)
-	integrity, err := store.CheckSQLite(ctx, dbPath, store.IntegrityCheckBudget)
-	if err != nil {
-		return err
-	}
-	switch {
-	case integrity.Empty:
-		s.logger.Warn("the history database was an empty file; starting with an empty history. If it held sessions, stop agenticd and restore it from a backup",
-			"file", dbPath)
-	case integrity.Unchecked != nil:
-		s.logger.Warn("could not check the history database for damage", "file", dbPath, "err", integrity.Unchecked)
-	case integrity.Exists && !integrity.Finished:
-		s.logger.Info("checked only part of the history database for damage in the time allowed; to check all of it, stop agenticd and run `sqlite3 FILE 'PRAGMA quick_check'`",
-			"file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
-	case integrity.Exists:
-		s.logger.Debug("history database checked", "file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
-	}
-	st, err := store.Open(ctx, dbPath)
+	st, err := s.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,6 +180,36 @@ func (s *Server) build(ctx context.Context) error {
 			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Logger: s.logger}),
 	)
 	return err
+}
+
+// openStore opens the configured database: Postgres when database is set, else the
+// SQLite file in the data dir, checked for damage first.
+func (s *Server) openStore(ctx context.Context) (*store.Store, error) {
+	if s.cfg.Database != "" {
+		st, err := store.OpenOnPostgres(ctx, s.cfg.Database)
+		if err == nil {
+			s.logger.Info("history database on Postgres", "database", store.RedactDSN(s.cfg.Database))
+		}
+		return st, err
+	}
+	dbPath := filepath.Join(s.cfg.DataDir, DatabaseFile)
+	integrity, err := store.CheckSQLite(ctx, dbPath, store.IntegrityCheckBudget)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case integrity.Empty:
+		s.logger.Warn("the history database was an empty file; starting with an empty history. If it held sessions, stop agenticd and restore it from a backup",
+			"file", dbPath)
+	case integrity.Unchecked != nil:
+		s.logger.Warn("could not check the history database for damage", "file", dbPath, "err", integrity.Unchecked)
+	case integrity.Exists && !integrity.Finished:
+		s.logger.Info("checked only part of the history database for damage in the time allowed; to check all of it, stop agenticd and run `sqlite3 FILE 'PRAGMA quick_check'`",
+			"file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
+	case integrity.Exists:
+		s.logger.Debug("history database checked", "file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
+	}
+	return store.Open(ctx, dbPath)
 }
 
 // sandboxOptions keeps agenticd's own secrets from sessions: neither terminals nor ACP
