@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,11 +71,23 @@ var auditedTypes = map[presenters.EventType]bool{
 	presenters.EventToolPermissionRequired: true,
 	presenters.EventToolPermissionGranted:  true,
 	presenters.EventToolPermissionDenied:   true,
+	presenters.EventElicitationRequired:    true,
+	presenters.EventElicitationResolved:    true,
 }
 
 // noteAnswer records who is answering a permission request, before the presenter
 // publishes the decision.
 func (a *auditor) noteAnswer(ctx context.Context, sessionID, permissionID string) {
+	a.note(ctx, sessionID+"\x00"+permissionID)
+}
+
+// noteElicitationAnswer records who is answering an elicitation, before the presenter
+// publishes its resolution.
+func (a *auditor) noteElicitationAnswer(ctx context.Context, sessionID, elicitationID string) {
+	a.note(ctx, sessionID+"\x00elicitation\x00"+elicitationID)
+}
+
+func (a *auditor) note(ctx context.Context, key string) {
 	n := notedAnswer{address: clientAddress(ctx), identity: clientIdentity(ctx), at: time.Now()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -86,14 +99,13 @@ func (a *auditor) noteAnswer(ctx context.Context, sessionID, permissionID string
 		}
 	}
 	if len(a.answers) < maxNotedAnswers {
-		a.answers[sessionID+"\x00"+permissionID] = n
+		a.answers[key] = n
 	}
 }
 
-func (a *auditor) takeAnswer(sessionID, permissionID string) (notedAnswer, bool) {
+func (a *auditor) takeAnswer(key string) (notedAnswer, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	key := sessionID + "\x00" + permissionID
 	n, ok := a.answers[key]
 	delete(a.answers, key)
 	return n, ok
@@ -193,6 +205,25 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 		g := p.ToolPermissionGranted
 		return []*pb.AuditEvent{a.decided(le, entry(pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, observed, g.GetToolId()),
 			g.GetPermissionId(), g.GetOptionId(), true, g.GetDecidedBy(), g.GetReason())}
+	case *pb.AgenticEvent_ElicitationRequired:
+		r := p.ElicitationRequired.GetRequest()
+		e := entry(pb.AuditKind_AUDIT_KIND_ELICITATION_REQUESTED, observed, r.GetToolId())
+		e.Detail = &pb.AuditEvent_Elicitation{Elicitation: &pb.AuditElicitation{
+			ElicitationId: r.GetElicitationId(), Message: r.GetMessage(), Mode: r.GetMode(), Url: r.GetUrl()}}
+		return []*pb.AuditEvent{e}
+	case *pb.AgenticEvent_ElicitationResolved:
+		r := p.ElicitationResolved
+		d := &pb.AuditElicitation{ElicitationId: r.GetElicitationId(), Action: r.GetAction(), DecidedBy: r.GetDecidedBy(), Reason: r.GetReason()}
+		for name := range r.GetContent().GetFields() {
+			d.AnsweredFields = append(d.AnsweredFields, name)
+		}
+		slices.Sort(d.AnsweredFields)
+		if n, ok := a.takeAnswer(le.SessionID + "\x00elicitation\x00" + r.GetElicitationId()); ok && r.GetDecidedBy() == pb.ElicitationDecider_ELICITATION_DECIDER_USER {
+			d.ClientAddress, d.ClientIdentity = n.address, n.identity
+		}
+		e := entry(pb.AuditKind_AUDIT_KIND_ELICITATION_RESOLVED, observed, r.GetToolId())
+		e.Detail = &pb.AuditEvent_Elicitation{Elicitation: d}
+		return []*pb.AuditEvent{e}
 	case *pb.AgenticEvent_ToolPermissionDenied:
 		d := p.ToolPermissionDenied
 		out := []*pb.AuditEvent{a.decided(le, entry(pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, observed, d.GetToolId()),
@@ -210,7 +241,7 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 // decided is a decision's entry, with the client that answered when one did.
 func (a *auditor) decided(le events.LoggedEvent, e *pb.AuditEvent, permissionID, optionID string, granted bool, by pb.PermissionDecider, reason string) *pb.AuditEvent {
 	d := &pb.AuditPermission{PermissionId: permissionID, OptionId: optionID, Granted: granted, DecidedBy: by, Reason: reason}
-	if n, ok := a.takeAnswer(le.SessionID, permissionID); ok && by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
+	if n, ok := a.takeAnswer(le.SessionID + "\x00" + permissionID); ok && by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
 		d.ClientAddress, d.ClientIdentity = n.address, n.identity
 	}
 	e.Detail = &pb.AuditEvent_Permission{Permission: d}

@@ -156,3 +156,32 @@ func TestAuditSourceOfACPAgents(t *testing.T) {
 		t.Errorf("DeepChat: %v", got)
 	}
 }
+
+// An elicitation leaves a request entry and a resolution entry with who answered; the
+// values the user entered stay out of the audit log, only the fields answered are named.
+func TestAuditRecordsElicitations(t *testing.T) {
+	const token = "a-test-token-of-some-length"
+	e := newEnv(t, envOptions{token: token, eventLog: true})
+	id := e.createSession(t, fakeID).GetSessionId()
+	askForm(e, id, "f1")
+	if _, err := e.client.RespondElicitation(context.Background(), &pb.RespondElicitationRequest{SessionId: id, ElicitationId: "f1",
+		Action: pb.ElicitationAction_ELICITATION_ACTION_ACCEPT, Content: content(t, map[string]any{"name": "s3cr3t", "age": 36})}); err != nil {
+		t.Fatal(err)
+	}
+	got := auditEntries(t, e, &pb.ListAuditEventsRequest{SessionIds: []string{id}, Kinds: []pb.AuditKind{
+		pb.AuditKind_AUDIT_KIND_ELICITATION_REQUESTED, pb.AuditKind_AUDIT_KIND_ELICITATION_RESOLVED}}, 2)
+	if len(got) != 2 {
+		t.Fatalf("entries %v, want the request and its resolution", kinds(got))
+	}
+	if r := got[0].GetElicitation(); r.GetElicitationId() != "f1" || r.GetMode() != pb.ElicitationMode_ELICITATION_MODE_FORM || r.GetMessage() != "Tell me about you" {
+		t.Errorf("request entry %v", r)
+	}
+	d := got[1].GetElicitation()
+	if d.GetAction() != pb.ElicitationAction_ELICITATION_ACTION_ACCEPT || d.GetDecidedBy() != pb.ElicitationDecider_ELICITATION_DECIDER_USER ||
+		strings.Join(d.GetAnsweredFields(), ",") != "age,name" || d.GetClientAddress() == "" || !strings.HasPrefix(d.GetClientIdentity(), "token sha256:") {
+		t.Errorf("resolution entry %v", d)
+	}
+	if raw := got[1].String(); strings.Contains(raw, "s3cr3t") {
+		t.Errorf("the audit entry holds what the user entered: %s", raw)
+	}
+}

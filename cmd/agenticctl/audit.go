@@ -182,6 +182,24 @@ func auditLine(e *pb.AuditEvent) string {
 		}
 	case *pb.AuditEvent_Denial:
 		detail = d.Denial.GetPermissionId() + ": " + d.Denial.GetReason()
+	case *pb.AuditEvent_Elicitation:
+		el := d.Elicitation
+		detail = el.GetElicitationId()
+		if e.GetKind() == pb.AuditKind_AUDIT_KIND_ELICITATION_REQUESTED {
+			detail += " " + strings.TrimSpace(el.GetMessage()+" "+el.GetUrl())
+			break
+		}
+		detail += fmt.Sprintf(" %s by %s", strings.ToLower(strings.TrimPrefix(el.GetAction().String(), "ELICITATION_ACTION_")),
+			strings.ToLower(strings.TrimPrefix(el.GetDecidedBy().String(), "ELICITATION_DECIDER_")))
+		if len(el.GetAnsweredFields()) > 0 {
+			detail += " (" + strings.Join(el.GetAnsweredFields(), ", ") + ")"
+		}
+		if el.GetClientAddress() != "" || el.GetClientIdentity() != "" {
+			detail += fmt.Sprintf(" from %s with %s", el.GetClientAddress(), el.GetClientIdentity())
+		}
+		if el.GetReason() != "" {
+			detail += ": " + el.GetReason()
+		}
 	}
 	if detail = strings.TrimSpace(detail); detail != "" {
 		line += " " + detail

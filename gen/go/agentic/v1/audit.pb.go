@@ -44,33 +44,41 @@ const (
 	// The server's policy refused a tool call (workspace bounds, the mode, a rule):
 	// AuditDenial.
 	AuditKind_AUDIT_KIND_POLICY_DENIAL AuditKind = 9
+	// An agent asked the user for input: AuditElicitation (without the answer).
+	AuditKind_AUDIT_KIND_ELICITATION_REQUESTED AuditKind = 10
+	// An elicitation was resolved: AuditElicitation, with who resolved it.
+	AuditKind_AUDIT_KIND_ELICITATION_RESOLVED AuditKind = 11
 )
 
 // Enum value maps for AuditKind.
 var (
 	AuditKind_name = map[int32]string{
-		0: "AUDIT_KIND_UNSPECIFIED",
-		1: "AUDIT_KIND_SESSION_CREATED",
-		2: "AUDIT_KIND_SESSION_LOADED",
-		3: "AUDIT_KIND_SESSION_CLOSED",
-		4: "AUDIT_KIND_SESSION_DELETED",
-		5: "AUDIT_KIND_FILE_WRITE",
-		6: "AUDIT_KIND_COMMAND",
-		7: "AUDIT_KIND_PERMISSION_REQUESTED",
-		8: "AUDIT_KIND_PERMISSION_DECIDED",
-		9: "AUDIT_KIND_POLICY_DENIAL",
+		0:  "AUDIT_KIND_UNSPECIFIED",
+		1:  "AUDIT_KIND_SESSION_CREATED",
+		2:  "AUDIT_KIND_SESSION_LOADED",
+		3:  "AUDIT_KIND_SESSION_CLOSED",
+		4:  "AUDIT_KIND_SESSION_DELETED",
+		5:  "AUDIT_KIND_FILE_WRITE",
+		6:  "AUDIT_KIND_COMMAND",
+		7:  "AUDIT_KIND_PERMISSION_REQUESTED",
+		8:  "AUDIT_KIND_PERMISSION_DECIDED",
+		9:  "AUDIT_KIND_POLICY_DENIAL",
+		10: "AUDIT_KIND_ELICITATION_REQUESTED",
+		11: "AUDIT_KIND_ELICITATION_RESOLVED",
 	}
 	AuditKind_value = map[string]int32{
-		"AUDIT_KIND_UNSPECIFIED":          0,
-		"AUDIT_KIND_SESSION_CREATED":      1,
-		"AUDIT_KIND_SESSION_LOADED":       2,
-		"AUDIT_KIND_SESSION_CLOSED":       3,
-		"AUDIT_KIND_SESSION_DELETED":      4,
-		"AUDIT_KIND_FILE_WRITE":           5,
-		"AUDIT_KIND_COMMAND":              6,
-		"AUDIT_KIND_PERMISSION_REQUESTED": 7,
-		"AUDIT_KIND_PERMISSION_DECIDED":   8,
-		"AUDIT_KIND_POLICY_DENIAL":        9,
+		"AUDIT_KIND_UNSPECIFIED":           0,
+		"AUDIT_KIND_SESSION_CREATED":       1,
+		"AUDIT_KIND_SESSION_LOADED":        2,
+		"AUDIT_KIND_SESSION_CLOSED":        3,
+		"AUDIT_KIND_SESSION_DELETED":       4,
+		"AUDIT_KIND_FILE_WRITE":            5,
+		"AUDIT_KIND_COMMAND":               6,
+		"AUDIT_KIND_PERMISSION_REQUESTED":  7,
+		"AUDIT_KIND_PERMISSION_DECIDED":    8,
+		"AUDIT_KIND_POLICY_DENIAL":         9,
+		"AUDIT_KIND_ELICITATION_REQUESTED": 10,
+		"AUDIT_KIND_ELICITATION_RESOLVED":  11,
 	}
 )
 
@@ -177,6 +185,7 @@ type AuditEvent struct {
 	//	*AuditEvent_Command
 	//	*AuditEvent_Permission
 	//	*AuditEvent_Denial
+	//	*AuditEvent_Elicitation
 	Detail        isAuditEvent_Detail `protobuf_oneof:"detail"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -320,6 +329,15 @@ func (x *AuditEvent) GetDenial() *AuditDenial {
 	return nil
 }
 
+func (x *AuditEvent) GetElicitation() *AuditElicitation {
+	if x != nil {
+		if x, ok := x.Detail.(*AuditEvent_Elicitation); ok {
+			return x.Elicitation
+		}
+	}
+	return nil
+}
+
 type isAuditEvent_Detail interface {
 	isAuditEvent_Detail()
 }
@@ -344,6 +362,10 @@ type AuditEvent_Denial struct {
 	Denial *AuditDenial `protobuf:"bytes,14,opt,name=denial,proto3,oneof"`
 }
 
+type AuditEvent_Elicitation struct {
+	Elicitation *AuditElicitation `protobuf:"bytes,15,opt,name=elicitation,proto3,oneof"`
+}
+
 func (*AuditEvent_Session) isAuditEvent_Detail() {}
 
 func (*AuditEvent_FileWrite) isAuditEvent_Detail() {}
@@ -353,6 +375,8 @@ func (*AuditEvent_Command) isAuditEvent_Detail() {}
 func (*AuditEvent_Permission) isAuditEvent_Detail() {}
 
 func (*AuditEvent_Denial) isAuditEvent_Detail() {}
+
+func (*AuditEvent_Elicitation) isAuditEvent_Detail() {}
 
 type AuditSession struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -746,12 +770,135 @@ func (x *AuditDenial) GetReason() string {
 	return ""
 }
 
+// An agent's request for input and its resolution. The values a user entered are not
+// kept (they may be secrets): only which fields were answered.
+type AuditElicitation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ElicitationId string                 `protobuf:"bytes,1,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	// What the agent asked for, and how: a form, or a URL to open.
+	Message string          `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Mode    ElicitationMode `protobuf:"varint,3,opt,name=mode,proto3,enum=agentic.v1.ElicitationMode" json:"mode,omitempty"`
+	Url     string          `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	// For ELICITATION_RESOLVED: the answer, who gave it, and why when not a client.
+	Action    ElicitationAction  `protobuf:"varint,5,opt,name=action,proto3,enum=agentic.v1.ElicitationAction" json:"action,omitempty"`
+	DecidedBy ElicitationDecider `protobuf:"varint,6,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.ElicitationDecider" json:"decided_by,omitempty"`
+	Reason    string             `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The names of the form fields an ACCEPT filled in.
+	AnsweredFields []string `protobuf:"bytes,8,rep,name=answered_fields,json=answeredFields,proto3" json:"answered_fields,omitempty"`
+	// For a client's answer: its network address and the credential it used, as for
+	// permissions.
+	ClientAddress  string `protobuf:"bytes,9,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	ClientIdentity string `protobuf:"bytes,10,opt,name=client_identity,json=clientIdentity,proto3" json:"client_identity,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AuditElicitation) Reset() {
+	*x = AuditElicitation{}
+	mi := &file_agentic_v1_audit_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditElicitation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditElicitation) ProtoMessage() {}
+
+func (x *AuditElicitation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_audit_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditElicitation.ProtoReflect.Descriptor instead.
+func (*AuditElicitation) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_audit_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AuditElicitation) GetElicitationId() string {
+	if x != nil {
+		return x.ElicitationId
+	}
+	return ""
+}
+
+func (x *AuditElicitation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AuditElicitation) GetMode() ElicitationMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ElicitationMode_ELICITATION_MODE_UNSPECIFIED
+}
+
+func (x *AuditElicitation) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *AuditElicitation) GetAction() ElicitationAction {
+	if x != nil {
+		return x.Action
+	}
+	return ElicitationAction_ELICITATION_ACTION_UNSPECIFIED
+}
+
+func (x *AuditElicitation) GetDecidedBy() ElicitationDecider {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ElicitationDecider_ELICITATION_DECIDER_UNSPECIFIED
+}
+
+func (x *AuditElicitation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AuditElicitation) GetAnsweredFields() []string {
+	if x != nil {
+		return x.AnsweredFields
+	}
+	return nil
+}
+
+func (x *AuditElicitation) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *AuditElicitation) GetClientIdentity() string {
+	if x != nil {
+		return x.ClientIdentity
+	}
+	return ""
+}
+
 var File_agentic_v1_audit_proto protoreflect.FileDescriptor
 
 const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"\x16agentic/v1/audit.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x04\n" +
+	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x05\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
@@ -771,7 +918,8 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"permission\x18\r \x01(\v2\x1b.agentic.v1.AuditPermissionH\x00R\n" +
 	"permission\x121\n" +
-	"\x06denial\x18\x0e \x01(\v2\x17.agentic.v1.AuditDenialH\x00R\x06denialB\b\n" +
+	"\x06denial\x18\x0e \x01(\v2\x17.agentic.v1.AuditDenialH\x00R\x06denial\x12@\n" +
+	"\velicitation\x18\x0f \x01(\v2\x1c.agentic.v1.AuditElicitationH\x00R\velicitationB\b\n" +
 	"\x06detail\"D\n" +
 	"\fAuditSession\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x16\n" +
@@ -808,7 +956,20 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\x0fclient_identity\x18\t \x01(\tR\x0eclientIdentity\"J\n" +
 	"\vAuditDenial\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\xbe\x02\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x9d\x03\n" +
+	"\x10AuditElicitation\x12%\n" +
+	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12/\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x1b.agentic.v1.ElicitationModeR\x04mode\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\x125\n" +
+	"\x06action\x18\x05 \x01(\x0e2\x1d.agentic.v1.ElicitationActionR\x06action\x12=\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\x0e2\x1e.agentic.v1.ElicitationDeciderR\tdecidedBy\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12'\n" +
+	"\x0fanswered_fields\x18\b \x03(\tR\x0eansweredFields\x12%\n" +
+	"\x0eclient_address\x18\t \x01(\tR\rclientAddress\x12'\n" +
+	"\x0fclient_identity\x18\n" +
+	" \x01(\tR\x0eclientIdentity*\x89\x03\n" +
 	"\tAuditKind\x12\x1a\n" +
 	"\x16AUDIT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aAUDIT_KIND_SESSION_CREATED\x10\x01\x12\x1d\n" +
@@ -819,7 +980,10 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\x12AUDIT_KIND_COMMAND\x10\x06\x12#\n" +
 	"\x1fAUDIT_KIND_PERMISSION_REQUESTED\x10\a\x12!\n" +
 	"\x1dAUDIT_KIND_PERMISSION_DECIDED\x10\b\x12\x1c\n" +
-	"\x18AUDIT_KIND_POLICY_DENIAL\x10\t*a\n" +
+	"\x18AUDIT_KIND_POLICY_DENIAL\x10\t\x12$\n" +
+	" AUDIT_KIND_ELICITATION_REQUESTED\x10\n" +
+	"\x12#\n" +
+	"\x1fAUDIT_KIND_ELICITATION_RESOLVED\x10\v*a\n" +
 	"\vAuditSource\x12\x1c\n" +
 	"\x18AUDIT_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15AUDIT_SOURCE_OBSERVED\x10\x01\x12\x19\n" +
@@ -842,7 +1006,7 @@ func file_agentic_v1_audit_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentic_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_agentic_v1_audit_proto_goTypes = []any{
 	(AuditKind)(0),                // 0: agentic.v1.AuditKind
 	(AuditSource)(0),              // 1: agentic.v1.AuditSource
@@ -852,14 +1016,18 @@ var file_agentic_v1_audit_proto_goTypes = []any{
 	(*AuditCommand)(nil),          // 5: agentic.v1.AuditCommand
 	(*AuditPermission)(nil),       // 6: agentic.v1.AuditPermission
 	(*AuditDenial)(nil),           // 7: agentic.v1.AuditDenial
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
-	(ToolStatus)(0),               // 10: agentic.v1.ToolStatus
-	(PermissionType)(0),           // 11: agentic.v1.PermissionType
-	(PermissionDecider)(0),        // 12: agentic.v1.PermissionDecider
+	(*AuditElicitation)(nil),      // 8: agentic.v1.AuditElicitation
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	(ToolStatus)(0),               // 11: agentic.v1.ToolStatus
+	(PermissionType)(0),           // 12: agentic.v1.PermissionType
+	(PermissionDecider)(0),        // 13: agentic.v1.PermissionDecider
+	(ElicitationMode)(0),          // 14: agentic.v1.ElicitationMode
+	(ElicitationAction)(0),        // 15: agentic.v1.ElicitationAction
+	(ElicitationDecider)(0),       // 16: agentic.v1.ElicitationDecider
 }
 var file_agentic_v1_audit_proto_depIdxs = []int32{
-	8,  // 0: agentic.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	9,  // 0: agentic.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
 	0,  // 1: agentic.v1.AuditEvent.kind:type_name -> agentic.v1.AuditKind
 	1,  // 2: agentic.v1.AuditEvent.source:type_name -> agentic.v1.AuditSource
 	3,  // 3: agentic.v1.AuditEvent.session:type_name -> agentic.v1.AuditSession
@@ -867,15 +1035,19 @@ var file_agentic_v1_audit_proto_depIdxs = []int32{
 	5,  // 5: agentic.v1.AuditEvent.command:type_name -> agentic.v1.AuditCommand
 	6,  // 6: agentic.v1.AuditEvent.permission:type_name -> agentic.v1.AuditPermission
 	7,  // 7: agentic.v1.AuditEvent.denial:type_name -> agentic.v1.AuditDenial
-	9,  // 8: agentic.v1.AuditCommand.duration:type_name -> google.protobuf.Duration
-	10, // 9: agentic.v1.AuditCommand.status:type_name -> agentic.v1.ToolStatus
-	11, // 10: agentic.v1.AuditPermission.permission_type:type_name -> agentic.v1.PermissionType
-	12, // 11: agentic.v1.AuditPermission.decided_by:type_name -> agentic.v1.PermissionDecider
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 8: agentic.v1.AuditEvent.elicitation:type_name -> agentic.v1.AuditElicitation
+	10, // 9: agentic.v1.AuditCommand.duration:type_name -> google.protobuf.Duration
+	11, // 10: agentic.v1.AuditCommand.status:type_name -> agentic.v1.ToolStatus
+	12, // 11: agentic.v1.AuditPermission.permission_type:type_name -> agentic.v1.PermissionType
+	13, // 12: agentic.v1.AuditPermission.decided_by:type_name -> agentic.v1.PermissionDecider
+	14, // 13: agentic.v1.AuditElicitation.mode:type_name -> agentic.v1.ElicitationMode
+	15, // 14: agentic.v1.AuditElicitation.action:type_name -> agentic.v1.ElicitationAction
+	16, // 15: agentic.v1.AuditElicitation.decided_by:type_name -> agentic.v1.ElicitationDecider
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_audit_proto_init() }
@@ -891,6 +1063,7 @@ func file_agentic_v1_audit_proto_init() {
 		(*AuditEvent_Command)(nil),
 		(*AuditEvent_Permission)(nil),
 		(*AuditEvent_Denial)(nil),
+		(*AuditEvent_Elicitation)(nil),
 	}
 	file_agentic_v1_audit_proto_msgTypes[2].OneofWrappers = []any{}
 	file_agentic_v1_audit_proto_msgTypes[3].OneofWrappers = []any{}
@@ -900,7 +1073,7 @@ func file_agentic_v1_audit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_audit_proto_rawDesc), len(file_agentic_v1_audit_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

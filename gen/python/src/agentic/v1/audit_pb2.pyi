@@ -9,6 +9,8 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 AUDIT_KIND_COMMAND: AuditKind
+AUDIT_KIND_ELICITATION_REQUESTED: AuditKind
+AUDIT_KIND_ELICITATION_RESOLVED: AuditKind
 AUDIT_KIND_FILE_WRITE: AuditKind
 AUDIT_KIND_PERMISSION_DECIDED: AuditKind
 AUDIT_KIND_PERMISSION_REQUESTED: AuditKind
@@ -45,11 +47,36 @@ class AuditDenial(_message.Message):
     reason: str
     def __init__(self, permission_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class AuditElicitation(_message.Message):
+    __slots__ = ["action", "answered_fields", "client_address", "client_identity", "decided_by", "elicitation_id", "message", "mode", "reason", "url"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    action: _types_pb2.ElicitationAction
+    answered_fields: _containers.RepeatedScalarFieldContainer[str]
+    client_address: str
+    client_identity: str
+    decided_by: _events_pb2.ElicitationDecider
+    elicitation_id: str
+    message: str
+    mode: _types_pb2.ElicitationMode
+    reason: str
+    url: str
+    def __init__(self, elicitation_id: _Optional[str] = ..., message: _Optional[str] = ..., mode: _Optional[_Union[_types_pb2.ElicitationMode, str]] = ..., url: _Optional[str] = ..., action: _Optional[_Union[_types_pb2.ElicitationAction, str]] = ..., decided_by: _Optional[_Union[_events_pb2.ElicitationDecider, str]] = ..., reason: _Optional[str] = ..., answered_fields: _Optional[_Iterable[str]] = ..., client_address: _Optional[str] = ..., client_identity: _Optional[str] = ...) -> None: ...
+
 class AuditEvent(_message.Message):
-    __slots__ = ["agent_id", "command", "denial", "event_sequence", "file_write", "id", "kind", "permission", "session", "session_id", "source", "time", "tool_id"]
+    __slots__ = ["agent_id", "command", "denial", "elicitation", "event_sequence", "file_write", "id", "kind", "permission", "session", "session_id", "source", "time", "tool_id"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     DENIAL_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_FIELD_NUMBER: _ClassVar[int]
     EVENT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FILE_WRITE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +90,7 @@ class AuditEvent(_message.Message):
     agent_id: str
     command: AuditCommand
     denial: AuditDenial
+    elicitation: AuditElicitation
     event_sequence: int
     file_write: AuditFileWrite
     id: int
@@ -73,7 +101,7 @@ class AuditEvent(_message.Message):
     source: AuditSource
     time: _timestamp_pb2.Timestamp
     tool_id: str
-    def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., source: _Optional[_Union[AuditSource, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., event_sequence: _Optional[int] = ..., session: _Optional[_Union[AuditSession, _Mapping]] = ..., file_write: _Optional[_Union[AuditFileWrite, _Mapping]] = ..., command: _Optional[_Union[AuditCommand, _Mapping]] = ..., permission: _Optional[_Union[AuditPermission, _Mapping]] = ..., denial: _Optional[_Union[AuditDenial, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., source: _Optional[_Union[AuditSource, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., event_sequence: _Optional[int] = ..., session: _Optional[_Union[AuditSession, _Mapping]] = ..., file_write: _Optional[_Union[AuditFileWrite, _Mapping]] = ..., command: _Optional[_Union[AuditCommand, _Mapping]] = ..., permission: _Optional[_Union[AuditPermission, _Mapping]] = ..., denial: _Optional[_Union[AuditDenial, _Mapping]] = ..., elicitation: _Optional[_Union[AuditElicitation, _Mapping]] = ...) -> None: ...
 
 class AuditFileWrite(_message.Message):
     __slots__ = ["bytes", "deleted", "path", "sha256", "tool_title"]

@@ -5,8 +5,8 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { PermissionType, ToolStatus } from "./types_pb.js";
-import type { PermissionDecider } from "./events_pb.js";
+import type { ElicitationAction, ElicitationMode, PermissionType, ToolStatus } from "./types_pb.js";
+import type { ElicitationDecider, PermissionDecider } from "./events_pb.js";
 
 /**
  * Describes the file agentic/v1/audit.proto.
@@ -99,6 +99,12 @@ export declare type AuditEvent = Message<"agentic.v1.AuditEvent"> & {
      */
     value: AuditDenial;
     case: "denial";
+  } | {
+    /**
+     * @generated from field: agentic.v1.AuditElicitation elicitation = 15;
+     */
+    value: AuditElicitation;
+    case: "elicitation";
   } | { case: undefined; value?: undefined };
 };
 
@@ -311,6 +317,79 @@ export declare type AuditDenial = Message<"agentic.v1.AuditDenial"> & {
 export declare const AuditDenialSchema: GenMessage<AuditDenial>;
 
 /**
+ * An agent's request for input and its resolution. The values a user entered are not
+ * kept (they may be secrets): only which fields were answered.
+ *
+ * @generated from message agentic.v1.AuditElicitation
+ */
+export declare type AuditElicitation = Message<"agentic.v1.AuditElicitation"> & {
+  /**
+   * @generated from field: string elicitation_id = 1;
+   */
+  elicitationId: string;
+
+  /**
+   * What the agent asked for, and how: a form, or a URL to open.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * @generated from field: agentic.v1.ElicitationMode mode = 3;
+   */
+  mode: ElicitationMode;
+
+  /**
+   * @generated from field: string url = 4;
+   */
+  url: string;
+
+  /**
+   * For ELICITATION_RESOLVED: the answer, who gave it, and why when not a client.
+   *
+   * @generated from field: agentic.v1.ElicitationAction action = 5;
+   */
+  action: ElicitationAction;
+
+  /**
+   * @generated from field: agentic.v1.ElicitationDecider decided_by = 6;
+   */
+  decidedBy: ElicitationDecider;
+
+  /**
+   * @generated from field: string reason = 7;
+   */
+  reason: string;
+
+  /**
+   * The names of the form fields an ACCEPT filled in.
+   *
+   * @generated from field: repeated string answered_fields = 8;
+   */
+  answeredFields: string[];
+
+  /**
+   * For a client's answer: its network address and the credential it used, as for
+   * permissions.
+   *
+   * @generated from field: string client_address = 9;
+   */
+  clientAddress: string;
+
+  /**
+   * @generated from field: string client_identity = 10;
+   */
+  clientIdentity: string;
+};
+
+/**
+ * Describes the message agentic.v1.AuditElicitation.
+ * Use `create(AuditElicitationSchema)` to create a new message.
+ */
+export declare const AuditElicitationSchema: GenMessage<AuditElicitation>;
+
+/**
  * What an audit entry records.
  *
  * @generated from enum agentic.v1.AuditKind
@@ -378,6 +457,20 @@ export enum AuditKind {
    * @generated from enum value: AUDIT_KIND_POLICY_DENIAL = 9;
    */
   POLICY_DENIAL = 9,
+
+  /**
+   * An agent asked the user for input: AuditElicitation (without the answer).
+   *
+   * @generated from enum value: AUDIT_KIND_ELICITATION_REQUESTED = 10;
+   */
+  ELICITATION_REQUESTED = 10,
+
+  /**
+   * An elicitation was resolved: AuditElicitation, with who resolved it.
+   *
+   * @generated from enum value: AUDIT_KIND_ELICITATION_RESOLVED = 11;
+   */
+  ELICITATION_RESOLVED = 11,
 }
 
 /**
