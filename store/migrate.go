@@ -249,10 +249,46 @@ CREATE INDEX audit_log_by_time ON audit_log(time);
 `,
 }
 
+// migrationLockKey is the Postgres advisory lock migrate holds: any fixed number, the
+// same in every agenticd. Advisory locks are per database, so stores on other schemas of
+// the same database wait for each other's migrations too, which costs only a moment.
+const migrationLockKey int64 = 0x61676e7463640001
+
 // migrate brings the schema up to date. It refuses a database written by a newer
-// version, whose schema it cannot know.
+// version, whose schema it cannot know. On Postgres it holds migrationLockKey
+// throughout, so that of several agenticd starting at once on one database one
+// migrates and the others wait, then find the schema current: without it they would
+// apply the same migrations side by side and all but one fail.
 func migrate(ctx context.Context, db *gorm.DB) error {
 	db = db.WithContext(ctx)
+	if dialectOf(db) != postgresDialect {
+		return migrateLocked(db)
+	}
+	// A session lock, on the one connection all the migration's statements use: each
+	// migration keeps its own transaction.
+	return db.Connection(func(conn *gorm.DB) (err error) {
+		if err := conn.Exec(`SELECT pg_advisory_lock(?)`, migrationLockKey).Error; err != nil {
+			return fmt.Errorf("wait for other agenticd migrating the history database: %w", err)
+		}
+		defer func() {
+			// Released even when ctx ended; a connection that fails here is broken, and
+			// Postgres releases the locks of a closed session.
+			unlock := conn.WithContext(context.WithoutCancel(ctx)).Exec(`SELECT pg_advisory_unlock(?)`, migrationLockKey).Error
+			if err == nil && unlock != nil {
+				err = fmt.Errorf("release the history migration lock: %w", unlock)
+			}
+		}()
+		return migrateLocked(conn)
+	})
+}
+
+// migrateLocked is migrate once no one else migrates the database. The registry's GORM
+// tables are made here too, under the same lock: two AutoMigrates side by side collide
+// as the migrations do.
+func migrateLocked(db *gorm.DB) error {
+	if err := db.AutoMigrate(&SessionOwner{}, &sequenceFloor{}); err != nil {
+		return fmt.Errorf("create the registry tables: %w", err)
+	}
 	steps, appliedAt := migrations, "INTEGER"
 	if dialectOf(db) == postgresDialect {
 		steps, appliedAt = postgresMigrations, "BIGINT"

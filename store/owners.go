@@ -15,7 +15,7 @@ import (
 )
 
 // The registry's tables: which agent owns each session, and the event sequence floor.
-// They are GORM models created with AutoMigrate (New), beside the history's migrated
+// They are GORM models created with AutoMigrate (migrate, under its lock), beside the history's migrated
 // tables.
 
 // SessionOwner maps a session to the agent that owns it. Presenters keep the rest.

@@ -121,9 +121,6 @@ func own(ctx context.Context, db *gorm.DB) (*Store, error) {
 // migrations) and returns a store on it. Close releases its prepared statements but
 // leaves db open; closing db closes them too.
 func New(ctx context.Context, db *gorm.DB) (*Store, error) {
-	if err := db.WithContext(ctx).AutoMigrate(&SessionOwner{}, &sequenceFloor{}); err != nil {
-		return nil, fmt.Errorf("create the registry tables: %w", err)
-	}
 	if err := migrate(ctx, db); err != nil {
 		return nil, err
 	}

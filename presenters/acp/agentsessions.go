@@ -32,11 +32,6 @@ func (p *Presenter) importSessions(ctx context.Context, c *agentConn) {
 	defer p.importMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
-	known, err := p.knownAgentSessions(ctx, c.workspace)
-	if err != nil {
-		p.log.Warn("cannot import the agent's sessions: reading the stored ones failed", "workspace", c.workspace, "err", err)
-		return
-	}
 	imported := 0
 	var cursor *string
 	for page := 0; page < listPageLimit; page++ {
@@ -44,6 +39,14 @@ func (p *Presenter) importSessions(ctx context.Context, c *agentConn) {
 		resp, err := c.rpc.ListSessions(ctx, sdk.ListSessionsRequest{Cwd: &cwd, Cursor: cursor})
 		if err != nil {
 			p.log.Warn("cannot import the agent's sessions: session/list failed", "workspace", c.workspace, "err", agentErrorText(p.log, err))
+			break
+		}
+		// Read after the agent answered: a session CreateSession stored meanwhile, on
+		// another process, is known by its conversation even before the service records
+		// its owner.
+		known, err := p.knownAgentSessions(ctx, resp.Sessions)
+		if err != nil {
+			p.log.Warn("cannot import the agent's sessions: reading the stored ones failed", "workspace", c.workspace, "err", err)
 			break
 		}
 		for _, info := range resp.Sessions {
@@ -56,7 +59,7 @@ func (p *Presenter) importSessions(ctx context.Context, c *agentConn) {
 				p.log.Warn("cannot import an agent session", "acp_session_id", info.SessionId, "err", err)
 				continue
 			}
-			known[string(info.SessionId)] = true
+			known[string(info.SessionId)] = true // a page may list it twice
 			imported++
 		}
 		if resp.NextCursor == nil || *resp.NextCursor == "" || (cursor != nil && *cursor == *resp.NextCursor) {
@@ -69,32 +72,14 @@ func (p *Presenter) importSessions(ctx context.Context, c *agentConn) {
 	}
 }
 
-// knownAgentSessions are the agent session ids of the workspace's stored sessions.
-func (p *Presenter) knownAgentSessions(ctx context.Context, workspace string) (map[string]bool, error) {
-	known := map[string]bool{}
-	var after *store.SessionCursor
-	for {
-		page, err := p.deps.Store.ListSessions(ctx, store.SessionFilter{AgentID: p.cfg.ID, Workspace: workspace}, 500, after)
-		if err != nil {
-			return nil, err
-		}
-		if len(page) == 0 {
-			return known, nil
-		}
-		ids := make([]string, len(page))
-		for i, l := range page {
-			ids[i] = l.SessionID
-		}
-		convs, err := p.deps.Store.GetConversations(ctx, ids)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range convs {
-			known[c.AgentSessionID] = true
-		}
-		cur := page[len(page)-1].Cursor()
-		after = &cur
+// knownAgentSessions are those of the listed sessions agenticd has stored, in any
+// workspace: an agent session id names one session of the agent.
+func (p *Presenter) knownAgentSessions(ctx context.Context, listed []sdk.SessionInfo) (map[string]bool, error) {
+	ids := make([]string, 0, len(listed))
+	for _, info := range listed {
+		ids = append(ids, string(info.SessionId))
 	}
+	return p.deps.Store.KnownAgentSessions(ctx, p.cfg.ID, ids)
 }
 
 // importSession records one agent session: its conversation (title, time), its

@@ -223,3 +223,23 @@ func TestImportSessions(t *testing.T) {
 		t.Fatal("session/list was called without import_sessions")
 	}
 }
+
+// A session whose conversation is stored but whose owner the service has not recorded
+// yet (CreateSession on another process of the workspace has just returned) is known:
+// a process starting then does not import it a second time.
+func TestImportSessionsSkipsSessionsStoredWithoutOwner(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(`{"agent": {"list": true, "loadSession": true},
+	  "sessions": [{"sessionId": "being-created", "cwd": "{cwd}"}, {"sessionId": "earlier", "cwd": "{cwd}"}]}`)
+	cfg.ImportSessions = true
+	if err := h.store.CreateConversation(testContext(t), store.Conversation{ID: "created-elsewhere", AgentID: cfg.ID,
+		AgentSessionID: "being-created", Workspace: h.ws}); err != nil {
+		t.Fatal(err)
+	}
+	p := h.presenter(cfg)
+	h.createOwned(p)
+	got := h.storedSessions(cfg.ID)
+	if _, ok := got["being-created"]; ok || got["earlier"].ID == "" || len(got) != 2 {
+		t.Fatalf("stored sessions %v; want earlier imported, being-created not, and the one created here", got)
+	}
+}

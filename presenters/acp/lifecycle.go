@@ -31,6 +31,13 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	}
 	caps := conn.init.AgentCapabilities
 	plan := planMCP(p.mergedMCPServers(cfg.MCPServers), caps)
+	p.importMu.RLock()
+	stored := false
+	defer func() {
+		if !stored {
+			p.importMu.RUnlock()
+		}
+	}()
 	resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: plan.servers, AdditionalDirectories: dirs.forAgent(caps)})
 	if err != nil {
 		return presenters.SessionInfo{}, p.sessionCallError(conn, "session/new", err)
@@ -78,6 +85,8 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 		p.abandonAgentSession(conn, resp.SessionId)
 		return presenters.SessionInfo{}, fmt.Errorf("storing session %s: %w", id, err)
 	}
+	stored = true
+	p.importMu.RUnlock()
 	s.mu.Lock()
 	s.unstored = false
 	s.emit.SessionCreated(s.info)

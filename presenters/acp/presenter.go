@@ -32,8 +32,10 @@ type Presenter struct {
 	wg          sync.WaitGroup
 
 	// importMu makes session imports (importSessions) one at a time, so that two
-	// processes starting in one workspace do not import the same session twice.
-	importMu sync.Mutex
+	// processes starting in one workspace do not import the same session twice. Session
+	// creation holds it for reading from session/new until the conversation is stored, so
+	// that an import never lists a session agenticd is creating before it is stored.
+	importMu sync.RWMutex
 
 	mu sync.Mutex
 	// conns are the running agent processes by procScope.key: a process is confined to
