@@ -146,6 +146,7 @@ func TestDeepChatWithServerEverything(t *testing.T) {
 	// (MCP_SERVER_FAILED) and a failed tool call the model is told about; the next call
 	// of one of its tools starts the server again and works.
 	first := everythingPid(t)
+	readBefore := readChars(t, first) // the idle server's reads so far
 	llm.script(
 		dcTools(dcCall{"call_long", everythingLong, `{"duration":30,"steps":1}`}),
 		dcTools(dcCall{"call_echo_again", everythingEcho, `{"message":"still there?"}`}),
@@ -157,9 +158,13 @@ func TestDeepChatWithServerEverything(t *testing.T) {
 	if got[len(got)-1].GetToolRunning() == nil {
 		t.Fatalf("the long call never ran; events: %v", got)
 	}
-	// TOOL_RUNNING comes just before the request is written to the server; the pause
-	// lets it arrive. The call itself takes 30 s, far longer than the pause.
-	time.Sleep(time.Second)
+	// TOOL_RUNNING comes just before the request is written to the server: wait until the
+	// server has read it (its reads grow), then kill it during the 30 s call.
+	for deadline := time.Now().Add(eventWait); readChars(t, first) <= readBefore; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never read the long call's request")
+		}
+	}
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the server (pid %d): %v", first, err)
 	}
@@ -360,4 +365,24 @@ func procStat(pid int) (string, int) {
 	}
 	ppid, _ := strconv.Atoi(fields[1])
 	return fields[0], ppid
+}
+
+// readChars is how many bytes a process has read through system calls (/proc/PID/io).
+func readChars(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		t.Fatalf("read the server's I/O counts: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no rchar in /proc/%d/io", pid)
+	return 0
 }

@@ -59,10 +59,23 @@ func TestPostgresMigrationsRunOneAtATime(t *testing.T) {
 	waiting := openPostgresDB(t, dsn)
 	done := make(chan error, 1)
 	go func() { done <- migrate(ctx, waiting) }()
-	select {
-	case err := <-done:
-		t.Fatalf("migrate returned (%v) while another agenticd held the migration lock", err)
-	case <-time.After(300 * time.Millisecond):
+	// Postgres shows the waiting migrate as an advisory lock not granted: wait for that.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("migrate returned (%v) while another agenticd held the migration lock", err)
+		default:
+		}
+		var waiters int
+		if err := holder.Raw(`SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiters).Error; err != nil {
+			t.Fatal(err)
+		}
+		if waiters > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("migrate neither waited for the migration lock nor returned")
+		}
 	}
 	var tables int
 	if err := holder.Raw(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables).Error; err != nil || tables != 0 {
