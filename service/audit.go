@@ -1,6 +1,7 @@
 package service
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,8 +44,8 @@ const (
 // is stored in the transaction of its event: never one without the other, none dropped.
 // It runs on the hub's log writer, in sequence order, except noteAnswer (handlers).
 type auditor struct {
-	toolStarts map[string]time.Time // by session id + tool id
-	startOrder []string
+	toolStarts map[string]*list.Element // of startOrder, by session id + tool id
+	startOrder *list.List               // toolStart values, oldest first
 
 	mu      sync.Mutex
 	answers map[string]notedAnswer // by session id + permission id
@@ -56,8 +57,14 @@ type notedAnswer struct {
 	at                time.Time
 }
 
+// toolStart is when an open tool call started.
+type toolStart struct {
+	key string
+	at  time.Time
+}
+
 func newAuditor() *auditor {
-	return &auditor{toolStarts: make(map[string]time.Time), answers: make(map[string]notedAnswer)}
+	return &auditor{toolStarts: make(map[string]*list.Element), startOrder: list.New(), answers: make(map[string]notedAnswer)}
 }
 
 // auditedTypes are the event types audit entries are made from; the rest (the deltas of
@@ -75,19 +82,17 @@ var auditedTypes = map[presenters.EventType]bool{
 	presenters.EventElicitationResolved:    true,
 }
 
-// noteAnswer records who is answering a permission request, before the presenter
-// publishes the decision.
-func (a *auditor) noteAnswer(ctx context.Context, sessionID, permissionID string) {
-	a.note(ctx, sessionID+"\x00"+permissionID)
+// permissionKey and elicitationKey are the keys of the answers noted for them.
+func permissionKey(sessionID, permissionID string) string { return sessionID + "\x00" + permissionID }
+func elicitationKey(sessionID, elicitationID string) string {
+	return sessionID + "\x00elicitation\x00" + elicitationID
 }
 
-// noteElicitationAnswer records who is answering an elicitation, before the presenter
-// publishes its resolution.
-func (a *auditor) noteElicitationAnswer(ctx context.Context, sessionID, elicitationID string) {
-	a.note(ctx, sessionID+"\x00elicitation\x00"+elicitationID)
-}
-
-func (a *auditor) note(ctx context.Context, key string) {
+// note records who is answering a request (permissionKey, elicitationKey), before the
+// presenter publishes the decision. When clients answer at once, the first noted keeps
+// the note; it reports whether this call noted, so that a handler whose answer then lost
+// takes its note back (forget).
+func (a *auditor) note(ctx context.Context, key string) bool {
 	n := notedAnswer{address: clientAddress(ctx), identity: clientIdentity(ctx), at: time.Now()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -98,9 +103,18 @@ func (a *auditor) note(ctx context.Context, key string) {
 			}
 		}
 	}
-	if len(a.answers) < maxNotedAnswers {
-		a.answers[key] = n
+	if _, taken := a.answers[key]; taken || len(a.answers) >= maxNotedAnswers {
+		return false
 	}
+	a.answers[key] = n
+	return true
+}
+
+// forget takes back a note whose answer did not decide.
+func (a *auditor) forget(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.answers, key)
 }
 
 func (a *auditor) takeAnswer(key string) (notedAnswer, bool) {
@@ -218,7 +232,7 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 			d.AnsweredFields = append(d.AnsweredFields, name)
 		}
 		slices.Sort(d.AnsweredFields)
-		if n, ok := a.takeAnswer(le.SessionID + "\x00elicitation\x00" + r.GetElicitationId()); ok && r.GetDecidedBy() == pb.ElicitationDecider_ELICITATION_DECIDER_USER {
+		if n, ok := a.takeAnswer(elicitationKey(le.SessionID, r.GetElicitationId())); ok && r.GetDecidedBy() == pb.ElicitationDecider_ELICITATION_DECIDER_USER {
 			d.ClientAddress, d.ClientIdentity = n.address, n.identity
 		}
 		e := entry(pb.AuditKind_AUDIT_KIND_ELICITATION_RESOLVED, observed, r.GetToolId())
@@ -241,7 +255,7 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 // decided is a decision's entry, with the client that answered when one did.
 func (a *auditor) decided(le events.LoggedEvent, e *pb.AuditEvent, permissionID, optionID string, granted bool, by pb.PermissionDecider, reason string) *pb.AuditEvent {
 	d := &pb.AuditPermission{PermissionId: permissionID, OptionId: optionID, Granted: granted, DecidedBy: by, Reason: reason}
-	if n, ok := a.takeAnswer(le.SessionID + "\x00" + permissionID); ok && by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
+	if n, ok := a.takeAnswer(permissionKey(le.SessionID, permissionID)); ok && by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
 		d.ClientAddress, d.ClientIdentity = n.address, n.identity
 	}
 	e.Detail = &pb.AuditEvent_Permission{Permission: d}
@@ -253,20 +267,23 @@ func (a *auditor) started(sessionID, toolID string, at time.Time) {
 	if _, ok := a.toolStarts[key]; ok {
 		return
 	}
-	for len(a.startOrder) >= maxOpenToolCalls {
-		delete(a.toolStarts, a.startOrder[0])
-		a.startOrder = a.startOrder[1:]
+	if a.startOrder.Len() >= maxOpenToolCalls {
+		oldest := a.startOrder.Front()
+		delete(a.toolStarts, a.startOrder.Remove(oldest).(toolStart).key)
 	}
-	a.toolStarts[key] = at
-	a.startOrder = append(a.startOrder, key)
+	a.toolStarts[key] = a.startOrder.PushBack(toolStart{key: key, at: at})
 }
 
 // toolEnded makes the entries of a finished tool call: each file it wrote (from its
 // diffs), or the command it ran.
 func (a *auditor) toolEnded(le events.LoggedEvent, tool *pb.ToolCall, entry func(pb.AuditKind, pb.AuditSource, string) *pb.AuditEvent) []*pb.AuditEvent {
 	key := le.SessionID + "\x00" + tool.GetToolId()
-	start, started := a.toolStarts[key]
-	delete(a.toolStarts, key) // startOrder keeps the key until it is the oldest: harmless
+	var start time.Time
+	el, started := a.toolStarts[key]
+	if started {
+		start = a.startOrder.Remove(el).(toolStart).at
+		delete(a.toolStarts, key)
+	}
 	source := sourceOf(le.AgentID)
 	var out []*pb.AuditEvent
 	switch tool.GetKind() {

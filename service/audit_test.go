@@ -5,15 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 )
 
 // auditEntries waits until the audit log holds at least n entries matching req (the log
@@ -183,5 +187,55 @@ func TestAuditRecordsElicitations(t *testing.T) {
 	}
 	if raw := got[1].String(); strings.Contains(raw, "s3cr3t") {
 		t.Errorf("the audit entry holds what the user entered: %s", raw)
+	}
+}
+
+// failingOnce is an event log store whose second append fails, as a disk filling up
+// would.
+type failingOnce struct {
+	EventLogStore
+	tries [][]store.AuditEntry
+}
+
+func (f *failingOnce) AppendEventsAndAudit(ctx context.Context, batch []store.LoggedEvent, audit []store.AuditEntry) error {
+	f.tries = append(f.tries, audit)
+	if len(f.tries) == 2 {
+		return errors.New("disk full")
+	}
+	return f.EventLogStore.AppendEventsAndAudit(ctx, batch, audit)
+}
+
+// The log writer tries a failed batch again; its audit entries are the ones made the
+// first time, not made again without what the first making took (here the start of a
+// command logged in an earlier batch, for its duration).
+func TestAuditEntriesOfARetriedBatch(t *testing.T) {
+	f := &failingOnce{EventLogStore: openStore(t)}
+	l := &eventLog{st: f, audit: newAuditor(), logger: discard}
+	start := time.Now()
+	tool := presenters.ToolCall{ToolID: "t1", Kind: presenters.ToolExecute, Status: presenters.ToolInProgress,
+		Arguments: json.RawMessage(`{"command":"make"}`)}
+	logged := func(seq uint64, at time.Time, p presenters.Payload) []events.LoggedEvent {
+		ev := presenters.Event{Sequence: seq, SessionID: "s", AgentID: fakeID, Time: at, Payload: p}
+		return []events.LoggedEvent{{Sequence: seq, SessionID: "s", AgentID: fakeID, Type: p.EventType(), Time: at, Data: encodeEvent(ev, discard)}}
+	}
+	if err := l.AppendEvents(context.Background(), logged(1, start, presenters.ToolStartPayload{MessageID: "m", Tool: tool})); err != nil {
+		t.Fatal(err)
+	}
+	end := logged(2, start.Add(2*time.Second), presenters.ToolEndPayload{MessageID: "m", Tool: tool})
+	if err := l.AppendEvents(context.Background(), end); err == nil {
+		t.Fatal("the second append did not fail")
+	}
+	if err := l.AppendEvents(context.Background(), end); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tries) != 3 || len(f.tries[2]) != 1 {
+		t.Fatalf("entries per try %v, want the command's on the retry", f.tries)
+	}
+	var e pb.AuditEvent
+	if err := proto.Unmarshal(f.tries[2][0].Data, &e); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.GetCommand().GetDuration().AsDuration(); d != 2*time.Second {
+		t.Errorf("the retried command's duration %v, want 2s", d)
 	}
 }

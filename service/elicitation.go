@@ -199,10 +199,11 @@ func (s *Service) RespondElicitation(ctx context.Context, req *pb.RespondElicita
 	if !ok {
 		return nil, s.fail(ctx, method, elicitationNotPending(elicitationID, fmt.Errorf("%w: agent %s never asks for input", presenters.ErrNotFound, p.AgentID())), attrs...)
 	}
-	if s.hub.audit != nil {
-		s.hub.audit.noteElicitationAnswer(ctx, id, elicitationID)
-	}
+	noted := s.hub.audit != nil && s.hub.audit.note(ctx, elicitationKey(id, elicitationID))
 	if err := responder.RespondElicitation(ctx, id, answer); err != nil {
+		if noted {
+			s.hub.audit.forget(elicitationKey(id, elicitationID))
+		}
 		// Another client, the agent or a timeout may have resolved it in between.
 		if r, ok := s.hub.elicitationResolution(id, elicitationID); ok && errors.Is(err, presenters.ErrNotFound) {
 			return s.answeredAgainst(ctx, method, attrs, answer, r)

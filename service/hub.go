@@ -78,18 +78,35 @@ type eventLog struct {
 	audit          *auditor
 	auditRetention AuditRetention
 	logger         *slog.Logger
+
+	// The audit entries of the batch last tried, by its first sequence: the hub's log
+	// writer tries a failed batch again as it was, and making the entries takes what the
+	// auditor held for them (a tool's start, the client that answered). Only the log
+	// writer calls AppendEvents.
+	triedFrom    uint64
+	triedEntries []store.AuditEntry
 }
 
-func (l eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent) error {
+func (l *eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent) error {
+	if len(batch) == 0 {
+		return nil
+	}
 	rows := make([]store.LoggedEvent, len(batch))
 	for i, ev := range batch {
 		rows[i] = store.LoggedEvent{Sequence: ev.Sequence, SessionID: ev.SessionID, AgentID: ev.AgentID, Type: int(ev.Type),
 			MessageID: ev.MessageID, Time: ev.Time, Data: ev.Data}
 	}
-	return l.st.AppendEventsAndAudit(ctx, rows, l.audit.entries(batch, l.logger))
+	if l.triedFrom != batch[0].Sequence || l.triedEntries == nil {
+		l.triedFrom, l.triedEntries = batch[0].Sequence, l.audit.entries(batch, l.logger)
+	}
+	err := l.st.AppendEventsAndAudit(ctx, rows, l.triedEntries)
+	if err == nil {
+		l.triedEntries = nil
+	}
+	return err
 }
 
-func (l eventLog) ReadEvents(ctx context.Context, after, until uint64, f events.Filter, limit int) ([]events.LoggedEvent, error) {
+func (l *eventLog) ReadEvents(ctx context.Context, after, until uint64, f events.Filter, limit int) ([]events.LoggedEvent, error) {
 	filter := store.EventFilter{SessionIDs: f.SessionIDs, AgentIDs: f.AgentIDs}
 	for _, t := range f.Types {
 		filter.Types = append(filter.Types, int(t))
@@ -106,12 +123,12 @@ func (l eventLog) ReadEvents(ctx context.Context, after, until uint64, f events.
 	return out, nil
 }
 
-func (l eventLog) EventLogRange(ctx context.Context) (oldest, newest uint64, err error) {
+func (l *eventLog) EventLogRange(ctx context.Context) (oldest, newest uint64, err error) {
 	return l.st.EventLogRange(ctx)
 }
 
 // PruneEvents applies the event log's retention, and the audit log's with it.
-func (l eventLog) PruneEvents(ctx context.Context, r events.LogRetention) (int64, error) {
+func (l *eventLog) PruneEvents(ctx context.Context, r events.LogRetention) (int64, error) {
 	if _, err := l.st.PruneAudit(ctx, l.auditRetention.MaxEntries, l.auditRetention.MaxAge); err != nil {
 		l.logger.Error("could not apply the audit log's retention", "err", err)
 	}
@@ -148,7 +165,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	)
 	if opts.Log != nil {
 		audit = newAuditor()
-		log = eventLog{st: opts.Log, audit: audit, auditRetention: opts.AuditRetention, logger: logger}
+		log = &eventLog{st: opts.Log, audit: audit, auditRetention: opts.AuditRetention, logger: logger}
 	}
 	hub, err := events.New(ctx, events.Options[*encodedEvent]{
 		Capacity:        opts.Capacity,

@@ -215,10 +215,11 @@ func (s *Service) RespondPermission(ctx context.Context, req *pb.RespondPermissi
 	if err != nil {
 		return nil, s.fail(ctx, method, err, attrs...)
 	}
-	if s.hub.audit != nil {
-		s.hub.audit.noteAnswer(ctx, id, permissionID)
-	}
+	noted := s.hub.audit != nil && s.hub.audit.note(ctx, permissionKey(id, permissionID))
 	if err := p.RespondPermission(ctx, id, presenters.PermissionResponse{RequestID: permissionID, OptionID: opt.ID}); err != nil {
+		if noted {
+			s.hub.audit.forget(permissionKey(id, permissionID))
+		}
 		// Another client may have answered in between.
 		if d, ok := s.hub.permissionDecision(id, permissionID); ok && errors.Is(err, presenters.ErrNotFound) {
 			resp, err := ans.against(d)
