@@ -28,6 +28,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -41,8 +42,10 @@ const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 var emptySettings = []byte{0, 0, 0, byte(http2.FrameSettings), 0, 0, 0, 0, 0}
 
 const (
-	// DefaultFirstBytesTimeout bounds how long a new connection may take to show its
-	// protocol (and, over TLS, to finish its handshake).
+	// DefaultFirstBytesTimeout bounds how long a new connection may take to send its
+	// first bytes: an HTTP/1 request line or the HTTP/2 preface (and, over TLS, to finish
+	// its handshake). After the preface an HTTP/2 client may wait for its first request
+	// as long as it likes, as grpc-go's own transport lets it.
 	DefaultFirstBytesTimeout = 10 * time.Second
 	// maxSniffBytes bounds what an HTTP/2 client may send before its first request: its
 	// settings and window updates are a few dozen bytes.
@@ -109,9 +112,8 @@ func (s *Splitter) Run() error {
 			if s.isClosed() {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Out of file descriptors and the like: wait a little, as net/http does.
+			if transientAcceptError(err) {
+				// Out of file descriptors and the like: wait a little and go on.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				s.logger.Warn("accepting a connection failed; retrying", "err", err, "retry_in", delay)
 				select {
@@ -130,6 +132,15 @@ func (s *Splitter) Run() error {
 		}
 		go s.route(conn)
 	}
+}
+
+// transientAcceptError reports whether an Accept error passes: the process or the system
+// is out of file descriptors or memory for now, or a client gave up before it was
+// accepted.
+func transientAcceptError(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // Close stops accepting, closes the connections still being read and the two listeners,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -227,5 +229,21 @@ func TestAckDropper(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("got\n%q\nwant\n%q", got, want)
 		}
+	}
+}
+
+// Running out of file descriptors is no reason to stop serving.
+func TestTransientAcceptErrors(t *testing.T) {
+	for _, err := range []error{
+		&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.EMFILE)},
+		&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.ENFILE)},
+		&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)},
+	} {
+		if !transientAcceptError(err) {
+			t.Errorf("%v ends the splitter", err)
+		}
+	}
+	if transientAcceptError(net.ErrClosed) {
+		t.Error("a closed listener counts as passing")
 	}
 }
