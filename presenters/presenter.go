@@ -3,6 +3,7 @@ package presenters
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agenticd/agenticd/sandbox"
@@ -135,6 +136,21 @@ type MCPServer struct {
 	Env     map[string]string
 	URL     string
 	Headers map[string]string
+}
+
+// MergeMCPServers are an agent's configured MCP servers with a session's own: a
+// session's server replaces a configured one of the same name in its place, the others
+// follow in their order.
+func MergeMCPServers(configured, own []MCPServer) []MCPServer {
+	out := slices.Clone(configured)
+	for _, m := range own {
+		if i := slices.IndexFunc(out, func(c MCPServer) bool { return c.Name == m.Name }); i >= 0 {
+			out[i] = m
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // IsHTTP reports whether the server is reached over HTTP rather than run.

@@ -34,7 +34,7 @@ func FuzzResolve(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p string) {
 		got, err := tr.ws.Resolve(p)
 		if err == nil {
-			if !filepath.IsAbs(got) || filepath.Clean(got) != got || !within(tr.wsDir, got) {
+			if !filepath.IsAbs(got) || filepath.Clean(got) != got || !Within(tr.wsDir, got) {
 				t.Fatalf("Resolve(%q) = %q: not a clean path inside %s", p, got, tr.wsDir)
 			}
 			if real := realPrefix(got); real != existingPrefix(got) {
@@ -46,7 +46,7 @@ func FuzzResolve(f *testing.F) {
 
 		if kernel, ok := kernelResolve(tr.wsDir, p); ok {
 			switch {
-			case !within(tr.wsDir, kernel):
+			case !Within(tr.wsDir, kernel):
 				if !errors.Is(err, ErrOutsideWorkspace) {
 					t.Fatalf("Resolve(%q) = %q, %v; the kernel lands outside at %q", p, got, err, kernel)
 				}

@@ -99,9 +99,6 @@ func (p *Process) wait() {
 	close(p.exited)
 }
 
-// Pid is the process id, which is also its process group's.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
 // Exited is closed once the process has exited and its group was killed.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 

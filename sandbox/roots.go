@@ -233,7 +233,7 @@ func (r *Roots) openDir(dir string) (*Workspace, error) {
 	}
 	inside := false
 	for _, root := range r.dirs {
-		if within(root, real) {
+		if Within(root, real) {
 			inside = true
 			break
 		}
@@ -295,7 +295,7 @@ func (s *terminalSlots) release() {
 // of the (canonical) excluded paths.
 func isExcluded(excluded []string, p string) bool {
 	for _, e := range excluded {
-		if within(e, p) {
+		if Within(e, p) {
 			return true
 		}
 	}
@@ -305,15 +305,15 @@ func isExcluded(excluded []string, p string) bool {
 // holdsExcluded returns an excluded path that is dir or lies below it.
 func holdsExcluded(excluded []string, dir string) (string, bool) {
 	for _, e := range excluded {
-		if within(dir, e) {
+		if Within(dir, e) {
 			return e, true
 		}
 	}
 	return "", false
 }
 
-// within reports whether the clean absolute path p is root or below it.
-func within(root, p string) bool {
+// Within reports whether the clean absolute path p is root or below it.
+func Within(root, p string) bool {
 	if root == "/" {
 		return strings.HasPrefix(p, "/")
 	}

@@ -108,7 +108,7 @@ func (w *Workspace) resolve(path string) (resolved, error) {
 		cur = next
 	}
 	abs := filepath.Join(append([]string{cur}, missing...)...)
-	if !within(w.root, abs) {
+	if !Within(w.root, abs) {
 		// Only the path as given: where it leads is outside, and not the caller's to learn.
 		return resolved{}, fmt.Errorf("%w: %q leads outside the workspace %s; use a path inside the workspace", ErrOutsideWorkspace, path, w.root)
 	}
@@ -141,7 +141,7 @@ func (w *Workspace) resolve(path string) (resolved, error) {
 // the workspace at that point, the caller only learns that the path is
 // outside: errors must not probe the layout beyond the workspace.
 func (w *Workspace) walkError(path, cur string, err error) error {
-	if !within(w.root, cur) {
+	if !Within(w.root, cur) {
 		return fmt.Errorf("%w: %q leads outside the workspace %s; use a path inside the workspace", ErrOutsideWorkspace, path, w.root)
 	}
 	switch {
@@ -155,7 +155,7 @@ func (w *Workspace) walkError(path, cur string, err error) error {
 
 // display shows an absolute path inside the workspace relative to its root.
 func (w *Workspace) display(abs string) string {
-	if rel, err := filepath.Rel(w.root, abs); err == nil && within(w.root, abs) {
+	if rel, err := filepath.Rel(w.root, abs); err == nil && Within(w.root, abs) {
 		return rel
 	}
 	return abs

@@ -82,18 +82,16 @@ func (d sessionDirs) forAgent(caps sdk.AgentCapabilities) []string {
 // does (a relative path is the workspace's).
 func (d sessionDirs) within(path string) *sandbox.Workspace {
 	best, depth := d.ws, -1
-	if holds(d.ws.Root(), path) {
+	if sandbox.Within(d.ws.Root(), path) {
 		depth = len(d.ws.Root())
 	}
 	for _, w := range d.extra {
-		if holds(w.Root(), path) && len(w.Root()) > depth {
+		if sandbox.Within(w.Root(), path) && len(w.Root()) > depth {
 			best, depth = w, len(w.Root())
 		}
 	}
 	return best
 }
-
-func holds(root, path string) bool { return path == root || strings.HasPrefix(path, root+"/") }
 
 // reopenDirs opens a stored session's additional directories again, as its workspace is
 // (presenters.ReopenWorkspace): one that cannot be used fails the reopening.
@@ -110,19 +108,10 @@ func (p *Presenter) reopenDirs(sessionID string, dirs []string) ([]*sandbox.Work
 	return out, nil
 }
 
-// mergedMCPServers are the agent's configured MCP servers with the session's own: a
-// session's server replaces a configured one of the same name in its place, the others
-// follow in their order.
+// mergedMCPServers are the agent's configured MCP servers with the session's own
+// (presenters.MergeMCPServers).
 func (p *Presenter) mergedMCPServers(own []presenters.MCPServer) []presenters.MCPServer {
-	out := slices.Clone(p.cfg.MCPServers)
-	for _, m := range own {
-		if i := slices.IndexFunc(out, func(c presenters.MCPServer) bool { return c.Name == m.Name }); i >= 0 {
-			out[i] = m
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
+	return presenters.MergeMCPServers(p.cfg.MCPServers, own)
 }
 
 // mcpPlan is the MCP servers a session passes to the agent, and the ones it had to

@@ -158,7 +158,7 @@ func mcpToolSpec(set *mcp.Set, t mcp.Tool) *toolSpec {
 			title:       title + " (" + t.Server + ")",
 			description: fmt.Sprintf("call %s of MCP server %s (%s, as the server declares it)", t.Name, t.Server, nature),
 			run: func(ctx context.Context, _ func([]presenters.ToolContent)) (toolOutput, error) {
-				res, err := set.Call(ctx, t.QualifiedName, args)
+				res, err := set.Call(ctx, t, args)
 				if err != nil {
 					if errors.Is(err, mcp.ErrServerFailed) && ctx.Err() == nil {
 						r.mcpFailed(err, "The model was told the call failed.")

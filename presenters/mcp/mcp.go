@@ -64,21 +64,17 @@ type Server struct {
 	Configured bool
 }
 
-// Merge puts a session's own servers over the configured ones: a session's server
-// replaces a configured one of the same name. Configured servers come first, in order.
+// Merge is presenters.MergeMCPServers, each server marked configured unless the session
+// named it.
 func Merge(configured, session []presenters.MCPServer) []Server {
 	own := make(map[string]bool, len(session))
 	for _, m := range session {
 		own[m.Name] = true
 	}
-	var out []Server
-	for _, m := range configured {
-		if !own[m.Name] {
-			out = append(out, Server{MCPServer: m, Configured: true})
-		}
-	}
-	for _, m := range session {
-		out = append(out, Server{MCPServer: m})
+	merged := presenters.MergeMCPServers(configured, session)
+	out := make([]Server, len(merged))
+	for i, m := range merged {
+		out[i] = Server{MCPServer: m, Configured: !own[m.Name]}
 	}
 	return out
 }
@@ -152,29 +148,17 @@ var ErrUnknownTool = errors.New("no such MCP tool")
 type Set struct {
 	servers   []*server
 	transport *http.Transport // for HTTP servers; its idle connections close with the set
-
-	mu    sync.Mutex
-	tools map[string]Tool // by qualified name, from the last listing
 }
 
 // NewSet prepares a session's servers; none is started before it is used. log should
 // carry the session's and agent's ids.
 func NewSet(servers []Server, starter ProcessStarter, log *slog.Logger) *Set {
-	s := &Set{transport: http.DefaultTransport.(*http.Transport).Clone(), tools: make(map[string]Tool)}
+	s := &Set{transport: http.DefaultTransport.(*http.Transport).Clone()}
 	for _, cfg := range servers {
 		s.servers = append(s.servers, &server{cfg: cfg, starter: starter, transport: s.transport,
 			log: log.With("mcp_server", cfg.Name)})
 	}
 	return s
-}
-
-// Names are the set's server names, in order.
-func (s *Set) Names() []string {
-	names := make([]string, len(s.servers))
-	for i, srv := range s.servers {
-		names[i] = srv.cfg.Name
-	}
-	return names
 }
 
 // Changed reports whether a server announced a new tool list since the last Tools.
@@ -206,38 +190,21 @@ func (s *Set) Tools(ctx context.Context) ([]Tool, []error) {
 			all = append(all, t)
 		}
 	}
-	s.mu.Lock()
-	s.tools = make(map[string]Tool, len(all))
-	for _, t := range all {
-		s.tools[t.QualifiedName] = t
-	}
-	s.mu.Unlock()
 	return all, errs
 }
 
-// Tool returns the tool of the last listing with that qualified name.
-func (s *Set) Tool(qualified string) (Tool, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tools[qualified]
-	return t, ok
-}
-
-// Call calls a tool of the last listing by its qualified name, connecting its server
-// first if it is not connected (after a crash, say). A tool that reports failure is a
-// Result with IsError, not an error; a server that cannot be reached or breaks is
+// Call calls a tool as a listing gave it (the model chose it by its qualified name
+// then; a later listing may give that name to another tool), connecting its server first
+// if it is not connected (after a crash, say). A tool that reports failure is a Result
+// with IsError, not an error; a server that cannot be reached or breaks is
 // ErrServerFailed.
-func (s *Set) Call(ctx context.Context, qualified string, args json.RawMessage) (Result, error) {
-	t, ok := s.Tool(qualified)
-	if !ok {
-		return Result{}, fmt.Errorf("%w: %q", ErrUnknownTool, qualified)
-	}
+func (s *Set) Call(ctx context.Context, t Tool, args json.RawMessage) (Result, error) {
 	for _, srv := range s.servers {
 		if srv.cfg.Name == t.Server {
 			return srv.call(ctx, t.Name, args)
 		}
 	}
-	return Result{}, fmt.Errorf("%w: %q", ErrUnknownTool, qualified)
+	return Result{}, fmt.Errorf("%w: %q", ErrUnknownTool, t.QualifiedName)
 }
 
 // Close stops every server and waits until their processes are gone; a nil set has
