@@ -105,6 +105,11 @@ func (t *Turns) Begin(ctx context.Context, sessionID string) (turnCtx context.Co
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 			span.End()
+			// A failed call may name a session no event ever told of (a wrong id): its
+			// entry must not outlive the call.
+			if !s.inTurn && s.agentID == "" && len(s.tools) == 0 {
+				delete(t.sessions, sessionID)
+			}
 		}
 	}
 }

@@ -137,6 +137,12 @@ func TestFailedSendEndsItsSpan(t *testing.T) {
 	if len(spans) != 1 || spans[0].Status.Code != codes.Error {
 		t.Fatalf("spans after a failed send: %+v, want one with error status", spans)
 	}
+	turns.mu.Lock()
+	kept := len(turns.sessions)
+	turns.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d sessions kept after a failed send to a session no event told of", kept)
+	}
 	turns.Published(presenters.Event{SessionID: "s3", AgentID: "a", Time: time.Now(), Payload: presenters.MessageEndPayload{MessageID: "m", StopReason: presenters.StopEndTurn}})
 	if spans := exp.GetSpans(); len(spans) != 2 || spans[1].Parent.IsValid() {
 		t.Errorf("the next turn: %d spans, parent %v; want a root span of its own", len(spans), spans[len(spans)-1].Parent)
