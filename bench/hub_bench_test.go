@@ -1,6 +1,7 @@
 // Package bench holds agenticd's Go micro-benchmarks (testing.B, run with -benchmem by
 // `make bench`): the event hub, the gRPC Subscribe path on loopback, and the transcript
-// store (the Subscribe handler's fan-out without a network is in service's benchmarks). The end-to-end load program is bench/agentic-bench.
+// store (the Subscribe handler's fan-out without a network is in service's benchmarks).
+// The end-to-end load program is bench/agentic-bench.
 package bench
 
 import (
@@ -151,7 +152,7 @@ func BenchmarkHubPublishNoSubscribers(b *testing.B) {
 	}
 }
 
-// BenchmarkSubscribeGRPC: the same fan-out through a real gRPC server and clients on
+// BenchmarkSubscribeGRPC: the hub's fan-out through a real gRPC server and clients on
 // loopback TCP in this process; events/s is per subscriber (events arrive in batches when
 // a subscriber falls behind).
 func BenchmarkSubscribeGRPC(b *testing.B) {

@@ -10,7 +10,8 @@ import (
 // DeleteSession removes everything stored of a session in one transaction: its
 // conversation (with its messages, blocks and text parts), its events in the event log,
 // its setup and its owner record. Deleting a session that has none of them is no error.
-// Its message ids are free again afterwards.
+// Its stored message ids are free again afterwards (an id a check let through in the last
+// minutes stays claimed until its claim expires).
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	err := s.write(ctx, func(tx *gorm.DB) error {
 		for _, stmt := range []string{

@@ -75,13 +75,13 @@ const (
 // isDuplicate reports whether err is a primary key or unique constraint violation. A nil
 // err is tested first: errors.As would allocate its target, on every write.
 func isDuplicate(err error) bool {
-	return err != nil && isConstraint(err, sqlite3.ErrConstraintPrimaryKey) || isConstraint(err, sqlite3.ErrConstraintUnique) ||
-		isPostgresCode(err, pgUniqueViolation)
+	return err != nil && (isConstraint(err, sqlite3.ErrConstraintPrimaryKey) || isConstraint(err, sqlite3.ErrConstraintUnique) ||
+		isPostgresCode(err, pgUniqueViolation))
 }
 
 // isMissingReference reports whether err is a foreign key violation.
 func isMissingReference(err error) bool {
-	return err != nil && isConstraint(err, sqlite3.ErrConstraintForeignKey) || isPostgresCode(err, pgForeignKeyViolation)
+	return err != nil && (isConstraint(err, sqlite3.ErrConstraintForeignKey) || isPostgresCode(err, pgForeignKeyViolation))
 }
 
 func isConstraint(err error, code sqlite3.ErrNoExtended) bool {

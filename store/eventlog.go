@@ -71,7 +71,7 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 			_ = tx.Rollback()
 		}
 	}()
-	full := tx.StmtContext(ctx, s.appendEventsStmt)
+	var full *sql.Stmt // the prepared statement on tx's connection, for full chunks only
 	args := make([]any, 0, 7*min(len(batch), appendRows))
 	for rest := batch; len(rest) > 0; {
 		rows := rest[:min(len(rest), appendRows)]
@@ -85,6 +85,9 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 			args = append(args, int64(ev.Sequence), ev.SessionID, ev.AgentID, ev.Type, ev.MessageID, ev.Time.UnixNano(), data)
 		}
 		if len(rows) == appendRows {
+			if full == nil {
+				full = tx.StmtContext(ctx, s.appendEventsStmt)
+			}
 			_, err = full.ExecContext(ctx, args...)
 		} else {
 			_, err = tx.ExecContext(ctx, s.dialect.rebind(appendEventsSQL(len(rows))), args...)

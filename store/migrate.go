@@ -94,8 +94,8 @@ ALTER TABLE conversations ADD COLUMN usage_reported INTEGER;
 	// 4: the event log (eventlog.go): every event published, as its subscribers got it,
 	// by its server-wide sequence. type is the payload's presenters.EventType, numbered as
 	// AgenticEventType in the proto; session_id is '' for an agent's event, message_id ''
-	// for an event of no message. Rows have no foreign keys: the log outlives deleted
-	// sessions until retention drops it.
+	// for an event of no message. Rows have no foreign keys: DeleteSession removes a
+	// session's rows itself, retention the rest.
 	`
 CREATE TABLE event_log (
 	sequence   INTEGER PRIMARY KEY,
@@ -119,8 +119,8 @@ CREATE TABLE session_setups (
 `,
 	// 6: the audit log (audit.go): entries made from the events the event log appends,
 	// in the same transactions. data is the entry as its API message encodes it; the
-	// other columns are what ListAuditEvents filters on. Like the event log's, rows
-	// have no foreign keys: they outlive deleted sessions until retention drops them.
+	// other columns are what ListAuditEvents filters on. Rows have no foreign keys: an
+	// audit trail outlives the sessions it tells of, until retention drops it.
 	`
 CREATE TABLE audit_log (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -67,7 +67,10 @@ func TestPostgresMigrationsRunOneAtATime(t *testing.T) {
 		default:
 		}
 		var waiters int
-		if err := holder.Raw(`SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiters).Error; err != nil {
+		// A bigint advisory lock's key is (classid << 32) | objid, with objsubid 1.
+		if err := holder.Raw(`SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+			AND ((classid::bigint << 32) | objid::bigint) = ? AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+			int64(migrationLockKey)).Scan(&waiters).Error; err != nil {
 			t.Fatal(err)
 		}
 		if waiters > 0 {

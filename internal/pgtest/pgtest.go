@@ -1,7 +1,8 @@
 // Package pgtest runs a throw-away Postgres server for tests: Debian's postgresql
 // binaries, a cluster in a temporary directory owned by an unprivileged user (Postgres
 // refuses to run as root), listening on a free port of 127.0.0.1 with its socket in that
-// directory. Tests get a database of their own on it (NewDatabase); nothing is mocked.
+// directory. Tests get a schema (NewSchema) or a database (NewDatabase) of their own on
+// it; nothing is mocked.
 //
 // A test skips when the binaries are missing, unless the environment variable CI is set:
 // there a missing Postgres fails the test, so that CI never passes without it.
