@@ -195,11 +195,14 @@ func TestKillNineMidReply(t *testing.T) {
 		events []*agenticv1.AgenticEvent
 		err    error
 	}
-	firstDelta := make(chan struct{})
+	// The kill comes once this many chunks of the reply arrived: 1.5 s of it at the pace,
+	// before its first 2 s checkpoint, so the stored text must come from the event log.
+	const killAfterChunks = crashRate * 3 / 2
+	enough := make(chan struct{})
 	before := make(chan received, 1)
 	go func() {
 		var r received
-		sawDelta := false
+		deltas := 0
 		for {
 			frame, err := stream.Recv()
 			if err != nil {
@@ -213,9 +216,10 @@ func TestKillNineMidReply(t *testing.T) {
 					before <- r
 					return
 				}
-				if !sawDelta && isReplyDelta(ev, sessionID) {
-					sawDelta = true
-					close(firstDelta)
+				if isReplyDelta(ev, sessionID) {
+					if deltas++; deltas == killAfterChunks {
+						close(enough)
+					}
 				}
 				r.events = append(r.events, ev)
 			}
@@ -226,13 +230,12 @@ func TestKillNineMidReply(t *testing.T) {
 		t.Fatalf("SendMessage: %v", err)
 	}
 	select {
-	case <-firstDelta:
+	case <-enough:
 	case r := <-before:
-		t.Fatalf("the stream ended before the reply began: %v", r.err)
+		t.Fatalf("the stream ended before %d chunks of the reply: %v", killAfterChunks, r.err)
 	case <-time.After(eventWait):
-		t.Fatal("no reply text within a minute")
+		t.Fatalf("not %d chunks of the reply within a minute", killAfterChunks)
 	}
-	time.Sleep(1500 * time.Millisecond)
 	killedAt := time.Now()
 	first.kill(t)
 	got := <-before

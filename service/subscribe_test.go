@@ -361,10 +361,9 @@ func TestSubscribeHeartbeats(t *testing.T) {
 		t.Fatal("the first frame is not caught_up")
 	}
 	for i := range 3 {
-		before := time.Now()
 		hb := recvFrame(t, stream).GetHeartbeat()
-		if hb == nil || hb.GetServerTime() == nil || time.Since(before) < interval/2 {
-			t.Fatalf("frame %d of the silence: %v after %v, want a heartbeat after %v", i, hb, time.Since(before), interval)
+		if hb == nil || hb.GetServerTime() == nil {
+			t.Fatalf("frame %d of the silence: %v, want a heartbeat", i, hb)
 		}
 		if i == 1 {
 			seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
