@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,15 +9,15 @@ import (
 )
 
 // Published counts an event the hub published (service.EventObserver). The hub calls it
-// under its lock for every event, message deltas included, so the common case is a map
-// lookup and an atomic add.
+// under its lock for every event, message deltas included, so the common case is an
+// atomic add and a map lookup.
 func (m *Metrics) Published(ev presenters.Event) { m.events.published(ev) }
 
 // eventState is what the metrics follow of the event stream: each session's status,
-// model and turn in flight, and each agent's status.
+// model and turn in flight, and each agent's status. Only Published touches it, and the
+// hub calls that one event at a time, under its lock.
 type eventState struct {
 	m        *Metrics
-	mu       sync.Mutex // uncontended: the hub calls Published one event at a time
 	sessions map[string]*sessionState
 	agents   map[string]*agentState
 	// byStatus are the sessions gauge's children for the known statuses, looked up once.
@@ -55,8 +54,6 @@ func (e *eventState) published(ev presenters.Event) {
 		// History a LoadSession shows again: counted when it happened.
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if ev.SessionID == "" {
 		if p, ok := ev.Payload.(presenters.AgentStatusChangedPayload); ok {
 			e.agentStatus(ev.AgentID, p.Info.Status)

@@ -120,7 +120,7 @@ func auditKindNames() []string {
 		if !ok {
 			return names
 		}
-		names = append(names, strings.ToLower(strings.TrimPrefix(name, "AUDIT_KIND_")))
+		names = append(names, enumName(name, "AUDIT_KIND_"))
 	}
 }
 
@@ -131,7 +131,7 @@ func auditLine(e *pb.AuditEvent) string {
 	if about == "" {
 		about = "agent " + e.GetAgentId()
 	}
-	kind := strings.ToLower(strings.TrimPrefix(e.GetKind().String(), "AUDIT_KIND_"))
+	kind := enumName(e.GetKind().String(), "AUDIT_KIND_")
 	line := fmt.Sprintf("%d %s %s %s", e.GetId(), e.GetTime().AsTime().Local().Format(time.DateTime), about, kind)
 	if e.GetSource() == pb.AuditSource_AUDIT_SOURCE_REPORTED {
 		line += " (reported by the agent)"
@@ -173,7 +173,7 @@ func auditLine(e *pb.AuditEvent) string {
 		if p.GetGranted() {
 			verdict = "granted"
 		}
-		detail += fmt.Sprintf(" %s (%s) by %s", verdict, p.GetOptionId(), strings.ToLower(strings.TrimPrefix(p.GetDecidedBy().String(), "PERMISSION_DECIDER_")))
+		detail += fmt.Sprintf(" %s (%s) by %s", verdict, p.GetOptionId(), enumName(p.GetDecidedBy().String(), "PERMISSION_DECIDER_"))
 		if p.GetClientAddress() != "" || p.GetClientIdentity() != "" {
 			detail += fmt.Sprintf(" from %s with %s", p.GetClientAddress(), p.GetClientIdentity())
 		}
@@ -189,8 +189,8 @@ func auditLine(e *pb.AuditEvent) string {
 			detail += " " + strings.TrimSpace(el.GetMessage()+" "+el.GetUrl())
 			break
 		}
-		detail += fmt.Sprintf(" %s by %s", strings.ToLower(strings.TrimPrefix(el.GetAction().String(), "ELICITATION_ACTION_")),
-			strings.ToLower(strings.TrimPrefix(el.GetDecidedBy().String(), "ELICITATION_DECIDER_")))
+		detail += fmt.Sprintf(" %s by %s", enumName(el.GetAction().String(), "ELICITATION_ACTION_"),
+			enumName(el.GetDecidedBy().String(), "ELICITATION_DECIDER_"))
 		if len(el.GetAnsweredFields()) > 0 {
 			detail += " (" + strings.Join(el.GetAnsweredFields(), ", ") + ")"
 		}
