@@ -71,6 +71,12 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 			_ = tx.Rollback()
 		}
 	}()
+	// Listeners on other connections hear of the batch when it commits.
+	if s.dialect == postgresDialect {
+		if err := notifyEvents(ctx, tx, batch); err != nil {
+			return err
+		}
+	}
 	var full *sql.Stmt // the prepared statement on tx's connection, for full chunks only
 	args := make([]any, 0, 7*min(len(batch), appendRows))
 	for rest := batch; len(rest) > 0; {
@@ -257,8 +263,8 @@ func (s *Store) pruneCutoff(ctx context.Context, maxEvents, maxBytes int64, maxA
 		}
 		return seq.Valid, nil
 	}
-	// Sequences are dense but for the blocks a restart leaves unused, so a span no longer
-	// than maxEvents holds no more; only a longer one needs counting.
+	// Sequences never repeat (gaps are blocks a restart, or another replica, left unused),
+	// so a span no longer than maxEvents holds no more; only a longer one needs counting.
 	if maxEvents > 0 && newest-oldest+1 > uint64(maxEvents) {
 		if _, err := raise(`SELECT sequence FROM event_log ORDER BY sequence DESC LIMIT 1 OFFSET ?`, maxEvents-1); err != nil {
 			return 0, fmt.Errorf("count the event log: %w", err)

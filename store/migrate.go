@@ -133,6 +133,20 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_by_session ON audit_log(session_id, id);
 CREATE INDEX audit_log_by_time ON audit_log(time);
 `,
+	// 7: session leases (leases.go): the replica that serves a session, and its address,
+	// until expires_at (Unix nanoseconds by the database's clock). previous_replica is
+	// written by each acquisition: the replica whose lapsed lease it took over, '' if
+	// none. Rows have no foreign keys: DeleteSession removes a session's lease.
+	`
+CREATE TABLE session_leases (
+	session_id       TEXT PRIMARY KEY,
+	replica          TEXT NOT NULL,
+	address          TEXT NOT NULL,
+	expires_at       INTEGER NOT NULL,
+	previous_replica TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX session_leases_by_replica ON session_leases(replica);
+`,
 }
 
 // postgresMigrations are migrations in Postgres's words, one for one: the same tables,
@@ -246,6 +260,17 @@ CREATE TABLE audit_log (
 );
 CREATE INDEX audit_log_by_session ON audit_log(session_id, id);
 CREATE INDEX audit_log_by_time ON audit_log(time);
+`,
+	// 7
+	`
+CREATE TABLE session_leases (
+	session_id       TEXT PRIMARY KEY,
+	replica          TEXT NOT NULL,
+	address          TEXT NOT NULL,
+	expires_at       BIGINT NOT NULL,
+	previous_replica TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX session_leases_by_replica ON session_leases(replica);
 `,
 }
 

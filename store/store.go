@@ -800,10 +800,27 @@ type InterruptedMessage struct {
 // incomplete one, and its unfinished tool calls into cancelled ones. Call it at
 // start-up, before any turn runs. It returns the messages it changed, oldest first.
 func (s *Store) MarkInterrupted(ctx context.Context) ([]InterruptedMessage, error) {
+	return s.markInterrupted(ctx, "")
+}
+
+// MarkSessionInterrupted is MarkInterrupted for one session: for a replica that takes
+// over a session whose owner died, while other replicas' turns run on.
+func (s *Store) MarkSessionInterrupted(ctx context.Context, sessionID string) ([]InterruptedMessage, error) {
+	if sessionID == "" {
+		return nil, errors.New("mark a session's interrupted messages: empty session id")
+	}
+	return s.markInterrupted(ctx, sessionID)
+}
+
+// markInterrupted marks the messages in progress of one session, or of all ("").
+func (s *Store) markInterrupted(ctx context.Context, sessionID string) ([]InterruptedMessage, error) {
 	var marked []InterruptedMessage
+	// inSession limits each statement to the session; "" matches every one.
+	const inSession = ` AND (? = '' OR conversation_id = ?)`
 	err := s.write(ctx, func(tx *gorm.DB) error {
 		clear(s.committed) // the rows it changes are no longer what was committed
-		rows, err := tx.Raw(`SELECT conversation_id, id FROM messages WHERE status = ? ORDER BY seq`, string(StatusInProgress)).Rows()
+		rows, err := tx.Raw(`SELECT conversation_id, id FROM messages WHERE status = ?`+inSession+` ORDER BY seq`,
+			string(StatusInProgress), sessionID, sessionID).Rows()
 		if err != nil {
 			return err
 		}
@@ -823,14 +840,14 @@ func (s *Store) MarkInterrupted(ctx context.Context) ([]InterruptedMessage, erro
 		}
 		err = tx.Exec(`UPDATE blocks SET tool_status = ?
 			WHERE type = ? AND tool_status IN (?, ?)
-			AND message_id IN (SELECT id FROM messages WHERE status = ?)`,
+			AND message_id IN (SELECT id FROM messages WHERE status = ?`+inSession+`)`,
 			string(presenters.ToolCancelled), string(presenters.BlockTool),
-			string(presenters.ToolPending), string(presenters.ToolInProgress), string(StatusInProgress)).Error
+			string(presenters.ToolPending), string(presenters.ToolInProgress), string(StatusInProgress), sessionID, sessionID).Error
 		if err != nil {
 			return err
 		}
-		return tx.Exec(`UPDATE messages SET status = ?, updated_at = ? WHERE status = ?`,
-			string(presenters.MessageIncomplete), time.Now().UnixNano(), string(StatusInProgress)).Error
+		return tx.Exec(`UPDATE messages SET status = ?, updated_at = ? WHERE status = ?`+inSession,
+			string(presenters.MessageIncomplete), time.Now().UnixNano(), string(StatusInProgress), sessionID, sessionID).Error
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mark interrupted messages: %w", err)

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Session leases: of several replicas on one database, the one that serves a session is
+// the one whose lease on it has not expired. Expiry is by the database's clock, so the
+// replicas' clocks do not matter. A lease row stays until its replica releases it, the
+// session is deleted (DeleteSession) or another acquisition overwrites it: a dead
+// replica's expired rows wait for the next call of their sessions.
+
+// ErrLeaseHeld is the error of AcquireLease when another replica's lease on the session
+// has not expired.
+var ErrLeaseHeld = errors.New("another replica holds the session's lease")
+
+// ErrNoLease is the error of SessionLease for a session no replica holds a lease on.
+var ErrNoLease = errors.New("no replica holds the session's lease")
+
+// Lease is a replica's claim to serve a session until Expires.
+type Lease struct {
+	SessionID string
+	Replica   string
+	Address   string    // where the replica takes calls
+	Expires   time.Time // by the database's clock
+	// Expired is whether Expires had passed, by the database's clock, when the lease was
+	// read.
+	Expired bool
+	// Previous is set by AcquireLease when it took over a lapsed lease: the replica that
+	// held it, which may have left the session mid-turn (it may be the acquiring replica
+	// itself, after a restart). It is empty when the lease was free or is renewed.
+	Previous string
+}
+
+// nowNanos is the SQL expression of the database's clock in Unix nanoseconds, the same
+// throughout one statement. SQLite's counts milliseconds.
+func (d dialect) nowNanos() string {
+	if d == postgresDialect {
+		return `(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000000)::BIGINT`
+	}
+	return `CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER)`
+}
+
+// AcquireLease takes the session's lease for the replica at address until ttl from now,
+// when it is free, expired or the replica's own (a renewal). When another replica's lease
+// has not expired, it returns that lease and an error wrapping ErrLeaseHeld, so that the
+// caller can forward to its Address.
+func (s *Store) AcquireLease(ctx context.Context, sessionID, replica, address string, ttl time.Duration) (Lease, error) {
+	if sessionID == "" || replica == "" || ttl <= 0 {
+		return Lease{}, fmt.Errorf("acquire the lease of session %q for replica %q for %s: the session, the replica and a positive ttl are required", sessionID, replica, ttl)
+	}
+	now := s.dialect.nowNanos()
+	// One statement, so that of replicas racing for a lease exactly one gets it: the
+	// conflicting row is locked and the WHERE is checked against its latest version.
+	acquire := s.dialect.rebind(`INSERT INTO session_leases (session_id, replica, address, expires_at, previous_replica)
+		VALUES (?, ?, ?, ` + now + ` + ?, '')
+		ON CONFLICT (session_id) DO UPDATE SET
+			replica = excluded.replica,
+			address = excluded.address,
+			expires_at = excluded.expires_at,
+			previous_replica = CASE WHEN session_leases.replica = excluded.replica AND session_leases.expires_at > ` + now + `
+				THEN '' ELSE session_leases.replica END
+		WHERE session_leases.replica = excluded.replica OR session_leases.expires_at <= ` + now + `
+		RETURNING expires_at, previous_replica`)
+	for {
+		l := Lease{SessionID: sessionID, Replica: replica, Address: address}
+		var expires int64
+		err := s.writeRow(ctx, acquire, []any{sessionID, replica, address, ttl.Nanoseconds()}, &expires, &l.Previous)
+		if err == nil {
+			l.Expires = time.Unix(0, expires)
+			return l, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return Lease{}, fmt.Errorf("acquire the lease of session %s: %w", sessionID, err)
+		}
+		// Another replica's live lease; unless it went or lapsed since, which another try
+		// settles.
+		held, err := s.SessionLease(ctx, sessionID)
+		switch {
+		case err == nil && !held.Expired:
+			return held, fmt.Errorf("session %s: %w: replica %s at %s", sessionID, ErrLeaseHeld, held.Replica, held.Address)
+		case err != nil && !errors.Is(err, ErrNoLease):
+			return Lease{}, err
+		}
+	}
+}
+
+// writeRow runs one write statement that returns a row, and scans it into dest.
+func (s *Store) writeRow(ctx context.Context, query string, args []any, dest ...any) error {
+	defer s.observeWrite("statement", time.Now())
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.sqlDB.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
+// SessionLease returns the session's lease, expired or not; ErrNoLease when there is
+// none.
+func (s *Store) SessionLease(ctx context.Context, sessionID string) (Lease, error) {
+	l := Lease{SessionID: sessionID}
+	var expires int64
+	err := s.sqlDB.QueryRowContext(ctx, s.dialect.rebind(`SELECT replica, address, expires_at, expires_at <= `+s.dialect.nowNanos()+`
+		FROM session_leases WHERE session_id = ?`), sessionID).Scan(&l.Replica, &l.Address, &expires, &l.Expired)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Lease{}, fmt.Errorf("session %s: %w", sessionID, ErrNoLease)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("read the lease of session %s: %w", sessionID, err)
+	}
+	l.Expires = time.Unix(0, expires)
+	return l, nil
+}
+
+// RenewLeases extends every unexpired lease of the replica until ttl from now and returns
+// the sessions whose leases it extended. An expired lease stays expired (another replica
+// may be taking it over): AcquireLease takes it again if it is still free.
+func (s *Store) RenewLeases(ctx context.Context, replica string, ttl time.Duration) ([]string, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("renew the leases of replica %s for %s: the ttl must be positive", replica, ttl)
+	}
+	now := s.dialect.nowNanos()
+	var renewed []string
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		return tx.Raw(`UPDATE session_leases SET expires_at = `+now+` + ? WHERE replica = ? AND expires_at > `+now+` RETURNING session_id`,
+			ttl.Nanoseconds(), replica).Scan(&renewed).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew the leases of replica %s: %w", replica, err)
+	}
+	return renewed, nil
+}
+
+// ReleaseLeases gives up the replica's leases on the sessions, or all of its leases when
+// none are named (on a graceful stop), expired ones included. Leases the replica does not
+// hold stay as they are.
+func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error {
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		if len(sessionIDs) == 0 {
+			return tx.Exec(`DELETE FROM session_leases WHERE replica = ?`, replica).Error
+		}
+		for part := range slices.Chunk(sessionIDs, idBatch) {
+			if err := tx.Exec(`DELETE FROM session_leases WHERE replica = ? AND session_id IN ?`, replica, part).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("release the leases of replica %s: %w", replica, err)
+	}
+	return nil
+}

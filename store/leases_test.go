@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+)
+
+// openReplicaStores opens two stores on one new database of the engine, each on
+// connections of its own, as two replicas would.
+func (e engine) openReplicaStores(t *testing.T) (*Store, *Store) {
+	t.Helper()
+	first, db := e.openStore(t)
+	var other *gorm.DB
+	if d, ok := db.Dialector.(*postgres.Dialector); ok {
+		other = openPostgresDB(t, d.DSN)
+	} else {
+		var path string
+		if err := db.Raw(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Row().Scan(&path); err != nil {
+			t.Fatal(err)
+		}
+		other = openDB(t, path)
+	}
+	second, err := New(context.Background(), other)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = second.Close() })
+	return first, second
+}
+
+func TestAcquireLease(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		if _, err := s.SessionLease(ctx, "s1"); !errors.Is(err, ErrNoLease) {
+			t.Fatalf("SessionLease of a session never leased: %v, want ErrNoLease", err)
+		}
+		l, err := s.AcquireLease(ctx, "s1", "r1", "host1:1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.SessionID != "s1" || l.Replica != "r1" || l.Address != "host1:1" || l.Previous != "" || l.Expired {
+			t.Errorf("a free lease = %+v", l)
+		}
+		if d := time.Until(l.Expires); d < 50*time.Second || d > 70*time.Second {
+			t.Errorf("the lease expires in %s, want about a minute", d)
+		}
+
+		held, err := s.AcquireLease(ctx, "s1", "r2", "host2:2", time.Minute)
+		if !errors.Is(err, ErrLeaseHeld) {
+			t.Fatalf("another replica's live lease: %v, want ErrLeaseHeld", err)
+		}
+		if held.Replica != "r1" || held.Address != "host1:1" || !held.Expires.Equal(l.Expires) || held.Expired {
+			t.Errorf("the holder's lease = %+v, want %+v", held, l)
+		}
+
+		renewed, err := s.AcquireLease(ctx, "s1", "r1", "host1:9", 2*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if renewed.Previous != "" || renewed.Address != "host1:9" || !renewed.Expires.After(l.Expires) {
+			t.Errorf("a renewal = %+v, after %+v", renewed, l)
+		}
+		got, err := s.SessionLease(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Replica != "r1" || got.Address != "host1:9" || !got.Expires.Equal(renewed.Expires) || got.Expired {
+			t.Errorf("SessionLease = %+v, want %+v", got, renewed)
+		}
+		if _, err := s.AcquireLease(ctx, "s1", "r1", "host1:1", 0); err == nil {
+			t.Error("a zero ttl was accepted")
+		}
+	})
+}
+
+// A lapsed lease is renewed by no one: the next replica to ask takes it over, and learns
+// from whom.
+func TestLeaseExpiresAndIsTakenOver(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		if _, err := s.AcquireLease(ctx, "s1", "r1", "host1:1", 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		waitExpired(t, s, "s1")
+		if renewed, err := s.RenewLeases(ctx, "r1", time.Minute); err != nil || len(renewed) != 0 {
+			t.Fatalf("RenewLeases of an expired lease = %v, %v; want none renewed", renewed, err)
+		}
+		l, err := s.AcquireLease(ctx, "s1", "r2", "host2:2", time.Minute)
+		if err != nil {
+			t.Fatalf("taking over an expired lease: %v", err)
+		}
+		if l.Replica != "r2" || l.Previous != "r1" {
+			t.Errorf("a takeover = %+v, want r2 taking over from r1", l)
+		}
+		if renewed, err := s.RenewLeases(ctx, "r1", time.Minute); err != nil || len(renewed) != 0 {
+			t.Errorf("RenewLeases of a lease taken over = %v, %v; want none renewed", renewed, err)
+		}
+		if held, err := s.AcquireLease(ctx, "s1", "r1", "host1:1", time.Minute); !errors.Is(err, ErrLeaseHeld) || held.Replica != "r2" {
+			t.Errorf("the old holder asking again = %+v, %v; want r2's lease and ErrLeaseHeld", held, err)
+		}
+		if again, err := s.AcquireLease(ctx, "s1", "r2", "host2:2", time.Minute); err != nil || again.Previous != "" {
+			t.Errorf("the new holder renewing = %+v, %v; want no takeover", again, err)
+		}
+
+		// A replica that finds its own lease lapsed (after a restart) takes it over too.
+		if _, err := s.AcquireLease(ctx, "s2", "r1", "host1:1", 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		waitExpired(t, s, "s2")
+		if l, err := s.AcquireLease(ctx, "s2", "r1", "host1:1", time.Minute); err != nil || l.Previous != "r1" {
+			t.Errorf("taking back a lapsed lease of one's own = %+v, %v; want Previous r1", l, err)
+		}
+	})
+}
+
+// waitExpired waits until the session's lease has expired by the database's clock.
+func waitExpired(t *testing.T, s *Store, sessionID string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		l, err := s.SessionLease(context.Background(), sessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Expired {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease %+v has not expired", l)
+		}
+	}
+}
+
+func TestRenewLeases(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		before := map[string]Lease{}
+		for _, l := range []struct{ session, replica string }{{"s1", "r1"}, {"s2", "r1"}, {"s3", "r2"}} {
+			got, err := s.AcquireLease(ctx, l.session, l.replica, "host", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before[l.session] = got
+		}
+		renewed, err := s.RenewLeases(ctx, "r1", time.Hour)
+		slices.Sort(renewed)
+		if err != nil || !slices.Equal(renewed, []string{"s1", "s2"}) {
+			t.Fatalf("RenewLeases(r1) = %v, %v; want s1 and s2", renewed, err)
+		}
+		for id, want := range map[string]bool{"s1": true, "s2": true, "s3": false} {
+			l, err := s.SessionLease(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if later := l.Expires.Sub(before[id].Expires) > 30*time.Minute; later != want {
+				t.Errorf("%s expires at %s, first %s; extended: %t, want %t", id, l.Expires, before[id].Expires, later, want)
+			}
+		}
+		if _, err := s.RenewLeases(ctx, "r1", 0); err == nil {
+			t.Error("a zero ttl was accepted")
+		}
+	})
+}
+
+func TestReleaseLeases(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		for _, l := range []struct{ session, replica string }{{"s1", "r1"}, {"s2", "r1"}, {"s3", "r1"}, {"s4", "r2"}} {
+			if _, err := s.AcquireLease(ctx, l.session, l.replica, "host", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// r2 cannot release r1's lease.
+		if err := s.ReleaseLeases(ctx, "r2", "s1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleaseLeases(ctx, "r1", "s1"); err != nil {
+			t.Fatal(err)
+		}
+		leased := func() []string {
+			var out []string
+			for _, id := range []string{"s1", "s2", "s3", "s4"} {
+				if _, err := s.SessionLease(ctx, id); err == nil {
+					out = append(out, id)
+				} else if !errors.Is(err, ErrNoLease) {
+					t.Fatal(err)
+				}
+			}
+			return out
+		}
+		if got := leased(); !slices.Equal(got, []string{"s2", "s3", "s4"}) {
+			t.Fatalf("leased after releasing s1 = %v", got)
+		}
+		if l, err := s.AcquireLease(ctx, "s1", "r2", "host", time.Minute); err != nil || l.Previous != "" {
+			t.Errorf("acquiring a released lease = %+v, %v; want it free", l, err)
+		}
+		if err := s.ReleaseLeases(ctx, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := leased(); !slices.Equal(got, []string{"s1", "s4"}) {
+			t.Fatalf("leased after releasing all of r1's = %v, want r2's", got)
+		}
+	})
+}
+
+func TestDeleteSessionDeletesItsLease(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		if _, err := s.AcquireLease(ctx, "s1", "r1", "host", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteSession(ctx, "s1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SessionLease(ctx, "s1"); !errors.Is(err, ErrNoLease) {
+			t.Errorf("SessionLease after DeleteSession: %v, want ErrNoLease", err)
+		}
+	})
+}
+
+// Replicas racing for one session's lease, over two stores on one database: in each
+// lease period exactly one of them gets it, and each takes it over from the one before.
+func TestAcquireLeaseRace(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		stores := [2]*Store{}
+		stores[0], stores[1] = e.openReplicaStores(t)
+		ctx := context.Background()
+		const (
+			replicas = 20
+			periods  = 3
+			ttl      = 500 * time.Millisecond
+		)
+		previous := ""
+		for period := range periods {
+			var (
+				wg      sync.WaitGroup
+				start   = make(chan struct{})
+				mu      sync.Mutex
+				winners []Lease
+				holders = map[string]int{}
+				errs    []error
+			)
+			for r := range replicas {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					l, err := stores[r%2].AcquireLease(ctx, "s", fmt.Sprintf("r%d", r), fmt.Sprintf("host%d", r), ttl)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						winners = append(winners, l)
+					case errors.Is(err, ErrLeaseHeld):
+						holders[l.Replica]++
+					default:
+						errs = append(errs, err)
+					}
+				}()
+			}
+			began := time.Now()
+			close(start)
+			wg.Wait()
+			if took := time.Since(began); took > ttl/2 {
+				t.Fatalf("the race took %s, too long for a lease of %s to tell periods apart", took, ttl)
+			}
+			if len(errs) > 0 {
+				t.Fatalf("period %d: %v", period, errs)
+			}
+			if len(winners) != 1 {
+				t.Fatalf("period %d: %d replicas got the lease: %+v", period, len(winners), winners)
+			}
+			w := winners[0]
+			if holders[w.Replica] != replicas-1 || len(holders) != 1 {
+				t.Errorf("period %d: the losers saw holders %v, want all %s", period, holders, w.Replica)
+			}
+			if w.Previous != previous {
+				t.Errorf("period %d: %s took over from %q, want %q", period, w.Replica, w.Previous, previous)
+			}
+			previous = w.Replica
+			waitExpired(t, stores[0], "s")
+		}
+	})
+}
