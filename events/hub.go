@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -38,6 +39,13 @@ type SequenceStore interface {
 	SetSequenceFloor(ctx context.Context, floor uint64) error
 }
 
+// SequenceReserver hands out blocks of sequences exclusively, to several hubs sharing one
+// store: ReserveSequences returns the first of n sequences no other reservation got, above
+// every block reserved before.
+type SequenceReserver interface {
+	ReserveSequences(ctx context.Context, n uint64) (first uint64, err error)
+}
+
 // Observer follows the events as the hub sequences them. The hub calls it under its lock,
 // in sequence order, so its state may be read consistently with a point of the stream
 // through Hub.View. Its methods must be quick and must not call the hub.
@@ -64,6 +72,11 @@ type Options[T any] struct {
 	Store SequenceStore
 	// SequenceBlock is how far ahead the floor is reserved (one store write per block).
 	SequenceBlock uint64
+	// ExclusiveBlocks, for several hubs on one store, takes the sequences in blocks of
+	// SequenceBlock that Store hands out exclusively (it must be a SequenceReserver)
+	// instead of keeping the floor: the hubs never issue the same sequence, and each one's
+	// sequences rise, with gaps where other hubs' blocks lie.
+	ExclusiveBlocks bool
 	// Encode builds an event's encoded form (its wire bytes, say). The hub calls it at
 	// most once per event, when a subscriber first takes the event; it must always return
 	// something to send.
@@ -100,6 +113,7 @@ type Hub[T any] struct {
 	maxBytes  int64
 	block     uint64
 	store     SequenceStore
+	reserver  SequenceReserver // set with ExclusiveBlocks: blocks come from it, not the floor
 	encode    func(presenters.Event) T
 	size      func(T) int
 	observer  Observer
@@ -110,7 +124,7 @@ type Hub[T any] struct {
 	bookmarkBytes int64
 	logger        *slog.Logger
 
-	reserving sync.WaitGroup // the floor write in flight, if any
+	reserving sync.WaitGroup // the background floor write or block reservation in flight, if any
 
 	log             EventLog // nil: none (then every event counts as logged when published)
 	marshal         func(T) []byte
@@ -128,26 +142,39 @@ type Hub[T any] struct {
 	// subscription reading the log, so that it never reads across a prune unawares.
 	pruneMu sync.RWMutex
 
-	mu           sync.Mutex // guards everything below, and the Observer's state
-	ring         []*held[T]
-	next         uint64 // the sequence the next event gets
-	oldest       uint64 // the oldest sequence held (next when none is)
-	heldBytes    int64  // the estimated memory of the held events
-	reserved     uint64 // sequences up to here are covered by the stored floor
-	floorWriting bool   // a background write of the next floor is under way
-	floorFailing bool   // the last floor write failed (logged once until one lands)
+	tailMu      sync.Mutex // guards tails and each tail's wakes
+	tails       map[*Tail[T]]struct{}
+	tailsClosed bool
+
+	mu   sync.Mutex // guards everything below, and the Observer's state
+	ring []*held[T]
+	// Positions number the events published, one by one, whatever their sequences (which
+	// may leave gaps): the event at position p is in slot p % len(ring). The ring holds
+	// the positions start..end-1, in rising sequence order.
+	start, end uint64
+	next       uint64 // the sequence the next event gets
+	oldest     uint64 // the oldest sequence held (next when none is)
+	heldBytes  int64  // the estimated memory of the held events
+	// Sequences up to reserved are covered: by the stored floor, or, with exclusive
+	// blocks, by the current block (next..reserved). upcoming is the first sequence of the
+	// next block, reserved ahead (0: none yet).
+	reserved     uint64
+	upcoming     uint64
+	floorWriting bool // a write of the next floor, or a reservation of the next block, is under way
+	floorFailing bool // the last one failed (logged once until one lands)
 	subs         []*Subscription[T]
 	overflows    uint64 // subscriptions ended for a full queue (Stats)
 	closed       bool
-	// The log, when there is one. Events up to logged are in it; logged < sequence <=
-	// logTaken are being appended; the rest wait. The ring never lets an event go before
-	// it is logged, so ring and log together hold every event from the log's oldest on.
-	logged        uint64
-	logTaken      uint64
+	// The log, when there is one. The events at positions below loggedEnd are in it;
+	// those from there to takenEnd are being appended; the rest wait. The ring never lets
+	// an event go before it is logged, so ring and log together hold every event from the
+	// log's oldest on.
+	loggedEnd     uint64
+	takenEnd      uint64
 	unloggedBytes int64      // the held bytes of the events not logged yet
 	logOldest     uint64     // the oldest sequence in the log; 0 when it holds none
 	logStopped    bool       // the writer has returned: Publish appends itself
-	logCond       *sync.Cond // on mu: signalled when events got logged
+	cond          *sync.Cond // on mu: signalled when events got logged or a block of sequences landed
 }
 
 // held is one published event, shared by the ring and every subscriber queue. Its
@@ -171,10 +198,15 @@ type held[T any] struct {
 }
 
 // New loads the sequence floor and reserves the first block above it, above every logged
-// sequence too; with a Log, it starts the log writer.
+// sequence too (with ExclusiveBlocks, it reserves the first block from the store); with a
+// Log, it starts the log writer.
 func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 	if opts.Encode == nil {
 		return nil, errors.New("events: Options.Encode is required: the hub encodes each event once with it")
+	}
+	reserver, isReserver := opts.Store.(SequenceReserver)
+	if opts.ExclusiveBlocks && !isReserver {
+		return nil, errors.New("events: Options.ExclusiveBlocks needs a Store that is a SequenceReserver: the blocks come from it")
 	}
 	if opts.Log != nil && (opts.Marshal == nil || opts.Unmarshal == nil) {
 		return nil, errors.New("events: Options.Log needs Marshal and Unmarshal: the log keeps each encoded event as bytes")
@@ -220,7 +252,7 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 		logBacklogBytes: max(opts.MaxBytes/2, 1),
 		logInterval:     opts.LogInterval,
 	}
-	h.logCond = sync.NewCond(&h.mu)
+	h.cond = sync.NewCond(&h.mu)
 	var base uint64 // every sequence issued before is at most base
 	if h.log != nil {
 		oldest, newest, err := h.log.EventLogRange(ctx)
@@ -229,7 +261,15 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 		}
 		h.logOldest, base = oldest, newest
 	}
-	if h.store != nil {
+	switch {
+	case opts.ExclusiveBlocks:
+		h.reserver = reserver
+		first, err := h.reserveBlock()
+		if err != nil {
+			return nil, fmt.Errorf("reserve event sequences: %w", err)
+		}
+		base, h.reserved = first-1, first+h.block-1
+	case h.store != nil:
 		floor, err := h.store.SequenceFloor(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read the event sequence floor: %w", err)
@@ -240,7 +280,7 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 			return nil, fmt.Errorf("reserve event sequences: %w", err)
 		}
 	}
-	h.next, h.oldest, h.logged, h.logTaken = base+1, base+1, base, base
+	h.next, h.oldest = base+1, base+1
 	if h.log != nil {
 		h.logWake = make(chan struct{}, 1)
 		h.logFull = make(chan struct{}, 1)
@@ -260,9 +300,15 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for h.logBehindLocked() {
-		signal(h.logFull)
-		h.logCond.Wait()
+	for {
+		if h.logBehindLocked() {
+			signal(h.logFull)
+			h.cond.Wait()
+		} else if h.reserver != nil && h.next > h.reserved {
+			h.nextBlockLocked()
+		} else {
+			break
+		}
 	}
 	seq := h.next
 	h.next++
@@ -271,18 +317,23 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	ev.Time = time.Now()
 	he := &held[T]{sequence: seq, sessionID: ev.SessionID, agentID: ev.AgentID, typ: eventType(ev.Payload), messageID: messageIDOf(ev.Payload),
 		replay: ev.Replay, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
-	if seq-h.oldest == uint64(len(h.ring)) {
-		h.evictOldestLocked() // its slot is the one seq takes; logged, as logBacklog < capacity
+	if h.end-h.start == uint64(len(h.ring)) {
+		h.evictOldestLocked() // its slot is the one the event takes; logged, as logBacklog < capacity
 	}
-	h.ring[seq%uint64(len(h.ring))] = he
+	if h.start == h.end {
+		h.oldest = seq
+	}
+	pos := h.end
+	h.ring[pos%uint64(len(h.ring))] = he
+	h.end++
 	h.heldBytes += he.size
-	for h.heldBytes > h.maxBytes && h.oldest < seq && h.oldest <= h.logged {
+	for h.heldBytes > h.maxBytes && h.start < pos && h.start < h.loggedEnd {
 		h.evictOldestLocked()
 	}
 	if h.observer != nil {
 		h.observer.Published(ev)
 	}
-	h.loggedPublishedLocked(he)
+	h.loggedPublishedLocked(he, pos)
 	for i := 0; i < len(h.subs); i++ {
 		sub := h.subs[i]
 		if !sub.matches(he) {
@@ -315,14 +366,32 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 
 // evictOldestLocked lets the oldest held event go.
 func (h *Hub[T]) evictOldestLocked() {
-	slot := &h.ring[h.oldest%uint64(len(h.ring))]
+	slot := &h.ring[h.start%uint64(len(h.ring))]
 	he := *slot
 	*slot = nil
 	h.heldBytes -= he.size
-	h.oldest++
+	h.start++
+	h.oldest = h.next
+	if h.start < h.end {
+		h.oldest = h.ring[h.start%uint64(len(h.ring))].sequence
+	}
 	if h.observer != nil {
 		h.observer.Evicted(he.sessionID, he.sequence)
 	}
+}
+
+// positionLocked is the position of the oldest held event with a sequence of at least seq
+// (end when none has).
+func (h *Hub[T]) positionLocked(seq uint64) uint64 {
+	n := uint64(len(h.ring))
+	if seq >= h.oldest { // no gap between: the sequence tells the position
+		if p := h.start + (seq - h.oldest); p < h.end && h.ring[p%n].sequence == seq {
+			return p
+		}
+	}
+	return h.start + uint64(sort.Search(int(h.end-h.start), func(i int) bool {
+		return h.ring[(h.start+uint64(i))%n].sequence >= seq
+	}))
 }
 
 // reserveLocked keeps the stored floor ahead of the sequences issued. Halfway through a
@@ -330,8 +399,13 @@ func (h *Hub[T]) evictOldestLocked() {
 // store (which may be busy with another writer); only if that write has not landed by the
 // end of the block does Publish write it itself. A failed write reserves nothing: the
 // next Publish tries again. It is logged, not fatal (Publish cannot fail): until a write
-// lands, a restart could reuse the sequences issued meanwhile.
+// lands, a restart could reuse the sequences issued meanwhile. With exclusive blocks it
+// reserves the next block halfway through the current one, likewise.
 func (h *Hub[T]) reserveLocked(seq uint64) {
+	if h.reserver != nil {
+		h.reserveAheadLocked(seq)
+		return
+	}
 	if h.store == nil {
 		return
 	}
@@ -355,6 +429,123 @@ func (h *Hub[T]) reserveLocked(seq uint64) {
 		h.floorWriting = false
 		h.floorWritten(next, err)
 	}()
+}
+
+// reserveAheadLocked reserves the next exclusive block in the background once seq is
+// halfway through the current one.
+func (h *Hub[T]) reserveAheadLocked(seq uint64) {
+	if h.floorWriting || h.closed || h.upcoming != 0 || seq+h.block/2 < h.reserved {
+		return
+	}
+	h.floorWriting = true
+	h.reserving.Go(func() {
+		first, err := h.reserveBlock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.floorWriting = false
+		if err != nil {
+			if !h.floorFailing {
+				h.logger.Error("could not reserve the next block of event sequences; retrying with the next events (publishing waits at the end of the block until one lands)",
+					"err", err)
+			}
+			h.floorFailing = true
+		} else {
+			if h.floorFailing {
+				h.logger.Info("a block of event sequences is reserved again", "first", first)
+			}
+			h.floorFailing = false
+			h.blockLandedLocked(first)
+		}
+		h.cond.Broadcast() // a Publish may wait for it at the end of the block
+	})
+}
+
+// nextBlockLocked moves on from a used-up block: to the block reserved ahead, or to one
+// reserved now, which Publish waits for (without the lock, so that everything else goes
+// on). It retries a failed reservation with backoff, without end: a sequence no block
+// covers may be another hub's, and the log would refuse the event then, so there is
+// nothing to issue until a block lands; and a store that fails this long stops the log
+// too, which holds Publish up soon anyway.
+func (h *Hub[T]) nextBlockLocked() {
+	if h.upcoming != 0 {
+		h.setBlockLocked(h.upcoming)
+		h.upcoming = 0
+		return
+	}
+	if h.floorWriting { // a reservation is under way: its end wakes us
+		h.cond.Wait()
+		return
+	}
+	h.floorWriting = true
+	h.mu.Unlock()
+	delay := logRetryFirst
+	first, err := h.reserveBlock()
+	for attempt := 1; err != nil; attempt++ {
+		if attempt == 1 {
+			h.logger.Error("could not reserve a block of event sequences; publishing waits and retries until one lands", "err", err)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, logRetryMax)
+		if first, err = h.reserveBlock(); err == nil {
+			h.logger.Info("a block of event sequences is reserved again", "first", first, "attempts", attempt+1)
+		}
+	}
+	h.mu.Lock()
+	h.floorWriting, h.floorFailing = false, false
+	h.blockLandedLocked(first)
+	h.cond.Broadcast()
+}
+
+// reserveTimeout bounds one reservation of a block, so that a connection that hangs is
+// given up and tried again.
+const reserveTimeout = 10 * time.Second
+
+// reserveBlock reserves a block of exclusive sequences and returns its first.
+func (h *Hub[T]) reserveBlock() (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), reserveTimeout)
+	defer cancel()
+	return h.reserver.ReserveSequences(ctx, h.block)
+}
+
+// blockLandedLocked keeps a block reserved ahead for when the current one is used up;
+// one below the current block (in use since SkipAhead) is let go.
+func (h *Hub[T]) blockLandedLocked(first uint64) {
+	if first > h.reserved {
+		h.upcoming = first
+	}
+}
+
+// setBlockLocked issues the next sequences from the block that starts at first.
+func (h *Hub[T]) setBlockLocked(first uint64) {
+	h.next, h.reserved = first, first+h.block-1
+	if h.start == h.end {
+		h.oldest = first
+	}
+}
+
+// SkipAhead reserves a fresh block and continues from it, so that every event published
+// after it returns is above every sequence any hub on the store issued before the call:
+// a hub that takes a session over from another calls it first, so that the session's
+// sequences keep rising. Without exclusive blocks the hub is its store's only one and
+// its sequences rise anyway: it does nothing.
+func (h *Hub[T]) SkipAhead(ctx context.Context) error {
+	if h.reserver == nil {
+		return nil
+	}
+	first, err := h.reserver.ReserveSequences(ctx, h.block)
+	if err != nil {
+		return fmt.Errorf("skip ahead: reserve event sequences: %w", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// A block reserved later than this one, already in use or ahead, is above it too.
+	if first > h.reserved {
+		h.setBlockLocked(first)
+		if h.upcoming < first {
+			h.upcoming = 0
+		}
+	}
+	return nil
 }
 
 // floorWritten records the outcome of writing floor (with h.mu held).
@@ -435,10 +626,11 @@ func (h *Hub[T]) encoded(he *held[T]) T {
 	return he.encoded
 }
 
-// Close ends every subscription (each is told with a *ClosedError), refuses new ones,
-// waits for a floor write in flight, and appends to the log what waits for it before it
-// stops the log writer. Publishing still works, for presenters that emit while closing
-// (floor writes and log appends are then synchronous).
+// Close ends every subscription and tail (each is told with a *ClosedError), refuses new
+// ones, waits for a floor write or block reservation in flight, and appends to the log
+// what waits for it before it stops the log writer. Publishing still works, for
+// presenters that emit while closing (floor writes, block reservations and log appends
+// are then synchronous).
 func (h *Hub[T]) Close() {
 	h.mu.Lock()
 	h.closed = true
@@ -447,6 +639,7 @@ func (h *Hub[T]) Close() {
 	}
 	h.subs = nil
 	h.mu.Unlock()
+	h.closeTails()
 	h.reserving.Wait()
 	if h.log != nil {
 		h.closeOnce.Do(func() { close(h.logStop) })

@@ -374,7 +374,9 @@ func TestHubEncodesEachEventOnce(t *testing.T) {
 	}
 	before := encodings.Load()
 	seq := em.MessageDelta("m", presenters.RoleAssistant, "held once")
-	he := h.ring[seq%uint64(len(h.ring))]
+	h.mu.Lock()
+	he := h.ring[h.positionLocked(seq)%uint64(len(h.ring))]
+	h.mu.Unlock()
 	if he.payload == nil || encodings.Load() != before {
 		t.Fatal("the event was encoded before a subscriber took it")
 	}

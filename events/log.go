@@ -100,32 +100,32 @@ func signal(ch chan struct{}) {
 // past its bounds.
 func (h *Hub[T]) logBehindLocked() bool {
 	return h.log != nil && !h.logStopped &&
-		(h.next-1-h.logged >= h.logBacklog || h.unloggedBytes >= h.logBacklogBytes)
+		(h.end-h.loggedEnd >= h.logBacklog || h.unloggedBytes >= h.logBacklogBytes)
 }
 
-// loggedPublishedLocked hands a just-published event to the log: to the writer, which
-// it wakes for the first event of a batch and for a full one; or, once the writer has
-// stopped (the hub is closed), to the log at once.
-func (h *Hub[T]) loggedPublishedLocked(he *held[T]) {
+// loggedPublishedLocked hands a just-published event, at position pos, to the log: to
+// the writer, which it wakes for the first event of a batch and for a full one; or, once
+// the writer has stopped (the hub is closed), to the log at once.
+func (h *Hub[T]) loggedPublishedLocked(he *held[T], pos uint64) {
 	if h.log == nil {
-		h.logged = he.sequence
+		h.loggedEnd = pos + 1
 		return
 	}
 	h.unloggedBytes += he.size
 	if h.logStopped {
 		// Presenters may still emit while they close, after the hub: those events are
 		// appended here, one by one, so that a restart resumes them too.
-		h.logTaken = he.sequence
+		h.takenEnd = pos + 1
 		rec := []LoggedEvent{h.record(he)}
 		err := h.log.AppendEvents(context.Background(), rec)
 		if err != nil {
 			h.logger.Error("could not append an event published after the hub closed to the event log; a subscriber resuming after a restart will not get it",
 				"session_id", he.sessionID, "agent_id", he.agentID, "sequence", he.sequence, "err", err)
 		}
-		h.markLoggedLocked(he.sequence, he.sequence, he.size, err == nil)
+		h.markLoggedLocked(he.sequence, pos+1, he.size, err == nil)
 		return
 	}
-	switch he.sequence - h.logTaken {
+	switch pos + 1 - h.takenEnd {
 	case 1:
 		signal(h.logWake)
 	case logBatch:
@@ -139,19 +139,20 @@ func (h *Hub[T]) record(he *held[T]) LoggedEvent {
 	return LoggedEvent{Sequence: he.sequence, SessionID: he.sessionID, AgentID: he.agentID, Type: he.typ, MessageID: he.messageID, Time: he.time, Data: data}
 }
 
-// markLoggedLocked records that the events from..to are in the log (appended) or given
-// up on, lets the ring shed what it held beyond its byte bound only because it was not
-// logged yet, and wakes the publishers waiting for the writer.
-func (h *Hub[T]) markLoggedLocked(from, to uint64, bytes int64, appended bool) {
-	h.logged = to
+// markLoggedLocked records that the events at the positions below end, from the one with
+// sequence first on, are in the log (appended) or given up on, lets the ring shed what it
+// held beyond its byte bound only because it was not logged yet, and wakes the
+// publishers waiting for the writer.
+func (h *Hub[T]) markLoggedLocked(first, end uint64, bytes int64, appended bool) {
+	h.loggedEnd = end
 	h.unloggedBytes -= bytes
 	if appended && h.logOldest == 0 {
-		h.logOldest = from
+		h.logOldest = first
 	}
-	for h.heldBytes > h.maxBytes && h.oldest < h.next-1 && h.oldest <= h.logged {
+	for h.heldBytes > h.maxBytes && h.end-h.start > 1 && h.start < h.loggedEnd {
 		h.evictOldestLocked()
 	}
-	h.logCond.Broadcast()
+	h.cond.Broadcast()
 }
 
 // runLog is the log writer: it appends the events published since its last batch once
@@ -178,7 +179,7 @@ func (h *Hub[T]) runLog() {
 		case <-h.logFull:
 		}
 		h.mu.Lock()
-		waiting := h.next - 1 - h.logTaken
+		waiting := h.end - h.takenEnd
 		h.mu.Unlock()
 		if waiting < logBatch {
 			gather.Reset(h.logInterval)
@@ -205,9 +206,9 @@ func (h *Hub[T]) runLog() {
 func (h *Hub[T]) flushLog() {
 	for {
 		h.mu.Lock()
-		if h.logTaken == h.next-1 {
+		if h.takenEnd == h.end {
 			h.logStopped = true
-			h.logCond.Broadcast()
+			h.cond.Broadcast()
 			h.mu.Unlock()
 			return
 		}
@@ -221,20 +222,21 @@ func (h *Hub[T]) flushLog() {
 // returns how many events it took.
 func (h *Hub[T]) writeBatch(stopping bool) int {
 	h.mu.Lock()
-	from, to := h.logTaken+1, min(h.next-1, h.logTaken+maxLogBatch)
-	if from > to {
+	end := min(h.end, h.takenEnd+maxLogBatch)
+	if h.takenEnd == end {
 		h.mu.Unlock()
 		return 0
 	}
-	batch := make([]*held[T], 0, to-from+1)
-	for seq := from; seq <= to; seq++ {
-		batch = append(batch, h.ring[seq%uint64(len(h.ring))]) // not logged, so still held
+	batch := make([]*held[T], 0, end-h.takenEnd)
+	for pos := h.takenEnd; pos < end; pos++ {
+		batch = append(batch, h.ring[pos%uint64(len(h.ring))]) // not logged, so still held
 	}
-	h.logTaken = to
-	if h.next-1 > to {
+	h.takenEnd = end
+	if h.end > end {
 		signal(h.logWake) // more than one batch waits: the next goes at once
 	}
 	h.mu.Unlock()
+	from, to := batch[0].sequence, batch[len(batch)-1].sequence
 
 	records := make([]LoggedEvent, len(batch))
 	var bytes int64
@@ -269,7 +271,7 @@ func (h *Hub[T]) writeBatch(stopping bool) int {
 		delay = min(2*delay, logRetryMax)
 	}
 	h.mu.Lock()
-	h.markLoggedLocked(from, to, bytes, appended)
+	h.markLoggedLocked(from, end, bytes, appended)
 	h.mu.Unlock()
 	return len(batch)
 }

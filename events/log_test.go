@@ -37,11 +37,7 @@ func (l *storeLog) AppendEvents(ctx context.Context, batch []LoggedEvent) error 
 }
 
 func (l *storeLog) ReadEvents(ctx context.Context, after, until uint64, f Filter, limit int) ([]LoggedEvent, error) {
-	sf := store.EventFilter{SessionIDs: f.SessionIDs, AgentIDs: f.AgentIDs}
-	for _, t := range f.Types {
-		sf.Types = append(sf.Types, int(t))
-	}
-	rows, err := l.st.ReadEvents(ctx, after, until, sf, limit)
+	rows, err := l.st.ReadEvents(ctx, after, until, storeFilter(f), limit)
 	out := make([]LoggedEvent, len(rows))
 	for i, r := range rows {
 		out[i] = LoggedEvent{Sequence: r.Sequence, SessionID: r.SessionID, AgentID: r.AgentID, Type: presenters.EventType(r.Type), MessageID: r.MessageID, Time: r.Time, Data: r.Data}
@@ -51,6 +47,27 @@ func (l *storeLog) ReadEvents(ctx context.Context, after, until uint64, f Filter
 
 func (l *storeLog) EventLogRange(ctx context.Context) (uint64, uint64, error) {
 	return l.st.EventLogRange(ctx)
+}
+
+func storeFilter(f Filter) store.EventFilter {
+	sf := store.EventFilter{SessionIDs: f.SessionIDs, AgentIDs: f.AgentIDs}
+	for _, t := range f.Types {
+		sf.Types = append(sf.Types, int(t))
+	}
+	return sf
+}
+
+func (l *storeLog) SessionHeads(ctx context.Context, f Filter) (map[string]uint64, error) {
+	return l.st.SessionHeads(ctx, storeFilter(f))
+}
+
+func (l *storeLog) ReadSessionEvents(ctx context.Context, after map[string]uint64, f Filter, limit int) ([]LoggedEvent, error) {
+	rows, err := l.st.ReadSessionEvents(ctx, after, storeFilter(f), limit)
+	out := make([]LoggedEvent, len(rows))
+	for i, r := range rows {
+		out[i] = LoggedEvent{Sequence: r.Sequence, SessionID: r.SessionID, AgentID: r.AgentID, Type: presenters.EventType(r.Type), MessageID: r.MessageID, Time: r.Time, Data: r.Data}
+	}
+	return out, err
 }
 
 func (l *storeLog) PruneEvents(ctx context.Context, r LogRetention) (int64, error) {
@@ -106,7 +123,7 @@ func waitLogged(t testing.TB, h *testHub) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		h.mu.Lock()
-		done := h.logged == h.next-1
+		done := h.loggedEnd == h.end
 		h.mu.Unlock()
 		if done {
 			return
@@ -552,7 +569,7 @@ func BenchmarkLogFlood(b *testing.B) {
 		}
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Microsecond) {
 			h.mu.Lock()
-			done := h.logged == h.next-1
+			done := h.loggedEnd == h.end
 			h.mu.Unlock()
 			if done {
 				break

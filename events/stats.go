@@ -24,10 +24,10 @@ func (h *Hub[T]) Stats() Stats {
 	defer h.mu.Unlock()
 	return Stats{
 		Subscribers:  len(h.subs),
-		HeldEvents:   int(h.next - h.oldest),
+		HeldEvents:   int(h.end - h.start),
 		HeldBytes:    h.heldBytes,
 		Overflows:    h.overflows,
-		LogBacklog:   h.next - 1 - h.logged,
+		LogBacklog:   h.end - h.loggedEnd,
 		LastSequence: h.next - 1,
 	}
 }
@@ -44,7 +44,7 @@ func (h *Hub[T]) TrimHeld(maxBytes int64) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for h.heldBytes > maxBytes && h.oldest < h.next-1 && h.oldest <= h.logged {
+	for h.heldBytes > maxBytes && h.end-h.start > 1 && h.start < h.loggedEnd {
 		h.evictOldestLocked()
 		n++
 	}

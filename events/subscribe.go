@@ -369,13 +369,14 @@ func (h *Hub[T]) Subscribe(f Filter, start Start) (*Subscription[T], error) {
 				sub.backlog = sub.backlog[:0]
 				next = h.oldest
 			}
-			if next <= last && last-next >= replayChunk {
-				sub.backlog = h.appendHeldLocked(sub.backlog, sub, next, next+replayChunk-1)
-				next += replayChunk
+			pos := h.positionLocked(next)
+			if h.end-pos > replayChunk {
+				sub.backlog = h.appendHeldLocked(sub.backlog, sub, pos, pos+replayChunk)
+				next = h.ring[(pos+replayChunk)%uint64(len(h.ring))].sequence
 				h.mu.Unlock()
 				continue
 			}
-			sub.backlog = h.appendHeldLocked(sub.backlog, sub, next, last)
+			sub.backlog = h.appendHeldLocked(sub.backlog, sub, pos, h.end)
 		}
 		sub.registered = last
 		sub.last = last
@@ -390,11 +391,10 @@ func (h *Hub[T]) Subscribe(f Filter, start Start) (*Subscription[T], error) {
 	}
 }
 
-// appendHeldLocked appends the held events from..to (to may be below from) that match sub;
-// the sequence gives each one's slot.
-func (h *Hub[T]) appendHeldLocked(out []*held[T], sub *Subscription[T], from, to uint64) []*held[T] {
-	for seq := from; seq <= to; seq++ {
-		if he := h.ring[seq%uint64(len(h.ring))]; sub.matches(he) {
+// appendHeldLocked appends the held events at the positions from..end-1 that match sub.
+func (h *Hub[T]) appendHeldLocked(out []*held[T], sub *Subscription[T], from, end uint64) []*held[T] {
+	for pos := from; pos < end; pos++ {
+		if he := h.ring[pos%uint64(len(h.ring))]; sub.matches(he) {
 			out = append(out, he)
 		}
 	}
