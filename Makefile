@@ -20,7 +20,7 @@ GO_TEST_PKGS ?= ./...
 # Arguments for `make run`, e.g. `make run RUN_ARGS='--listen 127.0.0.1:6000'`.
 RUN_ARGS ?=
 
-.PHONY: deps generate web lint check-generated breaking build run test tree-unchanged go-test client-smoke bench clean
+.PHONY: deps generate web lint check-generated breaking build run test tree-unchanged go-test deploy-check client-smoke bench clean
 
 ## deps: install protoc, the gRPC Python plugin and runtime (apt), node_modules, Go modules
 deps:
@@ -62,7 +62,7 @@ run: build
 	bin/agenticd $(RUN_ARGS)
 
 ## test: everything CI checks, and that it left the working tree as it found it
-test: deps lint check-generated breaking go-test client-smoke tree-unchanged
+test: deps lint check-generated breaking deploy-check go-test client-smoke tree-unchanged
 
 # git status as it was when make started (read only when the goal needs it), handed to
 # the recipe through the environment so that no file name is spliced into the command.
@@ -78,6 +78,10 @@ tree-unchanged:
 
 go-test: deps
 	go test $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
+
+## deploy-check: the manifests and the Envoy config under deploy/, decoded strictly into their API types and checked (deploy/validate: a Go module of its own, so that k8s.io/api and Envoy's API stay out of agenticd's)
+deploy-check:
+	cd deploy/validate && go vet ./... && go test ./...
 
 ## client-smoke: the TypeScript and Python smoke clients and the Go, TypeScript and Python examples against a real agenticd (built with GO_TEST_FLAGS)
 client-smoke: deps

@@ -81,6 +81,7 @@ var reasonCodes = map[pb.ErrorReason]codes.Code{
 	pb.ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS:           codes.ResourceExhausted,
 	pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE:            codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:                codes.Unavailable,
+	pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE:    codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_CANCELLED:                    codes.Canceled,
 	pb.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED:            codes.DeadlineExceeded,
 	pb.ErrorReason_ERROR_REASON_INTERNAL:                     codes.Internal,

@@ -41,7 +41,9 @@ type GRPCOptions struct {
 	// SendMessage's turn.
 	TracerProvider trace.TracerProvider
 	Turns          *tracing.Turns
-	Logger         *slog.Logger
+	// Replicas, when set, routes each session's calls to the replica that owns it.
+	Replicas *Replicas
+	Logger   *slog.Logger
 }
 
 // GRPCServer serves a Service on one listener in three protocols: native gRPC, gRPC-Web
@@ -77,7 +79,13 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	}
 	// WaitForHandlers: once Stop returns no handler runs, so what they use may be closed.
 	tel := newTelemetry(opts.Metrics, opts.TracerProvider, opts.Turns)
-	serverOpts := tel.serverOptions(append(serverOptions(opts.Token, logger), grpc.WaitForHandlers(true)))
+	base := serverOptions(opts.Token, logger)
+	if opts.Replicas != nil {
+		// Innermost: a call is authorized, and answered from the remembered answers,
+		// before it is routed to the session's owner.
+		base = append(base, grpc.ChainUnaryInterceptor(opts.Replicas.unary))
+	}
+	serverOpts := tel.serverOptions(append(base, grpc.WaitForHandlers(true)))
 	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger,
 		httpServed: make(chan struct{})}
 	if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {

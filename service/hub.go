@@ -38,7 +38,11 @@ type HubOptions struct {
 	// Observers see every event as it is published, under the hub's lock and in sequence
 	// order (metrics, the audit record): each must be quick and must not call the hub.
 	Observers []EventObserver
-	Logger    *slog.Logger
+	// Replicated is for one of several replicas on one database (Store and Log set):
+	// sequences come in blocks no other replica gets, and Subscribe reads every session's
+	// events from the log, whichever replica wrote them, woken by WakeTails.
+	Replicated bool
+	Logger     *slog.Logger
 }
 
 // EventObserver follows the events the hub publishes.
@@ -69,6 +73,8 @@ type EventLogStore interface {
 	ReadEvents(ctx context.Context, after, until uint64, f store.EventFilter, limit int) ([]store.LoggedEvent, error)
 	EventLogRange(ctx context.Context) (oldest, newest uint64, err error)
 	PruneEvents(ctx context.Context, maxEvents int64, maxBytes int64, maxAge time.Duration) (int64, error)
+	SessionHeads(ctx context.Context, f store.EventFilter) (map[string]uint64, error)
+	ReadSessionEvents(ctx context.Context, after map[string]uint64, f store.EventFilter, limit int) ([]store.LoggedEvent, error)
 }
 
 // eventLog adapts an EventLogStore to the hub's types, and appends the audit entries of
@@ -106,12 +112,31 @@ func (l *eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent)
 	return err
 }
 
+var _ events.TailLog = (*eventLog)(nil)
+
 func (l *eventLog) ReadEvents(ctx context.Context, after, until uint64, f events.Filter, limit int) ([]events.LoggedEvent, error) {
+	return loggedEvents(l.st.ReadEvents(ctx, after, until, storeFilter(f), limit))
+}
+
+func (l *eventLog) SessionHeads(ctx context.Context, f events.Filter) (map[string]uint64, error) {
+	return l.st.SessionHeads(ctx, storeFilter(f))
+}
+
+func (l *eventLog) ReadSessionEvents(ctx context.Context, after map[string]uint64, f events.Filter, limit int) ([]events.LoggedEvent, error) {
+	return loggedEvents(l.st.ReadSessionEvents(ctx, after, storeFilter(f), limit))
+}
+
+// storeFilter is the hub's filter as the store takes it.
+func storeFilter(f events.Filter) store.EventFilter {
 	filter := store.EventFilter{SessionIDs: f.SessionIDs, AgentIDs: f.AgentIDs}
 	for _, t := range f.Types {
 		filter.Types = append(filter.Types, int(t))
 	}
-	rows, err := l.st.ReadEvents(ctx, after, until, filter, limit)
+	return filter
+}
+
+// loggedEvents are the store's rows as the hub takes them.
+func loggedEvents(rows []store.LoggedEvent, err error) ([]events.LoggedEvent, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -143,9 +168,10 @@ const DefaultHeartbeatInterval = 15 * time.Second
 // events are encoded once to wire bytes shared by every stream, and the projection of
 // each session's events that GetSession, ListSessions and RespondPermission read.
 type Hub struct {
-	events    *events.Hub[*encodedEvent]
-	proj      *projection
-	heartbeat time.Duration
+	events     *events.Hub[*encodedEvent]
+	proj       *projection
+	heartbeat  time.Duration
+	replicated bool // subscriptions follow the log (HubOptions.Replicated)
 	// audit makes the audit log's entries; nil without an event log.
 	audit *auditor
 }
@@ -173,6 +199,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		SubscriberQueue: opts.SubscriberQueue,
 		Store:           opts.Store,
 		SequenceBlock:   opts.SequenceBlock,
+		ExclusiveBlocks: opts.Replicated,
 		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
 		Size:            func(ev *encodedEvent) int { return ev.size },
 		Observer:        observers{proj: proj, others: opts.Observers},
@@ -191,8 +218,16 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	if heartbeat <= 0 {
 		heartbeat = DefaultHeartbeatInterval
 	}
-	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, audit: audit}, nil
+	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, audit: audit, replicated: opts.Replicated}, nil
 }
+
+// SkipAhead moves the sequences on to a fresh block: every event published after it
+// returns is above every sequence any replica issued before (events.Hub.SkipAhead).
+func (h *Hub) SkipAhead(ctx context.Context) error { return h.events.SkipAhead(ctx) }
+
+// WakeTails tells the subscriptions that follow the log that these sessions (all, when
+// all is set) have new events in it.
+func (h *Hub) WakeTails(sessionIDs []string, all bool) { h.events.WakeTails(sessionIDs, all) }
 
 // Publish numbers the event and hands it to the projection and the subscribers
 // (events.Hub.Publish).
@@ -222,10 +257,32 @@ func (h *Hub) Close() { h.events.Close() }
 // from before the rest read the event log (events.Hub.TrimHeld).
 func (h *Hub) TrimHeld(maxBytes int64) int { return h.events.TrimHeld(maxBytes) }
 
-// subscribe registers a subscriber (events.Hub.Subscribe), with errors that tell a client
-// what to do.
-func (h *Hub) subscribe(f events.Filter, start events.Start) (*events.Subscription[*encodedEvent], error) {
-	sub, err := h.events.Subscribe(f, start)
+// eventSource is a subscription as Subscribe reads it: one that the hub feeds
+// (*events.Subscription), or one that follows the event log (*events.Tail).
+type eventSource interface {
+	NextBatch(ctx context.Context, idle <-chan time.Time, maxEvents, maxBytes int, dst []*encodedEvent) (events.Batch[*encodedEvent], error)
+	CaughtUp() (uint64, bool)
+	Last() uint64
+	Close()
+}
+
+var (
+	_ eventSource = (*events.Subscription[*encodedEvent])(nil)
+	_ eventSource = (*events.Tail[*encodedEvent])(nil)
+)
+
+// subscribe registers a subscriber (events.Hub.Subscribe, or events.Hub.Tail for a
+// replica), with errors that tell a client what to do.
+func (h *Hub) subscribe(f events.Filter, start events.Start) (eventSource, error) {
+	var (
+		sub eventSource
+		err error
+	)
+	if h.replicated {
+		sub, err = h.events.Tail(f, start)
+	} else {
+		sub, err = h.events.Subscribe(f, start)
+	}
 	var outOfRange *events.OutOfRangeError
 	switch {
 	case err == nil:

@@ -11,7 +11,7 @@ import (
 )
 
 // next takes one event from a subscription.
-func next(t *testing.T, sub *events.Subscription[*encodedEvent]) *encodedEvent {
+func next(t *testing.T, sub eventSource) *encodedEvent {
 	t.Helper()
 	b, err := sub.NextBatch(bg, nil, 1, maxBatchBytes, nil)
 	if err != nil || len(b.Events) != 1 {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
@@ -243,6 +244,7 @@ func (c *cli) dial() error {
 	if c.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tokenCreds{token: c.token, secure: secure}))
 	}
+	opts = append(opts, grpc.WithChainUnaryInterceptor(sessionHeader))
 	conn, err := grpc.NewClient(c.addr, opts...)
 	if err != nil {
 		return fmt.Errorf("address %q: %w", c.addr, err)
@@ -250,6 +252,18 @@ func (c *cli) dial() error {
 	c.conn = conn
 	c.client = pb.NewAgenticServiceClient(conn)
 	return nil
+}
+
+// sessionIDHeader names a call's session for a proxy in front of several agenticd
+// replicas that routes by it, so the call reaches the session's owner directly.
+const sessionIDHeader = "agenticd-session-id"
+
+// sessionHeader sets sessionIDHeader on a call that names one session.
+func sessionHeader(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if r, ok := req.(interface{ GetSessionId() string }); ok && r.GetSessionId() != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, sessionIDHeader, r.GetSessionId())
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // call bounds one unary call.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -709,5 +710,22 @@ func TestSendAttachmentsInOrder(t *testing.T) {
 	}
 	if reply := s.agent.replyID(); !strings.HasPrefix(reply, "ctl-") {
 		t.Errorf("the reply's id is %q, want one agenticctl chose", reply)
+	}
+}
+
+// A call that names a session carries it in agenticd-session-id, for a proxy that routes
+// each session to its replica; a call that names none carries no such header.
+func TestSessionHeader(t *testing.T) {
+	var got []string
+	invoker := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		got = md.Get(sessionIDHeader)
+		return nil
+	}
+	if err := sessionHeader(context.Background(), "/m", &pb.SendMessageRequest{SessionId: "s1"}, nil, nil, invoker); err != nil || !slices.Equal(got, []string{"s1"}) {
+		t.Errorf("SendMessage: header %v (%v); want [s1]", got, err)
+	}
+	if err := sessionHeader(context.Background(), "/m", &pb.ListAgentsRequest{}, nil, nil, invoker); err != nil || len(got) != 0 {
+		t.Errorf("ListAgents: header %v (%v); want none", got, err)
 	}
 }

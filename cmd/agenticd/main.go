@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/agenticd/agenticd/internal/daemon"
@@ -116,6 +117,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *token != "" {
 		cfg.Token = daemon.TrimToken(*token)
+	}
+	// For containers, where a Secret and the pod's address arrive as variables. The
+	// database URL holds a password: read once, then gone, like the token.
+	for _, v := range []struct {
+		name string
+		to   *string
+	}{{"AGENTICD_DATABASE", &cfg.Database}, {"AGENTICD_REPLICA_ID", &cfg.Replica.ID}, {"AGENTICD_REPLICA_ADVERTISE", &cfg.Replica.Advertise}} {
+		if env := strings.TrimSpace(os.Getenv(v.name)); env != "" {
+			*v.to = env
+		}
+		if err := os.Unsetenv(v.name); err != nil {
+			fmt.Fprintf(stderr, "agenticd: %v\n", err)
+			return 1
+		}
 	}
 	if *logLevel != "" {
 		cfg.LogLevel = *logLevel

@@ -54,6 +54,9 @@ type Config struct {
 	// the SQLite file in DataDir; the database must exist, agenticd creates its tables.
 	// DataDir still holds agenticd's other files.
 	Database string `yaml:"database"`
+	// Replica places this agenticd among the replicas sharing the Postgres database
+	// (database set); SQLite has one replica.
+	Replica ReplicaConfig `yaml:"replica"`
 	// Token, when set, is required as `authorization: Bearer <token>` on every RPC but
 	// health. AGENTICD_TOKEN overrides it (cmd/agenticd).
 	Token string `yaml:"token"`
@@ -106,6 +109,21 @@ type Config struct {
 	File string `yaml:"-"`
 	// agentLines are the lines of the file where the agents: entries start, for messages.
 	agentLines []int
+}
+
+// ReplicaConfig is one replica's place in the group (AGENTICD_REPLICA_ID and
+// AGENTICD_REPLICA_ADVERTISE override the file, for containers).
+type ReplicaConfig struct {
+	// Advertise is the host:port where the other replicas reach this one to forward a
+	// session's calls to its owner. Default: listen's host (the host name when listen's
+	// host is unspecified, 0.0.0.0 or ::) and the port it listens on.
+	Advertise string `yaml:"advertise"`
+	// ID names this replica in the session leases. Default: the advertised address.
+	ID string `yaml:"id"`
+	// LeaseTTL is how long a session stays with a replica that stopped renewing its
+	// lease (renewed every third of it): the time a dead replica's sessions wait before
+	// another takes them over. Default 15s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
 }
 
 // EventLogConfig is the event log's retention. Unset (or 0) takes the default; a negative
@@ -425,6 +443,9 @@ func (c Config) Validate() error {
 	if err := checkDatabase(c.Database); err != nil {
 		return err
 	}
+	if err := c.Replica.validate(c); err != nil {
+		return err
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls needs both cert_file and key_file")
 	}
@@ -454,6 +475,26 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s: id %q is used twice; give each agent its own id", c.agentEntry(i), a.ID)
 		}
 		seen[a.ID] = true
+	}
+	return nil
+}
+
+// validate checks the replica settings, which only a Postgres database uses.
+func (r ReplicaConfig) validate(c Config) error {
+	if c.Database == "" && r != (ReplicaConfig{}) {
+		return errors.New("replica: set only with database (a postgres:// URL the replicas share); on SQLite agenticd is one replica: remove the replica settings (or AGENTICD_REPLICA_*)")
+	}
+	if r.LeaseTTL < 0 || (r.LeaseTTL > 0 && r.LeaseTTL < time.Second) {
+		return fmt.Errorf("replica.lease_ttl %s: use 1s or more (default %s)", r.LeaseTTL, service.DefaultLeaseTTL)
+	}
+	if r.Advertise != "" {
+		if _, port, err := net.SplitHostPort(r.Advertise); err != nil || port == "" || port == "0" {
+			return fmt.Errorf("replica.advertise %q is not host:port with a port (e.g. 10.0.0.7:50051), where the other replicas reach this one", r.Advertise)
+		}
+	}
+	if c.Database != "" && c.TLS.CertFile != "" {
+		// Replicas forward a session's calls to its owner in plain gRPC.
+		return errors.New("tls with database set: replicas talk to each other in plain gRPC; terminate TLS in front of agenticd (a proxy or an ingress) and leave tls unset")
 	}
 	return nil
 }

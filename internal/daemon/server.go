@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,12 @@ type Server struct {
 	memory     *memoryReturner
 	telemetry  *telemetry
 
+	// In a group of replicas (database set): the lease keeper and router, and the end
+	// of its lease renewal and of the database listener.
+	replicas    *service.Replicas
+	stopReplica context.CancelFunc
+	replicaDone sync.WaitGroup
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -71,16 +78,17 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, logger: logger, served: make(chan struct{})}
-	if err := s.build(ctx); err != nil {
-		s.release(context.WithoutCancel(ctx))
-		return nil, err
-	}
+	// The listener first: a replica advertises the port it got.
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		s.release(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("listen on %s: %w (is another agenticd running? choose another address with --listen)", cfg.Listen, err)
 	}
 	s.addr = lis.Addr().String()
+	if err := s.build(ctx); err != nil {
+		lis.Close()
+		s.release(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	if err := s.telemetry.serve(cfg.Metrics, logger); err != nil {
 		lis.Close()
 		s.release(context.WithoutCancel(ctx))
@@ -123,19 +131,23 @@ func (s *Server) build(ctx context.Context) error {
 	if s.telemetry, err = newTelemetry(ctx, cfg, st, s.logger); err != nil {
 		return err
 	}
-	// Before any agent serves: whatever reply a crash or a cut shutdown left in progress
-	// (any agent's) is kept as incomplete.
-	interrupted, err := st.MarkInterrupted(ctx)
-	if err != nil {
-		return err
-	}
-	if len(interrupted) > 0 {
-		s.logger.Warn("replies interrupted by the last shutdown are kept as incomplete", "messages", len(interrupted))
-	}
-	// Before the hub starts: its log writer applies retention at once, and the rebuild
-	// reads the interrupted replies' events from the log.
-	if err := service.RecoverInterruptedReplies(ctx, st, interrupted, s.logger); err != nil {
-		return err
+	replicated := cfg.Database != ""
+	if !replicated {
+		// Before any agent serves: whatever reply a crash or a cut shutdown left in
+		// progress (any agent's) is kept as incomplete. Replicas do this per session when
+		// they take one over: other replicas' turns may be running.
+		interrupted, err := st.MarkInterrupted(ctx)
+		if err != nil {
+			return err
+		}
+		if len(interrupted) > 0 {
+			s.logger.Warn("replies interrupted by the last shutdown are kept as incomplete", "messages", len(interrupted))
+		}
+		// Before the hub starts: its log writer applies retention at once, and the
+		// rebuild reads the interrupted replies' events from the log.
+		if err := service.RecoverInterruptedReplies(ctx, st, interrupted, s.logger); err != nil {
+			return err
+		}
 	}
 	hub, err := service.NewHub(ctx, service.HubOptions{
 		Capacity:          cfg.EventBuffer,
@@ -147,6 +159,7 @@ func (s *Server) build(ctx context.Context) error {
 		LogRetention:      cfg.EventLog.retention(),
 		AuditRetention:    cfg.Audit.retention(),
 		Observers:         s.telemetry.observers(),
+		Replicated:        replicated,
 		Logger:            s.logger,
 	})
 	if err != nil {
@@ -174,12 +187,66 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.telemetry.watch(hub, s.presenters)
+	var replicas *service.Replicas
+	if replicated {
+		if replicas, err = s.startReplica(registry); err != nil {
+			return err
+		}
+	}
 	s.grpc, err = service.NewGRPCServer(
 		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: s.logger}),
 		s.telemetry.grpcOptions(service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
-			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Logger: s.logger}),
+			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Logger: s.logger}),
 	)
 	return err
+}
+
+// startReplica joins the group of replicas on the database: it renews this replica's
+// session leases and wakes the hub's log tails on every append any replica makes, until
+// release stops both.
+func (s *Server) startReplica(registry *service.Registry) (*service.Replicas, error) {
+	id, address, err := replicaIdentity(s.cfg, s.addr)
+	if err != nil {
+		return nil, err
+	}
+	replicas, err := service.NewReplicas(service.ReplicaOptions{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL,
+		Leases: s.store, Store: s.store, Registry: registry, Hub: s.hub, Logger: s.logger})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.replicas, s.stopReplica = replicas, cancel
+	s.replicaDone.Add(2)
+	go func() {
+		defer s.replicaDone.Done()
+		replicas.Run(ctx)
+	}()
+	go func() {
+		defer s.replicaDone.Done()
+		if err := s.store.ListenEvents(ctx, s.logger, s.hub.WakeTails); err != nil {
+			s.logger.Error("stopped listening for other replicas' events; subscribers on this replica see them only on their next read", "err", err)
+		}
+	}()
+	s.logger.Info("serving as a replica", "replica", id, "advertise", address, "lease_ttl", cmp.Or(s.cfg.Replica.LeaseTTL, service.DefaultLeaseTTL))
+	return replicas, nil
+}
+
+// replicaIdentity is this replica's id and the address the others forward to: the
+// configured ones, else listen's host (the host name when it is unspecified) with the
+// port the listener got.
+func replicaIdentity(cfg Config, listening string) (id, address string, err error) {
+	address = cfg.Replica.Advertise
+	if address == "" {
+		host, _, _ := net.SplitHostPort(cfg.Listen)
+		_, port, _ := net.SplitHostPort(listening)
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			if host, err = os.Hostname(); err != nil {
+				return "", "", fmt.Errorf("replica.advertise is unset and the host name is unknown (%w): set replica.advertise to where the other replicas reach this one", err)
+			}
+		}
+		address = net.JoinHostPort(host, port)
+	}
+	return cmp.Or(cfg.Replica.ID, address), address, nil
 }
 
 // openStore opens the configured database: Postgres when database is set, else the
@@ -296,6 +363,15 @@ func (s *Server) release(ctx context.Context) error {
 	wg.Wait()
 	if s.hub != nil {
 		s.hub.Close()
+	}
+	if s.replicas != nil {
+		// The sessions are closed and their last events logged: other replicas may take
+		// them at once rather than after the leases' ttl.
+		s.stopReplica()
+		s.replicaDone.Wait()
+		if err := s.replicas.Release(closeCtx); err != nil {
+			errs = append(errs, fmt.Errorf("release the session leases: %w", err))
+		}
 	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {

@@ -109,6 +109,11 @@ const (
 	ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE ErrorReason = 23
 	// UNAVAILABLE: the server is stopping. Metadata: last_sequence, on streams.
 	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 24
+	// UNAVAILABLE: the replica that owns the session (several agenticd replicas on one
+	// database) does not answer. Its lease on the session ends by lease_expires, after
+	// which any replica takes the session over: retry then. Metadata: owner (its address),
+	// lease_expires (RFC 3339).
+	ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE ErrorReason = 31
 	// CANCELLED / DEADLINE_EXCEEDED: the client's call ended first.
 	ErrorReason_ERROR_REASON_CANCELLED         ErrorReason = 25
 	ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED ErrorReason = 26
@@ -143,6 +148,10 @@ const (
 	// An MCP server of the session was left out: the agent cannot reach it over its
 	// transport (an http server for an agent without MCP over http). Metadata: mcp_server.
 	ErrorReason_ERROR_REASON_MCP_SERVER_LEFT_OUT ErrorReason = 52
+	// The replica that ran the turn stopped (several agenticd replicas on one database);
+	// the replica that took the session over kept the reply as incomplete, with what was
+	// sent.
+	ErrorReason_ERROR_REASON_OWNER_LOST ErrorReason = 53
 )
 
 // Enum value maps for ErrorReason.
@@ -176,6 +185,7 @@ var (
 		22: "ERROR_REASON_TOO_MANY_TERMINALS",
 		23: "ERROR_REASON_AGENT_UNAVAILABLE",
 		24: "ERROR_REASON_SHUTTING_DOWN",
+		31: "ERROR_REASON_SESSION_OWNER_UNAVAILABLE",
 		25: "ERROR_REASON_CANCELLED",
 		26: "ERROR_REASON_DEADLINE_EXCEEDED",
 		27: "ERROR_REASON_INTERNAL",
@@ -192,6 +202,7 @@ var (
 		50: "ERROR_REASON_MESSAGE_TOO_LARGE",
 		51: "ERROR_REASON_MCP_SERVER_FAILED",
 		52: "ERROR_REASON_MCP_SERVER_LEFT_OUT",
+		53: "ERROR_REASON_OWNER_LOST",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                  0,
@@ -222,6 +233,7 @@ var (
 		"ERROR_REASON_TOO_MANY_TERMINALS":           22,
 		"ERROR_REASON_AGENT_UNAVAILABLE":            23,
 		"ERROR_REASON_SHUTTING_DOWN":                24,
+		"ERROR_REASON_SESSION_OWNER_UNAVAILABLE":    31,
 		"ERROR_REASON_CANCELLED":                    25,
 		"ERROR_REASON_DEADLINE_EXCEEDED":            26,
 		"ERROR_REASON_INTERNAL":                     27,
@@ -238,6 +250,7 @@ var (
 		"ERROR_REASON_MESSAGE_TOO_LARGE":            50,
 		"ERROR_REASON_MCP_SERVER_FAILED":            51,
 		"ERROR_REASON_MCP_SERVER_LEFT_OUT":          52,
+		"ERROR_REASON_OWNER_LOST":                   53,
 	}
 )
 
@@ -273,7 +286,7 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\xc8\f\n" +
+	"agentic.v1*\x91\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
@@ -303,7 +316,8 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_SUBSCRIBER_TOO_SLOW\x10\x15\x12#\n" +
 	"\x1fERROR_REASON_TOO_MANY_TERMINALS\x10\x16\x12\"\n" +
 	"\x1eERROR_REASON_AGENT_UNAVAILABLE\x10\x17\x12\x1e\n" +
-	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x18\x12\x1a\n" +
+	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x18\x12*\n" +
+	"&ERROR_REASON_SESSION_OWNER_UNAVAILABLE\x10\x1f\x12\x1a\n" +
 	"\x16ERROR_REASON_CANCELLED\x10\x19\x12\"\n" +
 	"\x1eERROR_REASON_DEADLINE_EXCEEDED\x10\x1a\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x1b\x12\x1e\n" +
@@ -319,7 +333,8 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\x1fERROR_REASON_EVENT_NOT_SENDABLE\x101\x12\"\n" +
 	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x102\x12\"\n" +
 	"\x1eERROR_REASON_MCP_SERVER_FAILED\x103\x12$\n" +
-	" ERROR_REASON_MCP_SERVER_LEFT_OUT\x104B\xa0\x01\n" +
+	" ERROR_REASON_MCP_SERVER_LEFT_OUT\x104\x12\x1b\n" +
+	"\x17ERROR_REASON_OWNER_LOST\x105B\xa0\x01\n" +
 	"\x0ecom.agentic.v1B\vErrorsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"

@@ -239,6 +239,16 @@ export enum ErrorReason {
   SHUTTING_DOWN = 24,
 
   /**
+   * UNAVAILABLE: the replica that owns the session (several agenticd replicas on one
+   * database) does not answer. Its lease on the session ends by lease_expires, after
+   * which any replica takes the session over: retry then. Metadata: owner (its address),
+   * lease_expires (RFC 3339).
+   *
+   * @generated from enum value: ERROR_REASON_SESSION_OWNER_UNAVAILABLE = 31;
+   */
+  SESSION_OWNER_UNAVAILABLE = 31,
+
+  /**
    * CANCELLED / DEADLINE_EXCEEDED: the client's call ended first.
    *
    * @generated from enum value: ERROR_REASON_CANCELLED = 25;
@@ -350,6 +360,15 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_MCP_SERVER_LEFT_OUT = 52;
    */
   MCP_SERVER_LEFT_OUT = 52,
+
+  /**
+   * The replica that ran the turn stopped (several agenticd replicas on one database);
+   * the replica that took the session over kept the reply as incomplete, with what was
+   * sent.
+   *
+   * @generated from enum value: ERROR_REASON_OWNER_LOST = 53;
+   */
+  OWNER_LOST = 53,
 }
 
 /**

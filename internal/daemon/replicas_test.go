@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/pgtest"
+	"github.com/agenticd/agenticd/store"
+)
+
+// startReplica starts a replica on the database; stop stops it gracefully (once).
+func startReplica(t *testing.T, cfg Config) (client pb.AgenticServiceClient, stop func()) {
+	t.Helper()
+	srv, err := Start(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = conn.Close()
+		if err := srv.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(stop)
+	return pb.NewAgenticServiceClient(conn), stop
+}
+
+// replyOn reads a stream until the message's MESSAGE_END and returns its assistant text,
+// checking that the session's sequences rise.
+func replyOn(t *testing.T, stream pb.AgenticService_SubscribeClient, messageID string, last *uint64) string {
+	t.Helper()
+	var reply strings.Builder
+	for {
+		frame, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("waiting for the reply to %s (%q so far): %v", messageID, reply.String(), err)
+		}
+		for _, ev := range frame.GetEvents().GetEvents() {
+			if ev.GetSequence() <= *last {
+				t.Fatalf("event %d (%s) after %d: the session's sequences must rise", ev.GetSequence(), ev.GetType(), *last)
+			}
+			*last = ev.GetSequence()
+			if d := ev.GetMessageDelta(); d.GetMessageId() == messageID {
+				reply.WriteString(d.GetText())
+			}
+			if ev.GetMessageEnd().GetMessageId() == messageID {
+				return reply.String()
+			}
+		}
+	}
+}
+
+// Two replicas on one Postgres: a session created through A is served through B, which
+// forwards its calls to A and reads its events from the log; once A has stopped (giving
+// up its leases), B takes the session over on its next call.
+func TestReplicasForwardAndTakeOver(t *testing.T) {
+	_, dsn := pgtest.StartForTest(t)
+	llm := newFakeLLM(t, "from the owner")
+	setEnv(t, map[string]string{EnvOpenAIBaseURL: llm.URL + "/v1", EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfgA := testConfig(t)
+	cfgA.Database = dsn
+	cfgB := testConfig(t)
+	cfgB.Database = dsn
+	cfgB.WorkspaceRoots = cfgA.WorkspaceRoots // storage both replicas see
+	a, stopA := startReplica(t, cfgA)
+	b, _ := startReplica(t, cfgB)
+
+	created, err := a.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfgA.WorkspaceRoots[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	stream, err := b.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	send := func(c pb.AgenticServiceClient, text string) string {
+		t.Helper()
+		sent, err := c.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Parts: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: text}}}}})
+		if err != nil {
+			t.Fatalf("SendMessage %q: %v", text, err)
+		}
+		return sent.GetMessageId()
+	}
+	var last uint64
+	if got := replyOn(t, stream, send(b, "first"), &last); got != "from the owner" {
+		t.Fatalf("reply through B, run by A: %q", got)
+	}
+	got, err := b.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetSession().GetLastSequence() < last {
+		t.Errorf("GetSession through B: last_sequence %d, below the %d the stream reached: it was not the owner's view", got.GetSession().GetLastSequence(), last)
+	}
+
+	stopA()
+	if got := replyOn(t, stream, send(b, "second"), &last); got != "from the owner" {
+		t.Fatalf("reply through B after A stopped: %q", got)
+	}
+	msgs, err := b.ListMessages(ctx, &pb.ListMessagesRequest{SessionId: id, Order: pb.MessageOrder_MESSAGE_ORDER_OLDEST_FIRST})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range msgs.GetMessages() {
+		texts = append(texts, m.GetRole().String()+":"+m.GetStatus().String())
+	}
+	want := "MESSAGE_ROLE_USER:MESSAGE_STATUS_COMPLETE MESSAGE_ROLE_ASSISTANT:MESSAGE_STATUS_COMPLETE MESSAGE_ROLE_USER:MESSAGE_STATUS_COMPLETE MESSAGE_ROLE_ASSISTANT:MESSAGE_STATUS_COMPLETE"
+	if strings.Join(texts, " ") != want {
+		t.Errorf("history: %v; want %s", texts, want)
+	}
+}
+
+// A session whose lease is held by a replica that does not answer is
+// SESSION_OWNER_UNAVAILABLE, naming the owner and when its lease ends.
+func TestReplicaOwnerUnavailable(t *testing.T) {
+	_, dsn := pgtest.StartForTest(t)
+	setEnv(t, map[string]string{EnvOpenAIBaseURL: closedAddr(t), EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := testConfig(t)
+	cfg.Database = dsn
+	c, stopC := startReplica(t, cfg)
+	created, err := c.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	stopC() // gives up its lease
+
+	st, err := store.OpenOnPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	gone := closedAddr(t)
+	if _, err := st.AcquireLease(ctx, id, "gone", gone, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A third replica, which never held the session, meets the dead owner's lease.
+	cfg3 := testConfig(t)
+	cfg3.Database = dsn
+	cfg3.WorkspaceRoots = cfg.WorkspaceRoots
+	third, _ := startReplica(t, cfg3)
+	_, err = third.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+	st2 := status.Convert(err)
+	var info *errdetails.ErrorInfo
+	for _, d := range st2.Details() {
+		if i, ok := d.(*errdetails.ErrorInfo); ok {
+			info = i
+		}
+	}
+	if st2.Code() != codes.Unavailable || info.GetReason() != "SESSION_OWNER_UNAVAILABLE" || info.GetMetadata()["owner"] != gone ||
+		info.GetMetadata()["lease_expires"] == "" || !strings.Contains(st2.Message(), "retry") {
+		t.Fatalf("GetSession of a session whose owner is gone: %v (%v); want UNAVAILABLE SESSION_OWNER_UNAVAILABLE naming %s and its lease's end", err, info, gone)
+	}
+}
