@@ -38,11 +38,12 @@ type HubOptions struct {
 	// Observers see every event as it is published, under the hub's lock and in sequence
 	// order (metrics, the audit record): each must be quick and must not call the hub.
 	Observers []EventObserver
-	// Replicated is for one of several replicas on one database (Store and Log set):
-	// sequences come in blocks no other replica gets, and Subscribe reads every session's
-	// events from the log, whichever replica wrote them, woken by WakeTails.
-	Replicated bool
-	Logger     *slog.Logger
+	// Replica, when set, names this hub's replica among several on one database (Store
+	// and Log set): sequences come in blocks no other replica gets, and Subscribe reads
+	// every session's events from the log, whichever replica wrote them, woken by
+	// WakeTails.
+	Replica string
+	Logger  *slog.Logger
 }
 
 // EventObserver follows the events the hub publishes.
@@ -85,6 +86,12 @@ type eventLog struct {
 	auditRetention AuditRetention
 	logger         *slog.Logger
 
+	// agentEvents, for a replica, is the session column of its agent events (which have
+	// no session) in the log: each replica's agent events follow each other in sequence
+	// order, not those of another replica, so a log tail follows them apart, as it does
+	// sessions. Empty: the column stays empty.
+	agentEvents string
+
 	// The audit entries of the batch last tried, by its first sequence: the hub's log
 	// writer tries a failed batch again as it was, and making the entries takes what the
 	// auditor held for them (a tool's start, the client that answered). Only the log
@@ -101,6 +108,9 @@ func (l *eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent)
 	for i, ev := range batch {
 		rows[i] = store.LoggedEvent{Sequence: ev.Sequence, SessionID: ev.SessionID, AgentID: ev.AgentID, Type: int(ev.Type),
 			MessageID: ev.MessageID, Time: ev.Time, Data: ev.Data}
+		if ev.SessionID == "" {
+			rows[i].SessionID = l.agentEvents
+		}
 	}
 	if l.triedFrom != batch[0].Sequence || l.triedEntries == nil {
 		l.triedFrom, l.triedEntries = batch[0].Sequence, l.audit.entries(batch, l.logger)
@@ -164,6 +174,10 @@ func (l *eventLog) PruneEvents(ctx context.Context, r events.LogRetention) (int6
 // proxies and load balancers (60 s and up).
 const DefaultHeartbeatInterval = 15 * time.Second
 
+// agentEventsPrefix starts the session column of a replica's agent events in the log
+// (eventLog.agentEvents); session ids never start with it.
+const agentEventsPrefix = "@replica:"
+
 // Hub is the service's event hub and the presenters' Publisher: an events.Hub whose
 // events are encoded once to wire bytes shared by every stream, and the projection of
 // each session's events that GetSession, ListSessions and RespondPermission read.
@@ -171,7 +185,7 @@ type Hub struct {
 	events     *events.Hub[*encodedEvent]
 	proj       *projection
 	heartbeat  time.Duration
-	replicated bool // subscriptions follow the log (HubOptions.Replicated)
+	replicated bool // subscriptions follow the log (HubOptions.Replica)
 	// audit makes the audit log's entries; nil without an event log.
 	audit *auditor
 }
@@ -191,7 +205,11 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	)
 	if opts.Log != nil {
 		audit = newAuditor()
-		log = &eventLog{st: opts.Log, audit: audit, auditRetention: opts.AuditRetention, logger: logger}
+		el := &eventLog{st: opts.Log, audit: audit, auditRetention: opts.AuditRetention, logger: logger}
+		if opts.Replica != "" {
+			el.agentEvents = agentEventsPrefix + opts.Replica
+		}
+		log = el
 	}
 	hub, err := events.New(ctx, events.Options[*encodedEvent]{
 		Capacity:        opts.Capacity,
@@ -199,7 +217,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		SubscriberQueue: opts.SubscriberQueue,
 		Store:           opts.Store,
 		SequenceBlock:   opts.SequenceBlock,
-		ExclusiveBlocks: opts.Replicated,
+		ExclusiveBlocks: opts.Replica != "",
 		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
 		Size:            func(ev *encodedEvent) int { return ev.size },
 		Observer:        observers{proj: proj, others: opts.Observers},
@@ -218,7 +236,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	if heartbeat <= 0 {
 		heartbeat = DefaultHeartbeatInterval
 	}
-	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, audit: audit, replicated: opts.Replicated}, nil
+	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, audit: audit, replicated: opts.Replica != ""}, nil
 }
 
 // SkipAhead moves the sequences on to a fresh block: every event published after it

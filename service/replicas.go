@@ -263,7 +263,14 @@ func (r *Replicas) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 		}
 		return resp, err
 	}
-	return r.forward(ctx, *owner, info.FullMethod, req)
+	resp, down, err := r.forward(ctx, *owner, info.FullMethod, req)
+	if down && kind == callRead {
+		// What the store holds answers a read while the owner is unreachable; only
+		// what the owner keeps in memory (a reply in flight, pending requests) is
+		// missing from it.
+		return next(ctx, req)
+	}
+	return resp, err
 }
 
 // created records a session this replica has just created: it holds its lease from now.
@@ -421,11 +428,12 @@ func (r *Replicas) load(ctx context.Context, sessionID string, o *ownedSession) 
 }
 
 // forward runs the call on the replica holding the session's lease, with the caller's
-// metadata (its token included), and returns that replica's answer as it is.
-func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string, req any) (any, error) {
+// metadata (its token included), and returns that replica's answer as it is; down says
+// the owner could not be reached.
+func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string, req any) (resp any, down bool, err error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if len(md.Get(forwardedHeader)) > 0 {
-		return nil, failWith(ctx, r.logger, method, ownerUnavailable(owner,
+		return nil, false, failWith(ctx, r.logger, method, ownerUnavailable(owner,
 			fmt.Errorf("session %s moved between replicas while its call was forwarded", owner.SessionID)), "session_id", owner.SessionID)
 	}
 	out := metadata.MD{}
@@ -437,24 +445,24 @@ func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string
 		}
 	}
 	out.Set(forwardedHeader, strconv.Quote(r.id))
-	resp, err := newResponse(method)
+	answer, err := newResponse(method)
 	if err != nil {
-		return nil, failWith(ctx, r.logger, method, err)
+		return nil, false, failWith(ctx, r.logger, method, err)
 	}
 	conn, err := r.conn(owner.Address)
 	if err == nil {
-		err = conn.Invoke(metadata.NewOutgoingContext(ctx, out), method, req, resp)
+		err = conn.Invoke(metadata.NewOutgoingContext(ctx, out), method, req, answer)
 	}
 	if err == nil {
-		return resp, nil
+		return answer, false, nil
 	}
 	if st, ok := status.FromError(err); ok && len(st.Details()) > 0 {
-		return nil, err // the owner's own answer
+		return nil, false, err // the owner's own answer
 	}
 	if ctx.Err() != nil {
-		return nil, failWith(ctx, r.logger, method, ctx.Err())
+		return nil, false, failWith(ctx, r.logger, method, ctx.Err())
 	}
-	return nil, failWith(ctx, r.logger, method, ownerUnavailable(owner, errors.New(status.Convert(err).Message())), "session_id", owner.SessionID)
+	return nil, true, failWith(ctx, r.logger, method, ownerUnavailable(owner, errors.New(status.Convert(err).Message())), "session_id", owner.SessionID)
 }
 
 // ownerUnavailable is SESSION_OWNER_UNAVAILABLE: retry once the owner's lease has run out.

@@ -136,7 +136,8 @@ func TestReplicasForwardAndTakeOver(t *testing.T) {
 }
 
 // A session whose lease is held by a replica that does not answer is
-// SESSION_OWNER_UNAVAILABLE, naming the owner and when its lease ends.
+// SESSION_OWNER_UNAVAILABLE, naming the owner and when its lease ends, for calls that
+// need it live; reads are answered from the database.
 func TestReplicaOwnerUnavailable(t *testing.T) {
 	_, dsn := pgtest.StartForTest(t)
 	setEnv(t, map[string]string{EnvOpenAIBaseURL: closedAddr(t), EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
@@ -166,7 +167,12 @@ func TestReplicaOwnerUnavailable(t *testing.T) {
 	cfg3.Database = dsn
 	cfg3.WorkspaceRoots = cfg.WorkspaceRoots
 	third, _ := startReplica(t, cfg3)
-	_, err = third.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+	// A read is answered from the database meanwhile...
+	if got, err := third.GetSession(ctx, &pb.GetSessionRequest{SessionId: id}); err != nil || got.GetSession().GetSessionId() != id {
+		t.Fatalf("GetSession while the owner is gone: %v, %v; want the stored session", got, err)
+	}
+	// ... a call that needs the session live waits for the lease to end.
+	_, err = third.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Parts: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: "hi"}}}}})
 	st2 := status.Convert(err)
 	var info *errdetails.ErrorInfo
 	for _, d := range st2.Details() {
@@ -176,6 +182,6 @@ func TestReplicaOwnerUnavailable(t *testing.T) {
 	}
 	if st2.Code() != codes.Unavailable || info.GetReason() != "SESSION_OWNER_UNAVAILABLE" || info.GetMetadata()["owner"] != gone ||
 		info.GetMetadata()["lease_expires"] == "" || !strings.Contains(st2.Message(), "retry") {
-		t.Fatalf("GetSession of a session whose owner is gone: %v (%v); want UNAVAILABLE SESSION_OWNER_UNAVAILABLE naming %s and its lease's end", err, info, gone)
+		t.Fatalf("SendMessage to a session whose owner is gone: %v (%v); want UNAVAILABLE SESSION_OWNER_UNAVAILABLE naming %s and its lease's end", err, info, gone)
 	}
 }

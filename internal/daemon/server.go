@@ -132,6 +132,12 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	replicated := cfg.Database != ""
+	var replicaID, replicaAddress string
+	if replicated {
+		if replicaID, replicaAddress, err = replicaIdentity(cfg, s.addr); err != nil {
+			return err
+		}
+	}
 	if !replicated {
 		// Before any agent serves: whatever reply a crash or a cut shutdown left in
 		// progress (any agent's) is kept as incomplete. Replicas do this per session when
@@ -159,7 +165,7 @@ func (s *Server) build(ctx context.Context) error {
 		LogRetention:      cfg.EventLog.retention(),
 		AuditRetention:    cfg.Audit.retention(),
 		Observers:         s.telemetry.observers(),
-		Replicated:        replicated,
+		Replica:           replicaID,
 		Logger:            s.logger,
 	})
 	if err != nil {
@@ -189,7 +195,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.telemetry.watch(hub, s.presenters)
 	var replicas *service.Replicas
 	if replicated {
-		if replicas, err = s.startReplica(registry); err != nil {
+		if replicas, err = s.startReplica(registry, replicaID, replicaAddress); err != nil {
 			return err
 		}
 	}
@@ -204,11 +210,7 @@ func (s *Server) build(ctx context.Context) error {
 // startReplica joins the group of replicas on the database: it renews this replica's
 // session leases and wakes the hub's log tails on every append any replica makes, until
 // release stops both.
-func (s *Server) startReplica(registry *service.Registry) (*service.Replicas, error) {
-	id, address, err := replicaIdentity(s.cfg, s.addr)
-	if err != nil {
-		return nil, err
-	}
+func (s *Server) startReplica(registry *service.Registry, id, address string) (*service.Replicas, error) {
 	replicas, err := service.NewReplicas(service.ReplicaOptions{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL,
 		Leases: s.store, Store: s.store, Registry: registry, Hub: s.hub, Logger: s.logger})
 	if err != nil {

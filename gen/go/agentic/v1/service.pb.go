@@ -2437,7 +2437,11 @@ type isSubscribeRequest_Start interface {
 
 type SubscribeRequest_AfterSequence struct {
 	// Replay held events with a larger sequence, then go live. OUT_OF_RANGE
-	// (RESUME_POINT_EXPIRED) when events after this point are no longer held.
+	// (RESUME_POINT_EXPIRED) when events after this point are no longer held. With
+	// several replicas on one database it applies to each session: exact for a stream
+	// of one session (or of sessions one replica runs); a stream of sessions run by
+	// different replicas resumed after the last sequence it saw may miss events of the
+	// replica whose sequences are lower, so resume such sessions one by one.
 	AfterSequence uint64 `protobuf:"varint,3,opt,name=after_sequence,json=afterSequence,proto3,oneof"`
 }
 

@@ -38,8 +38,11 @@ export declare const file_agentic_v1_events: GenFile;
  */
 export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
   /**
-   * Rises by one per event, server-wide, never reused. Resume a stream with
-   * after_sequence.
+   * Rises with each event, never reused; it may skip numbers (after a restart, and
+   * between replicas). Resume a stream with after_sequence. With several replicas on
+   * one database, order and resume points hold per session: each session's events
+   * rise, whichever replica ran them, but two replicas' events interleave in time, not
+   * in number (see Subscribe).
    *
    * @generated from field: uint64 sequence = 1;
    */

@@ -1038,7 +1038,11 @@ export declare type SubscribeRequest = Message<"agentic.v1.SubscribeRequest"> & 
   start: {
     /**
      * Replay held events with a larger sequence, then go live. OUT_OF_RANGE
-     * (RESUME_POINT_EXPIRED) when events after this point are no longer held.
+     * (RESUME_POINT_EXPIRED) when events after this point are no longer held. With
+     * several replicas on one database it applies to each session: exact for a stream
+     * of one session (or of sessions one replica runs); a stream of sessions run by
+     * different replicas resumed after the last sequence it saw may miss events of the
+     * replica whose sequences are lower, so resume such sessions one by one.
      *
      * @generated from field: uint64 after_sequence = 3;
      */
