@@ -42,6 +42,7 @@ type LeaseStore interface {
 	AcquireLease(ctx context.Context, sessionID, replica, address string, ttl time.Duration) (store.Lease, error)
 	RenewLeases(ctx context.Context, replica string, ttl time.Duration) ([]string, error)
 	ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error
+	LapsedWithReplyInProgress(ctx context.Context, limit int) ([]string, error)
 }
 
 var _ LeaseStore = (*store.Store)(nil)
@@ -161,6 +162,28 @@ func (r *Replicas) Run(ctx context.Context) {
 		// ones of busier replicas, which retention deletes first.
 		if err := r.hub.SkipAhead(ctx); err != nil && ctx.Err() == nil {
 			r.logger.Warn("could not move the event sequences ahead", "err", err)
+		}
+		r.endOrphanedTurns(ctx)
+	}
+}
+
+// orphanSweep is how many sessions one renewal takes over at most to end their turns.
+const orphanSweep = 16
+
+// endOrphanedTurns takes over the sessions whose owner died mid-turn, so that their
+// subscribers see the turn end (OWNER_LOST) within a lease's ttl instead of at the
+// session's next call. Of replicas sweeping at once, the lease decides which one does.
+func (r *Replicas) endOrphanedTurns(ctx context.Context) {
+	ids, err := r.leases.LapsedWithReplyInProgress(ctx, orphanSweep)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logger.Warn("could not look for turns that dead replicas left running", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		if _, err := r.route(ctx, id, callEnd); err != nil && ctx.Err() == nil {
+			r.logger.Warn("could not take over a session whose replica died mid-turn", "session_id", id, "err", err)
 		}
 	}
 }

@@ -156,3 +156,18 @@ func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ..
 	}
 	return nil
 }
+
+// LapsedWithReplyInProgress returns up to limit sessions whose lease has expired while a
+// reply of theirs is still in progress: turns a dead replica left running, which another
+// replica should end (by taking the session over) without waiting for a call.
+func (s *Store) LapsedWithReplyInProgress(ctx context.Context, limit int) ([]string, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Raw(`SELECT l.session_id FROM session_leases l
+		WHERE l.expires_at <= `+s.dialect.nowNanos()+`
+		AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = l.session_id AND m.status = ?)
+		ORDER BY l.expires_at LIMIT ?`, string(StatusInProgress), limit).Scan(&ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("find lapsed leases of sessions with a reply in progress: %w", err)
+	}
+	return ids, nil
+}

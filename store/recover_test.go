@@ -144,3 +144,42 @@ func TestExtendMessageTextOfAnUnknownMessage(t *testing.T) {
 		}
 	})
 }
+
+// MarkSessionInterrupted marks one session's replies in progress (and their unfinished
+// tool calls) and leaves another session's running reply alone.
+func TestMarkSessionInterrupted(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		for _, c := range []string{"c1", "c2"} {
+			mustCreate(t, s, c, "deepchat.default")
+			m := presenters.Message{ID: c + "-a", SessionID: c, Role: presenters.RoleAssistant, Status: StatusInProgress,
+				Blocks: []presenters.Block{{Type: presenters.BlockTool, Tool: &presenters.ToolCall{ToolID: "t", ToolName: "run", Status: presenters.ToolInProgress}}}}
+			if err := s.SaveMessage(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		marked, err := s.MarkSessionInterrupted(ctx, "c1")
+		if err != nil || len(marked) != 1 || marked[0] != (InterruptedMessage{SessionID: "c1", MessageID: "c1-a"}) {
+			t.Fatalf("MarkSessionInterrupted(c1) = %+v, %v; want c1's reply", marked, err)
+		}
+		for c, want := range map[string]struct {
+			status presenters.MessageStatus
+			tool   presenters.ToolStatus
+		}{"c1": {presenters.MessageIncomplete, presenters.ToolCancelled}, "c2": {presenters.MessageIncomplete, presenters.ToolInProgress}} { // readers see in_progress as incomplete
+			msgs, err := s.Messages(ctx, c, presenters.MessageQuery{})
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("%s: %v, %v", c, msgs, err)
+			}
+			if got := msgs[0]; got.Status != want.status || got.Blocks[0].Tool.Status != want.tool {
+				t.Errorf("%s: status %s, tool %s; want %s, %s", c, got.Status, got.Blocks[0].Tool.Status, want.status, want.tool)
+			}
+		}
+		if marked, err := s.MarkSessionInterrupted(ctx, "c2"); err != nil || len(marked) != 1 || marked[0].MessageID != "c2-a" {
+			t.Errorf("MarkSessionInterrupted(c2) = %+v, %v; want c2's reply, still in progress after c1's were marked", marked, err)
+		}
+		if _, err := s.MarkSessionInterrupted(ctx, ""); err == nil {
+			t.Error("MarkSessionInterrupted with no session: no error (it would mark every session's)")
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/pgtest"
+	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -183,5 +184,73 @@ func TestReplicaOwnerUnavailable(t *testing.T) {
 	if st2.Code() != codes.Unavailable || info.GetReason() != "SESSION_OWNER_UNAVAILABLE" || info.GetMetadata()["owner"] != gone ||
 		info.GetMetadata()["lease_expires"] == "" || !strings.Contains(st2.Message(), "retry") {
 		t.Fatalf("SendMessage to a session whose owner is gone: %v (%v); want UNAVAILABLE SESSION_OWNER_UNAVAILABLE naming %s and its lease's end", err, info, gone)
+	}
+}
+
+// A turn a dead replica left running ends visibly within a lease's ttl, with no call for
+// its session: a live replica takes the lapsed session over and its subscribers see the
+// reply end with OWNER_LOST.
+func TestReplicaEndsOrphanedTurns(t *testing.T) {
+	_, dsn := pgtest.StartForTest(t)
+	setEnv(t, map[string]string{EnvOpenAIBaseURL: closedAddr(t), EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := testConfig(t)
+	cfg.Database = dsn
+	cfg.Replica.LeaseTTL = time.Second
+	first, stopFirst := startReplica(t, cfg)
+	created, err := first.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	stopFirst()
+
+	// What a replica killed mid-turn leaves: its lease (lapsing within a second) and a
+	// reply in progress.
+	st, err := store.OpenOnPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.AcquireLease(ctx, id, "dead", closedAddr(t), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	reply := presenters.Message{ID: "reply-1", SessionID: id, Role: presenters.RoleAssistant, Status: store.StatusInProgress,
+		Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "half a"}}}
+	if err := st.SaveMessage(ctx, reply); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg2 := testConfig(t)
+	cfg2.Database = dsn
+	cfg2.WorkspaceRoots = cfg.WorkspaceRoots
+	cfg2.Replica.LeaseTTL = time.Second
+	live, _ := startReplica(t, cfg2)
+	stream, err := live.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawError bool
+	for {
+		frame, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("waiting for the orphaned reply to end (error event seen: %v): %v", sawError, err)
+		}
+		for _, ev := range frame.GetEvents().GetEvents() {
+			if e := ev.GetError(); e != nil && e.GetMessageId() == reply.ID && e.GetReason() == pb.ErrorReason_ERROR_REASON_OWNER_LOST {
+				sawError = true
+			}
+			if end := ev.GetMessageEnd(); end.GetMessageId() == reply.ID {
+				if !sawError {
+					t.Errorf("the orphaned reply ended without an OWNER_LOST error before it")
+				}
+				msgs, err := live.ListMessages(ctx, &pb.ListMessagesRequest{SessionId: id})
+				if err != nil || len(msgs.GetMessages()) != 1 || msgs.GetMessages()[0].GetStatus() != pb.MessageStatus_MESSAGE_STATUS_INCOMPLETE {
+					t.Fatalf("stored after the take-over: %v, %v; want the reply, incomplete", msgs, err)
+				}
+				return
+			}
+		}
 	}
 }
