@@ -106,6 +106,16 @@ else
 	ab eventlog -runs 1
 fi
 
+step "Postgres and replicas (SQLite vs. one agenticd on Postgres; cross-replica Subscribe latency; failover after kill -9 of an owner)"
+if [[ $quick == 1 ]]; then
+	ab postgres -sessions 1000 -pairs 300 -runs 1
+	ab replicas -seconds 2 -sqlite-seconds 2 -ttls 3s -runs 1
+else
+	ab postgres -sessions 3000 -pairs 2000 -runs "$runs"
+	# Failover waits for the dead owner's lease: about lease_ttl per run (3 s and 15 s).
+	ab replicas -seconds 10 -sqlite-seconds 5 -ttls 3s,15s -runs "$runs"
+fi
+
 step "profiles (agenticd in-process; these runs' rows are not in the table)"
 prof() {
 	local name=$1

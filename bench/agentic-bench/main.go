@@ -12,6 +12,8 @@
 //	agentic-bench confinement [-starts 10 -turns 300 -workspaces 8]  agent start, turn latency and memory, confinement on vs. off
 //	agentic-bench protocols [-count 100000 -size 64]         one subscriber, live and replayed: native gRPC vs. Connect JSON and gRPC-Web on HTTP/1.1
 //	agentic-bench eventlog [-count 100000 -big-count 100000 -idle 1m]  event log: write transactions, size, resume from it; RSS through and after a 1 KiB flood
+//	agentic-bench postgres [-sessions 3000 -pairs 1000 -chunks 10000]  session and DeepChat figures on SQLite and on Postgres (one replica), side by side
+//	agentic-bench replicas [-only latency,failover -ttls 3s,15s]  replicas on one Postgres: cross-replica Subscribe latency; failover time after a kill -9
 //	agentic-bench report  -results FILE ...                  write docs/BENCHMARKS.md
 //	agentic-bench relay   -listen ADDR -agent BIN [-wait]    a plain gRPC fan-out to compare with (run by latency and flood)
 //
@@ -33,7 +35,7 @@ func main() {
 	// -inprocess runs agenticd here, which re-executes this binary to confine agents.
 	confine.MaybeRunInit()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|confinement|eventlog|protocols|report [flags]; see -h of each")
+		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|confinement|eventlog|protocols|postgres|replicas|report [flags]; see -h of each")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -48,6 +50,8 @@ func main() {
 		"confinement":    confinementCmd,
 		"eventlog":       eventLogCmd,
 		"protocols":      protocolsCmd,
+		"postgres":       postgresCmd,
+		"replicas":       replicasCmd,
 		"relay":          relayCmd,
 		"report":         func(_ context.Context, args []string) error { return reportCmd(args) },
 	}

@@ -51,7 +51,10 @@ func reportCmd(args []string) error {
 		"it shows whether a protocol keeps up) and then replayed from the events agenticd holds (as fast as server, protocol and client go: what the protocol itself costs, " +
 		"the client's decoding included). " +
 		"The Confinement rows compare bin/agenticd processes with `confinement: off` and `on` running side by side and taking turns sample by sample (so the machine's load falls on both alike); " +
-		"their differences are medians of paired differences with a distribution-free 95 % confidence interval, and a second unconfined server shows how much two identical servers differ.\n\n")
+		"their differences are medians of paired differences with a distribution-free 95 % confidence interval, and a second unconfined server shows how much two identical servers differ. " +
+		"The SQLite vs. Postgres and Replicas rows run bin/agenticd on a throw-away local Postgres cluster (internal/pgtest: Debian's postgresql, fsync off as a test cluster has it, on the same machine): " +
+		"the SQLite vs. Postgres rows measure both engines in the same runs, side by side in one cell, with one agenticd (one replica) on Postgres; " +
+		"the Replicas rows run two or three replicas on one database, Subscribe latency from each event's event_time (stamped by the owner's hub; one machine, one clock) and failover from a kill -9 of a session's owner.\n\n")
 
 	rows, err := readRows(*results)
 	if err != nil {
