@@ -83,81 +83,10 @@ func deepchatReplyCmd(ctx context.Context, args []string) error {
 			Value: fmt.Sprintf("%.0f ms (%s chunks/s)", median(secs)*1000, si(float64(*chunks)/median(secs))), Runs: runs, Command: commandLine()})
 }
 
+// deepchatReplyRun is one DeepChat turn on SQLite (engineReply).
 func (c *common) deepchatReplyRun(ctx context.Context, baseURL, want string, settle time.Duration) (int, time.Duration, error) {
-	dataDir, workspace, err := c.runDir("deepchat")
-	if err != nil {
-		return 0, 0, err
-	}
-	s, err := startAgenticd(ctx, c.agenticd, deepchatConfig(dataDir, workspace, baseURL))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer s.stop()
-	created, err := s.client.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: benchDeepChatAgent, Config: &pb.SessionConfig{Workspace: workspace}})
-	if err != nil {
-		return 0, 0, fmt.Errorf("CreateSession: %w", err)
-	}
-	id := created.GetSession().GetSessionId()
-	got, err := s.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
-	if err != nil {
-		return 0, 0, fmt.Errorf("GetSession: %w", err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := s.client.Subscribe(sctx, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(got.GetSession().GetLastSequence())})
-	if err != nil {
-		return 0, 0, fmt.Errorf("Subscribe: %w", err)
-	}
-	wal, err := pinWAL(ctx, filepath.Join(dataDir, daemon.DatabaseFile))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer wal.close()
-	start := time.Now()
-	sent, err := s.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: textContent("write a long answer")})
-	if err != nil {
-		return 0, 0, fmt.Errorf("SendMessage: %w", err)
-	}
-	var text strings.Builder
-	var errs []string
-	events := &eventReader{stream: stream}
-	for done := false; !done; {
-		ev, err := events.next()
-		if err != nil {
-			return 0, 0, fmt.Errorf("stream ended before MESSAGE_END: %w", err)
-		}
-		switch p := ev.GetPayload().(type) {
-		case *pb.AgenticEvent_MessageDelta:
-			if p.MessageDelta.GetRole() != pb.MessageRole_MESSAGE_ROLE_USER {
-				text.WriteString(p.MessageDelta.GetText())
-			}
-		case *pb.AgenticEvent_MessageBlock:
-			if b := p.MessageBlock.GetBlock(); b != nil && b.GetError() != nil {
-				errs = append(errs, b.GetError().GetMessage())
-			}
-		case *pb.AgenticEvent_Error:
-			errs = append(errs, p.Error.GetMessage())
-		case *pb.AgenticEvent_MessageEnd:
-			done = p.MessageEnd.GetRole() != pb.MessageRole_MESSAGE_ROLE_USER
-		}
-	}
-	elapsed := time.Since(start)
-	time.Sleep(settle)
-	n, err := wal.since()
-	if err != nil {
-		return 0, 0, err
-	}
-	if text.String() != want {
-		return n, elapsed, fmt.Errorf("the reply arrived incomplete (%d of %d bytes; errors: %s)", text.Len(), len(want), strings.Join(errs, "; "))
-	}
-	stored, err := s.client.GetMessage(ctx, &pb.GetMessageRequest{SessionId: id, MessageId: sent.GetMessageId()})
-	if err != nil {
-		return n, elapsed, fmt.Errorf("GetMessage: %w", err)
-	}
-	if !storedText(stored.GetMessage(), want) {
-		return n, elapsed, fmt.Errorf("the stored reply %s is not the text that was streamed", sent.GetMessageId())
-	}
-	return n, elapsed, nil
+	var resumes int
+	return c.engineReply(ctx, &engine{name: "SQLite"}, baseURL, want, settle, &resumes)
 }
 
 // storedText reports whether the stored message holds exactly want in its text blocks.

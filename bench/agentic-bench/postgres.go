@@ -392,7 +392,7 @@ func (c *common) engineIdle(ctx context.Context, e *engine, baseURL string, n, w
 	return heapKiB, started, q.started, nil
 }
 
-// engineReply is deepchatReplyRun on either engine: one DeepChat turn whose provider
+// engineReply is one DeepChat turn on either engine, whose provider
 // streams the whole reply, timed SendMessage → MESSAGE_END at one subscriber, its write
 // transactions counted until settle after it, the reply checked on the stream and in
 // the store.
@@ -464,6 +464,10 @@ func (c *common) engineReply(ctx context.Context, e *engine, baseURL, want strin
 		case *pb.AgenticEvent_MessageDelta:
 			if p.MessageDelta.GetRole() != pb.MessageRole_MESSAGE_ROLE_USER {
 				text.WriteString(p.MessageDelta.GetText())
+			}
+		case *pb.AgenticEvent_MessageBlock:
+			if b := p.MessageBlock.GetBlock(); b != nil && b.GetError() != nil {
+				errs = append(errs, b.GetError().GetMessage())
 			}
 		case *pb.AgenticEvent_Error:
 			errs = append(errs, p.Error.GetMessage())
