@@ -121,6 +121,22 @@ func appendEventsSQL(n int) string {
 	return b.String()
 }
 
+// agentAndTypeConditions is the SQL of the filter's agents and types, each an " AND ..."
+// to follow a WHERE, and its arguments.
+func (f EventFilter) agentAndTypeConditions() (string, []any) {
+	var cond strings.Builder
+	var args []any
+	if len(f.AgentIDs) > 0 {
+		cond.WriteString(` AND agent_id IN ?`)
+		args = append(args, f.AgentIDs)
+	}
+	if len(f.Types) > 0 {
+		cond.WriteString(` AND type IN ?`)
+		args = append(args, f.Types)
+	}
+	return cond.String(), args
+}
+
 const loggedEventColumns = `sequence, session_id, agent_id, type, message_id, time, data`
 
 // ReadEvents returns up to limit logged events with a sequence in (after, until], oldest
@@ -137,14 +153,9 @@ func (s *Store) ReadEvents(ctx context.Context, after, until uint64, f EventFilt
 		where.WriteString(` AND session_id IN ?`)
 		args = append(args, f.SessionIDs)
 	}
-	if len(f.AgentIDs) > 0 {
-		where.WriteString(` AND agent_id IN ?`)
-		args = append(args, f.AgentIDs)
-	}
-	if len(f.Types) > 0 {
-		where.WriteString(` AND type IN ?`)
-		args = append(args, f.Types)
-	}
+	cond, condArgs := f.agentAndTypeConditions()
+	where.WriteString(cond)
+	args = append(args, condArgs...)
 	query := `SELECT ` + loggedEventColumns + ` FROM event_log WHERE ` + where.String() + ` ORDER BY sequence`
 	if limit > 0 {
 		query += ` LIMIT ?`

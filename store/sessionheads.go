@@ -20,16 +20,7 @@ const sessionsPerRead = 64
 // matches; sessions with none are absent. Named sessions are looked up one by one in
 // event_log_by_session; without names it groups the whole log.
 func (s *Store) SessionHeads(ctx context.Context, f EventFilter) (map[string]uint64, error) {
-	var where strings.Builder
-	var args []any
-	if len(f.AgentIDs) > 0 {
-		where.WriteString(` AND agent_id IN ?`)
-		args = append(args, f.AgentIDs)
-	}
-	if len(f.Types) > 0 {
-		where.WriteString(` AND type IN ?`)
-		args = append(args, f.Types)
-	}
+	where, args := f.agentAndTypeConditions()
 	heads := make(map[string]uint64)
 	scan := func(query string, args []any) error {
 		rows, err := s.db.WithContext(ctx).Raw(query, args...).Rows()
@@ -52,7 +43,7 @@ func (s *Store) SessionHeads(ctx context.Context, f EventFilter) (map[string]uin
 		return rows.Err()
 	}
 	if len(f.SessionIDs) == 0 {
-		if err := scan(`SELECT session_id, MAX(sequence) FROM event_log WHERE TRUE`+where.String()+` GROUP BY session_id`, args); err != nil {
+		if err := scan(`SELECT session_id, MAX(sequence) FROM event_log WHERE TRUE`+where+` GROUP BY session_id`, args); err != nil {
 			return nil, fmt.Errorf("read the newest logged event of each session: %w", err)
 		}
 		return heads, nil
@@ -63,7 +54,7 @@ func (s *Store) SessionHeads(ctx context.Context, f EventFilter) (map[string]uin
 			ids[i] = id
 		}
 		query := `WITH ids(id) AS (VALUES ` + strings.TrimSuffix(strings.Repeat(`(CAST(? AS TEXT)),`, len(part)), ",") + `)
-			SELECT id, (SELECT MAX(sequence) FROM event_log WHERE session_id = ids.id` + where.String() + `) FROM ids`
+			SELECT id, (SELECT MAX(sequence) FROM event_log WHERE session_id = ids.id` + where + `) FROM ids`
 		if err := scan(query, append(ids, args...)); err != nil {
 			return nil, fmt.Errorf("read the newest logged event of %d sessions: %w", len(part), err)
 		}
@@ -76,16 +67,7 @@ func (s *Store) SessionHeads(ctx context.Context, f EventFilter) (map[string]uin
 // (its sessions are those of after), oldest first; limit 0 or less is no limit. What it
 // returns of each session is the start of what that session has above its entry.
 func (s *Store) ReadSessionEvents(ctx context.Context, after map[string]uint64, f EventFilter, limit int) ([]LoggedEvent, error) {
-	var cond strings.Builder
-	var condArgs []any
-	if len(f.AgentIDs) > 0 {
-		cond.WriteString(` AND agent_id IN ?`)
-		condArgs = append(condArgs, f.AgentIDs)
-	}
-	if len(f.Types) > 0 {
-		cond.WriteString(` AND type IN ?`)
-		condArgs = append(condArgs, f.Types)
-	}
+	cond, condArgs := f.agentAndTypeConditions()
 	limitClause := ""
 	if limit > 0 {
 		limitClause = ` LIMIT ?`
@@ -101,7 +83,7 @@ func (s *Store) ReadSessionEvents(ctx context.Context, after map[string]uint64, 
 				query.WriteString(` UNION ALL `)
 			}
 			fmt.Fprintf(&query, `SELECT * FROM (SELECT %s FROM event_log WHERE session_id = ? AND sequence > ?%s ORDER BY sequence%s) AS s%d`,
-				loggedEventColumns, cond.String(), limitClause, i)
+				loggedEventColumns, cond, limitClause, i)
 			args = append(args, id, int64(after[id]))
 			args = append(args, condArgs...)
 			if limit > 0 {
