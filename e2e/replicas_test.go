@@ -94,7 +94,8 @@ func logExcerpt(path string) string {
 }
 
 // leaseHolder is the replica whose lease on the session the lease table holds ("" for
-// none), and whether it has expired by the database's clock.
+// none), by its configured id (the table adds a suffix per process), and whether it has
+// expired by the database's clock.
 func (g *replicaGroup) leaseHolder(t *testing.T, sessionID string) (string, bool) {
 	t.Helper()
 	db, err := sql.Open("pgx", g.dsn)
@@ -112,7 +113,8 @@ func (g *replicaGroup) leaseHolder(t *testing.T, sessionID string) (string, bool
 	if err != nil {
 		t.Fatalf("reading the lease of session %s: %v", sessionID, err)
 	}
-	return replica, expired
+	id, _, _ := strings.Cut(replica, "/")
+	return id, expired
 }
 
 // withScript is agent (a scripted test agent) running another script, same binary.

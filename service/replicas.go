@@ -2,9 +2,12 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +45,7 @@ type LeaseStore interface {
 	AcquireLease(ctx context.Context, sessionID, replica, address string, ttl time.Duration) (store.Lease, error)
 	RenewLeases(ctx context.Context, replica string, ttl time.Duration) ([]string, error)
 	ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error
+	SessionLease(ctx context.Context, sessionID string) (store.Lease, error)
 	LapsedWithReplyInProgress(ctx context.Context, limit int) ([]string, error)
 }
 
@@ -70,6 +74,9 @@ type ReplicaOptions struct {
 // reply the dead owner left running is ended as interrupted, visibly, and the session is
 // loaded again before the first call that needs it live.
 type Replicas struct {
+	// id is this process's name in the lease table: the configured id and a suffix of
+	// its own, so that a process restarted under the same id does not renew (and hold
+	// forever) the leases its dead predecessor left.
 	id, address string
 	ttl         time.Duration
 	leases      LeaseStore
@@ -81,20 +88,38 @@ type Replicas struct {
 	mu    sync.Mutex
 	owned map[string]*ownedSession
 	conns map[string]*grpc.ClientConn // by owner address, for forwarding
-	// lastRenewal is when the leases were last renewed; after a whole ttl without one,
-	// other replicas may have taken them, and owned is emptied.
+	// lastRenewal is when the last renewal that succeeded was sent: the leases last at
+	// least a ttl from then. Near its end this replica stops serving its sessions, since
+	// others may take them then.
 	lastRenewal time.Time
 	// lapsed are the sessions dropped from owned because their lease ran out unrenewed
 	// (this replica stalled): still live here, so regaining one is not a take-over.
 	lapsed map[string]bool
+	// sweepSkip holds the orphaned sessions a sweep could not take over, until when it
+	// leaves them alone (the sweep reads the oldest lapsed leases first).
+	sweepSkip map[string]time.Time
 }
 
 // ownedSession is a session this replica holds the lease of.
 type ownedSession struct {
-	ready  chan struct{} // closed once the take-over is done (at once for a new session)
-	err    error         // the take-over's failure, for the calls that waited on it
-	loaded bool          // live here: created here, or loaded since it was taken over
+	ready chan struct{} // closed once the take-over is done (at once for a new session)
+	// What the take-over found, for the calls that waited on it (written before ready is
+	// closed): its failure, or that another replica holds the lease (the entry is gone
+	// then, and they route again).
+	err       error
+	elsewhere bool
+	acquired  time.Time  // when the lease was taken
+	loading   sync.Mutex // one load at a time; a live call waits for the load under way
+	loaded    bool       // live here: created or loaded here (guarded by Replicas.mu)
 }
+
+// Time budgets of work a call starts for every later call too (a take-over, a load, a
+// new session's lease): a caller that leaves does not cut it short for the others.
+const (
+	takeOverTimeout = 30 * time.Second
+	loadTimeout     = 2 * time.Minute
+	leaseTimeout    = 10 * time.Second
+)
 
 // NewReplicas returns this replica's lease keeper and router; Run renews its leases and
 // Release gives them up.
@@ -110,14 +135,22 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Replicas{id: opts.ID, address: opts.Address, ttl: ttl, leases: opts.Leases, st: opts.Store,
-		registry: opts.Registry, hub: opts.Hub, logger: logger.With("replica", opts.ID),
-		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(), lapsed: map[string]bool{}}, nil
+	var suffix [4]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	id := opts.ID + "/" + hex.EncodeToString(suffix[:])
+	return &Replicas{id: id, address: opts.Address, ttl: ttl, leases: opts.Leases, st: opts.Store,
+		registry: opts.Registry, hub: opts.Hub, logger: logger.With("replica", id),
+		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(),
+		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}}, nil
 }
 
-// Run renews this replica's leases every third of their ttl until ctx ends. A session
-// whose lease another replica took meanwhile (this replica stalled past the ttl) is no
-// longer served here: its calls go to the new owner.
+// Run renews this replica's leases every third of their ttl until ctx ends, each renewal
+// bounded by that third. A session whose lease lapsed (this replica stalled past the
+// ttl, or lost the database) is no longer routed here: its calls go to whoever holds the
+// lease now, or take it again. Its presenter session stays open; nothing fences a turn
+// still running in it.
 func (r *Replicas) Run(ctx context.Context) {
 	tick := time.NewTicker(r.ttl / 3)
 	defer tick.Stop()
@@ -128,7 +161,10 @@ func (r *Replicas) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		renewed, err := r.leases.RenewLeases(ctx, r.id, r.ttl)
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, r.ttl/3)
+		renewed, err := r.leases.RenewLeases(rctx, r.id, r.ttl)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -137,12 +173,6 @@ func (r *Replicas) Run(ctx context.Context) {
 				r.logger.Error("could not renew the session leases; other replicas take the sessions over once they expire", "err", err)
 			}
 			failing = true
-			r.mu.Lock()
-			if time.Since(r.lastRenewal) > r.ttl && len(r.owned) > 0 {
-				r.logger.Error("session leases expired unrenewed: this replica stops serving its sessions", "sessions", len(r.owned))
-				r.dropOwnedLocked(func(string) bool { return true })
-			}
-			r.mu.Unlock()
 			continue
 		}
 		if failing {
@@ -154,35 +184,66 @@ func (r *Replicas) Run(ctx context.Context) {
 			keep[id] = true
 		}
 		r.mu.Lock()
-		r.lastRenewal = time.Now()
-		r.dropOwnedLocked(func(id string) bool { return !keep[id] })
+		r.lastRenewal = sent
+		// A lease taken after the renewal was sent is not in it, and still held.
+		r.dropOwnedLocked(func(id string, o *ownedSession) bool { return !keep[id] && o.acquired.Before(sent) })
 		r.mu.Unlock()
 		// Keep this replica's sequences near the top of the shared counter: a replica
 		// that publishes little would otherwise go on numbering new events below older
 		// ones of busier replicas, which retention deletes first.
-		if err := r.hub.SkipAhead(ctx); err != nil && ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, r.ttl/6)
+		if err := r.hub.SkipAhead(sctx); err != nil && ctx.Err() == nil {
 			r.logger.Warn("could not move the event sequences ahead", "err", err)
 		}
-		r.endOrphanedTurns(ctx)
+		r.endOrphanedTurns(sctx)
+		cancel()
 	}
 }
 
-// orphanSweep is how many sessions one renewal takes over at most to end their turns.
-const orphanSweep = 16
+// leasesFreshLocked says whether this replica's leases are surely still its own: the
+// last renewal was sent less than a ttl ago, with a margin for the clocks' rates.
+func (r *Replicas) leasesFreshLocked() bool {
+	return time.Since(r.lastRenewal) < r.ttl-r.ttl/10
+}
+
+// orphanSweep is how many sessions one renewal takes over at most to end their turns;
+// orphanRetry is how long it leaves one alone that it could not take over.
+const (
+	orphanSweep = 16
+	orphanRetry = time.Minute
+)
 
 // endOrphanedTurns takes over the sessions whose owner died mid-turn, so that their
 // subscribers see the turn end (OWNER_LOST) within a lease's ttl instead of at the
 // session's next call. Of replicas sweeping at once, the lease decides which one does.
 func (r *Replicas) endOrphanedTurns(ctx context.Context) {
-	ids, err := r.leases.LapsedWithReplyInProgress(ctx, orphanSweep)
+	ids, err := r.leases.LapsedWithReplyInProgress(ctx, 4*orphanSweep)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.logger.Warn("could not look for turns that dead replicas left running", "err", err)
 		}
 		return
 	}
-	for _, id := range ids {
-		if _, err := r.route(ctx, id, callEnd); err != nil && ctx.Err() == nil {
+	now := time.Now()
+	r.mu.Lock()
+	for id, until := range r.sweepSkip {
+		if now.After(until) {
+			delete(r.sweepSkip, id)
+		}
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { _, skip := r.sweepSkip[id]; return skip })
+	r.mu.Unlock()
+	for _, id := range ids[:min(len(ids), orphanSweep)] {
+		if ctx.Err() != nil {
+			return
+		}
+		_, err := r.route(ctx, id, callEnd)
+		r.mu.Lock()
+		if _, owned := r.owned[id]; !owned {
+			r.sweepSkip[id] = now.Add(orphanRetry)
+		}
+		r.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
 			r.logger.Warn("could not take over a session whose replica died mid-turn", "session_id", id, "err", err)
 		}
 	}
@@ -190,9 +251,9 @@ func (r *Replicas) endOrphanedTurns(ctx context.Context) {
 
 // dropOwnedLocked stops serving the owned sessions lost says this replica's lease no
 // longer covers: their calls go to whoever holds the lease now, or take it again.
-func (r *Replicas) dropOwnedLocked(lost func(sessionID string) bool) {
+func (r *Replicas) dropOwnedLocked(lost func(sessionID string, o *ownedSession) bool) {
 	for id, o := range r.owned {
-		if isClosed(o.ready) && o.err == nil && lost(id) {
+		if isClosed(o.ready) && o.err == nil && !o.elsewhere && lost(id, o) {
 			r.logger.Warn("this replica's lease of a session ran out", "session_id", id)
 			delete(r.owned, id)
 			if o.loaded {
@@ -279,10 +340,8 @@ func (r *Replicas) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	}
 	if owner == nil {
 		resp, err := next(ctx, req)
-		if err == nil && info.FullMethod == pb.AgenticService_DeleteSession_FullMethodName {
-			r.mu.Lock()
-			delete(r.owned, id) // the store deleted its lease with it
-			r.mu.Unlock()
+		if err == nil {
+			r.ran(ctx, info.FullMethod, id)
 		}
 		return resp, err
 	}
@@ -296,17 +355,44 @@ func (r *Replicas) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	return resp, err
 }
 
+// ran notes what a call that succeeded here did to the session: LoadSession made it live;
+// CloseSession and DeleteSession leave nothing for this replica to hold (the store
+// deletes a deleted session's lease itself).
+func (r *Replicas) ran(ctx context.Context, method, sessionID string) {
+	r.mu.Lock()
+	o := r.owned[sessionID]
+	switch method {
+	case pb.AgenticService_LoadSession_FullMethodName:
+		if o != nil {
+			o.loaded = true
+		}
+	case pb.AgenticService_CloseSession_FullMethodName, pb.AgenticService_DeleteSession_FullMethodName:
+		delete(r.owned, sessionID)
+	}
+	r.mu.Unlock()
+	if method == pb.AgenticService_CloseSession_FullMethodName && o != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
+		defer cancel()
+		if err := r.leases.ReleaseLeases(lctx, r.id, sessionID); err != nil {
+			r.logger.Warn("could not give up the lease of a closed session; it lapses unrenewed", "session_id", sessionID, "err", err)
+		}
+	}
+}
+
 // created records a session this replica has just created: it holds its lease from now.
 func (r *Replicas) created(ctx context.Context, sessionID string) {
-	if _, err := r.leases.AcquireLease(ctx, sessionID, r.id, r.address, r.ttl); err != nil {
-		// It stays usable here; another replica may take it over on its next call.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
+	defer cancel()
+	acquired := time.Now()
+	if _, err := r.leases.AcquireLease(lctx, sessionID, r.id, r.address, r.ttl); err != nil {
+		// The session's next call routes it: here again, or to a replica that took it.
 		r.logger.Error("could not take the lease of a new session", "session_id", sessionID, "err", err)
 		return
 	}
 	done := make(chan struct{})
 	close(done)
 	r.mu.Lock()
-	r.owned[sessionID] = &ownedSession{ready: done, loaded: true}
+	r.owned[sessionID] = &ownedSession{ready: done, acquired: acquired, loaded: true}
 	r.mu.Unlock()
 }
 
@@ -315,9 +401,15 @@ func (r *Replicas) created(ctx context.Context, sessionID string) {
 func (r *Replicas) route(ctx context.Context, sessionID string, kind sessionCall) (*store.Lease, error) {
 	for {
 		r.mu.Lock()
+		if !r.leasesFreshLocked() {
+			r.dropOwnedLocked(func(string, *ownedSession) bool { return true })
+		}
 		o := r.owned[sessionID]
 		if o == nil {
-			break // with r.mu held
+			o = &ownedSession{ready: make(chan struct{})}
+			r.owned[sessionID] = o
+			r.mu.Unlock()
+			return r.takeOverFor(ctx, sessionID, kind, o)
 		}
 		r.mu.Unlock()
 		select {
@@ -325,29 +417,33 @@ func (r *Replicas) route(ctx context.Context, sessionID string, kind sessionCall
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if errors.Is(o.err, errNotRouted) {
+		switch {
+		case o.elsewhere:
+			continue // another replica holds it: find out whose, and forward
+		case errors.Is(o.err, errNotRouted):
 			return nil, nil
-		}
-		if o.err != nil {
+		case o.err != nil:
 			return nil, o.err
-		}
-		if kind != callLive || o.loaded {
-			return nil, nil
-		}
-		if err := r.load(ctx, sessionID, o); err != nil {
-			return nil, err
+		case kind == callLive:
+			return nil, r.load(ctx, sessionID, o)
 		}
 		return nil, nil
 	}
-	o := &ownedSession{ready: make(chan struct{})}
-	r.owned[sessionID] = o
-	r.mu.Unlock()
-	lease, err := r.takeOver(ctx, sessionID)
-	if errors.Is(err, errRegained) {
-		o.loaded, err = true, nil
+}
+
+// takeOverFor runs the take-over of a session for the call that found it unowned here;
+// o is its entry in owned, whose waiters learn the outcome when ready is closed.
+func (r *Replicas) takeOverFor(ctx context.Context, sessionID string, kind sessionCall, o *ownedSession) (*store.Lease, error) {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeOverTimeout)
+	defer cancel()
+	acquired := time.Now()
+	lease, err := r.takeOver(tctx, sessionID)
+	regained := errors.Is(err, errRegained)
+	if regained {
+		err = nil
 	}
 	if err != nil || lease != nil {
-		o.err = err
+		o.err, o.elsewhere = err, lease != nil
 		r.mu.Lock()
 		if r.owned[sessionID] == o {
 			delete(r.owned, sessionID)
@@ -359,6 +455,9 @@ func (r *Replicas) route(ctx context.Context, sessionID string, kind sessionCall
 		}
 		return lease, err
 	}
+	r.mu.Lock()
+	o.acquired, o.loaded = acquired, regained
+	r.mu.Unlock()
 	close(o.ready)
 	if kind == callLive {
 		return nil, r.load(ctx, sessionID, o)
@@ -375,9 +474,17 @@ var (
 
 // takeOver takes the session's lease when no live replica holds it, and ends what the
 // last owner left running; it returns the holder's lease when another replica holds it.
-// A session without a configured agent (unknown, or its agent left the config) is not
-// routed: no replica can run it, and the handler says why (or deletes it).
+// A session without a configured agent here (unknown, or its agent left this replica's
+// config) and no live owner is not routed: the handler says why (or deletes it).
 func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease, error) {
+	held, err := r.leases.SessionLease(ctx, sessionID)
+	switch {
+	case err == nil && !held.Expired && held.Replica != r.id:
+		return &held, nil
+	case err != nil && !errors.Is(err, store.ErrNoLease):
+		return nil, fmt.Errorf("read the lease of session %s: %w", sessionID, err)
+	}
+	ownBefore := err == nil && held.Replica == r.id
 	p, err := r.registry.ownerOf(ctx, sessionID)
 	if errors.Is(err, presenters.ErrNotFound) || errors.Is(err, presenters.ErrFailedPrecondition) {
 		return nil, errNotRouted
@@ -394,7 +501,7 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 	}
 	logger := r.logger.With("session_id", sessionID, "agent_id", p.AgentID())
 	r.mu.Lock()
-	regained := r.lapsed[sessionID] && (lease.Previous == "" || lease.Previous == r.id)
+	regained := r.lapsed[sessionID] && (lease.Previous == r.id || (lease.Previous == "" && ownBefore))
 	delete(r.lapsed, sessionID)
 	r.mu.Unlock()
 	if regained {
@@ -428,25 +535,28 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 }
 
 // load opens a taken-over session here (session/load or resume, else its transcript, as
-// LoadSession does), once.
+// LoadSession does), once; a live call that comes meanwhile waits for it.
 func (r *Replicas) load(ctx context.Context, sessionID string, o *ownedSession) error {
+	o.loading.Lock()
+	defer o.loading.Unlock()
 	r.mu.Lock()
 	loaded := o.loaded
-	o.loaded = true // a concurrent call does not load it twice; a failed load is undone below
 	r.mu.Unlock()
 	if loaded {
 		return nil
 	}
-	p, err := r.registry.ownerOf(ctx, sessionID)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+	defer cancel()
+	p, err := r.registry.ownerOf(lctx, sessionID)
 	if err == nil {
-		_, err = p.LoadSession(ctx, sessionID, presenters.LoadContext{})
+		_, err = p.LoadSession(lctx, sessionID, presenters.LoadContext{})
 	}
 	if err != nil {
-		r.mu.Lock()
-		o.loaded = false
-		r.mu.Unlock()
 		return fmt.Errorf("load session %s on this replica: %w", sessionID, err)
 	}
+	r.mu.Lock()
+	o.loaded = true
+	r.mu.Unlock()
 	return nil
 }
 
@@ -459,11 +569,17 @@ func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string
 		return nil, false, failWith(ctx, r.logger, method, ownerUnavailable(owner,
 			fmt.Errorf("session %s moved between replicas while its call was forwarded", owner.SessionID)), "session_id", owner.SessionID)
 	}
+	if owner.Address == r.address {
+		// A lease a dead process at this address left (this one restarted): it runs out
+		// by its time.
+		return nil, true, failWith(ctx, r.logger, method, ownerUnavailable(owner,
+			fmt.Errorf("the lease is held by %s, a former process at this address", owner.Replica)), "session_id", owner.SessionID)
+	}
+	// The caller's credentials, trace context and agenticd's own headers: not the
+	// transport's (an HTTP/1.1 client's Connection header makes grpc-go refuse the call).
 	out := metadata.MD{}
 	for k, v := range md {
-		switch {
-		case strings.HasPrefix(k, ":"), strings.HasPrefix(k, "grpc-"), k == "content-type", k == "user-agent", k == "te":
-		default:
+		if k == "authorization" || k == "traceparent" || k == "tracestate" || k == "baggage" || strings.HasPrefix(k, "agenticd-") {
 			out[k] = v
 		}
 	}

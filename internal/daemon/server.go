@@ -78,16 +78,34 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, logger: logger, served: make(chan struct{})}
-	// The listener first: a replica advertises the port it got.
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w (is another agenticd running? choose another address with --listen)", cfg.Listen, err)
+	listen := func() (net.Listener, error) {
+		lis, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w (is another agenticd running? choose another address with --listen)", cfg.Listen, err)
+		}
+		s.addr = lis.Addr().String()
+		return lis, nil
 	}
-	s.addr = lis.Addr().String()
+	// A replica listens first, to advertise the port it got; otherwise clients are
+	// refused, not left waiting, while agenticd starts.
+	var lis net.Listener
+	if cfg.Database != "" {
+		if lis, err = listen(); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.build(ctx); err != nil {
-		lis.Close()
+		if lis != nil {
+			lis.Close()
+		}
 		s.release(context.WithoutCancel(ctx))
 		return nil, err
+	}
+	if lis == nil {
+		if lis, err = listen(); err != nil {
+			s.release(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	if err := s.telemetry.serve(cfg.Metrics, logger); err != nil {
 		lis.Close()
@@ -226,7 +244,7 @@ func (s *Server) startReplica(registry *service.Registry, id, address string) (*
 	go func() {
 		defer s.replicaDone.Done()
 		if err := s.store.ListenEvents(ctx, s.logger, s.hub.WakeTails); err != nil {
-			s.logger.Error("stopped listening for other replicas' events; subscribers on this replica see them only on their next read", "err", err)
+			s.logger.Error("cannot listen for the event log's appends: subscribers on this replica get no new events", "err", err)
 		}
 	}()
 	s.logger.Info("serving as a replica", "replica", id, "advertise", address, "lease_ttl", cmp.Or(s.cfg.Replica.LeaseTTL, service.DefaultLeaseTTL))
