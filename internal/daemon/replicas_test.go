@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ import (
 )
 
 // startReplica starts a replica on the database; stop stops it gracefully (once).
-func startReplica(t *testing.T, cfg Config) (client pb.AgenticServiceClient, stop func()) {
+func startReplica(t *testing.T, cfg Config) (client pb.AgenticServiceClient, addr string, stop func()) {
 	t.Helper()
 	srv, err := Start(context.Background(), cfg, quiet)
 	if err != nil {
@@ -41,7 +43,7 @@ func startReplica(t *testing.T, cfg Config) (client pb.AgenticServiceClient, sto
 		}
 	}
 	t.Cleanup(stop)
-	return pb.NewAgenticServiceClient(conn), stop
+	return pb.NewAgenticServiceClient(conn), srv.Addr(), stop
 }
 
 // replyOn reads a stream until the message's MESSAGE_END and returns its assistant text,
@@ -83,8 +85,8 @@ func TestReplicasForwardAndTakeOver(t *testing.T) {
 	cfgB := testConfig(t)
 	cfgB.Database = dsn
 	cfgB.WorkspaceRoots = cfgA.WorkspaceRoots // storage both replicas see
-	a, stopA := startReplica(t, cfgA)
-	b, _ := startReplica(t, cfgB)
+	a, _, stopA := startReplica(t, cfgA)
+	b, addrB, _ := startReplica(t, cfgB)
 
 	created, err := a.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfgA.WorkspaceRoots[0]}})
 	if err != nil {
@@ -118,6 +120,25 @@ func TestReplicasForwardAndTakeOver(t *testing.T) {
 		t.Errorf("GetSession through B: last_sequence %d, below the %d the stream reached: it was not the owner's view", got.GetSession().GetLastSequence(), last)
 	}
 
+	// A browser's call (Connect over HTTP/1.1, with its transport's headers) forwarded
+	// to the owner gets the owner's answer: nothing runs, nothing to cancel.
+	body := strings.NewReader(`{"sessionId":"` + id + `"}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addrB+"/agentic.v1.AgenticService/CancelMessage", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connection", "keep-alive")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(answer)) != `{"messageId":""}` {
+		t.Errorf("CancelMessage over Connect through B: %s %s; want the owner's answer, 200 OK with no message cancelled", resp.Status, answer)
+	}
+
 	stopA()
 	if got := replyOn(t, stream, send(b, "second"), &last); got != "from the owner" {
 		t.Fatalf("reply through B after A stopped: %q", got)
@@ -146,7 +167,7 @@ func TestReplicaOwnerUnavailable(t *testing.T) {
 	defer cancel()
 	cfg := testConfig(t)
 	cfg.Database = dsn
-	c, stopC := startReplica(t, cfg)
+	c, _, stopC := startReplica(t, cfg)
 	created, err := c.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +188,7 @@ func TestReplicaOwnerUnavailable(t *testing.T) {
 	cfg3 := testConfig(t)
 	cfg3.Database = dsn
 	cfg3.WorkspaceRoots = cfg.WorkspaceRoots
-	third, _ := startReplica(t, cfg3)
+	third, _, _ := startReplica(t, cfg3)
 	// A read is answered from the database meanwhile...
 	if got, err := third.GetSession(ctx, &pb.GetSessionRequest{SessionId: id}); err != nil || got.GetSession().GetSessionId() != id {
 		t.Fatalf("GetSession while the owner is gone: %v, %v; want the stored session", got, err)
@@ -198,7 +219,7 @@ func TestReplicaEndsOrphanedTurns(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Database = dsn
 	cfg.Replica.LeaseTTL = time.Second
-	first, stopFirst := startReplica(t, cfg)
+	first, _, stopFirst := startReplica(t, cfg)
 	created, err := first.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +247,7 @@ func TestReplicaEndsOrphanedTurns(t *testing.T) {
 	cfg2.Database = dsn
 	cfg2.WorkspaceRoots = cfg.WorkspaceRoots
 	cfg2.Replica.LeaseTTL = time.Second
-	live, _ := startReplica(t, cfg2)
+	live, _, _ := startReplica(t, cfg2)
 	stream, err := live.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{id}})
 	if err != nil {
 		t.Fatal(err)
