@@ -165,6 +165,9 @@ type Hub[T any] struct {
 	subs         []*Subscription[T]
 	overflows    uint64 // subscriptions ended for a full queue (Stats)
 	closed       bool
+	// pastBlock: the hub is closed and no block could be reserved within
+	// closedReserveBudget, so the sequences go on past the current block, uncovered.
+	pastBlock bool
 	// The log, when there is one. The events at positions below loggedEnd are in it;
 	// those from there to takenEnd are being appended; the rest wait. The ring never lets
 	// an event go before it is logged, so ring and log together hold every event from the
@@ -264,7 +267,7 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 	switch {
 	case opts.ExclusiveBlocks:
 		h.reserver = reserver
-		first, err := h.reserveBlock()
+		first, err := h.reserveBlock(time.Time{})
 		if err != nil {
 			return nil, fmt.Errorf("reserve event sequences: %w", err)
 		}
@@ -304,7 +307,7 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 		if h.logBehindLocked() {
 			signal(h.logFull)
 			h.cond.Wait()
-		} else if h.reserver != nil && h.next > h.reserved {
+		} else if h.reserver != nil && h.next > h.reserved && !h.pastBlock {
 			h.nextBlockLocked()
 		} else {
 			break
@@ -439,7 +442,7 @@ func (h *Hub[T]) reserveAheadLocked(seq uint64) {
 	}
 	h.floorWriting = true
 	h.reserving.Go(func() {
-		first, err := h.reserveBlock()
+		first, err := h.reserveBlock(time.Time{})
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.floorWriting = false
@@ -462,10 +465,12 @@ func (h *Hub[T]) reserveAheadLocked(seq uint64) {
 
 // nextBlockLocked moves on from a used-up block: to the block reserved ahead, or to one
 // reserved now, which Publish waits for (without the lock, so that everything else goes
-// on). It retries a failed reservation with backoff, without end: a sequence no block
-// covers may be another hub's, and the log would refuse the event then, so there is
-// nothing to issue until a block lands; and a store that fails this long stops the log
-// too, which holds Publish up soon anyway.
+// on). It retries a failed reservation with backoff, without end while the hub is open:
+// a sequence no block covers may be another hub's, and the log would refuse the event
+// then, so there is nothing to issue until a block lands; and a store that fails this
+// long stops the log too, which holds Publish up soon anyway. Once the hub is closed it
+// retries for closedReserveBudget at most, so that a store that is down does not hold
+// the shutdown forever, and then gives up: see pastBlock.
 func (h *Hub[T]) nextBlockLocked() {
 	if h.upcoming != 0 {
 		h.setBlockLocked(h.upcoming)
@@ -477,32 +482,65 @@ func (h *Hub[T]) nextBlockLocked() {
 		return
 	}
 	h.floorWriting = true
+	var giveUp time.Time // once the hub is seen closed: when retrying ends
+	if h.closed {
+		giveUp = time.Now().Add(closedReserveBudget)
+	}
 	h.mu.Unlock()
 	delay := logRetryFirst
-	first, err := h.reserveBlock()
+	first, err := h.reserveBlock(giveUp)
 	for attempt := 1; err != nil; attempt++ {
 		if attempt == 1 {
 			h.logger.Error("could not reserve a block of event sequences; publishing waits and retries until one lands", "err", err)
 		}
-		time.Sleep(delay)
+		if giveUp.IsZero() {
+			h.mu.Lock()
+			if h.closed {
+				giveUp = time.Now().Add(closedReserveBudget)
+			}
+			h.mu.Unlock()
+		}
+		wait := delay
+		if !giveUp.IsZero() {
+			if wait = min(wait, time.Until(giveUp)); wait <= 0 {
+				break
+			}
+		}
+		time.Sleep(wait)
 		delay = min(2*delay, logRetryMax)
-		if first, err = h.reserveBlock(); err == nil {
+		if first, err = h.reserveBlock(giveUp); err == nil {
 			h.logger.Info("a block of event sequences is reserved again", "first", first, "attempts", attempt+1)
 		}
 	}
 	h.mu.Lock()
-	h.floorWriting, h.floorFailing = false, false
-	h.blockLandedLocked(first)
+	h.floorWriting = false
+	if err != nil {
+		// As the floor mode does after a failed write: go on past the reserved sequences.
+		h.logger.Error("the hub is closed and no block of event sequences could be reserved; issuing sequences past the block, which may collide with another replica's (the event log may refuse those events)",
+			"from_sequence", h.next, "budget", closedReserveBudget, "err", err)
+		h.pastBlock, h.floorFailing = true, true
+	} else {
+		h.floorFailing = false
+		h.blockLandedLocked(first)
+	}
 	h.cond.Broadcast()
 }
+
+// closedReserveBudget is how long, once the hub is closed, Publish retries a failed
+// reservation at the end of a block before it gives up (a variable for tests).
+var closedReserveBudget = 5 * time.Second
 
 // reserveTimeout bounds one reservation of a block, so that a connection that hangs is
 // given up and tried again.
 const reserveTimeout = 10 * time.Second
 
-// reserveBlock reserves a block of exclusive sequences and returns its first.
-func (h *Hub[T]) reserveBlock() (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), reserveTimeout)
+// reserveBlock reserves a block of exclusive sequences and returns its first, giving up
+// after reserveTimeout or at deadline, if it is set and earlier.
+func (h *Hub[T]) reserveBlock(deadline time.Time) (uint64, error) {
+	if d := time.Now().Add(reserveTimeout); deadline.IsZero() || d.Before(deadline) {
+		deadline = d
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	return h.reserver.ReserveSequences(ctx, h.block)
 }
@@ -630,7 +668,8 @@ func (h *Hub[T]) encoded(he *held[T]) T {
 // ones, waits for a floor write or block reservation in flight, and appends to the log
 // what waits for it before it stops the log writer. Publishing still works, for
 // presenters that emit while closing (floor writes, block reservations and log appends
-// are then synchronous).
+// are then synchronous; a block reservation that keeps failing is given up after
+// closedReserveBudget).
 func (h *Hub[T]) Close() {
 	h.mu.Lock()
 	h.closed = true

@@ -243,3 +243,33 @@ func TestSkipAheadFails(t *testing.T) {
 		t.Errorf("after a failed SkipAhead: %d, want %d", seq, first+1)
 	}
 }
+
+// Once the hub is closed, a reservation that keeps failing at the end of a block is given
+// up after closedReserveBudget: Publish issues the sequences past the block instead of
+// holding the shutdown forever.
+func TestPublishAfterCloseGivesUpOnABlock(t *testing.T) {
+	defer func(b time.Duration) { closedReserveBudget = b }(closedReserveBudget)
+	closedReserveBudget = 300 * time.Millisecond
+	log := &memLog{}
+	reserver := &flakyReserver{memLog: log}
+	h := newMemHub(t, log, 4, Options[*encodedTest]{Store: reserver})
+	reserver.setFailing(true)
+	publishDeltas(h, "a", "s", 4) // the block's last; the reservation ahead failed
+	h.Close()
+	published := make(chan []uint64)
+	go func() { published <- publishDeltas(h, "a", "s", 3) }()
+	select {
+	case seqs := <-published:
+		if !slices.Equal(seqs, []uint64{5, 6, 7}) {
+			t.Errorf("Publish after Close with no block issued %v, want 5, 6, 7: past the block", seqs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish after Close still waits for a block the store cannot reserve")
+	}
+	reserver.mu.Lock()
+	attempts := reserver.attempts
+	reserver.mu.Unlock()
+	if attempts < 3 {
+		t.Errorf("%d reservations tried, want the one ahead and retries after Close", attempts)
+	}
+}

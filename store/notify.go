@@ -67,6 +67,15 @@ const (
 	listenRetryLast  = 5 * time.Second
 )
 
+// ListenEvents checks its connection when no notification came for listenPingInterval:
+// a Ping that fails or takes longer than listenPingTimeout gives the connection up, as if
+// it had dropped, so that one left half-open (by a database failover, say) is not
+// trusted until TCP keepalive notices. Variables for tests.
+var (
+	listenPingInterval = 10 * time.Second
+	listenPingTimeout  = 5 * time.Second
+)
+
 // ListenEvents calls wake for every append to the event log of this database, by any
 // store, once committed: with the sessions it appended to ("" for an agent's events), or
 // with all set when it named none. Each time it starts listening, at first and after
@@ -131,17 +140,33 @@ func listen(ctx context.Context, config *pgx.ConnConfig) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// receive calls wake for each notification until the connection fails or ctx ends.
+// receive calls wake for each notification until the connection fails or ctx ends. When
+// none came for listenPingInterval it pings the connection, and returns the error of a
+// Ping that fails.
 func receive(ctx context.Context, conn *pgx.Conn, wake func(sessionIDs []string, all bool)) error {
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
+		idle, cancel := context.WithTimeout(ctx, listenPingInterval)
+		n, err := conn.WaitForNotification(idle)
+		idled := idle.Err() != nil && ctx.Err() == nil
+		cancel()
+		if n != nil {
+			if n.Payload == "*" {
+				wake(nil, true)
+			} else {
+				wake(strings.Split(n.Payload, ","), false)
+			}
 		}
-		if n.Payload == "*" {
-			wake(nil, true)
-		} else {
-			wake(strings.Split(n.Payload, ","), false)
+		if err == nil {
+			continue
+		}
+		if !idled || conn.IsClosed() {
+			return err // the connection failed, or ctx ended
+		}
+		pingCtx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+		err = conn.Ping(pingCtx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("ping the listening connection: %w", err)
 		}
 	}
 }
