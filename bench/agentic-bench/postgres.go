@@ -285,18 +285,26 @@ func postgresCmd(ctx context.Context, args []string) error {
 	)
 }
 
-// engineChurn is one churn run: pairs/s and write transactions per pair.
-func (c *common) engineChurn(ctx context.Context, e *engine, baseURL string, pairs, workers int) (float64, float64, error) {
-	dataDir, workspace, err := c.runDir("churn-" + strings.ToLower(e.name))
+// engineServer starts a bin/agenticd with DeepChat on baseURL, on the engine's database
+// (a new one on Postgres), in a run directory named after what runs there.
+func (c *common) engineServer(ctx context.Context, e *engine, what, baseURL string) (s *server, r *engineRun, dataDir, workspace string, err error) {
+	dataDir, workspace, err = c.runDir(what + "-" + strings.ToLower(e.name))
 	if err != nil {
-		return 0, 0, err
+		return nil, nil, "", "", err
 	}
 	cfg := deepchatConfig(dataDir, workspace, baseURL)
-	r, err := e.prepare(ctx, &cfg)
-	if err != nil {
-		return 0, 0, err
+	if r, err = e.prepare(ctx, &cfg); err != nil {
+		return nil, nil, "", "", err
 	}
-	s, err := startAgenticd(ctx, c.agenticd, cfg)
+	if s, err = startAgenticd(ctx, c.agenticd, cfg); err != nil {
+		return nil, nil, "", "", err
+	}
+	return s, r, dataDir, workspace, nil
+}
+
+// engineChurn is one churn run: pairs/s and write transactions per pair.
+func (c *common) engineChurn(ctx context.Context, e *engine, baseURL string, pairs, workers int) (float64, float64, error) {
+	s, r, dataDir, workspace, err := c.engineServer(ctx, e, "churn", baseURL)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -397,16 +405,7 @@ func (c *common) engineIdle(ctx context.Context, e *engine, baseURL string, n, w
 // transactions counted until settle after it, the reply checked on the stream and in
 // the store.
 func (c *common) engineReply(ctx context.Context, e *engine, baseURL, want string, settle time.Duration, resumes *int) (int, time.Duration, error) {
-	dataDir, workspace, err := c.runDir("deepchat-" + strings.ToLower(e.name))
-	if err != nil {
-		return 0, 0, err
-	}
-	cfg := deepchatConfig(dataDir, workspace, baseURL)
-	r, err := e.prepare(ctx, &cfg)
-	if err != nil {
-		return 0, 0, err
-	}
-	s, err := startAgenticd(ctx, c.agenticd, cfg)
+	s, r, dataDir, workspace, err := c.engineServer(ctx, e, "deepchat", baseURL)
 	if err != nil {
 		return 0, 0, err
 	}
