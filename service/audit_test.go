@@ -197,12 +197,12 @@ type failingOnce struct {
 	tries [][]store.AuditEntry
 }
 
-func (f *failingOnce) AppendEventsAndAudit(ctx context.Context, batch []store.LoggedEvent, audit []store.AuditEntry) error {
+func (f *failingOnce) AppendFenced(ctx context.Context, batch []store.LoggedEvent, audit []store.AuditEntry, replica string) ([]string, error) {
 	f.tries = append(f.tries, audit)
 	if len(f.tries) == 2 {
-		return errors.New("disk full")
+		return nil, errors.New("disk full")
 	}
-	return f.EventLogStore.AppendEventsAndAudit(ctx, batch, audit)
+	return f.EventLogStore.AppendFenced(ctx, batch, audit, replica)
 }
 
 // The log writer tries a failed batch again; its audit entries are the ones made the

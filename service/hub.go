@@ -39,7 +39,7 @@ type HubOptions struct {
 	// order (metrics, the audit record): each must be quick and must not call the hub.
 	Observers []EventObserver
 	// Replica, when set, names this hub's replica among several on one database (Store
-	// and Log set): sequences come in blocks no other replica gets, and Subscribe reads
+	// and Log set), as its leases do: sequences come in blocks no other replica gets, and Subscribe reads
 	// every session's events from the log, whichever replica wrote them, woken by
 	// WakeTails.
 	Replica string
@@ -69,7 +69,7 @@ func (o observers) Evicted(sessionID string, sequence uint64) { o.proj.Evicted(s
 // EventLogStore is the durable event log and the audit log made with it; *store.Store
 // is one.
 type EventLogStore interface {
-	AppendEventsAndAudit(ctx context.Context, batch []store.LoggedEvent, audit []store.AuditEntry) error
+	AppendFenced(ctx context.Context, batch []store.LoggedEvent, audit []store.AuditEntry, replica string) ([]string, error)
 	PruneAudit(ctx context.Context, maxEntries int64, maxAge time.Duration) (int64, error)
 	ReadEvents(ctx context.Context, after, until uint64, f store.EventFilter, limit int) ([]store.LoggedEvent, error)
 	EventLogRange(ctx context.Context) (oldest, newest uint64, err error)
@@ -91,6 +91,9 @@ type eventLog struct {
 	// order, not those of another replica, so a log tail follows them apart, as it does
 	// sessions. Empty: the column stays empty.
 	agentEvents string
+	// replica, for a replica, is its name in the lease table: its events of a session
+	// another replica holds are left out of the log (store.AppendFenced).
+	replica string
 
 	// The audit entries of the batch last tried, by its first sequence: the hub's log
 	// writer tries a failed batch again as it was, and making the entries takes what the
@@ -115,9 +118,12 @@ func (l *eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent)
 	if l.triedFrom != batch[0].Sequence || l.triedEntries == nil {
 		l.triedFrom, l.triedEntries = batch[0].Sequence, l.audit.entries(batch, l.logger)
 	}
-	err := l.st.AppendEventsAndAudit(ctx, rows, l.triedEntries)
+	fenced, err := l.st.AppendFenced(ctx, rows, l.triedEntries, l.replica)
 	if err == nil {
 		l.triedEntries = nil
+	}
+	for _, id := range fenced {
+		l.logger.Warn("this replica's events of a session another replica took over were not logged", "session_id", id)
 	}
 	return err
 }
@@ -207,7 +213,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		audit = newAuditor()
 		el := &eventLog{st: opts.Log, audit: audit, auditRetention: opts.AuditRetention, logger: logger}
 		if opts.Replica != "" {
-			el.agentEvents = agentEventsPrefix + opts.Replica
+			el.agentEvents, el.replica = agentEventsPrefix+opts.Replica, opts.Replica
 		}
 		log = el
 	}

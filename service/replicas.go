@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,8 +51,10 @@ var _ LeaseStore = (*store.Store)(nil)
 
 // ReplicaOptions configures Replicas.
 type ReplicaOptions struct {
-	// ID names this replica in the lease table; Address is where the others reach it
-	// (host:port of its gRPC listener).
+	// ID names this process in the lease table: unique per process (a restart under the
+	// same configured id must not renew, and hold forever, the leases its dead
+	// predecessor left), and the same as HubOptions.Replica. Address is where the others
+	// reach it (host:port of its gRPC listener).
 	ID, Address string
 	// LeaseTTL is DefaultLeaseTTL when 0.
 	LeaseTTL time.Duration
@@ -74,9 +74,7 @@ type ReplicaOptions struct {
 // reply the dead owner left running is ended as interrupted, visibly, and the session is
 // loaded again before the first call that needs it live.
 type Replicas struct {
-	// id is this process's name in the lease table: the configured id and a suffix of
-	// its own, so that a process restarted under the same id does not renew (and hold
-	// forever) the leases its dead predecessor left.
+	// id is this process's name in the lease table (ReplicaOptions.ID).
 	id, address string
 	ttl         time.Duration
 	leases      LeaseStore
@@ -135,11 +133,7 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	var suffix [4]byte
-	if _, err := rand.Read(suffix[:]); err != nil {
-		return nil, fmt.Errorf("replica: %w", err)
-	}
-	id := opts.ID + "/" + hex.EncodeToString(suffix[:])
+	id := opts.ID
 	return &Replicas{id: id, address: opts.Address, ttl: ttl, leases: opts.Leases, st: opts.Store,
 		registry: opts.Registry, hub: opts.Hub, logger: logger.With("replica", id),
 		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(),
@@ -149,8 +143,9 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 // Run renews this replica's leases every third of their ttl until ctx ends, each renewal
 // bounded by that third. A session whose lease lapsed (this replica stalled past the
 // ttl, or lost the database) is no longer routed here: its calls go to whoever holds the
-// lease now, or take it again. Its presenter session stays open; nothing fences a turn
-// still running in it.
+// lease now, or take it again. Its presenter session stays open: a turn still running
+// in it goes on, but once another replica holds the lease its events no longer reach
+// the log (store.AppendFenced); what it stores of the turn is not fenced.
 func (r *Replicas) Run(ctx context.Context) {
 	tick := time.NewTicker(r.ttl / 3)
 	defer tick.Stop()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,35 +47,57 @@ func (s *Store) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
 // AppendEventsAndAudit writes a batch of events and the audit entries made from them in
 // one transaction: an entry is stored if and only if its event is.
 func (s *Store) AppendEventsAndAudit(ctx context.Context, batch []LoggedEvent, audit []AuditEntry) error {
+	_, err := s.AppendFenced(ctx, batch, audit, "")
+	return err
+}
+
+// AppendFenced is AppendEventsAndAudit for a replica (replica set, on Postgres): the
+// events of a session whose lease another replica holds, and their audit entries, are
+// not written, since that replica took the session over and this one's events of it
+// are stale. It returns those sessions. The lease rows stay locked until the batch
+// commits, so no take-over lands between the check and the write.
+func (s *Store) AppendFenced(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
-	err := s.appendEvents(ctx, batch, audit)
+	fenced, err = s.appendEvents(ctx, batch, audit, replica)
 	if err != nil {
-		return fmt.Errorf("append %d events (sequences %d to %d) to the event log: %w", len(batch), batch[0].Sequence, batch[len(batch)-1].Sequence, err)
+		return nil, fmt.Errorf("append %d events (sequences %d to %d) to the event log: %w", len(batch), batch[0].Sequence, batch[len(batch)-1].Sequence, err)
 	}
-	return nil
+	return fenced, nil
 }
 
 // appendEvents inserts the batch in one transaction: full chunks of appendRows through
 // the prepared statement, the rest through one statement of its own.
-func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []AuditEntry) (err error) {
+func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
 	defer s.observeWrite("event_log_append", time.Now())
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx, err := s.sqlDB.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
+	if replica != "" && s.dialect == postgresDialect {
+		if fenced, err = heldElsewhere(ctx, tx, batch, replica); err != nil {
+			return nil, err
+		}
+		if len(fenced) > 0 {
+			batch = slices.DeleteFunc(slices.Clone(batch), func(ev LoggedEvent) bool { return slices.Contains(fenced, ev.SessionID) })
+			audit = slices.DeleteFunc(slices.Clone(audit), func(e AuditEntry) bool { return slices.Contains(fenced, e.SessionID) })
+			if len(batch) == 0 {
+				return fenced, tx.Commit()
+			}
+		}
+	}
 	// Listeners on other connections hear of the batch when it commits.
 	if s.dialect == postgresDialect {
 		if err := notifyEvents(ctx, tx, batch); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var full *sql.Stmt // the prepared statement on tx's connection, for full chunks only
@@ -99,13 +122,41 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 			_, err = tx.ExecContext(ctx, s.dialect.rebind(appendEventsSQL(len(rows))), args...)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := appendAudit(ctx, tx, s.dialect, audit); err != nil {
-		return err
+		return nil, err
 	}
-	return tx.Commit()
+	return fenced, tx.Commit()
+}
+
+// heldElsewhere returns the sessions of the batch whose lease row names another replica,
+// locking those rows until tx ends (Postgres).
+func heldElsewhere(ctx context.Context, tx *sql.Tx, batch []LoggedEvent, replica string) ([]string, error) {
+	var ids []string
+	for _, ev := range batch {
+		if ev.SessionID != "" && !slices.Contains(ids, ev.SessionID) {
+			ids = append(ids, ev.SessionID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT session_id FROM session_leases WHERE session_id = ANY($1) AND replica <> $2 FOR SHARE`, ids, replica)
+	if err != nil {
+		return nil, fmt.Errorf("check the batch's session leases: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var held []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		held = append(held, id)
+	}
+	return held, rows.Err()
 }
 
 // appendEventsSQL is an INSERT of n events.

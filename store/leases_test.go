@@ -294,3 +294,48 @@ func TestAcquireLeaseRace(t *testing.T) {
 		}
 	})
 }
+
+// A replica's append leaves out the events (and audit entries) of sessions whose lease
+// another replica holds, and reports them; the other sessions', its own and agent events
+// are written. Without a replica nothing is left out.
+func TestAppendFencedLeavesOutSessionsHeldElsewhere(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		if _, err := s.AcquireLease(ctx, "taken", "other", "10.0.0.2:1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AcquireLease(ctx, "mine", "me", "10.0.0.1:1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		batch := []LoggedEvent{event(1, "taken"), event(2, "mine"), event(3, "unleased"), event(4, ""), event(5, "taken")}
+		audit := []AuditEntry{{Time: time.Now(), Kind: 1, SessionID: "taken"}, {Time: time.Now(), Kind: 1, SessionID: "mine"}}
+		fenced, err := s.AppendFenced(ctx, batch, audit, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged, err := s.ReadEvents(ctx, 0, 0, EventFilter{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, ev := range logged {
+			seqs = append(seqs, ev.Sequence)
+		}
+		entries, err := s.AuditEntries(ctx, AuditFilter{}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantFenced, wantEntries := []uint64{2, 3, 4}, []string{"taken"}, 1
+		if e.name == "sqlite" { // one machine, one replica: nothing to fence
+			want, wantFenced, wantEntries = []uint64{1, 2, 3, 4, 5}, nil, 2
+		}
+		if !slices.Equal(seqs, want) || !slices.Equal(fenced, wantFenced) || len(entries) != wantEntries {
+			t.Errorf("logged %v, fenced %v, %d audit entries; want %v, %v, %d", seqs, fenced, len(entries), want, wantFenced, wantEntries)
+		}
+		fenced, err = s.AppendFenced(ctx, []LoggedEvent{event(6, "taken")}, nil, "")
+		if err != nil || len(fenced) != 0 {
+			t.Errorf("an append with no replica: fenced %v, %v; want nothing left out", fenced, err)
+		}
+	})
+}

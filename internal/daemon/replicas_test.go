@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"github.com/agenticd/agenticd/internal/pgtest"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
 // startReplica starts a replica on the database; stop stops it gracefully (once).
@@ -273,5 +276,81 @@ func TestReplicaEndsOrphanedTurns(t *testing.T) {
 				return
 			}
 		}
+	}
+}
+
+// A replica that goes on running a session another replica has taken over (its lease
+// lapsed while it stalled) is fenced: its events of the session do not reach the log,
+// so no subscriber sees them. Once the lease is its own again, they do.
+func TestReplicaFencedOutOfATakenSession(t *testing.T) {
+	_, dsn := pgtest.StartForTest(t)
+	llm := newFakeLLM(t, "some words")
+	setEnv(t, map[string]string{EnvOpenAIBaseURL: llm.URL + "/v1", EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := testConfig(t)
+	cfg.Database = dsn
+	c, _, _ := startReplica(t, cfg)
+	created, err := c.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var self string
+	if err := db.QueryRowContext(ctx, `SELECT replica FROM session_leases WHERE session_id = $1`, id).Scan(&self); err != nil {
+		t.Fatal(err)
+	}
+	setHolder := func(replica string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, `UPDATE session_leases SET replica = $1 WHERE session_id = $2`, replica, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn := func() string {
+		t.Helper()
+		sent, err := c.SendMessage(ctx, &pb.SendMessageRequest{SessionId: id, Content: &pb.MessageContent{Parts: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: "hi"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got, err := c.GetMessage(ctx, &pb.GetMessageRequest{SessionId: id, MessageId: sent.GetMessageId()})
+			if err == nil && got.GetMessage().GetStatus() == pb.MessageStatus_MESSAGE_STATUS_COMPLETE {
+				return sent.GetMessageId()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the turn did not end: %v, %v", got, err)
+			}
+		}
+	}
+	loggedOf := func(messageID string) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM event_log WHERE session_id = $1 AND message_id = $2`, id, messageID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Another replica takes the session, as after a stall of this one longer than the
+	// lease; this replica still routes the session to itself for the rest of its ttl,
+	// and its turn runs to its end (its stored reply shows it).
+	setHolder("thief")
+	stale := turn()
+	setHolder(self)
+	fresh := turn()
+	// The log writer appends in order: once the second turn is in the log, the first
+	// was appended or left out before it.
+	for deadline := time.Now().Add(10 * time.Second); loggedOf(fresh) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn after the lease came back never reached the log")
+		}
+	}
+	if n := loggedOf(stale); n != 0 {
+		t.Errorf("%d events of the turn run while another replica held the lease are in the log; want none", n)
 	}
 }

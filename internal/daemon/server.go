@@ -3,6 +3,8 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -251,9 +253,11 @@ func (s *Server) startReplica(registry *service.Registry, id, address string) (*
 	return replicas, nil
 }
 
-// replicaIdentity is this replica's id and the address the others forward to: the
-// configured ones, else listen's host (the host name when it is unspecified) with the
-// port the listener got.
+// replicaIdentity is this process's name among the replicas and the address the others
+// forward to. The name is the configured id (default: the address) and a random suffix:
+// a process restarted under the same id must not take its dead predecessor's leases for
+// its own. The address is the configured one, else listen's host (the host name when it
+// is unspecified) with the port the listener got.
 func replicaIdentity(cfg Config, listening string) (id, address string, err error) {
 	address = cfg.Replica.Advertise
 	if address == "" {
@@ -266,7 +270,11 @@ func replicaIdentity(cfg Config, listening string) (id, address string, err erro
 		}
 		address = net.JoinHostPort(host, port)
 	}
-	return cmp.Or(cfg.Replica.ID, address), address, nil
+	var suffix [4]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return "", "", err
+	}
+	return cmp.Or(cfg.Replica.ID, address) + "/" + hex.EncodeToString(suffix[:]), address, nil
 }
 
 // openStore opens the configured database: Postgres when database is set, else the
