@@ -281,7 +281,7 @@ func TestReplicaEndsOrphanedTurns(t *testing.T) {
 
 // A replica that goes on running a session another replica has taken over (its lease
 // lapsed while it stalled) is fenced: its events of the session do not reach the log,
-// so no subscriber sees them. Once the lease is its own again, they do.
+// so no subscriber sees them.
 func TestReplicaFencedOutOfATakenSession(t *testing.T) {
 	_, dsn := pgtest.StartForTest(t)
 	llm := newFakeLLM(t, "some words")
@@ -301,10 +301,6 @@ func TestReplicaFencedOutOfATakenSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var self string
-	if err := db.QueryRowContext(ctx, `SELECT replica FROM session_leases WHERE session_id = $1`, id).Scan(&self); err != nil {
-		t.Fatal(err)
-	}
 	setHolder := func(replica string) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, `UPDATE session_leases SET replica = $1 WHERE session_id = $2`, replica, id); err != nil {
@@ -341,13 +337,31 @@ func TestReplicaFencedOutOfATakenSession(t *testing.T) {
 	// and its turn runs to its end (its stored reply shows it).
 	setHolder("thief")
 	stale := turn()
-	setHolder(self)
-	fresh := turn()
-	// The log writer appends in order: once the second turn is in the log, the first
-	// was appended or left out before it.
-	for deadline := time.Now().Add(10 * time.Second); loggedOf(fresh) == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, err := c.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+		if err == nil && got.GetSession().GetMessageInFlight() == "" {
+			break // the turn's MESSAGE_END is published
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the turn after the lease came back never reached the log")
+			t.Fatalf("the turn's end was never published: %v, %v", got, err)
+		}
+	}
+	// The log writer appends in order: once a later event of another session is in the
+	// log, the turn's events were appended or left out before it.
+	later, err := c.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM event_log WHERE session_id = $1`, later.GetSession().GetSessionId()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a later session's creation never reached the log")
 		}
 	}
 	if n := loggedOf(stale); n != 0 {
