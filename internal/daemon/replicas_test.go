@@ -49,6 +49,28 @@ func startReplica(t *testing.T, cfg Config) (client pb.AgenticServiceClient, add
 	return pb.NewAgenticServiceClient(conn), srv.Addr(), stop
 }
 
+// replicaSession starts a replica on a new Postgres database, with DeepChat answering
+// from llmURL (a closed address when "") and the given lease ttl (default when 0), and
+// opens a DeepChat session through it.
+func replicaSession(t *testing.T, llmURL string, ttl time.Duration) (client pb.AgenticServiceClient, cfg Config, sessionID string, stop func()) {
+	t.Helper()
+	_, dsn := pgtest.StartForTest(t)
+	base := closedAddr(t)
+	if llmURL != "" {
+		base = llmURL + "/v1"
+	}
+	setEnv(t, map[string]string{EnvOpenAIBaseURL: base, EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
+	cfg = testConfig(t)
+	cfg.Database = dsn
+	cfg.Replica.LeaseTTL = ttl
+	client, _, stop = startReplica(t, cfg)
+	created, err := client.CreateSession(context.Background(), &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, cfg, created.GetSession().GetSessionId(), stop
+}
+
 // replyOn reads a stream until the message's MESSAGE_END and returns its assistant text,
 // checking that the session's sequences rise.
 func replyOn(t *testing.T, stream pb.AgenticService_SubscribeClient, messageID string, last *uint64) string {
@@ -164,18 +186,10 @@ func TestReplicasForwardAndTakeOver(t *testing.T) {
 // SESSION_OWNER_UNAVAILABLE, naming the owner and when its lease ends, for calls that
 // need it live; reads are answered from the database.
 func TestReplicaOwnerUnavailable(t *testing.T) {
-	_, dsn := pgtest.StartForTest(t)
-	setEnv(t, map[string]string{EnvOpenAIBaseURL: closedAddr(t), EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := testConfig(t)
-	cfg.Database = dsn
-	c, _, stopC := startReplica(t, cfg)
-	created, err := c.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.GetSession().GetSessionId()
+	_, cfg, id, stopC := replicaSession(t, "", 0)
+	dsn := cfg.Database
 	stopC() // gives up its lease
 
 	st, err := store.OpenOnPostgres(ctx, dsn)
@@ -215,19 +229,10 @@ func TestReplicaOwnerUnavailable(t *testing.T) {
 // its session: a live replica takes the lapsed session over and its subscribers see the
 // reply end with OWNER_LOST.
 func TestReplicaEndsOrphanedTurns(t *testing.T) {
-	_, dsn := pgtest.StartForTest(t)
-	setEnv(t, map[string]string{EnvOpenAIBaseURL: closedAddr(t), EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := testConfig(t)
-	cfg.Database = dsn
-	cfg.Replica.LeaseTTL = time.Second
-	first, _, stopFirst := startReplica(t, cfg)
-	created, err := first.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.GetSession().GetSessionId()
+	_, cfg, id, stopFirst := replicaSession(t, "", time.Second)
+	dsn := cfg.Database
 	stopFirst()
 
 	// What a replica killed mid-turn leaves: its lease (lapsing within a second) and a
@@ -283,20 +288,10 @@ func TestReplicaEndsOrphanedTurns(t *testing.T) {
 // lapsed while it stalled) is fenced: its events of the session do not reach the log,
 // so no subscriber sees them.
 func TestReplicaFencedOutOfATakenSession(t *testing.T) {
-	_, dsn := pgtest.StartForTest(t)
-	llm := newFakeLLM(t, "some words")
-	setEnv(t, map[string]string{EnvOpenAIBaseURL: llm.URL + "/v1", EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := testConfig(t)
-	cfg.Database = dsn
-	c, _, _ := startReplica(t, cfg)
-	created, err := c.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.GetSession().GetSessionId()
-	db, err := sql.Open("pgx", dsn)
+	c, cfg, id, _ := replicaSession(t, newFakeLLM(t, "some words").URL, 0)
+	db, err := sql.Open("pgx", cfg.Database)
 	if err != nil {
 		t.Fatal(err)
 	}
