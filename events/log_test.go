@@ -647,3 +647,27 @@ func BenchmarkResumeFromLog(b *testing.B) {
 		}
 	}
 }
+
+// WaitLogged returns once everything published before it is in the log, and not while
+// the log writer is stuck (then only its context ends it).
+func TestWaitLogged(t *testing.T) {
+	st := openStore(t)
+	log := &blockingLog{EventLog: &storeLog{st: st}, release: make(chan struct{}), entered: make(chan struct{})}
+	h := newTestHub(t, Options[*encodedTest]{Store: st, Log: log, Marshal: marshalTest, Unmarshal: unmarshalTest, Logger: discard})
+	publishDeltas(h, "a", "s", 3)
+	<-log.entered
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if h.WaitLogged(ctx) {
+		close(log.release)
+		t.Fatal("WaitLogged reported the events logged while the log writer was stuck")
+	}
+	close(log.release)
+	if !h.WaitLogged(bg) {
+		t.Fatal("WaitLogged without a deadline returned false")
+	}
+	logged, err := st.ReadEvents(bg, 0, 0, store.EventFilter{}, 0)
+	if err != nil || len(logged) != 3 {
+		t.Errorf("after WaitLogged the log holds %d events (%v); want 3", len(logged), err)
+	}
+}

@@ -92,8 +92,10 @@ type eventLog struct {
 	// sessions. Empty: the column stays empty.
 	agentEvents string
 	// replica, for a replica, is its name in the lease table: its events of a session
-	// another replica holds are left out of the log (store.AppendFenced).
-	replica string
+	// another replica holds are left out of the log (store.AppendFenced), with one
+	// warning per session (fencedWarned; only the log writer appends).
+	replica      string
+	fencedWarned map[string]bool
 
 	// The audit entries of the batch last tried, by its first sequence: the hub's log
 	// writer tries a failed batch again as it was, and making the entries takes what the
@@ -123,7 +125,14 @@ func (l *eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent)
 		l.triedEntries = nil
 	}
 	for _, id := range fenced {
-		l.logger.Warn("this replica's events of a session another replica took over were not logged", "session_id", id)
+		if l.fencedWarned[id] {
+			continue
+		}
+		if l.fencedWarned == nil {
+			l.fencedWarned = map[string]bool{}
+		}
+		l.fencedWarned[id] = true
+		l.logger.Warn("this replica's events of a session another replica took over are left out of the event log", "session_id", id)
 	}
 	return err
 }
@@ -244,6 +253,10 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	}
 	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, audit: audit, replicated: opts.Replica != ""}, nil
 }
+
+// WaitLogged waits until every event published before the call is in the event log, and
+// reports whether they are (false when ctx ended first).
+func (h *Hub) WaitLogged(ctx context.Context) bool { return h.events.WaitLogged(ctx) }
 
 // SkipAhead moves the sequences on to a fresh block: every event published after it
 // returns is above every sequence any replica issued before (events.Hub.SkipAhead).

@@ -356,22 +356,32 @@ func (r *Replicas) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 func (r *Replicas) ran(ctx context.Context, method, sessionID string) {
 	r.mu.Lock()
 	o := r.owned[sessionID]
-	switch method {
-	case pb.AgenticService_LoadSession_FullMethodName:
-		if o != nil {
-			o.loaded = true
-		}
-	case pb.AgenticService_CloseSession_FullMethodName, pb.AgenticService_DeleteSession_FullMethodName:
+	switch {
+	case method == pb.AgenticService_LoadSession_FullMethodName && o != nil:
+		o.loaded = true
+	case method == pb.AgenticService_DeleteSession_FullMethodName:
 		delete(r.owned, sessionID)
 	}
 	r.mu.Unlock()
-	if method == pb.AgenticService_CloseSession_FullMethodName && o != nil {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
-		defer cancel()
-		if err := r.leases.ReleaseLeases(lctx, r.id, sessionID); err != nil {
-			r.logger.Warn("could not give up the lease of a closed session; it lapses unrenewed", "session_id", sessionID, "err", err)
-		}
+	if method != pb.AgenticService_CloseSession_FullMethodName || o == nil {
+		return
 	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
+	defer cancel()
+	// The close's last events first: once the lease is given up, another replica may take
+	// the session, and this one's events of it are fenced out of the log.
+	if !r.hub.WaitLogged(lctx) {
+		r.logger.Warn("the closed session's last events are not in the event log yet; its lease is given up anyway", "session_id", sessionID)
+	}
+	if err := r.leases.ReleaseLeases(lctx, r.id, sessionID); err != nil {
+		r.logger.Warn("could not give up the lease of a closed session; it stays this replica's", "session_id", sessionID, "err", err)
+		return
+	}
+	r.mu.Lock()
+	if r.owned[sessionID] == o {
+		delete(r.owned, sessionID)
+	}
+	r.mu.Unlock()
 }
 
 // created records a session this replica has just created: it holds its lease from now.
@@ -479,7 +489,6 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 	case err != nil && !errors.Is(err, store.ErrNoLease):
 		return nil, fmt.Errorf("read the lease of session %s: %w", sessionID, err)
 	}
-	ownBefore := err == nil && held.Replica == r.id
 	p, err := r.registry.ownerOf(ctx, sessionID)
 	if errors.Is(err, presenters.ErrNotFound) || errors.Is(err, presenters.ErrFailedPrecondition) {
 		return nil, errNotRouted
@@ -496,7 +505,9 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 	}
 	logger := r.logger.With("session_id", sessionID, "agent_id", p.AgentID())
 	r.mu.Lock()
-	regained := r.lapsed[sessionID] && (lease.Previous == r.id || (lease.Previous == "" && ownBefore))
+	// Regained: the lease was still this replica's (renewed: no previous holder; lease
+	// rows are never deleted but with their session) or lapsed with nobody taking it.
+	regained := r.lapsed[sessionID] && (lease.Previous == "" || lease.Previous == r.id)
 	delete(r.lapsed, sessionID)
 	r.mu.Unlock()
 	if regained {

@@ -52,10 +52,11 @@ func (s *Store) AppendEventsAndAudit(ctx context.Context, batch []LoggedEvent, a
 }
 
 // AppendFenced is AppendEventsAndAudit for a replica (replica set, on Postgres): the
-// events of a session whose lease another replica holds, and their audit entries, are
-// not written, since that replica took the session over and this one's events of it
-// are stale. It returns those sessions. The lease rows stay locked until the batch
-// commits, so no take-over lands between the check and the write.
+// events of a session whose lease row names another replica (held now, or released by
+// it), and their audit entries, are not written, since that replica took the session
+// over and this one's events of it are stale. It returns those sessions. The batch's
+// lease rows stay locked until it commits, so no take-over lands between the check and
+// the write.
 func (s *Store) AppendFenced(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
 	if len(batch) == 0 {
 		return nil, nil
@@ -131,8 +132,12 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 	return fenced, tx.Commit()
 }
 
-// heldElsewhere returns the sessions of the batch whose lease row names another replica,
-// locking those rows until tx ends (Postgres).
+// heldElsewhere returns the sessions of the batch whose lease row names another replica.
+// It locks every lease row of the batch until tx ends (Postgres), its own included: a
+// take-over of one of them, which must update that row, waits for the batch, and so
+// comes after it. The rows are locked in session order; a renewal may lock some of them
+// in another order, and Postgres then ends one of the two (the log writer tries a
+// failed batch again, a failed renewal is retried at the next tick).
 func heldElsewhere(ctx context.Context, tx *sql.Tx, batch []LoggedEvent, replica string) ([]string, error) {
 	var ids []string
 	for _, ev := range batch {
@@ -143,18 +148,20 @@ func heldElsewhere(ctx context.Context, tx *sql.Tx, batch []LoggedEvent, replica
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT session_id FROM session_leases WHERE session_id = ANY($1) AND replica <> $2 FOR SHARE`, ids, replica)
+	rows, err := tx.QueryContext(ctx, `SELECT session_id, replica FROM session_leases WHERE session_id = ANY($1) ORDER BY session_id FOR SHARE`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check the batch's session leases: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
 	var held []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var id, holder string
+		if err := rows.Scan(&id, &holder); err != nil {
 			return nil, err
 		}
-		held = append(held, id)
+		if holder != replica {
+			held = append(held, id)
+		}
 	}
 	return held, rows.Err()
 }

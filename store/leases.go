@@ -13,9 +13,9 @@ import (
 
 // Session leases: of several replicas on one database, the one that serves a session is
 // the one whose lease on it has not expired. Expiry is by the database's clock, so the
-// replicas' clocks do not matter. A lease row stays until its replica releases it, the
-// session is deleted (DeleteSession) or another acquisition overwrites it: a dead
-// replica's expired rows wait for the next call of their sessions.
+// replicas' clocks do not matter. A lease row stays until the session is deleted
+// (DeleteSession): releasing a lease expires it, and another acquisition overwrites it,
+// so the row always names the last replica that held the session.
 
 // ErrLeaseHeld is the error of AcquireLease when another replica's lease on the session
 // has not expired.
@@ -137,15 +137,17 @@ func (s *Store) RenewLeases(ctx context.Context, replica string, ttl time.Durati
 }
 
 // ReleaseLeases gives up the replica's leases on the sessions, or all of its leases when
-// none are named (on a graceful stop), expired ones included. Leases the replica does not
-// hold stay as they are.
+// none are named (on a graceful stop): they expire at once, their rows still naming the
+// replica. Leases the replica does not hold stay as they are.
 func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error {
 	err := s.write(ctx, func(tx *gorm.DB) error {
+		// Expired, not deleted: the row keeps naming its last holder, which the fence of
+		// another replica's appends reads (AppendFenced).
 		if len(sessionIDs) == 0 {
-			return tx.Exec(`DELETE FROM session_leases WHERE replica = ?`, replica).Error
+			return tx.Exec(`UPDATE session_leases SET expires_at = 0 WHERE replica = ?`, replica).Error
 		}
 		for part := range slices.Chunk(sessionIDs, idBatch) {
-			if err := tx.Exec(`DELETE FROM session_leases WHERE replica = ? AND session_id IN ?`, replica, part).Error; err != nil {
+			if err := tx.Exec(`UPDATE session_leases SET expires_at = 0 WHERE replica = ? AND session_id IN ?`, replica, part).Error; err != nil {
 				return err
 			}
 		}

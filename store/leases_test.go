@@ -191,10 +191,12 @@ func TestReleaseLeases(t *testing.T) {
 		leased := func() []string {
 			var out []string
 			for _, id := range []string{"s1", "s2", "s3", "s4"} {
-				if _, err := s.SessionLease(ctx, id); err == nil {
+				l, err := s.SessionLease(ctx, id)
+				if err != nil {
+					t.Fatal(err) // a released lease stays, expired, naming its holder
+				}
+				if !l.Expired {
 					out = append(out, id)
-				} else if !errors.Is(err, ErrNoLease) {
-					t.Fatal(err)
 				}
 			}
 			return out
@@ -202,8 +204,8 @@ func TestReleaseLeases(t *testing.T) {
 		if got := leased(); !slices.Equal(got, []string{"s2", "s3", "s4"}) {
 			t.Fatalf("leased after releasing s1 = %v", got)
 		}
-		if l, err := s.AcquireLease(ctx, "s1", "r2", "host", time.Minute); err != nil || l.Previous != "" {
-			t.Errorf("acquiring a released lease = %+v, %v; want it free", l, err)
+		if l, err := s.AcquireLease(ctx, "s1", "r2", "host", time.Minute); err != nil || l.Previous != "r1" {
+			t.Errorf("acquiring a released lease = %+v, %v; want it taken from r1", l, err)
 		}
 		if err := s.ReleaseLeases(ctx, "r1"); err != nil {
 			t.Fatal(err)
@@ -336,6 +338,14 @@ func TestAppendFencedLeavesOutSessionsHeldElsewhere(t *testing.T) {
 		fenced, err = s.AppendFenced(ctx, []LoggedEvent{event(6, "taken")}, nil, "")
 		if err != nil || len(fenced) != 0 {
 			t.Errorf("an append with no replica: fenced %v, %v; want nothing left out", fenced, err)
+		}
+		// A lease its holder gave up still names it: the fence holds.
+		if err := s.ReleaseLeases(ctx, "other", "taken"); err != nil {
+			t.Fatal(err)
+		}
+		fenced, err = s.AppendFenced(ctx, []LoggedEvent{event(7, "taken")}, nil, "me")
+		if e.name == "postgres" && (err != nil || !slices.Equal(fenced, []string{"taken"})) {
+			t.Errorf("after the other replica released the session: fenced %v, %v; want it left out still", fenced, err)
 		}
 	})
 }
