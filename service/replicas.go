@@ -149,6 +149,23 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 func (r *Replicas) Run(ctx context.Context) {
 	tick := time.NewTicker(r.ttl / 3)
 	defer tick.Stop()
+	// The sweep for dead replicas' turns runs beside the renewals, so that a slow
+	// take-over never holds a renewal back; one sweep at a time, the next after a renewal.
+	sweep := make(chan struct{}, 1)
+	var sweeper sync.WaitGroup
+	sweeper.Add(1)
+	go func() {
+		defer sweeper.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sweep:
+				r.endOrphanedTurns(ctx)
+			}
+		}
+	}()
+	defer sweeper.Wait()
 	failing := false
 	for {
 		select {
@@ -190,8 +207,11 @@ func (r *Replicas) Run(ctx context.Context) {
 		if err := r.hub.SkipAhead(sctx); err != nil && ctx.Err() == nil {
 			r.logger.Warn("could not move the event sequences ahead", "err", err)
 		}
-		r.endOrphanedTurns(sctx)
 		cancel()
+		select {
+		case sweep <- struct{}{}:
+		default: // the last sweep is still at work
+		}
 	}
 }
 
