@@ -76,11 +76,13 @@ tree-unchanged:
 		git status --short; exit 1; \
 	fi
 
+# CI: a test whose tool deps installs (Postgres, Chromium, npm packages) fails, not
+# skips, without it.
 go-test: deps
-	go test $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
+	CI=$${CI:-true} go test $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
 
 ## deploy-check: the manifests and the Envoy config under deploy/, decoded strictly into their API types and checked (deploy/validate: a Go module of its own, so that k8s.io/api and Envoy's API stay out of agenticd's)
-deploy-check:
+deploy-check: deps
 	cd deploy/validate && go vet ./... && go test ./...
 
 ## client-smoke: the TypeScript and Python smoke clients and the Go, TypeScript and Python examples against a real agenticd (built with GO_TEST_FLAGS)

@@ -349,29 +349,25 @@ func (s *Subscription[T]) readLog(ctx context.Context) error {
 	return nil
 }
 
-// waitLoggedPoll is how often WaitLogged looks at the log writer's progress.
-const waitLoggedPoll = 2 * time.Millisecond
-
 // WaitLogged waits until every event published before the call is in the log (appended
 // or given up on), and reports whether they are: false when ctx ended first. Without a
-// log it returns true at once.
+// log, events count as logged when published.
 func (h *Hub[T]) WaitLogged(ctx context.Context) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	target := h.end
-	h.mu.Unlock()
-	tick := time.NewTicker(waitLoggedPoll)
-	defer tick.Stop()
-	for {
+	// markLoggedLocked broadcasts on the writer's progress; this wakes the wait when ctx ends.
+	stop := context.AfterFunc(ctx, func() {
 		h.mu.Lock()
-		done := h.log == nil || h.loggedEnd >= target
-		h.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-ctx.Done():
+		defer h.mu.Unlock()
+		h.cond.Broadcast()
+	})
+	defer stop()
+	for h.loggedEnd < target {
+		if ctx.Err() != nil {
 			return false
-		case <-tick.C:
 		}
+		h.cond.Wait()
 	}
+	return true
 }

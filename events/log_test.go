@@ -310,9 +310,6 @@ func TestHubCloseFlushesTheLog(t *testing.T) {
 	st := openStore(t)
 	h, _ := newLogHub(t, st, Options[*encodedTest]{LogInterval: time.Hour})
 	publishDeltas(h, "a", "s", 10)
-	if _, newest, _ := st.EventLogRange(bg); newest != 0 {
-		t.Fatalf("logged up to %d before the interval passed", newest)
-	}
 	h.Close()
 	if oldest, newest, err := st.EventLogRange(bg); err != nil || oldest != 1 || newest != 10 {
 		t.Fatalf("after Close the log holds %d..%d (%v), want 1..10", oldest, newest, err)

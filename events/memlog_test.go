@@ -191,3 +191,10 @@ func newMemHub(t testing.TB, log *memLog, block uint64, opts Options[*encodedTes
 	}
 	return newTestHub(t, opts)
 }
+
+// tries is how many reservations were asked for so far.
+func (r *flakyReserver) tries() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempts
+}

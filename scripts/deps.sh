@@ -47,3 +47,5 @@ if [[ ! -f $lock_stamp || $(cat "$lock_stamp") != "$lock_sum" ]]; then
 fi
 
 go mod download
+# deploy/validate is a module of its own (k8s.io/api, Envoy's API): make deploy-check.
+(cd deploy/validate && go mod download)

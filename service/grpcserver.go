@@ -81,8 +81,9 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	tel := newTelemetry(opts.Metrics, opts.TracerProvider, opts.Turns)
 	base := serverOptions(opts.Token, logger)
 	if opts.Replicas != nil {
-		// Innermost: a call is authorized, and answered from the remembered answers,
-		// before it is routed to the session's owner.
+		// After the token check and the remembered answers (only the turn span, which
+		// telemetry adds, runs inside it): a call is authorized, and answered from the
+		// remembered answers, before it is routed to the session's owner.
 		base = append(base, grpc.ChainUnaryInterceptor(opts.Replicas.unary))
 	}
 	serverOpts := tel.serverOptions(append(base, grpc.WaitForHandlers(true)))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,14 +27,10 @@ import (
 // longest a dead replica's sessions wait before another replica may take them over.
 const DefaultLeaseTTL = 15 * time.Second
 
-// forwardedHeader counts the replicas a forwarded call has passed; a call is forwarded
-// at most once, so two replicas that disagree on an owner cannot bounce it between them.
+// forwardedHeader marks a forwarded call with the replica that forwarded it; a call is
+// forwarded at most once, so two replicas that disagree on an owner cannot bounce it
+// between them.
 const forwardedHeader = "agenticd-forwarded"
-
-// SessionIDHeader is the request header a proxy may route by (ring hash) so that a
-// session's calls reach its owner without the forwarding hop; agenticctl and the example
-// clients set it.
-const SessionIDHeader = "agenticd-session-id"
 
 // LeaseStore holds the session leases of the replicas sharing a database; *store.Store is
 // one.
@@ -382,6 +377,9 @@ func (r *Replicas) ran(ctx context.Context, method, sessionID string) {
 	case method == pb.AgenticService_DeleteSession_FullMethodName:
 		delete(r.owned, sessionID)
 	}
+	if method == pb.AgenticService_CloseSession_FullMethodName || method == pb.AgenticService_DeleteSession_FullMethodName {
+		delete(r.lapsed, sessionID) // not live here any more
+	}
 	r.mu.Unlock()
 	if method != pb.AgenticService_CloseSession_FullMethodName || o == nil {
 		return
@@ -609,7 +607,7 @@ func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string
 			out[k] = v
 		}
 	}
-	out.Set(forwardedHeader, strconv.Quote(r.id))
+	out.Set(forwardedHeader, r.id)
 	answer, err := newResponse(method)
 	if err != nil {
 		return nil, false, failWith(ctx, r.logger, method, err)
@@ -653,17 +651,25 @@ func (r *Replicas) conn(address string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
+// responseTypes are the response types of the service's methods, by full method name,
+// for forwarded calls.
+var responseTypes = func() map[string]protoreflect.MessageType {
+	sd := pb.File_agentic_v1_service_proto.Services().ByName("AgenticService")
+	out := map[string]protoreflect.MessageType{}
+	for i := range sd.Methods().Len() {
+		m := sd.Methods().Get(i)
+		if mt, err := protoregistry.GlobalTypes.FindMessageByName(m.Output().FullName()); err == nil {
+			out["/"+string(sd.FullName())+"/"+string(m.Name())] = mt
+		}
+	}
+	return out
+}()
+
 // newResponse is an empty response message of a method of the service.
 func newResponse(fullMethod string) (proto.Message, error) {
-	name := strings.TrimPrefix(fullMethod, "/"+pb.AgenticService_ServiceDesc.ServiceName+"/")
-	sd := pb.File_agentic_v1_service_proto.Services().ByName(protoreflect.Name("AgenticService"))
-	md := sd.Methods().ByName(protoreflect.Name(name))
-	if md == nil {
-		return nil, fmt.Errorf("forward %s: not a method of %s", fullMethod, sd.FullName())
-	}
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
-	if err != nil {
-		return nil, fmt.Errorf("forward %s: %w", fullMethod, err)
+	mt := responseTypes[fullMethod]
+	if mt == nil {
+		return nil, fmt.Errorf("forward %s: not a method of %s", fullMethod, pb.AgenticService_ServiceDesc.ServiceName)
 	}
 	return mt.New().Interface(), nil
 }

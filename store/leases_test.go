@@ -233,7 +233,8 @@ func TestDeleteSessionDeletesItsLease(t *testing.T) {
 }
 
 // Replicas racing for one session's lease, over two stores on one database: in each
-// lease period exactly one of them gets it, and each takes it over from the one before.
+// period exactly one of them gets it, and each takes it over from the one before (who
+// gave it up: a released lease is one that ran out, as far as the others go).
 func TestAcquireLeaseRace(t *testing.T) {
 	onEachEngine(t, func(t *testing.T, e engine) {
 		stores := [2]*Store{}
@@ -242,7 +243,7 @@ func TestAcquireLeaseRace(t *testing.T) {
 		const (
 			replicas = 20
 			periods  = 3
-			ttl      = 500 * time.Millisecond
+			ttl      = time.Minute
 		)
 		previous := ""
 		for period := range periods {
@@ -272,12 +273,8 @@ func TestAcquireLeaseRace(t *testing.T) {
 					}
 				}()
 			}
-			began := time.Now()
 			close(start)
 			wg.Wait()
-			if took := time.Since(began); took > ttl/2 {
-				t.Fatalf("the race took %s, too long for a lease of %s to tell periods apart", took, ttl)
-			}
 			if len(errs) > 0 {
 				t.Fatalf("period %d: %v", period, errs)
 			}
@@ -292,7 +289,9 @@ func TestAcquireLeaseRace(t *testing.T) {
 				t.Errorf("period %d: %s took over from %q, want %q", period, w.Replica, w.Previous, previous)
 			}
 			previous = w.Replica
-			waitExpired(t, stores[0], "s")
+			if err := stores[0].ReleaseLeases(ctx, w.Replica, "s"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

@@ -188,12 +188,8 @@ func TestListenEventsReconnects(t *testing.T) {
 func TestListenEventsReturnsWhenItsContextEnds(t *testing.T) {
 	_, listener := openNotifyStores(t)
 	_, stop := startListening(t, listener)
-	start := time.Now()
-	if err := stop(); err != nil {
+	if err := stop(); err != nil { // stop fails when ListenEvents does not return
 		t.Fatalf("ListenEvents = %v, want nil", err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("ListenEvents took %s to return", took)
 	}
 }
 
@@ -302,7 +298,8 @@ func (p *silencingProxy) silence() {
 func TestListenEventsPingsASilentConnection(t *testing.T) {
 	interval, timeout := listenPingInterval, listenPingTimeout
 	t.Cleanup(func() { listenPingInterval, listenPingTimeout = interval, timeout }) // after ListenEvents stops
-	listenPingInterval, listenPingTimeout = 100*time.Millisecond, 300*time.Millisecond
+	// A short interval, and a timeout a slow machine's ping stays well within.
+	listenPingInterval, listenPingTimeout = 100*time.Millisecond, 2*time.Second
 
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	u, err := url.Parse(dsn)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 )
 
 // ReserveSequences hands out the n event sequences first..first+n-1, exclusively: of
@@ -22,13 +21,7 @@ func (s *Store) ReserveSequences(ctx context.Context, n uint64) (first uint64, e
 		ON CONFLICT (id) DO UPDATE SET floor = ` + s.dialect.greatest() + `(event_sequence_floor.floor + ?, excluded.floor)
 		RETURNING floor`)
 	var floor int64
-	err = func() error {
-		defer s.observeWrite("statement", time.Now())
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
-		return s.sqlDB.QueryRowContext(ctx, query, int64(n), int64(n)).Scan(&floor)
-	}()
-	if err != nil {
+	if err := s.writeRow(ctx, query, []any{int64(n), int64(n)}, &floor); err != nil {
 		return 0, fmt.Errorf("reserve %d event sequences: %w", n, err)
 	}
 	return uint64(floor) - n + 1, nil

@@ -2,52 +2,11 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/agenticd/agenticd/internal/pgtest"
 )
-
-// twoStoresOnOneDatabase opens two stores, each with a connection pool of its own, on one
-// new database of the engine: two processes sharing it.
-func twoStoresOnOneDatabase(t *testing.T, e engine) (*Store, *Store) {
-	t.Helper()
-	var open func() *Store
-	switch e.name {
-	case "sqlite":
-		path := filepath.Join(t.TempDir(), "shared.db")
-		open = func() *Store {
-			s, err := New(context.Background(), openDB(t, path))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-	case "postgres":
-		dsn := pgtest.Shared(t).NewSchema(t)
-		open = func() *Store {
-			s, err := New(context.Background(), openPostgresDB(t, dsn))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-	default:
-		t.Fatalf("unknown engine %s", e.name)
-	}
-	a, b := open(), open()
-	t.Cleanup(func() {
-		for _, s := range []*Store{a, b} {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		}
-	})
-	return a, b
-}
 
 // Reservations follow one another from the stored floor up, and the floor covers them.
 func TestReserveSequences(t *testing.T) {
@@ -96,7 +55,7 @@ func TestReserveSequencesAboveTheLog(t *testing.T) {
 // overlap.
 func TestReserveSequencesConcurrently(t *testing.T) {
 	onEachEngine(t, func(t *testing.T, e engine) {
-		a, b := twoStoresOnOneDatabase(t, e)
+		a, b := e.openReplicaStores(t)
 		const goroutines, each, block = 16, 20, 7
 		var (
 			mu     sync.Mutex

@@ -523,20 +523,12 @@ func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, e
 	if err := writeBlocks(tx, m.ID, w); err != nil {
 		return nil, fmt.Errorf("save message %s: blocks: %w", m.ID, err)
 	}
-	touch := touchConversationSQL
-	if dialectOf(tx) == postgresDialect {
-		touch = touchConversationPostgresSQL
-	}
+	touch := `UPDATE conversations SET updated_at = ` + dialectOf(tx).greatest() + `(updated_at, ?) WHERE id = ?`
 	if err := tx.Exec(touch, now.UnixNano(), m.SessionID).Error; err != nil {
 		return nil, fmt.Errorf("save message %s: %w", m.ID, err)
 	}
 	return stored, nil
 }
-
-const (
-	touchConversationSQL         = `UPDATE conversations SET updated_at = MAX(updated_at, ?) WHERE id = ?`
-	touchConversationPostgresSQL = `UPDATE conversations SET updated_at = GREATEST(updated_at, ?) WHERE id = ?`
-)
 
 // readStoredRows reads a message's block rows as committed, each text known by its count
 // of parts and its last part.

@@ -7,8 +7,8 @@
 // connection goes by the content-type of its first request: application/grpc (and
 // application/grpc+codec) is native gRPC, anything else the HTTP server's. Clients keep
 // to one protocol per connection, so the first request decides for all of them. A client
-// whose first frames after its settings are neither a request nor a settings or window
-// update (a ping, say) is a gRPC client at rest: it goes to gRPC.
+// whose first frames after its settings are neither a request nor a settings, window
+// update or priority frame (a ping, say) is a gRPC client at rest: it goes to gRPC.
 //
 // Some HTTP/2 clients (grpc-go's among them) send no request before the server's
 // SETTINGS frame arrives, so the splitter sends an empty SETTINGS frame (all defaults)

@@ -327,6 +327,13 @@ func TestReplicaFencedOutOfATakenSession(t *testing.T) {
 		return n
 	}
 
+	// While the lease is this replica's, a turn's events are logged.
+	normal := turn()
+	for deadline := time.Now().Add(10 * time.Second); loggedOf(normal) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a turn's events never reached the log while the lease was this replica's")
+		}
+	}
 	// Another replica takes the session, as after a stall of this one longer than the
 	// lease; this replica still routes the session to itself for the rest of its ttl,
 	// and its turn runs to its end (its stored reply shows it).

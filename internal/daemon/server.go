@@ -261,7 +261,7 @@ func (s *Server) startReplica(registry *service.Registry, id, address string) (*
 func replicaIdentity(cfg Config, listening string) (id, address string, err error) {
 	address = cfg.Replica.Advertise
 	if address == "" {
-		host, _, _ := net.SplitHostPort(cfg.Listen)
+		host := hostOf(cfg.Listen)
 		_, port, _ := net.SplitHostPort(listening)
 		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 			if host, err = os.Hostname(); err != nil {

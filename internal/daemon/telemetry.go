@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,18 +44,9 @@ func newTelemetry(ctx context.Context, cfg Config, st *store.Store, logger *slog
 		}
 		t.provider, t.turns = tp, tracing.NewTurns(tp)
 		logger.Info("OpenTelemetry traces on", "exporter", os.Getenv("OTEL_TRACES_EXPORTER"),
-			"endpoint", cmpEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
+			"endpoint", cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
 	}
 	return t, nil
-}
-
-func cmpEnv(names ...string) string {
-	for _, n := range names {
-		if v := os.Getenv(n); v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // observers are the hub's observers for metrics and traces.

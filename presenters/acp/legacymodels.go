@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -111,7 +112,7 @@ func (l *legacyCalls) noteRequest(line []byte) {
 // answer was one to agenticd's own request (consumed here).
 func (l *legacyCalls) response(id json.RawMessage, line []byte) bool {
 	key := string(bytes.TrimSpace(id))
-	if bytes.HasPrefix([]byte(key), []byte(ownIDPrefix)) {
+	if strings.HasPrefix(key, ownIDPrefix) {
 		var msg struct {
 			Result json.RawMessage   `json:"result"`
 			Error  *sdk.RequestError `json:"error"`
