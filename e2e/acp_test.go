@@ -72,8 +72,21 @@ func lastSequence(t *testing.T, s *testServer, sessionID string) uint64 {
 // follow reads a session's events after a sequence until done says so, resuming the
 // stream when the server ends it for a slow reader (RESOURCE_EXHAUSTED): that is the
 // documented policy, and resuming must lose and repeat nothing. It returns the events
-// and how many times it resumed.
+// and how many times it resumed. Deltas come one by one, as published, so that a test
+// can compare the events exactly.
 func follow(t *testing.T, s *testServer, sessionID string, after uint64, done func(*agenticv1.AgenticEvent) bool) ([]*agenticv1.AgenticEvent, int) {
+	t.Helper()
+	return followStream(t, s, sessionID, after, true, done)
+}
+
+// followMerged is follow with the server's default: the deltas of one message that wait
+// together come as one.
+func followMerged(t *testing.T, s *testServer, sessionID string, after uint64, done func(*agenticv1.AgenticEvent) bool) ([]*agenticv1.AgenticEvent, int) {
+	t.Helper()
+	return followStream(t, s, sessionID, after, false, done)
+}
+
+func followStream(t *testing.T, s *testServer, sessionID string, after uint64, unmerged bool, done func(*agenticv1.AgenticEvent) bool) ([]*agenticv1.AgenticEvent, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -81,7 +94,9 @@ func follow(t *testing.T, s *testServer, sessionID string, after uint64, done fu
 	resumes := 0
 	last := after
 	for {
-		stream, err := s.Client.Subscribe(ctx, subscribeAfter(last, sessionID))
+		req := subscribeAfter(last, sessionID)
+		req.UnmergedDeltas = unmerged
+		stream, err := s.Client.Subscribe(ctx, req)
 		if err != nil {
 			t.Fatalf("Subscribe: %v", err)
 		}
@@ -350,8 +365,11 @@ func TestACPFloodsReachSubscribersWhole(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: SendMessage: %v", f.name, err)
 		}
-		next, granted := 0, false
-		events, resumes := follow(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
+		// Deltas come merged (the default) as they wait, so the chunks are cut out of the
+		// text: each must be whole, in order, and the agent's one line about the
+		// permission may sit between two of them.
+		next, granted, pending := 0, false, ""
+		events, resumes := followMerged(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
 			if r := ev.GetToolPermissionRequired(); r != nil {
 				if _, err := s.Client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: r.GetRequest().GetPermissionId(),
 					Answer: &agenticv1.RespondPermissionRequest_OptionId{OptionId: "allow"}}); err != nil {
@@ -359,15 +377,29 @@ func TestACPFloodsReachSubscribersWhole(t *testing.T) {
 				}
 			}
 			granted = granted || ev.GetToolPermissionGranted() != nil
-			if d := ev.GetMessageDelta(); d != nil && d.GetMessageId() == sent.GetMessageId() && !strings.HasPrefix(d.GetText(), "permission: ") {
-				idx, err := strconv.Atoi(strings.SplitN(d.GetText(), "|", 2)[0])
-				if err != nil || idx != next || len(d.GetText()) != f.size {
-					t.Fatalf("%s: delta %d is %.20q (%d bytes): want chunk %d of %d bytes", f.name, next, d.GetText(), len(d.GetText()), next, f.size)
+			if d := ev.GetMessageDelta(); d != nil && d.GetMessageId() == sent.GetMessageId() {
+				pending += d.GetText()
+				if strings.HasPrefix(pending, "permission: ") {
+					cut := strings.Index(pending, fmt.Sprintf("%08d|", next))
+					if cut < 0 {
+						cut = len(pending)
+					}
+					pending = pending[cut:]
 				}
-				next++
+				for len(pending) >= f.size {
+					chunk := pending[:f.size]
+					if idx, err := strconv.Atoi(strings.SplitN(chunk, "|", 2)[0]); err != nil || idx != next {
+						t.Fatalf("%s: chunk %d is %.20q: want chunk %d of %d bytes", f.name, next, chunk, next, f.size)
+					}
+					next++
+					pending = pending[f.size:]
+				}
 			}
 			return turnEnd(sent.GetMessageId())(ev)
 		})
+		if pending != "" {
+			t.Fatalf("%s: the reply ended with %d bytes that are not a whole chunk: %.40q", f.name, len(pending), pending)
+		}
 		t.Logf("%s: %d events, the stream was resumed %d times", f.name, len(events), resumes)
 		if next != f.count {
 			t.Fatalf("%s: %d chunks arrived, want %d", f.name, next, f.count)

@@ -183,8 +183,10 @@ func TestKillNineMidReply(t *testing.T) {
 		t.Fatalf("CreateSession: %v", err)
 	}
 	sessionID := created.GetSession().GetSessionId()
-	// Every event of the server, so that its sequences must follow one another.
-	stream, err := first.client.Subscribe(ctx, &agenticv1.SubscribeRequest{Start: &agenticv1.SubscribeRequest_OldestHeld{OldestHeld: true}})
+	// Every event of the server, each on its own, so that its sequences must follow one
+	// another.
+	stream, err := first.client.Subscribe(ctx, &agenticv1.SubscribeRequest{Start: &agenticv1.SubscribeRequest_OldestHeld{OldestHeld: true},
+		UnmergedDeltas: true})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
@@ -322,7 +324,8 @@ func resumeAfterRestart(ctx context.Context, t *testing.T, p *agenticdProcess, a
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := p.client.Subscribe(ctx, &agenticv1.SubscribeRequest{Start: &agenticv1.SubscribeRequest_AfterSequence{AfterSequence: after}})
+	stream, err := p.client.Subscribe(ctx, &agenticv1.SubscribeRequest{Start: &agenticv1.SubscribeRequest_AfterSequence{AfterSequence: after},
+		UnmergedDeltas: true})
 	if err != nil {
 		t.Fatalf("Subscribe after the restart: %v", err)
 	}

@@ -157,10 +157,11 @@ func dcSession(t *testing.T, s *testServer, ws, mode string) string {
 }
 
 // dcSubscribe follows a session's events from now on (the harness's Subscribe returns
-// once the server has registered the subscription, so nothing that follows is missed).
+// once the server has registered the subscription, so nothing that follows is missed),
+// deltas one by one.
 func dcSubscribe(t *testing.T, s *testServer, sessionID string) *eventStream {
 	t.Helper()
-	events := s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{sessionID}})
+	events := s.Subscribe(t, &agenticv1.SubscribeRequest{SessionIds: []string{sessionID}, UnmergedDeltas: true})
 	events.CaughtUp(t)
 	return events
 }

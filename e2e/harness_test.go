@@ -282,9 +282,11 @@ func IsType(typ agenticv1.AgenticEventType) func(*agenticv1.AgenticEvent) bool {
 	return func(ev *agenticv1.AgenticEvent) bool { return ev.GetType() == typ }
 }
 
-// subscribeAfter asks for the events after sequence (of these sessions; none: all).
+// subscribeAfter asks for the events after sequence (of these sessions; none: all),
+// deltas one by one as they were published, so that tests can compare events exactly.
 func subscribeAfter(sequence uint64, sessionIDs ...string) *agenticv1.SubscribeRequest {
-	return &agenticv1.SubscribeRequest{SessionIds: sessionIDs, Start: &agenticv1.SubscribeRequest_AfterSequence{AfterSequence: sequence}}
+	return &agenticv1.SubscribeRequest{SessionIds: sessionIDs, Start: &agenticv1.SubscribeRequest_AfterSequence{AfterSequence: sequence},
+		UnmergedDeltas: true}
 }
 
 // textContent is a message of one text part.

@@ -219,6 +219,8 @@ type recorder struct {
 // record subscribes through client and records the stream until the test ends.
 func record(t *testing.T, name string, client agenticv1.AgenticServiceClient, req *agenticv1.SubscribeRequest) *recorder {
 	t.Helper()
+	// Deltas one by one: the recordings are compared with the log event by event.
+	req.UnmergedDeltas = true
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := client.Subscribe(ctx, req)
 	if err == nil {

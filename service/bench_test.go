@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
@@ -60,11 +61,11 @@ func BenchmarkHubPublish(b *testing.B) {
 	}
 }
 
-// captureStream is a Subscribe stream without a network: it copies out each frame's bytes,
-// as gRPC's writer would, and counts the events in it.
+// captureStream is a Subscribe stream without a network: it copies out each frame's bytes
+// and frees the frame, as gRPC's writer would, and notes the sequence of its last event.
 type captureStream struct {
 	ctx      context.Context
-	received *atomic.Int64
+	received *atomic.Uint64
 	buf      []byte
 }
 
@@ -78,10 +79,26 @@ func (s *captureStream) SendMsg(m any) error {
 		for _, b := range f.slice {
 			s.buf = append(s.buf, b.ReadOnlyData()...)
 		}
-		s.received.Add(int64(len(f.slice) / 2)) // a header and an event each
+		s.received.Store(lastFrameSequence(s.buf))
+		f.slice.Free() // as gRPC does once the frame is written
 	}
 	return nil
 }
+
+// lastFrameSequence reads the sequence of an EventBatch frame's last event, skipping
+// over the others without decoding them.
+func lastFrameSequence(frame []byte) uint64 {
+	batch, _ := protowire.ConsumeBytes(frame[1:]) // SubscribeResponse.events
+	var last []byte
+	for len(batch) > 0 {
+		_, _, n := protowire.ConsumeTag(batch)
+		last, _ = protowire.ConsumeBytes(batch[n:])
+		batch = batch[n+protowire.ConsumeFieldValue(1, protowire.BytesType, batch[n:]):]
+	}
+	seq, _ := protowire.ConsumeVarint(last[1:]) // AgenticEvent.sequence comes first
+	return seq
+}
+
 func (s *captureStream) Context() context.Context     { return s.ctx }
 func (s *captureStream) SetHeader(metadata.MD) error  { return nil }
 func (s *captureStream) SendHeader(metadata.MD) error { return nil }
@@ -100,50 +117,39 @@ func BenchmarkSubscribeHandler(b *testing.B) {
 			}
 			svc := New(Options{Hub: h, Logger: discard})
 			ctx, cancel := context.WithCancel(bg)
-			received := make([]atomic.Int64, subscribers)
+			received := make([]atomic.Uint64, subscribers)
 			var wg sync.WaitGroup
 			for i := range subscribers {
 				wg.Go(func() {
 					_ = svc.Subscribe(&pb.SubscribeRequest{}, &captureStream{ctx: ctx, received: &received[i]})
 				})
 			}
-			// All registered once each has the first event.
-			em := presenters.NewEmitter(h, "agent", "session")
-			slowest := func() int64 {
+			slowest := func() uint64 {
 				m := received[0].Load()
 				for i := range received {
 					m = min(m, received[i].Load())
 				}
 				return m
 			}
+			// All registered once each has an event.
+			em := presenters.NewEmitter(h, "agent", "session")
 			for slowest() == 0 {
 				em.MessageDelta("m", presenters.RoleAssistant, "warm")
 				time.Sleep(time.Millisecond)
 			}
-			base := make([]int64, subscribers)
-			for i := range received {
-				base[i] = received[i].Load()
-			}
-			done := func(n int) bool {
-				for i := range received {
-					if received[i].Load()-base[i] < int64(n) {
-						return false
-					}
-				}
-				return true
-			}
 			chunk := strings.Repeat("x", 64)
+			seqs := make([]uint64, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				if i%256 == 0 {
-					for !done(i - 1024) {
+				if i%256 == 0 && i >= 1024 {
+					for slowest() < seqs[i-1024] {
 						runtime.Gosched()
 					}
 				}
-				em.MessageDelta("m", presenters.RoleAssistant, chunk)
+				seqs[i] = em.MessageDelta("m", presenters.RoleAssistant, chunk)
 			}
-			for !done(b.N) {
+			for slowest() < seqs[b.N-1] {
 				runtime.Gosched()
 			}
 			b.StopTimer()
@@ -182,29 +188,31 @@ func BenchmarkSubscribeStream(b *testing.B) {
 				}
 				streams[i] = &eventStream{AgenticService_SubscribeClient: stream}
 			}
-			received := make([]atomic.Int64, subscribers)
+			received := make([]atomic.Uint64, subscribers) // the last sequence each got
 			poke := make(chan struct{}, 1)
 			failed := make(chan error, subscribers)
 			var wg sync.WaitGroup
 			for i, s := range streams {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for received[i].Load() < int64(b.N) {
+				wg.Go(func() {
+					for {
 						frame, err := s.Recv()
 						if err != nil {
-							failed <- err
+							if ctx.Err() == nil {
+								failed <- err
+							}
 							return
 						}
-						received[i].Add(int64(len(frame.GetEvents().GetEvents())))
+						if evs := frame.GetEvents().GetEvents(); len(evs) > 0 {
+							received[i].Store(evs[len(evs)-1].GetSequence())
+						}
 						select {
 						case poke <- struct{}{}:
 						default:
 						}
 					}
-				}()
+				})
 			}
-			slowest := func() int64 {
+			slowest := func() uint64 {
 				m := received[0].Load()
 				for i := range received {
 					m = min(m, received[i].Load())
@@ -212,8 +220,8 @@ func BenchmarkSubscribeStream(b *testing.B) {
 				return m
 			}
 			// waitFor returns false when a subscriber failed.
-			waitFor := func(n int64) bool {
-				for slowest() < n {
+			waitFor := func(seq uint64) bool {
+				for slowest() < seq {
 					select {
 					case <-poke:
 					case err := <-failed:
@@ -224,17 +232,18 @@ func BenchmarkSubscribeStream(b *testing.B) {
 				return true
 			}
 			em := presenters.NewEmitter(e.hub, fakeID, "s")
+			seqs := make([]uint64, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
 			ok := true
 			for i := 0; i < b.N && ok; i++ {
-				if i%256 == 0 {
-					ok = waitFor(int64(i - streamWindow))
+				if i%256 == 0 && i >= streamWindow {
+					ok = waitFor(seqs[i-streamWindow])
 				}
-				em.MessageDelta("m", presenters.RoleAssistant, "a chunk of text")
+				seqs[i] = em.MessageDelta("m", presenters.RoleAssistant, "a chunk of text")
 			}
 			if ok {
-				waitFor(int64(b.N))
+				waitFor(seqs[b.N-1])
 			}
 			b.StopTimer()
 			cancel()

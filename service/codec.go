@@ -1,7 +1,6 @@
 package service
 
 import (
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -10,7 +9,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
@@ -18,45 +16,14 @@ import (
 )
 
 // encodedEvent is an AgenticEvent's wire bytes, encoded once and shared by every
-// subscriber: each stream's frames are built around them (eventBatchFrame) instead of
-// marshalling the event per stream.
-type encodedEvent struct {
-	// slice holds the bytes in a SliceBuffer, whose Ref and Free do nothing: gRPC only
-	// reads them, and they stay intact for the other streams.
-	slice mem.BufferSlice
-	size  int
-}
+// subscriber: each stream's frames are built from them (frameBuilder) instead of
+// marshalling the event per stream. Nothing writes to b after it is made.
+type encodedEvent struct{ b []byte }
 
-func newEncodedEvent(b []byte) *encodedEvent {
-	return &encodedEvent{slice: mem.BufferSlice{mem.SliceBuffer(b)}, size: len(b)}
-}
+func newEncodedEvent(b []byte) *encodedEvent { return &encodedEvent{b: b} }
 
 // encodedFrame is a message's wire bytes, which the codec below sends as they are.
 type encodedFrame struct{ slice mem.BufferSlice }
-
-// eventBatchFrame is the SubscribeResponse whose EventBatch holds evs. Only the field
-// headers are new bytes; the events' own bytes are shared, not copied: the frame is a
-// BufferSlice alternating headers and events, which gRPC reads out as one message.
-func eventBatchFrame(evs []*encodedEvent) *encodedFrame {
-	const tagSize = 1 // field 1, length-delimited: SubscribeResponse.events, EventBatch.events
-	batchLen := 0
-	for _, ev := range evs {
-		batchLen += tagSize + protowire.SizeVarint(uint64(ev.size)) + ev.size
-	}
-	headers := make([]byte, 0, tagSize+protowire.SizeVarint(uint64(batchLen))+len(evs)*(tagSize+binary.MaxVarintLen32))
-	headers = protowire.AppendTag(headers, 1, protowire.BytesType)
-	headers = protowire.AppendVarint(headers, uint64(batchLen))
-	slice := make(mem.BufferSlice, 0, 2*len(evs))
-	from := 0
-	for _, ev := range evs {
-		headers = protowire.AppendTag(headers, 1, protowire.BytesType)
-		headers = protowire.AppendVarint(headers, uint64(ev.size))
-		slice = append(slice, mem.SliceBuffer(headers[from:len(headers):len(headers)]))
-		slice = append(slice, ev.slice...)
-		from = len(headers)
-	}
-	return &encodedFrame{slice: slice}
-}
 
 // sharedEventCodec is gRPC's proto codec, except for encodedFrame and for requests with
 // invalid UTF-8 (invalidUTF8Requests).

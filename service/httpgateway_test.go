@@ -234,7 +234,7 @@ func TestSubscribeOverHTTPProtocols(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), streamWait)
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, rpcURL("Subscribe"),
-				bytes.NewReader(envelope(0, tc.encode(&pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from)}))))
+				bytes.NewReader(envelope(0, tc.encode(&pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from), UnmergedDeltas: true}))))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -234,12 +234,11 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		SequenceBlock:   opts.SequenceBlock,
 		ExclusiveBlocks: opts.Replica != "",
 		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
-		Size:            func(ev *encodedEvent) int { return ev.size },
+		Size:            func(ev *encodedEvent) int { return len(ev.b) },
 		Observer:        observers{proj: proj, others: opts.Observers},
 		Log:             log,
-		// An encoded event is one buffer of wire bytes (newEncodedEvent): the log keeps
-		// them as they are.
-		Marshal:      func(ev *encodedEvent) []byte { return ev.slice[0].ReadOnlyData() },
+		// The log keeps an event's wire bytes as they are.
+		Marshal:      func(ev *encodedEvent) []byte { return ev.b },
 		Unmarshal:    newEncodedEvent,
 		LogRetention: opts.LogRetention,
 		Logger:       logger,

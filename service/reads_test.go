@@ -446,7 +446,7 @@ func TestGetServerInfo(t *testing.T) {
 	if resp.GetOldestSequence() == 0 || resp.GetNewestSequence() != e.hub.LastSequence() || resp.GetOldestSequence() > resp.GetNewestSequence() {
 		t.Errorf("held range %d..%d, newest issued %d", resp.GetOldestSequence(), resp.GetNewestSequence(), e.hub.LastSequence())
 	}
-	for _, f := range []string{"request_id", "event_batches", "bookmarks", "heartbeats", "replay_marks", "agent_status_events"} {
+	for _, f := range []string{"request_id", "event_batches", "merged_deltas", "bookmarks", "heartbeats", "replay_marks", "agent_status_events"} {
 		if !slices.Contains(resp.GetFeatures(), f) {
 			t.Errorf("features %v lack %q", resp.GetFeatures(), f)
 		}

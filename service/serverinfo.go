@@ -14,6 +14,7 @@ import (
 var features = []string{
 	"request_id",          // retries with a request_id get the first answer
 	"event_batches",       // Subscribe sends EventBatch frames
+	"merged_deltas",       // waiting deltas of one message go out as one (SubscribeRequest.unmerged_deltas)
 	"bookmarks",           // filtered subscriptions get Bookmark frames
 	"heartbeats",          // idle streams get Heartbeat frames
 	"replay_marks",        // events a LoadSession replays are marked replay

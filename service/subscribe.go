@@ -58,7 +58,8 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 		silence.Reset(interval)
 		return nil
 	}
-	var taken []*encodedEvent // reused: a frame keeps the events' bytes, not this slice
+	var taken []*encodedEvent // reused: a frame copies the events' bytes, not this slice
+	frames := frameBuilder{merge: !req.GetUnmergedDeltas()}
 	caughtUp := false
 	for {
 		if !caughtUp {
@@ -77,7 +78,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 		}
 		taken = batch.Events
 		if len(batch.Events) > 0 {
-			if err := send(eventBatchFrame(batch.Events)); err != nil {
+			if err := send(frames.frame(batch.Events)); err != nil {
 				return err
 			}
 			clear(taken) // the frame has their bytes; this slice need not keep them alive

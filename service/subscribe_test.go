@@ -31,6 +31,34 @@ func checkConsecutive(t *testing.T, evs []*pb.AgenticEvent, from uint64) {
 	}
 }
 
+// recvTexts reads events until one has sequence until, and returns each session's
+// deltas' text joined. It fails unless sequences rise and until is met exactly: merged
+// deltas may skip sequences, but never cross or pass a resume point.
+func recvTexts(t *testing.T, stream *eventStream, until uint64) map[string]string {
+	t.Helper()
+	texts := map[string]*strings.Builder{}
+	var last uint64
+	for last < until {
+		ev := recv(t, stream)
+		if ev.GetSequence() <= last {
+			t.Fatalf("sequence %d after %d", ev.GetSequence(), last)
+		}
+		last = ev.GetSequence()
+		if texts[ev.GetSessionId()] == nil {
+			texts[ev.GetSessionId()] = &strings.Builder{}
+		}
+		texts[ev.GetSessionId()].WriteString(ev.GetMessageDelta().GetText())
+	}
+	if last != until {
+		t.Fatalf("the stream went from below %d to %d", until, last)
+	}
+	out := map[string]string{}
+	for id, b := range texts {
+		out[id] = b.String()
+	}
+	return out
+}
+
 func TestSubscribeOrderAcrossSessions(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	stream := e.subscribeLive(t, &pb.SubscribeRequest{})
@@ -123,22 +151,31 @@ func TestSubscribeUnknownTargets(t *testing.T) {
 }
 
 // Resuming while events keep coming: the replay and the live stream meet with no gap and
-// no duplicate.
+// no duplicate, event by event and with deltas merged.
 func TestSubscribeResumeWhilePublishing(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	seqs := publishDeltas(e.hub, fakeID, "s", 100)
-	from := seqs[49]
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		publishDeltas(e.hub, fakeID, "s", 200)
-	}()
-	stream := e.subscribe(t, &pb.SubscribeRequest{Start: after(from)})
-	wg.Wait()
-	final := e.hub.LastSequence()
-	evs := recvN(t, stream, int(final-from))
-	checkConsecutive(t, evs, from+1)
+	for _, unmerged := range []bool{true, false} {
+		t.Run(fmt.Sprintf("unmerged_deltas=%v", unmerged), func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			seqs := publishDeltas(e.hub, fakeID, "s", 100)
+			from := seqs[49]
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				publishDeltas(e.hub, fakeID, "s", 200)
+			}()
+			stream := e.subscribe(t, &pb.SubscribeRequest{Start: after(from), UnmergedDeltas: unmerged})
+			wg.Wait()
+			final := e.hub.LastSequence()
+			if unmerged {
+				checkConsecutive(t, recvN(t, stream, int(final-from)), from+1)
+				return
+			}
+			if got := recvTexts(t, stream, final)["s"]; got != strings.Repeat("x", int(final-from)) {
+				t.Errorf("got %d bytes of text, want %d", len(got), final-from)
+			}
+		})
+	}
 }
 
 func TestSubscribeOutOfRange(t *testing.T) {
@@ -163,7 +200,7 @@ func TestSubscribeOutOfRange(t *testing.T) {
 		t.Errorf("unknown resume point: %v", info)
 	}
 	// The oldest held point still works.
-	evs := recvN(t, e.subscribe(t, &pb.SubscribeRequest{Start: after(last - 8)}), 8)
+	evs := recvN(t, e.subscribe(t, &pb.SubscribeRequest{Start: after(last - 8), UnmergedDeltas: true}), 8)
 	checkConsecutive(t, evs, last-7)
 }
 
@@ -185,91 +222,129 @@ func TestGetSessionThenSubscribeAfterRingMoved(t *testing.T) {
 }
 
 // A subscriber that stops reading is ended with RESOURCE_EXHAUSTED naming the last
-// sequence it received; resuming from there delivers the rest; the publisher never waits.
+// sequence it received; resuming from there delivers the rest (event by event, or with
+// deltas merged, the same text); the publisher never waits.
 func TestSubscribeOverflowThenResume(t *testing.T) {
-	e := newEnv(t, envOptions{hub: HubOptions{SubscriberQueue: 4}})
-	// Small fixed flow-control windows, so that an unread stream backs up into the queue.
-	conn := dialBufconn(t, e.lis, "", grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
-	defer func() { _ = conn.Close() }()
-	client := pb.NewAgenticServiceClient(conn)
-	raw, err := client.Subscribe(t.Context(), &pb.SubscribeRequest{Start: after(e.hub.LastSequence())})
-	if err != nil {
-		t.Fatal(err)
+	for _, unmerged := range []bool{true, false} {
+		t.Run(fmt.Sprintf("unmerged_deltas=%v", unmerged), func(t *testing.T) {
+			e := newEnv(t, envOptions{hub: HubOptions{SubscriberQueue: 4}})
+			// Small fixed flow-control windows, so that an unread stream backs up into the queue.
+			conn := dialBufconn(t, e.lis, "", grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
+			defer func() { _ = conn.Close() }()
+			client := pb.NewAgenticServiceClient(conn)
+			raw, err := client.Subscribe(t.Context(), &pb.SubscribeRequest{Start: after(e.hub.LastSequence()), UnmergedDeltas: unmerged})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream := &eventStream{AgenticService_SubscribeClient: raw}
+			// Once this event arrives the subscriber is registered: what follows goes
+			// through its queue, not through a replay.
+			em := presenters.NewEmitter(e.hub, fakeID, "s")
+			start := em.MessageDelta("m", presenters.RoleAssistant, "ready")
+			recv(t, stream)
+			big := strings.Repeat("x", 32<<10)
+			const total = 100 // 3.2 MB: far more than windows plus queue
+			for range total {
+				em.MessageDelta("m", presenters.RoleAssistant, big)
+			}
+			got, err := recvUntilErr(stream)
+			st := wantCode(t, err, codes.ResourceExhausted)
+			if len(got) == 0 || got[len(got)-1].GetSequence() >= start+total {
+				t.Fatalf("received %d events, up to the last, before the overflow", len(got))
+			}
+			if unmerged {
+				checkConsecutive(t, got, start+1)
+			}
+			var text strings.Builder
+			for _, ev := range got {
+				text.WriteString(ev.GetMessageDelta().GetText())
+			}
+			last := got[len(got)-1].GetSequence()
+			if text.Len() != int(last-start)*len(big) {
+				t.Fatalf("%d bytes of text up to sequence %d, want %d", text.Len(), last, int(last-start)*len(big))
+			}
+			info := errorInfo(st)
+			if info == nil || info.GetMetadata()["last_sequence"] != strconv.FormatUint(last, 10) ||
+				!strings.Contains(st.Message(), fmt.Sprintf("after_sequence=%d", last)) {
+				t.Fatalf("overflow status %q %v should name the last received sequence %d", st.Message(), info, last)
+			}
+			resumed := e.subscribe(t, &pb.SubscribeRequest{Start: after(last), UnmergedDeltas: unmerged})
+			if unmerged {
+				checkConsecutive(t, recvN(t, resumed, int(start+total-last)), last+1)
+				return
+			}
+			if rest := recvTexts(t, resumed, start+total)["s"]; len(rest) != int(start+total-last)*len(big) {
+				t.Errorf("resumed with %d bytes of text, want %d", len(rest), int(start+total-last)*len(big))
+			}
+		})
 	}
-	stream := &eventStream{AgenticService_SubscribeClient: raw}
-	// Once this event arrives the subscriber is registered: what follows goes through its
-	// queue, not through a replay.
-	em := presenters.NewEmitter(e.hub, fakeID, "s")
-	start := em.MessageDelta("m", presenters.RoleAssistant, "ready")
-	recv(t, stream)
-	big := strings.Repeat("x", 32<<10)
-	const total = 100 // 3.2 MB: far more than windows plus queue
-	for range total {
-		em.MessageDelta("m", presenters.RoleAssistant, big)
-	}
-	got, err := recvUntilErr(stream)
-	st := wantCode(t, err, codes.ResourceExhausted)
-	if len(got) == 0 || len(got) >= total {
-		t.Fatalf("received %d events before the overflow", len(got))
-	}
-	checkConsecutive(t, got, start+1)
-	last := got[len(got)-1].GetSequence()
-	info := errorInfo(st)
-	if info == nil || info.GetMetadata()["last_sequence"] != strconv.FormatUint(last, 10) ||
-		!strings.Contains(st.Message(), fmt.Sprintf("after_sequence=%d", last)) {
-		t.Fatalf("overflow status %q %v should name the last received sequence %d", st.Message(), info, last)
-	}
-	rest := recvN(t, e.subscribe(t, &pb.SubscribeRequest{Start: after(last)}), int(start+total-last))
-	checkConsecutive(t, rest, last+1)
 }
 
+// Several publishers and subscribers at once: every subscriber gets every event in
+// order, event by event, or with deltas merged, every session's text whole and in order.
 func TestConcurrentSubscribers(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	const subscribers, publishers, perPublisher = 8, 4, 250
-	streams := make([]*eventStream, subscribers)
-	for i := range streams {
-		streams[i] = e.subscribeLive(t, &pb.SubscribeRequest{})
-	}
-	first := e.hub.LastSequence() + 1
-	var wg sync.WaitGroup
-	for p := range publishers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			em := presenters.NewEmitter(e.hub, fakeID, fmt.Sprintf("s%d", p))
+	for _, unmerged := range []bool{true, false} {
+		t.Run(fmt.Sprintf("unmerged_deltas=%v", unmerged), func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			const subscribers, publishers, perPublisher = 8, 4, 250
+			streams := make([]*eventStream, subscribers)
+			for i := range streams {
+				streams[i] = e.subscribeLive(t, &pb.SubscribeRequest{UnmergedDeltas: unmerged})
+			}
+			first := e.hub.LastSequence() + 1
+			var wg sync.WaitGroup
+			var want strings.Builder
 			for i := range perPublisher {
-				em.MessageDelta("m", presenters.RoleAssistant, strconv.Itoa(i))
+				want.WriteString(strconv.Itoa(i) + ",")
 			}
-		}()
-	}
-	errs := make(chan error, subscribers)
-	for _, stream := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			next := map[string]int{}
-			for i := range publishers * perPublisher {
-				ev, err := stream.next()
-				if err != nil {
-					errs <- err
-					return
-				}
-				if ev.GetSequence() != first+uint64(i) {
-					errs <- fmt.Errorf("sequence %d at position %d, want %d", ev.GetSequence(), i, first+uint64(i))
-					return
-				}
-				if n, _ := strconv.Atoi(ev.GetMessageDelta().GetText()); n != next[ev.GetSessionId()] {
-					errs <- fmt.Errorf("session %s: event %d arrived when %d was due", ev.GetSessionId(), n, next[ev.GetSessionId()])
-					return
-				}
-				next[ev.GetSessionId()]++
+			for p := range publishers {
+				wg.Go(func() {
+					em := presenters.NewEmitter(e.hub, fakeID, fmt.Sprintf("s%d", p))
+					for i := range perPublisher {
+						em.MessageDelta("m", presenters.RoleAssistant, strconv.Itoa(i)+",")
+					}
+				})
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+			if !unmerged {
+				wg.Wait()
+				for _, stream := range streams {
+					texts := recvTexts(t, stream, e.hub.LastSequence())
+					for p := range publishers {
+						if got := texts[fmt.Sprintf("s%d", p)]; got != want.String() {
+							t.Fatalf("session s%d: text %q, want %q", p, got, want.String())
+						}
+					}
+				}
+				return
+			}
+			errs := make(chan error, subscribers)
+			for _, stream := range streams {
+				wg.Go(func() {
+					next := map[string]int{}
+					for i := range publishers * perPublisher {
+						ev, err := stream.next()
+						if err != nil {
+							errs <- err
+							return
+						}
+						if ev.GetSequence() != first+uint64(i) {
+							errs <- fmt.Errorf("sequence %d at position %d, want %d", ev.GetSequence(), i, first+uint64(i))
+							return
+						}
+						if got := ev.GetMessageDelta().GetText(); got != strconv.Itoa(next[ev.GetSessionId()])+"," {
+							errs <- fmt.Errorf("session %s: event %q arrived when %d was due", ev.GetSessionId(), got, next[ev.GetSessionId()])
+							return
+						}
+						next[ev.GetSessionId()]++
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
 	}
 }
 
@@ -308,13 +383,14 @@ func frameSequences(frame *pb.SubscribeResponse) []uint64 {
 }
 
 // Events that already wait travel in one frame; events that come one at a time travel
-// one per frame. The replay ends with caught_up at the newest sequence.
+// one per frame. The replay ends with caught_up at the newest sequence. By default the
+// waiting deltas of one message travel as one event, with the last one's sequence.
 func TestSubscribeBatchesWhatWaits(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.storeSessions(t, fakeID, "s")
 	from := e.hub.LastSequence()
 	burst := publishDeltas(e.hub, fakeID, "s", 50)
-	stream := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from)})
+	stream := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from), UnmergedDeltas: true})
 	frame := recvFrame(t, stream)
 	if got := frameSequences(frame); len(got) != len(burst) || got[0] != burst[0] || got[len(got)-1] != burst[len(burst)-1] {
 		t.Fatalf("first frame %v, want the whole burst %d..%d in one batch", got, burst[0], burst[len(burst)-1])
@@ -328,6 +404,12 @@ func TestSubscribeBatchesWhatWaits(t *testing.T) {
 		if got := frameSequences(recvFrame(t, stream)); len(got) != 1 || got[0] != seq {
 			t.Fatalf("frame %v, want only %d", got, seq)
 		}
+	}
+
+	merged := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from)})
+	evs := recvFrame(t, merged).GetEvents().GetEvents()
+	if len(evs) != 1 || evs[0].GetSequence() != e.hub.LastSequence() || evs[0].GetMessageDelta().GetText() != strings.Repeat("x", 55) {
+		t.Fatalf("merged replay %v; want one delta of the 55 waiting, with the last sequence %d", evs, e.hub.LastSequence())
 	}
 }
 
@@ -451,7 +533,7 @@ func TestSubscribeOldestHeld(t *testing.T) {
 	e := newEnv(t, envOptions{hub: HubOptions{Capacity: 8}})
 	publishDeltas(e.hub, fakeID, "s", 20)
 	last := e.hub.LastSequence()
-	stream := e.subscribe(t, &pb.SubscribeRequest{Start: &pb.SubscribeRequest_OldestHeld{OldestHeld: true}})
+	stream := e.subscribe(t, &pb.SubscribeRequest{Start: &pb.SubscribeRequest_OldestHeld{OldestHeld: true}, UnmergedDeltas: true})
 	checkConsecutive(t, recvN(t, stream, 8), last-7)
 	if oldest, newest := e.hub.HeldRange(); oldest != last-7 || newest != last {
 		t.Errorf("HeldRange() = %d, %d; want %d, %d", oldest, newest, last-7, last)

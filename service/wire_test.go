@@ -101,7 +101,7 @@ func TestConvertersCleanInvalidUTF8(t *testing.T) {
 func TestInvalidUTF8NeitherBreaksStreamsNorHistory(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	id := e.createSession(t, fakeID).GetSessionId()
-	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{id}})
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{id}, UnmergedDeltas: true})
 	em := presenters.NewEmitter(e.hub, fakeID, id)
 	bad := em.MessageDelta("m", presenters.RoleAssistant, badUTF8)
 	next := em.MessageDelta("m", presenters.RoleAssistant, "next")
@@ -110,7 +110,7 @@ func TestInvalidUTF8NeitherBreaksStreamsNorHistory(t *testing.T) {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 	}
-	replay := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(bad - 1)})
+	replay := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(bad - 1), UnmergedDeltas: true})
 	if evs := recvN(t, replay, 2); evs[0].GetSequence() != bad || evs[1].GetSequence() != next {
 		t.Errorf("replay %v", evs)
 	}

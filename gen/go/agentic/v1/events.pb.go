@@ -257,8 +257,9 @@ func (ElicitationDecider) EnumDescriptor() ([]byte, []int) {
 //     removes from it.
 type AgenticEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Rises with each event, never reused; it may skip numbers (after a restart, and
-	// between replicas). Resume a stream with after_sequence. With several replicas on
+	// Rises with each event, never reused; it may skip numbers (after a restart, between
+	// replicas, and where a stream merged deltas: see SubscribeRequest.unmerged_deltas).
+	// Resume a stream with after_sequence. With several replicas on
 	// one database, order and resume points hold per session: each session's events
 	// rise, whichever replica ran them, but two replicas' events interleave in time, not
 	// in number (see Subscribe).
@@ -884,7 +885,9 @@ func (x *SessionClosed) GetReason() string {
 	return ""
 }
 
-// A chunk of the assistant's (or, during a replay, the user's) text.
+// A chunk of the assistant's (or, during a replay, the user's) text. Append it to the
+// message's text. A stream may carry several consecutive chunks of one message as one
+// (see SubscribeRequest.unmerged_deltas); appending gives the same text.
 type MessageDelta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`

@@ -2350,9 +2350,16 @@ type SubscribeRequest struct {
 	//	*SubscribeRequest_OldestHeld
 	Start isSubscribeRequest_Start `protobuf_oneof:"start"`
 	// Only events of these types (empty: all).
-	Types         []AgenticEventType `protobuf:"varint,4,rep,packed,name=types,proto3,enum=agentic.v1.AgenticEventType" json:"types,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Types []AgenticEventType `protobuf:"varint,4,rep,packed,name=types,proto3,enum=agentic.v1.AgenticEventType" json:"types,omitempty"`
+	// Send every MESSAGE_DELTA as it was published. By default, consecutive MESSAGE_DELTAs
+	// of one message that already wait for this stream together (it fell behind, the
+	// agent floods, a replay) go out as one event: their texts joined in order, with the
+	// sequence and event_time of the last, so the sequences of the others are skipped
+	// and resuming after the merged event's sequence is exact. A stream that keeps up
+	// gets each delta as it came: nothing waits to be merged.
+	UnmergedDeltas bool `protobuf:"varint,6,opt,name=unmerged_deltas,json=unmergedDeltas,proto3" json:"unmerged_deltas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubscribeRequest) Reset() {
@@ -2429,6 +2436,13 @@ func (x *SubscribeRequest) GetTypes() []AgenticEventType {
 		return x.Types
 	}
 	return nil
+}
+
+func (x *SubscribeRequest) GetUnmergedDeltas() bool {
+	if x != nil {
+		return x.UnmergedDeltas
+	}
+	return false
 }
 
 type isSubscribeRequest_Start interface {
@@ -3070,7 +3084,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x02 \x01(\tR\tmessageId\"J\n" +
 	"\x12GetMessageResponse\x124\n" +
-	"\amessage\x18\x01 \x01(\v2\x1a.agentic.v1.SessionMessageR\amessage\"\xd9\x01\n" +
+	"\amessage\x18\x01 \x01(\v2\x1a.agentic.v1.SessionMessageR\amessage\"\x82\x02\n" +
 	"\x10SubscribeRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1b\n" +
@@ -3078,7 +3092,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x0eafter_sequence\x18\x03 \x01(\x04H\x00R\rafterSequence\x12!\n" +
 	"\voldest_held\x18\x05 \x01(\bH\x00R\n" +
 	"oldestHeld\x122\n" +
-	"\x05types\x18\x04 \x03(\x0e2\x1c.agentic.v1.AgenticEventTypeR\x05typesB\a\n" +
+	"\x05types\x18\x04 \x03(\x0e2\x1c.agentic.v1.AgenticEventTypeR\x05types\x12'\n" +
+	"\x0funmerged_deltas\x18\x06 \x01(\bR\x0eunmergedDeltasB\a\n" +
 	"\x05start\"\xee\x01\n" +
 	"\x11SubscribeResponse\x120\n" +
 	"\x06events\x18\x01 \x01(\v2\x16.agentic.v1.EventBatchH\x00R\x06events\x122\n" +

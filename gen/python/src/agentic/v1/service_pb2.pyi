@@ -401,18 +401,20 @@ class SetModelResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ["after_sequence", "agent_ids", "oldest_held", "session_ids", "types"]
+    __slots__ = ["after_sequence", "agent_ids", "oldest_held", "session_ids", "types", "unmerged_deltas"]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
     OLDEST_HELD_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
+    UNMERGED_DELTAS_FIELD_NUMBER: _ClassVar[int]
     after_sequence: int
     agent_ids: _containers.RepeatedScalarFieldContainer[str]
     oldest_held: bool
     session_ids: _containers.RepeatedScalarFieldContainer[str]
     types: _containers.RepeatedScalarFieldContainer[_events_pb2.AgenticEventType]
-    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., agent_ids: _Optional[_Iterable[str]] = ..., after_sequence: _Optional[int] = ..., oldest_held: bool = ..., types: _Optional[_Iterable[_Union[_events_pb2.AgenticEventType, str]]] = ...) -> None: ...
+    unmerged_deltas: bool
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., agent_ids: _Optional[_Iterable[str]] = ..., after_sequence: _Optional[int] = ..., oldest_held: bool = ..., types: _Optional[_Iterable[_Union[_events_pb2.AgenticEventType, str]]] = ..., unmerged_deltas: bool = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
     __slots__ = ["bookmark", "caught_up", "events", "heartbeat"]

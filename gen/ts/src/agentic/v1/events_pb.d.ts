@@ -38,8 +38,9 @@ export declare const file_agentic_v1_events: GenFile;
  */
 export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
   /**
-   * Rises with each event, never reused; it may skip numbers (after a restart, and
-   * between replicas). Resume a stream with after_sequence. With several replicas on
+   * Rises with each event, never reused; it may skip numbers (after a restart, between
+   * replicas, and where a stream merged deltas: see SubscribeRequest.unmerged_deltas).
+   * Resume a stream with after_sequence. With several replicas on
    * one database, order and resume points hold per session: each session's events
    * rise, whichever replica ran them, but two replicas' events interleave in time, not
    * in number (see Subscribe).
@@ -296,7 +297,9 @@ export declare type SessionClosed = Message<"agentic.v1.SessionClosed"> & {
 export declare const SessionClosedSchema: GenMessage<SessionClosed>;
 
 /**
- * A chunk of the assistant's (or, during a replay, the user's) text.
+ * A chunk of the assistant's (or, during a replay, the user's) text. Append it to the
+ * message's text. A stream may carry several consecutive chunks of one message as one
+ * (see SubscribeRequest.unmerged_deltas); appending gives the same text.
  *
  * @generated from message agentic.v1.MessageDelta
  */

@@ -1,0 +1,232 @@
+package service
+
+import (
+	"bytes"
+	"slices"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+)
+
+// Merging deltas. A stream that fell behind (a slow client, a flood, a replay) finds many
+// events waiting at once, and in a streaming turn nearly all of them are MESSAGE_DELTAs
+// of one message. Decoding each costs every client far more than the text it carries, so
+// by default consecutive deltas of one message that wait together go out as one: their
+// texts joined, with the sequence and event_time of the last, which is also the resume
+// point. Nothing waits to be merged (a batch is what already waits), so a stream that
+// keeps up gets every delta as it came, and one that does not catches up faster.
+// SubscribeRequest.unmerged_deltas turns it off for a stream.
+
+// frameTagSize is the size of the tag of SubscribeResponse.events and of
+// EventBatch.events: field 1, length-delimited, one byte.
+const frameTagSize = 1
+
+// deltaParts are the fields of an encoded MESSAGE_DELTA event, as sub-slices of its
+// bytes: whole fields (tag included), but for text, which is the text alone. A field
+// left out (proto3 leaves out zero values) is nil.
+type deltaParts struct {
+	head      [6][]byte // sequence, session_id, agent_id, event_time, type, replay
+	messageID []byte
+	text      []byte
+	role      []byte
+}
+
+// headWireTypes are the wire types of deltaParts.head's fields.
+var headWireTypes = [6]protowire.Type{protowire.VarintType, protowire.BytesType, protowire.BytesType,
+	protowire.BytesType, protowire.VarintType, protowire.VarintType}
+
+// parseDelta reads an event's bytes as a MESSAGE_DELTA. ok is false for any other event,
+// and for bytes with fields it does not expect (repeated, unknown or of another wire
+// type): such an event is sent as it is.
+func parseDelta(b []byte) (d deltaParts, ok bool) {
+	var delta []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return d, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return d, false
+		}
+		field := b[:n+m]
+		switch {
+		case num >= eventSequenceField && num <= eventReplayField:
+			if d.head[num-1] != nil || typ != headWireTypes[num-1] {
+				return d, false
+			}
+			d.head[num-1] = field
+		case num == eventMessageDeltaField && typ == protowire.BytesType && delta == nil:
+			delta, _ = protowire.ConsumeBytes(b[n:])
+			delta = delta[:len(delta):len(delta)] // non-nil even when empty
+		default:
+			return d, false
+		}
+		b = b[n+m:]
+	}
+	if delta == nil || d.head[eventTypeField-1] == nil {
+		return d, false
+	}
+	if t, _ := protowire.ConsumeVarint(d.head[eventTypeField-1][1:]); t != uint64(pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DELTA) {
+		return d, false
+	}
+	for len(delta) > 0 {
+		num, typ, n := protowire.ConsumeTag(delta)
+		if n < 0 {
+			return d, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, delta[n:])
+		if m < 0 {
+			return d, false
+		}
+		field := delta[:n+m]
+		switch {
+		case num == deltaMessageIDField && typ == protowire.BytesType && d.messageID == nil:
+			d.messageID = field
+		case num == deltaTextField && typ == protowire.BytesType && d.text == nil:
+			d.text, _ = protowire.ConsumeBytes(delta[n:])
+			d.text = d.text[:len(d.text):len(d.text)]
+		case num == deltaRoleField && typ == protowire.VarintType && d.role == nil:
+			d.role = field
+		default:
+			return d, false
+		}
+		delta = delta[n+m:]
+	}
+	return d, true
+}
+
+// sameMessage reports whether b continues a's message: same session, agent, message,
+// role and replay mark.
+func (a *deltaParts) sameMessage(b *deltaParts) bool {
+	return bytes.Equal(a.head[eventSessionIDField-1], b.head[eventSessionIDField-1]) &&
+		bytes.Equal(a.head[eventAgentIDField-1], b.head[eventAgentIDField-1]) &&
+		bytes.Equal(a.head[eventReplayField-1], b.head[eventReplayField-1]) &&
+		bytes.Equal(a.messageID, b.messageID) && bytes.Equal(a.role, b.role)
+}
+
+// frameBuilder builds one stream's EventBatch frames; its scratch space is reused from
+// frame to frame.
+type frameBuilder struct {
+	merge bool
+	parts []deltaParts // per event of the batch being built
+	ok    []bool       // whether parts[i] is a delta
+	runs  []int        // the end (exclusive) of each run of events that go out as one
+}
+
+// frame is the SubscribeResponse whose EventBatch holds evs, deltas merged when the
+// builder merges, in one buffer from gRPC's pool that gRPC frees once it is written.
+func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
+	f.plan(evs)
+	batchLen, start := 0, 0
+	for _, end := range f.runs {
+		n := f.eventSize(evs, start, end)
+		batchLen += frameTagSize + protowire.SizeVarint(uint64(n)) + n
+		start = end
+	}
+	size := frameTagSize + protowire.SizeVarint(uint64(batchLen)) + batchLen
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	b := (*buf)[:0]
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(batchLen))
+	start = 0
+	for _, end := range f.runs {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(f.eventSize(evs, start, end)))
+		if end-start == 1 {
+			b = append(b, evs[start].b...)
+		} else {
+			b = f.appendMerged(b, start, end)
+		}
+		start = end
+	}
+	*buf = b
+	clear(f.parts) // they point into the events' bytes
+	return &encodedFrame{slice: mem.BufferSlice{mem.NewBuffer(buf, pool)}}
+}
+
+// maxMergedText bounds a merged delta's text far under MaxEventBytes. A batch is bounded
+// by maxBatchBytes anyway; this keeps the bound where the merging is.
+const maxMergedText = MaxEventBytes / 4
+
+// plan splits evs into runs: a single event, or consecutive deltas of one message.
+func (f *frameBuilder) plan(evs []*encodedEvent) {
+	f.runs = f.runs[:0]
+	if !f.merge || len(evs) < 2 {
+		for i := range evs {
+			f.runs = append(f.runs, i+1)
+		}
+		return
+	}
+	f.parts = slices.Grow(f.parts[:0], len(evs))[:len(evs)]
+	f.ok = slices.Grow(f.ok[:0], len(evs))[:len(evs)]
+	for i, ev := range evs {
+		f.parts[i], f.ok[i] = parseDelta(ev.b)
+	}
+	for start := 0; start < len(evs); {
+		end, text := start+1, len(f.parts[start].text)
+		for f.ok[start] && end < len(evs) && f.ok[end] && f.parts[start].sameMessage(&f.parts[end]) &&
+			text+len(f.parts[end].text) <= maxMergedText {
+			text += len(f.parts[end].text)
+			end++
+		}
+		f.runs = append(f.runs, end)
+		start = end
+	}
+}
+
+// eventSize is the encoded size of the event that runs start..end go out as.
+func (f *frameBuilder) eventSize(evs []*encodedEvent, start, end int) int {
+	if end-start == 1 {
+		return len(evs[start].b)
+	}
+	last := &f.parts[end-1]
+	n := 0
+	for _, field := range last.head {
+		n += len(field)
+	}
+	inner := f.mergedDeltaSize(start, end)
+	return n + protowire.SizeTag(eventMessageDeltaField) + protowire.SizeBytes(inner)
+}
+
+// mergedDeltaSize is the size of the merged MessageDelta message of runs start..end.
+func (f *frameBuilder) mergedDeltaSize(start, end int) int {
+	last := &f.parts[end-1]
+	text := f.mergedTextLen(start, end)
+	n := len(last.messageID) + len(last.role)
+	if text > 0 {
+		n += protowire.SizeTag(deltaTextField) + protowire.SizeBytes(text)
+	}
+	return n
+}
+
+func (f *frameBuilder) mergedTextLen(start, end int) int {
+	n := 0
+	for _, p := range f.parts[start:end] {
+		n += len(p.text)
+	}
+	return n
+}
+
+// appendMerged appends the one event runs start..end go out as: the last delta's fields
+// (its sequence and event_time among them) with every text of the run, in order.
+func (f *frameBuilder) appendMerged(b []byte, start, end int) []byte {
+	last := &f.parts[end-1]
+	for _, field := range last.head {
+		b = append(b, field...)
+	}
+	b = protowire.AppendTag(b, eventMessageDeltaField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(f.mergedDeltaSize(start, end)))
+	b = append(b, last.messageID...)
+	if text := f.mergedTextLen(start, end); text > 0 {
+		b = protowire.AppendTag(b, deltaTextField, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(text))
+		for _, p := range f.parts[start:end] {
+			b = append(b, p.text...)
+		}
+	}
+	return append(b, last.role...)
+}
