@@ -87,6 +87,10 @@ type Config struct {
 	// HeartbeatInterval is how long a Subscribe stream may stay silent before a heartbeat
 	// frame keeps idle proxies from closing it (default 15s).
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// MaxProcs is how many CPUs run agenticd's own Go code at once (GOMAXPROCS) when it
+	// runs as the program. 0, the default: half of those the process may use, at least
+	// one (see procs.go). The GOMAXPROCS environment variable, when set, wins.
+	MaxProcs int `yaml:"max_procs"`
 	// EventLog bounds the durable log of events in the database, from which subscribers
 	// resume beyond event_buffer and across restarts.
 	EventLog EventLogConfig `yaml:"event_log"`
@@ -465,6 +469,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log_format %q: use text or json", c.LogFormat)
+	}
+	if c.MaxProcs < 0 {
+		return fmt.Errorf("max_procs is %d: give how many CPUs agenticd's own code may use at once, or 0 (the default) for half of them", c.MaxProcs)
 	}
 	seen := make(map[string]bool, len(c.Agents))
 	for i, a := range c.Agents {

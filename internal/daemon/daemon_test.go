@@ -196,6 +196,7 @@ func TestValidate(t *testing.T) {
 		"origin with a path":        {func(c *Config) { c.AllowedOrigins = []string{"https://a.example/app"} }, "scheme, a host and an optional port"},
 		"log level":                 {func(c *Config) { c.LogLevel = "loud" }, "log_level"},
 		"log format":                {func(c *Config) { c.LogFormat = "xml" }, "log_format"},
+		"max procs":                 {func(c *Config) { c.MaxProcs = -1 }, "max_procs is -1"},
 		"agent type":                {func(c *Config) { c.Agents = []AgentConfig{{ID: "x.y", Type: "x"}} }, "unknown type"},
 		"agent no type":             {func(c *Config) { c.Agents = []AgentConfig{{ID: "acp.y"}} }, "type is required"},
 		"agent no id":               {func(c *Config) { c.Agents = []AgentConfig{{Type: "deepchat"}} }, "id is required"},

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -423,6 +424,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		defer debug.SetMemoryLimit(previous)
 		srv.memory.ownLimit()
 		logger.Debug("soft memory limit set", "limit_bytes", limit)
+	}
+	if procs, previous := setMaxProcs(srv.cfg.MaxProcs); procs > 0 {
+		defer runtime.GOMAXPROCS(previous)
+		logger.Debug("GOMAXPROCS set", "procs", procs, "cpus", runtime.NumCPU())
 	}
 	select {
 	case <-ctx.Done():
