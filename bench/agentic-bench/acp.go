@@ -30,6 +30,9 @@ type common struct {
 	// sharedConn puts several subscribers on one gRPC connection (one frontend
 	// multiplexing them) instead of one connection each (separate frontends).
 	sharedConn bool
+	// unmerged asks agenticd for every delta as the agent sent it
+	// (SubscribeRequest.unmerged_deltas) instead of runs of waiting deltas merged.
+	unmerged bool
 }
 
 func (c *common) register(fs *flag.FlagSet, runs int) {
@@ -40,6 +43,7 @@ func (c *common) register(fs *flag.FlagSet, runs int) {
 	fs.StringVar(&c.work, "work", "", "scratch directory (default: a new temp dir, removed afterwards)")
 	fs.StringVar(&c.results, "results", "", "append result rows (JSON lines) to this file")
 	fs.BoolVar(&c.sharedConn, "shared-conn", false, "several subscribers share one gRPC connection instead of one each")
+	fs.BoolVar(&c.unmerged, "unmerged-deltas", false, "subscribe with unmerged_deltas: one event per chunk, never merged")
 	c.profile.register(fs)
 }
 
@@ -161,7 +165,7 @@ func (t *grpcTurn) intactErr() error {
 
 // runGRPCTurn creates a session of agentID, subscribes subs streams to it, sends one
 // message and waits until every subscriber got the assistant's MESSAGE_END.
-func runGRPCTurn(ctx context.Context, s *server, agentID, workspace string, subs int, shared bool, newCheck func() *chunkCheck) *grpcTurn {
+func runGRPCTurn(ctx context.Context, s *server, agentID, workspace string, subs int, shared, unmerged bool, newCheck func() *chunkCheck) *grpcTurn {
 	t := &grpcTurn{}
 	created, err := s.client.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: agentID, Config: &pb.SessionConfig{Workspace: workspace}})
 	if err != nil {
@@ -208,7 +212,7 @@ func runGRPCTurn(ctx context.Context, s *server, agentID, workspace string, subs
 		client := clients[i]
 		go func() {
 			defer wg.Done()
-			r.err = followTurn(sctx, client, id, r, ready.Done)
+			r.err = followTurn(sctx, client, &pb.SubscribeRequest{SessionIds: []string{id}, UnmergedDeltas: unmerged}, r, ready.Done)
 		}()
 	}
 	// Every subscription is registered (the server sends headers only then) before the
@@ -232,25 +236,32 @@ func runGRPCTurn(ctx context.Context, s *server, agentID, workspace string, subs
 	return t
 }
 
-// layout says how several subscribers connect, for the rows' figures.
+// layout says how several subscribers connect, and whether deltas are merged, for the
+// rows' figures.
 func (c *common) layout(subs int) string {
+	out := ""
 	switch {
 	case subs <= 1:
-		return ""
 	case c.sharedConn:
-		return ", all on one gRPC connection"
+		out = ", all on one gRPC connection"
+	default:
+		out = ", one gRPC connection each"
 	}
-	return ", one gRPC connection each"
+	if c.unmerged {
+		out += ", unmerged deltas"
+	}
+	return out
 }
 
-// followTurn subscribes to the session and reads until the assistant's MESSAGE_END. A
-// stream ended with RESOURCE_EXHAUSTED (the subscriber fell a whole queue behind) is
-// resumed from the last sequence received, as the API asks clients to do; the resumes
-// are counted. registered is called once the first subscription is registered.
-func followTurn(ctx context.Context, client pb.AgenticServiceClient, sessionID string, r *subResult, registered func()) error {
+// followTurn subscribes with req and reads until the assistant's MESSAGE_END. A stream
+// ended with RESOURCE_EXHAUSTED (the subscriber fell a whole queue behind) is resumed
+// from the last sequence received, as the API asks clients to do; the resumes are
+// counted. registered is called once the first subscription is registered.
+func followTurn(ctx context.Context, client pb.AgenticServiceClient, req *pb.SubscribeRequest, r *subResult, registered func()) error {
 	first := true
 	for {
-		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{sessionID}, Start: after(r.lastSeq)})
+		req.Start = after(r.lastSeq)
+		stream, err := client.Subscribe(ctx, req)
 		if err == nil && first {
 			_, err = stream.Header()
 		}
@@ -336,7 +347,7 @@ func (c *common) serverRun(ctx context.Context, name string, subs int, newCheck 
 	if err != nil {
 		return &grpcTurn{err: err}
 	}
-	t := runGRPCTurn(ctx, s, benchACPAgent, workspace, subs, c.sharedConn, newCheck)
+	t := runGRPCTurn(ctx, s, benchACPAgent, workspace, subs, c.sharedConn, c.unmerged, newCheck)
 	if err := s.stop(); err != nil && t.err == nil {
 		t.err = fmt.Errorf("stop %s: %w", s.name, err)
 	}

@@ -338,7 +338,9 @@ func (c *common) floodTurn(ctx context.Context, s *server, workspace string, cou
 	followed := make(chan error, 1)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { followed <- followTurn(sctx, s.client, t.sessionID, r, func() { close(registered) }) }()
+	go func() {
+		followed <- followTurn(sctx, s.client, &pb.SubscribeRequest{SessionIds: []string{t.sessionID}}, r, func() { close(registered) })
+	}()
 	<-registered
 	var atEnd func() error
 	if around != nil {

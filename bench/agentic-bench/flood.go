@@ -207,10 +207,18 @@ func floodCmd(ctx context.Context, args []string) error {
 	if !*baselines {
 		rows = withoutBaselineTargets(rows)
 	}
+	if c.unmerged {
+		// The targets are for what a client gets by default; this run shows what the
+		// fan-out costs per gRPC event.
+		for i := range rows {
+			if strings.Contains(rows[i].Target, "bare SDK") || strings.Contains(rows[i].Target, "raw reader") {
+				rows[i].Target, rows[i].Met = "", ""
+			}
+		}
+	}
 	return emit(c.results, rows...)
 }
 
-// floodRows renders a flood's rows; relay is nil when the relay did not run.
 // withoutBaselineTargets drops the targets measured against the raw reader or the bare
 // SDK from rows of a run without them: such a row is read against the same row of the
 // run with them (the metrics and tracing rows against the plain flood's).
@@ -224,6 +232,7 @@ func withoutBaselineTargets(rows []Row) []Row {
 	return rows
 }
 
+// floodRows renders a flood's rows; relay is nil when the relay did not run.
 func floodRows(section string, count, size, subs int, layout string, raw, bare *baselineRuns, a, relay *serverRuns) []Row {
 	intact := []string{a.intact(), raw.intact(), bare.intact()}
 	notes := failNotes(a.fails, raw.fails, bare.fails)
