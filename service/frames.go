@@ -117,7 +117,8 @@ type frameBuilder struct {
 }
 
 // frame is the SubscribeResponse whose EventBatch holds evs, deltas merged when the
-// builder merges, in one buffer from gRPC's pool that gRPC frees once it is written.
+// builder merges, in one buffer from gRPC's buffer pool. gRPC frees it once written, so
+// a frame is sent once.
 func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
 	f.plan(evs)
 	batchLen, start := 0, 0
@@ -148,9 +149,9 @@ func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
 	return &encodedFrame{slice: mem.BufferSlice{mem.NewBuffer(buf, pool)}}
 }
 
-// maxMergedText bounds a merged delta's text far under MaxEventBytes. A batch is bounded
-// by maxBatchBytes anyway; this keeps the bound where the merging is.
-const maxMergedText = MaxEventBytes / 4
+// A merged delta is no larger than the batch it came in, which keeps it under
+// MaxEventBytes: this fails to compile should maxBatchBytes ever pass it.
+const _ = uint(MaxEventBytes - maxBatchBytes)
 
 // plan splits evs into runs: a single event, or consecutive deltas of one message.
 func (f *frameBuilder) plan(evs []*encodedEvent) {
@@ -167,10 +168,8 @@ func (f *frameBuilder) plan(evs []*encodedEvent) {
 		f.parts[i], f.ok[i] = parseDelta(ev.b)
 	}
 	for start := 0; start < len(evs); {
-		end, text := start+1, len(f.parts[start].text)
-		for f.ok[start] && end < len(evs) && f.ok[end] && f.parts[start].sameMessage(&f.parts[end]) &&
-			text+len(f.parts[end].text) <= maxMergedText {
-			text += len(f.parts[end].text)
+		end := start + 1
+		for f.ok[start] && end < len(evs) && f.ok[end] && f.parts[start].sameMessage(&f.parts[end]) {
 			end++
 		}
 		f.runs = append(f.runs, end)

@@ -229,66 +229,74 @@ func TestSubscribeOverHTTPProtocols(t *testing.T) {
 		{"connect-json-h2c", "application/connect+json", true, mustJSON, protojson.Unmarshal, 0x02},
 		{"grpc-web-proto-http1", "application/grpc-web+proto", false, mustProto, proto.Unmarshal, 0x80},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), streamWait)
-			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, rpcURL("Subscribe"),
-				bytes.NewReader(envelope(0, tc.encode(&pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from), UnmergedDeltas: true}))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", tc.contentType)
-			resp, err := e.httpClient(t, tc.h2c).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %s: %s", resp.Status, readAll(t, resp.Body))
-			}
-			br := bufio.NewReader(resp.Body)
-			var got []uint64
-			for caughtUp := false; !caughtUp; {
-				f, err := readFrame(br)
+	for _, unmerged := range []bool{true, false} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s/unmerged_deltas=%v", tc.name, unmerged), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), streamWait)
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, rpcURL("Subscribe"),
+					bytes.NewReader(envelope(0, tc.encode(&pb.SubscribeRequest{SessionIds: []string{"s"}, Start: after(from), UnmergedDeltas: unmerged}))))
 				if err != nil {
-					t.Fatalf("after %d events: %v", len(got), err)
-				}
-				if f.flags&tc.end != 0 {
-					t.Fatalf("the stream ended: %s", f.data)
-				}
-				var msg pb.SubscribeResponse
-				if err := tc.decode(f.data, &msg); err != nil {
-					t.Fatalf("%v: %q", err, f.data)
-				}
-				for _, ev := range msg.GetEvents().GetEvents() {
-					got = append(got, ev.GetSequence())
-				}
-				caughtUp = msg.GetCaughtUp() != nil
-			}
-			if want := seqs[5:]; fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("replayed %v, want %v", got, want)
-			}
-			// Live events follow the replay on the same stream.
-			live := publishDeltas(e.hub, fakeID, "s", 1)[0]
-			seqs = append(seqs, live)
-			for {
-				f, err := readFrame(br)
-				if err != nil {
-					t.Fatalf("waiting for the live event %d: %v", live, err)
-				}
-				var msg pb.SubscribeResponse
-				if err := tc.decode(f.data, &msg); err != nil {
 					t.Fatal(err)
 				}
-				if evs := msg.GetEvents().GetEvents(); len(evs) > 0 {
-					if evs[0].GetSequence() != live {
-						t.Fatalf("live event %d, want %d", evs[0].GetSequence(), live)
-					}
-					return
+				req.Header.Set("Content-Type", tc.contentType)
+				resp, err := e.httpClient(t, tc.h2c).Do(req)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %s: %s", resp.Status, readAll(t, resp.Body))
+				}
+				br := bufio.NewReader(resp.Body)
+				var got []uint64
+				var text strings.Builder
+				for caughtUp := false; !caughtUp; {
+					f, err := readFrame(br)
+					if err != nil {
+						t.Fatalf("after %d events: %v", len(got), err)
+					}
+					if f.flags&tc.end != 0 {
+						t.Fatalf("the stream ended: %s", f.data)
+					}
+					var msg pb.SubscribeResponse
+					if err := tc.decode(f.data, &msg); err != nil {
+						t.Fatalf("%v: %q", err, f.data)
+					}
+					for _, ev := range msg.GetEvents().GetEvents() {
+						got = append(got, ev.GetSequence())
+						text.WriteString(ev.GetMessageDelta().GetText())
+					}
+					caughtUp = msg.GetCaughtUp() != nil
+				}
+				want := seqs[5:]
+				if !unmerged { // the replayed deltas waited together: one event, the last one's sequence
+					want = want[len(want)-1:]
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) || text.String() != strings.Repeat("x", len(seqs)-5) {
+					t.Fatalf("replayed %v with text %q, want %v with %d x", got, text.String(), want, len(seqs)-5)
+				}
+				// Live events follow the replay on the same stream.
+				live := publishDeltas(e.hub, fakeID, "s", 1)[0]
+				seqs = append(seqs, live)
+				for {
+					f, err := readFrame(br)
+					if err != nil {
+						t.Fatalf("waiting for the live event %d: %v", live, err)
+					}
+					var msg pb.SubscribeResponse
+					if err := tc.decode(f.data, &msg); err != nil {
+						t.Fatal(err)
+					}
+					if evs := msg.GetEvents().GetEvents(); len(evs) > 0 {
+						if evs[0].GetSequence() != live {
+							t.Fatalf("live event %d, want %d", evs[0].GetSequence(), live)
+						}
+						return
+					}
+				}
+			})
+		}
 	}
 }
 

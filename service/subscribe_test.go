@@ -306,14 +306,40 @@ func TestConcurrentSubscribers(t *testing.T) {
 				})
 			}
 			if !unmerged {
-				wg.Wait()
+				// Readers run while the publishers do, each until it has every session's
+				// whole text.
+				errs := make(chan error, subscribers)
 				for _, stream := range streams {
-					texts := recvTexts(t, stream, e.hub.LastSequence())
-					for p := range publishers {
-						if got := texts[fmt.Sprintf("s%d", p)]; got != want.String() {
-							t.Fatalf("session s%d: text %q, want %q", p, got, want.String())
+					wg.Go(func() {
+						texts := map[string]string{}
+						var last uint64
+						for whole := 0; whole < publishers; {
+							ev, err := stream.next()
+							if err != nil {
+								errs <- err
+								return
+							}
+							if ev.GetSequence() <= last {
+								errs <- fmt.Errorf("sequence %d after %d", ev.GetSequence(), last)
+								return
+							}
+							last = ev.GetSequence()
+							id := ev.GetSessionId()
+							texts[id] += ev.GetMessageDelta().GetText()
+							if !strings.HasPrefix(want.String(), texts[id]) {
+								errs <- fmt.Errorf("session %s: text %q is not how %q begins", id, texts[id], want.String())
+								return
+							}
+							if len(texts[id]) == want.Len() {
+								whole++
+							}
 						}
-					}
+					})
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Error(err)
 				}
 				return
 			}

@@ -178,7 +178,8 @@ func measureLog(ctx context.Context, dbPath string) (events, data, pages int64, 
 // resumeRun is a subscriber resuming, after a flood, from the point before it.
 type resumeRun struct {
 	elapsed time.Duration // Subscribe → MESSAGE_END
-	events  int           // events it received
+	events  int           // gRPC events it received (merged deltas count once)
+	chunks  int           // the agent's chunks they carried, every one checked
 	err     error
 }
 
@@ -186,7 +187,7 @@ func (r resumeRun) String() string {
 	if r.err != nil {
 		return "resume: " + oneLine(r.err.Error())
 	}
-	return fmt.Sprintf("resume of %d events %.0f ms", r.events, ms(r.elapsed))
+	return fmt.Sprintf("resume of %d chunks in %d events %.0f ms", r.chunks, r.events, ms(r.elapsed))
 }
 
 // resumeRun floods one turn through agenticd holding only ring events, then times a
@@ -213,7 +214,7 @@ func (c *common) resumeRun(ctx context.Context, count, size, ring int) resumeRun
 	r := &subResult{lastSeq: t.before, check: newChunkCheck(size, count)}
 	start := time.Now()
 	err = followTurnCounting(ctx, s.client, t.sessionID, r, counter)
-	out.elapsed, out.events = time.Since(start), counter.n
+	out.elapsed, out.events, out.chunks = time.Since(start), counter.n, count
 	if err == nil {
 		err = r.check.intact()
 	}
@@ -431,7 +432,7 @@ func logCostRows(section, cmd, label string, costs []logCost) []Row {
 // resumeRows renders the resume runs' figure.
 func resumeRows(section, cmd, label string, ring int, resumes []resumeRun) []Row {
 	var rows []Row
-	var resumeMs, resumeEvents []float64
+	var resumeMs, resumeEvents, resumeChunks []float64
 	var fails []string
 	for _, r := range resumes {
 		if r.err != nil {
@@ -440,6 +441,7 @@ func resumeRows(section, cmd, label string, ring int, resumes []resumeRun) []Row
 		}
 		resumeMs = append(resumeMs, ms(r.elapsed))
 		resumeEvents = append(resumeEvents, float64(r.events))
+		resumeChunks = append(resumeChunks, float64(r.chunks))
 	}
 	runs := fmt.Sprintf("%d of %d intact", len(resumeMs), len(resumes))
 	resumeFigure := fmt.Sprintf("resume of a %s turn from the log (event_buffer %d, so the ring holds only its end)", label, ring)
@@ -447,8 +449,8 @@ func resumeRows(section, cmd, label string, ring int, resumes []resumeRun) []Row
 		rows = append(rows, Row{Section: section, Figure: resumeFigure, Value: "no intact run", Met: "n/a", Runs: runs, Command: cmd, Notes: failNotes(fails)})
 	} else {
 		rows = append(rows, Row{Section: section, Figure: resumeFigure,
-			Value: fmt.Sprintf("%.0f ms (%s ev/s)", median(resumeMs), si(median(resumeEvents)/median(resumeMs)*1000)), Runs: runs, Command: cmd,
-			Notes: fmt.Sprintf("Subscribe(after_sequence = before the turn) → its MESSAGE_END, %.0f events, every chunk checked in order", median(resumeEvents))})
+			Value: fmt.Sprintf("%.0f ms (%s chunks/s)", median(resumeMs), si(median(resumeChunks)/median(resumeMs)*1000)), Runs: runs, Command: cmd,
+			Notes: fmt.Sprintf("Subscribe(after_sequence = before the turn) → its MESSAGE_END, every chunk checked in order; %.0f gRPC events carried the %.0f chunks (the deltas waiting together merged)", median(resumeEvents), median(resumeChunks))})
 	}
 	return rows
 }

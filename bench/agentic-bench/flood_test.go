@@ -44,7 +44,7 @@ func TestFloodRowsBaselineChoice(t *testing.T) {
 			for _, r := range tc.bare {
 				bare.add(r)
 			}
-			rows := floodRows("ACP flood", count, 64, 16, ", one gRPC connection each", raw, bare, agenticd(tc.seconds), nil)
+			rows := floodRows("ACP flood", count, 64, 16, ", one gRPC connection each", false, raw, bare, agenticd(tc.seconds), nil)
 			if len(rows) == 0 {
 				t.Fatal("no rows")
 			}

@@ -196,11 +196,12 @@ func runProtocolTurn(ctx context.Context, s *server, p subscribeProtocol, worksp
 	defer closeClient()
 	liveCtx, cancelLive := context.WithCancel(ctx)
 	defer cancelLive()
-	// No session filter: then the stream carries every sequence after the resume point,
-	// and a gap can only be a lost event (a filter would skip other sessions' and the
-	// agent's events without saying so).
+	// No session filter and unmerged deltas: then the stream carries every sequence after
+	// the resume point, and a gap can only be a lost event (a filter would skip other
+	// sessions' and the agent's events without saying so, merging the merged deltas').
+	// Unmerged, the rows also compare what each protocol costs per event.
 	seq := &sequenceCheck{last: before}
-	stream, err := open(liveCtx, &pb.SubscribeRequest{Start: after(before)})
+	stream, err := open(liveCtx, &pb.SubscribeRequest{Start: after(before), UnmergedDeltas: true})
 	if err != nil {
 		return fail(fmt.Errorf("Subscribe: %w", err))
 	}
@@ -234,7 +235,7 @@ func readReplay(ctx context.Context, open openStream, wire *atomic.Int64, before
 	defer cancel()
 	wireBefore := wire.Load()
 	start := time.Now()
-	stream, err := open(ctx, &pb.SubscribeRequest{Start: after(before)})
+	stream, err := open(ctx, &pb.SubscribeRequest{Start: after(before), UnmergedDeltas: true})
 	if err != nil {
 		r.err = fmt.Errorf("Subscribe: %w", err)
 		return r
@@ -258,7 +259,7 @@ func readProtocolTurn(ctx context.Context, stream frameStream, open openStream, 
 		recv := time.Now()
 		if status.Code(err) == codes.ResourceExhausted {
 			t.resumes++
-			if stream, err = open(ctx, &pb.SubscribeRequest{Start: after(seq.last)}); err != nil {
+			if stream, err = open(ctx, &pb.SubscribeRequest{Start: after(seq.last), UnmergedDeltas: true}); err != nil {
 				return time.Time{}, fmt.Errorf("resume Subscribe after %d: %w", seq.last, err)
 			}
 			continue

@@ -176,7 +176,8 @@ func followStamped(ctx context.Context, client pb.AgenticServiceClient, sessionI
 	sub := &stampedSub{r: &subResult{lastSeq: from, check: check}}
 	first := true
 	for {
-		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{sessionID}, Start: after(sub.r.lastSeq)})
+		// Unmerged: each delta's own event_time is the latency's start.
+		stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{sessionID}, Start: after(sub.r.lastSeq), UnmergedDeltas: true})
 		if err == nil && first {
 			_, err = stream.Header() // sent once the subscription is registered
 		}
@@ -606,7 +607,9 @@ func (c *common) failoverRun(ctx context.Context, pg *pgCluster, ttl time.Durati
 	}
 	sctx, stopSub := context.WithCancel(ctx)
 	defer stopSub()
-	stream, err := cc.client.Subscribe(sctx, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(got.GetSession().GetLastSequence())})
+	// Unmerged: the chunks are counted one delta each.
+	stream, err := cc.client.Subscribe(sctx, &pb.SubscribeRequest{SessionIds: []string{id}, Start: after(got.GetSession().GetLastSequence()),
+		UnmergedDeltas: true})
 	if err == nil {
 		_, err = stream.Header()
 	}

@@ -425,8 +425,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		srv.memory.ownLimit()
 		logger.Debug("soft memory limit set", "limit_bytes", limit)
 	}
-	if procs, previous := setMaxProcs(srv.cfg.MaxProcs); procs > 0 {
-		defer runtime.GOMAXPROCS(previous)
+	if procs := setMaxProcs(srv.cfg.MaxProcs); procs > 0 {
+		defer runtime.SetDefaultGOMAXPROCS()
 		logger.Debug("GOMAXPROCS set", "procs", procs, "cpus", runtime.NumCPU())
 	}
 	select {

@@ -2351,12 +2351,13 @@ type SubscribeRequest struct {
 	Start isSubscribeRequest_Start `protobuf_oneof:"start"`
 	// Only events of these types (empty: all).
 	Types []AgenticEventType `protobuf:"varint,4,rep,packed,name=types,proto3,enum=agentic.v1.AgenticEventType" json:"types,omitempty"`
-	// Send every MESSAGE_DELTA as it was published. By default, consecutive MESSAGE_DELTAs
-	// of one message that already wait for this stream together (it fell behind, the
-	// agent floods, a replay) go out as one event: their texts joined in order, with the
-	// sequence and event_time of the last, so the sequences of the others are skipped
-	// and resuming after the merged event's sequence is exact. A stream that keeps up
-	// gets each delta as it came: nothing waits to be merged.
+	// Send every MESSAGE_DELTA as it was published. By default, MESSAGE_DELTAs that come
+	// one after another in this stream (after its filters) and already wait for it
+	// together (it fell behind, the agent floods, a replay) go out as one event when
+	// they share session, agent, message_id, role and replay mark: their texts joined in
+	// order, with the sequence and event_time of the last, so the sequences of the
+	// others are skipped and resuming after the merged event's sequence is exact. A
+	// stream that keeps up gets each delta as it came: nothing waits to be merged.
 	UnmergedDeltas bool `protobuf:"varint,6,opt,name=unmerged_deltas,json=unmergedDeltas,proto3" json:"unmerged_deltas,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
