@@ -154,7 +154,7 @@ func BenchmarkHubPublishNoSubscribers(b *testing.B) {
 
 // BenchmarkSubscribeGRPC: the hub's fan-out through a real gRPC server and clients on
 // loopback TCP in this process; events/s is per subscriber (events arrive in batches when
-// a subscriber falls behind).
+// a subscriber falls behind, every delta on its own: unmerged).
 func BenchmarkSubscribeGRPC(b *testing.B) {
 	for _, subs := range []int{1, 16} {
 		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
@@ -165,7 +165,7 @@ func BenchmarkSubscribeGRPC(b *testing.B) {
 			p := newProgress(subs)
 			var wg sync.WaitGroup
 			for i := 0; i < subs; i++ {
-				stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{benchSession}})
+				stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{benchSession}, UnmergedDeltas: true})
 				if err != nil {
 					b.Fatal(err)
 				}
