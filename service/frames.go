@@ -37,21 +37,37 @@ type deltaParts struct {
 var headWireTypes = [6]protowire.Type{protowire.VarintType, protowire.BytesType, protowire.BytesType,
 	protowire.BytesType, protowire.VarintType, protowire.VarintType}
 
+// nextField splits b's first field off: its number and wire type, the whole field (tag
+// included), and where its value starts in it. ok is false for bytes that are not one.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, field []byte, valueAt int, ok bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, 0, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b[n:])
+	if m < 0 {
+		return 0, 0, nil, 0, false
+	}
+	return num, typ, b[: n+m : n+m], n, true
+}
+
+// bytesValue is a length-delimited field's value, non-nil even when empty.
+func bytesValue(field []byte, valueAt int) []byte {
+	v, _ := protowire.ConsumeBytes(field[valueAt:])
+	return v[:len(v):len(v)]
+}
+
 // parseDelta reads an event's bytes as a MESSAGE_DELTA. ok is false for any other event,
 // and for bytes with fields it does not expect (repeated, unknown or of another wire
 // type): such an event is sent as it is.
 func parseDelta(b []byte) (d deltaParts, ok bool) {
 	var delta []byte
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		num, typ, field, valueAt, ok := nextField(b)
+		if !ok {
 			return d, false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return d, false
-		}
-		field := b[:n+m]
+		b = b[len(field):]
 		switch {
 		case num >= eventSequenceField && num <= eventReplayField:
 			if d.head[num-1] != nil || typ != headWireTypes[num-1] {
@@ -59,12 +75,10 @@ func parseDelta(b []byte) (d deltaParts, ok bool) {
 			}
 			d.head[num-1] = field
 		case num == eventMessageDeltaField && typ == protowire.BytesType && delta == nil:
-			delta, _ = protowire.ConsumeBytes(b[n:])
-			delta = delta[:len(delta):len(delta)] // non-nil even when empty
+			delta = bytesValue(field, valueAt)
 		default:
 			return d, false
 		}
-		b = b[n+m:]
 	}
 	if delta == nil || d.head[eventTypeField-1] == nil {
 		return d, false
@@ -73,27 +87,21 @@ func parseDelta(b []byte) (d deltaParts, ok bool) {
 		return d, false
 	}
 	for len(delta) > 0 {
-		num, typ, n := protowire.ConsumeTag(delta)
-		if n < 0 {
+		num, typ, field, valueAt, ok := nextField(delta)
+		if !ok {
 			return d, false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, delta[n:])
-		if m < 0 {
-			return d, false
-		}
-		field := delta[:n+m]
+		delta = delta[len(field):]
 		switch {
 		case num == deltaMessageIDField && typ == protowire.BytesType && d.messageID == nil:
 			d.messageID = field
 		case num == deltaTextField && typ == protowire.BytesType && d.text == nil:
-			d.text, _ = protowire.ConsumeBytes(delta[n:])
-			d.text = d.text[:len(d.text):len(d.text)]
+			d.text = bytesValue(field, valueAt)
 		case num == deltaRoleField && typ == protowire.VarintType && d.role == nil:
 			d.role = field
 		default:
 			return d, false
 		}
-		delta = delta[n+m:]
 	}
 	return d, true
 }
