@@ -25,28 +25,28 @@ func newEncodedEvent(b []byte) *encodedEvent { return &encodedEvent{b: b} }
 // encodedFrame is a message's wire bytes, which the codec below sends as they are.
 type encodedFrame struct{ slice mem.BufferSlice }
 
-// sharedEventCodec is gRPC's proto codec, except for encodedFrame and for requests with
+// frameCodec is gRPC's proto codec, except for encodedFrame and for requests with
 // invalid UTF-8 (invalidUTF8Requests).
-type sharedEventCodec struct {
+type frameCodec struct {
 	encoding.CodecV2
 	invalid *invalidUTF8Requests
 }
 
-func (c sharedEventCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (c frameCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if f, ok := v.(*encodedFrame); ok {
 		return f.slice, nil
 	}
 	return c.CodecV2.Marshal(v)
 }
 
-func (c sharedEventCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (c frameCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.invalid.unmarshal(c.CodecV2, data, v)
 }
 
-// sharedEventCodecOption installs the codec on a server; it notes the requests with
+// frameCodecOption installs the codec on a server; it notes the requests with
 // invalid UTF-8 in invalid.
-func sharedEventCodecOption(invalid *invalidUTF8Requests) grpc.ServerOption {
-	return grpc.ForceServerCodecV2(sharedEventCodec{CodecV2: encoding.GetCodecV2(protocodec.Name), invalid: invalid})
+func frameCodecOption(invalid *invalidUTF8Requests) grpc.ServerOption {
+	return grpc.ForceServerCodecV2(frameCodec{CodecV2: encoding.GetCodecV2(protocodec.Name), invalid: invalid})
 }
 
 // encodeEvent marshals an event for every subscriber. One over MaxEventBytes is sent with

@@ -118,15 +118,20 @@ func (a *deltaParts) sameMessage(b *deltaParts) bool {
 // frameBuilder builds one stream's EventBatch frames; its scratch space is reused from
 // frame to frame.
 type frameBuilder struct {
-	merge bool
-	parts []deltaParts // per event of the batch being built
-	ok    []bool       // whether parts[i] is a delta
-	runs  []int        // the end (exclusive) of each run of events that go out as one
+	merge   bool
+	parts   []deltaParts // per event of the batch being built
+	isDelta []bool       // whether parts[i] is a delta that may be merged
+	runs    []int        // the end (exclusive) of each run of events that go out as one
 }
 
+// framePool holds frame buffers in tiers up to what a full batch needs (maxBatchBytes and
+// its framing fit 512 KiB). gRPC's default pool jumps from 32 KiB to 1 MiB, which a large
+// frame would take, clear and, on a slow stream, hold until written.
+var framePool = mem.NewTieredBufferPool(4<<10, 16<<10, 32<<10, 64<<10, 128<<10, 256<<10, 512<<10)
+
 // frame is the SubscribeResponse whose EventBatch holds evs, deltas merged when the
-// builder merges, in one buffer from gRPC's buffer pool. gRPC frees it once written, so
-// a frame is sent once.
+// builder merges, in one buffer from framePool. gRPC returns it once written, so a
+// frame is sent once.
 func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
 	f.plan(evs)
 	batchLen, start := 0, 0
@@ -136,8 +141,7 @@ func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
 		start = end
 	}
 	size := frameTagSize + protowire.SizeVarint(uint64(batchLen)) + batchLen
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(size)
+	buf := framePool.Get(size)
 	b := (*buf)[:0]
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(batchLen))
@@ -154,7 +158,7 @@ func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
 	}
 	*buf = b
 	clear(f.parts) // they point into the events' bytes
-	return &encodedFrame{slice: mem.BufferSlice{mem.NewBuffer(buf, pool)}}
+	return &encodedFrame{slice: mem.BufferSlice{mem.NewBuffer(buf, framePool)}}
 }
 
 // A merged delta is no larger than the batch it came in, which keeps it under
@@ -171,13 +175,13 @@ func (f *frameBuilder) plan(evs []*encodedEvent) {
 		return
 	}
 	f.parts = slices.Grow(f.parts[:0], len(evs))[:len(evs)]
-	f.ok = slices.Grow(f.ok[:0], len(evs))[:len(evs)]
+	f.isDelta = slices.Grow(f.isDelta[:0], len(evs))[:len(evs)]
 	for i, ev := range evs {
-		f.parts[i], f.ok[i] = parseDelta(ev.b)
+		f.parts[i], f.isDelta[i] = parseDelta(ev.b)
 	}
 	for start := 0; start < len(evs); {
 		end := start + 1
-		for f.ok[start] && end < len(evs) && f.ok[end] && f.parts[start].sameMessage(&f.parts[end]) {
+		for f.isDelta[start] && end < len(evs) && f.isDelta[end] && f.parts[start].sameMessage(&f.parts[end]) {
 			end++
 		}
 		f.runs = append(f.runs, end)

@@ -175,3 +175,17 @@ func protoSliceEqual(a, b []*pb.AgenticEvent) bool {
 	}
 	return true
 }
+
+// A large frame takes a buffer near its size, not gRPC's default 1 MiB tier.
+func TestFrameBufferFitsItsSize(t *testing.T) {
+	var evs []*encodedEvent
+	for i := range 40 {
+		evs = append(evs, newEncodedEvent(encodeEvent(delta(uint64(i+1), "s", "m", presenters.RoleAssistant, strings.Repeat("x", 1000)), discard)))
+	}
+	f := frameBuilder{}
+	frame := f.frame(evs)
+	defer frame.slice.Free()
+	if b := frame.slice[0].ReadOnlyData(); len(b) < 40_000 || cap(b) > 64<<10 {
+		t.Fatalf("a %d-byte frame in a buffer of %d", len(b), cap(b))
+	}
+}

@@ -32,7 +32,7 @@ func serverOptions(token string, logger *slog.Logger) []grpc.ServerOption {
 	ic := interceptors{token: []byte(token), logger: logger, invalid: invalid,
 		answers: newAnswers(requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
-		sharedEventCodecOption(invalid),
+		frameCodecOption(invalid),
 		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.logUnary, ic.idempotentUnary),
 		grpc.ChainStreamInterceptor(ic.detailsStream, ic.recoverStream, ic.utf8Stream, ic.authStream, ic.logStream),
 	}

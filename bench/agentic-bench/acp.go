@@ -43,7 +43,6 @@ func (c *common) register(fs *flag.FlagSet, runs int) {
 	fs.StringVar(&c.work, "work", "", "scratch directory (default: a new temp dir, removed afterwards)")
 	fs.StringVar(&c.results, "results", "", "append result rows (JSON lines) to this file")
 	fs.BoolVar(&c.sharedConn, "shared-conn", false, "several subscribers share one gRPC connection instead of one each")
-	fs.BoolVar(&c.unmerged, "unmerged-deltas", false, "subscribe with unmerged_deltas: one event per chunk, never merged")
 	c.profile.register(fs)
 }
 
@@ -161,6 +160,11 @@ func (t *grpcTurn) intactErr() error {
 		}
 	}
 	return nil
+}
+
+// registerUnmerged adds -unmerged-deltas, for the subcommands whose subscribers take it.
+func (c *common) registerUnmerged(fs *flag.FlagSet) {
+	fs.BoolVar(&c.unmerged, "unmerged-deltas", false, "subscribe with unmerged_deltas: one event per chunk, never merged")
 }
 
 // runGRPCTurn creates a session of agentID, subscribes subs streams to it, sends one

@@ -152,6 +152,7 @@ func floodCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("flood", flag.ExitOnError)
 	var c common
 	c.register(fs, 3)
+	c.registerUnmerged(fs)
 	count := fs.Int("count", 100_000, "chunks per turn")
 	size := fs.Int("size", 64, "bytes per chunk")
 	subs := fs.Int("subs", 1, "gRPC subscribers on the session")

@@ -17,6 +17,7 @@ func latencyCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ExitOnError)
 	var c common
 	c.register(fs, 3)
+	c.registerUnmerged(fs)
 	rate := fs.Float64("rate", 1000, "chunks per second")
 	seconds := fs.Float64("seconds", 5, "length of each paced turn")
 	size := fs.Int("size", 64, "bytes per chunk")

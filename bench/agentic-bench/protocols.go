@@ -198,8 +198,9 @@ func runProtocolTurn(ctx context.Context, s *server, p subscribeProtocol, worksp
 	defer cancelLive()
 	// No session filter and unmerged deltas: then the stream carries every sequence after
 	// the resume point, and a gap can only be a lost event (a filter would skip other
-	// sessions' and the agent's events without saying so, merging the merged deltas').
-	// Unmerged, the rows also compare what each protocol costs per event.
+	// sessions' and the agent's events without saying so, and merging would skip the
+	// sequences of the deltas it merged). Unmerged, the rows also compare what each
+	// protocol costs per event.
 	seq := &sequenceCheck{last: before}
 	stream, err := open(liveCtx, &pb.SubscribeRequest{Start: after(before), UnmergedDeltas: true})
 	if err != nil {

@@ -42,7 +42,7 @@ func reportCmd(args []string) error {
 		"and a **raw reader** that writes the JSON-RPC requests by hand and decodes each line of the agent's stdout into a minimal struct (no SDK). " +
 		"The latency and 16-subscriber rows also run a **plain gRPC relay** (`agentic-bench relay`, a process of its own): the raw reader plus the least a Go gRPC service does to pass chunks on " +
 		"(each event marshalled once, a channel and a goroutine per subscriber, no held events or replay), read by the same subscribers. For latency it drops a subscriber a whole queue behind, as agenticd does; " +
-		"in the floods it waits for it instead (it could not resume), so the pipe holds the agent back. agenticd against the relay is what agenticd's own work costs over a plain fan-out. " +
+		"in the floods it waits for it instead (it could not resume), so the pipe holds the agent back. agenticd against the relay is what agenticd's own work costs over a plain fan-out in the rows where both send one event per chunk (unmerged deltas). " +
 		"The far end is the scripted test agent (internal/testagent) in flood, paced or tool-burst mode; agenticd runs as a real `bin/agenticd` process " +
 		"with gRPC clients on loopback unless a row says in-process. " +
 		"Subscribers take agenticd's default, in which the deltas of one message that already wait for a stream together go out as one event (their texts joined): " +

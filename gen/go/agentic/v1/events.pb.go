@@ -259,10 +259,10 @@ type AgenticEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Rises with each event, never reused; it may skip numbers (after a restart, between
 	// replicas, and where a stream merged deltas: see SubscribeRequest.unmerged_deltas).
-	// Resume a stream with after_sequence. With several replicas on
-	// one database, order and resume points hold per session: each session's events
-	// rise, whichever replica ran them, but two replicas' events interleave in time, not
-	// in number (see Subscribe).
+	// Resume a stream with after_sequence. With several replicas on one database, order
+	// and resume points hold per session: each session's events rise, whichever replica
+	// ran them, but two replicas' events interleave in time, not in number (see
+	// Subscribe).
 	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// Empty for agent events (AGENT_STATUS_CHANGED).
 	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`

@@ -40,10 +40,10 @@ export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
   /**
    * Rises with each event, never reused; it may skip numbers (after a restart, between
    * replicas, and where a stream merged deltas: see SubscribeRequest.unmerged_deltas).
-   * Resume a stream with after_sequence. With several replicas on
-   * one database, order and resume points hold per session: each session's events
-   * rise, whichever replica ran them, but two replicas' events interleave in time, not
-   * in number (see Subscribe).
+   * Resume a stream with after_sequence. With several replicas on one database, order
+   * and resume points hold per session: each session's events rise, whichever replica
+   * ran them, but two replicas' events interleave in time, not in number (see
+   * Subscribe).
    *
    * @generated from field: uint64 sequence = 1;
    */
