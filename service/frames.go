@@ -121,7 +121,16 @@ type frameBuilder struct {
 	merge   bool
 	parts   []deltaParts // per event of the batch being built
 	isDelta []bool       // whether parts[i] is a delta that may be merged
-	runs    []int        // the end (exclusive) of each run of events that go out as one
+	runs    []frameRun   // the events that go out as one, in order
+}
+
+// frameRun is one event of a frame: evs[start:end] of the batch, merged when longer than
+// one, with its sizes worked out once.
+type frameRun struct {
+	start, end int
+	size       int // the event's encoded size
+	deltaSize  int // merged: the MessageDelta's encoded size
+	text       int // merged: the joined text's length
 }
 
 // framePool holds frame buffers in tiers up to what a full batch needs (maxBatchBytes and
@@ -134,27 +143,23 @@ var framePool = mem.NewTieredBufferPool(4<<10, 16<<10, 32<<10, 64<<10, 128<<10, 
 // frame is sent once.
 func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
 	f.plan(evs)
-	batchLen, start := 0, 0
-	for _, end := range f.runs {
-		n := f.eventSize(evs, start, end)
-		batchLen += frameTagSize + protowire.SizeVarint(uint64(n)) + n
-		start = end
+	batchLen := 0
+	for _, r := range f.runs {
+		batchLen += frameTagSize + protowire.SizeVarint(uint64(r.size)) + r.size
 	}
 	size := frameTagSize + protowire.SizeVarint(uint64(batchLen)) + batchLen
 	buf := framePool.Get(size)
 	b := (*buf)[:0]
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(batchLen))
-	start = 0
-	for _, end := range f.runs {
+	for _, r := range f.runs {
 		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(f.eventSize(evs, start, end)))
-		if end-start == 1 {
-			b = append(b, evs[start].b...)
+		b = protowire.AppendVarint(b, uint64(r.size))
+		if r.end-r.start == 1 {
+			b = append(b, evs[r.start].b...)
 		} else {
-			b = f.appendMerged(b, start, end)
+			b = f.appendMerged(b, r)
 		}
-		start = end
 	}
 	*buf = b
 	clear(f.parts) // they point into the events' bytes
@@ -169,8 +174,8 @@ const _ = uint(MaxEventBytes - maxBatchBytes)
 func (f *frameBuilder) plan(evs []*encodedEvent) {
 	f.runs = f.runs[:0]
 	if !f.merge || len(evs) < 2 {
-		for i := range evs {
-			f.runs = append(f.runs, i+1)
+		for i, ev := range evs {
+			f.runs = append(f.runs, frameRun{start: i, end: i + 1, size: len(ev.b)})
 		}
 		return
 	}
@@ -180,62 +185,49 @@ func (f *frameBuilder) plan(evs []*encodedEvent) {
 		f.parts[i], f.isDelta[i] = parseDelta(ev.b)
 	}
 	for start := 0; start < len(evs); {
-		end := start + 1
-		for f.isDelta[start] && end < len(evs) && f.isDelta[end] && f.parts[start].sameMessage(&f.parts[end]) {
-			end++
+		r := frameRun{start: start, end: start + 1, size: len(evs[start].b)}
+		for f.isDelta[start] && r.end < len(evs) && f.isDelta[r.end] && f.parts[start].sameMessage(&f.parts[r.end]) {
+			r.end++
 		}
-		f.runs = append(f.runs, end)
-		start = end
+		if r.end-r.start > 1 {
+			f.sizeMerged(&r)
+		}
+		f.runs = append(f.runs, r)
+		start = r.end
 	}
 }
 
-// eventSize is the encoded size of the event that runs start..end go out as.
-func (f *frameBuilder) eventSize(evs []*encodedEvent, start, end int) int {
-	if end-start == 1 {
-		return len(evs[start].b)
+// sizeMerged works out the sizes of the one event a run of deltas goes out as: the last
+// delta's fields with every text of the run.
+func (f *frameBuilder) sizeMerged(r *frameRun) {
+	last := &f.parts[r.end-1]
+	for _, p := range f.parts[r.start:r.end] {
+		r.text += len(p.text)
 	}
-	last := &f.parts[end-1]
-	n := 0
+	r.deltaSize = len(last.messageID) + len(last.role)
+	if r.text > 0 {
+		r.deltaSize += protowire.SizeTag(deltaTextField) + protowire.SizeBytes(r.text)
+	}
+	r.size = protowire.SizeTag(eventMessageDeltaField) + protowire.SizeBytes(r.deltaSize)
 	for _, field := range last.head {
-		n += len(field)
+		r.size += len(field)
 	}
-	inner := f.mergedDeltaSize(start, end)
-	return n + protowire.SizeTag(eventMessageDeltaField) + protowire.SizeBytes(inner)
 }
 
-// mergedDeltaSize is the size of the merged MessageDelta message of runs start..end.
-func (f *frameBuilder) mergedDeltaSize(start, end int) int {
-	last := &f.parts[end-1]
-	text := f.mergedTextLen(start, end)
-	n := len(last.messageID) + len(last.role)
-	if text > 0 {
-		n += protowire.SizeTag(deltaTextField) + protowire.SizeBytes(text)
-	}
-	return n
-}
-
-func (f *frameBuilder) mergedTextLen(start, end int) int {
-	n := 0
-	for _, p := range f.parts[start:end] {
-		n += len(p.text)
-	}
-	return n
-}
-
-// appendMerged appends the one event runs start..end go out as: the last delta's fields
-// (its sequence and event_time among them) with every text of the run, in order.
-func (f *frameBuilder) appendMerged(b []byte, start, end int) []byte {
-	last := &f.parts[end-1]
+// appendMerged appends the one event a run of deltas goes out as: the last delta's
+// fields (its sequence and event_time among them) with every text of the run, in order.
+func (f *frameBuilder) appendMerged(b []byte, r frameRun) []byte {
+	last := &f.parts[r.end-1]
 	for _, field := range last.head {
 		b = append(b, field...)
 	}
 	b = protowire.AppendTag(b, eventMessageDeltaField, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(f.mergedDeltaSize(start, end)))
+	b = protowire.AppendVarint(b, uint64(r.deltaSize))
 	b = append(b, last.messageID...)
-	if text := f.mergedTextLen(start, end); text > 0 {
+	if r.text > 0 {
 		b = protowire.AppendTag(b, deltaTextField, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(text))
-		for _, p := range f.parts[start:end] {
+		b = protowire.AppendVarint(b, uint64(r.text))
+		for _, p := range f.parts[r.start:r.end] {
 			b = append(b, p.text...)
 		}
 	}
