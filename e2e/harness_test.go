@@ -295,13 +295,16 @@ func textContent(text string) *agenticv1.MessageContent {
 }
 
 // reasonOf is the reason of agenticd's ErrorInfo on err ("" when it carries none).
-func reasonOf(err error) string {
+func reasonOf(err error) string { return agenticdErrorInfo(err).GetReason() }
+
+// agenticdErrorInfo is the ErrorInfo agenticd put on err's status, or nil.
+func agenticdErrorInfo(err error) *errdetails.ErrorInfo {
 	for _, d := range status.Convert(err).Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agenticd" {
-			return info.GetReason()
+			return info
 		}
 	}
-	return ""
+	return nil
 }
 
 // bearerToken sends `authorization: Bearer <token>` on every RPC (also over plain TCP,

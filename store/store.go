@@ -810,7 +810,6 @@ func (s *Store) markInterrupted(ctx context.Context, sessionID string) ([]Interr
 	// inSession limits each statement to the session; "" matches every one.
 	const inSession = ` AND (? = '' OR conversation_id = ?)`
 	err := s.write(ctx, func(tx *gorm.DB) error {
-		clear(s.committed) // the rows it changes are no longer what was committed
 		rows, err := tx.Raw(`SELECT conversation_id, id FROM messages WHERE status = ?`+inSession+` ORDER BY seq`,
 			string(StatusInProgress), sessionID, sessionID).Rows()
 		if err != nil {
@@ -826,6 +825,10 @@ func (s *Store) markInterrupted(ctx context.Context, sessionID string) ([]Interr
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
+		}
+		// The rows it changes are no longer what was committed; other messages' are.
+		for _, m := range marked {
+			delete(s.committed, m.MessageID)
 		}
 		if len(marked) == 0 {
 			return nil
