@@ -97,11 +97,11 @@ type Replicas struct {
 type ownedSession struct {
 	ready chan struct{} // closed once the take-over is done (at once for a new session)
 	// What the take-over found, for the calls that waited on it (written before ready is
-	// closed): its failure, or that another replica holds the lease (the entry is gone
-	// then, and they route again).
+	// closed; the entry is gone from owned then): its failure, or the lease of the replica
+	// that holds the session, where they go too.
 	err       error
-	elsewhere bool
-	acquired  time.Time  // when the lease was taken
+	elsewhere *store.Lease
+	acquired  time.Time  // when the lease was taken; zero until then, and for a failed take-over
 	loading   sync.Mutex // one load at a time; a live call waits for the load under way
 	loaded    bool       // live here: created or loaded here (guarded by Replicas.mu)
 }
@@ -263,7 +263,9 @@ func (r *Replicas) endOrphanedTurns(ctx context.Context) {
 // longer covers: their calls go to whoever holds the lease now, or take it again.
 func (r *Replicas) dropOwnedLocked(lost func(sessionID string, o *ownedSession) bool) {
 	for id, o := range r.owned {
-		if isClosed(o.ready) && o.err == nil && !o.elsewhere && lost(id, o) {
+		// A failed take-over leaves owned before ready is closed, a successful one sets
+		// acquired first: an entry with acquired set is a lease this replica holds.
+		if !o.acquired.IsZero() && lost(id, o) {
 			r.logger.Warn("this replica's lease of a session ran out", "session_id", id)
 			delete(r.owned, id)
 			if o.loaded {
@@ -286,15 +288,6 @@ func (r *Replicas) Release(ctx context.Context) error {
 		_ = c.Close()
 	}
 	return r.leases.ReleaseLeases(ctx, r.id)
-}
-
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // sessionCall says how a session-scoped method meets a session this replica does not
@@ -441,8 +434,8 @@ func (r *Replicas) route(ctx context.Context, sessionID string, kind sessionCall
 			return nil, ctx.Err()
 		}
 		switch {
-		case o.elsewhere:
-			continue // another replica holds it: find out whose, and forward
+		case o.elsewhere != nil:
+			return o.elsewhere, nil // another replica holds it: forward there too
 		case errors.Is(o.err, errNotRouted):
 			return nil, nil
 		case o.err != nil:
@@ -466,7 +459,7 @@ func (r *Replicas) takeOverFor(ctx context.Context, sessionID string, kind sessi
 		err = nil
 	}
 	if err != nil || lease != nil {
-		o.err, o.elsewhere = err, lease != nil
+		o.err, o.elsewhere = err, lease
 		r.mu.Lock()
 		if r.owned[sessionID] == o {
 			delete(r.owned, sessionID)
@@ -625,6 +618,10 @@ func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string
 	if ctx.Err() != nil {
 		return nil, false, failWith(ctx, r.logger, method, ctx.Err())
 	}
+	if conn != nil {
+		// Replicas come and go at new addresses: one that does not answer is not kept.
+		r.dropConn(owner.Address, conn)
+	}
 	return nil, true, failWith(ctx, r.logger, method, ownerUnavailable(owner, errors.New(status.Convert(err).Message())), "session_id", owner.SessionID)
 }
 
@@ -649,6 +646,16 @@ func (r *Replicas) conn(address string) (*grpc.ClientConn, error) {
 	}
 	r.conns[address] = c
 	return c, nil
+}
+
+// dropConn closes the connection to address, unless another call has replaced it.
+func (r *Replicas) dropConn(address string, c *grpc.ClientConn) {
+	r.mu.Lock()
+	if r.conns[address] == c {
+		delete(r.conns, address)
+	}
+	r.mu.Unlock()
+	_ = c.Close()
 }
 
 // responseTypes are the response types of the service's methods, by full method name,

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -102,31 +103,39 @@ func newTestReplicas(t *testing.T, leases LeaseStore) (*Replicas, *fakePresenter
 func noLease(context.Context, string) (store.Lease, error) { return store.Lease{}, store.ErrNoLease }
 
 // A call that waited for another call's look at the session, which found another
-// replica holding its lease, is forwarded too: it does not run here.
+// replica holding its lease, is forwarded there too: it neither runs here nor reads
+// the lease again.
 func TestWaitersForwardWhenAnotherReplicaHoldsTheLease(t *testing.T) {
-	entered, release := make(chan struct{}, 2), make(chan struct{})
+	var release chan struct{}
+	var reads atomic.Int32
 	other := store.Lease{SessionID: "s1", Replica: "other", Address: "10.0.0.9:1", Expires: time.Now().Add(time.Minute)}
 	r, _ := newTestReplicas(t, &fakeLeases{lease: func(context.Context, string) (store.Lease, error) {
-		entered <- struct{}{}
+		reads.Add(1)
 		<-release
 		return other, nil
 	}})
-	ctx := context.Background()
-	type routed struct {
-		lease *store.Lease
-		err   error
-	}
-	results := make(chan routed, 2)
-	go func() { l, err := r.route(ctx, "s1", callLive); results <- routed{l, err} }()
-	<-entered // the first call is looking: the second finds its entry and waits on it
-	go func() { l, err := r.route(ctx, "s1", callLive); results <- routed{l, err} }()
-	close(release)
-	for range 2 {
-		got := <-results
-		if got.err != nil || got.lease == nil || got.lease.Replica != "other" {
-			t.Errorf("route = %+v, %v; want the other replica's lease (forward)", got.lease, got.err)
+	synctest.Test(t, func(t *testing.T) {
+		release = make(chan struct{})
+		type routed struct {
+			lease *store.Lease
+			err   error
 		}
-	}
+		results := make(chan routed, 2)
+		for range 2 {
+			go func() { l, err := r.route(context.Background(), "s1", callLive); results <- routed{l, err} }()
+		}
+		synctest.Wait() // one call reads the lease, the other waits on its entry
+		close(release)
+		for range 2 {
+			got := <-results
+			if got.err != nil || got.lease == nil || got.lease.Replica != "other" {
+				t.Errorf("route = %+v, %v; want the other replica's lease (forward)", got.lease, got.err)
+			}
+		}
+		if n := reads.Load(); n != 1 {
+			t.Errorf("the lease was read %d times; want once, the waiter using what the first call found", n)
+		}
+	})
 }
 
 // Live calls that arrive together for a session taken over without a load wait for one
