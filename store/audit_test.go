@@ -13,12 +13,12 @@ func TestAuditEntriesGoWithTheirEvents(t *testing.T) {
 		st, _ := e.openStore(t)
 		now := time.Now()
 		entry := AuditEntry{Time: now, Kind: 5, SessionID: "s", AgentID: "a", Data: []byte("e1")}
-		if err := st.AppendEventsAndAudit(ctx, []LoggedEvent{{Sequence: 1, SessionID: "s", AgentID: "a", Type: 10, Time: now, Data: []byte("x")}}, []AuditEntry{entry}); err != nil {
+		if _, err := st.AppendFenced(ctx, []LoggedEvent{{Sequence: 1, SessionID: "s", AgentID: "a", Type: 10, Time: now, Data: []byte("x")}}, []AuditEntry{entry}, ""); err != nil {
 			t.Fatal(err)
 		}
 		// Sequence 1 again: the batch fails, and its audit entry must not stay.
 		entry.Data = []byte("e2")
-		if err := st.AppendEventsAndAudit(ctx, []LoggedEvent{{Sequence: 1, SessionID: "s", AgentID: "a", Type: 10, Time: now, Data: []byte("y")}}, []AuditEntry{entry}); err == nil {
+		if _, err := st.AppendFenced(ctx, []LoggedEvent{{Sequence: 1, SessionID: "s", AgentID: "a", Type: 10, Time: now, Data: []byte("y")}}, []AuditEntry{entry}, ""); err == nil {
 			t.Fatal("a batch with a logged sequence was appended")
 		}
 		got, err := st.AuditEntries(ctx, AuditFilter{}, 0)
@@ -39,7 +39,7 @@ func TestAuditFiltersAndRetention(t *testing.T) {
 			entries = append(entries, AuditEntry{Time: base.Add(time.Duration(i) * time.Hour), Kind: 1 + i%3, SessionID: []string{"s1", "s2"}[i%2], AgentID: "a", Data: []byte{byte(i)}})
 			events = append(events, LoggedEvent{Sequence: uint64(i + 1), SessionID: "s", AgentID: "a", Type: 1, Time: base, Data: []byte("x")})
 		}
-		if err := st.AppendEventsAndAudit(ctx, events, entries); err != nil {
+		if _, err := st.AppendFenced(ctx, events, entries, ""); err != nil {
 			t.Fatal(err)
 		}
 		count := func(f AuditFilter) int {

@@ -41,20 +41,15 @@ const appendRows = 256
 // AppendEvents writes a batch in one transaction (group commit). The sequences must be
 // new: one already logged fails the whole batch.
 func (s *Store) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
-	return s.AppendEventsAndAudit(ctx, batch, nil)
-}
-
-// AppendEventsAndAudit writes a batch of events and the audit entries made from them in
-// one transaction: an entry is stored if and only if its event is.
-func (s *Store) AppendEventsAndAudit(ctx context.Context, batch []LoggedEvent, audit []AuditEntry) error {
-	_, err := s.AppendFenced(ctx, batch, audit, "")
+	_, err := s.AppendFenced(ctx, batch, nil, "")
 	return err
 }
 
-// AppendFenced is AppendEventsAndAudit for a replica (replica set, on Postgres): the
-// events of a session whose lease row names another replica (held now, or released by
-// it), and their audit entries, are not written, since that replica took the session
-// over and this one's events of it are stale. It returns those sessions. The batch's
+// AppendFenced writes a batch of events and the audit entries made from them in one
+// transaction: an entry is stored if and only if its event is. For a replica (replica
+// set, on Postgres) the events of a session whose lease row names another replica (held
+// now, or released by it), and their audit entries, are not written, since that replica
+// took the session over and this one's events of it are stale. It returns those sessions. The batch's
 // lease rows stay locked until it commits, so no take-over lands between the check and
 // the write.
 func (s *Store) AppendFenced(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
@@ -83,13 +78,22 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 			_ = tx.Rollback()
 		}
 	}()
+	var sessions []string // the batch's distinct session ids: fencing and notifying use them
+	if s.dialect == postgresDialect {
+		sessions = batchSessions(batch)
+	}
 	if replica != "" && s.dialect == postgresDialect {
-		if fenced, err = heldElsewhere(ctx, tx, batch, replica); err != nil {
+		if fenced, err = heldElsewhere(ctx, tx, sessions, replica); err != nil {
 			return nil, err
 		}
 		if len(fenced) > 0 {
-			batch = slices.DeleteFunc(slices.Clone(batch), func(ev LoggedEvent) bool { return slices.Contains(fenced, ev.SessionID) })
-			audit = slices.DeleteFunc(slices.Clone(audit), func(e AuditEntry) bool { return slices.Contains(fenced, e.SessionID) })
+			gone := make(map[string]bool, len(fenced))
+			for _, id := range fenced {
+				gone[id] = true
+			}
+			batch = slices.DeleteFunc(slices.Clone(batch), func(ev LoggedEvent) bool { return gone[ev.SessionID] })
+			audit = slices.DeleteFunc(slices.Clone(audit), func(e AuditEntry) bool { return gone[e.SessionID] })
+			sessions = slices.DeleteFunc(sessions, func(id string) bool { return gone[id] })
 			if len(batch) == 0 {
 				return fenced, tx.Commit()
 			}
@@ -97,7 +101,7 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 	}
 	// Listeners on other connections hear of the batch when it commits.
 	if s.dialect == postgresDialect {
-		if err := notifyEvents(ctx, tx, batch); err != nil {
+		if err := notifyEvents(ctx, tx, sessions); err != nil {
 			return nil, err
 		}
 	}
@@ -132,19 +136,28 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 	return fenced, tx.Commit()
 }
 
+// batchSessions is the distinct session ids of a batch, in the order they first come
+// ("" for an agent's events).
+func batchSessions(batch []LoggedEvent) []string {
+	seen := make(map[string]bool)
+	var ids []string
+	for _, ev := range batch {
+		if !seen[ev.SessionID] {
+			seen[ev.SessionID] = true
+			ids = append(ids, ev.SessionID)
+		}
+	}
+	return ids
+}
+
 // heldElsewhere returns the sessions of the batch whose lease row names another replica.
 // It locks every lease row of the batch until tx ends (Postgres), its own included: a
 // take-over of one of them, which must update that row, waits for the batch, and so
 // comes after it. The rows are locked in session order; a renewal may lock some of them
 // in another order, and Postgres then ends one of the two (the log writer tries a
 // failed batch again, a failed renewal is retried at the next tick).
-func heldElsewhere(ctx context.Context, tx *sql.Tx, batch []LoggedEvent, replica string) ([]string, error) {
-	var ids []string
-	for _, ev := range batch {
-		if ev.SessionID != "" && !slices.Contains(ids, ev.SessionID) {
-			ids = append(ids, ev.SessionID)
-		}
-	}
+func heldElsewhere(ctx context.Context, tx *sql.Tx, sessions []string, replica string) ([]string, error) {
+	ids := slices.DeleteFunc(slices.Clone(sessions), func(id string) bool { return id == "" }) // agent events have no lease
 	if len(ids) == 0 {
 		return nil, nil
 	}

@@ -28,24 +28,19 @@ const maxNotifyPayload = 7900
 // ErrNotPostgres is the error of ListenEvents on a store that is not on Postgres.
 var ErrNotPostgres = errors.New("event notifications need a Postgres database")
 
-// notifyPayload names the batch's sessions for listeners: their distinct ids joined by
-// "," (an agent's events, of session id "", as an empty item), or "*", all sessions, when
-// that would be longer than maxNotifyPayload or an id holds a comma.
-func notifyPayload(batch []LoggedEvent) string {
-	seen := make(map[string]bool)
+// notifyPayload names a batch's sessions (its distinct ids) for listeners: joined by ","
+// (an agent's events, of session id "", as an empty item), or "*", all sessions, when that
+// would be longer than maxNotifyPayload or an id holds a comma.
+func notifyPayload(sessions []string) string {
 	var b strings.Builder
-	for _, ev := range batch {
-		if seen[ev.SessionID] {
-			continue
-		}
-		if strings.Contains(ev.SessionID, ",") {
+	for i, id := range sessions {
+		if strings.Contains(id, ",") {
 			return "*"
 		}
-		if len(seen) > 0 {
+		if i > 0 {
 			b.WriteByte(',')
 		}
-		seen[ev.SessionID] = true
-		b.WriteString(ev.SessionID)
+		b.WriteString(id)
 		if b.Len() > maxNotifyPayload {
 			return "*"
 		}
@@ -55,8 +50,8 @@ func notifyPayload(batch []LoggedEvent) string {
 
 // notifyEvents queues the batch's notification in tx: Postgres delivers it when tx
 // commits, and never when it rolls back.
-func notifyEvents(ctx context.Context, tx *sql.Tx, batch []LoggedEvent) error {
-	_, err := tx.ExecContext(ctx, `SELECT pg_notify('`+eventsChannel+`', $1)`, notifyPayload(batch))
+func notifyEvents(ctx context.Context, tx *sql.Tx, sessions []string) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_notify('`+eventsChannel+`', $1)`, notifyPayload(sessions))
 	return err
 }
 

@@ -150,7 +150,7 @@ func TestNotifyPayload(t *testing.T) {
 		{sessions(fits, "yz"), "*"},
 		{sessions("a", "b,c"), "*"},
 	} {
-		if got := notifyPayload(c.batch); got != c.want {
+		if got := notifyPayload(batchSessions(c.batch)); got != c.want {
 			t.Errorf("notifyPayload(%d events) = %.40q (%d bytes), want %.40q", len(c.batch), got, len(got), c.want)
 		}
 	}
