@@ -92,8 +92,9 @@ func lastFrameSequence(frame []byte) uint64 {
 	var last []byte
 	for len(batch) > 0 {
 		_, _, n := protowire.ConsumeTag(batch)
-		last, _ = protowire.ConsumeBytes(batch[n:])
-		batch = batch[n+protowire.ConsumeFieldValue(1, protowire.BytesType, batch[n:]):]
+		var m int
+		last, m = protowire.ConsumeBytes(batch[n:])
+		batch = batch[n+m:]
 	}
 	seq, _ := protowire.ConsumeVarint(last[1:]) // AgenticEvent.sequence comes first
 	return seq

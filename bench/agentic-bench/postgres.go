@@ -53,16 +53,7 @@ func (p *pgCluster) stop() {
 
 // newDatabase creates an empty database and returns its URL.
 func (p *pgCluster) newDatabase(ctx context.Context) (string, error) {
-	name := fmt.Sprintf("bench_%d", p.n.Add(1))
-	db, err := sql.Open("pgx", p.c.DSN("postgres"))
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
-		return "", fmt.Errorf("create database %s: %w", name, err)
-	}
-	return p.c.DSN(name), nil
+	return p.c.CreateDatabase(ctx, fmt.Sprintf("bench_%d", p.n.Add(1)))
 }
 
 // writeCounter counts the write transactions committed to agenticd's database between

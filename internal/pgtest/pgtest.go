@@ -101,7 +101,7 @@ func Start(ctx context.Context) (*Cluster, error) {
 		}
 	}
 	if err == nil {
-		err = c.createDatabase(ctx, Superuser)
+		_, err = c.CreateDatabase(ctx, Superuser)
 	}
 	if err != nil {
 		_ = c.Stop()
@@ -211,16 +211,17 @@ func (c *Cluster) DSN(db string) string {
 	return u.String()
 }
 
-func (c *Cluster) createDatabase(ctx context.Context, name string) error {
+// CreateDatabase creates an empty database named name and returns its URL.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
 	db, err := sql.Open("pgx", c.DSN("postgres"))
 	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return "", fmt.Errorf("pgtest: %w", err)
 	}
 	defer func() { _ = db.Close() }()
 	if _, err := db.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
-		return fmt.Errorf("pgtest: create database %s: %w", name, err)
+		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
 	}
-	return nil
+	return c.DSN(name), nil
 }
 
 // NewSchema creates an empty schema of its own for t in the database "agenticd" and
@@ -244,11 +245,11 @@ func (c *Cluster) NewSchema(t testing.TB) string {
 // database is left for Stop to throw away with the cluster, as NewSchema's schemas are.
 func (c *Cluster) NewDatabase(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("test_%d", c.next.Add(1))
-	if err := c.createDatabase(context.Background(), name); err != nil {
+	dsn, err := c.CreateDatabase(context.Background(), fmt.Sprintf("test_%d", c.next.Add(1)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return c.DSN(name)
+	return dsn
 }
 
 // StartForTest starts a cluster of t's own, stopped when t ends, and returns the URL of
