@@ -18,9 +18,17 @@ import (
 // encodedEvent is an AgenticEvent's wire bytes, encoded once and shared by every
 // subscriber: each stream's frames are built from them (frameBuilder) instead of
 // marshalling the event per stream. Nothing writes to b after it is made.
-type encodedEvent struct{ b []byte }
+type encodedEvent struct {
+	b       []byte
+	delta   deltaLayout // where a MESSAGE_DELTA's fields are in b, for merging
+	isDelta bool        // b is a MESSAGE_DELTA that parseDelta understood
+}
 
-func newEncodedEvent(b []byte) *encodedEvent { return &encodedEvent{b: b} }
+func newEncodedEvent(b []byte) *encodedEvent {
+	ev := &encodedEvent{b: b}
+	ev.delta, ev.isDelta = parseDelta(b)
+	return ev
+}
 
 // encodedFrame is a message's wire bytes, which the codec below sends as they are.
 type encodedFrame struct{ slice mem.BufferSlice }
