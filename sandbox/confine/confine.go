@@ -7,12 +7,13 @@
 // MaybeRunInit, called first thing in main, turns that re-executed copy
 // into the init. The init makes its mounts private, mounts /proc for its
 // PID namespace and a devpts instance of its own over /dev/pts, covers the
-// Unix sockets the command may not reach (see Policy), applies Landlock,
-// drops its capabilities, starts the command as its only child,
-// forwards termination signals to it, reaps orphans and, when the command
-// ends, exits with its status. Its exit as PID 1 makes the kernel kill
-// whatever else is left in the namespace (setsid'd and double-forked
-// processes included), so nothing outlives the command.
+// Unix sockets the command may not reach (see Policy), enters the command's
+// working directory (see Wrap), applies Landlock, drops its capabilities,
+// starts the command as its only child, forwards termination signals to
+// it, reaps orphans and, when the command ends, exits with its status.
+// Its exit as PID 1 makes the kernel kill whatever else is left in the
+// namespace (setsid'd and double-forked processes included), so nothing
+// outlives the command.
 package confine
 
 import (
@@ -30,8 +31,9 @@ var (
 	// ErrUnsupported: this kernel cannot enforce the policy (and the policy
 	// did not ask for BestEffort).
 	ErrUnsupported = errors.New("confinement not supported here")
-	// ErrInvalidPolicy: a path in the policy is unusable, or the command
-	// itself lies outside the paths the policy lets it execute.
+	// ErrInvalidPolicy: a path in the policy or the command's working
+	// directory is unusable, or the command itself lies outside the paths the
+	// policy lets it execute.
 	ErrInvalidPolicy = errors.New("invalid confinement policy")
 	// ErrNoInit: MaybeRunInit was not called at the start of main, so the
 	// re-executed binary would run the program instead of the init.
@@ -163,11 +165,22 @@ func (s Support) String() string {
 var initCalled atomic.Bool
 
 // Wrap rewrites cmd, which must not have been started, so that starting it
-// runs the same command confined by p. It keeps cmd's Dir, Env, stdio,
-// ExtraFiles (set them before Wrap) and SysProcAttr, adding the namespace
-// flags to the latter, and Pdeathsig SIGKILL unless one is set;
-// pty.Start and Setpgid/Setsid compose with it. SysProcAttr.Credential is
-// not supported (the user namespace maps only the caller's own uid and gid).
+// runs the same command confined by p. It keeps cmd's working directory
+// (see below), Env, stdio, ExtraFiles (set them before Wrap) and
+// SysProcAttr, adding the namespace flags to the latter, and Pdeathsig
+// SIGKILL unless one is set; pty.Start and Setpgid/Setsid compose with
+// it. SysProcAttr.Credential is not supported (the user namespace maps
+// only the caller's own uid and gid).
+//
+// The command starts in cmd.Dir as a path of its own mount namespace: the
+// init enters it once its mounts are set up (Wrap clears cmd.Dir), and only
+// if it is still the directory cmd.Dir named when Wrap ran (same device and
+// inode); else the command does not run (ExitSetupFailed). cmd.Dir may name
+// a directory the caller holds open as /proc/self/fd/N: the command then
+// starts in that very directory, wherever it has moved, or not at all. (A
+// directory the command entered before its namespace existed, or through a
+// descriptor, would lie in the host's mount tree: getcwd fails there for an
+// ordinary user, and paths relative to it pass around the init's mounts.)
 //
 // Without BestEffort, Wrap fails with ErrUnsupported when this machine
 // cannot enforce all of p; with it, Wrap confines as far as it can and
@@ -279,6 +292,12 @@ type initSpec struct {
 	// this kernel's Landlock does not restrict.
 	CoverSockets bool `json:",omitempty"`
 	ExtraFiles   int  `json:",omitempty"` // inherited descriptors beyond stdio to pass on
+	// Dir is the directory the init enters for the command, a path in its mount
+	// namespace; DirDev and DirIno identify the directory Wrap found there, which
+	// the init must find too.
+	Dir    string `json:",omitempty"`
+	DirDev uint64 `json:",omitempty"`
+	DirIno uint64 `json:",omitempty"`
 	// Env is the command's environment. The init itself starts with none but its
 	// marker: a variable such as LD_PRELOAD from a request would otherwise run code in
 	// the init (a dynamically linked agenticd) before the boundary is up.

@@ -132,6 +132,11 @@ func wrap(cmd *exec.Cmd, spec initSpec) error {
 	spec.Env = slices.DeleteFunc(lastOfEach(env), func(kv string) bool {
 		return strings.HasPrefix(kv, initEnv+"=") || strings.HasPrefix(kv, probeEnv+"=")
 	})
+	if spec.Namespaces && cmd.Dir != "" {
+		if err := passDir(cmd, &spec); err != nil {
+			return err
+		}
+	}
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
 		return fmt.Errorf("encode confinement spec: %w", err)
@@ -155,6 +160,51 @@ func wrap(cmd *exec.Cmd, spec initSpec) error {
 	// a goroutine that locks its thread and then exits.
 	if cmd.SysProcAttr.Pdeathsig == 0 {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	return nil
+}
+
+// passDir leaves cmd.Dir to the init (see enterDir): the directory it names
+// now, identified by device and inode, and the path that directory has (a
+// /proc/self/fd/N link and other symlinks resolved), which the copy of the
+// mount tree in the command's namespace names too. The starter itself would
+// enter it before the namespace existed, or, through a descriptor, in the
+// host's tree.
+func passDir(cmd *exec.Cmd, spec *initSpec) error {
+	var st unix.Stat_t
+	if err := unix.Stat(cmd.Dir, &st); err != nil {
+		return fmt.Errorf("%w: working directory %s: %v (create it first)", ErrInvalidPolicy, cmd.Dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%w: working directory %s is not a directory", ErrInvalidPolicy, cmd.Dir)
+	}
+	path, err := filepath.EvalSymlinks(cmd.Dir)
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: working directory %s: %v", ErrInvalidPolicy, cmd.Dir, err)
+	}
+	spec.Dir, spec.DirDev, spec.DirIno = path, st.Dev, st.Ino
+	cmd.Dir = ""
+	return nil
+}
+
+// enterDir makes spec.Dir the working directory, once the namespace's mounts
+// are set up: getcwd then names it, and paths relative to it walk the
+// namespace's own tree, covers included. It refuses any directory but the one
+// Wrap identified: one swapped for a symlink or another directory since then
+// must not move the command out of where its starter checked it belongs.
+func enterDir(spec initSpec) error {
+	if err := unix.Chdir(spec.Dir); err != nil {
+		return fmt.Errorf("confine: enter working directory %s: %w", spec.Dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(".", &st); err != nil {
+		return fmt.Errorf("confine: working directory %s: %w", spec.Dir, err)
+	}
+	if st.Dev != spec.DirDev || st.Ino != spec.DirIno {
+		return fmt.Errorf("confine: working directory %s was replaced after it was checked (a symlink or another directory put in its place); the command did not run, start it again", spec.Dir)
 	}
 	return nil
 }
@@ -334,6 +384,12 @@ func runInit(specJSON string) int {
 		}
 		if spec.CoverSockets {
 			if err := coverSockets(spec.ReadWrite, append(slices.Clone(spec.ReadOnly), spec.ReadWrite...)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return ExitSetupFailed
+			}
+		}
+		if spec.Dir != "" {
+			if err := enterDir(spec); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return ExitSetupFailed
 			}
