@@ -49,6 +49,13 @@ func (w *Workspace) StartProcess(spec ProcessSpec) (*Process, error) {
 	if err := w.checkIdentity(); err != nil {
 		return nil, err
 	}
+	// Started in the root opened and checked here, not in whatever its name
+	// leads to when the process starts.
+	dir, err := w.openDir("workspace", ".")
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
 	env, err := terminalEnv(os.Environ(), w.opts.HiddenEnv, spec.Env, w.root)
 	if err != nil {
 		return nil, err
@@ -65,7 +72,7 @@ func (w *Workspace) StartProcess(spec ProcessSpec) (*Process, error) {
 		}
 	}
 	cmd := &exec.Cmd{
-		Path: path, Args: append([]string{spec.Command}, spec.Args...), Env: env, Dir: w.root,
+		Path: path, Args: append([]string{spec.Command}, spec.Args...), Env: env, Dir: descriptorDir(dir, w.root),
 		Stdin: pipes[0], Stdout: pipes[3], Stderr: pipes[5],
 		// Setpgid: Stop kills the whole group. Pdeathsig: if agenticd dies without
 		// cleaning up, the kernel ends the process.

@@ -267,22 +267,14 @@ func startTerminal(ws *Workspace, spec TerminalSpec, dir resolved, env []string,
 		return nil, err
 	}
 
-	// The child changes into the cwd through a descriptor opened inside
-	// the workspace root, not by name, so a symlink swapped in after
-	// Resolve cannot move it out.
-	root, err := ws.openRoot()
+	// The command starts in the cwd opened inside the workspace root, not
+	// in whatever its name leads to, so a symlink swapped in after Resolve
+	// cannot move it out.
+	cwd, err := ws.openDir("terminal cwd", dir.rel)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	cwd, err := root.Open(dir.rel)
-	if err != nil {
-		return nil, osError("open terminal cwd", dir.rel, err)
-	}
 	defer cwd.Close()
-	if fi, err := cwd.Stat(); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("%w: terminal cwd %s is not a directory", ErrInvalidPath, dir.rel)
-	}
 
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -504,10 +496,13 @@ func lookPath(name, pathEnv string) (string, error) {
 	return "", fmt.Errorf("%w: command %q is not in PATH; give its full path or run it through a shell line", ErrNotFound, name)
 }
 
-// descriptorDir names the open directory dir as /proc/self/fd/N. The child
-// chdirs before its descriptors are rearranged or closed on exec, so in the
-// child this names the very directory opened here. Without /proc it falls
-// back to the resolved path.
+// descriptorDir names the open directory dir as /proc/self/fd/N, for
+// exec.Cmd.Dir: the command starts in this very directory. Unconfined, the
+// child enters it before its descriptors are rearranged or closed on exec;
+// confined, the init enters the path it has, inside the command's own mount
+// namespace, and refuses to run the command if that is no longer this
+// directory (confine.Policy.Wrap). Without /proc it falls back to the
+// resolved path.
 func descriptorDir(dir *os.File, abs string) string {
 	p := fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
 	a, err1 := os.Stat(p)

@@ -215,6 +215,26 @@ func (w *Workspace) openRoot() (*os.Root, error) {
 	return root, nil
 }
 
+// openDir opens the directory rel (resolved: "." is the root) through the
+// workspace root, so that a symlink swapped in after resolution cannot lead
+// it outside; what names it in errors ("terminal cwd").
+func (w *Workspace) openDir(what, rel string) (*os.File, error) {
+	root, err := w.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	dir, err := root.Open(rel)
+	if err != nil {
+		return nil, osError("open "+what, rel, err)
+	}
+	if fi, err := dir.Stat(); err != nil || !fi.IsDir() {
+		dir.Close()
+		return nil, fmt.Errorf("%w: %s %s is not a directory", ErrInvalidPath, what, rel)
+	}
+	return dir, nil
+}
+
 // checkIdentity verifies that the workspace path still names the directory
 // opened (not, say, a symlink put in its place).
 func (w *Workspace) checkIdentity() error {
