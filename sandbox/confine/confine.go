@@ -85,6 +85,13 @@ type Policy struct {
 	// BestEffort runs the command with what this machine can enforce
 	// instead of failing; Wrap then returns what is missing.
 	BestEffort bool
+	// Limits bound the tree's processes, memory, file sizes and priority.
+	Limits Limits
+	// Group, when not nil, holds the tree in control groups of its own (NewGroup).
+	Group *Group
+	// Network, when not nil, restricts the TCP ports the command may connect to
+	// (Landlock ABI 4 and newer); nil leaves the network open.
+	Network *Network
 }
 
 // Landlock ABIs the boundary depends on.
@@ -113,6 +120,11 @@ type Support struct {
 	// /dev/pts with an empty read-only directory: other terminals stay out
 	// of reach, but the command cannot open new ones (node-pty, tty tools).
 	Devpts error
+	// Root: agenticd runs as uid 0, for whom the kernel never enforces RLIMIT_NPROC.
+	Root bool
+	// PidsCgroup and MemoryCgroup are agenticd's own cgroup v1 directories of those
+	// controllers where it may create a Group, else "".
+	PidsCgroup, MemoryCgroup string
 }
 
 // Missing lists the parts of the boundary this machine cannot enforce,
@@ -213,8 +225,11 @@ func (p Policy) Wrap(cmd *exec.Cmd) (missing []string, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.Limits.Check(); err != nil {
+		return nil, err
+	}
 	support := Probe()
-	missing = support.Missing()
+	missing = append(support.Missing(), p.networkMissing(support)...)
 	if len(missing) > 0 && !p.BestEffort {
 		return nil, fmt.Errorf("%w: %s (%s); set BestEffort to run with less", ErrUnsupported, strings.Join(missing, "; "), support)
 	}
@@ -227,6 +242,8 @@ func (p Policy) Wrap(cmd *exec.Cmd) (missing []string, err error) {
 		Namespaces:   support.Namespaces == nil,
 		CoverSockets: support.Namespaces == nil && support.LandlockABI < unixConnectLandlockABI,
 		ExtraFiles:   len(cmd.ExtraFiles),
+		Limits:       limitSpec{Limits: p.Limits, Groups: p.Group.paths()},
+		Network:      p.Network,
 	}
 	if spec.Landlock {
 		if err := checkExecutable(cmd, readOnly, readWrite); err != nil {
@@ -292,6 +309,10 @@ type initSpec struct {
 	// this kernel's Landlock does not restrict.
 	CoverSockets bool `json:",omitempty"`
 	ExtraFiles   int  `json:",omitempty"` // inherited descriptors beyond stdio to pass on
+	// Limits are set before the command starts (applyLimits).
+	Limits limitSpec `json:",omitzero"`
+	// Network restricts TCP connections (restrictFiles); nil leaves them open.
+	Network *Network `json:",omitempty"`
 	// Dir is the directory the init enters for the command, a path in its mount
 	// namespace; DirDev and DirIno identify the directory Wrap found there, which
 	// the init must find too.

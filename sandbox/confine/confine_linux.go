@@ -52,6 +52,8 @@ func Probe() Support {
 	probeOnce.Do(func() {
 		probeResult = Support{LandlockABI: landlockABI()}
 		probeResult.Namespaces, probeResult.Devpts = probeNamespaces()
+		probeResult.Root = os.Getuid() == 0
+		probeResult.PidsCgroup, probeResult.MemoryCgroup = probeGroups()
 	})
 	return probeResult
 }
@@ -399,6 +401,11 @@ func runInit(specJSON string) int {
 			return ExitSetupFailed
 		}
 	}
+	// Before Landlock, which forbids joining the tree's control groups.
+	if err := applyLimits(spec); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return ExitSetupFailed
+	}
 	if spec.Landlock {
 		if err := restrictFiles(spec); err != nil {
 			fmt.Fprintf(os.Stderr, "confine: landlock: %v\n", err)
@@ -503,15 +510,21 @@ func reapUntil(pid int) int {
 // restrictFiles applies the policy's Landlock ruleset to the init, and so
 // to everything it starts. It uses the newest ruleset go-landlock knows,
 // downgraded to what the kernel offers; Wrap made sure that is at least
-// minLandlockABI. Network rights are not handled, so the network stays
-// open; IPC scoping (abstract unix sockets, signals) keeps the command from
-// reaching processes outside its domain.
+// minLandlockABI. Network rights are handled only for a Network policy, and
+// then only TCP connect (see Network); IPC scoping (abstract unix sockets,
+// signals) keeps the command from reaching processes outside its domain.
 func restrictFiles(spec initSpec) error {
 	cfg := landlock.V11
 	cfg.HandledAccessNet = 0
 	rules := []landlock.Rule{
 		landlock.RWFiles("/dev/null", "/dev/full").IgnoreIfMissing(),
 		landlock.ROFiles("/dev/zero", "/dev/random", "/dev/urandom").IgnoreIfMissing(),
+	}
+	if spec.Network != nil {
+		cfg.HandledAccessNet = llsys.AccessNetConnectTCP
+		for _, port := range spec.Network.AllowTCPPorts {
+			rules = append(rules, landlock.ConnectTCP(port))
+		}
 	}
 	if spec.Namespaces {
 		// The namespace's own /proc: only the command's processes.
