@@ -47,27 +47,64 @@ func ParseConfinementMode(s string) (ConfinementMode, error) {
 // programs, libraries and configuration. agenticd's own files are carved out of them.
 var systemReadPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
+// Limits bound what one confined process tree may take (see confine.Limits).
+type Limits = confine.Limits
+
+// Network is an egress policy for a confined process tree (see confine.Network).
+type Network = confine.Network
+
 // ProcessPaths are the paths a confined process may use beyond its workspace, its
-// private temp dir and the system: an agent's installation and state directories.
+// private temp dir and the system: an agent's installation and state directories; and
+// the bounds of an agent's own tree.
 type ProcessPaths struct {
 	Read  []string
 	Write []string
+	// Limits replace Options.Limits for this tree when not nil.
+	Limits *Limits
+	// Network, when not nil, restricts the TCP ports the tree may connect to.
+	Network *Network
 }
 
 // ErrConfinement: a process could not be started under the boundary the configuration
 // asks for.
 var ErrConfinement = errors.New("cannot confine the process")
 
-// ConfinementState describes the boundary processes run under, for logs and AgentInfo.
+// ConfinementState describes the boundary processes run under, for logs and AgentInfo:
+// terminals and commands, and agents without limits or a network policy of their own.
 func (r *Roots) ConfinementState() string {
+	return r.ProcessConfinement(ProcessPaths{})
+}
+
+// ProcessConfinement describes the boundary a process confined with extra runs under:
+// what this machine enforces, the tree's limits and how each is enforced (or that it is
+// not), and the network policy.
+func (r *Roots) ProcessConfinement(extra ProcessPaths) string {
 	if r.opts.Confinement.off() {
 		return "off: processes agents start are not confined (confinement: off)"
 	}
 	support := confine.Probe()
-	if missing := support.Missing(); len(missing) > 0 {
-		return fmt.Sprintf("partial (%s): missing %s", support, strings.Join(missing, "; "))
+	bounds := support.Describe(r.opts.treeLimits(extra))
+	if extra.Network != nil {
+		if support.RestrictsNetwork() {
+			bounds += "; " + extra.Network.String()
+		} else {
+			bounds += fmt.Sprintf("; network NOT RESTRICTED: the policy needs Landlock ABI 4 (Linux 6.7), this kernel has %d", support.LandlockABI)
+		}
+	} else {
+		bounds += "; network open"
 	}
-	return "on: " + support.String()
+	if missing := support.Missing(); len(missing) > 0 {
+		return fmt.Sprintf("partial (%s): missing %s; %s", support, strings.Join(missing, "; "), bounds)
+	}
+	return "on: " + support.String() + "; " + bounds
+}
+
+// treeLimits are the limits of a tree confined with extra.
+func (o Options) treeLimits(extra ProcessPaths) Limits {
+	if extra.Limits != nil {
+		return *extra.Limits
+	}
+	return o.Limits
 }
 
 // ConfinesFiles reports whether the processes started for sessions run with their files
@@ -78,6 +115,15 @@ func (r *Roots) ConfinesFiles() bool {
 		return false
 	}
 	return confine.Probe().ConfinesFiles()
+}
+
+// UnenforcedLimits lists, as sentences, the limits of trees without their own
+// (Options.Limits) that this machine cannot enforce; empty when confinement is off.
+func (r *Roots) UnenforcedLimits() []string {
+	if r.opts.Confinement.off() {
+		return nil
+	}
+	return confine.Probe().Unenforced(r.opts.Limits)
 }
 
 // ConfinementMissing lists what this kernel cannot enforce of the configured boundary;
@@ -92,8 +138,10 @@ func (r *Roots) ConfinementMissing() []string {
 // Confine rewrites cmd, not yet started, to run under the boundary for workspace: it
 // may write only the workspace, a private temp dir (TMPDIR) and extra.Write; read the
 // system, the workspace, extra.Read and the command's own installation; and never
-// agenticd's own files. Whatever it starts ends with it. The returned release removes
-// the temp dir once the process has exited; it is a no-op when confinement is off.
+// agenticd's own files. Whatever it starts ends with it. Its tree is bounded by
+// extra.Limits, or Options.Limits, and extra.Network. The returned release removes the
+// temp dir and the tree's control groups once the process has exited; it is a no-op
+// when confinement is off.
 func (r *Roots) Confine(cmd *exec.Cmd, workspace string, extra ProcessPaths) (release func(), err error) {
 	return r.opts.confine(cmd, workspace, extra, true)
 }
@@ -116,11 +164,24 @@ func (o Options) confine(cmd *exec.Cmd, workspace string, extra ProcessPaths, in
 	if installs {
 		install = installPaths(cmd)
 	}
+	limits := o.treeLimits(extra)
+	group, err := confine.NewGroup(limits)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("%w: %v", ErrConfinement, err)
+	}
+	release = func() {
+		_ = os.RemoveAll(tmp)
+		group.Remove()
+	}
 	policy := confine.Policy{
 		ReadOnly:   o.readPaths(append(install, extra.Read...)),
 		ReadWrite:  append([]string{workspace, tmp}, o.allowed(existing(extra.Write))...),
 		Pty:        true,
 		BestEffort: mode == ConfineAuto,
+		Limits:     limits,
+		Group:      group,
+		Network:    extra.Network,
 	}
 	env := cmd.Env
 	if env == nil {

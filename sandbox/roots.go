@@ -50,6 +50,10 @@ type Options struct {
 	// Confinement is the OS boundary of the processes started for sessions; the zero
 	// value is ConfineOff.
 	Confinement ConfinementMode
+	// Limits bound each confined process tree that brings none of its own
+	// (ProcessPaths.Limits): terminals, commands, MCP servers. The zero value leaves
+	// them unbounded.
+	Limits Limits
 }
 
 func (o Options) withDefaults() Options {
