@@ -1,8 +1,12 @@
 package sandbox
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agenticd/agenticd/internal/unprivileged"
 	"github.com/agenticd/agenticd/sandbox/confine"
@@ -49,4 +53,49 @@ func TestConfinementStateNamesTheLimits(t *testing.T) {
 	if !strings.Contains(agent, "memory: 1 GiB") || strings.Contains(agent, "processes") || !strings.Contains(agent, "port 443") {
 		t.Errorf("an agent's own bounds: %q", agent)
 	}
+}
+
+// While one session's terminal runs a fork bomb, held at its tree's process limit,
+// another session's 20 commands all succeed and this process stays responsive; the
+// bomb's processes end with its terminal. Run as an ordinary user, for whom RLIMIT_NPROC
+// counts.
+func TestBombDoesNotStarveAnotherSession(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
+	requireConfinement(t)
+	opts := Options{Confinement: ConfineOn, Limits: Limits{Processes: 256}}
+	_, bombTerms := newTerminals(t, opts)
+	_, terms := newTerminals(t, opts)
+	marker := fmt.Sprintf("agenticd-bomb-%d-%d", os.Getpid(), time.Now().UnixNano())
+	id, err := bombTerms.Create(context.Background(), TerminalSpec{Command: "/bin/bash", Args: []string{"-c", `b() { b | b & }; b; wait; sleep 1000`, marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bomb reached its limit", func() bool {
+		out, err := bombTerms.Output(id)
+		return err == nil && strings.Contains(out.Output, "Resource temporarily unavailable")
+	})
+	if n := len(processesWith(marker)); n >= 256 {
+		t.Errorf("the bomb runs %d processes, limit 256 tasks", n)
+	}
+	var slowest, slowestCommand time.Duration
+	for i := range 20 {
+		start := time.Now()
+		if out, code := shell(t, terms, fmt.Sprintf("echo ok %d", i)); code != 0 || strings.TrimSpace(out) != fmt.Sprintf("ok %d", i) {
+			t.Errorf("command %d beside the bomb: exit %d, %q", i, code, out)
+		}
+		// A goroutine's round trip stands for the server answering a health check.
+		ping := time.Now()
+		answered := make(chan struct{})
+		go func() { close(answered) }()
+		<-answered
+		slowest = max(slowest, time.Since(ping))
+		slowestCommand = max(slowestCommand, time.Since(start))
+	}
+	t.Logf("beside the bomb: slowest command %v, slowest goroutine round trip %v", slowestCommand, slowest)
+	if err := bombTerms.Kill(id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bomb's processes ended with its terminal", func() bool { return len(processesWith(marker)) == 0 })
 }
