@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,13 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 		}
 		if a.APIKeyEnv != "" {
 			c.KeepEnv = append(c.KeepEnv, a.APIKeyEnv)
+		}
+		var err error
+		if c.Limits, err = cfg.agentLimits(a); err != nil {
+			return out, fmt.Errorf("agent %q: %w", a.ID, err)
+		}
+		if c.Network, err = a.Network.network(); err != nil {
+			return out, fmt.Errorf("agent %q: %w", a.ID, err)
 		}
 		for _, m := range a.MCPServers {
 			c.MCPServers = append(c.MCPServers, acp.MCPServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL, Headers: m.Headers})

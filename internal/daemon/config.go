@@ -104,6 +104,9 @@ type Config struct {
 	// a process that cannot be confined is not started), off, or auto (the default: on
 	// where the kernel supports it, with a loud warning about what it does not).
 	Confinement string `yaml:"confinement"`
+	// Limits bound every confined process tree (an agent and what it starts, a terminal,
+	// a command) unless an acp agent's own limits say otherwise.
+	Limits LimitsConfig `yaml:"limits"`
 	// Metrics serves Prometheus metrics on a listener of its own (off by default).
 	Metrics MetricsConfig `yaml:"metrics"`
 	// Agents are the agents to register, in order.
@@ -234,6 +237,11 @@ type AgentConfig struct {
 	// session/list) are recorded whenever its process starts there, so that
 	// ListSessions shows them and LoadSession opens them.
 	ImportSessions bool `yaml:"import_sessions"`
+	// Limits (acp only) override the top-level limits, key by key, for the agent's tree.
+	Limits LimitsConfig `yaml:"limits"`
+	// Network (acp only), when set, lets the agent's tree connect only to the listed
+	// TCP ports (see NetworkConfig for what Landlock cannot restrict).
+	Network *NetworkConfig `yaml:"network"`
 
 	// deepchat: an OpenAI-compatible chat completions API.
 	Provider      string   `yaml:"provider"`
@@ -467,6 +475,9 @@ func (c Config) Validate() error {
 	if _, err := sandbox.ParseConfinementMode(c.Confinement); err != nil {
 		return err
 	}
+	if _, err := c.treeLimits(); err != nil {
+		return err
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log_format %q: use text or json", c.LogFormat)
 	}
@@ -476,6 +487,9 @@ func (c Config) Validate() error {
 	seen := make(map[string]bool, len(c.Agents))
 	for i, a := range c.Agents {
 		if err := a.validate(); err != nil {
+			return fmt.Errorf("%s: %w", c.agentEntry(i), err)
+		}
+		if err := c.validateBounds(a); err != nil {
 			return fmt.Errorf("%s: %w", c.agentEntry(i), err)
 		}
 		if seen[a.ID] {
@@ -720,6 +734,8 @@ func checkYAML(n *yaml.Node, t reflect.Type, path string) []configProblem {
 			problems = append(problems, checkYAML(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value))...)
 		}
 		return problems
+	case reflect.Pointer:
+		return checkYAML(n, t.Elem(), path)
 	default:
 		if n.Kind != yaml.ScalarNode {
 			return wrong(describeNode(n))
@@ -813,6 +829,8 @@ func describeType(t reflect.Type) string {
 		return "a duration such as 30s or 5m"
 	}
 	switch t.Kind() {
+	case reflect.Pointer:
+		return describeType(t.Elem())
 	case reflect.String:
 		return "a single value"
 	case reflect.Int, reflect.Int64:

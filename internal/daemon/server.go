@@ -327,8 +327,9 @@ func sandboxOptions(cfg Config) sandbox.Options {
 			opts.HiddenEnv = append(opts.HiddenEnv, n)
 		}
 	}
-	// Validate has checked the mode.
+	// Validate has checked the mode and the limits.
 	opts.Confinement, _ = sandbox.ParseConfinementMode(cfg.Confinement)
+	opts.Limits, _ = cfg.treeLimits()
 	for _, p := range []string{cfg.DataDir, cfg.File, cfg.TLS.KeyFile} {
 		if p != "" {
 			opts.Excluded = append(opts.Excluded, p)
@@ -478,6 +479,9 @@ func checkConfinement(roots *sandbox.Roots, mode sandbox.ConfinementMode, logger
 		for _, m := range missing {
 			logger.Warn("CONFINEMENT INCOMPLETE: agents and their commands run with less than the full boundary", "missing", m)
 		}
+	}
+	for _, m := range roots.UnenforcedLimits() {
+		logger.Warn("a limit of the sessions' process trees is not enforced: one session can starve the others", "limit", m)
 	}
 	return nil
 }

@@ -117,6 +117,15 @@ type Config struct {
 	// agent offers it) are recorded as agenticd sessions whenever a process starts there,
 	// so that ListSessions shows them and LoadSession opens them.
 	ImportSessions bool
+	// Limits bound the agent's process tree; nil: the Roots' own (sandbox.Options.Limits).
+	Limits *sandbox.Limits
+	// Network, when not nil, restricts the TCP ports the agent's tree may connect to.
+	Network *sandbox.Network
+}
+
+// bounds are the limits and network policy of the agent's tree, as Roots takes them.
+func (c Config) bounds() sandbox.ProcessPaths {
+	return sandbox.ProcessPaths{Limits: c.Limits, Network: c.Network}
 }
 
 // MCPServer is an MCP server an agent should connect its sessions to: a command run

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agenticd/agenticd/internal/version"
 	"github.com/agenticd/agenticd/presenters"
-	"github.com/agenticd/agenticd/sandbox"
 )
 
 // clientInfo is what agenticd tells agents about itself in initialize.
@@ -89,7 +88,8 @@ func dial(ctx context.Context, cfg Config, scope procScope, conf confiner, log *
 	workspace := scope.workspace
 	log = log.With("workspace", workspace)
 	createState(cfg.State, log)
-	paths := sandbox.ProcessPaths{Read: expandHome(cfg.ReadPaths), Write: expandHome(cfg.WritePaths)}
+	paths := cfg.bounds()
+	paths.Read, paths.Write = expandHome(cfg.ReadPaths), expandHome(cfg.WritePaths)
 	for _, p := range paths.Write {
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 			log.Warn("a write path of the agent does not exist, and confined it cannot create it: create it or take it out of write_paths", "path", p)

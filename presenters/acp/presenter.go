@@ -137,7 +137,7 @@ func (p *Presenter) describeLocked() presenters.AgentInfo {
 		Capabilities:   p.capabilities(),
 		Implementation: p.impl,
 		ConfigSource:   p.cfg.Source,
-		Confinement:    p.deps.Roots.ConfinementState(),
+		Confinement:    p.deps.Roots.ProcessConfinement(p.cfg.bounds()),
 	}
 }
 
