@@ -79,8 +79,11 @@ func TestBrowserWholeTurn(t *testing.T) {
 	ctx := startBrowser(t, browser)
 	page := &pageDriver{t: t, ctx: ctx}
 
-	page.run("open the page", chromedp.Navigate("http://"+s.Addr+"/"),
+	page.run("sign in and open the page", chromedp.Navigate(signInLink(t, s)),
 		chromedp.WaitVisible(fmt.Sprintf(`[data-testid=agent][data-agent-id=%q]`, agentID)))
+	if u := get(page, "read the address", chromedp.Location()); u != "http://"+s.Addr+"/" {
+		t.Errorf("after signing in the page is at %q: the one-time code must not stay in the address", u)
+	}
 
 	page.run("create a session", chromedp.SetValue(`#new-agent`, agentID),
 		chromedp.SendKeys(`#new-workspace`, ws), chromedp.Click(`#create-session`),
@@ -326,6 +329,32 @@ func (p *pageDriver) status() string {
 	defer cancel()
 	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`['page-error', 'chat-error', 'connection', 'new-session-error'].map(id => document.getElementById(id)?.textContent ?? '').filter(s => s).join(' / ')`))
 	return s
+}
+
+// signInLink is a one-time link that signs a browser in to s's page, as `agenticctl
+// web` prints it.
+func signInLink(t *testing.T, s *testServer) string {
+	t.Helper()
+	resp, err := s.Client.CreateWebLogin(context.Background(), &agenticv1.CreateWebLoginRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + s.Addr + resp.GetPath()
+}
+
+// Without signing in, the page says how to, and lists nothing.
+func TestBrowserAsksToSignIn(t *testing.T) {
+	browser := chromiumOrSkip(t)
+	s := startServer(t, daemon.Config{})
+	page := &pageDriver{t: t, ctx: startBrowser(t, browser)}
+	page.run("open the page", chromedp.Navigate("http://"+s.Addr+"/"), chromedp.WaitVisible(`[data-testid=sign-in-hint]`))
+	if n := page.count(`[data-testid=agent]`); n != 0 {
+		t.Fatalf("%d agents listed before signing in", n)
+	}
+	page.run("sign in", chromedp.Navigate(signInLink(t, s)), chromedp.WaitVisible(`[data-testid=agent][data-agent-id="deepchat.default"]`))
+	if n := page.count(`#token-form:not([hidden])`); n != 0 {
+		t.Error("the page still asks to sign in after the link was opened")
+	}
 }
 
 // With a token configured the page loads, asks for the token when the API answers

@@ -20,6 +20,7 @@ import (
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/internal/localcred"
 )
 
 // agenticdProcess is bin/agenticd running as a process of its own, so that it can be
@@ -85,7 +86,15 @@ func startAgenticdProcess(t *testing.T, bin string, cfg daemon.Config) *agenticd
 			t.Fatalf("agenticd did not listen on %s within %s; its log:\n%s", cfg.Listen, eventWait, p.logTail())
 		}
 	}
-	if p.conn, err = grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+	// Every call needs credentials: the configured token, else the one agenticd wrote.
+	token := cfg.Token
+	if token == "" {
+		if token, err = localcred.ReadToken(cfg.DataDir); err != nil {
+			t.Fatalf("read agenticd's local token: %v", err)
+		}
+	}
+	if p.conn, err = grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearerToken(token))); err != nil {
 		t.Fatal(err)
 	}
 	p.client = agenticv1.NewAgenticServiceClient(p.conn)

@@ -5,6 +5,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -42,8 +43,8 @@ const eventWait = 60 * time.Second
 
 // testServer is a running agenticd and a client connected to it.
 type testServer struct {
-	// Client talks to the server (with the bearer token when Cfg.Token is set). It is
-	// replaced by Restart.
+	// Client talks to the server with the configured token, else the local token from
+	// the data dir (every call needs credentials). It is replaced by Restart.
 	Client agenticv1.AgenticServiceClient
 	// Conn is the client's connection, for other services (health, reflection).
 	Conn *grpc.ClientConn
@@ -51,6 +52,8 @@ type testServer struct {
 	Addr string
 	// Cfg is the config the server runs with, defaults filled in.
 	Cfg daemon.Config
+	// Token is the bearer token Client sends.
+	Token string
 
 	t       *testing.T
 	srv     *daemon.Server
@@ -84,11 +87,9 @@ func (s *testServer) start(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start agenticd: %v", err)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	if s.Cfg.Token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(s.Cfg.Token)))
-	}
-	conn, err := grpc.NewClient(srv.Addr(), opts...)
+	token := cmp.Or(s.Cfg.Token, srv.LocalToken())
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearerToken(token)))
 	if err != nil {
 		stopCtx, cancel := context.WithTimeout(context.Background(), eventWait)
 		defer cancel()
@@ -96,7 +97,7 @@ func (s *testServer) start(t *testing.T) {
 		t.Fatalf("connect to agenticd at %s: %v", srv.Addr(), err)
 	}
 	s.mu.Lock()
-	s.srv, s.Conn, s.Addr, s.stopped = srv, conn, srv.Addr(), false
+	s.srv, s.Conn, s.Addr, s.Token, s.stopped = srv, conn, srv.Addr(), token, false
 	s.Client = agenticv1.NewAgenticServiceClient(conn)
 	s.mu.Unlock()
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -131,19 +130,6 @@ func clientAddress(ctx context.Context) string {
 		return p.Addr.String()
 	}
 	return ""
-}
-
-// clientIdentity names the credential the caller presented: a fingerprint of its bearer
-// token (never the token), or "no token".
-func clientIdentity(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
-			sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-			return "token sha256:" + hex.EncodeToString(sum[:])[:12]
-		}
-	}
-	return "no token"
 }
 
 // entries makes the audit entries of a batch of logged events. An event that does not

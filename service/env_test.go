@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/localcred"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/store"
@@ -50,6 +51,7 @@ type testEnv struct {
 	other    *fakePresenter
 	batching *batchingFake // the other agent, with envOptions.batching
 	root     string        // the canonical workspace root
+	token    string        // the bearer token the server accepts and client sends
 }
 
 type envOptions struct {
@@ -71,6 +73,10 @@ type envOptions struct {
 	// page and allowedOrigins configure the HTTP gateway (GRPCOptions).
 	page           http.Handler
 	allowedOrigins []string
+	// webLogins signs browsers in (Options, Credentials).
+	webLogins *WebLogins
+	// localSocket also serves the local socket at this path (GRPCServer.ServeLocal).
+	localSocket string
 }
 
 func newEnv(t testing.TB, opts envOptions) *testEnv {
@@ -121,15 +127,30 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	if _, bench := t.(*testing.B); bench {
 		logger = discard
 	}
-	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: logger}), GRPCOptions{Token: opts.token, Logger: logger,
-		Page: opts.page, AllowedOrigins: opts.allowedOrigins})
+	// Every call needs credentials: the env's client carries the token.
+	if opts.token == "" {
+		opts.token = testToken
+	}
+	e.token = opts.token
+	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, WebLogins: opts.webLogins, Logger: logger}),
+		GRPCOptions{Credentials: Credentials{Tokens: []string{opts.token}, WebLogins: opts.webLogins}, Logger: logger,
+			Page: opts.page, AllowedOrigins: opts.allowedOrigins})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lis := bufconn.Listen(1 << 20)
 	e.lis = lis
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(lis) }()
+	servers := 1
+	if opts.localSocket != "" {
+		local, err := localcred.Listen(opts.localSocket, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers++
+		go func() { served <- srv.ServeLocal(local) }()
+	}
 	e.conn = dialBufconn(t, lis, opts.token)
 	e.client = pb.NewAgenticServiceClient(e.conn)
 	t.Cleanup(func() {
@@ -137,8 +158,10 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 		stopped, cancel := context.WithCancel(ctx)
 		cancel()
 		srv.Stop(stopped)
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
+		for range servers {
+			if err := <-served; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
 		}
 	})
 	// One event, so that LastSequence is never 0 and subscribeLive can always resume.
@@ -159,6 +182,9 @@ func openStore(t testing.TB) *store.Store {
 	})
 	return st
 }
+
+// testToken is the bearer token of a test env whose options name none.
+const testToken = "the-test-envs-token"
 
 func dialBufconn(t testing.TB, lis *bufconn.Listener, token string, extra ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()

@@ -25,9 +25,8 @@ import (
 
 // GRPCOptions configures NewGRPCServer.
 type GRPCOptions struct {
-	// Token, when set, is required as `authorization: Bearer <token>` on every RPC but
-	// health, in every protocol.
-	Token string
+	// Credentials are what every RPC but health needs, in every protocol.
+	Credentials Credentials
 	// TLSCertFile and TLSKeyFile (PEM), when set, serve over TLS.
 	TLSCertFile, TLSKeyFile string
 	// Page answers the HTTP requests that are not RPCs (the web page); nil answers 404.
@@ -60,12 +59,12 @@ type GRPCServer struct {
 
 	// httpConns counts the HTTP server's connections, whose goroutines outlive Close (a
 	// connection that left a request body unread waits a moment before closing): Stop
-	// waits for them once httpServed is closed, when no connection is added any more.
-	httpConns  sync.WaitGroup
-	httpServed chan struct{}
+	// waits for them once httpServing is done, when no connection is added any more.
+	httpConns   sync.WaitGroup
+	httpServing sync.WaitGroup // one per listener served
 
 	mu      sync.Mutex
-	split   *connsplit.Splitter // set by Serve
+	splits  []*connsplit.Splitter // one per listener served
 	stopped bool
 }
 
@@ -79,7 +78,7 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	}
 	// WaitForHandlers: once Stop returns no handler runs, so what they use may be closed.
 	tel := newTelemetry(opts.Metrics, opts.TracerProvider, opts.Turns)
-	base := serverOptions(opts.Token, logger)
+	base := serverOptions(opts.Credentials, logger)
 	if opts.Replicas != nil {
 		// After the token check and the remembered answers (only the turn span, which
 		// telemetry adds, runs inside it): a call is authorized, and answered from the
@@ -87,8 +86,7 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 		base = append(base, grpc.ChainUnaryInterceptor(opts.Replicas.unary))
 	}
 	serverOpts := tel.serverOptions(append(base, grpc.WaitForHandlers(true)))
-	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger,
-		httpServed: make(chan struct{})}
+	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger}
 	if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile)
 		if err != nil {
@@ -102,7 +100,7 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	healthpb.RegisterHealthServer(g.grpc, g.health)
 	reflection.Register(g.grpc)
 	tel.registered(g.grpc)
-	gateway, err := httpGateway(g.grpc, opts.Page, opts.Token, opts.AllowedOrigins, logger)
+	gateway, err := httpGateway(g.grpc, opts.Page, opts.Credentials.WebLogins, g.tls != nil, opts.AllowedOrigins, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -143,30 +141,40 @@ func httpProtocols() *http.Protocols {
 	return &p
 }
 
-// Serve turns health SERVING and serves lis until Stop; it returns nil once stopped.
+// Serve turns health SERVING and serves lis (with TLS when configured) until Stop; it
+// returns nil once stopped.
 func (g *GRPCServer) Serve(lis net.Listener) error {
 	if g.tls != nil {
 		lis = tls.NewListener(lis, g.tls)
 	}
+	return g.serve(lis)
+}
+
+// ServeLocal serves the local socket (localcred.Listen) beside Serve's listener, without
+// TLS: the kernel vouches for its peers. It returns nil once stopped.
+func (g *GRPCServer) ServeLocal(lis net.Listener) error { return g.serve(lis) }
+
+func (g *GRPCServer) serve(lis net.Listener) error {
 	split := connsplit.New(lis, connsplit.Options{Logger: g.logger})
 	g.mu.Lock()
 	if g.stopped {
 		g.mu.Unlock()
 		return lis.Close()
 	}
-	g.split = split
+	g.splits = append(g.splits, split)
+	g.httpServing.Add(1)
 	g.mu.Unlock()
 	g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	g.health.SetServingStatus(pb.AgenticService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	grpcErr, httpErr := make(chan error, 1), make(chan error, 1)
 	go func() { grpcErr <- g.grpc.Serve(split.GRPC()) }()
 	go func() {
-		defer close(g.httpServed)
+		defer g.httpServing.Done()
 		httpErr <- g.http.Serve(split.HTTP())
 	}()
 	runErr := split.Run()
 	if runErr != nil {
-		// The listener failed: the servers have nothing more to serve.
+		// The listener failed: stop serving the others too, rather than run on half.
 		g.grpc.Stop()
 		g.http.Close()
 	}
@@ -187,7 +195,7 @@ func (g *GRPCServer) Serve(lis net.Listener) error {
 func (g *GRPCServer) Stop(ctx context.Context) (graceful bool) {
 	g.mu.Lock()
 	g.stopped = true
-	split := g.split
+	splits := g.splits
 	g.mu.Unlock()
 	g.health.Shutdown()
 	g.hub.Close()
@@ -209,10 +217,10 @@ func (g *GRPCServer) Stop(ctx context.Context) (graceful bool) {
 		<-done
 		graceful = false
 	}
-	if split != nil {
+	for _, split := range splits {
 		split.Close()
-		<-g.httpServed
-		g.httpConns.Wait()
 	}
+	g.httpServing.Wait()
+	g.httpConns.Wait()
 	return graceful
 }

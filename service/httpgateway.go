@@ -3,7 +3,6 @@ package service
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -39,9 +38,9 @@ var (
 
 // httpGateway is the handler of every connection that is not native gRPC: the Connect
 // protocol (JSON and binary) and gRPC-Web, translated to gRPC and served by the same
-// gRPC server (its interceptors, the bearer token included, apply alike), and the web
-// page for every other path.
-func httpGateway(g *grpc.Server, page http.Handler, token string, allowedOrigins []string, logger *slog.Logger) (http.Handler, error) {
+// gRPC server (its interceptors, the credentials check included, apply alike), the web
+// page's sign-in (/login), and the page for every other path.
+func httpGateway(g *grpc.Server, page http.Handler, logins *WebLogins, secure bool, allowedOrigins []string, logger *slog.Logger) (http.Handler, error) {
 	if page == nil {
 		page = http.NotFoundHandler()
 	}
@@ -66,7 +65,7 @@ func httpGateway(g *grpc.Server, page http.Handler, token string, allowedOrigins
 	for _, o := range allowedOrigins {
 		allowed[o] = true
 	}
-	return browserGuard{next: handler, tokenless: token == "", allowed: allowed, logger: logger}, nil
+	return browserGuard{next: handler, logins: logins, secure: secure, allowed: allowed, logger: logger}, nil
 }
 
 // connectVersionDefault lets a Connect unary call leave out Connect-Protocol-Version
@@ -90,26 +89,33 @@ func isRPCPath(path string) bool {
 	return ok && strings.Contains(service, ".") && method != "" && !strings.Contains(method, "/")
 }
 
-// browserGuard refuses what a web page of another site can make a browser send. Without
-// a token, agenticd listens on loopback only, and what keeps other sites out is that a
-// browser sends their requests with their own Host (DNS rebinding: a name of theirs
-// resolved to 127.0.0.1) or their own Origin. With a token, a page elsewhere cannot read
-// it, so only the Origin rule applies.
+// browserGuard refuses what a web page of another site can make a browser send: a
+// request with an Origin that is neither the server's own nor allowed. Every RPC needs
+// credentials besides, and a page of another site has none: the session cookie is
+// SameSite=Strict and bound to agenticd's own host, which also keeps out a name of
+// theirs resolved to 127.0.0.1 (DNS rebinding). It serves /login, and marks a request
+// whose session cookie is valid as authenticated for the RPC it carries.
 type browserGuard struct {
-	next      http.Handler
-	tokenless bool
-	allowed   map[string]bool
-	logger    *slog.Logger
+	next    http.Handler
+	logins  *WebLogins // nil: no web sign-in
+	secure  bool       // served over TLS: the cookie is Secure
+	allowed map[string]bool
+	logger  *slog.Logger
 }
 
 func (b browserGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if b.tokenless && !isLocalHost(r.Host) {
-		b.refuse(w, r, fmt.Sprintf("agenticd without a token answers HTTP only for localhost or an IP address, and this request named the host %q (a page of another site can make a browser do that): open agenticd as http://127.0.0.1:<port>/ or http://localhost:<port>/, or set a token", r.Host))
-		return
-	}
 	if origin := r.Header.Get("Origin"); origin != "" && !b.allowed[origin] && !sameOrigin(origin, r.Host) {
 		b.refuse(w, r, fmt.Sprintf("the origin %q may not call agenticd: only pages agenticd serves itself may, and the origins listed under allowed_origins in its config", origin))
 		return
+	}
+	if b.logins != nil {
+		if r.URL.Path == webLoginPath {
+			b.logins.serveLogin(w, r, b.secure)
+			return
+		}
+		if b.logins.validSession(r) {
+			r = r.WithContext(withWebSession(r.Context()))
+		}
 	}
 	b.next.ServeHTTP(w, r)
 }
@@ -117,21 +123,6 @@ func (b browserGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (b browserGuard) refuse(w http.ResponseWriter, r *http.Request, msg string) {
 	b.logger.Warn("refused an HTTP request", "host", r.Host, "origin", r.Header.Get("Origin"), "path", r.URL.Path, "remote", r.RemoteAddr)
 	http.Error(w, msg, http.StatusForbidden)
-}
-
-// isLocalHost reports whether a Host header names this machine by an IP address or as
-// localhost: no other site's page can make a browser send that.
-func isLocalHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if net.ParseIP(host) != nil {
-		return true
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // sameOrigin reports whether a browser's Origin is the server's own: its host and port

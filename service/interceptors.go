@@ -2,34 +2,28 @@ package service
 
 import (
 	"context"
-	"crypto/subtle"
-	"errors"
 	"log/slog"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
-	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
 
-// healthPrefix is the one service callable without the bearer token, so that load
-// balancers and orchestrators can probe the server.
+// healthPrefix is the one service callable without credentials.
 const healthPrefix = "/grpc.health.v1.Health/"
 
 // serverOptions returns what every agenticd server needs: the codec that sends an event's
 // encoded bytes to every subscriber and tells which requests held invalid UTF-8, and the
 // interceptors, outermost first: the details every error status carries (an ErrorInfo
 // even on a status no handler made), panic recovery (the one place a panic in a handler
-// is recovered), the refusal of requests with invalid UTF-8, the bearer token check (when
-// token is not empty; health is exempt), an access log at debug level, then the answers
+// is recovered), the refusal of requests with invalid UTF-8, the credentials check (health
+// is exempt), an access log at debug level, then the answers
 // to repeated request_ids.
-func serverOptions(token string, logger *slog.Logger) []grpc.ServerOption {
+func serverOptions(creds Credentials, logger *slog.Logger) []grpc.ServerOption {
 	invalid := &invalidUTF8Requests{}
-	ic := interceptors{token: []byte(token), logger: logger, invalid: invalid,
+	ic := interceptors{tokens: creds.tokens(), logger: logger, invalid: invalid,
 		answers: newAnswers(requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
 		frameCodecOption(invalid),
@@ -39,7 +33,7 @@ func serverOptions(token string, logger *slog.Logger) []grpc.ServerOption {
 }
 
 type interceptors struct {
-	token   []byte
+	tokens  [][]byte
 	logger  *slog.Logger
 	invalid *invalidUTF8Requests
 	answers *answers
@@ -141,29 +135,13 @@ func (s utf8CheckedStream) RecvMsg(m any) error {
 	return s.invalid.take(m)
 }
 
-// authorize checks `authorization: Bearer <token>` in constant time. The scheme is
-// case-insensitive (RFC 6750 via RFC 9110 section 11.1).
+// authorize admits a caller with credentials (checkCredentials); health needs none, so
+// that load balancers and orchestrators can probe the server.
 func (ic interceptors) authorize(ctx context.Context, method string) error {
-	if len(ic.token) == 0 || strings.HasPrefix(method, healthPrefix) {
+	if strings.HasPrefix(method, healthPrefix) {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	values := md.Get("authorization")
-	if len(values) == 0 {
-		return tokenInvalid("missing bearer token: send the metadata `authorization: Bearer <token>` (agenticctl: --token or AGENTICD_TOKEN; grpcurl: -H 'authorization: Bearer <token>')")
-	}
-	scheme, given, _ := strings.Cut(values[0], " ")
-	given = strings.TrimLeft(given, " ")
-	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(given), ic.token) != 1 {
-		return tokenInvalid("invalid bearer token: use the token from the server's config (token) or its AGENTICD_TOKEN")
-	}
-	return nil
-}
-
-// tokenInvalid is UNAUTHENTICATED: the API's own bearer token, never an agent's login.
-func tokenInvalid(msg string) error {
-	st, _ := toStatus(withReason(pb.ErrorReason_ERROR_REASON_TOKEN_INVALID, errors.New(msg)))
-	return st.Err()
+	return checkCredentials(ctx, ic.tokens)
 }
 
 func (ic interceptors) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {

@@ -79,7 +79,7 @@ func TestPanicInHandlerBecomesInternal(t *testing.T) {
 func TestPanicInStreamBecomesInternal(t *testing.T) {
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	srv := grpc.NewServer(serverOptions("", logger)...)
+	srv := grpc.NewServer(serverOptions(Credentials{Tokens: []string{testToken}}, logger)...)
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "test.Panics",
 		HandlerType: (*any)(nil),
@@ -107,7 +107,7 @@ func TestPanicInStreamBecomesInternal(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	conn := dialBufconn(t, lis, "")
+	conn := dialBufconn(t, lis, testToken)
 	defer func() { _ = conn.Close() }()
 	for range 2 { // the second stream shows that the server still serves
 		stream, err := conn.NewStream(bg, &grpc.StreamDesc{ServerStreams: true}, "/test.Panics/Stream")

@@ -53,7 +53,9 @@ type ReplicaOptions struct {
 	ID, Address string
 	// LeaseTTL is DefaultLeaseTTL when 0.
 	LeaseTTL time.Duration
-	Leases   LeaseStore
+	// Token is the bearer token every replica accepts: forwarded calls carry it.
+	Token  string
+	Leases LeaseStore
 	// Store is where a taken-over session's interrupted replies are marked and rebuilt.
 	Store    *store.Store
 	Registry *Registry
@@ -71,6 +73,7 @@ type ReplicaOptions struct {
 type Replicas struct {
 	// id is this process's name in the lease table (ReplicaOptions.ID).
 	id, address string
+	token       string // sent on forwarded calls (ReplicaOptions.Token)
 	ttl         time.Duration
 	leases      LeaseStore
 	st          *store.Store
@@ -129,7 +132,7 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 		logger = slog.Default()
 	}
 	id := opts.ID
-	return &Replicas{id: id, address: opts.Address, ttl: ttl, leases: opts.Leases, st: opts.Store,
+	return &Replicas{id: id, address: opts.Address, token: opts.Token, ttl: ttl, leases: opts.Leases, st: opts.Store,
 		registry: opts.Registry, hub: opts.Hub, logger: logger.With("replica", id),
 		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(),
 		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}}, nil
@@ -599,6 +602,12 @@ func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string
 		if k == "authorization" || k == "traceparent" || k == "tracestate" || k == "baggage" || strings.HasPrefix(k, "agenticd-") {
 			out[k] = v
 		}
+	}
+	// This replica has checked the caller's credentials, which another replica may not
+	// know (its local token, the local socket, a web session): the call goes on with the
+	// token they all accept.
+	if r.token != "" {
+		out.Set("authorization", "Bearer "+r.token)
 	}
 	out.Set(forwardedHeader, r.id)
 	answer, err := newResponse(method)

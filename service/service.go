@@ -31,7 +31,12 @@ type Options struct {
 	Registry *Registry
 	Hub      *Hub
 	Roots    WorkspaceRoots
-	Logger   *slog.Logger
+	// WebLogins mints the web page's sign-in links (CreateWebLogin); nil: UNSUPPORTED.
+	WebLogins *WebLogins
+	// PageURL is where a browser on this machine reaches the page (scheme://host:port),
+	// once the server listens; nil or "": links carry only their path.
+	PageURL func() string
+	Logger  *slog.Logger
 }
 
 // Service implements agentic.v1.AgenticService. Every handler does the same three things
@@ -41,10 +46,12 @@ type Options struct {
 type Service struct {
 	pb.UnimplementedAgenticServiceServer
 
-	registry *Registry
-	hub      *Hub
-	roots    WorkspaceRoots
-	logger   *slog.Logger
+	registry  *Registry
+	hub       *Hub
+	roots     WorkspaceRoots
+	webLogins *WebLogins
+	pageURL   func() string
+	logger    *slog.Logger
 }
 
 var _ pb.AgenticServiceServer = (*Service)(nil)
@@ -55,7 +62,7 @@ func New(opts Options) *Service {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Service{registry: opts.Registry, hub: opts.Hub, roots: opts.Roots, logger: logger}
+	return &Service{registry: opts.Registry, hub: opts.Hub, roots: opts.Roots, webLogins: opts.WebLogins, pageURL: opts.PageURL, logger: logger}
 }
 
 // fail converts an error for the client, logging unexpected ones in full.

@@ -44,7 +44,7 @@ func newTelemetryEnv(t *testing.T, m *metrics.Metrics, tp trace.TracerProvider) 
 		t.Fatal(err)
 	}
 	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, Logger: discard}),
-		GRPCOptions{Logger: discard, Metrics: m, TracerProvider: tp, Turns: turns})
+		GRPCOptions{Credentials: Credentials{Tokens: []string{testToken}}, Logger: discard, Metrics: m, TracerProvider: tp, Turns: turns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,8 @@ func newTelemetryEnv(t *testing.T, m *metrics.Metrics, tp trace.TracerProvider) 
 	e.lis = bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(e.lis) }()
-	e.conn = dialBufconn(t, e.lis, "")
+	e.token = testToken
+	e.conn = dialBufconn(t, e.lis, e.token)
 	e.client = pb.NewAgenticServiceClient(e.conn)
 	t.Cleanup(func() {
 		_ = e.conn.Close()

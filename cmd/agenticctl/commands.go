@@ -364,3 +364,28 @@ func cmdVersion(c *cli, args []string) error {
 	fmt.Fprintln(c.stdout, version.String("agenticctl"))
 	return nil
 }
+
+// cmdWeb prints a one-time link that signs a browser in to the web page. Through the
+// local socket the server says its own address; through --addr that address is used.
+func cmdWeb(c *cli, args []string) error {
+	if _, err := c.parse(flag.NewFlagSet("web", flag.ContinueOnError), args); err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.CreateWebLogin(ctx, &pb.CreateWebLoginRequest{})
+	if err != nil {
+		return err
+	}
+	link := resp.GetUrl()
+	if !strings.HasPrefix(c.target, "unix://") || link == "" {
+		scheme := "http"
+		if c.tls || c.caFile != "" {
+			scheme = "https"
+		}
+		link = scheme + "://" + c.target + resp.GetPath()
+	}
+	fmt.Fprintln(c.stdout, link)
+	fmt.Fprintf(c.stderr, "open it in your browser before %s: it signs that browser in, once\n", resp.GetExpireTime().AsTime().Local().Format("15:04"))
+	return nil
+}

@@ -93,7 +93,7 @@ func (d *agenticd) restart(t *testing.T) {
 // ctl runs agenticctl with no terminal anywhere.
 func (d *agenticd) ctl(args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
-	code := run(append([]string{"--addr", d.addr}, args...), nil, &stdout, &stderr)
+	code := run(append([]string{"--addr", d.addr, "--data-dir", d.cfg.DataDir}, args...), nil, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -216,7 +216,7 @@ func sendOnTerminal(d *agenticd, term *terminal, args ...string) <-chan result {
 	done := make(chan result, 1)
 	go func() {
 		var stdout bytes.Buffer
-		code := run(append([]string{"--addr", d.addr, "send"}, args...), term.tty, &stdout, term.tty)
+		code := run(append([]string{"--addr", d.addr, "--data-dir", d.cfg.DataDir, "send"}, args...), term.tty, &stdout, term.tty)
 		done <- result{code, stdout.String()}
 	}()
 	return done
@@ -285,7 +285,7 @@ func TestStatusLineOnlyOnATerminal(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		var stdout bytes.Buffer
-		code := run([]string{"--addr", d.addr, "send", id, "hi"}, nil, &stdout, term.tty)
+		code := run([]string{"--addr", d.addr, "--data-dir", d.cfg.DataDir, "send", id, "hi"}, nil, &stdout, term.tty)
 		done <- result{code, stdout.String()}
 	}()
 	term.screen.waitFor(t, regexp.MustCompile(`waiting for the model… 1s`))
@@ -391,5 +391,36 @@ func TestErrorsSpeakAgenticctl(t *testing.T) {
 	d.mustCtl(t, "cancel", id)
 	if code := <-first; code != 130 {
 		t.Errorf("the cancelled send exited %d, want 130", code)
+	}
+}
+
+// With nothing configured, agenticctl reaches a local agenticd through the socket in its
+// data dir, which needs no token, and `web` prints a sign-in link for the page.
+func TestFindsTheLocalAgenticdByItself(t *testing.T) {
+	t.Setenv("AGENTICD_ADDR", "")
+	t.Setenv("AGENTICD_TOKEN", "")
+	dataDir, err := os.MkdirTemp("", "actl-") // short: a socket's path is bounded
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	t.Setenv("AGENTICD_DATA_DIR", dataDir)
+	d := &agenticd{cfg: daemon.Config{Listen: "127.0.0.1:0", DataDir: dataDir, WorkspaceRoots: []string{t.TempDir()}}}
+	d.start(t)
+	t.Cleanup(func() { d.stop(t) })
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"agents"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "deepchat.default") {
+		t.Fatalf("agents with nothing configured: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"web"}, nil, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "http://"+d.addr+"/login?code=") {
+		t.Fatalf("web: exit %d, stdout %q, stderr %q; want a link to %s", code, stdout.String(), stderr.String(), d.addr)
+	}
+	// Without the socket and the token file, the server says what is missing.
+	os.Remove(filepath.Join(dataDir, "agenticd.sock"))
+	os.Remove(filepath.Join(dataDir, "token"))
+	stderr.Reset()
+	if code := run([]string{"--addr", d.addr, "agents"}, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "TOKEN_INVALID: missing credentials") {
+		t.Fatalf("agents without credentials: exit %d, stderr %q", code, stderr.String())
 	}
 }

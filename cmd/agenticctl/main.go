@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"regexp"
@@ -29,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/localcred"
 	"github.com/agenticd/agenticd/internal/version"
 )
 
@@ -36,11 +39,15 @@ const defaultAddr = "127.0.0.1:50051"
 
 // cli is one invocation: its connection settings, client and output streams.
 type cli struct {
-	addr    string
+	addr    string // --addr; "" for the default (resolve)
 	token   string
+	dataDir string // --data-dir: where the local socket and token file are
 	tls     bool
 	caFile  string
 	timeout time.Duration
+
+	// target is where dial connected: "unix://<socket>" or host:port.
+	target string
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -78,6 +85,7 @@ func init() {
 		"close":     {"close SESSION", "close a session (its history stays)", cmdClose},
 		"audit":     {"audit [--session ID]... [--agent ID]... [--kind K]... [--since T] [--until T] [--follow] [--json]", "print the audit log: files written, commands run, permissions asked and decided, policy denials, sessions", cmdAudit},
 		"version":   {"version", "print agenticctl's version (also: --version)", cmdVersion},
+		"web":       {"web", "print a link that signs a browser in to agenticd's web page (it works once, for 15 minutes)", cmdWeb},
 	}
 }
 
@@ -139,20 +147,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // register adds the connection flags; every command's flag set has them too, so they may
 // come before or after the command name.
 func (c *cli) register(fs *flag.FlagSet) {
-	addr := os.Getenv("AGENTICD_ADDR")
-	if addr == "" {
-		addr = defaultAddr
-	}
-	if c.addr != "" {
-		addr = c.addr
-	}
 	timeout := c.timeout
 	if timeout == 0 {
 		timeout = 2 * time.Minute
 	}
-	fs.StringVar(&c.addr, "addr", addr, "agenticd's host:port (env AGENTICD_ADDR)")
+	fs.StringVar(&c.addr, "addr", c.addr, "agenticd's host:port (env AGENTICD_ADDR; default: the local socket in --data-dir, else "+defaultAddr+")")
 	// The token's default stays out of the flag, so that -h never prints it.
-	fs.StringVar(&c.token, "token", c.token, "bearer token (default $AGENTICD_TOKEN)")
+	fs.StringVar(&c.token, "token", c.token, "bearer token (default $AGENTICD_TOKEN, else the token file in --data-dir)")
+	fs.StringVar(&c.dataDir, "data-dir", c.dataDir, "agenticd's data dir, where its local socket and token file are (env AGENTICD_DATA_DIR; default ~/.local/share/agenticd)")
 	fs.BoolVar(&c.tls, "tls", c.tls, "connect with TLS (system roots, or --ca)")
 	fs.StringVar(&c.caFile, "ca", c.caFile, "PEM file of the CA that signed agenticd's certificate (implies --tls)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "time limit of each call (streams have none)")
@@ -219,9 +221,34 @@ func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (t tokenCreds) RequireTransportSecurity() bool { return t.secure }
 
+// dial connects the way a local user expects with nothing configured: to agenticd's
+// local socket, which needs no token, when no address is given and the socket is
+// there; otherwise to the address over TCP with the given token, else the data dir's.
 func (c *cli) dial() error {
 	if c.token == "" {
 		c.token = strings.TrimSpace(os.Getenv("AGENTICD_TOKEN"))
+	}
+	if c.dataDir == "" {
+		c.dataDir = os.Getenv("AGENTICD_DATA_DIR")
+	}
+	if c.dataDir == "" {
+		c.dataDir, _ = localcred.DefaultDataDir()
+	}
+	addr := cmp.Or(c.addr, os.Getenv("AGENTICD_ADDR"))
+	if addr == "" && c.dataDir != "" && !c.tls && c.caFile == "" {
+		if info, err := os.Stat(localcred.SocketPath(c.dataDir)); err == nil && info.Mode()&os.ModeSocket != 0 {
+			return c.connect("unix://"+localcred.SocketPath(c.dataDir), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		}
+	}
+	addr = cmp.Or(addr, defaultAddr)
+	if c.token == "" && c.dataDir != "" {
+		token, err := localcred.ReadToken(c.dataDir)
+		switch {
+		case err == nil:
+			c.token = token
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
 	}
 	opts := []grpc.DialOption{}
 	secure := c.tls || c.caFile != ""
@@ -244,11 +271,16 @@ func (c *cli) dial() error {
 	if c.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tokenCreds{token: c.token, secure: secure}))
 	}
+	return c.connect(addr, opts...)
+}
+
+func (c *cli) connect(target string, opts ...grpc.DialOption) error {
 	opts = append(opts, grpc.WithChainUnaryInterceptor(sessionHeader))
-	conn, err := grpc.NewClient(c.addr, opts...)
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
-		return fmt.Errorf("address %q: %w", c.addr, err)
+		return fmt.Errorf("address %q: %w", target, err)
 	}
+	c.target = target
 	c.conn = conn
 	c.client = pb.NewAgenticServiceClient(conn)
 	return nil
@@ -279,8 +311,8 @@ func (c *cli) explain(err error) string {
 		return err.Error()
 	}
 	switch {
-	case st.Code() == codes.Unavailable && !reachable(c.addr):
-		return fmt.Sprintf("agenticd is not running at %s (start it with `make run` or `agenticd`)", c.addr)
+	case st.Code() == codes.Unavailable && !reachable(c.target):
+		return fmt.Sprintf("agenticd is not running at %s (start it with `make run` or `agenticd`)", c.target)
 	case st.Code() == codes.DeadlineExceeded && st.Message() == context.DeadlineExceeded.Error():
 		return fmt.Sprintf("agenticd did not answer within %s (--timeout)", c.timeout)
 	}
@@ -371,6 +403,7 @@ var rpcCommands = map[string]string{
 	"SetModel":           "model SESSION",
 	"RespondPermission":  "approve SESSION",
 	"RespondElicitation": "elicit SESSION",
+	"CreateWebLogin":     "web",
 }
 
 var rpcName = func() *regexp.Regexp {
@@ -381,8 +414,12 @@ var rpcName = func() *regexp.Regexp {
 	return regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\b`)
 }()
 
-func reachable(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+func reachable(target string) bool {
+	network, addr := "tcp", target
+	if path, ok := strings.CutPrefix(target, "unix://"); ok {
+		network, addr = "unix", path
+	}
+	conn, err := net.DialTimeout(network, addr, 2*time.Second)
 	if err != nil {
 		return false
 	}

@@ -202,6 +202,9 @@ type server struct {
 	stop  func()
 }
 
+// serverToken is the bearer token startServer's server accepts.
+const serverToken = "agenticctl-tests-token"
+
 // startServer runs the real service with the scripted agent on a loopback port.
 func startServer(t *testing.T) *server {
 	t.Helper()
@@ -224,7 +227,8 @@ func startServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := service.NewGRPCServer(service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: logger}), service.GRPCOptions{Logger: logger})
+	srv, err := service.NewGRPCServer(service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: logger}), service.GRPCOptions{
+		Credentials: service.Credentials{Tokens: []string{serverToken}}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +257,7 @@ func startServer(t *testing.T) *server {
 // ctl runs agenticctl against the server and returns its exit status and output.
 func (s *server) ctl(args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
-	code := run(append([]string{"--addr", s.addr}, args...), nil, &stdout, &stderr)
+	code := run(append([]string{"--addr", s.addr, "--token", serverToken}, args...), nil, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -355,7 +359,7 @@ func TestAudit(t *testing.T) {
 	s := startServer(t)
 	id := strings.TrimSpace(s.mustCtl(t, "new", "--agent", agentID, "--workspace", s.root))
 	s.mustCtl(t, "send", "--approve-all", id, "say", "hello")
-	want := []string{"session_created", "permission_requested r1", "permission_decided r1 granted (yes) by user from 127.0.0.1:", "with no token"}
+	want := []string{"session_created", "permission_requested r1", "permission_decided r1 granted (yes) by user from 127.0.0.1:", "with token sha256:"}
 	var out string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -385,7 +389,8 @@ func TestSendThenApproveFromAnotherClient(t *testing.T) {
 	s := startServer(t)
 	id := strings.TrimSpace(s.mustCtl(t, "new", "--agent", agentID, "--workspace", s.root))
 
-	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(tokenCreds{token: serverToken}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +441,7 @@ func TestSubscribePrintsUntilServerStops(t *testing.T) {
 	id := strings.TrimSpace(s.mustCtl(t, "new", "--agent", agentID, "--workspace", s.root))
 	out := &watchWriter{want: "streamed", seen: make(chan struct{})}
 	done := make(chan int, 1)
-	args := []string{"--addr", s.addr, "subscribe", "--json", "--session", id, "--after", fmt.Sprint(s.hub.LastSequence())}
+	args := []string{"--addr", s.addr, "--token", serverToken, "subscribe", "--json", "--session", id, "--after", fmt.Sprint(s.hub.LastSequence())}
 	go func() { done <- run(args, nil, out, io.Discard) }()
 	presenters.NewEmitter(s.hub, agentID, "other").MessageDelta("m9", presenters.RoleAssistant, "filtered out")
 	presenters.NewEmitter(s.hub, agentID, id).MessageDelta("m9", presenters.RoleAssistant, "streamed")

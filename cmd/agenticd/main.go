@@ -19,10 +19,12 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/internal/secretenv"
 	"github.com/agenticd/agenticd/internal/version"
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
@@ -30,7 +32,28 @@ import (
 func main() {
 	// A re-executed copy of agenticd is the init of a confined process: it never returns.
 	confine.MaybeRunInit()
+	// The token and the database's password must not stay readable in
+	// /proc/<pid>/environ for the rest of agenticd's life.
+	if err := secretenv.Reexec(secretVariables...); err != nil {
+		fmt.Fprintf(os.Stderr, "agenticd: %v\n", err)
+		os.Exit(1)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// secretVariables are the environment variables that carry secrets.
+var secretVariables = []string{"AGENTICD_TOKEN", "AGENTICD_DATABASE"}
+
+// lookupEnv reads a variable once, then it is gone: agent processes and their commands
+// inherit this environment. Secrets come through secretenv.
+func lookupEnv(name string) string {
+	if slices.Contains(secretVariables, name) {
+		v, _ := secretenv.Lookup(name)
+		return v
+	}
+	v := os.Getenv(name)
+	_ = os.Unsetenv(name)
+	return v
 }
 
 // usage is what -h prints before the flags: where the config file goes, what it holds,
@@ -107,13 +130,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.DataDir = *dataDir
 	}
 	// A token from the environment or a flag was often read from a file, newline and all.
-	if env := os.Getenv("AGENTICD_TOKEN"); env != "" {
+	if env := lookupEnv("AGENTICD_TOKEN"); env != "" {
 		cfg.Token = daemon.TrimToken(env)
-	}
-	// Read once, then gone: agent processes and their commands inherit this environment.
-	if err := os.Unsetenv("AGENTICD_TOKEN"); err != nil {
-		fmt.Fprintf(stderr, "agenticd: %v\n", err)
-		return 1
 	}
 	if *token != "" {
 		cfg.Token = daemon.TrimToken(*token)
@@ -124,12 +142,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		name string
 		to   *string
 	}{{"AGENTICD_DATABASE", &cfg.Database}, {"AGENTICD_REPLICA_ID", &cfg.Replica.ID}, {"AGENTICD_REPLICA_ADVERTISE", &cfg.Replica.Advertise}} {
-		if env := strings.TrimSpace(os.Getenv(v.name)); env != "" {
+		if env := strings.TrimSpace(lookupEnv(v.name)); env != "" {
 			*v.to = env
-		}
-		if err := os.Unsetenv(v.name); err != nil {
-			fmt.Fprintf(stderr, "agenticd: %v\n", err)
-			return 1
 		}
 	}
 	if *logLevel != "" {

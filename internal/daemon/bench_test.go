@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/agenticd/agenticd/store"
@@ -26,7 +25,7 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(srv.Addr(), clientOptions(srv)...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agenticd/agenticd/events"
+	"github.com/agenticd/agenticd/internal/localcred"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
@@ -57,8 +58,9 @@ type Config struct {
 	// Replica places this agenticd among the replicas sharing the Postgres database
 	// (database set); SQLite has one replica.
 	Replica ReplicaConfig `yaml:"replica"`
-	// Token, when set, is required as `authorization: Bearer <token>` on every RPC but
-	// health. AGENTICD_TOKEN overrides it (cmd/agenticd).
+	// Token, when set, is accepted as `authorization: Bearer <token>` besides the local
+	// credentials (the token file and the Unix socket in DataDir): every RPC but health
+	// needs one of them. AGENTICD_TOKEN overrides it (cmd/agenticd).
 	Token string `yaml:"token"`
 	// TLS serves over TLS when both files are set.
 	TLS TLSConfig `yaml:"tls"`
@@ -427,16 +429,7 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-func defaultDataDir() (string, error) {
-	if xdg := os.Getenv("XDG_DATA_HOME"); xdg != "" {
-		return filepath.Join(xdg, "agenticd"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no data_dir configured and no home directory to default to: %w", err)
-	}
-	return filepath.Join(home, ".local", "share", "agenticd"), nil
-}
+func defaultDataDir() (string, error) { return localcred.DefaultDataDir() }
 
 // Validate reports the first thing wrong with a (defaulted) config, saying what to change.
 func (c Config) Validate() error {
@@ -454,6 +447,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkDatabase(c.Database); err != nil {
 		return err
+	}
+	if c.Database != "" && c.Token == "" {
+		return errors.New("database is set, and replicas forward calls to each other with the token they all accept: set token in the config file or AGENTICD_TOKEN, the same on every replica")
 	}
 	if err := c.Replica.validate(c); err != nil {
 		return err

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
@@ -134,7 +133,7 @@ func startDaemon(t *testing.T, cfg Config) running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.Addr(), clientOptions(srv)...)
 	if err != nil {
 		t.Fatal(err)
 	}

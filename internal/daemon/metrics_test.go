@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -55,7 +54,7 @@ func TestStartServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = srv.Stop(context.Background()) }()
-	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.Addr(), clientOptions(srv)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/pgtest"
@@ -26,6 +25,7 @@ func TestSessionRoundTripOnPostgres(t *testing.T) {
 
 	cfg := testConfig(t)
 	cfg.Database = dsn
+	cfg.Token = replicaToken
 	first, err := Start(ctx, cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestSessionRoundTripOnPostgres(t *testing.T) {
 			_ = first.Stop(ctx)
 		}
 	})
-	conn, err := grpc.NewClient(first.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(first.Addr(), clientOptions(first)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +112,7 @@ func TestDatabaseConfig(t *testing.T) {
 	}
 	bad := testConfig(t)
 	bad.Database = "postgres://nowhere"
+	bad.Token = replicaToken
 	if _, err := Start(context.Background(), bad, quiet); err == nil || !strings.Contains(err.Error(), "database:") {
 		t.Errorf("Start with a bad database: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
@@ -30,7 +29,7 @@ func startReplica(t *testing.T, cfg Config) (client pb.AgenticServiceClient, add
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.Addr(), clientOptions(srv)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +61,7 @@ func replicaSession(t *testing.T, llmURL string, ttl time.Duration) (client pb.A
 	setEnv(t, map[string]string{EnvOpenAIBaseURL: base, EnvOpenAIModel: "local-model", EnvOllamaHost: closedAddr(t)})
 	cfg = testConfig(t)
 	cfg.Database = dsn
+	cfg.Token = replicaToken
 	cfg.Replica.LeaseTTL = ttl
 	client, _, stop = startReplica(t, cfg)
 	created, err := client.CreateSession(context.Background(), &pb.CreateSessionRequest{AgentId: DefaultDeepChatID, Config: &pb.SessionConfig{Workspace: cfg.WorkspaceRoots[0]}})
@@ -107,8 +107,10 @@ func TestReplicasForwardAndTakeOver(t *testing.T) {
 	defer cancel()
 	cfgA := testConfig(t)
 	cfgA.Database = dsn
+	cfgA.Token = replicaToken
 	cfgB := testConfig(t)
 	cfgB.Database = dsn
+	cfgB.Token = replicaToken
 	cfgB.WorkspaceRoots = cfgA.WorkspaceRoots // storage both replicas see
 	a, _, stopA := startReplica(t, cfgA)
 	b, addrB, _ := startReplica(t, cfgB)
@@ -153,6 +155,7 @@ func TestReplicasForwardAndTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+replicaToken)
 	req.Header.Set("Connection", "keep-alive")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -204,6 +207,7 @@ func TestReplicaOwnerUnavailable(t *testing.T) {
 	// A third replica, which never held the session, meets the dead owner's lease.
 	cfg3 := testConfig(t)
 	cfg3.Database = dsn
+	cfg3.Token = replicaToken
 	cfg3.WorkspaceRoots = cfg.WorkspaceRoots
 	third, _, _ := startReplica(t, cfg3)
 	// A read is answered from the database meanwhile...
@@ -253,6 +257,7 @@ func TestReplicaEndsOrphanedTurns(t *testing.T) {
 
 	cfg2 := testConfig(t)
 	cfg2.Database = dsn
+	cfg2.Token = replicaToken
 	cfg2.WorkspaceRoots = cfg.WorkspaceRoots
 	cfg2.Replica.LeaseTTL = time.Second
 	live, _, _ := startReplica(t, cfg2)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agenticd/agenticd/internal/localcred"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
@@ -55,6 +56,14 @@ type Server struct {
 	serveErr   error         // Serve's result, readable once served is closed
 	memory     *memoryReturner
 	telemetry  *telemetry
+
+	// The local credentials: the token in the data dir, the socket beside it (nil when
+	// its path is too long), its Serve's end and result, and the web page's sign-in.
+	localToken  string
+	local       net.Listener
+	localServed chan struct{}
+	localErr    error
+	webLogins   *service.WebLogins
 
 	// In a group of replicas (database set): the lease keeper and router, and the end
 	// of its lease renewal and of the database listener.
@@ -110,8 +119,16 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 			return nil, err
 		}
 	}
+	if err := s.listenLocal(); err != nil {
+		lis.Close()
+		s.release(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	if err := s.telemetry.serve(cfg.Metrics, logger); err != nil {
 		lis.Close()
+		if s.local != nil {
+			s.local.Close()
+		}
 		s.release(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -119,18 +136,72 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		defer close(s.served)
 		s.serveErr = s.grpc.Serve(lis)
 	}()
+	s.localServed = make(chan struct{})
+	go func() {
+		defer close(s.localServed)
+		if s.local != nil {
+			s.localErr = s.grpc.ServeLocal(s.local)
+		}
+	}()
 	idleRing := cfg.EventBufferBytes / idleRingFraction
 	s.memory = startMemoryReturner(memoryCheckInterval, memoryReturnThreshold, func() int { return s.hub.TrimHeld(idleRing) }, logger)
 	ids := make([]string, len(s.presenters))
 	for i, p := range s.presenters {
 		ids[i] = p.AgentID()
 	}
-	logger.Info("agenticd serving", "addr", s.addr, "data_dir", cfg.DataDir, "agents", ids,
+	logger.Info("agenticd serving", "addr", s.addr, "local_socket", s.localSocketPath(), "data_dir", cfg.DataDir, "agents", ids,
 		"workspace_roots", cfg.WorkspaceRoots, "tls", cfg.TLS.CertFile != "", "token", cfg.Token != "")
+	code, _ := s.webLogins.NewCode()
+	logger.Info("web page: open this link to sign in (it works once, for 15 minutes; `agenticctl web` makes another)",
+		"url", s.pageURL()+service.LoginPath(code))
 	if cfg.Token != "" && cfg.TLS.CertFile == "" && !isLoopback(hostOf(cfg.Listen)) {
 		logger.Warn("the bearer token travels in clear text on a non-loopback address; configure tls.cert_file and tls.key_file")
 	}
 	return s, nil
+}
+
+// listenLocal opens the local socket in the data dir, which admits agenticd's own user
+// without a token. A data dir whose path leaves no room for it costs only the socket:
+// clients then read the token file.
+func (s *Server) listenLocal() error {
+	path := localcred.SocketPath(s.cfg.DataDir)
+	lis, err := localcred.Listen(path, func(uid int) {
+		s.logger.Warn("refused a connection to the local socket from another user", "uid", uid, "socket", path)
+	})
+	if errors.Is(err, localcred.ErrSocketPathTooLong) {
+		s.logger.Warn("not serving the local socket: its path is too long; local clients use the token file instead", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("local socket: %w", err)
+	}
+	s.local = lis
+	return nil
+}
+
+// localSocketPath is the local socket's path, "" when it is not served.
+func (s *Server) localSocketPath() string {
+	if s.local == nil {
+		return ""
+	}
+	return s.local.Addr().String()
+}
+
+// LocalToken is the token in the data dir, which local clients (and tests) present.
+func (s *Server) LocalToken() string { return s.localToken }
+
+// pageURL is where a browser on this machine reaches the web page: the listener's
+// address, with 127.0.0.1 for an unspecified host.
+func (s *Server) pageURL() string {
+	host, port, _ := net.SplitHostPort(s.addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	scheme := "http"
+	if s.cfg.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 func hostOf(addr string) string {
@@ -144,6 +215,14 @@ func (s *Server) build(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
+	token, err := localcred.LoadOrCreateToken(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	s.localToken = token
+	// Cookies are signed with the configured token where there is one: replicas share
+	// it, so a browser signed in on one is signed in on all.
+	s.webLogins = service.NewWebLogins(cmp.Or(cfg.Token, s.localToken))
 	st, err := s.openStore(ctx)
 	if err != nil {
 		return err
@@ -221,8 +300,10 @@ func (s *Server) build(ctx context.Context) error {
 		}
 	}
 	s.grpc, err = service.NewGRPCServer(
-		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, Logger: s.logger}),
-		s.telemetry.grpcOptions(service.GRPCOptions{Token: cfg.Token, TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
+		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL, Logger: s.logger}),
+		s.telemetry.grpcOptions(service.GRPCOptions{
+			Credentials: service.Credentials{Tokens: []string{cfg.Token, s.localToken}, WebLogins: s.webLogins},
+			TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
 			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Logger: s.logger}),
 	)
 	return err
@@ -232,7 +313,7 @@ func (s *Server) build(ctx context.Context) error {
 // session leases and wakes the hub's log tails on every append any replica makes, until
 // release stops both.
 func (s *Server) startReplica(registry *service.Registry, id, address string) (*service.Replicas, error) {
-	replicas, err := service.NewReplicas(service.ReplicaOptions{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL,
+	replicas, err := service.NewReplicas(service.ReplicaOptions{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL, Token: s.cfg.Token,
 		Leases: s.store, Store: s.store, Registry: registry, Hub: s.hub, Logger: s.logger})
 	if err != nil {
 		return nil, err
@@ -359,10 +440,14 @@ func (s *Server) stop(ctx context.Context) error {
 		s.logger.Warn("RPCs still running at the shutdown deadline were cut off")
 	}
 	<-s.served
+	<-s.localServed
 	s.memory.Stop()
 	err := s.release(ctx)
 	if s.serveErr != nil {
 		err = errors.Join(fmt.Errorf("serve: %w", s.serveErr), err)
+	}
+	if s.localErr != nil {
+		err = errors.Join(fmt.Errorf("serve the local socket: %w", s.localErr), err)
 	}
 	s.logger.Info("agenticd stopped")
 	return err

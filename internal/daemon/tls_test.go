@@ -54,7 +54,10 @@ func TestServesTLS(t *testing.T) {
 		protocols.SetHTTP1(!h2)
 		protocols.SetHTTP2(h2)
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, Protocols: &protocols}
-		resp, err := (&http.Client{Transport: tr}).Post("https://"+srv.Addr()+"/agentic.v1.AgenticService/GetServerInfo", "application/json", strings.NewReader("{}"))
+		req, _ := http.NewRequest(http.MethodPost, "https://"+srv.Addr()+"/agentic.v1.AgenticService/GetServerInfo", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+srv.LocalToken())
+		resp, err := (&http.Client{Transport: tr}).Do(req)
 		if err != nil {
 			t.Fatalf("Connect over https (h2 %v): %v", h2, err)
 		}

@@ -130,6 +130,107 @@ func (MessageOrder) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
 }
 
+type CreateWebLoginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebLoginRequest) Reset() {
+	*x = CreateWebLoginRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebLoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebLoginRequest) ProtoMessage() {}
+
+func (x *CreateWebLoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebLoginRequest.ProtoReflect.Descriptor instead.
+func (*CreateWebLoginRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+type CreateWebLoginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The path and query to open at the server's address, as in "/login?code=...". The
+	// code works once, until expire_time.
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// The whole link as a browser on the server's machine opens it, as in
+	// "http://127.0.0.1:50051/login?code=...". A client that reached the server at another
+	// address joins that address and path instead.
+	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebLoginResponse) Reset() {
+	*x = CreateWebLoginResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebLoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebLoginResponse) ProtoMessage() {}
+
+func (x *CreateWebLoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebLoginResponse.ProtoReflect.Descriptor instead.
+func (*CreateWebLoginResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateWebLoginResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CreateWebLoginResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *CreateWebLoginResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
 type GetServerInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -138,7 +239,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	mi := &file_agentic_v1_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +251,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	mi := &file_agentic_v1_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +264,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 // Limits a client should respect.
@@ -190,7 +291,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	mi := &file_agentic_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +303,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	mi := &file_agentic_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +316,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ServerLimits) GetMaxEventBytes() int64 {
@@ -285,7 +386,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	mi := &file_agentic_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +398,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	mi := &file_agentic_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +411,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -356,7 +457,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[3]
+	mi := &file_agentic_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +469,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[3]
+	mi := &file_agentic_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +482,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 type ListAgentsResponse struct {
@@ -393,7 +494,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[4]
+	mi := &file_agentic_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +506,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[4]
+	mi := &file_agentic_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +519,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -437,7 +538,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	mi := &file_agentic_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +550,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	mi := &file_agentic_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +563,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetAgentRequest) GetAgentId() string {
@@ -481,7 +582,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	mi := &file_agentic_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +594,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	mi := &file_agentic_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +607,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetAgentResponse) GetAgent() *AgentInfo {
@@ -540,7 +641,7 @@ type SessionConfig struct {
 
 func (x *SessionConfig) Reset() {
 	*x = SessionConfig{}
-	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	mi := &file_agentic_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +653,7 @@ func (x *SessionConfig) String() string {
 func (*SessionConfig) ProtoMessage() {}
 
 func (x *SessionConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	mi := &file_agentic_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +666,7 @@ func (x *SessionConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionConfig.ProtoReflect.Descriptor instead.
 func (*SessionConfig) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionConfig) GetWorkspace() string {
@@ -622,7 +723,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[8]
+	mi := &file_agentic_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +735,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[8]
+	mi := &file_agentic_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +748,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSessionRequest) GetAgentId() string {
@@ -680,7 +781,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[9]
+	mi := &file_agentic_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +793,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[9]
+	mi := &file_agentic_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +806,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateSessionResponse) GetSession() *SessionInfo {
@@ -724,7 +825,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[10]
+	mi := &file_agentic_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +837,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[10]
+	mi := &file_agentic_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +850,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -768,7 +869,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[11]
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +881,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[11]
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +894,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetSessionResponse) GetSession() *SessionInfo {
@@ -824,7 +925,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[12]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +937,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[12]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +950,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSessionsRequest) GetAgentId() string {
@@ -912,7 +1013,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1025,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1038,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -967,7 +1068,7 @@ type LoadSessionRequest struct {
 
 func (x *LoadSessionRequest) Reset() {
 	*x = LoadSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1080,7 @@ func (x *LoadSessionRequest) String() string {
 func (*LoadSessionRequest) ProtoMessage() {}
 
 func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1093,7 @@ func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionRequest.ProtoReflect.Descriptor instead.
 func (*LoadSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LoadSessionRequest) GetSessionId() string {
@@ -1025,7 +1126,7 @@ type LoadSessionResponse struct {
 
 func (x *LoadSessionResponse) Reset() {
 	*x = LoadSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1138,7 @@ func (x *LoadSessionResponse) String() string {
 func (*LoadSessionResponse) ProtoMessage() {}
 
 func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1151,7 @@ func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionResponse.ProtoReflect.Descriptor instead.
 func (*LoadSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LoadSessionResponse) GetSession() *SessionInfo {
@@ -1069,7 +1170,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1182,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1195,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1112,7 +1213,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1225,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1238,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 type DeleteSessionRequest struct {
@@ -1152,7 +1253,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1265,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1278,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1202,7 +1303,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1315,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1328,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 type LogoutAgentRequest struct {
@@ -1240,7 +1341,7 @@ type LogoutAgentRequest struct {
 
 func (x *LogoutAgentRequest) Reset() {
 	*x = LogoutAgentRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1353,7 @@ func (x *LogoutAgentRequest) String() string {
 func (*LogoutAgentRequest) ProtoMessage() {}
 
 func (x *LogoutAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1366,7 @@ func (x *LogoutAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutAgentRequest.ProtoReflect.Descriptor instead.
 func (*LogoutAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LogoutAgentRequest) GetAgentId() string {
@@ -1285,7 +1386,7 @@ type LogoutAgentResponse struct {
 
 func (x *LogoutAgentResponse) Reset() {
 	*x = LogoutAgentResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1398,7 @@ func (x *LogoutAgentResponse) String() string {
 func (*LogoutAgentResponse) ProtoMessage() {}
 
 func (x *LogoutAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1411,7 @@ func (x *LogoutAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutAgentResponse.ProtoReflect.Descriptor instead.
 func (*LogoutAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LogoutAgentResponse) GetAgent() *AgentInfo {
@@ -1339,7 +1440,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1452,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1465,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -1414,7 +1515,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1527,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1540,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SendMessageResponse) GetMessageId() string {
@@ -1473,7 +1574,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1586,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1599,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelMessageRequest) GetSessionId() string {
@@ -1532,7 +1633,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1645,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1658,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelMessageResponse) GetMessageId() string {
@@ -1577,7 +1678,7 @@ type SetModelRequest struct {
 
 func (x *SetModelRequest) Reset() {
 	*x = SetModelRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1690,7 @@ func (x *SetModelRequest) String() string {
 func (*SetModelRequest) ProtoMessage() {}
 
 func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1703,7 @@ func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
 func (*SetModelRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetModelRequest) GetSessionId() string {
@@ -1628,7 +1729,7 @@ type SetModelResponse struct {
 
 func (x *SetModelResponse) Reset() {
 	*x = SetModelResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1741,7 @@ func (x *SetModelResponse) String() string {
 func (*SetModelResponse) ProtoMessage() {}
 
 func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1754,7 @@ func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
 func (*SetModelResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetModelResponse) GetSession() *SessionInfo {
@@ -1673,7 +1774,7 @@ type SetModeRequest struct {
 
 func (x *SetModeRequest) Reset() {
 	*x = SetModeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1786,7 @@ func (x *SetModeRequest) String() string {
 func (*SetModeRequest) ProtoMessage() {}
 
 func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1799,7 @@ func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeRequest.ProtoReflect.Descriptor instead.
 func (*SetModeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetModeRequest) GetSessionId() string {
@@ -1724,7 +1825,7 @@ type SetModeResponse struct {
 
 func (x *SetModeResponse) Reset() {
 	*x = SetModeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1837,7 @@ func (x *SetModeResponse) String() string {
 func (*SetModeResponse) ProtoMessage() {}
 
 func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1850,7 @@ func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeResponse.ProtoReflect.Descriptor instead.
 func (*SetModeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetModeResponse) GetSession() *SessionInfo {
@@ -1777,7 +1878,7 @@ type RespondPermissionRequest struct {
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1890,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1903,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -1884,7 +1985,7 @@ type PermissionDecision struct {
 
 func (x *PermissionDecision) Reset() {
 	*x = PermissionDecision{}
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +1997,7 @@ func (x *PermissionDecision) String() string {
 func (*PermissionDecision) ProtoMessage() {}
 
 func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2010,7 @@ func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDecision.ProtoReflect.Descriptor instead.
 func (*PermissionDecision) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PermissionDecision) GetPermissionId() string {
@@ -1956,7 +2057,7 @@ type RespondPermissionResponse struct {
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2069,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2082,7 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
@@ -2008,7 +2109,7 @@ type RespondElicitationRequest struct {
 
 func (x *RespondElicitationRequest) Reset() {
 	*x = RespondElicitationRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2121,7 @@ func (x *RespondElicitationRequest) String() string {
 func (*RespondElicitationRequest) ProtoMessage() {}
 
 func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2134,7 @@ func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationRequest.ProtoReflect.Descriptor instead.
 func (*RespondElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RespondElicitationRequest) GetSessionId() string {
@@ -2080,7 +2181,7 @@ type RespondElicitationResponse struct {
 
 func (x *RespondElicitationResponse) Reset() {
 	*x = RespondElicitationResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2193,7 @@ func (x *RespondElicitationResponse) String() string {
 func (*RespondElicitationResponse) ProtoMessage() {}
 
 func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2206,7 @@ func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationResponse.ProtoReflect.Descriptor instead.
 func (*RespondElicitationResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RespondElicitationResponse) GetResolution() *ElicitationResolved {
@@ -2130,7 +2231,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2243,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2256,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2197,7 +2298,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2310,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2323,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
@@ -2249,7 +2350,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2362,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2375,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetMessageRequest) GetSessionId() string {
@@ -2300,7 +2401,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2413,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2426,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetMessageResponse) GetMessage() *SessionMessage {
@@ -2365,7 +2466,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2478,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2491,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -2485,7 +2586,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2598,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2611,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -2600,7 +2701,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2713,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2726,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -2644,7 +2745,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2757,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2770,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -2689,7 +2790,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2802,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2815,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -2733,7 +2834,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2846,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +2859,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -2789,7 +2890,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2902,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2915,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -2878,7 +2979,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +2991,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3004,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -2925,7 +3026,13 @@ var File_agentic_v1_service_proto protoreflect.FileDescriptor
 const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"\x18agentic/v1/service.proto\x12\n" +
-	"agentic.v1\x1a\x16agentic/v1/audit.proto\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
+	"agentic.v1\x1a\x16agentic/v1/audit.proto\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n" +
+	"\x15CreateWebLoginRequest\"{\n" +
+	"\x16CreateWebLoginResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12;\n" +
+	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"\x16\n" +
 	"\x14GetServerInfoRequest\"\xea\x02\n" +
 	"\fServerLimits\x12&\n" +
 	"\x0fmax_event_bytes\x18\x01 \x01(\x03R\rmaxEventBytes\x12*\n" +
@@ -3132,7 +3239,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xf9\f\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xd2\r\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -3156,7 +3263,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12J\n" +
 	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x1d.agentic.v1.SubscribeResponse0\x01\x12Z\n" +
-	"\x0fListAuditEvents\x12\".agentic.v1.ListAuditEventsRequest\x1a#.agentic.v1.ListAuditEventsResponseB\xa1\x01\n" +
+	"\x0fListAuditEvents\x12\".agentic.v1.ListAuditEventsRequest\x1a#.agentic.v1.ListAuditEventsResponse\x12W\n" +
+	"\x0eCreateWebLogin\x12!.agentic.v1.CreateWebLoginRequest\x1a\".agentic.v1.CreateWebLoginResponseB\xa1\x01\n" +
 	"\x0ecom.agentic.v1B\fServiceProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"
@@ -3174,160 +3282,165 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
 	(MessageOrder)(0),                  // 1: agentic.v1.MessageOrder
-	(*GetServerInfoRequest)(nil),       // 2: agentic.v1.GetServerInfoRequest
-	(*ServerLimits)(nil),               // 3: agentic.v1.ServerLimits
-	(*GetServerInfoResponse)(nil),      // 4: agentic.v1.GetServerInfoResponse
-	(*ListAgentsRequest)(nil),          // 5: agentic.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 6: agentic.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),            // 7: agentic.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),           // 8: agentic.v1.GetAgentResponse
-	(*SessionConfig)(nil),              // 9: agentic.v1.SessionConfig
-	(*CreateSessionRequest)(nil),       // 10: agentic.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 11: agentic.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 12: agentic.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 13: agentic.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 14: agentic.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 15: agentic.v1.ListSessionsResponse
-	(*LoadSessionRequest)(nil),         // 16: agentic.v1.LoadSessionRequest
-	(*LoadSessionResponse)(nil),        // 17: agentic.v1.LoadSessionResponse
-	(*CloseSessionRequest)(nil),        // 18: agentic.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),       // 19: agentic.v1.CloseSessionResponse
-	(*DeleteSessionRequest)(nil),       // 20: agentic.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 21: agentic.v1.DeleteSessionResponse
-	(*LogoutAgentRequest)(nil),         // 22: agentic.v1.LogoutAgentRequest
-	(*LogoutAgentResponse)(nil),        // 23: agentic.v1.LogoutAgentResponse
-	(*SendMessageRequest)(nil),         // 24: agentic.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),        // 25: agentic.v1.SendMessageResponse
-	(*CancelMessageRequest)(nil),       // 26: agentic.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),      // 27: agentic.v1.CancelMessageResponse
-	(*SetModelRequest)(nil),            // 28: agentic.v1.SetModelRequest
-	(*SetModelResponse)(nil),           // 29: agentic.v1.SetModelResponse
-	(*SetModeRequest)(nil),             // 30: agentic.v1.SetModeRequest
-	(*SetModeResponse)(nil),            // 31: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),   // 32: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),         // 33: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil),  // 34: agentic.v1.RespondPermissionResponse
-	(*RespondElicitationRequest)(nil),  // 35: agentic.v1.RespondElicitationRequest
-	(*RespondElicitationResponse)(nil), // 36: agentic.v1.RespondElicitationResponse
-	(*ListMessagesRequest)(nil),        // 37: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 38: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 39: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 40: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 41: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 42: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 43: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 44: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 45: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 46: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 47: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 48: agentic.v1.ListAuditEventsResponse
-	(*durationpb.Duration)(nil),        // 49: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 50: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 51: agentic.v1.McpServer
-	(*SessionInfo)(nil),                // 52: agentic.v1.SessionInfo
-	(SessionStatus)(0),                 // 53: agentic.v1.SessionStatus
-	(*timestamppb.Timestamp)(nil),      // 54: google.protobuf.Timestamp
-	(*MessageContent)(nil),             // 55: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 56: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 57: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 58: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 59: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 60: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 61: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 62: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 63: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 64: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 65: agentic.v1.AuditEvent
+	(*CreateWebLoginRequest)(nil),      // 2: agentic.v1.CreateWebLoginRequest
+	(*CreateWebLoginResponse)(nil),     // 3: agentic.v1.CreateWebLoginResponse
+	(*GetServerInfoRequest)(nil),       // 4: agentic.v1.GetServerInfoRequest
+	(*ServerLimits)(nil),               // 5: agentic.v1.ServerLimits
+	(*GetServerInfoResponse)(nil),      // 6: agentic.v1.GetServerInfoResponse
+	(*ListAgentsRequest)(nil),          // 7: agentic.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 8: agentic.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),            // 9: agentic.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),           // 10: agentic.v1.GetAgentResponse
+	(*SessionConfig)(nil),              // 11: agentic.v1.SessionConfig
+	(*CreateSessionRequest)(nil),       // 12: agentic.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 13: agentic.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 14: agentic.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 15: agentic.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 16: agentic.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 17: agentic.v1.ListSessionsResponse
+	(*LoadSessionRequest)(nil),         // 18: agentic.v1.LoadSessionRequest
+	(*LoadSessionResponse)(nil),        // 19: agentic.v1.LoadSessionResponse
+	(*CloseSessionRequest)(nil),        // 20: agentic.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 21: agentic.v1.CloseSessionResponse
+	(*DeleteSessionRequest)(nil),       // 22: agentic.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 23: agentic.v1.DeleteSessionResponse
+	(*LogoutAgentRequest)(nil),         // 24: agentic.v1.LogoutAgentRequest
+	(*LogoutAgentResponse)(nil),        // 25: agentic.v1.LogoutAgentResponse
+	(*SendMessageRequest)(nil),         // 26: agentic.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 27: agentic.v1.SendMessageResponse
+	(*CancelMessageRequest)(nil),       // 28: agentic.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 29: agentic.v1.CancelMessageResponse
+	(*SetModelRequest)(nil),            // 30: agentic.v1.SetModelRequest
+	(*SetModelResponse)(nil),           // 31: agentic.v1.SetModelResponse
+	(*SetModeRequest)(nil),             // 32: agentic.v1.SetModeRequest
+	(*SetModeResponse)(nil),            // 33: agentic.v1.SetModeResponse
+	(*RespondPermissionRequest)(nil),   // 34: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),         // 35: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil),  // 36: agentic.v1.RespondPermissionResponse
+	(*RespondElicitationRequest)(nil),  // 37: agentic.v1.RespondElicitationRequest
+	(*RespondElicitationResponse)(nil), // 38: agentic.v1.RespondElicitationResponse
+	(*ListMessagesRequest)(nil),        // 39: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 40: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 41: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 42: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),           // 43: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 44: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 45: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 46: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 47: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 48: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 49: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 50: agentic.v1.ListAuditEventsResponse
+	(*timestamppb.Timestamp)(nil),      // 51: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 52: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 53: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 54: agentic.v1.McpServer
+	(*SessionInfo)(nil),                // 55: agentic.v1.SessionInfo
+	(SessionStatus)(0),                 // 56: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 57: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 58: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 59: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 60: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 61: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 62: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 63: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 64: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 65: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 66: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 67: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	49, // 0: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	49, // 1: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
-	3,  // 2: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
-	50, // 3: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	50, // 4: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	51, // 5: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
-	9,  // 6: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	52, // 7: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	52, // 8: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	53, // 9: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	54, // 10: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
-	0,  // 11: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	52, // 12: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	52, // 13: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	50, // 14: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	55, // 15: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	52, // 16: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	52, // 17: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	56, // 18: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	56, // 19: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	57, // 20: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
-	33, // 21: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	58, // 22: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	59, // 23: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	60, // 24: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
-	1,  // 25: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	61, // 26: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	61, // 27: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	62, // 28: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	43, // 29: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	44, // 30: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	45, // 31: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	46, // 32: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	63, // 33: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	54, // 34: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	64, // 35: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	54, // 36: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	54, // 37: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	65, // 38: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	2,  // 39: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	5,  // 40: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	7,  // 41: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	10, // 42: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	12, // 43: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	14, // 44: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	16, // 45: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	18, // 46: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	20, // 47: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	22, // 48: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	24, // 49: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	26, // 50: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	28, // 51: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	30, // 52: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	32, // 53: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	35, // 54: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	37, // 55: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	39, // 56: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	41, // 57: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	47, // 58: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	4,  // 59: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	6,  // 60: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	8,  // 61: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	11, // 62: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	13, // 63: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	15, // 64: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	17, // 65: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	19, // 66: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	21, // 67: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	23, // 68: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	25, // 69: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	27, // 70: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	29, // 71: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	31, // 72: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	34, // 73: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	36, // 74: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	38, // 75: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	40, // 76: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	42, // 77: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	48, // 78: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	59, // [59:79] is the sub-list for method output_type
-	39, // [39:59] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	51, // 0: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	52, // 1: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	52, // 2: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	5,  // 3: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
+	53, // 4: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	53, // 5: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	54, // 6: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	11, // 7: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
+	55, // 8: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	55, // 9: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	56, // 10: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	51, // 11: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	0,  // 12: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
+	55, // 13: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	55, // 14: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	53, // 15: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	57, // 16: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	55, // 17: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	55, // 18: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	58, // 19: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	58, // 20: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	59, // 21: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	35, // 22: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	60, // 23: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	61, // 24: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	62, // 25: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	1,  // 26: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	63, // 27: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	63, // 28: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	64, // 29: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	45, // 30: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	46, // 31: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	47, // 32: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	48, // 33: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	65, // 34: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	51, // 35: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	66, // 36: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	51, // 37: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	51, // 38: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	67, // 39: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	4,  // 40: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	7,  // 41: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	9,  // 42: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	12, // 43: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	14, // 44: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	16, // 45: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	18, // 46: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	20, // 47: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	22, // 48: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	24, // 49: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	26, // 50: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	28, // 51: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	30, // 52: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	32, // 53: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	34, // 54: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	37, // 55: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	39, // 56: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	41, // 57: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	43, // 58: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	49, // 59: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	2,  // 60: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	6,  // 61: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	8,  // 62: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	10, // 63: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	13, // 64: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	15, // 65: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	17, // 66: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	19, // 67: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	21, // 68: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	23, // 69: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	25, // 70: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	27, // 71: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	29, // 72: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	31, // 73: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	33, // 74: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	36, // 75: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	38, // 76: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	40, // 77: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	42, // 78: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	44, // 79: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	50, // 80: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	3,  // 81: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	61, // [61:82] is the sub-list for method output_type
+	40, // [40:61] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -3338,15 +3451,15 @@ func file_agentic_v1_service_proto_init() {
 	file_agentic_v1_audit_proto_init()
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
-	file_agentic_v1_service_proto_msgTypes[30].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[32].OneofWrappers = []any{
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[39].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[41].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[40].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[42].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -3358,7 +3471,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

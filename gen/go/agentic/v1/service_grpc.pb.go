@@ -39,6 +39,7 @@ const (
 	AgenticService_GetMessage_FullMethodName         = "/agentic.v1.AgenticService/GetMessage"
 	AgenticService_Subscribe_FullMethodName          = "/agentic.v1.AgenticService/Subscribe"
 	AgenticService_ListAuditEvents_FullMethodName    = "/agentic.v1.AgenticService/ListAuditEvents"
+	AgenticService_CreateWebLogin_FullMethodName     = "/agentic.v1.AgenticService/CreateWebLogin"
 )
 
 // AgenticServiceClient is the client API for AgenticService service.
@@ -123,6 +124,10 @@ type AgenticServiceClient interface {
 	// Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
 	// calling again with after_id = the last id received.
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
+	// Makes a one-time link that signs a browser in to the web page (agenticctl web):
+	// opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
+	// credentials on that browser.
+	CreateWebLogin(ctx context.Context, in *CreateWebLoginRequest, opts ...grpc.CallOption) (*CreateWebLoginResponse, error)
 }
 
 type agenticServiceClient struct {
@@ -342,6 +347,16 @@ func (c *agenticServiceClient) ListAuditEvents(ctx context.Context, in *ListAudi
 	return out, nil
 }
 
+func (c *agenticServiceClient) CreateWebLogin(ctx context.Context, in *CreateWebLoginRequest, opts ...grpc.CallOption) (*CreateWebLoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateWebLoginResponse)
+	err := c.cc.Invoke(ctx, AgenticService_CreateWebLogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgenticServiceServer is the server API for AgenticService service.
 // All implementations must embed UnimplementedAgenticServiceServer
 // for forward compatibility.
@@ -424,6 +439,10 @@ type AgenticServiceServer interface {
 	// Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
 	// calling again with after_id = the last id received.
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
+	// Makes a one-time link that signs a browser in to the web page (agenticctl web):
+	// opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
+	// credentials on that browser.
+	CreateWebLogin(context.Context, *CreateWebLoginRequest) (*CreateWebLoginResponse, error)
 	mustEmbedUnimplementedAgenticServiceServer()
 }
 
@@ -493,6 +512,9 @@ func (UnimplementedAgenticServiceServer) Subscribe(*SubscribeRequest, grpc.Serve
 }
 func (UnimplementedAgenticServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
+}
+func (UnimplementedAgenticServiceServer) CreateWebLogin(context.Context, *CreateWebLoginRequest) (*CreateWebLoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateWebLogin not implemented")
 }
 func (UnimplementedAgenticServiceServer) mustEmbedUnimplementedAgenticServiceServer() {}
 func (UnimplementedAgenticServiceServer) testEmbeddedByValue()                        {}
@@ -868,6 +890,24 @@ func _AgenticService_ListAuditEvents_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgenticService_CreateWebLogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateWebLoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).CreateWebLogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_CreateWebLogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).CreateWebLogin(ctx, req.(*CreateWebLoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgenticService_ServiceDesc is the grpc.ServiceDesc for AgenticService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -950,6 +990,10 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAuditEvents",
 			Handler:    _AgenticService_ListAuditEvents_Handler,
+		},
+		{
+			MethodName: "CreateWebLogin",
+			Handler:    _AgenticService_CreateWebLogin_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

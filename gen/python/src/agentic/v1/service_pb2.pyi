@@ -72,6 +72,20 @@ class CreateSessionResponse(_message.Message):
     session: _types_pb2.SessionInfo
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
+class CreateWebLoginRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class CreateWebLoginResponse(_message.Message):
+    __slots__ = ["expire_time", "path", "url"]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    expire_time: _timestamp_pb2.Timestamp
+    path: str
+    url: str
+    def __init__(self, path: _Optional[str] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ...) -> None: ...
+
 class DeleteSessionRequest(_message.Message):
     __slots__ = ["request_id", "session_id"]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]

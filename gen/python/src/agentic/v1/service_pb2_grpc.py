@@ -130,6 +130,11 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsResponse.FromString,
                 )
+        self.CreateWebLogin = channel.unary_unary(
+                '/agentic.v1.AgenticService/CreateWebLogin',
+                request_serializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginResponse.FromString,
+                )
 
 
 class AgenticServiceServicer(object):
@@ -312,6 +317,15 @@ class AgenticServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateWebLogin(self, request, context):
+        """Makes a one-time link that signs a browser in to the web page (agenticctl web):
+        opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
+        credentials on that browser.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgenticServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -414,6 +428,11 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'CreateWebLogin': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateWebLogin,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -778,5 +797,22 @@ class AgenticService(object):
         return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/ListAuditEvents',
             agentic_dot_v1_dot_service__pb2.ListAuditEventsRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.ListAuditEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateWebLogin(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/CreateWebLogin',
+            agentic_dot_v1_dot_service__pb2.CreateWebLoginRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.CreateWebLoginResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

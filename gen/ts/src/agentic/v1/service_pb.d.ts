@@ -15,6 +15,51 @@ import type { AuditEvent, AuditKind } from "./audit_pb.js";
 export declare const file_agentic_v1_service: GenFile;
 
 /**
+ * @generated from message agentic.v1.CreateWebLoginRequest
+ */
+export declare type CreateWebLoginRequest = Message<"agentic.v1.CreateWebLoginRequest"> & {
+};
+
+/**
+ * Describes the message agentic.v1.CreateWebLoginRequest.
+ * Use `create(CreateWebLoginRequestSchema)` to create a new message.
+ */
+export declare const CreateWebLoginRequestSchema: GenMessage<CreateWebLoginRequest>;
+
+/**
+ * @generated from message agentic.v1.CreateWebLoginResponse
+ */
+export declare type CreateWebLoginResponse = Message<"agentic.v1.CreateWebLoginResponse"> & {
+  /**
+   * The path and query to open at the server's address, as in "/login?code=...". The
+   * code works once, until expire_time.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expire_time = 2;
+   */
+  expireTime?: Timestamp | undefined;
+
+  /**
+   * The whole link as a browser on the server's machine opens it, as in
+   * "http://127.0.0.1:50051/login?code=...". A client that reached the server at another
+   * address joins that address and path instead.
+   *
+   * @generated from field: string url = 3;
+   */
+  url: string;
+};
+
+/**
+ * Describes the message agentic.v1.CreateWebLoginResponse.
+ * Use `create(CreateWebLoginResponseSchema)` to create a new message.
+ */
+export declare const CreateWebLoginResponseSchema: GenMessage<CreateWebLoginResponse>;
+
+/**
  * @generated from message agentic.v1.GetServerInfoRequest
  */
 export declare type GetServerInfoRequest = Message<"agentic.v1.GetServerInfoRequest"> & {
@@ -1591,6 +1636,18 @@ export declare const AgenticService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEventsRequestSchema;
     output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * Makes a one-time link that signs a browser in to the web page (agenticctl web):
+   * opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
+   * credentials on that browser.
+   *
+   * @generated from rpc agentic.v1.AgenticService.CreateWebLogin
+   */
+  createWebLogin: {
+    methodKind: "unary";
+    input: typeof CreateWebLoginRequestSchema;
+    output: typeof CreateWebLoginResponseSchema;
   },
 }>;
 
