@@ -131,8 +131,14 @@ func (s *testServer) Restart(t *testing.T) {
 // Subscribe opens an event stream that ends with the test.
 func (s *testServer) Subscribe(t *testing.T, req *agenticv1.SubscribeRequest) *eventStream {
 	t.Helper()
+	return subscribe(t, s.Client, req)
+}
+
+// subscribe opens an event stream of client that ends with the test.
+func subscribe(t *testing.T, client agenticv1.AgenticServiceClient, req *agenticv1.SubscribeRequest) *eventStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := s.Client.Subscribe(ctx, req)
+	stream, err := client.Subscribe(ctx, req)
 	if err != nil {
 		cancel()
 		t.Fatalf("Subscribe: %v", err)
