@@ -105,11 +105,23 @@ func warm(hub *service.Hub, p *progress) {
 	p.reset()
 }
 
+// benchToken is the bearer token serveGRPC's server accepts.
+const benchToken = "hub-bench-token"
+
+type benchCredentials struct{}
+
+func (benchCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + benchToken}, nil
+}
+
+func (benchCredentials) RequireTransportSecurity() bool { return false }
+
 // serveGRPC serves the service over a hub on loopback TCP as agenticd does
 // (service.NewGRPCServer: its codec and interceptors) and returns a client; stop ends
 // both.
 func serveGRPC(b *testing.B, hub *service.Hub, registry *service.Registry) (pb.AgenticServiceClient, func()) {
-	srv, err := service.NewGRPCServer(service.New(service.Options{Hub: hub, Registry: registry}), service.GRPCOptions{Logger: discard})
+	srv, err := service.NewGRPCServer(service.New(service.Options{Hub: hub, Registry: registry}), service.GRPCOptions{
+		Credentials: service.Credentials{Tokens: []string{benchToken}}, Logger: discard})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,7 +131,8 @@ func serveGRPC(b *testing.B, hub *service.Hub, registry *service.Registry) (pb.A
 	}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(benchCredentials{}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -53,12 +53,15 @@ func newReplicaGroup(t *testing.T, agents ...daemon.AgentConfig) *replicaGroup {
 	return g
 }
 
+// replicasToken is the token the replicas of a group share (a database requires one).
+const replicasToken = "e2e-replicas-token-0123456789"
+
 // start runs one replica named id with agent and lease ttl replicaTTL. fromEnv passes the
 // database and the id as AGENTICD_* variables instead of in the config file.
 func (g *replicaGroup) start(t *testing.T, id string, agent daemon.AgentConfig, fromEnv bool) *agenticdProcess {
 	t.Helper()
 	cfg := daemon.Config{Listen: freeLoopbackAddr(t), DataDir: t.TempDir(), WorkspaceRoots: []string{g.root}, LogLevel: "debug",
-		Database: g.dsn, Replica: daemon.ReplicaConfig{ID: id, LeaseTTL: replicaTTL}, Agents: []daemon.AgentConfig{agent}}
+		Database: g.dsn, Token: replicasToken, Replica: daemon.ReplicaConfig{ID: id, LeaseTTL: replicaTTL}, Agents: []daemon.AgentConfig{agent}}
 	if fromEnv {
 		// cmd/agenticd reads these (and unsets them) at start; the advertised address is
 		// left to its default, the listener's.

@@ -52,12 +52,12 @@ for call, req in [
             config=service_pb2.SessionConfig(workspace=sys.argv[2]))),
 ]:
     try:
-        call(req, timeout=30)
+        call(req, timeout=30, metadata=[("authorization", "Bearer " + sys.argv[3])])
         print("OK")
     except grpc.RpcError as e:
         print(e.code().name)
 `
-	cmd := exec.Command(python, "-c", script, s.Addr, workspace)
+	cmd := exec.Command(python, "-c", script, s.Addr, workspace, s.Token)
 	cmd.Env = append(cmd.Environ(), "PYTHONPATH="+filepath.Join("..", "gen", "python", "src"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -326,7 +326,7 @@ func countingDial(wire *atomic.Int64) func(ctx context.Context, network, addr st
 // connectNative is the generated Go client on a connection of its own.
 func connectNative(addr string, wire *atomic.Int64) (openStream, func(), error) {
 	dial := countingDial(wire)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(benchCredentials{}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) }))
 	if err != nil {
@@ -379,6 +379,7 @@ func connectHTTP(p httpStreaming) func(addr string, wire *atomic.Int64) (openStr
 				return nil, err
 			}
 			hreq.Header.Set("Content-Type", p.contentType)
+			hreq.Header.Set("Authorization", "Bearer "+benchToken)
 			resp, err := client.Do(hreq)
 			if err != nil {
 				return nil, err
