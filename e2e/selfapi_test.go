@@ -117,7 +117,6 @@ func TestConfinedCommandCannotDriveAgenticd(t *testing.T) {
 	}
 	acct := unprivileged.User(t)
 	home := unprivileged.Dir(t)
-	bin := unprivileged.Executable(t, buildAgenticd(t))
 	agent := unprivileged.Executable(t, buildTestAgent(t))
 	proj1, proj2 := filepath.Join(home, "proj1"), filepath.Join(home, "proj2")
 	script, _ := json.Marshal(map[string]any{"turns": [][]map[string]any{{{"shell": "python3 attack.py $AGENTICD_E2E_PORT " + home}}}})
@@ -134,42 +133,13 @@ func TestConfinedCommandCannotDriveAgenticd(t *testing.T) {
 	}
 
 	// A default start: the config file in its default place, the data dir by default.
-	cmd := unprivileged.Command(t, home, bin)
-	logPath := filepath.Join(t.TempDir(), "agenticd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	dataDir := filepath.Join(home, ".local", "share", "agenticd")
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, addr, exited, logPath)
-	token, err := localcred.ReadToken(dataDir)
-	if err != nil {
-		t.Fatalf("agenticd wrote no local token: %v", err)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearerToken(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := agenticv1.NewAgenticServiceClient(conn)
+	client := agenticv1.NewAgenticServiceClient(startUnprivilegedAgenticd(t, home, port))
 	ctx := context.Background()
 
 	created, err := client.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: "acp.test.attacker",
 		Config: &agenticv1.SessionConfig{Workspace: proj1}}, grpc.WaitForReady(true))
 	if err != nil {
-		t.Fatalf("CreateSession: %v\nagenticd's log:\n%s", err, readFile(logPath))
+		t.Fatalf("CreateSession: %v", err)
 	}
 	sid := created.GetSession().GetSessionId()
 	events := subscribe(t, client, subscribeAfter(created.GetSession().GetLastSequence(), sid))
@@ -206,6 +176,47 @@ func TestConfinedCommandCannotDriveAgenticd(t *testing.T) {
 	if sessionsIn(t, client, proj2) == 0 {
 		t.Fatalf("unconfined, the attack reported sessions but none exists in %s", proj2)
 	}
+}
+
+// startUnprivilegedAgenticd runs bin/agenticd as the ordinary user with home as its
+// HOME and working directory, so that it reads its config file from there and keeps its
+// data dir there, as a user's default start does; the config must listen on port. It
+// returns a connection with agenticd's local token; it and agenticd end with the test.
+func startUnprivilegedAgenticd(t *testing.T, home string, port int) *grpc.ClientConn {
+	t.Helper()
+	bin := unprivileged.Executable(t, buildAgenticd(t))
+	cmd := unprivileged.Command(t, home, bin)
+	logPath := filepath.Join(t.TempDir(), "agenticd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("agenticd's log:\n%s", readFile(logPath))
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(t, addr, exited, logPath)
+	token, err := localcred.ReadToken(filepath.Join(home, ".local", "share", "agenticd"))
+	if err != nil {
+		t.Fatalf("agenticd wrote no local token: %v", err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearerToken(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // attackResults reads selfAttack's name=value pairs.
