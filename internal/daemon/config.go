@@ -90,8 +90,8 @@ type Config struct {
 	// frame keeps idle proxies from closing it (default 15s).
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// MaxProcs is how many CPUs run agenticd's own Go code at once (GOMAXPROCS) when it
-	// runs as the program. 0, the default: half of those the process may use, at least
-	// one (see procs.go). The GOMAXPROCS environment variable, when set, wins.
+	// runs as the program. 0, the default: the runtime's own choice (every CPU the
+	// process may use; see procs.go). The GOMAXPROCS environment variable, when set, wins.
 	MaxProcs int `yaml:"max_procs"`
 	// EventLog bounds the durable log of events in the database, from which subscribers
 	// resume beyond event_buffer and across restarts.
@@ -478,7 +478,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("log_format %q: use text or json", c.LogFormat)
 	}
 	if c.MaxProcs < 0 {
-		return fmt.Errorf("max_procs is %d: give how many CPUs agenticd's own code may use at once, or 0 (the default) for half of them", c.MaxProcs)
+		return fmt.Errorf("max_procs is %d: give how many CPUs agenticd's own code may use at once, or 0 (the default) for the Go runtime's choice", c.MaxProcs)
 	}
 	seen := make(map[string]bool, len(c.Agents))
 	for i, a := range c.Agents {
