@@ -106,13 +106,6 @@ func batchSequences(b Batch[*encodedTest]) []uint64 {
 	return out
 }
 
-func sequences(backlog []*held[*encodedTest]) []uint64 {
-	out := make([]uint64, len(backlog))
-	for i, he := range backlog {
-		out[i] = he.sequence
-	}
-	return out
-}
 
 func TestNewNeedsAnEncoder(t *testing.T) {
 	if _, err := New(bg, Options[[]byte]{}); err == nil || !strings.Contains(err.Error(), "Encode") {

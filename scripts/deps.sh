@@ -47,5 +47,8 @@ if [[ ! -f $lock_stamp || $(cat "$lock_stamp") != "$lock_sum" ]]; then
 fi
 
 go mod download
+# staticcheck, for make lint: a module of its own (tools/go.mod), so that its
+# dependencies stay out of agenticd's.
+(cd tools && go mod download)
 # deploy/validate is a module of its own (k8s.io/api, Envoy's API): make deploy-check.
 (cd deploy/validate && go mod download)

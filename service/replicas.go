@@ -418,36 +418,34 @@ func (r *Replicas) created(ctx context.Context, sessionID string) {
 // route returns nil when the call runs here (taking the session over first if it must),
 // else the lease of the replica it goes to.
 func (r *Replicas) route(ctx context.Context, sessionID string, kind sessionCall) (*store.Lease, error) {
-	for {
-		r.mu.Lock()
-		if !r.leasesFreshLocked() {
-			r.dropOwnedLocked(func(string, *ownedSession) bool { return true })
-		}
-		o := r.owned[sessionID]
-		if o == nil {
-			o = &ownedSession{ready: make(chan struct{})}
-			r.owned[sessionID] = o
-			r.mu.Unlock()
-			return r.takeOverFor(ctx, sessionID, kind, o)
-		}
-		r.mu.Unlock()
-		select {
-		case <-o.ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		switch {
-		case o.elsewhere != nil:
-			return o.elsewhere, nil // another replica holds it: forward there too
-		case errors.Is(o.err, errNotRouted):
-			return nil, nil
-		case o.err != nil:
-			return nil, o.err
-		case kind == callLive:
-			return nil, r.load(ctx, sessionID, o)
-		}
-		return nil, nil
+	r.mu.Lock()
+	if !r.leasesFreshLocked() {
+		r.dropOwnedLocked(func(string, *ownedSession) bool { return true })
 	}
+	o := r.owned[sessionID]
+	if o == nil {
+		o = &ownedSession{ready: make(chan struct{})}
+		r.owned[sessionID] = o
+		r.mu.Unlock()
+		return r.takeOverFor(ctx, sessionID, kind, o)
+	}
+	r.mu.Unlock()
+	select {
+	case <-o.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	switch {
+	case o.elsewhere != nil:
+		return o.elsewhere, nil // another replica holds it: forward there too
+	case errors.Is(o.err, errNotRouted):
+		return nil, nil
+	case o.err != nil:
+		return nil, o.err
+	case kind == callLive:
+		return nil, r.load(ctx, sessionID, o)
+	}
+	return nil, nil
 }
 
 // takeOverFor runs the take-over of a session for the call that found it unowned here;

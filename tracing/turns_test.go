@@ -86,7 +86,7 @@ func TestTurnSpanFromSendMessage(t *testing.T) {
 		keyOperation: attribute.StringValue(OpInvokeAgent), keyMessageID: attribute.StringValue("m1"),
 	} {
 		if got := attr(turn, key); got != want {
-			t.Errorf("turn %s = %v, want %v", key, got.Emit(), want.Emit())
+			t.Errorf("turn %s = %v, want %v", key, got.String(), want.String())
 		}
 	}
 	if turn.Status.Code == codes.Error {

@@ -74,7 +74,8 @@ func LoadOrCreateToken(dataDir string) (string, error) {
 		return "", fmt.Errorf("write the local token: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(token + "\n"); err == nil {
+	_, err = tmp.WriteString(token + "\n")
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

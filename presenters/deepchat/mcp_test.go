@@ -73,18 +73,6 @@ func readPid(t *testing.T, file string) int {
 	return pid
 }
 
-// waitGone waits until no process has the pid.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("MCP server process %d still runs", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // The model is offered a stdio server's tools as <server>__<tool> with their schemas,
 // calls one, and reads its text; a read-only tool runs unasked in balanced mode.
 func TestMCPToolIsOfferedAndCalled(t *testing.T) {
