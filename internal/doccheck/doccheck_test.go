@@ -59,9 +59,9 @@ var outsideWords = map[string]bool{
 // repository is what the docs may name: files (by path from the root and by base name)
 // and Go identifiers (declared names, package names).
 type repository struct {
-	paths     map[string]bool // slash-separated, from the root; directories end in "/"
-	bases     map[string]bool
-	topDirs   map[string]bool
+	paths       map[string]bool // slash-separated, from the root; directories end in "/"
+	bases       map[string]bool
+	topDirs     map[string]bool
 	names       map[string]bool // every declared identifier: funcs, methods, types, fields, consts, vars
 	types       map[string]bool
 	members     map[string]map[string]bool // a type's methods and fields
