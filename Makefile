@@ -1,4 +1,5 @@
-# agenticd: build, generate, lint and test. `make build` and `make run` need Go alone.
+# agenticd: build, generate, lint and test. `make build` and `make run` need Go and a C
+# compiler (cgo builds SQLite).
 # `make test` is what CI runs (.ci/run); on a fresh Debian machine with Go, node and
 # npm it installs the rest itself (as root: apt-get for protoc and Python gRPC,
 # node_modules from package-lock.json with `npm ci`, go mod download).
@@ -20,7 +21,7 @@ GO_TEST_PKGS ?= ./...
 # Arguments for `make run`, e.g. `make run RUN_ARGS='--listen 127.0.0.1:6000'`.
 RUN_ARGS ?=
 
-.PHONY: deps generate web lint check-generated breaking build run test tree-unchanged go-test deploy-check client-smoke bench clean
+.PHONY: deps generate web lint check-generated breaking build cc-check run test tree-unchanged go-test deploy-check client-smoke bench clean
 
 ## deps: install protoc, the gRPC Python plugin and runtime (apt), node_modules, Go modules
 deps:
@@ -55,10 +56,17 @@ breaking: deps
 	scripts/breaking.sh
 
 ## build: agenticd and agenticctl into bin/ (Go alone; the benchmark program is `make bench`'s)
-build:
+build: cc-check
 	go build -o bin/ ./cmd/agenticd ./cmd/agenticctl
 
-## run: agenticd with its defaults (127.0.0.1:50051, data under ~/.local/share/agenticd); needs only Go
+# SQLite is built with cgo: without a C compiler Go leaves its cgo files out and the build
+# fails with undefined sqlite3 names, which says nothing of the cause.
+cc-check:
+	@if [[ "$$(go env CGO_ENABLED)" != 1 ]] || ! command -v "$$(go env CC | cut -d' ' -f1)" >/dev/null; then \
+		echo "agenticd needs a C compiler to build SQLite (cgo): install gcc (Debian: apt-get install gcc), and keep CGO_ENABLED=1" >&2; exit 1; \
+	fi
+
+## run: agenticd with its defaults (127.0.0.1:50051, data under ~/.local/share/agenticd); needs Go and a C compiler
 run: build
 	bin/agenticd $(RUN_ARGS)
 
