@@ -106,7 +106,6 @@ func batchSequences(b Batch[*encodedTest]) []uint64 {
 	return out
 }
 
-
 func TestNewNeedsAnEncoder(t *testing.T) {
 	if _, err := New(bg, Options[[]byte]{}); err == nil || !strings.Contains(err.Error(), "Encode") {
 		t.Errorf("New without Encode: %v, want an error naming Encode", err)
