@@ -86,6 +86,10 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		log = slog.Default()
 	}
 	log = log.With("agent_id", cfg.ID)
+	cfg = cfg.withLaunch(deps.Roots.ConfinesFiles())
+	if cfg.known != nil {
+		log.Info("recognised a known agent", "known_agent", cfg.known.id, "how", cfg.knownHow)
+	}
 	if cfg.policyNote != "" {
 		log.Warn(cfg.policyNote)
 	}
