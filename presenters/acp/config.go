@@ -13,6 +13,7 @@ package acp
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -124,6 +125,26 @@ type Config struct {
 	// was recognised; nil for an agent agenticd does not know.
 	known    *knownAgent
 	knownHow string
+}
+
+// missingKeys are the API-key variables of the known agent c launches when none of
+// them, nor any other variable c keeps, reaches it; nil when one does or the agent is not
+// known.
+func (c Config) missingKeys() []string {
+	if c.known == nil || len(c.known.keys) == 0 {
+		return nil
+	}
+	for _, k := range c.KeepEnv {
+		if os.Getenv(k) != "" {
+			return nil
+		}
+	}
+	for _, k := range c.known.keys {
+		if c.Env[k] != "" {
+			return nil
+		}
+	}
+	return slices.Clone(c.known.keys)
 }
 
 // bounds are the limits and network policy of the agent's tree, as Roots takes them.

@@ -25,7 +25,7 @@ type sessionState struct {
 func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
 	ws := cfg.Workspace
 	dirs := sessionDirs{ws: ws, extra: cfg.AdditionalDirectories}
-	conn, err := p.ensureConn(ctx, dirs.scope())
+	conn, err := p.ensureConn(ctx, dirs.scope(p.cfg, cfg.MCPServers))
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
@@ -260,7 +260,7 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 		return presenters.SessionInfo{}, err
 	}
 	dirs := sessionDirs{ws: ws, extra: extra}
-	conn, err := p.ensureConn(ctx, dirs.scope())
+	conn, err := p.ensureConn(ctx, dirs.scope(p.cfg, own))
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
