@@ -33,6 +33,10 @@ type knownAgent struct {
 	confinedArgs []string
 	// keys are the API-key variables the agent reads.
 	keys []string
+	// askingModes are the agent's own modes, in order of preference, in which it puts its
+	// tool calls to the client's permission requests rather than deciding itself; a new
+	// session starts in the first one it offers unless the session asks for a mode.
+	askingModes []string
 }
 
 // Claude's adapters fail session/new without ~/.claude.json ({} will do) and cannot
@@ -45,14 +49,14 @@ var claudeKeys = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_C
 var knownAgents = []knownAgent{
 	{binaries: []string{"claude-code-acp"}, id: "acp.anthropic.claude-code", name: "Claude Code", claude: true,
 		packages: []string{"@zed-industries/claude-code-acp"}, reported: []string{"claude-code-acp"},
-		description: "Claude Code through Zed's claude-code-acp adapter", state: claudeState, keys: claudeKeys},
+		description: "Claude Code through Zed's claude-code-acp adapter", state: claudeState, keys: claudeKeys, askingModes: []string{"default"}},
 	{binaries: []string{"claude-agent-acp"}, id: "acp.anthropic.claude", name: "Claude Agent", claude: true,
 		packages: []string{"@agentclientprotocol/claude-agent-acp", "@zed-industries/claude-agent-acp"}, reported: []string{"claude-agent-acp"},
-		description: "Claude through the claude-agent-acp adapter", state: claudeState, keys: claudeKeys},
+		description: "Claude through the claude-agent-acp adapter", state: claudeState, keys: claudeKeys, askingModes: []string{"default"}},
 	{binaries: []string{"codex-acp"}, id: "acp.openai.codex", name: "Codex",
 		packages: []string{"@agentclientprotocol/codex-acp", "@zed-industries/codex-acp"}, reported: []string{"codex-acp"},
 		description: "OpenAI Codex through the codex-acp adapter", state: []StatePath{{Path: "~/.codex"}},
-		keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+		keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}, askingModes: []string{"read-only"},
 		// agenticd's boundary stands in for codex's sandbox; untrusted makes codex put
 		// every command to agenticd's permission policy and so to a person.
 		confinedArgs: []string{"-c", `sandbox_mode="danger-full-access"`, "-c", `approval_policy="untrusted"`}},
@@ -60,7 +64,7 @@ var knownAgents = []knownAgent{
 	{binaries: []string{"gemini"}, id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
 		packages: []string{"@google/gemini-cli"}, reported: []string{"gemini-cli", "gemini"},
 		description: "Google Gemini CLI in ACP mode", state: []StatePath{{Path: "~/.gemini"}},
-		keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}},
+		keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, askingModes: []string{"default"}},
 	// opencode keeps its data, config, cache and state under the XDG directories.
 	{binaries: []string{"opencode"}, id: "acp.sst.opencode", name: "opencode", args: []string{"acp"},
 		packages: []string{"opencode-ai"}, reported: []string{"opencode"},
@@ -71,7 +75,7 @@ var knownAgents = []knownAgent{
 	{binaries: []string{"qwen"}, id: "acp.qwen.qwen-code", name: "Qwen Code", args: []string{"--acp"},
 		packages: []string{"@qwen-code/qwen-code"}, reported: []string{"qwen-code", "qwen"},
 		description: "Qwen Code in ACP mode", state: []StatePath{{Path: "~/.qwen"}},
-		keys: []string{"DASHSCOPE_API_KEY", "OPENAI_API_KEY"}},
+		keys: []string{"DASHSCOPE_API_KEY", "OPENAI_API_KEY"}, askingModes: []string{"default"}},
 	{binaries: []string{"copilot"}, id: "acp.github.copilot", name: "Copilot CLI", args: []string{"--acp"},
 		packages: []string{"@github/copilot"}, reported: []string{"copilot", "copilot-cli", "github-copilot", "github copilot"},
 		description: "GitHub Copilot CLI in ACP mode", state: []StatePath{{Path: "~/.copilot"}},

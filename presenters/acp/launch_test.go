@@ -186,3 +186,44 @@ func TestRefusedPathsFromStderr(t *testing.T) {
 		}
 	}
 }
+
+// A known agent's session starts in the agent's asking mode, so that its tool calls reach
+// agenticd's policy, unless the session asks for another mode; an unknown agent's stays
+// in the mode it chose.
+func TestSessionsStartInTheAgentsAskingMode(t *testing.T) {
+	h := newHarness(t)
+	bin := filepath.Join(h.dir, "bin", "claude-agent-acp")
+	data, err := os.ReadFile(testAgentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, bin, string(data))
+	const script = `{"session": {"modes": {"currentModeId": "auto", "availableModes": [
+	  {"id": "auto", "name": "Auto"}, {"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]}}}`
+	cfg := h.config(script)
+	cfg.Command = bin
+	cfg.Env["HOME"] = filepath.Join(h.dir, "home")
+	p := h.presenter(cfg)
+	for mode, want := range map[string]string{"": "default", "auto": "auto", "plan": "plan"} {
+		info, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws), ModeID: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.GetSession(testContext(t), info.SessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.CurrentModeID != want || got.CurrentModeID != want {
+			t.Errorf("asked for mode %q: created in %q, GetSession shows %q; want %q", mode, info.CurrentModeID, got.CurrentModeID, want)
+		}
+	}
+
+	unknown := h.presenter(h.config(script))
+	info, err := unknown.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.CurrentModeID != "auto" {
+		t.Errorf("an unknown agent's session was moved to mode %q", info.CurrentModeID)
+	}
+}

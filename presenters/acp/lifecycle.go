@@ -96,8 +96,12 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	p.sessions[id] = s
 	p.mu.Unlock()
 
-	if cfg.ModeID != "" {
-		if err := s.setMode(ctx, cfg.ModeID); err != nil {
+	modeID := cfg.ModeID
+	if modeID == "" {
+		modeID = s.askingMode()
+	}
+	if modeID != "" {
+		if err := s.setMode(ctx, modeID); err != nil {
 			_ = s.close(context.WithoutCancel(ctx))
 			p.forget(s)
 			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its mode could not be set, so it was closed: %w", id, err)
