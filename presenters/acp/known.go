@@ -37,6 +37,10 @@ type knownAgent struct {
 	// tool calls to the client's permission requests rather than deciding itself; a new
 	// session starts in the first one it offers unless the session asks for a mode.
 	askingModes []string
+	// missingIsEmpty: the agent reads a file before it writes it and cannot create one
+	// when that read fails, as gemini-cli's write tool does. Zed answers a read of a
+	// missing file in the project with empty content, and such agents rely on it.
+	missingIsEmpty bool
 }
 
 // Claude's adapters fail session/new without ~/.claude.json ({} will do) and cannot
@@ -64,7 +68,7 @@ var knownAgents = []knownAgent{
 	{binaries: []string{"gemini"}, id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
 		packages: []string{"@google/gemini-cli"}, reported: []string{"gemini-cli", "gemini"},
 		description: "Google Gemini CLI in ACP mode", state: []StatePath{{Path: "~/.gemini"}},
-		keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, askingModes: []string{"default"}},
+		keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, askingModes: []string{"default"}, missingIsEmpty: true},
 	// opencode keeps its data, config, cache and state under the XDG directories.
 	{binaries: []string{"opencode"}, id: "acp.sst.opencode", name: "opencode", args: []string{"acp"},
 		packages: []string{"opencode-ai"}, reported: []string{"opencode"},

@@ -227,3 +227,37 @@ func TestSessionsStartInTheAgentsAskingMode(t *testing.T) {
 		t.Errorf("an unknown agent's session was moved to mode %q", info.CurrentModeID)
 	}
 }
+
+// gemini-cli reads a file before it writes it: a missing file in the workspace reads as
+// empty for it, as Zed answers, so it can create files. Other agents still learn the file
+// is missing, and nobody reads outside the workspace.
+func TestMissingFileReadsAsEmptyForAgentsThatNeedIt(t *testing.T) {
+	h := newHarness(t)
+	bin := filepath.Join(h.dir, "bin", "gemini")
+	data, err := os.ReadFile(testAgentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, bin, string(data))
+	script := fmt.Sprintf(`{"turns": [[{"read": {"path": "{cwd}/new/file.txt"}}, {"read": {"path": %q}}]]}`, filepath.Join(h.dir, "missing.txt"))
+	turn := func(cfg Config) string {
+		p := h.presenter(cfg)
+		info, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, from := h.send(p, info.SessionID, "create a file")
+		return strings.Join(afterPreamble(t, h.finish(info.SessionID, res, from)), "\n")
+	}
+	gemini := h.config(script)
+	gemini.Command = bin
+	gemini.Env["HOME"] = filepath.Join(h.dir, "home")
+	got := turn(gemini)
+	if !strings.Contains(got, `"read: "`) || !strings.Contains(got, "read error") {
+		t.Errorf("gemini: a missing file in the workspace should read empty, one outside fail:\n%s", got)
+	}
+	got = turn(h.config(script))
+	if strings.Contains(got, `"read: "`) || !strings.Contains(got, "Resource not found") {
+		t.Errorf("another agent should learn the file is missing:\n%s", got)
+	}
+}

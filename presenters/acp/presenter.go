@@ -357,6 +357,15 @@ func (p *Presenter) launchConfigLocked() Config {
 	return p.cfg.withKnown(p.reported, p.deps.Roots.ConfinesFiles())
 }
 
+// missingIsEmpty reports whether the agent is one that reads a missing file as empty
+// (knownAgent.missingIsEmpty).
+func (p *Presenter) missingIsEmpty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.launchConfigLocked().known
+	return k != nil && k.missingIsEmpty
+}
+
 // reportedKnown is the known agent an agent launched as cfg says it is in its initialize
 // answer, when cfg did not recognise it and what that agent needs would change its
 // launch; nil otherwise.
