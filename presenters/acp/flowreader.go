@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -104,6 +105,10 @@ func (r *agentReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// clientNotifications are the notifications from the agent a client handles; the SDK
+// answers the others with an error in its log.
+var clientNotifications = []string{sdk.ClientMethodSessionUpdate, sdk.ClientMethodElicitationComplete}
+
 // fatalError is why the agent's output was refused, or nil.
 func (r *agentReader) fatalError() error {
 	r.mu.Lock()
@@ -150,6 +155,12 @@ func (r *agentReader) handled(line []byte) bool {
 	isNotification := len(env.ID) == 0 || string(env.ID) == "null"
 	if !isNotification && env.Method == "" && r.legacy != nil {
 		return r.legacy.response(env.ID, trimmed)
+	}
+	if isNotification && !slices.Contains(clientNotifications, env.Method) {
+		// Vendors' own notifications (qwen's prompt suggestions, say): the SDK would log
+		// each as an error, every turn.
+		r.log.Debug("passing over a notification agenticd does not handle", "method", env.Method)
+		return true
 	}
 	if !isNotification || env.Method != sdk.ClientMethodSessionUpdate {
 		return false

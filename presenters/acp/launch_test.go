@@ -261,3 +261,25 @@ func TestMissingFileReadsAsEmptyForAgentsThatNeedIt(t *testing.T) {
 		t.Errorf("another agent should learn the file is missing:\n%s", got)
 	}
 }
+
+// A vendor's own notification (qwen's prompt suggestions) is passed over quietly, not
+// logged as an error every turn.
+func TestVendorNotificationsAreNotErrors(t *testing.T) {
+	h := newHarness(t)
+	p := h.presenter(h.config(`{"turns": [[
+	  {"line": "{\"jsonrpc\":\"2.0\",\"method\":\"prompt-suggestion\",\"params\":{\"suggestion\":\"go on\"}}"},
+	  {"line": "{\"jsonrpc\":\"2.0\",\"method\":\"_qwen/usage\",\"params\":{}}"},
+	  {"text": "done"}]]}`))
+	info, err := p.CreateSession(testContext(t), presenters.SessionConfig{Workspace: h.opened(h.ws)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, from := h.send(p, info.SessionID, "hi")
+	got := strings.Join(afterPreamble(t, h.finish(info.SessionID, res, from)), "\n")
+	if !strings.Contains(got, `"done"`) {
+		t.Fatalf("the turn:\n%s", got)
+	}
+	if log := h.log.String(); strings.Contains(log, "level=ERROR") || strings.Contains(log, "level=WARN") {
+		t.Errorf("a vendor notification was logged as a problem:\n%s", log)
+	}
+}
