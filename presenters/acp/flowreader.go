@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -105,8 +106,8 @@ func (r *agentReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// clientNotifications are the notifications from the agent a client handles; the SDK
-// answers the others with an error in its log.
+// clientNotifications are the notifications from the agent a client handles, besides
+// the protocol's own ($/cancel_request); the SDK logs the others as errors.
 var clientNotifications = []string{sdk.ClientMethodSessionUpdate, sdk.ClientMethodElicitationComplete}
 
 // fatalError is why the agent's output was refused, or nil.
@@ -156,7 +157,7 @@ func (r *agentReader) handled(line []byte) bool {
 	if !isNotification && env.Method == "" && r.legacy != nil {
 		return r.legacy.response(env.ID, trimmed)
 	}
-	if isNotification && !slices.Contains(clientNotifications, env.Method) {
+	if isNotification && env.Method != "" && !strings.HasPrefix(env.Method, "$/") && !slices.Contains(clientNotifications, env.Method) {
 		// Vendors' own notifications (qwen's prompt suggestions, say): the SDK would log
 		// each as an error, every turn.
 		r.log.Debug("passing over a notification agenticd does not handle", "method", env.Method)
