@@ -3,6 +3,7 @@ package presenters
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Presenters wrap them with detail (fmt.Errorf("...: %w", ErrX)); the
@@ -38,13 +39,25 @@ var (
 	ErrMessageNotRunning = errors.New("message not running")
 )
 
-// AuthRequiredError is ErrAuthRequired with the methods the agent offers.
+// AuthRequiredError is ErrAuthRequired with the methods the agent offers. Keys, when
+// the agent offers no method, are the API-key variables it reads, none of which reaches
+// it: the login it lacks is one of them.
 type AuthRequiredError struct {
 	AgentID string
 	Methods []AuthMethod
+	Keys    []string
 }
 
 func (e *AuthRequiredError) Error() string {
+	if len(e.Methods) == 0 {
+		if len(e.Keys) > 0 {
+			return "agent " + e.AgentID + " requires authentication and none of the API keys it reads (" + strings.Join(e.Keys, ", ") +
+				") reaches it: set one for agenticd (the agent keeps its own keys), or name the variable holding it with api_key_env, " +
+				"or set it in the agent's env:"
+		}
+		return "agent " + e.AgentID + " requires authentication and offers no auth method: log in with the agent itself, " +
+			"or give it its key with api_key_env or in its env:"
+	}
 	msg := "agent " + e.AgentID + " requires authentication; set auth_method in its config to one of:"
 	for i, m := range e.Methods {
 		if i > 0 {

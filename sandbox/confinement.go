@@ -270,6 +270,17 @@ func installPaths(cmd *exec.Cmd) []string {
 	return out
 }
 
+// InstallPaths are the directories a command from agenticd's configuration needs to read
+// to run, found as Confine finds an agent's (see installPaths), for a command another
+// confined process starts: an MCP server an agent runs. command is looked up on PATH.
+func InstallPaths(command string, args []string) []string {
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return nil
+	}
+	return installPaths(&exec.Cmd{Path: path, Args: append([]string{command}, args...)})
+}
+
 // existing keeps the paths that exist, resolved and cleaned; missing ones are left out
 // (an agent's state directory it has not created yet).
 func existing(paths []string) []string {

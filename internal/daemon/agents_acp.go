@@ -12,8 +12,9 @@ import (
 )
 
 // acpPresenters builds the ACP agents of the config, then one for every known ACP agent
-// found on PATH (claude-code-acp, claude-agent-acp, codex-acp, gemini) that the config
-// does not already register, by id or by command. Agents start on first use.
+// found on PATH (claude-code-acp, claude-agent-acp, codex-acp, gemini, opencode, qwen,
+// copilot) that the config does not already register, by id, by command or by launching
+// it some other way (npx, a node script). Agents start on first use.
 func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Presenter, error) {
 	logger := deps.Logger
 	if logger == nil {
@@ -23,6 +24,7 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 	var out []presenters.Presenter
 	ids := map[string]bool{}
 	commands := map[string]bool{}
+	known := map[string]bool{} // the known agents the config launches, however
 	for _, a := range cfg.Agents {
 		if a.Type != presenters.AgentTypeACP {
 			continue
@@ -32,7 +34,7 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 			PermissionTimeout: a.PermissionTimeout, PolicyMode: a.PolicyMode, StartTimeout: a.StartupTimeout,
 			IdleTimeout: a.IdleTimeout, ReadPaths: a.ReadPaths, WritePaths: a.WritePaths,
 			Name: a.Name, Description: a.Description, Source: cfg.source(),
-			KeepEnv: acp.KnownKeys(a.Command), ImportSessions: a.ImportSessions,
+			ImportSessions: a.ImportSessions,
 		}
 		if a.APIKeyEnv != "" {
 			c.KeepEnv = append(c.KeepEnv, a.APIKeyEnv)
@@ -54,9 +56,10 @@ func acpPresenters(ctx context.Context, cfg Config, deps Deps) ([]presenters.Pre
 		out = append(out, p)
 		ids[a.ID] = true
 		commands[commandName(a.Command)] = true
+		known[acp.Recognize(a.Command, a.Args)] = true
 	}
-	for _, c := range acp.Discover(exec.LookPath, deps.Roots.ConfinesFiles()) {
-		if ids[c.ID] || commands[commandName(c.Command)] {
+	for _, c := range acp.Discover(exec.LookPath) {
+		if ids[c.ID] || commands[commandName(c.Command)] || known[c.ID] {
 			continue
 		}
 		c.Source = "found on PATH: " + c.Command

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +104,13 @@ func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.In
 	spec := a.script.Agent
 	if spec.CrashOnStart != 0 {
 		os.Exit(spec.CrashOnStart)
+	}
+	if spec.StartShell != "" {
+		out, err := exec.Command("sh", "-c", spec.StartShell).CombinedOutput()
+		os.Stderr.Write(out)
+		if err != nil {
+			os.Exit(1)
+		}
 	}
 	methods := []sdk.AuthMethod{}
 	for _, raw := range spec.AuthMethods {

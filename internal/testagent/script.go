@@ -48,6 +48,9 @@ type AgentSpec struct {
 	RequireAuth bool `json:"requireAuth"`
 	// CrashOnStart exits during initialize with this status (non-zero).
 	CrashOnStart int `json:"crashOnStart"`
+	// StartShell runs `sh -c StartShell` during initialize, as agents create their state
+	// at start; its output goes to stderr, and if it fails the agent exits with status 1.
+	StartShell string `json:"startShell"`
 }
 
 // SessionSpec shapes the answers of session/new, session/load and session/resume.

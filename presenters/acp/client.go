@@ -70,6 +70,11 @@ func (h *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) 
 	}
 	ws = s.dirFor(ws, req.Path)
 	content, err := ws.ReadTextFile(req.Path, sandbox.ReadOptions{Line: deref(req.Line), Limit: deref(req.Limit)})
+	if errors.Is(err, sandbox.ErrNotFound) && s.p.missingIsEmpty() {
+		// A new file in the session's directories, for an agent that must read it to
+		// create it. Every other agent gets resource-not-found, which they read as ENOENT.
+		return sdk.ReadTextFileResponse{}, nil
+	}
 	if err != nil {
 		return sdk.ReadTextFileResponse{}, s.clientError("read", req.Path, err)
 	}

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -121,6 +120,31 @@ type Config struct {
 	Limits *sandbox.Limits
 	// Network, when not nil, restricts the TCP ports the agent's tree may connect to.
 	Network *sandbox.Network
+
+	// known is the known agent the command launches (withLaunch), and knownHow how it
+	// was recognised; nil for an agent agenticd does not know.
+	known    *knownAgent
+	knownHow string
+}
+
+// missingKeys are the API-key variables of the known agent c launches when none of
+// them, nor any other variable c keeps, reaches it; nil when one does or the agent is not
+// known.
+func (c Config) missingKeys() []string {
+	if c.known == nil || len(c.known.keys) == 0 {
+		return nil
+	}
+	for _, k := range c.KeepEnv {
+		if os.Getenv(k) != "" {
+			return nil
+		}
+	}
+	for _, k := range c.known.keys {
+		if c.Env[k] != "" {
+			return nil
+		}
+	}
+	return slices.Clone(c.known.keys)
 }
 
 // bounds are the limits and network policy of the agent's tree, as Roots takes them.
@@ -185,94 +209,16 @@ type StatePath struct {
 	Seed string // a new file's content
 }
 
-// knownAgent is an ACP agent binary Discover looks for.
-type knownAgent struct {
-	binary      string
-	id          string
-	name        string
-	args        []string
-	claude      bool // Claude's adapters refuse to run as root unless IS_SANDBOX=1
-	description string
-	// state is where the agent keeps its login, settings and history: created when
-	// missing, and writable when it runs confined.
-	state []StatePath
-	// confinedArgs are added when agenticd bounds the agent's files: an agent sandbox
-	// of its own (codex's bubblewrap) cannot run inside that boundary.
-	confinedArgs []string
-	// keys are the API-key variables the agent reads.
-	keys []string
-}
-
-// Claude's adapters fail session/new without ~/.claude.json ({} will do) and cannot
-// resume sessions without ~/.claude; codex-acp exits at once without ~/.codex, gemini
-// without ~/.gemini.
-var claudeState = []StatePath{{Path: "~/.claude"}, {Path: "~/.claude.json", File: true, Seed: "{}\n"}}
-
-var knownAgents = []knownAgent{
-	{binary: "claude-code-acp", id: "acp.anthropic.claude-code", name: "Claude Code", claude: true,
-		description: "Claude Code through Zed's claude-code-acp adapter", state: claudeState, keys: claudeKeys},
-	{binary: "claude-agent-acp", id: "acp.anthropic.claude", name: "Claude Agent", claude: true,
-		description: "Claude through the claude-agent-acp adapter", state: claudeState, keys: claudeKeys},
-	{binary: "codex-acp", id: "acp.openai.codex", name: "Codex",
-		description: "OpenAI Codex through the codex-acp adapter", state: []StatePath{{Path: "~/.codex"}},
-		keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
-		// agenticd's boundary stands in for codex's sandbox; untrusted makes codex put
-		// every command to agenticd's permission policy and so to a person.
-		confinedArgs: []string{"-c", `sandbox_mode="danger-full-access"`, "-c", `approval_policy="untrusted"`}},
-	// gemini-cli 0.33+ takes --acp (--experimental-acp is its deprecated alias).
-	{binary: "gemini", id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
-		description: "Google Gemini CLI in ACP mode", state: []StatePath{{Path: "~/.gemini"}},
-		keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}},
-}
-
-var claudeKeys = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
-
-// AllKnownKeys is the API-key variables every known agent reads: hidden from the
-// processes of all the others.
-func AllKnownKeys() []string {
-	var out []string
-	for _, k := range knownAgents {
-		for _, key := range k.keys {
-			if !slices.Contains(out, key) {
-				out = append(out, key)
-			}
-		}
-	}
-	return out
-}
-
-// KnownKeys is the API-key variables of the known agent that command runs (by its base
-// name), none for an agent agenticd does not know.
-func KnownKeys(command string) []string {
-	for _, k := range knownAgents {
-		if filepath.Base(command) == k.binary {
-			return slices.Clone(k.keys)
-		}
-	}
-	return nil
-}
-
 // Discover returns a Config for every known ACP agent found by lookPath (exec.LookPath
-// in production), in a fixed order. confinesFiles says whether agenticd bounds the
-// agents' files (sandbox.Roots.ConfinesFiles).
-func Discover(lookPath func(string) (string, error), confinesFiles bool) []Config {
+// in production), in a fixed order. New adds what each needs to run confined.
+func Discover(lookPath func(string) (string, error)) []Config {
 	var out []Config
 	for _, k := range knownAgents {
-		path, err := lookPath(k.binary)
+		path, err := lookPath(k.binaries[0])
 		if err != nil || path == "" {
 			continue
 		}
-		c := Config{ID: k.id, Command: path, Args: k.args, Name: k.name, Description: k.description, State: k.state, KeepEnv: slices.Clone(k.keys)}
-		for _, s := range k.state {
-			c.WritePaths = append(c.WritePaths, s.Path)
-		}
-		if confinesFiles {
-			c.Args = append(slices.Clone(c.Args), k.confinedArgs...)
-		}
-		if k.claude && os.Geteuid() == 0 {
-			c.Env = map[string]string{"IS_SANDBOX": "1"}
-		}
-		out = append(out, c)
+		out = append(out, Config{ID: k.id, Command: path, Args: slices.Clone(k.args), Name: k.name, Description: k.description})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,7 @@ type agentConn struct {
 	rpc       *sdk.ClientSideConnection
 	init      sdk.InitializeResponse
 	log       *slog.Logger
+	confined  bool // its files are bounded: a failure may be the boundary's
 
 	stopping     atomic.Bool   // Close/stop asked for the exit: not a crash
 	disconnected atomic.Bool   // the connection ended while the process still ran
@@ -87,6 +89,7 @@ const (
 func dial(ctx context.Context, cfg Config, scope procScope, conf confiner, log *slog.Logger, newClient func(*agentConn) sdk.Client, onGone func(*agentConn)) (*agentConn, error) {
 	workspace := scope.workspace
 	log = log.With("workspace", workspace)
+	cfg = cfg.withPaths(scope.mcp)
 	createState(cfg.State, log)
 	paths := cfg.bounds()
 	paths.Read, paths.Write = expandHome(cfg.ReadPaths), expandHome(cfg.WritePaths)
@@ -106,6 +109,7 @@ func dial(ctx context.Context, cfg Config, scope procScope, conf confiner, log *
 		key:       scope.key(),
 		proc:      proc,
 		log:       log,
+		confined:  conf.ConfinesFiles(),
 		gone:      make(chan struct{}),
 		onGone:    onGone,
 		sessions:  map[sdk.SessionId]*session{},
@@ -130,6 +134,10 @@ func dial(ctx context.Context, cfg Config, scope procScope, conf confiner, log *
 	if err != nil {
 		reason := c.failReason(initCtx, err)
 		c.stop(context.Background())
+		if keys := cfg.missingKeys(); len(keys) > 0 {
+			reason += fmt.Sprintf("; none of the API keys it reads (%s) reaches it: set one for agenticd, name the variable holding it with api_key_env, or set it in the agent's env:",
+				strings.Join(keys, ", "))
+		}
 		return nil, fmt.Errorf("%w: agent %s did not initialize: %s", presenters.ErrAgentUnavailable, cfg.ID, reason)
 	}
 	c.init = resp
@@ -172,7 +180,46 @@ func (c *agentConn) goneReason() string {
 	if c.disconnected.Load() {
 		return "the agent closed its connection; it was stopped"
 	}
-	return fmt.Sprintf("the agent process %s (see the log for its stderr)", c.proc.exitReason())
+	if c.stopping.Load() {
+		return "the agent process " + c.proc.exitReason()
+	}
+	return fmt.Sprintf("the agent process %s%s", c.proc.exitReason(), c.stderrNote())
+}
+
+// stderrNote quotes the agent's last stderr lines and, when it ran confined, names the
+// boundary, the paths its stderr says it was refused and the settings that widen it.
+func (c *agentConn) stderrNote() string {
+	// What it wrote just before it exited may still be in the pipe.
+	t := time.NewTimer(time.Second)
+	select {
+	case <-c.proc.stderrDone:
+	case <-t.C:
+	}
+	t.Stop()
+	lines, refused := c.proc.tail.snapshot()
+	var b strings.Builder
+	if len(lines) > 0 {
+		b.WriteString("; its last stderr lines: ")
+		for i, l := range lines {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			b.WriteString(strconv.Quote(l))
+		}
+	} else {
+		b.WriteString("; it wrote nothing to stderr")
+	}
+	if !c.confined {
+		return b.String()
+	}
+	if len(refused) > 0 {
+		b.WriteString("; it was refused " + strings.Join(refused, ", ") + " by the boundary agenticd runs it in")
+	} else {
+		b.WriteString("; it ran inside the boundary agenticd runs agents in")
+	}
+	b.WriteString(": if it needs files outside its workspace and state, add them to the agent's write_paths or read_paths, " +
+		"or set confinement: off (for every agent)")
+	return b.String()
 }
 
 // supervise waits for the process to end or the connection to close. A process whose

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -104,6 +106,10 @@ func (r *agentReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// clientNotifications are the notifications from the agent a client handles, besides
+// the protocol's own ($/cancel_request); the SDK logs the others as errors.
+var clientNotifications = []string{sdk.ClientMethodSessionUpdate, sdk.ClientMethodElicitationComplete}
+
 // fatalError is why the agent's output was refused, or nil.
 func (r *agentReader) fatalError() error {
 	r.mu.Lock()
@@ -150,6 +156,12 @@ func (r *agentReader) handled(line []byte) bool {
 	isNotification := len(env.ID) == 0 || string(env.ID) == "null"
 	if !isNotification && env.Method == "" && r.legacy != nil {
 		return r.legacy.response(env.ID, trimmed)
+	}
+	if isNotification && env.Method != "" && !strings.HasPrefix(env.Method, "$/") && !slices.Contains(clientNotifications, env.Method) {
+		// Vendors' own notifications (qwen's prompt suggestions, say): the SDK would log
+		// each as an error, every turn.
+		r.log.Debug("passing over a notification agenticd does not handle", "method", env.Method)
+		return true
 	}
 	if !isNotification || env.Method != sdk.ClientMethodSessionUpdate {
 		return false

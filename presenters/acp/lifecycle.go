@@ -25,7 +25,7 @@ type sessionState struct {
 func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
 	ws := cfg.Workspace
 	dirs := sessionDirs{ws: ws, extra: cfg.AdditionalDirectories}
-	conn, err := p.ensureConn(ctx, dirs.scope())
+	conn, err := p.ensureConn(ctx, dirs.scope(p.cfg, cfg.MCPServers))
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
@@ -96,8 +96,12 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	p.sessions[id] = s
 	p.mu.Unlock()
 
-	if cfg.ModeID != "" {
-		if err := s.setMode(ctx, cfg.ModeID); err != nil {
+	modeID := cfg.ModeID
+	if modeID == "" {
+		modeID = s.askingMode()
+	}
+	if modeID != "" {
+		if err := s.setMode(ctx, modeID); err != nil {
 			_ = s.close(context.WithoutCancel(ctx))
 			p.forget(s)
 			return presenters.SessionInfo{}, fmt.Errorf("session %s was created but its mode could not be set, so it was closed: %w", id, err)
@@ -260,7 +264,7 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 		return presenters.SessionInfo{}, err
 	}
 	dirs := sessionDirs{ws: ws, extra: extra}
-	conn, err := p.ensureConn(ctx, dirs.scope())
+	conn, err := p.ensureConn(ctx, dirs.scope(p.cfg, own))
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}

@@ -570,48 +570,42 @@ func TestConfigAndDiscover(t *testing.T) {
 			return "/usr/local/bin/" + name, nil
 		}
 		return "", errors.New("not found")
-	}, false)
+	})
 	if len(found) != 2 || found[0].ID != "acp.anthropic.claude-code" || found[1].ID != "acp.google.gemini" ||
 		!reflect.DeepEqual(found[1].Args, []string{"--acp"}) || found[0].Command != "/usr/local/bin/claude-code-acp" {
 		t.Fatalf("Discover: %+v", found)
 	}
-	if os.Geteuid() == 0 && found[0].Env["IS_SANDBOX"] != "1" {
-		t.Fatalf("Claude's adapter as root needs IS_SANDBOX=1: %+v", found[0].Env)
-	}
-	for _, c := range found {
+	for i, c := range found {
 		if _, err := c.validate(); err != nil {
 			t.Fatalf("discovered config invalid: %v", err)
 		}
+		found[i] = c.withLaunch(false)
+	}
+	if os.Geteuid() == 0 && found[0].Env["IS_SANDBOX"] != "1" {
+		t.Fatalf("Claude's adapter as root needs IS_SANDBOX=1: %+v", found[0].Env)
 	}
 	if !slices.Contains(found[0].WritePaths, "~/.claude.json") || !slices.Contains(found[1].WritePaths, "~/.gemini") {
 		t.Errorf("discovered agents cannot write their state: %v, %v", found[0].WritePaths, found[1].WritePaths)
 	}
 	// Agents' keys are hidden from every process agenticd starts, but each known agent
 	// keeps its own.
-	if !slices.Contains(found[0].KeepEnv, "ANTHROPIC_API_KEY") || !slices.Contains(found[1].KeepEnv, "GEMINI_API_KEY") ||
-		!slices.Contains(KnownKeys("/opt/bin/codex-acp"), "OPENAI_API_KEY") || KnownKeys("my-agent") != nil {
-		t.Errorf("known agents' own keys: %v, %v, codex %v", found[0].KeepEnv, found[1].KeepEnv, KnownKeys("/opt/bin/codex-acp"))
+	if !slices.Contains(found[0].KeepEnv, "ANTHROPIC_API_KEY") || !slices.Contains(found[1].KeepEnv, "GEMINI_API_KEY") {
+		t.Errorf("known agents' own keys: %v, %v", found[0].KeepEnv, found[1].KeepEnv)
 	}
 
 	// codex's own sandbox cannot run inside agenticd's boundary: confined, it is turned
 	// off and every command is put to agenticd's permission policy.
 	codex := func(confined bool) Config {
-		found := Discover(func(name string) (string, error) {
-			if name == "codex-acp" {
-				return "/usr/local/bin/codex-acp", nil
-			}
-			return "", errors.New("not found")
-		}, confined)
-		if len(found) != 1 {
-			t.Fatalf("Discover found %+v", found)
-		}
-		return found[0]
+		return Config{ID: "acp.openai.codex", Command: "/usr/local/bin/codex-acp"}.withLaunch(confined)
 	}
 	if args := strings.Join(codex(true).Args, " "); args != `-c sandbox_mode="danger-full-access" -c approval_policy="untrusted"` {
 		t.Errorf("confined codex-acp args %q", args)
 	}
 	if args := codex(false).Args; len(args) != 0 {
 		t.Errorf("unconfined codex-acp args %q, want its own defaults", args)
+	}
+	if again := codex(true).withLaunch(true); len(again.Args) != 4 || len(again.WritePaths) != 1 {
+		t.Errorf("applying a launch twice adds twice: %q %q", again.Args, again.WritePaths)
 	}
 }
 

@@ -121,6 +121,29 @@ var (
 
 // setMode switches the session's mode: session/set_mode, or the config option of
 // category mode when the agent has no session modes.
+// askingMode is the mode a new session of a known agent is switched to so that its tool
+// calls reach agenticd's policy (knownAgent.askingModes): "" when the agent is not known,
+// offers none of them, or is in one already.
+func (s *session) askingMode() string {
+	s.p.mu.Lock()
+	known := s.p.launchConfigLocked().known
+	s.p.mu.Unlock()
+	if known == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range known.askingModes {
+		if slices.ContainsFunc(s.info.AvailableModes, func(m presenters.Mode) bool { return m.ID == id }) {
+			if id == s.info.CurrentModeID {
+				return ""
+			}
+			return id
+		}
+	}
+	return ""
+}
+
 func (s *session) setMode(ctx context.Context, modeID string) error {
 	return s.choose(ctx, modeChoice, modeID)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,8 +52,11 @@ type Presenter struct {
 	caps         sdk.AgentCapabilities
 	initialized  bool // caps are the agent's answer (it has started once)
 	impl         presenters.Implementation
-	crashes      int // consecutive crashes, for the restart backoff
-	lastCrash    time.Time
+	// reported is the known agent the agent said it is at initialize when its launch did
+	// not show it (reportedKnown); it starts with what that agent needs from then on.
+	reported  *knownAgent
+	crashes   int // consecutive crashes, for the restart backoff
+	lastCrash time.Time
 	// sessions are the sessions that are live, being opened, or in error after a
 	// crash (so that GetSession shows why); stored ones are read from the store.
 	sessions map[string]*session
@@ -86,6 +90,10 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		log = slog.Default()
 	}
 	log = log.With("agent_id", cfg.ID)
+	cfg = cfg.withLaunch(deps.Roots.ConfinesFiles())
+	if cfg.known != nil {
+		log.Info("recognized a known agent", "known_agent", cfg.known.id, "how", cfg.knownHow)
+	}
 	if cfg.policyNote != "" {
 		log.Warn(cfg.policyNote)
 	}
@@ -294,9 +302,27 @@ func backoffFor(crashes int) time.Duration {
 // the agent's sessions of the workspace when configured to (before any session can be
 // opened on the process, so that none of agenticd's own is taken for the agent's).
 func (p *Presenter) start(ctx context.Context, scope procScope) (*agentConn, error) {
-	c, err := dial(ctx, p.cfg, scope, p.deps.Roots, p.log, func(c *agentConn) sdk.Client { return &client{c: c} }, p.connGone)
+	newClient := func(c *agentConn) sdk.Client { return &client{c: c} }
+	p.mu.Lock()
+	cfg := p.launchConfigLocked()
+	p.mu.Unlock()
+	c, err := dial(ctx, cfg, scope, p.deps.Roots, p.log, newClient, p.connGone)
 	if err != nil {
 		return nil, err
+	}
+	if k := reportedKnown(cfg, c.init, p.deps.Roots.ConfinesFiles()); k != nil {
+		// A known agent its launch did not show (a wrapper script, a renamed binary): its
+		// state, keys and arguments may decide whether it works at all, so it starts
+		// again, once, with them.
+		p.log.Info("the agent says it is a known agent; restarting it with what that agent needs", "known_agent", k.id)
+		c.stop(context.Background())
+		p.mu.Lock()
+		p.reported = k
+		cfg = p.launchConfigLocked()
+		p.mu.Unlock()
+		if c, err = dial(ctx, cfg, scope, p.deps.Roots, p.log, newClient, p.connGone); err != nil {
+			return nil, err
+		}
 	}
 	var impl presenters.Implementation
 	if info := c.init.AgentInfo; info != nil {
@@ -322,12 +348,52 @@ func (p *Presenter) start(ctx context.Context, scope procScope) (*agentConn, err
 	return c, nil
 }
 
+// launchConfigLocked is the config the agent starts with: with what the known agent it
+// said it is at initialize needs, when its launch did not show that (p.mu held).
+func (p *Presenter) launchConfigLocked() Config {
+	if p.reported == nil {
+		return p.cfg
+	}
+	return p.cfg.withKnown(p.reported, p.deps.Roots.ConfinesFiles())
+}
+
+// missingIsEmpty reports whether the agent is one that reads a missing file as empty
+// (knownAgent.missingIsEmpty).
+func (p *Presenter) missingIsEmpty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.launchConfigLocked().known
+	return k != nil && k.missingIsEmpty
+}
+
+// reportedKnown is the known agent an agent launched as cfg says it is in its initialize
+// answer, when cfg did not recognise it and what that agent needs would change its
+// launch; nil otherwise.
+func reportedKnown(cfg Config, init sdk.InitializeResponse, confinesFiles bool) *knownAgent {
+	if cfg.known != nil || init.AgentInfo == nil {
+		return nil
+	}
+	k := byReported(init.AgentInfo.Name)
+	if k == nil {
+		return nil
+	}
+	with := cfg.withKnown(k, confinesFiles)
+	if slices.Equal(with.WritePaths, cfg.WritePaths) && slices.Equal(with.KeepEnv, cfg.KeepEnv) &&
+		slices.Equal(with.Args, cfg.Args) && len(with.Env) == len(cfg.Env) {
+		return nil
+	}
+	return k
+}
+
 // needsAuth records that the agent refused to work without authentication and returns
 // the error for the caller.
 func (p *Presenter) needsAuth(err error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := &presenters.AuthRequiredError{AgentID: p.cfg.ID, Methods: append([]presenters.AuthMethod(nil), p.authMethods...)}
+	if len(e.Methods) == 0 {
+		e.Keys = p.launchConfigLocked().missingKeys()
+	}
 	p.setStatusLocked(presenters.AgentNeedsAuth, fmt.Sprintf("%s (the agent said: %s)", e.Error(), agentErrorText(p.log, err)))
 	return e
 }

@@ -11,9 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/agenticd/agenticd/presenters/textutil"
 	"github.com/agenticd/agenticd/sandbox"
 )
 
@@ -31,6 +36,7 @@ type process struct {
 	exited     chan struct{} // closed when the process has exited and its group was killed
 	exitErr    error         // valid after exited
 	stderrDone chan struct{}
+	tail       stderrTail // its last stderr lines, for the reason it stopped
 	started    time.Time
 }
 
@@ -39,6 +45,7 @@ type process struct {
 type confiner interface {
 	Confine(cmd *exec.Cmd, workspace string, extra sandbox.ProcessPaths) (release func(), err error)
 	AgentEnv(set map[string]string, keep []string) []string
+	ConfinesFiles() bool
 }
 
 var _ confiner = (*sandbox.Roots)(nil)
@@ -135,6 +142,7 @@ func (p *process) logStderr(log *slog.Logger) {
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
 		log.Info("agent stderr", "line", sc.Text())
+		p.tail.add(sc.Text())
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
 		log.Warn("reading agent stderr failed", "err", err)
@@ -180,6 +188,71 @@ func (p *process) closePipes() {
 		<-p.stderrDone
 	}
 	_ = p.stderr.Close()
+}
+
+// Bounds of what an exit reason quotes of the agent's stderr.
+const (
+	tailLines     = 8
+	tailLineBytes = 240
+	maxRefused    = 5
+)
+
+// stderrTail keeps an agent's last stderr lines, each cut to tailLineBytes, and the
+// paths its stderr said it was refused.
+type stderrTail struct {
+	mu      sync.Mutex
+	lines   []string
+	refused []string
+}
+
+func (t *stderrTail) add(line string) {
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range refusedPaths(line) {
+		if len(t.refused) < maxRefused && !slices.Contains(t.refused, p) {
+			t.refused = append(t.refused, p)
+		}
+	}
+	if len(t.lines) == tailLines {
+		t.lines = append(t.lines[:0], t.lines[1:]...)
+	}
+	t.lines = append(t.lines, textutil.Prefix(line, tailLineBytes))
+}
+
+// snapshot returns the kept lines and refused paths.
+func (t *stderrTail) snapshot() (lines, refused []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.lines), slices.Clone(t.refused)
+}
+
+// deniedWords mark a line that reports a refused file operation: node's EACCES/EPERM
+// errors, libc's and Rust's "Permission denied", "Operation not permitted".
+var deniedWords = []string{"EACCES", "EPERM", "Permission denied", "permission denied", "Operation not permitted", "operation not permitted"}
+
+// pathInLine matches an absolute path, quoted or bare.
+var pathInLine = regexp.MustCompile(`'(/[^']+)'|"(/[^"]+)"|‘(/[^’]+)’|“(/[^”]+)”|(?:^|[\s(:=])(/[A-Za-z0-9._@+/-]+)`)
+
+// refusedPaths are the absolute paths a stderr line names when it reports a refused
+// file operation.
+func refusedPaths(line string) []string {
+	if !slices.ContainsFunc(deniedWords, func(w string) bool { return strings.Contains(line, w) }) {
+		return nil
+	}
+	var out []string
+	for _, m := range pathInLine.FindAllStringSubmatch(line, -1) {
+		for _, g := range m[1:] {
+			if g != "" && g != "/" {
+				out = append(out, filepath.Clean(g))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // exitReason says how the process ended, for status_reason and logs.

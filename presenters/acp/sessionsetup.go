@@ -25,6 +25,9 @@ import (
 type procScope struct {
 	workspace string
 	extra     []string // sorted, without duplicates or the workspace itself
+	// mcp is what the session's own stdio MCP servers, which the agent starts inside its
+	// boundary, need beyond what the agent's configuration gives it.
+	mcp launchPaths
 }
 
 func newProcScope(ws *sandbox.Workspace, extra []*sandbox.Workspace) procScope {
@@ -42,10 +45,20 @@ func newProcScope(ws *sandbox.Workspace, extra []*sandbox.Workspace) procScope {
 // key names the process in Presenter.conns: the workspace root alone when there are no
 // additional directories.
 func (sc procScope) key() string {
-	if len(sc.extra) == 0 {
-		return sc.workspace
+	key := sc.workspace
+	if len(sc.extra) > 0 {
+		key += "\x00" + strings.Join(sc.extra, "\x00")
 	}
-	return sc.workspace + "\x00" + strings.Join(sc.extra, "\x00")
+	if len(sc.mcp.read)+len(sc.mcp.state) > 0 {
+		key += "\x00mcp"
+		for _, r := range sc.mcp.read {
+			key += "\x00r" + r
+		}
+		for _, s := range sc.mcp.state {
+			key += "\x00w" + s.Path
+		}
+	}
+	return key
 }
 
 // sessionDirs are a session's workspace and its additional directories, in the order the
@@ -55,7 +68,25 @@ type sessionDirs struct {
 	extra []*sandbox.Workspace
 }
 
-func (d sessionDirs) scope() procScope { return newProcScope(d.ws, d.extra) }
+// scope is the process a session with these directories and its own MCP servers uses:
+// one whose boundary admits what those servers need that cfg does not give already.
+func (d sessionDirs) scope(cfg Config, own []presenters.MCPServer) procScope {
+	sc := newProcScope(d.ws, d.extra)
+	need := mcpPaths(own, cfg.Env["HOME"], false)
+	for _, r := range need.read {
+		if !slices.Contains(cfg.ReadPaths, r) {
+			sc.mcp.read = append(sc.mcp.read, r)
+		}
+	}
+	for _, s := range need.state {
+		if !slices.Contains(cfg.WritePaths, s.Path) {
+			sc.mcp.state = append(sc.mcp.state, s)
+		}
+	}
+	slices.Sort(sc.mcp.read)
+	slices.SortFunc(sc.mcp.state, func(a, b StatePath) int { return strings.Compare(a.Path, b.Path) })
+	return sc
+}
 
 // extraRoots are the additional directories' roots, in the client's order.
 func (d sessionDirs) extraRoots() []string {
