@@ -71,8 +71,11 @@ func Serve(ctx context.Context, opts Options, w io.Writer, r io.ReadCloser) erro
 	}
 	b := &bridge{opts: opts, log: opts.Logger.With("agent_id", opts.AgentID),
 		follow: make(chan followStart), sessions: map[string]*session{}}
-	b.conn = acp.NewAgentSideConnection(b, w, r)
+	// The SDK reads at once; nothing may reach b before b.conn is set.
+	ready := make(chan struct{})
+	b.conn = acp.NewAgentSideConnection(b, w, gatedReader{r: r, ready: ready})
 	b.conn.SetLogger(b.log)
+	close(ready)
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -423,4 +426,15 @@ func (b *bridge) Cancel(ctx context.Context, p acp.CancelNotification) error {
 		}
 	}
 	return nil
+}
+
+// gatedReader holds reads until ready is closed.
+type gatedReader struct {
+	r     io.Reader
+	ready <-chan struct{}
+}
+
+func (g gatedReader) Read(p []byte) (int, error) {
+	<-g.ready
+	return g.r.Read(p)
 }
