@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/coder/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -176,8 +179,9 @@ type editor struct {
 	answer func(acp.RequestPermissionRequest) acp.RequestPermissionResponse
 
 	mu      sync.Mutex
-	updates []acp.SessionUpdate
-	asked   []acp.RequestPermissionRequest
+	updates   []acp.SessionUpdate
+	asked     []acp.RequestPermissionRequest
+	withdrawn int // permission requests agenticd took back
 }
 
 func (d *agenticd) editor(t *testing.T, agent string) *editor {
@@ -214,6 +218,9 @@ func (e *editor) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 	e.mu.Unlock()
 	if answer == nil {
 		<-ctx.Done() // waits to be withdrawn
+		e.mu.Lock()
+		e.withdrawn++
+		e.mu.Unlock()
 		return acp.RequestPermissionResponse{}, ctx.Err()
 	}
 	return answer(p), nil
@@ -364,5 +371,130 @@ func TestACPErrors(t *testing.T) {
 	_, err = e.conn.Prompt(ctx, acp.PromptRequest{SessionId: "nonesuch", Prompt: []acp.ContentBlock{acp.TextBlock("hi")}})
 	if !errors.As(err, &re) || !strings.Contains(re.Message, "session/load") {
 		t.Errorf("prompt to an unknown session: %v; want a hint to load it", err)
+	}
+}
+
+// wsPipe carries an ACP client's newline-delimited messages over WebSocket messages.
+type wsPipe struct {
+	c   *websocket.Conn
+	buf []byte
+}
+
+func (p *wsPipe) Read(b []byte) (int, error) {
+	for len(p.buf) == 0 {
+		_, data, err := p.c.Read(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		p.buf = append(data, '\n')
+	}
+	n := copy(b, p.buf)
+	p.buf = p.buf[n:]
+	return n, nil
+}
+
+func (p *wsPipe) Write(b []byte) (int, error) {
+	return len(b), p.c.Write(context.Background(), websocket.MessageText, bytes.TrimRight(b, "\n"))
+}
+
+// wsEditor connects a test editor to agenticd's ACP endpoint with a bearer token.
+func (d *agenticd) wsEditor(t *testing.T, ctx context.Context, token string) (*editor, *http.Response, error) {
+	t.Helper()
+	c, resp, err := websocket.Dial(ctx, "ws://"+d.addr+"/acp/v1?agent="+acpAgentID,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		return nil, resp, err
+	}
+	c.SetReadLimit(10 << 20)
+	p := &wsPipe{c: c}
+	e := &editor{}
+	e.conn = acp.NewClientSideConnection(e, p, p)
+	t.Cleanup(func() {
+		_ = c.CloseNow()
+		<-e.conn.Done()
+	})
+	return e, resp, nil
+}
+
+// Over WebSocket on agenticd's own port, with the API's credentials: a turn whose
+// permission request another client answers, which withdraws the editor's.
+func TestACPOverWebSocket(t *testing.T) {
+	d := startAgenticd(t, editScript)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, resp, err := d.wsEditor(t, ctx, "wrong"); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %v, %v; want 401", resp, err)
+	}
+	token, err := localcred.ReadToken(d.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := d.wsEditor(t, ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.initialize(t, ctx)
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	events := d.subscribe(t)
+	res := make(chan error, 1)
+	var stop acp.StopReason
+	go func() {
+		resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("write notes")}})
+		stop = resp.StopReason
+		res <- err
+	}()
+	var permID string
+	events.waitFor(t, "TOOL_PERMISSION_REQUIRED", func(ev *pb.AgenticEvent) bool {
+		permID = ev.GetToolPermissionRequired().GetRequest().GetPermissionId()
+		return permID != ""
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e.mu.Lock()
+		asked := len(e.asked)
+		e.mu.Unlock()
+		if asked > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the editor was not asked for permission")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := d.apiClient(t).RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: string(sess.SessionId), PermissionId: permID,
+		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil || stop != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %v, %v; want end_turn", stop, err)
+	}
+	e.waitText(t, "agent", "permission: allow")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		e.mu.Lock()
+		withdrawn := e.withdrawn
+		e.mu.Unlock()
+		if withdrawn == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the editor's permission request was not withdrawn after another client answered it")
+		}
+	}
+	if e.asked[0].ToolCall.Title == nil || *e.asked[0].ToolCall.Title != "Write NOTES.md" {
+		t.Errorf("the editor was asked about %+v", e.asked[0].ToolCall)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var diff bool
+	for _, u := range e.updates {
+		if tu := u.ToolCallUpdate; tu != nil && len(tu.Content) > 0 && tu.Content[0].Diff != nil && tu.Content[0].Diff.NewText == "notes from the editor\n" {
+			diff = true
+		}
+	}
+	if !diff {
+		t.Error("the editor got no tool_call_update with the diff")
 	}
 }
