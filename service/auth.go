@@ -66,8 +66,14 @@ func withWebSession(ctx context.Context) context.Context {
 // local socket (its peer runs as agenticd's own user) or the page's cookie; "" when it
 // did neither.
 func authenticatedBy(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && localcred.IsLocal(p.LocalAddr) {
-		return viaLocalSocket
+	if p, ok := peer.FromContext(ctx); ok {
+		if localcred.IsLocal(p.LocalAddr) {
+			return viaLocalSocket
+		}
+		// An editor's call over ACP: the gateway checked its credentials.
+		if a, ok := p.LocalAddr.(bridgeAddr); ok {
+			return a.String()
+		}
 	}
 	if v, _ := ctx.Value(webSessionKey{}).(bool); v {
 		return viaWebSession

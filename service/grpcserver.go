@@ -55,7 +55,12 @@ type GRPCServer struct {
 	tls    *tls.Config // nil: plain TCP
 	health *health.Server
 	hub    *Hub
+	acp    *acpGateway
 	logger *slog.Logger
+
+	// inproc serves the ACP gateway's in-process API connections, from the first Serve.
+	inprocOnce    sync.Once
+	inprocServing sync.WaitGroup
 
 	// httpConns counts the HTTP server's connections, whose goroutines outlive Close (a
 	// connection that left a request body unread waits a moment before closing): Stop
@@ -86,7 +91,8 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 		base = append(base, grpc.ChainUnaryInterceptor(opts.Replicas.unary))
 	}
 	serverOpts := tel.serverOptions(append(base, grpc.WaitForHandlers(true)))
-	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub, logger: logger}
+	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub,
+		acp: newACPGateway(opts.Credentials, logger), logger: logger}
 	if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile)
 		if err != nil {
@@ -100,7 +106,7 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	healthpb.RegisterHealthServer(g.grpc, g.health)
 	reflection.Register(g.grpc)
 	tel.registered(g.grpc)
-	gateway, err := httpGateway(g.grpc, opts.Page, opts.Credentials.WebLogins, g.tls != nil, opts.AllowedOrigins, logger)
+	gateway, err := httpGateway(g.grpc, opts.Page, g.acp, opts.Credentials.WebLogins, g.tls != nil, opts.AllowedOrigins, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +169,9 @@ func (g *GRPCServer) serve(lis net.Listener) error {
 	}
 	g.splits = append(g.splits, split)
 	g.httpServing.Add(1)
+	g.inprocOnce.Do(func() {
+		g.inprocServing.Go(func() { _ = g.grpc.Serve(g.acp.inproc) })
+	})
 	g.mu.Unlock()
 	g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	g.health.SetServingStatus(pb.AgenticService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -198,6 +207,9 @@ func (g *GRPCServer) Stop(ctx context.Context) (graceful bool) {
 	splits := g.splits
 	g.mu.Unlock()
 	g.health.Shutdown()
+	// Editors first: their bridges follow sessions through streams the hub would end,
+	// and they would only reconnect.
+	g.acp.close()
 	g.hub.Close()
 	// The HTTP side first: its requests run as gRPC handlers, which a graceful stop of the
 	// gRPC server would cut off rather than wait for.
@@ -220,6 +232,8 @@ func (g *GRPCServer) Stop(ctx context.Context) (graceful bool) {
 	for _, split := range splits {
 		split.Close()
 	}
+	_ = g.acp.inproc.Close() // when nothing was served, Serve never closed it
+	g.inprocServing.Wait()
 	g.httpServing.Wait()
 	g.httpConns.Wait()
 	return graceful

@@ -39,8 +39,9 @@ var (
 // httpGateway is the handler of every connection that is not native gRPC: the Connect
 // protocol (JSON and binary) and gRPC-Web, translated to gRPC and served by the same
 // gRPC server (its interceptors, the credentials check included, apply alike), the web
-// page's sign-in (/login), and the page for every other path.
-func httpGateway(g *grpc.Server, page http.Handler, logins *WebLogins, secure bool, allowedOrigins []string, logger *slog.Logger) (http.Handler, error) {
+// page's sign-in (/login), ACP over WebSocket for editors (ACPPath), and the page for
+// every other path.
+func httpGateway(g *grpc.Server, page, acp http.Handler, logins *WebLogins, secure bool, allowedOrigins []string, logger *slog.Logger) (http.Handler, error) {
 	if page == nil {
 		page = http.NotFoundHandler()
 	}
@@ -65,7 +66,7 @@ func httpGateway(g *grpc.Server, page http.Handler, logins *WebLogins, secure bo
 	for _, o := range allowedOrigins {
 		allowed[o] = true
 	}
-	return browserGuard{next: handler, logins: logins, secure: secure, allowed: allowed, logger: logger}, nil
+	return browserGuard{next: handler, acp: acp, logins: logins, secure: secure, allowed: allowed, logger: logger}, nil
 }
 
 // connectVersionDefault lets a Connect unary call leave out Connect-Protocol-Version
@@ -97,8 +98,9 @@ func isRPCPath(path string) bool {
 // whose session cookie is valid as authenticated for the RPC it carries.
 type browserGuard struct {
 	next    http.Handler
-	logins  *WebLogins // nil: no web sign-in
-	secure  bool       // served over TLS: the cookie is Secure
+	acp     http.Handler // nil: no ACP endpoint
+	logins  *WebLogins   // nil: no web sign-in
+	secure  bool         // served over TLS: the cookie is Secure
 	allowed map[string]bool
 	logger  *slog.Logger
 }
@@ -116,6 +118,10 @@ func (b browserGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if b.logins.validSession(r) {
 			r = r.WithContext(withWebSession(r.Context()))
 		}
+	}
+	if r.URL.Path == ACPPath && b.acp != nil {
+		b.acp.ServeHTTP(w, r)
+		return
 	}
 	b.next.ServeHTTP(w, r)
 }

@@ -68,6 +68,7 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
+		"acp":       {"acp --agent ID [--verbose]", "be an ACP agent on stdio for an editor (Zed, Neovim...): agenticd with the agent ID behind it", cmdACP},
 		"agents":    {"agents", "list the agents and their status", cmdAgents},
 		"sessions":  {"sessions [--agent ID] [--limit N]", "list sessions, newest first", cmdSessions},
 		"new":       {"new --agent ID --workspace DIR [--model ID] [--mode ID] [--title T]", "create a session; prints its id", cmdNew},

@@ -1,0 +1,500 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/coder/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/localcred"
+)
+
+// editScript thinks, speaks, plans, and asks to write NOTES.md, which it writes (through
+// agenticd) once allowed.
+const editScript = `{"turns": [[
+  {"thought": "Let me look first."},
+  {"text": "Hello! I will write NOTES.md."},
+  {"update": {"sessionUpdate": "plan", "entries": [{"content": "Write NOTES.md", "status": "in_progress", "priority": "high"}]}},
+  {"update": {"sessionUpdate": "tool_call", "toolCallId": "write-notes", "title": "Write NOTES.md", "kind": "edit", "status": "pending",
+    "locations": [{"path": "{cwd}/NOTES.md"}], "rawInput": {"file_path": "{cwd}/NOTES.md"}}},
+  {"permission": {"toolCall": {"toolCallId": "write-notes"}, "report": true,
+    "onAllow": [
+      {"write": {"path": "{cwd}/NOTES.md", "content": "notes from the editor\n"}},
+      {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "write-notes", "status": "completed",
+        "content": [{"type": "diff", "path": "{cwd}/NOTES.md", "newText": "notes from the editor\n"}]}}],
+    "onReject": [{"update": {"sessionUpdate": "tool_call_update", "toolCallId": "write-notes", "status": "failed"}}]}},
+  {"text": " Done."},
+  {"stop": "end_turn", "usage": {"inputTokens": 12, "outputTokens": 34, "totalTokens": 46}}
+]]}`
+
+// apiClient is a plain gRPC client of d, as another frontend would be.
+func (d *agenticd) apiClient(t *testing.T) pb.AgenticServiceClient {
+	t.Helper()
+	token, err := localcred.ReadToken(d.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(tokenCreds{token: token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewAgenticServiceClient(conn)
+}
+
+// eventLog subscribes to d's events of the test agent and keeps them.
+type eventLog struct {
+	mu     sync.Mutex
+	events []*pb.AgenticEvent
+	done   chan struct{}
+}
+
+func (d *agenticd) subscribe(t *testing.T) *eventLog {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sub, err := d.apiClient(t).Subscribe(ctx, &pb.SubscribeRequest{AgentIds: []string{acpAgentID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := sub.Recv(); err != nil || f.GetCaughtUp() == nil {
+		t.Fatalf("first frame %v, %v; want caught_up", f, err)
+	}
+	l := &eventLog{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for {
+			f, err := sub.Recv()
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.events = append(l.events, f.GetEvents().GetEvents()...)
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-l.done })
+	return l
+}
+
+// waitFor waits until some event satisfies ok.
+func (l *eventLog) waitFor(t *testing.T, what string, ok func(*pb.AgenticEvent) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		found := slices.ContainsFunc(l.events, ok)
+		l.mu.Unlock()
+		if found {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no event %s within 30s", what)
+}
+
+func (l *eventLog) assistantText() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range l.events {
+		if d := ev.GetMessageDelta(); d != nil && d.GetRole() == pb.MessageRole_MESSAGE_ROLE_ASSISTANT {
+			b.WriteString(d.GetText())
+		}
+	}
+	return b.String()
+}
+
+// buildTool builds a Go program of the module graph into dir.
+func buildTool(t *testing.T, dir, name, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, name)
+	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// The acp-go-sdk's own example client drives a whole turn through `agenticctl acp`:
+// text, thought, plan, a tool call whose permission the client grants, the write done
+// by agenticd; a gRPC subscriber sees the same turn.
+func TestACPWithTheGoSDKExampleClient(t *testing.T) {
+	d := startAgenticd(t, editScript)
+	bin := t.TempDir()
+	client := buildTool(t, bin, "acp-example-client", "github.com/coder/acp-go-sdk/example/client")
+	ctl := buildTool(t, bin, "agenticctl", ".")
+	events := d.subscribe(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, client, ctl, "--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", acpAgentID)
+	cmd.Dir = d.ws
+	cmd.Stdin = strings.NewReader("1\n") // the first option: allow
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("example client: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"Connected to agent", "Hello! I will write NOTES.md.", "[ agent_thought_chunk ]", "[ plan ]",
+		"🔧 Write NOTES.md (pending)", "Permission requested: Write NOTES.md", "permission: allow",
+		"Tool call `write-notes` updated", " Done.", "Agent completed",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the client's output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(d.ws, "NOTES.md")); err != nil || string(b) != "notes from the editor\n" {
+		t.Errorf("NOTES.md: %q, %v; want agenticd to have written it", b, err)
+	}
+	events.waitFor(t, "MESSAGE_END end_turn", func(ev *pb.AgenticEvent) bool {
+		return ev.GetMessageEnd().GetStopReason() == pb.StopReason_STOP_REASON_END_TURN
+	})
+	events.waitFor(t, "permission granted by the user", func(ev *pb.AgenticEvent) bool {
+		return ev.GetToolPermissionGranted().GetDecidedBy() == pb.PermissionDecider_PERMISSION_DECIDER_USER
+	})
+	if got := events.assistantText(); !strings.Contains(got, "Hello! I will write NOTES.md.") || !strings.Contains(got, " Done.") {
+		t.Errorf("the gRPC subscriber saw %q", got)
+	}
+}
+
+// editor is an ACP client written for the tests, talking to `agenticctl acp` run
+// in-process; it keeps every update and answers permission requests with answer.
+type editor struct {
+	conn   *acp.ClientSideConnection
+	answer func(acp.RequestPermissionRequest) acp.RequestPermissionResponse
+
+	mu      sync.Mutex
+	updates   []acp.SessionUpdate
+	asked     []acp.RequestPermissionRequest
+	withdrawn int // permission requests agenticd took back
+}
+
+func (d *agenticd) editor(t *testing.T, agent string) *editor {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer outW.Close()
+		run([]string{"--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", agent}, inR, outW, io.Discard)
+	}()
+	e := &editor{}
+	e.conn = acp.NewClientSideConnection(e, inW, outR)
+	t.Cleanup(func() {
+		_ = inW.Close()
+		<-done
+		<-e.conn.Done()
+	})
+	return e
+}
+
+func (e *editor) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.updates = append(e.updates, n.Update)
+	return nil
+}
+
+func (e *editor) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	e.mu.Lock()
+	e.asked = append(e.asked, p)
+	answer := e.answer
+	e.mu.Unlock()
+	if answer == nil {
+		<-ctx.Done() // waits to be withdrawn
+		e.mu.Lock()
+		e.withdrawn++
+		e.mu.Unlock()
+		return acp.RequestPermissionResponse{}, ctx.Err()
+	}
+	return answer(p), nil
+}
+
+var errNotOffered = errors.New("not offered: agenticd serves files and terminals itself")
+
+func (e *editor) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	return acp.ReadTextFileResponse{}, errNotOffered
+}
+func (e *editor) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	return acp.WriteTextFileResponse{}, errNotOffered
+}
+func (e *editor) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return acp.CreateTerminalResponse{}, errNotOffered
+}
+func (e *editor) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	return acp.KillTerminalResponse{}, errNotOffered
+}
+func (e *editor) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	return acp.TerminalOutputResponse{}, errNotOffered
+}
+func (e *editor) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	return acp.ReleaseTerminalResponse{}, errNotOffered
+}
+func (e *editor) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	return acp.WaitForTerminalExitResponse{}, errNotOffered
+}
+
+// text joins the chunks of one kind ("user" or "agent") the editor got.
+func (e *editor) text(kind string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var b strings.Builder
+	for _, u := range e.updates {
+		switch {
+		case kind == "user" && u.UserMessageChunk != nil && u.UserMessageChunk.Content.Text != nil:
+			b.WriteString(u.UserMessageChunk.Content.Text.Text)
+		case kind == "agent" && u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil:
+			b.WriteString(u.AgentMessageChunk.Content.Text.Text)
+		}
+	}
+	return b.String()
+}
+
+func (e *editor) waitText(t *testing.T, kind, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(e.text(kind), want) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the editor got no %s text %q within 30s; it has %q", kind, want, e.text(kind))
+}
+
+func (e *editor) initialize(t *testing.T, ctx context.Context) acp.InitializeResponse {
+	t.Helper()
+	resp, err := e.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	if err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	return resp
+}
+
+// loadScript: the first prompt answers, the second runs until cancelled, the third
+// answers again.
+const loadScript = `{"turns": [
+  [{"text": "Answer one."}],
+  [{"text": "Working."}, {"waitCancel": true}, {"stop": "cancelled"}],
+  [{"text": "Answer three."}]
+]}`
+
+// A session made and used through gRPC opens in the editor with its history; the
+// editor's cancel ends its turn; a message sent by another client reaches the editor.
+func TestACPLoadCancelAndOtherClients(t *testing.T) {
+	d := startAgenticd(t, loadScript)
+	id := d.newSession(t)
+	d.mustCtl(t, "send", id, "typed in the terminal")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := d.editor(t, acpAgentID)
+	init := e.initialize(t, ctx)
+	if init.AgentInfo == nil || init.AgentInfo.Name != "agenticd" || !init.AgentCapabilities.LoadSession {
+		t.Errorf("initialize: %+v; want agenticd's agentInfo and loadSession", init)
+	}
+
+	list, err := e.conn.ListSessions(ctx, acp.ListSessionsRequest{})
+	if err != nil || !slices.ContainsFunc(list.Sessions, func(s acp.SessionInfo) bool { return string(s.SessionId) == id && s.Cwd == d.ws }) {
+		t.Fatalf("session/list: %+v, %v; want %s in %s", list, err, id, d.ws)
+	}
+	if _, err := e.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: acp.SessionId(id), Cwd: d.ws, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("session/load: %v", err)
+	}
+	// The history arrived before the answer.
+	if u, a := e.text("user"), e.text("agent"); u != "typed in the terminal" || a != "Answer one." {
+		t.Errorf("history: user %q, agent %q", u, a)
+	}
+
+	// The editor's prompt runs until the editor cancels it.
+	type result struct {
+		resp acp.PromptResponse
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: acp.SessionId(id), Prompt: []acp.ContentBlock{acp.TextBlock("from the editor")}})
+		res <- result{resp, err}
+	}()
+	e.waitText(t, "agent", "Working.")
+	if err := e.conn.Cancel(ctx, acp.CancelNotification{SessionId: acp.SessionId(id)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.err != nil || r.resp.StopReason != acp.StopReasonCancelled {
+		t.Fatalf("prompt after cancel: %+v, %v; want stopReason cancelled", r.resp, r.err)
+	}
+	if strings.Contains(e.text("user"), "from the editor") {
+		t.Errorf("the editor got its own prompt back: %q", e.text("user"))
+	}
+
+	// Another client's message shows in the editor as the user's, with the reply.
+	d.mustCtl(t, "send", id, "typed elsewhere")
+	e.waitText(t, "user", "typed elsewhere")
+	e.waitText(t, "agent", "Answer three.")
+}
+
+// Errors an editor shows say what to do; none of them hangs.
+func TestACPErrors(t *testing.T) {
+	d := startAgenticd(t, loadScript)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	_, err := d.editor(t, "acp.test.nonesuch").conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || re.Code != -32002 || !strings.Contains(re.Message, "acp.test.nonesuch") {
+		t.Errorf("initialize with an unknown agent: %v; want resource_not_found naming it", err)
+	}
+
+	e := d.editor(t, acpAgentID)
+	e.initialize(t, ctx)
+	outside := t.TempDir()
+	_, err = e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: outside, McpServers: []acp.McpServer{}})
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "workspace") {
+		t.Errorf("session/new outside the roots: %v; want an error about the workspace", err)
+	}
+	_, err = e.conn.Prompt(ctx, acp.PromptRequest{SessionId: "nonesuch", Prompt: []acp.ContentBlock{acp.TextBlock("hi")}})
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "session/load") {
+		t.Errorf("prompt to an unknown session: %v; want a hint to load it", err)
+	}
+}
+
+// wsPipe carries an ACP client's newline-delimited messages over WebSocket messages.
+type wsPipe struct {
+	c   *websocket.Conn
+	buf []byte
+}
+
+func (p *wsPipe) Read(b []byte) (int, error) {
+	for len(p.buf) == 0 {
+		_, data, err := p.c.Read(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		p.buf = append(data, '\n')
+	}
+	n := copy(b, p.buf)
+	p.buf = p.buf[n:]
+	return n, nil
+}
+
+func (p *wsPipe) Write(b []byte) (int, error) {
+	return len(b), p.c.Write(context.Background(), websocket.MessageText, bytes.TrimRight(b, "\n"))
+}
+
+// wsEditor connects a test editor to agenticd's ACP endpoint with a bearer token.
+func (d *agenticd) wsEditor(t *testing.T, ctx context.Context, token string) (*editor, *http.Response, error) {
+	t.Helper()
+	c, resp, err := websocket.Dial(ctx, "ws://"+d.addr+"/acp/v1?agent="+acpAgentID,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		return nil, resp, err
+	}
+	c.SetReadLimit(10 << 20)
+	p := &wsPipe{c: c}
+	e := &editor{}
+	e.conn = acp.NewClientSideConnection(e, p, p)
+	t.Cleanup(func() {
+		_ = c.CloseNow()
+		<-e.conn.Done()
+	})
+	return e, resp, nil
+}
+
+// Over WebSocket on agenticd's own port, with the API's credentials: a turn whose
+// permission request another client answers, which withdraws the editor's.
+func TestACPOverWebSocket(t *testing.T) {
+	d := startAgenticd(t, editScript)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, resp, err := d.wsEditor(t, ctx, "wrong"); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %v, %v; want 401", resp, err)
+	}
+	token, err := localcred.ReadToken(d.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := d.wsEditor(t, ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.initialize(t, ctx)
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	events := d.subscribe(t)
+	res := make(chan error, 1)
+	var stop acp.StopReason
+	go func() {
+		resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("write notes")}})
+		stop = resp.StopReason
+		res <- err
+	}()
+	var permID string
+	events.waitFor(t, "TOOL_PERMISSION_REQUIRED", func(ev *pb.AgenticEvent) bool {
+		permID = ev.GetToolPermissionRequired().GetRequest().GetPermissionId()
+		return permID != ""
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e.mu.Lock()
+		asked := len(e.asked)
+		e.mu.Unlock()
+		if asked > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the editor was not asked for permission")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := d.apiClient(t).RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: string(sess.SessionId), PermissionId: permID,
+		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil || stop != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %v, %v; want end_turn", stop, err)
+	}
+	e.waitText(t, "agent", "permission: allow")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		e.mu.Lock()
+		withdrawn := e.withdrawn
+		e.mu.Unlock()
+		if withdrawn == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the editor's permission request was not withdrawn after another client answered it")
+		}
+	}
+	if e.asked[0].ToolCall.Title == nil || *e.asked[0].ToolCall.Title != "Write NOTES.md" {
+		t.Errorf("the editor was asked about %+v", e.asked[0].ToolCall)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var diff bool
+	for _, u := range e.updates {
+		if tu := u.ToolCallUpdate; tu != nil && len(tu.Content) > 0 && tu.Content[0].Diff != nil && tu.Content[0].Diff.NewText == "notes from the editor\n" {
+			diff = true
+		}
+	}
+	if !diff {
+		t.Error("the editor got no tool_call_update with the diff")
+	}
+}
