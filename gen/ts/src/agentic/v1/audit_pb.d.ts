@@ -67,6 +67,15 @@ export declare type AuditEvent = Message<"agentic.v1.AuditEvent"> & {
   eventSequence: bigint;
 
   /**
+   * Who did it: the session's creator, the principal whose message started the turn a
+   * tool call belongs to, or who answered a request (also when a replica forwarded the
+   * call). Empty for entries stored before principals existed.
+   *
+   * @generated from field: string principal = 16;
+   */
+  principal: string;
+
+  /**
    * @generated from oneof agentic.v1.AuditEvent.detail
    */
   detail: {
