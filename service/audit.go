@@ -354,7 +354,8 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *pb.ListAuditEventsRe
 	if err != nil {
 		return nil, s.fail(ctx, method, inField("page_size", err))
 	}
-	f := store.AuditFilter{SessionIDs: req.GetSessionIds(), AgentIDs: req.GetAgentIds(), AfterID: req.GetAfterId()}
+	f := store.AuditFilter{SessionIDs: req.GetSessionIds(), AgentIDs: req.GetAgentIds(), AfterID: req.GetAfterId(),
+		Reader: callerOf(ctx).reader()}
 	for i, k := range req.GetKinds() {
 		if _, known := pb.AuditKind_name[int32(k)]; !known || k == pb.AuditKind_AUDIT_KIND_UNSPECIFIED {
 			return nil, s.fail(ctx, method, invalidField(fmt.Sprintf("kinds[%d]", i), "kinds[%d] is %d, not a kind of audit entry: use the AuditKind values (SESSION_CREATED ... POLICY_DENIAL)", i, k))
