@@ -52,6 +52,9 @@ func NewOIDCVerifier(ctx context.Context, opts OIDCOptions) (*OIDCVerifier, erro
 	}
 	skew, now := opts.ClockSkew, opts.Now
 	cfg := &oidc.Config{ClientID: opts.Audience,
+		// Asymmetric algorithms only: a key set never holds a shared secret.
+		SupportedSigningAlgs: []string{oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
+			oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA},
 		// go-oidc has no leeway for exp: its clock runs skew behind ours. nbf is checked
 		// against the skew in VerifyToken.
 		Now: func() time.Time { return now().Add(-skew) }}
