@@ -178,9 +178,8 @@ type AuditEvent struct {
 	ToolId string `protobuf:"bytes,7,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	// The event the entry was made from (its sequence in the event stream).
 	EventSequence uint64 `protobuf:"varint,8,opt,name=event_sequence,json=eventSequence,proto3" json:"event_sequence,omitempty"`
-	// Who did it: the session's creator, the principal whose message started the turn a
-	// tool call belongs to, or who answered a request (also when a replica forwarded the
-	// call). Empty for entries stored before principals existed.
+	// The principal that decided, for PERMISSION_DECIDED and ELICITATION_RESOLVED
+	// answered by a client (also when a replica forwarded the call); empty otherwise.
 	Principal string `protobuf:"bytes,16,opt,name=principal,proto3" json:"principal,omitempty"`
 	// Types that are valid to be assigned to Detail:
 	//

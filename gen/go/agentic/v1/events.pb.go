@@ -1015,10 +1015,8 @@ type MessageEnd struct {
 	MessageId  string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	StopReason StopReason             `protobuf:"varint,2,opt,name=stop_reason,json=stopReason,proto3,enum=agentic.v1.StopReason" json:"stop_reason,omitempty"`
 	// Usage of this turn, when the agent reports it.
-	Usage *TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
-	Role  MessageRole `protobuf:"varint,4,opt,name=role,proto3,enum=agentic.v1.MessageRole" json:"role,omitempty"`
-	// For a user message: the principal that sent it.
-	Principal     string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	Usage         *TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Role          MessageRole `protobuf:"varint,4,opt,name=role,proto3,enum=agentic.v1.MessageRole" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1079,13 +1077,6 @@ func (x *MessageEnd) GetRole() MessageRole {
 		return x.Role
 	}
 	return MessageRole_MESSAGE_ROLE_UNSPECIFIED
-}
-
-func (x *MessageEnd) GetPrincipal() string {
-	if x != nil {
-		return x.Principal
-	}
-	return ""
 }
 
 // A tool call began.
@@ -1295,14 +1286,12 @@ func (x *ToolPermissionRequired) GetRequest() *PermissionRequest {
 }
 
 type ToolPermissionGranted struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	PermissionId string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
-	ToolId       string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
-	OptionId     string                 `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
-	DecidedBy    PermissionDecider      `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
-	Reason       string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The principal that answered, when decided_by is a client.
-	Principal     string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PermissionId  string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
+	ToolId        string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	OptionId      string                 `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
+	DecidedBy     PermissionDecider      `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1372,13 +1361,6 @@ func (x *ToolPermissionGranted) GetReason() string {
 	return ""
 }
 
-func (x *ToolPermissionGranted) GetPrincipal() string {
-	if x != nil {
-		return x.Principal
-	}
-	return ""
-}
-
 type ToolPermissionDenied struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	PermissionId string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
@@ -1387,9 +1369,7 @@ type ToolPermissionDenied struct {
 	OptionId  string            `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
 	DecidedBy PermissionDecider `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
 	// Why, e.g. "path /etc/passwd is outside the workspace".
-	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The principal that answered, when decided_by is a client.
-	Principal     string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1459,13 +1439,6 @@ func (x *ToolPermissionDenied) GetReason() string {
 	return ""
 }
 
-func (x *ToolPermissionDenied) GetPrincipal() string {
-	if x != nil {
-		return x.Principal
-	}
-	return ""
-}
-
 // The agent asks the user for input: a form to fill in (answer with its content) or a
 // URL to open. Answer with RespondElicitation; the first answer from any client wins.
 type ElicitationRequired struct {
@@ -1523,9 +1496,7 @@ type ElicitationResolved struct {
 	Content   *structpb.Struct   `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
 	DecidedBy ElicitationDecider `protobuf:"varint,5,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.ElicitationDecider" json:"decided_by,omitempty"`
 	// Why, when not decided by the user (e.g. "nobody answered within 5m0s").
-	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The principal that answered, when decided_by is a client.
-	Principal     string `protobuf:"bytes,7,opt,name=principal,proto3" json:"principal,omitempty"`
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1598,13 +1569,6 @@ func (x *ElicitationResolved) GetDecidedBy() ElicitationDecider {
 func (x *ElicitationResolved) GetReason() string {
 	if x != nil {
 		return x.Reason
-	}
-	return ""
-}
-
-func (x *ElicitationResolved) GetPrincipal() string {
-	if x != nil {
-		return x.Principal
 	}
 	return ""
 }
@@ -1793,7 +1757,7 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12'\n" +
 	"\x05block\x18\x02 \x01(\v2\x11.agentic.v1.BlockR\x05block\x12+\n" +
-	"\x04role\x18\x03 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\"\xdd\x01\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\"\xbf\x01\n" +
 	"\n" +
 	"MessageEnd\x12\x1d\n" +
 	"\n" +
@@ -1801,8 +1765,7 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\vstop_reason\x18\x02 \x01(\x0e2\x16.agentic.v1.StopReasonR\n" +
 	"stopReason\x12,\n" +
 	"\x05usage\x18\x03 \x01(\v2\x16.agentic.v1.TokenUsageR\x05usage\x12+\n" +
-	"\x04role\x18\x04 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\x12\x1c\n" +
-	"\tprincipal\x18\x05 \x01(\tR\tprincipal\"T\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\"T\n" +
 	"\tToolStart\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12(\n" +
@@ -1816,25 +1779,23 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12(\n" +
 	"\x04tool\x18\x02 \x01(\v2\x14.agentic.v1.ToolCallR\x04tool\"Q\n" +
 	"\x16ToolPermissionRequired\x127\n" +
-	"\arequest\x18\x01 \x01(\v2\x1d.agentic.v1.PermissionRequestR\arequest\"\xe6\x01\n" +
+	"\arequest\x18\x01 \x01(\v2\x1d.agentic.v1.PermissionRequestR\arequest\"\xc8\x01\n" +
 	"\x15ToolPermissionGranted\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\toption_id\x18\x03 \x01(\tR\boptionId\x12<\n" +
 	"\n" +
 	"decided_by\x18\x04 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
-	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"\xe5\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xc7\x01\n" +
 	"\x14ToolPermissionDenied\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\toption_id\x18\x03 \x01(\tR\boptionId\x12<\n" +
 	"\n" +
 	"decided_by\x18\x04 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
-	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"O\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"O\n" +
 	"\x13ElicitationRequired\x128\n" +
-	"\arequest\x18\x01 \x01(\v2\x1e.agentic.v1.ElicitationRequestR\arequest\"\xb4\x02\n" +
+	"\arequest\x18\x01 \x01(\v2\x1e.agentic.v1.ElicitationRequestR\arequest\"\x96\x02\n" +
 	"\x13ElicitationResolved\x12%\n" +
 	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x125\n" +
@@ -1842,8 +1803,7 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\acontent\x18\x04 \x01(\v2\x17.google.protobuf.StructR\acontent\x12=\n" +
 	"\n" +
 	"decided_by\x18\x05 \x01(\x0e2\x1e.agentic.v1.ElicitationDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1c\n" +
-	"\tprincipal\x18\a \x01(\tR\tprincipal\"Z\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"Z\n" +
 	"\rStatusChanged\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.agentic.v1.SessionStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa3\x01\n" +

@@ -67,9 +67,8 @@ export declare type AuditEvent = Message<"agentic.v1.AuditEvent"> & {
   eventSequence: bigint;
 
   /**
-   * Who did it: the session's creator, the principal whose message started the turn a
-   * tool call belongs to, or who answered a request (also when a replica forwarded the
-   * call). Empty for entries stored before principals existed.
+   * The principal that decided, for PERMISSION_DECIDED and ELICITATION_RESOLVED
+   * answered by a client (also when a replica forwarded the call); empty otherwise.
    *
    * @generated from field: string principal = 16;
    */

@@ -381,13 +381,6 @@ export declare type MessageEnd = Message<"agentic.v1.MessageEnd"> & {
    * @generated from field: agentic.v1.MessageRole role = 4;
    */
   role: MessageRole;
-
-  /**
-   * For a user message: the principal that sent it.
-   *
-   * @generated from field: string principal = 5;
-   */
-  principal: string;
 };
 
 /**
@@ -513,13 +506,6 @@ export declare type ToolPermissionGranted = Message<"agentic.v1.ToolPermissionGr
    * @generated from field: string reason = 5;
    */
   reason: string;
-
-  /**
-   * The principal that answered, when decided_by is a client.
-   *
-   * @generated from field: string principal = 6;
-   */
-  principal: string;
 };
 
 /**
@@ -560,13 +546,6 @@ export declare type ToolPermissionDenied = Message<"agentic.v1.ToolPermissionDen
    * @generated from field: string reason = 5;
    */
   reason: string;
-
-  /**
-   * The principal that answered, when decided_by is a client.
-   *
-   * @generated from field: string principal = 6;
-   */
-  principal: string;
 };
 
 /**
@@ -635,13 +614,6 @@ export declare type ElicitationResolved = Message<"agentic.v1.ElicitationResolve
    * @generated from field: string reason = 6;
    */
   reason: string;
-
-  /**
-   * The principal that answered, when decided_by is a client.
-   *
-   * @generated from field: string principal = 7;
-   */
-  principal: string;
 };
 
 /**
