@@ -26,10 +26,10 @@ const ACPPath = "/acp/v1"
 // bridgeAddr is the local address of an in-process API connection made for an editor
 // whose credentials the ACP gateway checked; via says how it authenticated. Only the
 // gateway makes one, after that check.
-type bridgeAddr struct{ via string }
+type bridgeAddr struct{ caller Principal }
 
 func (bridgeAddr) Network() string  { return "agenticd-acp" }
-func (a bridgeAddr) String() string { return "acp websocket, " + a.via }
+func (a bridgeAddr) String() string { return "acp websocket, " + a.caller.Via }
 
 // bridgeConn is one end of a socket pair that shows a bridgeAddr as its local address.
 type bridgeConn struct {
@@ -68,7 +68,7 @@ func (l *inprocListener) Addr() net.Addr { return bridgeAddr{} }
 
 // dial makes a connection to the gRPC server through l whose server end carries via.
 // A socket pair, not net.Pipe: HTTP/2 needs buffered writes on both ends.
-func (l *inprocListener) dial(ctx context.Context, via string) (net.Conn, error) {
+func (l *inprocListener) dial(ctx context.Context, caller Principal) (net.Conn, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func (l *inprocListener) dial(ctx context.Context, via string) (net.Conn, error)
 		conns[i] = c
 	}
 	select {
-	case l.conns <- bridgeConn{Conn: conns[1], local: bridgeAddr{via: via}}:
+	case l.conns <- bridgeConn{Conn: conns[1], local: bridgeAddr{caller: caller}}:
 		return conns[0], nil
 	case <-l.done:
 	case <-ctx.Done():
@@ -102,7 +102,7 @@ func (l *inprocListener) dial(ctx context.Context, via string) (net.Conn, error)
 // that every call passes the same interceptors as any other client's.
 type acpGateway struct {
 	inproc *inprocListener
-	tokens [][]byte
+	auth   *authenticator
 	logger *slog.Logger
 
 	// closing ends every editor connection on Stop, which waits for them: the HTTP
@@ -114,12 +114,13 @@ type acpGateway struct {
 }
 
 func newACPGateway(creds Credentials, logger *slog.Logger) *acpGateway {
-	return &acpGateway{inproc: newInprocListener(), tokens: creds.tokens(), logger: logger, closing: make(chan struct{})}
+	return &acpGateway{inproc: newInprocListener(), auth: newAuthenticator(creds), logger: logger, closing: make(chan struct{})}
 }
 
-// caller checks the upgrade request's credentials as the API checks a call's: the local
-// socket, the page's cookie, or a bearer token; it returns how the caller proved itself.
-func (a *acpGateway) caller(r *http.Request) (string, error) {
+// caller checks the upgrade request's credentials as the API checks a call's (the local
+// socket, the page's cookie, a client certificate or a bearer token) and returns the
+// principal the editor's calls then run as.
+func (a *acpGateway) caller(r *http.Request) (Principal, error) {
 	ctx := r.Context()
 	if local, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr); ok {
 		ctx = peer.NewContext(ctx, &peer.Peer{LocalAddr: local})
@@ -127,10 +128,12 @@ func (a *acpGateway) caller(r *http.Request) (string, error) {
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", auth))
 	}
-	if err := checkCredentials(ctx, a.tokens); err != nil {
-		return "", err
+	p, err := a.auth.authenticate(ctx)
+	if err != nil {
+		return Principal{}, err
 	}
-	return clientIdentity(ctx), nil
+	p.Via = "acp websocket, " + p.Via
+	return p, nil
 }
 
 func (a *acpGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +142,7 @@ func (a *acpGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "name the agent: "+ACPPath+"?agent=<id> (`agenticctl agents` lists them)", http.StatusBadRequest)
 		return
 	}
-	via, err := a.caller(r)
+	caller, err := a.caller(r)
 	if err != nil {
 		st, _ := toStatus(err)
 		http.Error(w, st.Message(), http.StatusUnauthorized)
@@ -166,13 +169,13 @@ func (a *acpGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	conn, err := grpc.NewClient("passthrough:///agenticd-acp",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.inproc.dial(ctx, via) }))
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.inproc.dial(ctx, caller) }))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	defer func() { _ = conn.Close() }()
-	logger := a.logger.With("remote", r.RemoteAddr, "via", via)
+	logger := a.logger.With("remote", r.RemoteAddr, "principal", caller.Name, "via", caller.Via)
 	err = acpbridge.ServeWebSocket(ctx, w, r, acpbridge.Options{
 		AgentID: agent,
 		Client:  pb.NewAgenticServiceClient(conn),

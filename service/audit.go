@@ -52,8 +52,8 @@ type auditor struct {
 
 // notedAnswer is who answered a permission request, until its decision event comes by.
 type notedAnswer struct {
-	address, identity string
-	at                time.Time
+	address, identity, principal string
+	at                           time.Time
 }
 
 // toolStart is when an open tool call started.
@@ -92,7 +92,7 @@ func elicitationKey(sessionID, elicitationID string) string {
 // the note; it reports whether this call noted, so that a handler whose answer then lost
 // takes its note back (forget).
 func (a *auditor) note(ctx context.Context, key string) bool {
-	n := notedAnswer{address: clientAddress(ctx), identity: clientIdentity(ctx), at: time.Now()}
+	n := notedAnswer{address: clientAddress(ctx), identity: clientIdentity(ctx), principal: callerOf(ctx).Name, at: time.Now()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.answers) >= maxNotedAnswers {
@@ -218,10 +218,13 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 			d.AnsweredFields = append(d.AnsweredFields, name)
 		}
 		slices.Sort(d.AnsweredFields)
+		var principal string
 		if n, ok := a.takeAnswer(elicitationKey(le.SessionID, r.GetElicitationId())); ok && r.GetDecidedBy() == pb.ElicitationDecider_ELICITATION_DECIDER_USER {
 			d.ClientAddress, d.ClientIdentity = n.address, n.identity
+			principal = n.principal
 		}
 		e := entry(pb.AuditKind_AUDIT_KIND_ELICITATION_RESOLVED, observed, r.GetToolId())
+		e.Principal = principal
 		e.Detail = &pb.AuditEvent_Elicitation{Elicitation: d}
 		return []*pb.AuditEvent{e}
 	case *pb.AgenticEvent_ToolPermissionDenied:
@@ -243,6 +246,7 @@ func (a *auditor) decided(le events.LoggedEvent, e *pb.AuditEvent, permissionID,
 	d := &pb.AuditPermission{PermissionId: permissionID, OptionId: optionID, Granted: granted, DecidedBy: by, Reason: reason}
 	if n, ok := a.takeAnswer(permissionKey(le.SessionID, permissionID)); ok && by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
 		d.ClientAddress, d.ClientIdentity = n.address, n.identity
+		e.Principal = n.principal
 	}
 	e.Detail = &pb.AuditEvent_Permission{Permission: d}
 	return e
@@ -354,7 +358,8 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *pb.ListAuditEventsRe
 	if err != nil {
 		return nil, s.fail(ctx, method, inField("page_size", err))
 	}
-	f := store.AuditFilter{SessionIDs: req.GetSessionIds(), AgentIDs: req.GetAgentIds(), AfterID: req.GetAfterId()}
+	f := store.AuditFilter{SessionIDs: req.GetSessionIds(), AgentIDs: req.GetAgentIds(), AfterID: req.GetAfterId(),
+		Reader: callerOf(ctx).reader()}
 	for i, k := range req.GetKinds() {
 		if _, known := pb.AuditKind_name[int32(k)]; !known || k == pb.AuditKind_AUDIT_KIND_UNSPECIFIED {
 			return nil, s.fail(ctx, method, invalidField(fmt.Sprintf("kinds[%d]", i), "kinds[%d] is %d, not a kind of audit entry: use the AuditKind values (SESSION_CREATED ... POLICY_DENIAL)", i, k))

@@ -106,7 +106,8 @@ func TestAuditRecordsASession(t *testing.T) {
 	}
 	answered := got[4].GetPermission()
 	if !answered.GetGranted() || answered.GetOptionId() != "allow" || answered.GetDecidedBy() != pb.PermissionDecider_PERMISSION_DECIDER_USER ||
-		answered.GetClientAddress() == "" || !strings.HasPrefix(answered.GetClientIdentity(), "token sha256:") || strings.Contains(answered.GetClientIdentity(), token) {
+		answered.GetClientAddress() == "" || answered.GetClientIdentity() != "owner (token)" || strings.Contains(answered.GetClientIdentity(), token) ||
+		got[4].GetPrincipal() != "owner" {
 		t.Errorf("decision entry %v", answered)
 	}
 	if d := got[6].GetDenial(); d.GetPermissionId() != "p2" || !strings.Contains(d.GetReason(), "outside the workspace") {
@@ -182,7 +183,7 @@ func TestAuditRecordsElicitations(t *testing.T) {
 	}
 	d := got[1].GetElicitation()
 	if d.GetAction() != pb.ElicitationAction_ELICITATION_ACTION_ACCEPT || d.GetDecidedBy() != pb.ElicitationDecider_ELICITATION_DECIDER_USER ||
-		strings.Join(d.GetAnsweredFields(), ",") != "age,name" || d.GetClientAddress() == "" || !strings.HasPrefix(d.GetClientIdentity(), "token sha256:") {
+		strings.Join(d.GetAnsweredFields(), ",") != "age,name" || d.GetClientAddress() == "" || d.GetClientIdentity() != "owner (token)" || got[1].GetPrincipal() != "owner" {
 		t.Errorf("resolution entry %v", d)
 	}
 	if raw := got[1].String(); strings.Contains(raw, "s3cr3t") {

@@ -5,10 +5,9 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -17,21 +16,25 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
-	"github.com/agenticd/agenticd/internal/localcred"
 	"github.com/agenticd/agenticd/presenters"
 )
 
 // Credentials are what callers authenticate with. Every RPC but health needs one of
 // them, on loopback too: a command an agent runs must not drive agenticd's own API.
 type Credentials struct {
-	// Tokens are the bearer tokens accepted: the configured token and the local token
-	// (a file in the data dir). Empty ones are ignored.
+	// Tokens are the bearer tokens of the owner principal: the configured token and the
+	// local token (a file in the data dir). Empty ones are ignored.
 	Tokens []string
+	// Principals are the config's static principals (tokens by SHA-256, certificates).
+	Principals []StaticPrincipal
+	// OIDC verifies bearer tokens that are JWTs; nil: none are accepted.
+	OIDC TokenVerifier
+	// ReplicaToken is the token replicas forward calls with: a call carrying it, marked
+	// forwarded, may name the principal the forwarding replica authenticated.
+	ReplicaToken string
 	// WebLogins signs browsers in to the web page with one-time links; nil: the page
 	// works only with a token typed into it.
 	WebLogins *WebLogins
@@ -48,63 +51,13 @@ func (c Credentials) tokens() [][]byte {
 	return out
 }
 
-// How a caller proved who it is, for the audit log and the access checks.
-const (
-	viaLocalSocket = "local socket"
-	viaWebSession  = "web session"
-)
-
 type webSessionKey struct{}
 
-// withWebSession marks a request that carried a valid web session cookie. Only the HTTP
-// gateway sets it: nothing a client sends can.
-func withWebSession(ctx context.Context) context.Context {
-	return context.WithValue(ctx, webSessionKey{}, true)
-}
-
-// authenticatedBy says how the caller of ctx authenticated without a bearer token: the
-// local socket (its peer runs as agenticd's own user) or the page's cookie; "" when it
-// did neither.
-func authenticatedBy(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok {
-		if localcred.IsLocal(p.LocalAddr) {
-			return viaLocalSocket
-		}
-		// An editor's call over ACP: the gateway checked its credentials.
-		if a, ok := p.LocalAddr.(bridgeAddr); ok {
-			return a.String()
-		}
-	}
-	if v, _ := ctx.Value(webSessionKey{}).(bool); v {
-		return viaWebSession
-	}
-	return ""
-}
-
-// checkCredentials admits a caller that came through the local socket, carries a web
-// session, or sends `authorization: Bearer <token>` with an accepted token (compared in
-// constant time; the scheme is case-insensitive, RFC 6750 via RFC 9110 section 11.1).
-func checkCredentials(ctx context.Context, tokens [][]byte) error {
-	if authenticatedBy(ctx) != "" {
-		return nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	values := md.Get("authorization")
-	if len(values) == 0 {
-		return tokenInvalid("missing credentials (every call needs them, on this machine too): agenticctl finds them itself; " +
-			"other clients send `authorization: Bearer <token>` with the token in the file `token` in agenticd's data dir, or the configured one; " +
-			"a browser opens the sign-in link in agenticd's start-up log, or one from `agenticctl web`")
-	}
-	scheme, given, _ := strings.Cut(values[0], " ")
-	given = strings.TrimLeft(given, " ")
-	if strings.EqualFold(scheme, "Bearer") {
-		for _, t := range tokens {
-			if subtle.ConstantTimeCompare([]byte(given), t) == 1 {
-				return nil
-			}
-		}
-	}
-	return tokenInvalid("invalid bearer token: use the token configured in agenticd (token, AGENTICD_TOKEN) or the one in the file `token` in its data dir")
+// withWebSession marks a request that carried a valid web session cookie with the
+// principal the cookie stands for. Only the HTTP gateway sets it: nothing a client sends
+// can.
+func withWebSession(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, webSessionKey{}, p)
 }
 
 // tokenInvalid is UNAUTHENTICATED: the API's own credentials, never an agent's login.
@@ -113,20 +66,14 @@ func tokenInvalid(msg string) error {
 	return st.Err()
 }
 
-// clientIdentity names the credential the caller presented: the local socket, a web
-// session, a fingerprint of its bearer token (never the token), or "no token".
+// clientIdentity names the caller for the audit log: its principal and how it
+// authenticated.
 func clientIdentity(ctx context.Context) string {
-	if via := authenticatedBy(ctx); via != "" {
-		return via
+	p := callerOf(ctx)
+	if p.Name == "" {
+		return "no credentials"
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
-			sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-			return "token sha256:" + hex.EncodeToString(sum[:])[:12]
-		}
-	}
-	return "no token"
+	return p.Name + " (" + p.Via + ")"
 }
 
 // Web sign-in: a one-time code, minted for a caller that has credentials, is exchanged
@@ -145,13 +92,20 @@ const (
 )
 
 // WebLogins mints and redeems the web page's one-time sign-in codes and checks the
-// cookies they are exchanged for.
+// cookies they are exchanged for. A cookie stands for the principal that minted its
+// code (or signed in through OIDC).
 type WebLogins struct {
 	key []byte
 	now func() time.Time
 
 	mu    sync.Mutex
-	codes map[string]time.Time // code -> expiry
+	codes map[string]pendingLogin
+}
+
+// pendingLogin is a code waiting to be redeemed.
+type pendingLogin struct {
+	expires time.Time
+	who     Principal
 }
 
 // NewWebLogins signs web sessions with a key derived from secret (agenticd's token):
@@ -159,11 +113,17 @@ type WebLogins struct {
 func NewWebLogins(secret string) *WebLogins {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte("agenticd web session key"))
-	return &WebLogins{key: mac.Sum(nil), now: time.Now, codes: map[string]time.Time{}}
+	return &WebLogins{key: mac.Sum(nil), now: time.Now, codes: map[string]pendingLogin{}}
 }
 
-// NewCode returns a fresh one-time code and when it stops working.
+// NewCode returns a fresh one-time code for the owner (the start-up log's link) and when
+// it stops working.
 func (w *WebLogins) NewCode() (code string, expires time.Time) {
+	return w.newCode(ownerPrincipal(viaToken))
+}
+
+// newCode returns a fresh one-time code that signs a browser in as who.
+func (w *WebLogins) newCode(who Principal) (code string, expires time.Time) {
 	var raw [20]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand never fails on Linux (Go 1.24+ panics instead)
 	code = base64.RawURLEncoding.EncodeToString(raw[:])
@@ -171,43 +131,50 @@ func (w *WebLogins) NewCode() (code string, expires time.Time) {
 	expires = now.Add(webLoginCodeTTL)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for c, exp := range w.codes {
-		if !now.Before(exp) {
+	for c, l := range w.codes {
+		if !now.Before(l.expires) {
 			delete(w.codes, c)
 		}
 	}
 	for len(w.codes) >= maxWebLoginCodes {
 		oldest, oldestExp := "", time.Time{}
-		for c, exp := range w.codes {
-			if oldest == "" || exp.Before(oldestExp) {
-				oldest, oldestExp = c, exp
+		for c, l := range w.codes {
+			if oldest == "" || l.expires.Before(oldestExp) {
+				oldest, oldestExp = c, l.expires
 			}
 		}
 		delete(w.codes, oldest)
 	}
-	w.codes[code] = expires
+	w.codes[code] = pendingLogin{expires: expires, who: who}
 	return code, expires
 }
 
 // LoginPath is the path and query that redeem code.
 func LoginPath(code string) string { return webLoginPath + "?code=" + code }
 
-// redeem uses up code; false when it is unknown, used or expired.
-func (w *WebLogins) redeem(code string) bool {
+// redeem uses up code and returns whom it signs in; false when it is unknown, used or
+// expired.
+func (w *WebLogins) redeem(code string) (Principal, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	exp, ok := w.codes[code]
+	l, ok := w.codes[code]
 	delete(w.codes, code)
-	return ok && w.now().Before(exp)
+	return l.who, ok && w.now().Before(l.expires)
 }
 
-// sessionValue is a cookie value: the expiry and a nonce, and their MAC.
-func (w *WebLogins) sessionValue(expires time.Time) string {
-	payload := make([]byte, 8, 24)
+// cookieHeader is the fixed part of a cookie's payload: the expiry and a nonce; the
+// principal's JSON follows.
+const cookieHeader = 24
+
+// sessionValue is a cookie value: the expiry, a nonce and the principal, and their MAC.
+func (w *WebLogins) sessionValue(expires time.Time, who Principal) string {
+	payload := make([]byte, 8, cookieHeader+64)
 	binary.BigEndian.PutUint64(payload, uint64(expires.Unix()))
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	payload = append(payload, nonce[:]...)
+	whoJSON, _ := json.Marshal(who) // strings and an int: cannot fail
+	payload = append(payload, whoJSON...)
 	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(w.mac(payload))
 }
 
@@ -217,22 +184,38 @@ func (w *WebLogins) mac(payload []byte) []byte {
 	return m.Sum(nil)
 }
 
-// validSession reports whether r carries an unexpired session cookie signed with our key.
-func (w *WebLogins) validSession(r *http.Request) bool {
+// validSession returns the principal of r's unexpired session cookie signed with our
+// key; false when r has none.
+func (w *WebLogins) validSession(r *http.Request) (Principal, bool) {
 	c, err := r.Cookie(webSessionCookie)
 	if err != nil {
-		return false
+		return Principal{}, false
 	}
 	p, s, ok := strings.Cut(c.Value, ".")
 	if !ok {
-		return false
+		return Principal{}, false
 	}
 	payload, err1 := base64.RawURLEncoding.DecodeString(p)
 	sig, err2 := base64.RawURLEncoding.DecodeString(s)
-	if err1 != nil || err2 != nil || len(payload) != 24 || !hmac.Equal(sig, w.mac(payload)) {
-		return false
+	if err1 != nil || err2 != nil || len(payload) <= cookieHeader || !hmac.Equal(sig, w.mac(payload)) {
+		return Principal{}, false
 	}
-	return w.now().Before(time.Unix(int64(binary.BigEndian.Uint64(payload)), 0))
+	if !w.now().Before(time.Unix(int64(binary.BigEndian.Uint64(payload)), 0)) {
+		return Principal{}, false
+	}
+	var who Principal
+	if json.Unmarshal(payload[cookieHeader:], &who) != nil || who.Name == "" {
+		return Principal{}, false
+	}
+	return who, true
+}
+
+// setSession signs the browser in as who until expires.
+func (w *WebLogins) setSession(rw http.ResponseWriter, who Principal, expires time.Time, secure bool) {
+	http.SetCookie(rw, &http.Cookie{
+		Name: webSessionCookie, Value: w.sessionValue(expires, who), Path: "/",
+		Expires: expires, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode,
+	})
 }
 
 // serveLogin redeems ?code= for a session cookie and sends the browser to the page.
@@ -241,18 +224,15 @@ func (w *WebLogins) serveLogin(rw http.ResponseWriter, r *http.Request, secure b
 		http.Error(rw, "sign in with GET "+webLoginPath+"?code=...", http.StatusMethodNotAllowed)
 		return
 	}
-	if !w.redeem(r.URL.Query().Get("code")) {
+	who, ok := w.redeem(r.URL.Query().Get("code"))
+	if !ok {
 		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 		rw.WriteHeader(http.StatusForbidden)
 		fmt.Fprintf(rw, "<!doctype html><title>agenticd: sign-in link not valid</title><p>%s</p>",
 			html.EscapeString("This sign-in link was used already or has expired (links work once, for 15 minutes). Run `agenticctl web` for a new one."))
 		return
 	}
-	expires := w.now().Add(webSessionTTL)
-	http.SetCookie(rw, &http.Cookie{
-		Name: webSessionCookie, Value: w.sessionValue(expires), Path: "/",
-		Expires: expires, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode,
-	})
+	w.setSession(rw, who, w.now().Add(webSessionTTL), secure)
 	// The code must not stay in the address bar or the history.
 	http.Redirect(rw, r, "/", http.StatusSeeOther)
 }
@@ -262,7 +242,8 @@ func (s *Service) CreateWebLogin(ctx context.Context, _ *pb.CreateWebLoginReques
 	if s.webLogins == nil {
 		return nil, s.fail(ctx, "CreateWebLogin", fmt.Errorf("%w: this server signs browsers in with a token only", presenters.ErrUnsupported))
 	}
-	code, expires := s.webLogins.NewCode()
+	// The link signs the browser in as the caller, not as anyone more.
+	code, expires := s.webLogins.newCode(callerOf(ctx))
 	resp := &pb.CreateWebLoginResponse{Path: LoginPath(code), ExpireTime: timestamppb.New(expires)}
 	if s.pageURL != nil {
 		if base := s.pageURL(); base != "" {

@@ -145,12 +145,12 @@ func TestWebLogin(t *testing.T) {
 		t.Fatalf("call with a forged cookie: %d", got)
 	}
 	other := *cookie
-	other.Value = NewWebLogins("another-secret").sessionValue(time.Now().Add(time.Hour))
+	other.Value = NewWebLogins("another-secret").sessionValue(time.Now().Add(time.Hour), ownerPrincipal(viaToken))
 	if got := call(&other); got != http.StatusUnauthorized {
 		t.Fatalf("call with a cookie signed by another secret: %d", got)
 	}
 	stale := *cookie
-	stale.Value = logins.sessionValue(time.Now().Add(-time.Minute))
+	stale.Value = logins.sessionValue(time.Now().Add(-time.Minute), ownerPrincipal(viaToken))
 	if got := call(&stale); got != http.StatusUnauthorized {
 		t.Fatalf("call with an expired session: %d", got)
 	}
@@ -171,7 +171,7 @@ func TestWebLoginCodesAreBounded(t *testing.T) {
 	if len(logins.codes) != maxWebLoginCodes {
 		t.Fatalf("%d codes held, want %d", len(logins.codes), maxWebLoginCodes)
 	}
-	if logins.redeem(first) {
+	if _, ok := logins.redeem(first); ok {
 		t.Fatal("the oldest code still works after more than the bound were made")
 	}
 }

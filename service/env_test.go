@@ -77,6 +77,11 @@ type envOptions struct {
 	webLogins *WebLogins
 	// localSocket also serves the local socket at this path (GRPCServer.ServeLocal).
 	localSocket string
+	// principals and oidc are callers besides the owner (Credentials).
+	principals []StaticPrincipal
+	oidc       TokenVerifier
+	// tlsCert, tlsKey and clientCA serve TLS, asking for client certificates (GRPCOptions).
+	tlsCert, tlsKey, clientCA string
 }
 
 func newEnv(t testing.TB, opts envOptions) *testEnv {
@@ -133,8 +138,8 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	}
 	e.token = opts.token
 	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, WebLogins: opts.webLogins, Logger: logger}),
-		GRPCOptions{Credentials: Credentials{Tokens: []string{opts.token}, WebLogins: opts.webLogins}, Logger: logger,
-			Page: opts.page, AllowedOrigins: opts.allowedOrigins})
+		GRPCOptions{Credentials: Credentials{Tokens: []string{opts.token}, WebLogins: opts.webLogins, Principals: opts.principals, OIDC: opts.oidc}, Logger: logger,
+			Page: opts.page, AllowedOrigins: opts.allowedOrigins, TLSCertFile: opts.tlsCert, TLSKeyFile: opts.tlsKey, ClientCAFile: opts.clientCA})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,7 @@ var reasonCodes = map[pb.ErrorReason]codes.Code{
 	pb.ErrorReason_ERROR_REASON_WORKSPACE_NOT_ALLOWED:        codes.InvalidArgument,
 	pb.ErrorReason_ERROR_REASON_PATH_OUTSIDE_WORKSPACE:       codes.InvalidArgument,
 	pb.ErrorReason_ERROR_REASON_TOKEN_INVALID:                codes.Unauthenticated,
+	pb.ErrorReason_ERROR_REASON_SCOPE_MISSING:                codes.PermissionDenied,
 	pb.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND:              codes.NotFound,
 	pb.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND:            codes.NotFound,
 	pb.ErrorReason_ERROR_REASON_MESSAGE_NOT_FOUND:            codes.NotFound,

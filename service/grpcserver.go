@@ -3,11 +3,13 @@ package service
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -29,6 +31,10 @@ type GRPCOptions struct {
 	Credentials Credentials
 	// TLSCertFile and TLSKeyFile (PEM), when set, serve over TLS.
 	TLSCertFile, TLSKeyFile string
+	// ClientCAFile (PEM), when set with TLS, verifies the client certificates that
+	// clients may present: one mapped to a principal (StaticPrincipal.CertSubject)
+	// authenticates as it.
+	ClientCAFile string
 	// Page answers the HTTP requests that are not RPCs (the web page); nil answers 404.
 	Page http.Handler
 	// AllowedOrigins are the web origins (https://host:port) whose pages may call the API
@@ -83,7 +89,11 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	}
 	// WaitForHandlers: once Stop returns no handler runs, so what they use may be closed.
 	tel := newTelemetry(opts.Metrics, opts.TracerProvider, opts.Turns)
-	base := serverOptions(opts.Credentials, logger)
+	var sessions sessionReach
+	if svc.registry != nil {
+		sessions = svc.registry
+	}
+	base := serverOptions(opts.Credentials, sessions, logger)
 	if opts.Replicas != nil {
 		// After the token check and the remembered answers (only the turn span, which
 		// telemetry adds, runs inside it): a call is authorized, and answered from the
@@ -101,6 +111,18 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 		// TLS ends before the protocols split, so every protocol shares it: h2 for
 		// gRPC and HTTP/2 clients, http/1.1 for the rest.
 		g.tls = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+		if opts.ClientCAFile != "" {
+			pem, err := os.ReadFile(opts.ClientCAFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls.client_ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("tls.client_ca_file %s: no PEM certificate in it", opts.ClientCAFile)
+			}
+			// A certificate is optional (tokens still work) but, when given, must verify.
+			g.tls.ClientCAs, g.tls.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		}
 	}
 	pb.RegisterAgenticServiceServer(g.grpc, svc)
 	healthpb.RegisterHealthServer(g.grpc, g.health)
@@ -151,7 +173,7 @@ func httpProtocols() *http.Protocols {
 // returns nil once stopped.
 func (g *GRPCServer) Serve(lis net.Listener) error {
 	if g.tls != nil {
-		lis = tls.NewListener(lis, g.tls)
+		lis = certListener{tls.NewListener(lis, g.tls)}
 	}
 	return g.serve(lis)
 }

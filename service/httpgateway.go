@@ -115,8 +115,8 @@ func (b browserGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			b.logins.serveLogin(w, r, b.secure)
 			return
 		}
-		if b.logins.validSession(r) {
-			r = r.WithContext(withWebSession(r.Context()))
+		if who, ok := b.logins.validSession(r); ok {
+			r = r.WithContext(withWebSession(r.Context(), who))
 		}
 	}
 	if r.URL.Path == ACPPath && b.acp != nil {

@@ -114,8 +114,10 @@ func (ic interceptors) idempotentUnary(ctx context.Context, req any, info *grpc.
 	if err != nil {
 		return nil, ic.refuse(ctx, method, fmt.Errorf("fingerprint a %s request: %w", method, err))
 	}
+	// A request id is the caller's own: another principal's repeat is another request.
+	key := callerOf(ctx).Name + "\x00" + requestID
 	for {
-		ans, first := ic.answers.claim(requestID, method, fp)
+		ans, first := ic.answers.claim(key, method, fp)
 		if ans.method != method || ans.fingerprint != fp {
 			return nil, ic.refuse(ctx, method, requestIDReused(requestID, ans.method))
 		}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"path"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -19,24 +20,26 @@ const healthPrefix = "/grpc.health.v1.Health/"
 // interceptors, outermost first: the details every error status carries (an ErrorInfo
 // even on a status no handler made), panic recovery (the one place a panic in a handler
 // is recovered), the refusal of requests with invalid UTF-8, the credentials check (health
-// is exempt), an access log at debug level, then the answers
-// to repeated request_ids.
-func serverOptions(creds Credentials, logger *slog.Logger) []grpc.ServerOption {
+// is exempt) and the caller's scope, its reach to the session a call names (when
+// sessions is set), an access log at debug level, then the answers to repeated
+// request_ids (per principal).
+func serverOptions(creds Credentials, sessions sessionReach, logger *slog.Logger) []grpc.ServerOption {
 	invalid := &invalidUTF8Requests{}
-	ic := interceptors{tokens: creds.tokens(), logger: logger, invalid: invalid,
+	ic := interceptors{auth: newAuthenticator(creds), sessions: sessions, logger: logger, invalid: invalid,
 		answers: newAnswers(requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
 		frameCodecOption(invalid),
-		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.logUnary, ic.idempotentUnary),
+		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.reachUnary, ic.logUnary, ic.idempotentUnary),
 		grpc.ChainStreamInterceptor(ic.detailsStream, ic.recoverStream, ic.utf8Stream, ic.authStream, ic.logStream),
 	}
 }
 
 type interceptors struct {
-	tokens  [][]byte
-	logger  *slog.Logger
-	invalid *invalidUTF8Requests
-	answers *answers
+	auth     *authenticator
+	sessions sessionReach // nil: no session checks (tests of the interceptors alone)
+	logger   *slog.Logger
+	invalid  *invalidUTF8Requests
+	answers  *answers
 }
 
 // detailsUnary makes sure every error status carries an ErrorInfo (withDetails): the
@@ -135,29 +138,60 @@ func (s utf8CheckedStream) RecvMsg(m any) error {
 	return s.invalid.take(m)
 }
 
-// authorize admits a caller with credentials (checkCredentials); health needs none, so
-// that load balancers and orchestrators can probe the server.
-func (ic interceptors) authorize(ctx context.Context, method string) error {
+// authorize admits a caller with credentials (authenticator.authenticate) and the scope
+// the method needs, and returns ctx with its principal; health needs none, so that load
+// balancers and orchestrators can probe the server.
+func (ic interceptors) authorize(ctx context.Context, method string) (context.Context, error) {
 	if strings.HasPrefix(method, healthPrefix) {
-		return nil
+		return ctx, nil
 	}
-	return checkCredentials(ctx, ic.tokens)
+	p, err := ic.auth.authenticate(ctx)
+	if err != nil {
+		ic.logger.WarnContext(ctx, "RPC refused", "method", method, "err", err)
+		return ctx, err
+	}
+	if want := methodScope(method); !p.Scopes.has(want) {
+		return ctx, ic.refuse(ctx, path.Base(method), scopeMissing(p, want, path.Base(method)))
+	}
+	return withPrincipal(ctx, p), nil
 }
 
 func (ic interceptors) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	if err := ic.authorize(ctx, info.FullMethod); err != nil {
-		ic.logger.WarnContext(ctx, "RPC refused", "method", info.FullMethod, "err", err)
+	ctx, err := ic.authorize(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
 	}
 	return next(ctx, req)
 }
 
 func (ic interceptors) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) error {
-	if err := ic.authorize(ss.Context(), info.FullMethod); err != nil {
-		ic.logger.WarnContext(ss.Context(), "RPC refused", "method", info.FullMethod, "err", err)
+	ctx, err := ic.authorize(ss.Context(), info.FullMethod)
+	if err != nil {
 		return err
 	}
-	return next(srv, ss)
+	return next(srv, principalStream{ServerStream: ss, ctx: ctx})
+}
+
+// principalStream is a stream whose context carries its caller's principal.
+type principalStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s principalStream) Context() context.Context { return s.ctx }
+
+// reachUnary refuses a call on a session the caller may not reach as the method needs
+// (sessionNeeds); the session's own replica checks a forwarded call again.
+func (ic interceptors) reachUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	need, ok := sessionNeeds[info.FullMethod]
+	sr, hasID := req.(interface{ GetSessionId() string })
+	if ic.sessions == nil || !ok || !hasID || sr.GetSessionId() == "" {
+		return next(ctx, req)
+	}
+	if err := checkReach(ctx, ic.sessions, sr.GetSessionId(), need, path.Base(info.FullMethod)); err != nil {
+		return nil, ic.refuse(ctx, path.Base(info.FullMethod), err)
+	}
+	return next(ctx, req)
 }
 
 func (ic interceptors) logUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {

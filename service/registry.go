@@ -69,16 +69,22 @@ func (r *Registry) agentList() string {
 	return strings.Join(ids, ", ")
 }
 
-// recordSession remembers a new session's owner and setup, so that it survives a
-// restart.
-func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID string, setup store.SessionSetup) error {
+// recordSession remembers a new session's agent, creator, ACL and setup, so that they
+// survive a restart.
+func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID, creator string, grants []store.SessionGrant, setup store.SessionSetup) error {
 	if err := r.store.AddSessionOwner(ctx, store.SessionOwner{
 		SessionID:       info.SessionID,
 		AgentID:         agentID,
 		Workspace:       info.Workspace,
 		CreatedUnixNano: info.CreatedAt.UnixNano(),
+		Creator:         creator,
 	}); err != nil {
 		return err
+	}
+	if len(grants) > 0 {
+		if err := r.store.SetSessionGrants(ctx, info.SessionID, grants); err != nil {
+			return err
+		}
 	}
 	return r.store.SaveSessionSetup(ctx, setup)
 }

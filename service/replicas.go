@@ -321,6 +321,7 @@ var sessionMethods = map[string]sessionCall{
 	pb.AgenticService_SetMode_FullMethodName:            callLive,
 	pb.AgenticService_RespondPermission_FullMethodName:  callLive,
 	pb.AgenticService_RespondElicitation_FullMethodName: callLive,
+	pb.AgenticService_ShareSession_FullMethodName:       callRead,
 }
 
 // unary routes each session-scoped call to the session's owner: it runs here when this
@@ -608,6 +609,9 @@ func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string
 		out.Set("authorization", "Bearer "+r.token)
 	}
 	out.Set(forwardedHeader, r.id)
+	// The owner trusts this beside the shared token alone (authenticator.authenticate);
+	// whatever the caller sent under this name is replaced.
+	out.Set(principalHeader, encodePrincipal(callerOf(ctx)))
 	answer, err := newResponse(method)
 	if err != nil {
 		return nil, false, failWith(ctx, r.logger, method, err)

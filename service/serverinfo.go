@@ -34,7 +34,12 @@ type confinementReporter interface {
 	ConfinesFiles() bool
 }
 
-func (s *Service) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
+func (s *Service) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
+	caller := callerOf(ctx)
+	count, err := s.registry.store.CountSessions(ctx, caller.reader())
+	if err != nil {
+		return nil, s.fail(ctx, "GetServerInfo", err)
+	}
 	oldest, newest := s.hub.HeldRange()
 	resp := &pb.GetServerInfoResponse{
 		Version:        version.String("agenticd"),
@@ -42,6 +47,8 @@ func (s *Service) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.
 		OldestSequence: oldest,
 		NewestSequence: newest,
 		Features:       append([]string(nil), features...),
+		Caller:         caller.toPB(),
+		SessionCount:   count,
 	}
 	if c, ok := s.roots.(confinementReporter); ok && c.ConfinesFiles() {
 		resp.Features = append(resp.Features, confinementFeature)

@@ -45,6 +45,10 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
+	grants, err := aclFromPB("acl", req.GetAcl())
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
 	if err := supportsSetup(p.Describe(ctx), servers, dirs); err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
@@ -71,15 +75,17 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if info.CreatedAt.IsZero() {
 		info.CreatedAt = time.Now()
 	}
-	if err := s.registry.recordSession(ctx, info, agentID, setupOf(info.SessionID, dirs, servers)); err != nil {
+	if err := s.registry.recordSession(ctx, info, agentID, callerOf(ctx).Name, grants, setupOf(info.SessionID, dirs, servers)); err != nil {
 		// A session nobody can find again must not stay open.
 		if closeErr := p.CloseSession(context.WithoutCancel(ctx), info.SessionID); closeErr != nil {
 			s.logger.ErrorContext(ctx, "could not close an unrecorded session", "session_id", info.SessionID, "agent_id", agentID, "err", closeErr)
 		}
 		return nil, s.fail(ctx, method, err, "agent_id", agentID, "session_id", info.SessionID)
 	}
-	s.logger.InfoContext(ctx, "session created", "session_id", info.SessionID, "agent_id", agentID, "workspace", info.Workspace)
-	return &pb.CreateSessionResponse{Session: s.afterChange(info)}, nil
+	s.logger.InfoContext(ctx, "session created", "session_id", info.SessionID, "agent_id", agentID, "workspace", info.Workspace, "principal", callerOf(ctx).Name)
+	out := s.afterChange(info)
+	s.withOwnership(ctx, out)
+	return &pb.CreateSessionResponse{Session: out}, nil
 }
 
 func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
@@ -91,7 +97,9 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*p
 	p, err := s.owner(ctx, id)
 	var notConfigured *agentNotConfiguredError
 	if errors.As(err, &notConfigured) {
-		return s.unconfiguredSession(ctx, notConfigured.rec), nil
+		resp := s.unconfiguredSession(ctx, notConfigured.rec)
+		s.withOwnership(ctx, resp.GetSession())
+		return resp, nil
 	}
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
@@ -101,7 +109,9 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*p
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
-	return &pb.GetSessionResponse{Session: sessionToPB(info, snap)}, nil
+	out := sessionToPB(info, snap)
+	s.withOwnership(ctx, out)
+	return &pb.GetSessionResponse{Session: out}, nil
 }
 
 // unconfiguredSession answers GetSession for a session whose agent is no longer
@@ -135,6 +145,7 @@ func (s *Service) ListSessions(ctx context.Context, req *pb.ListSessionsRequest)
 	default:
 		return nil, s.fail(ctx, method, invalidField("view", "view %d is not a SessionView: use SESSION_VIEW_BASIC or SESSION_VIEW_FULL", req.GetView()))
 	}
+	filter.store.Reader = callerOf(ctx).reader()
 	fingerprint := filter.fingerprint()
 	cursor, err := decodeSessionPageToken(req.GetPageToken(), fingerprint)
 	if err != nil {
@@ -242,6 +253,7 @@ func (s *Service) describeSessions(ctx context.Context, recs []store.ListedSessi
 	for i := range recs {
 		out[i] = sessionToPB(infos[i], snaps[i])
 	}
+	s.withOwnership(ctx, out...)
 	return out
 }
 

@@ -60,6 +60,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 	}
 	var taken []*encodedEvent // reused: a frame copies the events' bytes, not this slice
 	frames := frameBuilder{merge: !req.GetUnmergedDeltas()}
+	visible := visibilityFor(callerOf(ctx), s.reach())
 	caughtUp := false
 	for {
 		if !caughtUp {
@@ -77,12 +78,20 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			return s.fail(ctx, method, endError(err), "last_sequence", sub.Last())
 		}
 		taken = batch.Events
-		if len(batch.Events) > 0 {
-			if err := send(frames.frame(batch.Events)); err != nil {
+		shown := batch.Events
+		if visible != nil {
+			var hidden uint64
+			if shown, hidden = visible.keep(ctx, shown); len(shown) == 0 && hidden > batch.Bookmark {
+				// The resume point moves past what the caller may not see.
+				batch.Bookmark = hidden
+			}
+		}
+		if len(shown) > 0 {
+			if err := send(frames.frame(shown)); err != nil {
 				return err
 			}
-			clear(taken) // the frame has their bytes; this slice need not keep them alive
 		}
+		clear(taken) // the frame has their bytes; this slice need not keep them alive
 		if batch.Bookmark > 0 {
 			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Bookmark{Bookmark: &pb.Bookmark{Sequence: batch.Bookmark}}}); err != nil {
 				return err
@@ -159,6 +168,13 @@ func (s *Service) checkSubscriptionTargets(ctx context.Context, sessionIDs, agen
 	for _, id := range sessionIDs {
 		if s.hub.agentOf(id) == "" {
 			notHeld = append(notHeld, id)
+		}
+	}
+	if p := callerOf(ctx); !p.admin() {
+		for i, id := range sessionIDs {
+			if got, err := s.registry.reach(ctx, p, id); err == nil && got == accessNone {
+				return sessionNotFound(id, fmt.Errorf("session_ids[%d]: %w", i, unknownSession(id)))
+			}
 		}
 	}
 	if len(notHeld) == 0 {

@@ -29,6 +29,8 @@ type AuditFilter struct {
 	Start, End time.Time
 	// AfterID keeps the entries with a larger id.
 	AfterID uint64
+	// Reader keeps the entries of the sessions it may read; nil: all.
+	Reader *Reader
 }
 
 // appendAudit inserts audit entries in the transaction of the events they were made from.
@@ -84,6 +86,10 @@ func (s *Store) AuditEntries(ctx context.Context, f AuditFilter, limit int) ([]A
 		for _, k := range f.Kinds {
 			args = append(args, k)
 		}
+	}
+	if f.Reader != nil {
+		cond, readerArgs := readableBy("session_id", *f.Reader)
+		where, args = append(where, cond), append(args, readerArgs...)
 	}
 	query := `SELECT id, time, kind, session_id, agent_id, data FROM audit_log`
 	if len(where) > 0 {

@@ -14,7 +14,8 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 )
 
-// The registry's tables: which agent owns each session, and the event sequence floor.
+// The registry's tables: which agent owns each session (and which principal created it,
+// with its ACL: access.go), and the event sequence floor.
 // They are GORM models created with AutoMigrate (migrate, under its lock), beside the history's migrated
 // tables.
 
@@ -25,6 +26,9 @@ type SessionOwner struct {
 	Workspace string `gorm:"not null"`
 	// CreatedUnixNano is when the session was created.
 	CreatedUnixNano int64 `gorm:"not null;index:idx_session_owners_created;index:idx_session_owners_agent,priority:2"`
+	// Creator is the principal that created the session: it owns it (OwnerPrincipal for
+	// sessions stored before there were principals).
+	Creator string `gorm:"not null;default:owner;index:idx_session_owners_creator"`
 }
 
 // TableName is the table's name for GORM.
@@ -41,8 +45,8 @@ type sequenceFloor struct {
 
 func (sequenceFloor) TableName() string { return "event_sequence_floor" }
 
-const insertSessionOwnerSQL = `INSERT INTO session_owners (session_id, agent_id, workspace, created_unix_nano)
-		VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+const insertSessionOwnerSQL = `INSERT INTO session_owners (session_id, agent_id, workspace, created_unix_nano, creator)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
 // SequenceFloor returns the stored floor (0 on a new database).
 func (s *Store) SequenceFloor(ctx context.Context) (uint64, error) {
@@ -71,7 +75,10 @@ func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
 // presenters.ErrFailedPrecondition (session ids are one namespace across agents, and the
 // first owner keeps its session).
 func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) error {
-	res, err := s.writeStmt(ctx, s.insertSessionOwnerStmt, rec.SessionID, rec.AgentID, rec.Workspace, rec.CreatedUnixNano)
+	if rec.Creator == "" {
+		rec.Creator = OwnerPrincipal
+	}
+	res, err := s.writeStmt(ctx, s.insertSessionOwnerStmt, rec.SessionID, rec.AgentID, rec.Workspace, rec.CreatedUnixNano, rec.Creator)
 	var rows int64
 	if err == nil {
 		rows, err = res.RowsAffected()
@@ -129,6 +136,8 @@ type SessionFilter struct {
 	Workspace string
 	// UpdatedAfter keeps sessions updated strictly after it (Unix nanoseconds; 0: all).
 	UpdatedAfter int64
+	// Reader keeps the sessions it may read; nil: all.
+	Reader *Reader
 }
 
 // ListedSession is an owner record with the session's stored update time: the stored
@@ -172,6 +181,11 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, af
 		where = append(where, listedUpdatedAt+" > ?")
 		args = append(args, f.UpdatedAfter)
 	}
+	if f.Reader != nil {
+		cond, readerArgs := readableBy("o.session_id", *f.Reader)
+		where = append(where, cond)
+		args = append(args, readerArgs...)
+	}
 	if after != nil {
 		where = append(where, "("+listedUpdatedAt+" < ? OR ("+listedUpdatedAt+" = ? AND o.session_id > ?))")
 		args = append(args, after.UpdatedUnixNano, after.UpdatedUnixNano, after.SessionID)
@@ -182,7 +196,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, af
 	}
 	// Sessions created before their conversation was stored, or by an agent that keeps
 	// none, have no conversation row: their creation stands for their update.
-	query := `SELECT o.session_id, o.agent_id, o.workspace, o.created_unix_nano,
+	query := `SELECT o.session_id, o.agent_id, o.workspace, o.created_unix_nano, o.creator,
 			` + listedUpdatedAt + ` AS updated_unix_nano
 		FROM session_owners AS o LEFT JOIN conversations AS c ON c.id = o.session_id
 		` + cond + `
@@ -196,7 +210,7 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, af
 	var out []ListedSession
 	for rows.Next() {
 		var l ListedSession
-		if err := rows.Scan(&l.SessionID, &l.AgentID, &l.Workspace, &l.CreatedUnixNano, &l.UpdatedUnixNano); err != nil {
+		if err := rows.Scan(&l.SessionID, &l.AgentID, &l.Workspace, &l.CreatedUnixNano, &l.Creator, &l.UpdatedUnixNano); err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
 		out = append(out, l)

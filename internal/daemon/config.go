@@ -64,6 +64,11 @@ type Config struct {
 	Token string `yaml:"token"`
 	// TLS serves over TLS when both files are set.
 	TLS TLSConfig `yaml:"tls"`
+	// Principals are callers besides the owner (token and the local credentials), with
+	// their own tokens or client certificates and scopes (principals.go).
+	Principals []PrincipalConfig `yaml:"principals"`
+	// OIDC, when set, accepts JWTs from an OpenID Connect issuer as bearer tokens.
+	OIDC *OIDCConfig `yaml:"oidc"`
 	// AllowedOrigins are the web origins (scheme://host[:port]) whose pages may call the
 	// API from a browser. The page agenticd serves itself always may; by default no
 	// other may.
@@ -201,6 +206,10 @@ func (c MetricsConfig) validate(apiToken string) error {
 type TLSConfig struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile (PEM), when set, asks clients for a certificate signed by it; one
+	// whose subject or URI SAN is a principal's cert_subject authenticates as that
+	// principal.
+	ClientCAFile string `yaml:"client_ca_file"`
 }
 
 // AgentConfig is one entry under agents:. Which fields apply depends on Type.
@@ -327,6 +336,10 @@ func (c *Config) expandPaths() error {
 	expand(&c.DataDir)
 	expand(&c.TLS.CertFile)
 	expand(&c.TLS.KeyFile)
+	expand(&c.TLS.ClientCAFile)
+	for i := range c.Principals {
+		expand(&c.Principals[i].TokenFile)
+	}
 	for i := range c.WorkspaceRoots {
 		expand(&c.WorkspaceRoots[i])
 	}
@@ -456,6 +469,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls needs both cert_file and key_file")
+	}
+	if err := c.validatePrincipals(); err != nil {
+		return err
 	}
 	if err := c.Metrics.validate(c.Token); err != nil {
 		return err

@@ -36,7 +36,7 @@ func TestConfigErrorsHelp(t *testing.T) {
 		{"word for a number", "event_buffer: lots\n", []string{"key `event_buffer` at line 1: expected a whole number, not \"lots\""}},
 		{"list for env", "agents:\n  - id: acp.x.y\n    env: [A=1]\n", []string{"key `agents[0].env` at line 3: expected a mapping of names to strings, not a list"}},
 		{"mapping for agents", "agents: {id: x}\n", []string{"key `agents` at line 1: expected a list of entries, each a mapping of settings (id: ..., type: ..., ...), not a mapping"}},
-		{"scalar for tls", "tls: yes\n", []string{"key `tls` at line 1: expected a mapping of settings (cert_file: ..., key_file: ...), not \"yes\""}},
+		{"scalar for tls", "tls: yes\n", []string{"key `tls` at line 1: expected a mapping of settings (cert_file: ..., key_file: ..., ...), not \"yes\""}},
 		{"a list for a file", "- a\n", []string{"the file must hold a mapping of settings", "not a list (line 1)"}},
 		{"not YAML", "listen: [\n", []string{"is not valid YAML"}},
 		{"several at once", "listn: x\nshutdown_timeout: 5\n", []string{"has 2 problems:\n  unknown key `listn` at line 1; did you mean `listen`?\n  key `shutdown_timeout` at line 2"}},

@@ -299,11 +299,22 @@ func (s *Server) build(ctx context.Context) error {
 			return err
 		}
 	}
+	principals, err := cfg.staticPrincipals()
+	if err != nil {
+		return err
+	}
+	creds := service.Credentials{Tokens: []string{cfg.Token, s.localToken}, Principals: principals, WebLogins: s.webLogins}
+	if replicated {
+		creds.ReplicaToken = cfg.Token
+	}
+	if creds.OIDC, err = s.oidcVerifier(cfg); err != nil {
+		return err
+	}
 	s.grpc, err = service.NewGRPCServer(
 		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL, Logger: s.logger}),
 		s.telemetry.grpcOptions(service.GRPCOptions{
-			Credentials: service.Credentials{Tokens: []string{cfg.Token, s.localToken}, WebLogins: s.webLogins},
-			TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
+			Credentials: creds,
+			TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile, ClientCAFile: cfg.TLS.ClientCAFile,
 			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Logger: s.logger}),
 	)
 	return err

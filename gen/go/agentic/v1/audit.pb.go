@@ -178,6 +178,9 @@ type AuditEvent struct {
 	ToolId string `protobuf:"bytes,7,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	// The event the entry was made from (its sequence in the event stream).
 	EventSequence uint64 `protobuf:"varint,8,opt,name=event_sequence,json=eventSequence,proto3" json:"event_sequence,omitempty"`
+	// The principal that decided, for PERMISSION_DECIDED and ELICITATION_RESOLVED
+	// answered by a client (also when a replica forwarded the call); empty otherwise.
+	Principal string `protobuf:"bytes,16,opt,name=principal,proto3" json:"principal,omitempty"`
 	// Types that are valid to be assigned to Detail:
 	//
 	//	*AuditEvent_Session
@@ -275,6 +278,13 @@ func (x *AuditEvent) GetEventSequence() uint64 {
 		return x.EventSequence
 	}
 	return 0
+}
+
+func (x *AuditEvent) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 func (x *AuditEvent) GetDetail() isAuditEvent_Detail {
@@ -898,7 +908,7 @@ var File_agentic_v1_audit_proto protoreflect.FileDescriptor
 const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"\x16agentic/v1/audit.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x05\n" +
+	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa7\x05\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
@@ -909,7 +919,8 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x19\n" +
 	"\bagent_id\x18\x06 \x01(\tR\aagentId\x12\x17\n" +
 	"\atool_id\x18\a \x01(\tR\x06toolId\x12%\n" +
-	"\x0eevent_sequence\x18\b \x01(\x04R\reventSequence\x124\n" +
+	"\x0eevent_sequence\x18\b \x01(\x04R\reventSequence\x12\x1c\n" +
+	"\tprincipal\x18\x10 \x01(\tR\tprincipal\x124\n" +
 	"\asession\x18\n" +
 	" \x01(\v2\x18.agentic.v1.AuditSessionH\x00R\asession\x12;\n" +
 	"\n" +

@@ -51,6 +51,10 @@ const (
 	// UNAUTHENTICATED: the API's bearer token is missing or wrong (never an agent's login;
 	// see AGENT_AUTH_REQUIRED).
 	ErrorReason_ERROR_REASON_TOKEN_INVALID ErrorReason = 5
+	// PERMISSION_DENIED: the caller's credentials are valid but lack what the call needs.
+	// Metadata: scope (the missing one: read, write or admin), principal, and session_id
+	// when the session's ACL grants less than the call needs.
+	ErrorReason_ERROR_REASON_SCOPE_MISSING ErrorReason = 32
 	// NOT_FOUND: no agent with that id is configured. Metadata: agent_id.
 	ErrorReason_ERROR_REASON_AGENT_NOT_FOUND ErrorReason = 6
 	// NOT_FOUND: no session with that id. Metadata: session_id.
@@ -163,6 +167,7 @@ var (
 		3:  "ERROR_REASON_WORKSPACE_NOT_ALLOWED",
 		4:  "ERROR_REASON_PATH_OUTSIDE_WORKSPACE",
 		5:  "ERROR_REASON_TOKEN_INVALID",
+		32: "ERROR_REASON_SCOPE_MISSING",
 		6:  "ERROR_REASON_AGENT_NOT_FOUND",
 		7:  "ERROR_REASON_SESSION_NOT_FOUND",
 		8:  "ERROR_REASON_MESSAGE_NOT_FOUND",
@@ -211,6 +216,7 @@ var (
 		"ERROR_REASON_WORKSPACE_NOT_ALLOWED":        3,
 		"ERROR_REASON_PATH_OUTSIDE_WORKSPACE":       4,
 		"ERROR_REASON_TOKEN_INVALID":                5,
+		"ERROR_REASON_SCOPE_MISSING":                32,
 		"ERROR_REASON_AGENT_NOT_FOUND":              6,
 		"ERROR_REASON_SESSION_NOT_FOUND":            7,
 		"ERROR_REASON_MESSAGE_NOT_FOUND":            8,
@@ -286,14 +292,15 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\x91\r\n" +
+	"agentic.v1*\xb1\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
 	"\x1eERROR_REASON_REQUEST_ID_REUSED\x10\x02\x12&\n" +
 	"\"ERROR_REASON_WORKSPACE_NOT_ALLOWED\x10\x03\x12'\n" +
 	"#ERROR_REASON_PATH_OUTSIDE_WORKSPACE\x10\x04\x12\x1e\n" +
-	"\x1aERROR_REASON_TOKEN_INVALID\x10\x05\x12 \n" +
+	"\x1aERROR_REASON_TOKEN_INVALID\x10\x05\x12\x1e\n" +
+	"\x1aERROR_REASON_SCOPE_MISSING\x10 \x12 \n" +
 	"\x1cERROR_REASON_AGENT_NOT_FOUND\x10\x06\x12\"\n" +
 	"\x1eERROR_REASON_SESSION_NOT_FOUND\x10\a\x12\"\n" +
 	"\x1eERROR_REASON_MESSAGE_NOT_FOUND\x10\b\x12'\n" +

@@ -130,6 +130,103 @@ func (MessageOrder) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
 }
 
+type ShareSessionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The whole new ACL (empty: the session is the owner's alone).
+	Acl           []*SessionGrant `protobuf:"bytes,2,rep,name=acl,proto3" json:"acl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareSessionRequest) Reset() {
+	*x = ShareSessionRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareSessionRequest) ProtoMessage() {}
+
+func (x *ShareSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareSessionRequest.ProtoReflect.Descriptor instead.
+func (*ShareSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ShareSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ShareSessionRequest) GetAcl() []*SessionGrant {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+type ShareSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *SessionInfo           `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareSessionResponse) Reset() {
+	*x = ShareSessionResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareSessionResponse) ProtoMessage() {}
+
+func (x *ShareSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareSessionResponse.ProtoReflect.Descriptor instead.
+func (*ShareSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ShareSessionResponse) GetSession() *SessionInfo {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 type CreateWebLoginRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -138,7 +235,7 @@ type CreateWebLoginRequest struct {
 
 func (x *CreateWebLoginRequest) Reset() {
 	*x = CreateWebLoginRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	mi := &file_agentic_v1_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +247,7 @@ func (x *CreateWebLoginRequest) String() string {
 func (*CreateWebLoginRequest) ProtoMessage() {}
 
 func (x *CreateWebLoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[0]
+	mi := &file_agentic_v1_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +260,7 @@ func (x *CreateWebLoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWebLoginRequest.ProtoReflect.Descriptor instead.
 func (*CreateWebLoginRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 type CreateWebLoginResponse struct {
@@ -182,7 +279,7 @@ type CreateWebLoginResponse struct {
 
 func (x *CreateWebLoginResponse) Reset() {
 	*x = CreateWebLoginResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	mi := &file_agentic_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +291,7 @@ func (x *CreateWebLoginResponse) String() string {
 func (*CreateWebLoginResponse) ProtoMessage() {}
 
 func (x *CreateWebLoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[1]
+	mi := &file_agentic_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +304,7 @@ func (x *CreateWebLoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWebLoginResponse.ProtoReflect.Descriptor instead.
 func (*CreateWebLoginResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateWebLoginResponse) GetPath() string {
@@ -239,7 +336,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	mi := &file_agentic_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +348,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[2]
+	mi := &file_agentic_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +361,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 // Limits a client should respect.
@@ -291,7 +388,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_agentic_v1_service_proto_msgTypes[3]
+	mi := &file_agentic_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +400,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[3]
+	mi := &file_agentic_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +413,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ServerLimits) GetMaxEventBytes() int64 {
@@ -379,14 +476,18 @@ type GetServerInfoResponse struct {
 	NewestSequence uint64 `protobuf:"varint,4,opt,name=newest_sequence,json=newestSequence,proto3" json:"newest_sequence,omitempty"`
 	// What this server can do beyond the core API, e.g. "request_id", "event_batches",
 	// "bookmarks", "confinement". New names may be added.
-	Features      []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
+	Features []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
+	// Who is calling, as this server sees it.
+	Caller *Caller `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	// How many sessions the caller may read.
+	SessionCount  int64 `protobuf:"varint,7,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[4]
+	mi := &file_agentic_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +499,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[4]
+	mi := &file_agentic_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +512,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -449,6 +550,92 @@ func (x *GetServerInfoResponse) GetFeatures() []string {
 	return nil
 }
 
+func (x *GetServerInfoResponse) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetSessionCount() int64 {
+	if x != nil {
+		return x.SessionCount
+	}
+	return 0
+}
+
+// A caller: the principal a call's credentials stand for.
+type Caller struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// "read", "write", "admin".
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	Groups []string `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
+	// How it authenticated: "local socket", "token", "web session", "oidc",
+	// "client certificate".
+	Via           string `protobuf:"bytes,4,opt,name=via,proto3" json:"via,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Caller) Reset() {
+	*x = Caller{}
+	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Caller) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Caller) ProtoMessage() {}
+
+func (x *Caller) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Caller.ProtoReflect.Descriptor instead.
+func (*Caller) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Caller) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Caller) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *Caller) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Caller) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
 type ListAgentsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -457,7 +644,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	mi := &file_agentic_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +656,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[5]
+	mi := &file_agentic_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +669,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 type ListAgentsResponse struct {
@@ -494,7 +681,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	mi := &file_agentic_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +693,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[6]
+	mi := &file_agentic_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +706,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -538,7 +725,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	mi := &file_agentic_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +737,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[7]
+	mi := &file_agentic_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +750,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetAgentRequest) GetAgentId() string {
@@ -582,7 +769,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[8]
+	mi := &file_agentic_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +781,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[8]
+	mi := &file_agentic_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +794,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetAgentResponse) GetAgent() *AgentInfo {
@@ -641,7 +828,7 @@ type SessionConfig struct {
 
 func (x *SessionConfig) Reset() {
 	*x = SessionConfig{}
-	mi := &file_agentic_v1_service_proto_msgTypes[9]
+	mi := &file_agentic_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +840,7 @@ func (x *SessionConfig) String() string {
 func (*SessionConfig) ProtoMessage() {}
 
 func (x *SessionConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[9]
+	mi := &file_agentic_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +853,7 @@ func (x *SessionConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionConfig.ProtoReflect.Descriptor instead.
 func (*SessionConfig) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionConfig) GetWorkspace() string {
@@ -716,14 +903,16 @@ type CreateSessionRequest struct {
 	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	Config  *SessionConfig         `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	// Makes a retry safe: see the service's comment.
-	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Who besides the caller, who owns the session, may read it or write to it.
+	Acl           []*SessionGrant `protobuf:"bytes,4,rep,name=acl,proto3" json:"acl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[10]
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +924,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[10]
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +937,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateSessionRequest) GetAgentId() string {
@@ -772,6 +961,13 @@ func (x *CreateSessionRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *CreateSessionRequest) GetAcl() []*SessionGrant {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
 type CreateSessionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *SessionInfo           `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -781,7 +977,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[11]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +989,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[11]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +1002,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSessionResponse) GetSession() *SessionInfo {
@@ -825,7 +1021,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[12]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1033,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[12]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1046,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -869,7 +1065,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1077,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1090,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSessionResponse) GetSession() *SessionInfo {
@@ -925,7 +1121,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1133,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1146,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListSessionsRequest) GetAgentId() string {
@@ -1013,7 +1209,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1221,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1234,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -1068,7 +1264,7 @@ type LoadSessionRequest struct {
 
 func (x *LoadSessionRequest) Reset() {
 	*x = LoadSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1276,7 @@ func (x *LoadSessionRequest) String() string {
 func (*LoadSessionRequest) ProtoMessage() {}
 
 func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1289,7 @@ func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionRequest.ProtoReflect.Descriptor instead.
 func (*LoadSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LoadSessionRequest) GetSessionId() string {
@@ -1126,7 +1322,7 @@ type LoadSessionResponse struct {
 
 func (x *LoadSessionResponse) Reset() {
 	*x = LoadSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1334,7 @@ func (x *LoadSessionResponse) String() string {
 func (*LoadSessionResponse) ProtoMessage() {}
 
 func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1347,7 @@ func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionResponse.ProtoReflect.Descriptor instead.
 func (*LoadSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LoadSessionResponse) GetSession() *SessionInfo {
@@ -1170,7 +1366,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1378,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1391,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1213,7 +1409,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1421,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1434,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 type DeleteSessionRequest struct {
@@ -1253,7 +1449,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1461,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1474,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1303,7 +1499,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1511,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1524,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 type LogoutAgentRequest struct {
@@ -1341,7 +1537,7 @@ type LogoutAgentRequest struct {
 
 func (x *LogoutAgentRequest) Reset() {
 	*x = LogoutAgentRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1549,7 @@ func (x *LogoutAgentRequest) String() string {
 func (*LogoutAgentRequest) ProtoMessage() {}
 
 func (x *LogoutAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1562,7 @@ func (x *LogoutAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutAgentRequest.ProtoReflect.Descriptor instead.
 func (*LogoutAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LogoutAgentRequest) GetAgentId() string {
@@ -1386,7 +1582,7 @@ type LogoutAgentResponse struct {
 
 func (x *LogoutAgentResponse) Reset() {
 	*x = LogoutAgentResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1594,7 @@ func (x *LogoutAgentResponse) String() string {
 func (*LogoutAgentResponse) ProtoMessage() {}
 
 func (x *LogoutAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1607,7 @@ func (x *LogoutAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutAgentResponse.ProtoReflect.Descriptor instead.
 func (*LogoutAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LogoutAgentResponse) GetAgent() *AgentInfo {
@@ -1440,7 +1636,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1648,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1661,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -1515,7 +1711,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1723,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1736,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SendMessageResponse) GetMessageId() string {
@@ -1574,7 +1770,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1782,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1795,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelMessageRequest) GetSessionId() string {
@@ -1633,7 +1829,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1841,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1854,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelMessageResponse) GetMessageId() string {
@@ -1678,7 +1874,7 @@ type SetModelRequest struct {
 
 func (x *SetModelRequest) Reset() {
 	*x = SetModelRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1886,7 @@ func (x *SetModelRequest) String() string {
 func (*SetModelRequest) ProtoMessage() {}
 
 func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1899,7 @@ func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
 func (*SetModelRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetModelRequest) GetSessionId() string {
@@ -1729,7 +1925,7 @@ type SetModelResponse struct {
 
 func (x *SetModelResponse) Reset() {
 	*x = SetModelResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1937,7 @@ func (x *SetModelResponse) String() string {
 func (*SetModelResponse) ProtoMessage() {}
 
 func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1950,7 @@ func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
 func (*SetModelResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetModelResponse) GetSession() *SessionInfo {
@@ -1774,7 +1970,7 @@ type SetModeRequest struct {
 
 func (x *SetModeRequest) Reset() {
 	*x = SetModeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1982,7 @@ func (x *SetModeRequest) String() string {
 func (*SetModeRequest) ProtoMessage() {}
 
 func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1995,7 @@ func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeRequest.ProtoReflect.Descriptor instead.
 func (*SetModeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetModeRequest) GetSessionId() string {
@@ -1825,7 +2021,7 @@ type SetModeResponse struct {
 
 func (x *SetModeResponse) Reset() {
 	*x = SetModeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2033,7 @@ func (x *SetModeResponse) String() string {
 func (*SetModeResponse) ProtoMessage() {}
 
 func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2046,7 @@ func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeResponse.ProtoReflect.Descriptor instead.
 func (*SetModeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetModeResponse) GetSession() *SessionInfo {
@@ -1878,7 +2074,7 @@ type RespondPermissionRequest struct {
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2086,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2099,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -1985,7 +2181,7 @@ type PermissionDecision struct {
 
 func (x *PermissionDecision) Reset() {
 	*x = PermissionDecision{}
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2193,7 @@ func (x *PermissionDecision) String() string {
 func (*PermissionDecision) ProtoMessage() {}
 
 func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2206,7 @@ func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDecision.ProtoReflect.Descriptor instead.
 func (*PermissionDecision) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PermissionDecision) GetPermissionId() string {
@@ -2057,7 +2253,7 @@ type RespondPermissionResponse struct {
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2265,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2278,7 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
@@ -2109,7 +2305,7 @@ type RespondElicitationRequest struct {
 
 func (x *RespondElicitationRequest) Reset() {
 	*x = RespondElicitationRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2317,7 @@ func (x *RespondElicitationRequest) String() string {
 func (*RespondElicitationRequest) ProtoMessage() {}
 
 func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2330,7 @@ func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationRequest.ProtoReflect.Descriptor instead.
 func (*RespondElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RespondElicitationRequest) GetSessionId() string {
@@ -2181,7 +2377,7 @@ type RespondElicitationResponse struct {
 
 func (x *RespondElicitationResponse) Reset() {
 	*x = RespondElicitationResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2389,7 @@ func (x *RespondElicitationResponse) String() string {
 func (*RespondElicitationResponse) ProtoMessage() {}
 
 func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2402,7 @@ func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationResponse.ProtoReflect.Descriptor instead.
 func (*RespondElicitationResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RespondElicitationResponse) GetResolution() *ElicitationResolved {
@@ -2231,7 +2427,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2439,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2452,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2298,7 +2494,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2506,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2519,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
@@ -2350,7 +2546,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2558,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2571,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetMessageRequest) GetSessionId() string {
@@ -2401,7 +2597,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2413,7 +2609,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2426,7 +2622,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetMessageResponse) GetMessage() *SessionMessage {
@@ -2466,7 +2662,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2674,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2687,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -2586,7 +2782,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2794,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2807,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -2701,7 +2897,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2909,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2922,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -2745,7 +2941,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2953,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2966,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -2790,7 +2986,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2998,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +3011,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -2834,7 +3030,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3042,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3055,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -2890,7 +3086,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +3098,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3111,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -2979,7 +3175,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3187,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3200,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3026,7 +3222,13 @@ var File_agentic_v1_service_proto protoreflect.FileDescriptor
 const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"\x18agentic/v1/service.proto\x12\n" +
-	"agentic.v1\x1a\x16agentic/v1/audit.proto\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n" +
+	"agentic.v1\x1a\x16agentic/v1/audit.proto\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"`\n" +
+	"\x13ShareSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
+	"\x03acl\x18\x02 \x03(\v2\x18.agentic.v1.SessionGrantR\x03acl\"I\n" +
+	"\x14ShareSessionResponse\x121\n" +
+	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"\x17\n" +
 	"\x15CreateWebLoginRequest\"{\n" +
 	"\x16CreateWebLoginResponse\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12;\n" +
@@ -3041,13 +3243,20 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x12max_response_bytes\x18\x04 \x01(\x03R\x10maxResponseBytes\x12?\n" +
 	"\x0erequest_id_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\frequestIdTtl\x12H\n" +
 	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12)\n" +
-	"\x10subscriber_queue\x18\a \x01(\x05R\x0fsubscriberQueue\"\xd1\x01\n" +
+	"\x10subscriber_queue\x18\a \x01(\x05R\x0fsubscriberQueue\"\xa2\x02\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x120\n" +
 	"\x06limits\x18\x02 \x01(\v2\x18.agentic.v1.ServerLimitsR\x06limits\x12'\n" +
 	"\x0foldest_sequence\x18\x03 \x01(\x04R\x0eoldestSequence\x12'\n" +
 	"\x0fnewest_sequence\x18\x04 \x01(\x04R\x0enewestSequence\x12\x1a\n" +
-	"\bfeatures\x18\x05 \x03(\tR\bfeatures\"\x13\n" +
+	"\bfeatures\x18\x05 \x03(\tR\bfeatures\x12*\n" +
+	"\x06caller\x18\x06 \x01(\v2\x12.agentic.v1.CallerR\x06caller\x12#\n" +
+	"\rsession_count\x18\a \x01(\x03R\fsessionCount\"h\n" +
+	"\x06Caller\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12\x16\n" +
+	"\x06groups\x18\x03 \x03(\tR\x06groups\x12\x10\n" +
+	"\x03via\x18\x04 \x01(\tR\x03via\"\x13\n" +
 	"\x11ListAgentsRequest\"C\n" +
 	"\x12ListAgentsResponse\x12-\n" +
 	"\x06agents\x18\x01 \x03(\v2\x15.agentic.v1.AgentInfoR\x06agents\",\n" +
@@ -3062,12 +3271,13 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x05title\x18\x04 \x01(\tR\x05title\x126\n" +
 	"\vmcp_servers\x18\x05 \x03(\v2\x15.agentic.v1.McpServerR\n" +
 	"mcpServers\x125\n" +
-	"\x16additional_directories\x18\x06 \x03(\tR\x15additionalDirectories\"\x83\x01\n" +
+	"\x16additional_directories\x18\x06 \x03(\tR\x15additionalDirectories\"\xaf\x01\n" +
 	"\x14CreateSessionRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x121\n" +
 	"\x06config\x18\x02 \x01(\v2\x19.agentic.v1.SessionConfigR\x06config\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"J\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12*\n" +
+	"\x03acl\x18\x04 \x03(\v2\x18.agentic.v1.SessionGrantR\x03acl\"J\n" +
 	"\x15CreateSessionResponse\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
@@ -3239,7 +3449,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xd2\r\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xa5\x0e\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -3264,7 +3474,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12J\n" +
 	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x1d.agentic.v1.SubscribeResponse0\x01\x12Z\n" +
 	"\x0fListAuditEvents\x12\".agentic.v1.ListAuditEventsRequest\x1a#.agentic.v1.ListAuditEventsResponse\x12W\n" +
-	"\x0eCreateWebLogin\x12!.agentic.v1.CreateWebLoginRequest\x1a\".agentic.v1.CreateWebLoginResponseB\xa1\x01\n" +
+	"\x0eCreateWebLogin\x12!.agentic.v1.CreateWebLoginRequest\x1a\".agentic.v1.CreateWebLoginResponse\x12Q\n" +
+	"\fShareSession\x12\x1f.agentic.v1.ShareSessionRequest\x1a .agentic.v1.ShareSessionResponseB\xa1\x01\n" +
 	"\x0ecom.agentic.v1B\fServiceProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"
@@ -3282,165 +3493,175 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
 	(MessageOrder)(0),                  // 1: agentic.v1.MessageOrder
-	(*CreateWebLoginRequest)(nil),      // 2: agentic.v1.CreateWebLoginRequest
-	(*CreateWebLoginResponse)(nil),     // 3: agentic.v1.CreateWebLoginResponse
-	(*GetServerInfoRequest)(nil),       // 4: agentic.v1.GetServerInfoRequest
-	(*ServerLimits)(nil),               // 5: agentic.v1.ServerLimits
-	(*GetServerInfoResponse)(nil),      // 6: agentic.v1.GetServerInfoResponse
-	(*ListAgentsRequest)(nil),          // 7: agentic.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 8: agentic.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),            // 9: agentic.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),           // 10: agentic.v1.GetAgentResponse
-	(*SessionConfig)(nil),              // 11: agentic.v1.SessionConfig
-	(*CreateSessionRequest)(nil),       // 12: agentic.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 13: agentic.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 14: agentic.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 15: agentic.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 16: agentic.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 17: agentic.v1.ListSessionsResponse
-	(*LoadSessionRequest)(nil),         // 18: agentic.v1.LoadSessionRequest
-	(*LoadSessionResponse)(nil),        // 19: agentic.v1.LoadSessionResponse
-	(*CloseSessionRequest)(nil),        // 20: agentic.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),       // 21: agentic.v1.CloseSessionResponse
-	(*DeleteSessionRequest)(nil),       // 22: agentic.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 23: agentic.v1.DeleteSessionResponse
-	(*LogoutAgentRequest)(nil),         // 24: agentic.v1.LogoutAgentRequest
-	(*LogoutAgentResponse)(nil),        // 25: agentic.v1.LogoutAgentResponse
-	(*SendMessageRequest)(nil),         // 26: agentic.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),        // 27: agentic.v1.SendMessageResponse
-	(*CancelMessageRequest)(nil),       // 28: agentic.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),      // 29: agentic.v1.CancelMessageResponse
-	(*SetModelRequest)(nil),            // 30: agentic.v1.SetModelRequest
-	(*SetModelResponse)(nil),           // 31: agentic.v1.SetModelResponse
-	(*SetModeRequest)(nil),             // 32: agentic.v1.SetModeRequest
-	(*SetModeResponse)(nil),            // 33: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),   // 34: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),         // 35: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil),  // 36: agentic.v1.RespondPermissionResponse
-	(*RespondElicitationRequest)(nil),  // 37: agentic.v1.RespondElicitationRequest
-	(*RespondElicitationResponse)(nil), // 38: agentic.v1.RespondElicitationResponse
-	(*ListMessagesRequest)(nil),        // 39: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 40: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 41: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 42: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 43: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 44: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 45: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 46: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 47: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 48: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 49: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 50: agentic.v1.ListAuditEventsResponse
-	(*timestamppb.Timestamp)(nil),      // 51: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 52: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 53: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 54: agentic.v1.McpServer
+	(*ShareSessionRequest)(nil),        // 2: agentic.v1.ShareSessionRequest
+	(*ShareSessionResponse)(nil),       // 3: agentic.v1.ShareSessionResponse
+	(*CreateWebLoginRequest)(nil),      // 4: agentic.v1.CreateWebLoginRequest
+	(*CreateWebLoginResponse)(nil),     // 5: agentic.v1.CreateWebLoginResponse
+	(*GetServerInfoRequest)(nil),       // 6: agentic.v1.GetServerInfoRequest
+	(*ServerLimits)(nil),               // 7: agentic.v1.ServerLimits
+	(*GetServerInfoResponse)(nil),      // 8: agentic.v1.GetServerInfoResponse
+	(*Caller)(nil),                     // 9: agentic.v1.Caller
+	(*ListAgentsRequest)(nil),          // 10: agentic.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 11: agentic.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),            // 12: agentic.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),           // 13: agentic.v1.GetAgentResponse
+	(*SessionConfig)(nil),              // 14: agentic.v1.SessionConfig
+	(*CreateSessionRequest)(nil),       // 15: agentic.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 16: agentic.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 17: agentic.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 18: agentic.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 19: agentic.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 20: agentic.v1.ListSessionsResponse
+	(*LoadSessionRequest)(nil),         // 21: agentic.v1.LoadSessionRequest
+	(*LoadSessionResponse)(nil),        // 22: agentic.v1.LoadSessionResponse
+	(*CloseSessionRequest)(nil),        // 23: agentic.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 24: agentic.v1.CloseSessionResponse
+	(*DeleteSessionRequest)(nil),       // 25: agentic.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 26: agentic.v1.DeleteSessionResponse
+	(*LogoutAgentRequest)(nil),         // 27: agentic.v1.LogoutAgentRequest
+	(*LogoutAgentResponse)(nil),        // 28: agentic.v1.LogoutAgentResponse
+	(*SendMessageRequest)(nil),         // 29: agentic.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 30: agentic.v1.SendMessageResponse
+	(*CancelMessageRequest)(nil),       // 31: agentic.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 32: agentic.v1.CancelMessageResponse
+	(*SetModelRequest)(nil),            // 33: agentic.v1.SetModelRequest
+	(*SetModelResponse)(nil),           // 34: agentic.v1.SetModelResponse
+	(*SetModeRequest)(nil),             // 35: agentic.v1.SetModeRequest
+	(*SetModeResponse)(nil),            // 36: agentic.v1.SetModeResponse
+	(*RespondPermissionRequest)(nil),   // 37: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),         // 38: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil),  // 39: agentic.v1.RespondPermissionResponse
+	(*RespondElicitationRequest)(nil),  // 40: agentic.v1.RespondElicitationRequest
+	(*RespondElicitationResponse)(nil), // 41: agentic.v1.RespondElicitationResponse
+	(*ListMessagesRequest)(nil),        // 42: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 43: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 44: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 45: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),           // 46: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 47: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 48: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 49: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 50: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 51: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 52: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 53: agentic.v1.ListAuditEventsResponse
+	(*SessionGrant)(nil),               // 54: agentic.v1.SessionGrant
 	(*SessionInfo)(nil),                // 55: agentic.v1.SessionInfo
-	(SessionStatus)(0),                 // 56: agentic.v1.SessionStatus
-	(*MessageContent)(nil),             // 57: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 58: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 59: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 60: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 61: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 62: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 63: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 64: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 65: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 66: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 67: agentic.v1.AuditEvent
+	(*timestamppb.Timestamp)(nil),      // 56: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 57: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 58: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 59: agentic.v1.McpServer
+	(SessionStatus)(0),                 // 60: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 61: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 62: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 63: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 64: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 65: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 66: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 67: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 68: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 69: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 70: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 71: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	51, // 0: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	52, // 1: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	52, // 2: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
-	5,  // 3: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
-	53, // 4: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	53, // 5: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	54, // 6: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
-	11, // 7: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	55, // 8: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	55, // 9: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	56, // 10: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	51, // 11: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
-	0,  // 12: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	55, // 13: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	55, // 14: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	53, // 15: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	57, // 16: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	55, // 17: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	55, // 18: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	58, // 19: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	58, // 20: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	59, // 21: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
-	35, // 22: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	60, // 23: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	61, // 24: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	62, // 25: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
-	1,  // 26: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	63, // 27: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	63, // 28: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	64, // 29: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	45, // 30: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	46, // 31: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	47, // 32: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	48, // 33: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	65, // 34: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	51, // 35: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	66, // 36: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	51, // 37: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	51, // 38: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	67, // 39: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	4,  // 40: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	7,  // 41: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	9,  // 42: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	12, // 43: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	14, // 44: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	16, // 45: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	18, // 46: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	20, // 47: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	22, // 48: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	24, // 49: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	26, // 50: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	28, // 51: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	30, // 52: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	32, // 53: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	34, // 54: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	37, // 55: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	39, // 56: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	41, // 57: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	43, // 58: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	49, // 59: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	2,  // 60: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
-	6,  // 61: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	8,  // 62: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	10, // 63: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	13, // 64: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	15, // 65: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	17, // 66: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	19, // 67: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	21, // 68: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	23, // 69: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	25, // 70: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	27, // 71: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	29, // 72: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	31, // 73: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	33, // 74: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	36, // 75: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	38, // 76: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	40, // 77: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	42, // 78: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	44, // 79: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	50, // 80: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	3,  // 81: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
-	61, // [61:82] is the sub-list for method output_type
-	40, // [40:61] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	54, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	55, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	56, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	57, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	57, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
+	9,  // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
+	58, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	58, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	59, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	14, // 10: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
+	54, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	55, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	55, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	60, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	56, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	0,  // 16: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
+	55, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	55, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	58, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	61, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	55, // 21: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	55, // 22: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 23: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	62, // 24: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	63, // 25: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	38, // 26: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	64, // 27: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	65, // 28: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	66, // 29: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	1,  // 30: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	67, // 31: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	67, // 32: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	68, // 33: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	48, // 34: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	49, // 35: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	50, // 36: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	51, // 37: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	69, // 38: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	56, // 39: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	70, // 40: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	56, // 41: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	56, // 42: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	71, // 43: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	6,  // 44: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	10, // 45: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	12, // 46: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	15, // 47: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	17, // 48: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	19, // 49: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	21, // 50: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	23, // 51: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	25, // 52: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	27, // 53: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	29, // 54: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	31, // 55: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	33, // 56: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	35, // 57: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	37, // 58: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	40, // 59: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	42, // 60: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	44, // 61: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	46, // 62: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	52, // 63: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	4,  // 64: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	2,  // 65: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
+	8,  // 66: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	11, // 67: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	13, // 68: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	16, // 69: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	18, // 70: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	20, // 71: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	22, // 72: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	24, // 73: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	26, // 74: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	28, // 75: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	30, // 76: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	32, // 77: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	34, // 78: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	36, // 79: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	39, // 80: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	41, // 81: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	43, // 82: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	45, // 83: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	47, // 84: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	53, // 85: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	5,  // 86: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	3,  // 87: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
+	66, // [66:88] is the sub-list for method output_type
+	44, // [44:66] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -3451,15 +3672,15 @@ func file_agentic_v1_service_proto_init() {
 	file_agentic_v1_audit_proto_init()
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
-	file_agentic_v1_service_proto_msgTypes[32].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[35].OneofWrappers = []any{
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[41].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[44].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[42].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[45].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -3471,7 +3692,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   49,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	AgenticService_Subscribe_FullMethodName          = "/agentic.v1.AgenticService/Subscribe"
 	AgenticService_ListAuditEvents_FullMethodName    = "/agentic.v1.AgenticService/ListAuditEvents"
 	AgenticService_CreateWebLogin_FullMethodName     = "/agentic.v1.AgenticService/CreateWebLogin"
+	AgenticService_ShareSession_FullMethodName       = "/agentic.v1.AgenticService/ShareSession"
 )
 
 // AgenticServiceClient is the client API for AgenticService service.
@@ -128,6 +129,9 @@ type AgenticServiceClient interface {
 	// opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
 	// credentials on that browser.
 	CreateWebLogin(ctx context.Context, in *CreateWebLoginRequest, opts ...grpc.CallOption) (*CreateWebLoginResponse, error)
+	// Replaces a session's ACL: who besides its owner may read it or write to it. Only the
+	// session's owner or an admin may share it; others get PERMISSION_DENIED.
+	ShareSession(ctx context.Context, in *ShareSessionRequest, opts ...grpc.CallOption) (*ShareSessionResponse, error)
 }
 
 type agenticServiceClient struct {
@@ -357,6 +361,16 @@ func (c *agenticServiceClient) CreateWebLogin(ctx context.Context, in *CreateWeb
 	return out, nil
 }
 
+func (c *agenticServiceClient) ShareSession(ctx context.Context, in *ShareSessionRequest, opts ...grpc.CallOption) (*ShareSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShareSessionResponse)
+	err := c.cc.Invoke(ctx, AgenticService_ShareSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgenticServiceServer is the server API for AgenticService service.
 // All implementations must embed UnimplementedAgenticServiceServer
 // for forward compatibility.
@@ -443,6 +457,9 @@ type AgenticServiceServer interface {
 	// opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
 	// credentials on that browser.
 	CreateWebLogin(context.Context, *CreateWebLoginRequest) (*CreateWebLoginResponse, error)
+	// Replaces a session's ACL: who besides its owner may read it or write to it. Only the
+	// session's owner or an admin may share it; others get PERMISSION_DENIED.
+	ShareSession(context.Context, *ShareSessionRequest) (*ShareSessionResponse, error)
 	mustEmbedUnimplementedAgenticServiceServer()
 }
 
@@ -515,6 +532,9 @@ func (UnimplementedAgenticServiceServer) ListAuditEvents(context.Context, *ListA
 }
 func (UnimplementedAgenticServiceServer) CreateWebLogin(context.Context, *CreateWebLoginRequest) (*CreateWebLoginResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateWebLogin not implemented")
+}
+func (UnimplementedAgenticServiceServer) ShareSession(context.Context, *ShareSessionRequest) (*ShareSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShareSession not implemented")
 }
 func (UnimplementedAgenticServiceServer) mustEmbedUnimplementedAgenticServiceServer() {}
 func (UnimplementedAgenticServiceServer) testEmbeddedByValue()                        {}
@@ -908,6 +928,24 @@ func _AgenticService_CreateWebLogin_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgenticService_ShareSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShareSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).ShareSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_ShareSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).ShareSession(ctx, req.(*ShareSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgenticService_ServiceDesc is the grpc.ServiceDesc for AgenticService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -994,6 +1032,10 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateWebLogin",
 			Handler:    _AgenticService_CreateWebLogin_Handler,
+		},
+		{
+			MethodName: "ShareSession",
+			Handler:    _AgenticService_ShareSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -207,6 +207,59 @@ func (SessionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
+// What a grant of a session's ACL allows.
+type SessionAccess int32
+
+const (
+	SessionAccess_SESSION_ACCESS_UNSPECIFIED SessionAccess = 0
+	// GetSession, ListMessages, GetMessage, its events and its audit entries.
+	SessionAccess_SESSION_ACCESS_READ SessionAccess = 1
+	// Read, plus SendMessage, CancelMessage, SetModel, SetMode, RespondPermission,
+	// RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
+	SessionAccess_SESSION_ACCESS_WRITE SessionAccess = 2
+)
+
+// Enum value maps for SessionAccess.
+var (
+	SessionAccess_name = map[int32]string{
+		0: "SESSION_ACCESS_UNSPECIFIED",
+		1: "SESSION_ACCESS_READ",
+		2: "SESSION_ACCESS_WRITE",
+	}
+	SessionAccess_value = map[string]int32{
+		"SESSION_ACCESS_UNSPECIFIED": 0,
+		"SESSION_ACCESS_READ":        1,
+		"SESSION_ACCESS_WRITE":       2,
+	}
+)
+
+func (x SessionAccess) Enum() *SessionAccess {
+	p := new(SessionAccess)
+	*p = x
+	return p
+}
+
+func (x SessionAccess) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionAccess) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_types_proto_enumTypes[3].Descriptor()
+}
+
+func (SessionAccess) Type() protoreflect.EnumType {
+	return &file_agentic_v1_types_proto_enumTypes[3]
+}
+
+func (x SessionAccess) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionAccess.Descriptor instead.
+func (SessionAccess) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
 // How risky a shell command is, as classified by the server.
 type RiskLevel int32
 
@@ -247,11 +300,11 @@ func (x RiskLevel) String() string {
 }
 
 func (RiskLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[3].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[4].Descriptor()
 }
 
 func (RiskLevel) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[3]
+	return &file_agentic_v1_types_proto_enumTypes[4]
 }
 
 func (x RiskLevel) Number() protoreflect.EnumNumber {
@@ -260,7 +313,7 @@ func (x RiskLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RiskLevel.Descriptor instead.
 func (RiskLevel) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 // What kind of access a permission request is for.
@@ -304,11 +357,11 @@ func (x PermissionType) String() string {
 }
 
 func (PermissionType) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[4].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[5].Descriptor()
 }
 
 func (PermissionType) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[4]
+	return &file_agentic_v1_types_proto_enumTypes[5]
 }
 
 func (x PermissionType) Number() protoreflect.EnumNumber {
@@ -317,7 +370,7 @@ func (x PermissionType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionType.Descriptor instead.
 func (PermissionType) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 // The kind of an answer option, as ACP defines them.
@@ -360,11 +413,11 @@ func (x PermissionOptionKind) String() string {
 }
 
 func (PermissionOptionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[5].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[6].Descriptor()
 }
 
 func (PermissionOptionKind) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[5]
+	return &file_agentic_v1_types_proto_enumTypes[6]
 }
 
 func (x PermissionOptionKind) Number() protoreflect.EnumNumber {
@@ -373,7 +426,7 @@ func (x PermissionOptionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionOptionKind.Descriptor instead.
 func (PermissionOptionKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 // How an elicitation asks for input.
@@ -413,11 +466,11 @@ func (x ElicitationMode) String() string {
 }
 
 func (ElicitationMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[6].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[7].Descriptor()
 }
 
 func (ElicitationMode) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[6]
+	return &file_agentic_v1_types_proto_enumTypes[7]
 }
 
 func (x ElicitationMode) Number() protoreflect.EnumNumber {
@@ -426,7 +479,7 @@ func (x ElicitationMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ElicitationMode.Descriptor instead.
 func (ElicitationMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 // The answer to an elicitation.
@@ -469,11 +522,11 @@ func (x ElicitationAction) String() string {
 }
 
 func (ElicitationAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[7].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[8].Descriptor()
 }
 
 func (ElicitationAction) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[7]
+	return &file_agentic_v1_types_proto_enumTypes[8]
 }
 
 func (x ElicitationAction) Number() protoreflect.EnumNumber {
@@ -482,7 +535,7 @@ func (x ElicitationAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ElicitationAction.Descriptor instead.
 func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 // The category of a tool call (ACP ToolKind).
@@ -543,11 +596,11 @@ func (x ToolKind) String() string {
 }
 
 func (ToolKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[8].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[9].Descriptor()
 }
 
 func (ToolKind) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[8]
+	return &file_agentic_v1_types_proto_enumTypes[9]
 }
 
 func (x ToolKind) Number() protoreflect.EnumNumber {
@@ -556,7 +609,7 @@ func (x ToolKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolKind.Descriptor instead.
 func (ToolKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 // Where a tool call is in its life.
@@ -602,11 +655,11 @@ func (x ToolStatus) String() string {
 }
 
 func (ToolStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[9].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[10].Descriptor()
 }
 
 func (ToolStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[9]
+	return &file_agentic_v1_types_proto_enumTypes[10]
 }
 
 func (x ToolStatus) Number() protoreflect.EnumNumber {
@@ -615,7 +668,7 @@ func (x ToolStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolStatus.Descriptor instead.
 func (ToolStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 type PlanEntryStatus int32
@@ -654,11 +707,11 @@ func (x PlanEntryStatus) String() string {
 }
 
 func (PlanEntryStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[10].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[11].Descriptor()
 }
 
 func (PlanEntryStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[10]
+	return &file_agentic_v1_types_proto_enumTypes[11]
 }
 
 func (x PlanEntryStatus) Number() protoreflect.EnumNumber {
@@ -667,7 +720,7 @@ func (x PlanEntryStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlanEntryStatus.Descriptor instead.
 func (PlanEntryStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 type PlanEntryPriority int32
@@ -706,11 +759,11 @@ func (x PlanEntryPriority) String() string {
 }
 
 func (PlanEntryPriority) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[11].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[12].Descriptor()
 }
 
 func (PlanEntryPriority) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[11]
+	return &file_agentic_v1_types_proto_enumTypes[12]
 }
 
 func (x PlanEntryPriority) Number() protoreflect.EnumNumber {
@@ -719,7 +772,7 @@ func (x PlanEntryPriority) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlanEntryPriority.Descriptor instead.
 func (PlanEntryPriority) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 type MessageRole int32
@@ -758,11 +811,11 @@ func (x MessageRole) String() string {
 }
 
 func (MessageRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[12].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[13].Descriptor()
 }
 
 func (MessageRole) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[12]
+	return &file_agentic_v1_types_proto_enumTypes[13]
 }
 
 func (x MessageRole) Number() protoreflect.EnumNumber {
@@ -771,7 +824,7 @@ func (x MessageRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageRole.Descriptor instead.
 func (MessageRole) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 // Whether a stored message is whole.
@@ -815,11 +868,11 @@ func (x MessageStatus) String() string {
 }
 
 func (MessageStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[13].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[14].Descriptor()
 }
 
 func (MessageStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[13]
+	return &file_agentic_v1_types_proto_enumTypes[14]
 }
 
 func (x MessageStatus) Number() protoreflect.EnumNumber {
@@ -828,7 +881,7 @@ func (x MessageStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageStatus.Descriptor instead.
 func (MessageStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 // Why a turn ended (ACP StopReason).
@@ -878,11 +931,11 @@ func (x StopReason) String() string {
 }
 
 func (StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[14].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[15].Descriptor()
 }
 
 func (StopReason) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[14]
+	return &file_agentic_v1_types_proto_enumTypes[15]
 }
 
 func (x StopReason) Number() protoreflect.EnumNumber {
@@ -891,7 +944,7 @@ func (x StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StopReason.Descriptor instead.
 func (StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 // An authentication method advertised by an ACP agent.
@@ -1674,8 +1727,11 @@ type SessionInfo struct {
 	McpServerNames []string `protobuf:"bytes,23,rep,name=mcp_server_names,json=mcpServerNames,proto3" json:"mcp_server_names,omitempty"`
 	// Elicitations waiting for an answer (answer with RespondElicitation).
 	PendingElicitations []*ElicitationRequest `protobuf:"bytes,24,rep,name=pending_elicitations,json=pendingElicitations,proto3" json:"pending_elicitations,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The principal that created the session, and who else may reach it (ShareSession).
+	Owner         string          `protobuf:"bytes,25,opt,name=owner,proto3" json:"owner,omitempty"`
+	Acl           []*SessionGrant `protobuf:"bytes,26,rep,name=acl,proto3" json:"acl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionInfo) Reset() {
@@ -1876,6 +1932,111 @@ func (x *SessionInfo) GetPendingElicitations() []*ElicitationRequest {
 	return nil
 }
 
+func (x *SessionInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetAcl() []*SessionGrant {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+// One entry of a session's ACL: a principal, or every principal in a group.
+type SessionGrant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Grantee:
+	//
+	//	*SessionGrant_Principal
+	//	*SessionGrant_Group
+	Grantee       isSessionGrant_Grantee `protobuf_oneof:"grantee"`
+	Access        SessionAccess          `protobuf:"varint,3,opt,name=access,proto3,enum=agentic.v1.SessionAccess" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionGrant) Reset() {
+	*x = SessionGrant{}
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionGrant) ProtoMessage() {}
+
+func (x *SessionGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionGrant.ProtoReflect.Descriptor instead.
+func (*SessionGrant) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SessionGrant) GetGrantee() isSessionGrant_Grantee {
+	if x != nil {
+		return x.Grantee
+	}
+	return nil
+}
+
+func (x *SessionGrant) GetPrincipal() string {
+	if x != nil {
+		if x, ok := x.Grantee.(*SessionGrant_Principal); ok {
+			return x.Principal
+		}
+	}
+	return ""
+}
+
+func (x *SessionGrant) GetGroup() string {
+	if x != nil {
+		if x, ok := x.Grantee.(*SessionGrant_Group); ok {
+			return x.Group
+		}
+	}
+	return ""
+}
+
+func (x *SessionGrant) GetAccess() SessionAccess {
+	if x != nil {
+		return x.Access
+	}
+	return SessionAccess_SESSION_ACCESS_UNSPECIFIED
+}
+
+type isSessionGrant_Grantee interface {
+	isSessionGrant_Grantee()
+}
+
+type SessionGrant_Principal struct {
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3,oneof"`
+}
+
+type SessionGrant_Group struct {
+	Group string `protobuf:"bytes,2,opt,name=group,proto3,oneof"`
+}
+
+func (*SessionGrant_Principal) isSessionGrant_Grantee() {}
+
+func (*SessionGrant_Group) isSessionGrant_Grantee() {}
+
 // An MCP server a session's agent uses for more tools: a program spoken to over stdio,
 // or a streamable HTTP endpoint.
 type McpServer struct {
@@ -1897,7 +2058,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2070,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2083,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *McpServer) GetName() string {
@@ -1989,7 +2150,7 @@ type McpStdioServer struct {
 
 func (x *McpStdioServer) Reset() {
 	*x = McpStdioServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2162,7 @@ func (x *McpStdioServer) String() string {
 func (*McpStdioServer) ProtoMessage() {}
 
 func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2175,7 @@ func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpStdioServer.ProtoReflect.Descriptor instead.
 func (*McpStdioServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *McpStdioServer) GetCommand() string {
@@ -2051,7 +2212,7 @@ type McpHttpServer struct {
 
 func (x *McpHttpServer) Reset() {
 	*x = McpHttpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2224,7 @@ func (x *McpHttpServer) String() string {
 func (*McpHttpServer) ProtoMessage() {}
 
 func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2237,7 @@ func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpHttpServer.ProtoReflect.Descriptor instead.
 func (*McpHttpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *McpHttpServer) GetUrl() string {
@@ -2109,7 +2270,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2282,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2295,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ImageContent) GetSource() isImageContent_Source {
@@ -2217,7 +2378,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2390,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2403,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FileContent) GetPath() string {
@@ -2282,7 +2443,7 @@ type EmbeddedResource struct {
 
 func (x *EmbeddedResource) Reset() {
 	*x = EmbeddedResource{}
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2455,7 @@ func (x *EmbeddedResource) String() string {
 func (*EmbeddedResource) ProtoMessage() {}
 
 func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2468,7 @@ func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddedResource.ProtoReflect.Descriptor instead.
 func (*EmbeddedResource) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EmbeddedResource) GetUri() string {
@@ -2381,7 +2542,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2554,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2567,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContentPart) GetPart() isContentPart_Part {
@@ -2491,7 +2652,7 @@ type MessageContent struct {
 
 func (x *MessageContent) Reset() {
 	*x = MessageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2664,7 @@ func (x *MessageContent) String() string {
 func (*MessageContent) ProtoMessage() {}
 
 func (x *MessageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2677,7 @@ func (x *MessageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageContent.ProtoReflect.Descriptor instead.
 func (*MessageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MessageContent) GetParts() []*ContentPart {
@@ -2546,7 +2707,7 @@ type CommandInfo struct {
 
 func (x *CommandInfo) Reset() {
 	*x = CommandInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2719,7 @@ func (x *CommandInfo) String() string {
 func (*CommandInfo) ProtoMessage() {}
 
 func (x *CommandInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2732,7 @@ func (x *CommandInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandInfo.ProtoReflect.Descriptor instead.
 func (*CommandInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandInfo) GetCommand() string {
@@ -2628,7 +2789,7 @@ type PermissionOption struct {
 
 func (x *PermissionOption) Reset() {
 	*x = PermissionOption{}
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2801,7 @@ func (x *PermissionOption) String() string {
 func (*PermissionOption) ProtoMessage() {}
 
 func (x *PermissionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2814,7 @@ func (x *PermissionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionOption.ProtoReflect.Descriptor instead.
 func (*PermissionOption) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PermissionOption) GetOptionId() string {
@@ -2708,7 +2869,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2881,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2894,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PermissionRequest) GetPermissionId() string {
@@ -2853,7 +3014,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3026,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3039,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ElicitationRequest) GetElicitationId() string {
@@ -2949,7 +3110,7 @@ type ToolLocation struct {
 
 func (x *ToolLocation) Reset() {
 	*x = ToolLocation{}
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3122,7 @@ func (x *ToolLocation) String() string {
 func (*ToolLocation) ProtoMessage() {}
 
 func (x *ToolLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3135,7 @@ func (x *ToolLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolLocation.ProtoReflect.Descriptor instead.
 func (*ToolLocation) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolLocation) GetPath() string {
@@ -3004,7 +3165,7 @@ type DiffBlock struct {
 
 func (x *DiffBlock) Reset() {
 	*x = DiffBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3177,7 @@ func (x *DiffBlock) String() string {
 func (*DiffBlock) ProtoMessage() {}
 
 func (x *DiffBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3190,7 @@ func (x *DiffBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBlock.ProtoReflect.Descriptor instead.
 func (*DiffBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DiffBlock) GetPath() string {
@@ -3076,7 +3237,7 @@ type TerminalBlock struct {
 
 func (x *TerminalBlock) Reset() {
 	*x = TerminalBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3249,7 @@ func (x *TerminalBlock) String() string {
 func (*TerminalBlock) ProtoMessage() {}
 
 func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3262,7 @@ func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalBlock.ProtoReflect.Descriptor instead.
 func (*TerminalBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TerminalBlock) GetTerminalId() string {
@@ -3170,7 +3331,7 @@ type ToolContent struct {
 
 func (x *ToolContent) Reset() {
 	*x = ToolContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3343,7 @@ func (x *ToolContent) String() string {
 func (*ToolContent) ProtoMessage() {}
 
 func (x *ToolContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3356,7 @@ func (x *ToolContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolContent.ProtoReflect.Descriptor instead.
 func (*ToolContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolContent) GetContent() isToolContent_Content {
@@ -3309,7 +3470,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3482,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3495,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolCall) GetToolId() string {
@@ -3423,7 +3584,7 @@ type TextBlock struct {
 
 func (x *TextBlock) Reset() {
 	*x = TextBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3596,7 @@ func (x *TextBlock) String() string {
 func (*TextBlock) ProtoMessage() {}
 
 func (x *TextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3609,7 @@ func (x *TextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextBlock.ProtoReflect.Descriptor instead.
 func (*TextBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TextBlock) GetText() string {
@@ -3469,7 +3630,7 @@ type ReasoningBlock struct {
 
 func (x *ReasoningBlock) Reset() {
 	*x = ReasoningBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3642,7 @@ func (x *ReasoningBlock) String() string {
 func (*ReasoningBlock) ProtoMessage() {}
 
 func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3655,7 @@ func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningBlock.ProtoReflect.Descriptor instead.
 func (*ReasoningBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReasoningBlock) GetText() string {
@@ -3514,7 +3675,7 @@ type ErrorBlock struct {
 
 func (x *ErrorBlock) Reset() {
 	*x = ErrorBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3687,7 @@ func (x *ErrorBlock) String() string {
 func (*ErrorBlock) ProtoMessage() {}
 
 func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3700,7 @@ func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBlock.ProtoReflect.Descriptor instead.
 func (*ErrorBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ErrorBlock) GetMessage() string {
@@ -3570,7 +3731,7 @@ type ImageBlock struct {
 
 func (x *ImageBlock) Reset() {
 	*x = ImageBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3743,7 @@ func (x *ImageBlock) String() string {
 func (*ImageBlock) ProtoMessage() {}
 
 func (x *ImageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3756,7 @@ func (x *ImageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageBlock.ProtoReflect.Descriptor instead.
 func (*ImageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ImageBlock) GetMimeType() string {
@@ -3661,7 +3822,7 @@ type ActionBlock struct {
 
 func (x *ActionBlock) Reset() {
 	*x = ActionBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3834,7 @@ func (x *ActionBlock) String() string {
 func (*ActionBlock) ProtoMessage() {}
 
 func (x *ActionBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3847,7 @@ func (x *ActionBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionBlock.ProtoReflect.Descriptor instead.
 func (*ActionBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ActionBlock) GetActionType() string {
@@ -3721,7 +3882,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3894,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3907,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SearchResult) GetTitle() string {
@@ -3780,7 +3941,7 @@ type SearchBlock struct {
 
 func (x *SearchBlock) Reset() {
 	*x = SearchBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3792,7 +3953,7 @@ func (x *SearchBlock) String() string {
 func (*SearchBlock) ProtoMessage() {}
 
 func (x *SearchBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3805,7 +3966,7 @@ func (x *SearchBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBlock.ProtoReflect.Descriptor instead.
 func (*SearchBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SearchBlock) GetQuery() string {
@@ -3834,7 +3995,7 @@ type McpUiResourceBlock struct {
 
 func (x *McpUiResourceBlock) Reset() {
 	*x = McpUiResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +4007,7 @@ func (x *McpUiResourceBlock) String() string {
 func (*McpUiResourceBlock) ProtoMessage() {}
 
 func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +4020,7 @@ func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpUiResourceBlock.ProtoReflect.Descriptor instead.
 func (*McpUiResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *McpUiResourceBlock) GetUri() string {
@@ -3894,7 +4055,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4067,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4080,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlanEntry) GetContent() string {
@@ -3953,7 +4114,7 @@ type PlanBlock struct {
 
 func (x *PlanBlock) Reset() {
 	*x = PlanBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4126,7 @@ func (x *PlanBlock) String() string {
 func (*PlanBlock) ProtoMessage() {}
 
 func (x *PlanBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4139,7 @@ func (x *PlanBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanBlock.ProtoReflect.Descriptor instead.
 func (*PlanBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PlanBlock) GetEntries() []*PlanEntry {
@@ -4002,7 +4163,7 @@ type ResourceBlock struct {
 
 func (x *ResourceBlock) Reset() {
 	*x = ResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4014,7 +4175,7 @@ func (x *ResourceBlock) String() string {
 func (*ResourceBlock) ProtoMessage() {}
 
 func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4027,7 +4188,7 @@ func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceBlock.ProtoReflect.Descriptor instead.
 func (*ResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResourceBlock) GetUri() string {
@@ -4089,7 +4250,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4101,7 +4262,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4114,7 +4275,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Block) GetContent() isBlock_Content {
@@ -4326,7 +4487,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4338,7 +4499,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4351,7 +4512,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionMessage) GetMessageId() string {
@@ -4486,7 +4647,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11_reasoning_tokensB\x0f\n" +
 	"\r_context_usedB\x0f\n" +
 	"\r_context_sizeB\a\n" +
-	"\x05_cost\"\xb4\t\n" +
+	"\x05_cost\"\xf6\t\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -4515,7 +4676,14 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x10agent_session_id\x18\x15 \x01(\tR\x0eagentSessionId\x125\n" +
 	"\x16additional_directories\x18\x16 \x03(\tR\x15additionalDirectories\x12(\n" +
 	"\x10mcp_server_names\x18\x17 \x03(\tR\x0emcpServerNames\x12Q\n" +
-	"\x14pending_elicitations\x18\x18 \x03(\v2\x1e.agentic.v1.ElicitationRequestR\x13pendingElicitations\"\x91\x01\n" +
+	"\x14pending_elicitations\x18\x18 \x03(\v2\x1e.agentic.v1.ElicitationRequestR\x13pendingElicitations\x12\x14\n" +
+	"\x05owner\x18\x19 \x01(\tR\x05owner\x12*\n" +
+	"\x03acl\x18\x1a \x03(\v2\x18.agentic.v1.SessionGrantR\x03acl\"\x84\x01\n" +
+	"\fSessionGrant\x12\x1e\n" +
+	"\tprincipal\x18\x01 \x01(\tH\x00R\tprincipal\x12\x16\n" +
+	"\x05group\x18\x02 \x01(\tH\x00R\x05group\x121\n" +
+	"\x06access\x18\x03 \x01(\x0e2\x19.agentic.v1.SessionAccessR\x06accessB\t\n" +
+	"\agrantee\"\x91\x01\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x1a.agentic.v1.McpStdioServerH\x00R\x05stdio\x12/\n" +
@@ -4728,7 +4896,11 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x19SESSION_STATUS_GENERATING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATUS_PAUSED\x10\x03\x12\x18\n" +
 	"\x14SESSION_STATUS_ERROR\x10\x04\x12\x19\n" +
-	"\x15SESSION_STATUS_CLOSED\x10\x05*\x80\x01\n" +
+	"\x15SESSION_STATUS_CLOSED\x10\x05*b\n" +
+	"\rSessionAccess\x12\x1e\n" +
+	"\x1aSESSION_ACCESS_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SESSION_ACCESS_READ\x10\x01\x12\x18\n" +
+	"\x14SESSION_ACCESS_WRITE\x10\x02*\x80\x01\n" +
 	"\tRiskLevel\x12\x1a\n" +
 	"\x16RISK_LEVEL_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eRISK_LEVEL_LOW\x10\x01\x12\x15\n" +
@@ -4824,144 +4996,148 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_types_proto_rawDescData
 }
 
-var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
 	(AgentStatus)(0),              // 1: agentic.v1.AgentStatus
 	(SessionStatus)(0),            // 2: agentic.v1.SessionStatus
-	(RiskLevel)(0),                // 3: agentic.v1.RiskLevel
-	(PermissionType)(0),           // 4: agentic.v1.PermissionType
-	(PermissionOptionKind)(0),     // 5: agentic.v1.PermissionOptionKind
-	(ElicitationMode)(0),          // 6: agentic.v1.ElicitationMode
-	(ElicitationAction)(0),        // 7: agentic.v1.ElicitationAction
-	(ToolKind)(0),                 // 8: agentic.v1.ToolKind
-	(ToolStatus)(0),               // 9: agentic.v1.ToolStatus
-	(PlanEntryStatus)(0),          // 10: agentic.v1.PlanEntryStatus
-	(PlanEntryPriority)(0),        // 11: agentic.v1.PlanEntryPriority
-	(MessageRole)(0),              // 12: agentic.v1.MessageRole
-	(MessageStatus)(0),            // 13: agentic.v1.MessageStatus
-	(StopReason)(0),               // 14: agentic.v1.StopReason
-	(*AuthMethod)(nil),            // 15: agentic.v1.AuthMethod
-	(*Capabilities)(nil),          // 16: agentic.v1.Capabilities
-	(*AgentInfo)(nil),             // 17: agentic.v1.AgentInfo
-	(*Implementation)(nil),        // 18: agentic.v1.Implementation
-	(*Mode)(nil),                  // 19: agentic.v1.Mode
-	(*Model)(nil),                 // 20: agentic.v1.Model
-	(*Command)(nil),               // 21: agentic.v1.Command
-	(*TokenUsage)(nil),            // 22: agentic.v1.TokenUsage
-	(*SessionInfo)(nil),           // 23: agentic.v1.SessionInfo
-	(*McpServer)(nil),             // 24: agentic.v1.McpServer
-	(*McpStdioServer)(nil),        // 25: agentic.v1.McpStdioServer
-	(*McpHttpServer)(nil),         // 26: agentic.v1.McpHttpServer
-	(*ImageContent)(nil),          // 27: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 28: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 29: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 30: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 31: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 32: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 33: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 34: agentic.v1.PermissionRequest
-	(*ElicitationRequest)(nil),    // 35: agentic.v1.ElicitationRequest
-	(*ToolLocation)(nil),          // 36: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 37: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 38: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 39: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 40: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 41: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 42: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 43: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 44: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 45: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 46: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 47: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 48: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 49: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 50: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 51: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 52: agentic.v1.Block
-	(*SessionMessage)(nil),        // 53: agentic.v1.SessionMessage
-	nil,                           // 54: agentic.v1.McpStdioServer.EnvEntry
-	nil,                           // 55: agentic.v1.McpHttpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 57: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 58: google.protobuf.Struct
-	(ErrorReason)(0),              // 59: agentic.v1.ErrorReason
+	(SessionAccess)(0),            // 3: agentic.v1.SessionAccess
+	(RiskLevel)(0),                // 4: agentic.v1.RiskLevel
+	(PermissionType)(0),           // 5: agentic.v1.PermissionType
+	(PermissionOptionKind)(0),     // 6: agentic.v1.PermissionOptionKind
+	(ElicitationMode)(0),          // 7: agentic.v1.ElicitationMode
+	(ElicitationAction)(0),        // 8: agentic.v1.ElicitationAction
+	(ToolKind)(0),                 // 9: agentic.v1.ToolKind
+	(ToolStatus)(0),               // 10: agentic.v1.ToolStatus
+	(PlanEntryStatus)(0),          // 11: agentic.v1.PlanEntryStatus
+	(PlanEntryPriority)(0),        // 12: agentic.v1.PlanEntryPriority
+	(MessageRole)(0),              // 13: agentic.v1.MessageRole
+	(MessageStatus)(0),            // 14: agentic.v1.MessageStatus
+	(StopReason)(0),               // 15: agentic.v1.StopReason
+	(*AuthMethod)(nil),            // 16: agentic.v1.AuthMethod
+	(*Capabilities)(nil),          // 17: agentic.v1.Capabilities
+	(*AgentInfo)(nil),             // 18: agentic.v1.AgentInfo
+	(*Implementation)(nil),        // 19: agentic.v1.Implementation
+	(*Mode)(nil),                  // 20: agentic.v1.Mode
+	(*Model)(nil),                 // 21: agentic.v1.Model
+	(*Command)(nil),               // 22: agentic.v1.Command
+	(*TokenUsage)(nil),            // 23: agentic.v1.TokenUsage
+	(*SessionInfo)(nil),           // 24: agentic.v1.SessionInfo
+	(*SessionGrant)(nil),          // 25: agentic.v1.SessionGrant
+	(*McpServer)(nil),             // 26: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 27: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 28: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 29: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 30: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 31: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 32: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 33: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 34: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 35: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 36: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),    // 37: agentic.v1.ElicitationRequest
+	(*ToolLocation)(nil),          // 38: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 39: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 40: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 41: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 42: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 43: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 44: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 45: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 46: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 47: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 48: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 49: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 50: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 51: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 52: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 53: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 54: agentic.v1.Block
+	(*SessionMessage)(nil),        // 55: agentic.v1.SessionMessage
+	nil,                           // 56: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 57: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 58: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 59: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 60: google.protobuf.Struct
+	(ErrorReason)(0),              // 61: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
 	1,  // 1: agentic.v1.AgentInfo.status:type_name -> agentic.v1.AgentStatus
-	15, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
-	16, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
-	18, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
+	16, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
+	17, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
+	19, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
 	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	56, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	56, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
-	19, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
-	20, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
-	21, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
-	16, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
-	22, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	34, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	35, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
-	25, // 15: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
-	26, // 16: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
-	54, // 17: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
-	55, // 18: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
-	27, // 19: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	28, // 20: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	29, // 21: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	30, // 22: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
-	3,  // 23: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
-	5,  // 24: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
-	4,  // 25: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	32, // 26: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	33, // 27: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	57, // 28: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	56, // 29: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	6,  // 30: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	58, // 31: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	56, // 32: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	37, // 33: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	38, // 34: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	44, // 35: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	51, // 36: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	8,  // 37: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	9,  // 38: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	57, // 39: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	57, // 40: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	36, // 41: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	39, // 42: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	32, // 43: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	59, // 44: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	34, // 45: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	46, // 46: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	10, // 47: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	11, // 48: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	49, // 49: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	41, // 50: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	42, // 51: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	40, // 52: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	43, // 53: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	44, // 54: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	45, // 55: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	47, // 56: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	48, // 57: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	50, // 58: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	37, // 59: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	38, // 60: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	51, // 61: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	12, // 62: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	13, // 63: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	52, // 64: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	56, // 65: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	14, // 66: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	22, // 67: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	58, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	58, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	20, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
+	21, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
+	22, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
+	17, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
+	23, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
+	36, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	37, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
+	25, // 15: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
+	3,  // 16: agentic.v1.SessionGrant.access:type_name -> agentic.v1.SessionAccess
+	27, // 17: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	28, // 18: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	56, // 19: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	57, // 20: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	29, // 21: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	30, // 22: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	31, // 23: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	32, // 24: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	4,  // 25: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
+	6,  // 26: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
+	5,  // 27: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
+	34, // 28: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	35, // 29: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	59, // 30: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	58, // 31: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	7,  // 32: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
+	60, // 33: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	58, // 34: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	39, // 35: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	40, // 36: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	46, // 37: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	53, // 38: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	9,  // 39: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	10, // 40: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	59, // 41: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	59, // 42: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	38, // 43: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	41, // 44: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	34, // 45: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	61, // 46: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	36, // 47: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	48, // 48: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	11, // 49: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	12, // 50: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	51, // 51: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	43, // 52: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	44, // 53: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	42, // 54: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	45, // 55: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	46, // 56: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	47, // 57: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	49, // 58: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	50, // 59: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	52, // 60: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	39, // 61: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	40, // 62: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	53, // 63: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	13, // 64: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	14, // 65: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	54, // 66: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	58, // 67: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	15, // 68: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	23, // 69: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	70, // [70:70] is the sub-list for method output_type
+	70, // [70:70] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }
@@ -4972,37 +5148,41 @@ func file_agentic_v1_types_proto_init() {
 	file_agentic_v1_errors_proto_init()
 	file_agentic_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
 	file_agentic_v1_types_proto_msgTypes[9].OneofWrappers = []any{
+		(*SessionGrant_Principal)(nil),
+		(*SessionGrant_Group)(nil),
+	}
+	file_agentic_v1_types_proto_msgTypes[10].OneofWrappers = []any{
 		(*McpServer_Stdio)(nil),
 		(*McpServer_Http)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[12].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[13].OneofWrappers = []any{
 		(*ImageContent_Url)(nil),
 		(*ImageContent_Data)(nil),
 		(*ImageContent_FilePath)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[14].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[15].OneofWrappers = []any{
 		(*EmbeddedResource_Text)(nil),
 		(*EmbeddedResource_Blob)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[15].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[16].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Image)(nil),
 		(*ContentPart_File)(nil),
 		(*ContentPart_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[23].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[24].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[24].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[25].OneofWrappers = []any{
 		(*ToolContent_Text)(nil),
 		(*ToolContent_Diff)(nil),
 		(*ToolContent_Terminal)(nil),
 		(*ToolContent_Image)(nil),
 		(*ToolContent_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[29].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[30].OneofWrappers = []any{
 		(*ImageBlock_Url)(nil),
 		(*ImageBlock_Data)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[37].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[38].OneofWrappers = []any{
 		(*Block_Text)(nil),
 		(*Block_Reasoning)(nil),
 		(*Block_Tool)(nil),
@@ -5021,8 +5201,8 @@ func file_agentic_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
-			NumEnums:      15,
-			NumMessages:   41,
+			NumEnums:      16,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

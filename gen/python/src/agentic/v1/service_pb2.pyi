@@ -24,6 +24,18 @@ class Bookmark(_message.Message):
     sequence: int
     def __init__(self, sequence: _Optional[int] = ...) -> None: ...
 
+class Caller(_message.Message):
+    __slots__ = ["groups", "principal", "scopes", "via"]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    principal: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    via: str
+    def __init__(self, principal: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., groups: _Optional[_Iterable[str]] = ..., via: _Optional[str] = ...) -> None: ...
+
 class CancelMessageRequest(_message.Message):
     __slots__ = ["message_id", "request_id", "session_id"]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -57,14 +69,16 @@ class CloseSessionResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ["agent_id", "config", "request_id"]
+    __slots__ = ["acl", "agent_id", "config", "request_id"]
+    ACL_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    acl: _containers.RepeatedCompositeFieldContainer[_types_pb2.SessionGrant]
     agent_id: str
     config: SessionConfig
     request_id: str
-    def __init__(self, agent_id: _Optional[str] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, agent_id: _Optional[str] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., request_id: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[_types_pb2.SessionGrant, _Mapping]]] = ...) -> None: ...
 
 class CreateSessionResponse(_message.Message):
     __slots__ = ["session"]
@@ -135,18 +149,22 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ["features", "limits", "newest_sequence", "oldest_sequence", "version"]
+    __slots__ = ["caller", "features", "limits", "newest_sequence", "oldest_sequence", "session_count", "version"]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     NEWEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     OLDEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_COUNT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    caller: Caller
     features: _containers.RepeatedScalarFieldContainer[str]
     limits: ServerLimits
     newest_sequence: int
     oldest_sequence: int
+    session_count: int
     version: str
-    def __init__(self, version: _Optional[str] = ..., limits: _Optional[_Union[ServerLimits, _Mapping]] = ..., oldest_sequence: _Optional[int] = ..., newest_sequence: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, version: _Optional[str] = ..., limits: _Optional[_Union[ServerLimits, _Mapping]] = ..., oldest_sequence: _Optional[int] = ..., newest_sequence: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ..., session_count: _Optional[int] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ["session_id"]
@@ -409,6 +427,20 @@ class SetModelRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., model_id: _Optional[str] = ...) -> None: ...
 
 class SetModelResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _types_pb2.SessionInfo
+    def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
+
+class ShareSessionRequest(_message.Message):
+    __slots__ = ["acl", "session_id"]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    acl: _containers.RepeatedCompositeFieldContainer[_types_pb2.SessionGrant]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[_types_pb2.SessionGrant, _Mapping]]] = ...) -> None: ...
+
+class ShareSessionResponse(_message.Message):
     __slots__ = ["session"]
     SESSION_FIELD_NUMBER: _ClassVar[int]
     session: _types_pb2.SessionInfo

@@ -135,6 +135,11 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginResponse.FromString,
                 )
+        self.ShareSession = channel.unary_unary(
+                '/agentic.v1.AgenticService/ShareSession',
+                request_serializer=agentic_dot_v1_dot_service__pb2.ShareSessionRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.ShareSessionResponse.FromString,
+                )
 
 
 class AgenticServiceServicer(object):
@@ -326,6 +331,14 @@ class AgenticServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShareSession(self, request, context):
+        """Replaces a session's ACL: who besides its owner may read it or write to it. Only the
+        session's owner or an admin may share it; others get PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgenticServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -433,6 +446,11 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     servicer.CreateWebLogin,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.CreateWebLoginResponse.SerializeToString,
+            ),
+            'ShareSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareSession,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.ShareSessionRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.ShareSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -814,5 +832,22 @@ class AgenticService(object):
         return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/CreateWebLogin',
             agentic_dot_v1_dot_service__pb2.CreateWebLoginRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.CreateWebLoginResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ShareSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/ShareSession',
+            agentic_dot_v1_dot_service__pb2.ShareSessionRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.ShareSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

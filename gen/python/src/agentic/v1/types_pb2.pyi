@@ -57,6 +57,9 @@ RISK_LEVEL_HIGH: RiskLevel
 RISK_LEVEL_LOW: RiskLevel
 RISK_LEVEL_MEDIUM: RiskLevel
 RISK_LEVEL_UNSPECIFIED: RiskLevel
+SESSION_ACCESS_READ: SessionAccess
+SESSION_ACCESS_UNSPECIFIED: SessionAccess
+SESSION_ACCESS_WRITE: SessionAccess
 SESSION_STATUS_CLOSED: SessionStatus
 SESSION_STATUS_ERROR: SessionStatus
 SESSION_STATUS_GENERATING: SessionStatus
@@ -496,8 +499,19 @@ class SearchResult(_message.Message):
     url: str
     def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., snippet: _Optional[str] = ...) -> None: ...
 
+class SessionGrant(_message.Message):
+    __slots__ = ["access", "group", "principal"]
+    ACCESS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    access: SessionAccess
+    group: str
+    principal: str
+    def __init__(self, principal: _Optional[str] = ..., group: _Optional[str] = ..., access: _Optional[_Union[SessionAccess, str]] = ...) -> None: ...
+
 class SessionInfo(_message.Message):
-    __slots__ = ["additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_elicitations", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    __slots__ = ["acl", "additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "owner", "pending_elicitations", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    ACL_FIELD_NUMBER: _ClassVar[int]
     ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -513,6 +527,7 @@ class SessionInfo(_message.Message):
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IN_FLIGHT_FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     PENDING_ELICITATIONS_FIELD_NUMBER: _ClassVar[int]
     PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -522,6 +537,7 @@ class SessionInfo(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    acl: _containers.RepeatedCompositeFieldContainer[SessionGrant]
     additional_directories: _containers.RepeatedScalarFieldContainer[str]
     agent_id: str
     agent_session_id: str
@@ -537,6 +553,7 @@ class SessionInfo(_message.Message):
     message_count: int
     message_in_flight: str
     message_in_flight_first_sequence: int
+    owner: str
     pending_elicitations: _containers.RepeatedCompositeFieldContainer[ElicitationRequest]
     pending_permissions: _containers.RepeatedCompositeFieldContainer[PermissionRequest]
     session_id: str
@@ -546,7 +563,7 @@ class SessionInfo(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ..., owner: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[SessionGrant, _Mapping]]] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
     __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]
@@ -669,6 +686,9 @@ class AgentStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class SessionAccess(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class RiskLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -67,6 +67,14 @@ export declare type AuditEvent = Message<"agentic.v1.AuditEvent"> & {
   eventSequence: bigint;
 
   /**
+   * The principal that decided, for PERMISSION_DECIDED and ELICITATION_RESOLVED
+   * answered by a client (also when a replica forwarded the call); empty otherwise.
+   *
+   * @generated from field: string principal = 16;
+   */
+  principal: string;
+
+  /**
    * @generated from oneof agentic.v1.AuditEvent.detail
    */
   detail: {

@@ -71,6 +71,15 @@ export enum ErrorReason {
   TOKEN_INVALID = 5,
 
   /**
+   * PERMISSION_DENIED: the caller's credentials are valid but lack what the call needs.
+   * Metadata: scope (the missing one: read, write or admin), principal, and session_id
+   * when the session's ACL grants less than the call needs.
+   *
+   * @generated from enum value: ERROR_REASON_SCOPE_MISSING = 32;
+   */
+  SCOPE_MISSING = 32,
+
+  /**
    * NOT_FOUND: no agent with that id is configured. Metadata: agent_id.
    *
    * @generated from enum value: ERROR_REASON_AGENT_NOT_FOUND = 6;

@@ -4,8 +4,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
+import type { AgentInfo, ElicitationAction, McpServer, MessageContent, PermissionOptionKind, SessionGrant, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { AgentInfo, ElicitationAction, McpServer, MessageContent, PermissionOptionKind, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
 import type { AgenticEvent, AgenticEventType, ElicitationResolved, PermissionDecider } from "./events_pb.js";
 import type { AuditEvent, AuditKind } from "./audit_pb.js";
 
@@ -13,6 +13,45 @@ import type { AuditEvent, AuditKind } from "./audit_pb.js";
  * Describes the file agentic/v1/service.proto.
  */
 export declare const file_agentic_v1_service: GenFile;
+
+/**
+ * @generated from message agentic.v1.ShareSessionRequest
+ */
+export declare type ShareSessionRequest = Message<"agentic.v1.ShareSessionRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The whole new ACL (empty: the session is the owner's alone).
+   *
+   * @generated from field: repeated agentic.v1.SessionGrant acl = 2;
+   */
+  acl: SessionGrant[];
+};
+
+/**
+ * Describes the message agentic.v1.ShareSessionRequest.
+ * Use `create(ShareSessionRequestSchema)` to create a new message.
+ */
+export declare const ShareSessionRequestSchema: GenMessage<ShareSessionRequest>;
+
+/**
+ * @generated from message agentic.v1.ShareSessionResponse
+ */
+export declare type ShareSessionResponse = Message<"agentic.v1.ShareSessionResponse"> & {
+  /**
+   * @generated from field: agentic.v1.SessionInfo session = 1;
+   */
+  session?: SessionInfo | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.ShareSessionResponse.
+ * Use `create(ShareSessionResponseSchema)` to create a new message.
+ */
+export declare const ShareSessionResponseSchema: GenMessage<ShareSessionResponse>;
 
 /**
  * @generated from message agentic.v1.CreateWebLoginRequest
@@ -169,6 +208,20 @@ export declare type GetServerInfoResponse = Message<"agentic.v1.GetServerInfoRes
    * @generated from field: repeated string features = 5;
    */
   features: string[];
+
+  /**
+   * Who is calling, as this server sees it.
+   *
+   * @generated from field: agentic.v1.Caller caller = 6;
+   */
+  caller?: Caller | undefined;
+
+  /**
+   * How many sessions the caller may read.
+   *
+   * @generated from field: int64 session_count = 7;
+   */
+  sessionCount: bigint;
 };
 
 /**
@@ -176,6 +229,44 @@ export declare type GetServerInfoResponse = Message<"agentic.v1.GetServerInfoRes
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export declare const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse>;
+
+/**
+ * A caller: the principal a call's credentials stand for.
+ *
+ * @generated from message agentic.v1.Caller
+ */
+export declare type Caller = Message<"agentic.v1.Caller"> & {
+  /**
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * "read", "write", "admin".
+   *
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: repeated string groups = 3;
+   */
+  groups: string[];
+
+  /**
+   * How it authenticated: "local socket", "token", "web session", "oidc",
+   * "client certificate".
+   *
+   * @generated from field: string via = 4;
+   */
+  via: string;
+};
+
+/**
+ * Describes the message agentic.v1.Caller.
+ * Use `create(CallerSchema)` to create a new message.
+ */
+export declare const CallerSchema: GenMessage<Caller>;
 
 /**
  * @generated from message agentic.v1.ListAgentsRequest
@@ -314,6 +405,13 @@ export declare type CreateSessionRequest = Message<"agentic.v1.CreateSessionRequ
    * @generated from field: string request_id = 3;
    */
   requestId: string;
+
+  /**
+   * Who besides the caller, who owns the session, may read it or write to it.
+   *
+   * @generated from field: repeated agentic.v1.SessionGrant acl = 4;
+   */
+  acl: SessionGrant[];
 };
 
 /**
@@ -1648,6 +1746,17 @@ export declare const AgenticService: GenService<{
     methodKind: "unary";
     input: typeof CreateWebLoginRequestSchema;
     output: typeof CreateWebLoginResponseSchema;
+  },
+  /**
+   * Replaces a session's ACL: who besides its owner may read it or write to it. Only the
+   * session's owner or an admin may share it; others get PERMISSION_DENIED.
+   *
+   * @generated from rpc agentic.v1.AgenticService.ShareSession
+   */
+  shareSession: {
+    methodKind: "unary";
+    input: typeof ShareSessionRequestSchema;
+    output: typeof ShareSessionResponseSchema;
   },
 }>;
 

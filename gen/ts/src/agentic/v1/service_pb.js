@@ -12,350 +12,371 @@ import { file_google_protobuf_duration, file_google_protobuf_struct, file_google
  * Describes the file agentic/v1/service.proto.
  */
 export const file_agentic_v1_service = /*@__PURE__*/
-  fileDesc("ChhhZ2VudGljL3YxL3NlcnZpY2UucHJvdG8SCmFnZW50aWMudjEiFwoVQ3JlYXRlV2ViTG9naW5SZXF1ZXN0ImQKFkNyZWF0ZVdlYkxvZ2luUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIvCgtleHBpcmVfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASCwoDdXJsGAMgASgJIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IvkBCgxTZXJ2ZXJMaW1pdHMSFwoPbWF4X2V2ZW50X2J5dGVzGAEgASgDEhkKEWRlZmF1bHRfcGFnZV9zaXplGAIgASgFEhUKDW1heF9wYWdlX3NpemUYAyABKAUSGgoSbWF4X3Jlc3BvbnNlX2J5dGVzGAQgASgDEjEKDnJlcXVlc3RfaWRfdHRsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKEmhlYXJ0YmVhdF9pbnRlcnZhbBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYChBzdWJzY3JpYmVyX3F1ZXVlGAcgASgFIpYBChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5hZ2VudGljLnYxLlNlcnZlckxpbWl0cxIXCg9vbGRlc3Rfc2VxdWVuY2UYAyABKAQSFwoPbmV3ZXN0X3NlcXVlbmNlGAQgASgEEhAKCGZlYXR1cmVzGAUgAygJIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjsKEkxpc3RBZ2VudHNSZXNwb25zZRIlCgZhZ2VudHMYASADKAsyFS5hZ2VudGljLnYxLkFnZW50SW5mbyIjCg9HZXRBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiOAoQR2V0QWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmFnZW50aWMudjEuQWdlbnRJbmZvIqABCg1TZXNzaW9uQ29uZmlnEhEKCXdvcmtzcGFjZRgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCRIPCgdtb2RlX2lkGAMgASgJEg0KBXRpdGxlGAQgASgJEioKC21jcF9zZXJ2ZXJzGAUgAygLMhUuYWdlbnRpYy52MS5NY3BTZXJ2ZXISHgoWYWRkaXRpb25hbF9kaXJlY3RvcmllcxgGIAMoCSJnChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIpCgZjb25maWcYAiABKAsyGS5hZ2VudGljLnYxLlNlc3Npb25Db25maWcSEgoKcmVxdWVzdF9pZBgDIAEoCSJBChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI+ChJHZXRTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8i6AEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSKwoIc3RhdHVzZXMYBCADKA4yGS5hZ2VudGljLnYxLlNlc3Npb25TdGF0dXMSEQoJd29ya3NwYWNlGAUgASgJEjEKDXVwZGF0ZWRfYWZ0ZXIYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKBHZpZXcYByABKA4yFy5hZ2VudGljLnYxLlNlc3Npb25WaWV3IloKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXgoSTG9hZFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLbWF4X2hpc3RvcnkYAiABKAUSHwoXaW5jbHVkZV9zeXN0ZW1fbWVzc2FnZXMYAyABKAgiPwoTTG9hZFNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiPgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSImChJMb2dvdXRBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiOwoTTG9nb3V0QWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmFnZW50aWMudjEuQWdlbnRJbmZvIpYBChJTZW5kTWVzc2FnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIrCgdjb250ZW50GAIgASgLMhouYWdlbnRpYy52MS5NZXNzYWdlQ29udGVudBISCgpyZXF1ZXN0X2lkGAMgASgJEhIKCm1lc3NhZ2VfaWQYBCABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAUgASgJIkIKE1NlbmRNZXNzYWdlUmVzcG9uc2USEgoKbWVzc2FnZV9pZBgBIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAiABKAkiUgoUQ2FuY2VsTWVzc2FnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkiKwoVQ2FuY2VsTWVzc2FnZVJlc3BvbnNlEhIKCm1lc3NhZ2VfaWQYASABKAkiNwoPU2V0TW9kZWxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEAoIbW9kZWxfaWQYAiABKAkiPAoQU2V0TW9kZWxSZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyI1Cg5TZXRNb2RlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB21vZGVfaWQYAiABKAkiOwoPU2V0TW9kZVJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5hZ2VudGljLnYxLlNlc3Npb25JbmZvIrEBChhSZXNwb25kUGVybWlzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1wZXJtaXNzaW9uX2lkGAIgASgJEhMKCW9wdGlvbl9pZBgDIAEoCUgAEjcKC29wdGlvbl9raW5kGAQgASgOMiAuYWdlbnRpYy52MS5QZXJtaXNzaW9uT3B0aW9uS2luZEgAEhIKCnJlcXVlc3RfaWQYBSABKAlCCAoGYW5zd2VyIrkBChJQZXJtaXNzaW9uRGVjaXNpb24SFQoNcGVybWlzc2lvbl9pZBgBIAEoCRIRCglvcHRpb25faWQYAiABKAkSNQoLb3B0aW9uX2tpbmQYAyABKA4yIC5hZ2VudGljLnYxLlBlcm1pc3Npb25PcHRpb25LaW5kEg8KB2dyYW50ZWQYBCABKAgSMQoKZGVjaWRlZF9ieRgFIAEoDjIdLmFnZW50aWMudjEuUGVybWlzc2lvbkRlY2lkZXIiTQoZUmVzcG9uZFBlcm1pc3Npb25SZXNwb25zZRIwCghkZWNpc2lvbhgBIAEoCzIeLmFnZW50aWMudjEuUGVybWlzc2lvbkRlY2lzaW9uIrQBChlSZXNwb25kRWxpY2l0YXRpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoOZWxpY2l0YXRpb25faWQYAiABKAkSLQoGYWN0aW9uGAMgASgOMh0uYWdlbnRpYy52MS5FbGljaXRhdGlvbkFjdGlvbhIoCgdjb250ZW50GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpyZXF1ZXN0X2lkGAUgASgJIlEKGlJlc3BvbmRFbGljaXRhdGlvblJlc3BvbnNlEjMKCnJlc29sdXRpb24YASABKAsyHy5hZ2VudGljLnYxLkVsaWNpdGF0aW9uUmVzb2x2ZWQieQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEicKBW9yZGVyGAQgASgOMhguYWdlbnRpYy52MS5NZXNzYWdlT3JkZXIiXQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USLAoIbWVzc2FnZXMYASADKAsyGi5hZ2VudGljLnYxLlNlc3Npb25NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI7ChFHZXRNZXNzYWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkiQQoSR2V0TWVzc2FnZVJlc3BvbnNlEisKB21lc3NhZ2UYASABKAsyGi5hZ2VudGljLnYxLlNlc3Npb25NZXNzYWdlIroBChBTdWJzY3JpYmVSZXF1ZXN0EhMKC3Nlc3Npb25faWRzGAEgAygJEhEKCWFnZW50X2lkcxgCIAMoCRIYCg5hZnRlcl9zZXF1ZW5jZRgDIAEoBEgAEhUKC29sZGVzdF9oZWxkGAUgASgISAASKwoFdHlwZXMYBCADKA4yHC5hZ2VudGljLnYxLkFnZW50aWNFdmVudFR5cGUSFwoPdW5tZXJnZWRfZGVsdGFzGAYgASgIQgcKBXN0YXJ0IscBChFTdWJzY3JpYmVSZXNwb25zZRIoCgZldmVudHMYASABKAsyFi5hZ2VudGljLnYxLkV2ZW50QmF0Y2hIABIoCghib29rbWFyaxgCIAEoCzIULmFnZW50aWMudjEuQm9va21hcmtIABIpCgljYXVnaHRfdXAYAyABKAsyFC5hZ2VudGljLnYxLkNhdWdodFVwSAASKgoJaGVhcnRiZWF0GAQgASgLMhUuYWdlbnRpYy52MS5IZWFydGJlYXRIAEIHCgVmcmFtZSI2CgpFdmVudEJhdGNoEigKBmV2ZW50cxgBIAMoCzIYLmFnZW50aWMudjEuQWdlbnRpY0V2ZW50IhwKCEJvb2ttYXJrEhAKCHNlcXVlbmNlGAEgASgEIhwKCENhdWdodFVwEhAKCHNlcXVlbmNlGAEgASgEIjwKCUhlYXJ0YmVhdBIvCgtzZXJ2ZXJfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi6QEKFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSEwoLc2Vzc2lvbl9pZHMYASADKAkSEQoJYWdlbnRfaWRzGAIgAygJEiQKBWtpbmRzGAMgAygOMhUuYWdlbnRpYy52MS5BdWRpdEtpbmQSLgoKc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGFmdGVyX2lkGAYgASgEEhEKCXBhZ2Vfc2l6ZRgHIAEoBSJPChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRImCgZldmVudHMYASADKAsyFi5hZ2VudGljLnYxLkF1ZGl0RXZlbnQSDAoEbW9yZRgCIAEoCCpaCgtTZXNzaW9uVmlldxIcChhTRVNTSU9OX1ZJRVdfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1ZJRVdfQkFTSUMQARIVChFTRVNTSU9OX1ZJRVdfRlVMTBACKm0KDE1lc3NhZ2VPcmRlchIdChlNRVNTQUdFX09SREVSX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9PUkRFUl9PTERFU1RfRklSU1QQARIeChpNRVNTQUdFX09SREVSX05FV0VTVF9GSVJTVBACMtINCg5BZ2VudGljU2VydmljZRJUCg1HZXRTZXJ2ZXJJbmZvEiAuYWdlbnRpYy52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBohLmFnZW50aWMudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlEksKCkxpc3RBZ2VudHMSHS5hZ2VudGljLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh4uYWdlbnRpYy52MS5MaXN0QWdlbnRzUmVzcG9uc2USRQoIR2V0QWdlbnQSGy5hZ2VudGljLnYxLkdldEFnZW50UmVxdWVzdBocLmFnZW50aWMudjEuR2V0QWdlbnRSZXNwb25zZRJUCg1DcmVhdGVTZXNzaW9uEiAuYWdlbnRpYy52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBohLmFnZW50aWMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEksKCkdldFNlc3Npb24SHS5hZ2VudGljLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh4uYWdlbnRpYy52MS5HZXRTZXNzaW9uUmVzcG9uc2USUQoMTGlzdFNlc3Npb25zEh8uYWdlbnRpYy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiAuYWdlbnRpYy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJOCgtMb2FkU2Vzc2lvbhIeLmFnZW50aWMudjEuTG9hZFNlc3Npb25SZXF1ZXN0Gh8uYWdlbnRpYy52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlElEKDENsb3NlU2Vzc2lvbhIfLmFnZW50aWMudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBogLmFnZW50aWMudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USVAoNRGVsZXRlU2Vzc2lvbhIgLmFnZW50aWMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIS5hZ2VudGljLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRJOCgtMb2dvdXRBZ2VudBIeLmFnZW50aWMudjEuTG9nb3V0QWdlbnRSZXF1ZXN0Gh8uYWdlbnRpYy52MS5Mb2dvdXRBZ2VudFJlc3BvbnNlEk4KC1NlbmRNZXNzYWdlEh4uYWdlbnRpYy52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHy5hZ2VudGljLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USVAoNQ2FuY2VsTWVzc2FnZRIgLmFnZW50aWMudjEuQ2FuY2VsTWVzc2FnZVJlcXVlc3QaIS5hZ2VudGljLnYxLkNhbmNlbE1lc3NhZ2VSZXNwb25zZRJFCghTZXRNb2RlbBIbLmFnZW50aWMudjEuU2V0TW9kZWxSZXF1ZXN0GhwuYWdlbnRpYy52MS5TZXRNb2RlbFJlc3BvbnNlEkIKB1NldE1vZGUSGi5hZ2VudGljLnYxLlNldE1vZGVSZXF1ZXN0GhsuYWdlbnRpYy52MS5TZXRNb2RlUmVzcG9uc2USYAoRUmVzcG9uZFBlcm1pc3Npb24SJC5hZ2VudGljLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVxdWVzdBolLmFnZW50aWMudjEuUmVzcG9uZFBlcm1pc3Npb25SZXNwb25zZRJjChJSZXNwb25kRWxpY2l0YXRpb24SJS5hZ2VudGljLnYxLlJlc3BvbmRFbGljaXRhdGlvblJlcXVlc3QaJi5hZ2VudGljLnYxLlJlc3BvbmRFbGljaXRhdGlvblJlc3BvbnNlElEKDExpc3RNZXNzYWdlcxIfLmFnZW50aWMudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBogLmFnZW50aWMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USSwoKR2V0TWVzc2FnZRIdLmFnZW50aWMudjEuR2V0TWVzc2FnZVJlcXVlc3QaHi5hZ2VudGljLnYxLkdldE1lc3NhZ2VSZXNwb25zZRJKCglTdWJzY3JpYmUSHC5hZ2VudGljLnYxLlN1YnNjcmliZVJlcXVlc3QaHS5hZ2VudGljLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESWgoPTGlzdEF1ZGl0RXZlbnRzEiIuYWdlbnRpYy52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GiMuYWdlbnRpYy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZRJXCg5DcmVhdGVXZWJMb2dpbhIhLmFnZW50aWMudjEuQ3JlYXRlV2ViTG9naW5SZXF1ZXN0GiIuYWdlbnRpYy52MS5DcmVhdGVXZWJMb2dpblJlc3BvbnNlQqEBCg5jb20uYWdlbnRpYy52MUIMU2VydmljZVByb3RvUAFaOGdpdGh1Yi5jb20vYWdlbnRpY2QvYWdlbnRpY2QvZ2VuL2dvL2FnZW50aWMvdjE7YWdlbnRpY3YxogIDQVhYqgIKQWdlbnRpYy5WMcoCCkFnZW50aWNcVjHiAhZBZ2VudGljXFYxXEdQQk1ldGFkYXRh6gILQWdlbnRpYzo6VjFiBnByb3RvMw", [file_agentic_v1_audit, file_agentic_v1_events, file_agentic_v1_types, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChhhZ2VudGljL3YxL3NlcnZpY2UucHJvdG8SCmFnZW50aWMudjEiUAoTU2hhcmVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiUKA2FjbBgCIAMoCzIYLmFnZW50aWMudjEuU2Vzc2lvbkdyYW50IkAKFFNoYXJlU2Vzc2lvblJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5hZ2VudGljLnYxLlNlc3Npb25JbmZvIhcKFUNyZWF0ZVdlYkxvZ2luUmVxdWVzdCJkChZDcmVhdGVXZWJMb2dpblJlc3BvbnNlEgwKBHBhdGgYASABKAkSLwoLZXhwaXJlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgsKA3VybBgDIAEoCSIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCL5AQoMU2VydmVyTGltaXRzEhcKD21heF9ldmVudF9ieXRlcxgBIAEoAxIZChFkZWZhdWx0X3BhZ2Vfc2l6ZRgCIAEoBRIVCg1tYXhfcGFnZV9zaXplGAMgASgFEhoKEm1heF9yZXNwb25zZV9ieXRlcxgEIAEoAxIxCg5yZXF1ZXN0X2lkX3R0bBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGAoQc3Vic2NyaWJlcl9xdWV1ZRgHIAEoBSLRAQoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSKAoGbGltaXRzGAIgASgLMhguYWdlbnRpYy52MS5TZXJ2ZXJMaW1pdHMSFwoPb2xkZXN0X3NlcXVlbmNlGAMgASgEEhcKD25ld2VzdF9zZXF1ZW5jZRgEIAEoBBIQCghmZWF0dXJlcxgFIAMoCRIiCgZjYWxsZXIYBiABKAsyEi5hZ2VudGljLnYxLkNhbGxlchIVCg1zZXNzaW9uX2NvdW50GAcgASgDIkgKBkNhbGxlchIRCglwcmluY2lwYWwYASABKAkSDgoGc2NvcGVzGAIgAygJEg4KBmdyb3VwcxgDIAMoCRILCgN2aWEYBCABKAkiEwoRTGlzdEFnZW50c1JlcXVlc3QiOwoSTGlzdEFnZW50c1Jlc3BvbnNlEiUKBmFnZW50cxgBIAMoCzIVLmFnZW50aWMudjEuQWdlbnRJbmZvIiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI4ChBHZXRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuYWdlbnRpYy52MS5BZ2VudEluZm8ioAEKDVNlc3Npb25Db25maWcSEQoJd29ya3NwYWNlGAEgASgJEhAKCG1vZGVsX2lkGAIgASgJEg8KB21vZGVfaWQYAyABKAkSDQoFdGl0bGUYBCABKAkSKgoLbWNwX3NlcnZlcnMYBSADKAsyFS5hZ2VudGljLnYxLk1jcFNlcnZlchIeChZhZGRpdGlvbmFsX2RpcmVjdG9yaWVzGAYgAygJIo4BChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIpCgZjb25maWcYAiABKAsyGS5hZ2VudGljLnYxLlNlc3Npb25Db25maWcSEgoKcmVxdWVzdF9pZBgDIAEoCRIlCgNhY2wYBCADKAsyGC5hZ2VudGljLnYxLlNlc3Npb25HcmFudCJBChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI+ChJHZXRTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmFnZW50aWMudjEuU2Vzc2lvbkluZm8i6AEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSKwoIc3RhdHVzZXMYBCADKA4yGS5hZ2VudGljLnYxLlNlc3Npb25TdGF0dXMSEQoJd29ya3NwYWNlGAUgASgJEjEKDXVwZGF0ZWRfYWZ0ZXIYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKBHZpZXcYByABKA4yFy5hZ2VudGljLnYxLlNlc3Npb25WaWV3IloKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXgoSTG9hZFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLbWF4X2hpc3RvcnkYAiABKAUSHwoXaW5jbHVkZV9zeXN0ZW1fbWVzc2FnZXMYAyABKAgiPwoTTG9hZFNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiPgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSImChJMb2dvdXRBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiOwoTTG9nb3V0QWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmFnZW50aWMudjEuQWdlbnRJbmZvIpYBChJTZW5kTWVzc2FnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIrCgdjb250ZW50GAIgASgLMhouYWdlbnRpYy52MS5NZXNzYWdlQ29udGVudBISCgpyZXF1ZXN0X2lkGAMgASgJEhIKCm1lc3NhZ2VfaWQYBCABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAUgASgJIkIKE1NlbmRNZXNzYWdlUmVzcG9uc2USEgoKbWVzc2FnZV9pZBgBIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAiABKAkiUgoUQ2FuY2VsTWVzc2FnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkiKwoVQ2FuY2VsTWVzc2FnZVJlc3BvbnNlEhIKCm1lc3NhZ2VfaWQYASABKAkiNwoPU2V0TW9kZWxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEAoIbW9kZWxfaWQYAiABKAkiPAoQU2V0TW9kZWxSZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYWdlbnRpYy52MS5TZXNzaW9uSW5mbyI1Cg5TZXRNb2RlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB21vZGVfaWQYAiABKAkiOwoPU2V0TW9kZVJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5hZ2VudGljLnYxLlNlc3Npb25JbmZvIrEBChhSZXNwb25kUGVybWlzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1wZXJtaXNzaW9uX2lkGAIgASgJEhMKCW9wdGlvbl9pZBgDIAEoCUgAEjcKC29wdGlvbl9raW5kGAQgASgOMiAuYWdlbnRpYy52MS5QZXJtaXNzaW9uT3B0aW9uS2luZEgAEhIKCnJlcXVlc3RfaWQYBSABKAlCCAoGYW5zd2VyIrkBChJQZXJtaXNzaW9uRGVjaXNpb24SFQoNcGVybWlzc2lvbl9pZBgBIAEoCRIRCglvcHRpb25faWQYAiABKAkSNQoLb3B0aW9uX2tpbmQYAyABKA4yIC5hZ2VudGljLnYxLlBlcm1pc3Npb25PcHRpb25LaW5kEg8KB2dyYW50ZWQYBCABKAgSMQoKZGVjaWRlZF9ieRgFIAEoDjIdLmFnZW50aWMudjEuUGVybWlzc2lvbkRlY2lkZXIiTQoZUmVzcG9uZFBlcm1pc3Npb25SZXNwb25zZRIwCghkZWNpc2lvbhgBIAEoCzIeLmFnZW50aWMudjEuUGVybWlzc2lvbkRlY2lzaW9uIrQBChlSZXNwb25kRWxpY2l0YXRpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoOZWxpY2l0YXRpb25faWQYAiABKAkSLQoGYWN0aW9uGAMgASgOMh0uYWdlbnRpYy52MS5FbGljaXRhdGlvbkFjdGlvbhIoCgdjb250ZW50GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpyZXF1ZXN0X2lkGAUgASgJIlEKGlJlc3BvbmRFbGljaXRhdGlvblJlc3BvbnNlEjMKCnJlc29sdXRpb24YASABKAsyHy5hZ2VudGljLnYxLkVsaWNpdGF0aW9uUmVzb2x2ZWQieQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEicKBW9yZGVyGAQgASgOMhguYWdlbnRpYy52MS5NZXNzYWdlT3JkZXIiXQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USLAoIbWVzc2FnZXMYASADKAsyGi5hZ2VudGljLnYxLlNlc3Npb25NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI7ChFHZXRNZXNzYWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkiQQoSR2V0TWVzc2FnZVJlc3BvbnNlEisKB21lc3NhZ2UYASABKAsyGi5hZ2VudGljLnYxLlNlc3Npb25NZXNzYWdlIroBChBTdWJzY3JpYmVSZXF1ZXN0EhMKC3Nlc3Npb25faWRzGAEgAygJEhEKCWFnZW50X2lkcxgCIAMoCRIYCg5hZnRlcl9zZXF1ZW5jZRgDIAEoBEgAEhUKC29sZGVzdF9oZWxkGAUgASgISAASKwoFdHlwZXMYBCADKA4yHC5hZ2VudGljLnYxLkFnZW50aWNFdmVudFR5cGUSFwoPdW5tZXJnZWRfZGVsdGFzGAYgASgIQgcKBXN0YXJ0IscBChFTdWJzY3JpYmVSZXNwb25zZRIoCgZldmVudHMYASABKAsyFi5hZ2VudGljLnYxLkV2ZW50QmF0Y2hIABIoCghib29rbWFyaxgCIAEoCzIULmFnZW50aWMudjEuQm9va21hcmtIABIpCgljYXVnaHRfdXAYAyABKAsyFC5hZ2VudGljLnYxLkNhdWdodFVwSAASKgoJaGVhcnRiZWF0GAQgASgLMhUuYWdlbnRpYy52MS5IZWFydGJlYXRIAEIHCgVmcmFtZSI2CgpFdmVudEJhdGNoEigKBmV2ZW50cxgBIAMoCzIYLmFnZW50aWMudjEuQWdlbnRpY0V2ZW50IhwKCEJvb2ttYXJrEhAKCHNlcXVlbmNlGAEgASgEIhwKCENhdWdodFVwEhAKCHNlcXVlbmNlGAEgASgEIjwKCUhlYXJ0YmVhdBIvCgtzZXJ2ZXJfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi6QEKFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSEwoLc2Vzc2lvbl9pZHMYASADKAkSEQoJYWdlbnRfaWRzGAIgAygJEiQKBWtpbmRzGAMgAygOMhUuYWdlbnRpYy52MS5BdWRpdEtpbmQSLgoKc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGFmdGVyX2lkGAYgASgEEhEKCXBhZ2Vfc2l6ZRgHIAEoBSJPChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRImCgZldmVudHMYASADKAsyFi5hZ2VudGljLnYxLkF1ZGl0RXZlbnQSDAoEbW9yZRgCIAEoCCpaCgtTZXNzaW9uVmlldxIcChhTRVNTSU9OX1ZJRVdfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1ZJRVdfQkFTSUMQARIVChFTRVNTSU9OX1ZJRVdfRlVMTBACKm0KDE1lc3NhZ2VPcmRlchIdChlNRVNTQUdFX09SREVSX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9PUkRFUl9PTERFU1RfRklSU1QQARIeChpNRVNTQUdFX09SREVSX05FV0VTVF9GSVJTVBACMqUOCg5BZ2VudGljU2VydmljZRJUCg1HZXRTZXJ2ZXJJbmZvEiAuYWdlbnRpYy52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBohLmFnZW50aWMudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlEksKCkxpc3RBZ2VudHMSHS5hZ2VudGljLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh4uYWdlbnRpYy52MS5MaXN0QWdlbnRzUmVzcG9uc2USRQoIR2V0QWdlbnQSGy5hZ2VudGljLnYxLkdldEFnZW50UmVxdWVzdBocLmFnZW50aWMudjEuR2V0QWdlbnRSZXNwb25zZRJUCg1DcmVhdGVTZXNzaW9uEiAuYWdlbnRpYy52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBohLmFnZW50aWMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEksKCkdldFNlc3Npb24SHS5hZ2VudGljLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh4uYWdlbnRpYy52MS5HZXRTZXNzaW9uUmVzcG9uc2USUQoMTGlzdFNlc3Npb25zEh8uYWdlbnRpYy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiAuYWdlbnRpYy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJOCgtMb2FkU2Vzc2lvbhIeLmFnZW50aWMudjEuTG9hZFNlc3Npb25SZXF1ZXN0Gh8uYWdlbnRpYy52MS5Mb2FkU2Vzc2lvblJlc3BvbnNlElEKDENsb3NlU2Vzc2lvbhIfLmFnZW50aWMudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBogLmFnZW50aWMudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USVAoNRGVsZXRlU2Vzc2lvbhIgLmFnZW50aWMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIS5hZ2VudGljLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRJOCgtMb2dvdXRBZ2VudBIeLmFnZW50aWMudjEuTG9nb3V0QWdlbnRSZXF1ZXN0Gh8uYWdlbnRpYy52MS5Mb2dvdXRBZ2VudFJlc3BvbnNlEk4KC1NlbmRNZXNzYWdlEh4uYWdlbnRpYy52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHy5hZ2VudGljLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USVAoNQ2FuY2VsTWVzc2FnZRIgLmFnZW50aWMudjEuQ2FuY2VsTWVzc2FnZVJlcXVlc3QaIS5hZ2VudGljLnYxLkNhbmNlbE1lc3NhZ2VSZXNwb25zZRJFCghTZXRNb2RlbBIbLmFnZW50aWMudjEuU2V0TW9kZWxSZXF1ZXN0GhwuYWdlbnRpYy52MS5TZXRNb2RlbFJlc3BvbnNlEkIKB1NldE1vZGUSGi5hZ2VudGljLnYxLlNldE1vZGVSZXF1ZXN0GhsuYWdlbnRpYy52MS5TZXRNb2RlUmVzcG9uc2USYAoRUmVzcG9uZFBlcm1pc3Npb24SJC5hZ2VudGljLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVxdWVzdBolLmFnZW50aWMudjEuUmVzcG9uZFBlcm1pc3Npb25SZXNwb25zZRJjChJSZXNwb25kRWxpY2l0YXRpb24SJS5hZ2VudGljLnYxLlJlc3BvbmRFbGljaXRhdGlvblJlcXVlc3QaJi5hZ2VudGljLnYxLlJlc3BvbmRFbGljaXRhdGlvblJlc3BvbnNlElEKDExpc3RNZXNzYWdlcxIfLmFnZW50aWMudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBogLmFnZW50aWMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USSwoKR2V0TWVzc2FnZRIdLmFnZW50aWMudjEuR2V0TWVzc2FnZVJlcXVlc3QaHi5hZ2VudGljLnYxLkdldE1lc3NhZ2VSZXNwb25zZRJKCglTdWJzY3JpYmUSHC5hZ2VudGljLnYxLlN1YnNjcmliZVJlcXVlc3QaHS5hZ2VudGljLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESWgoPTGlzdEF1ZGl0RXZlbnRzEiIuYWdlbnRpYy52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GiMuYWdlbnRpYy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZRJXCg5DcmVhdGVXZWJMb2dpbhIhLmFnZW50aWMudjEuQ3JlYXRlV2ViTG9naW5SZXF1ZXN0GiIuYWdlbnRpYy52MS5DcmVhdGVXZWJMb2dpblJlc3BvbnNlElEKDFNoYXJlU2Vzc2lvbhIfLmFnZW50aWMudjEuU2hhcmVTZXNzaW9uUmVxdWVzdBogLmFnZW50aWMudjEuU2hhcmVTZXNzaW9uUmVzcG9uc2VCoQEKDmNvbS5hZ2VudGljLnYxQgxTZXJ2aWNlUHJvdG9QAVo4Z2l0aHViLmNvbS9hZ2VudGljZC9hZ2VudGljZC9nZW4vZ28vYWdlbnRpYy92MTthZ2VudGljdjGiAgNBWFiqAgpBZ2VudGljLlYxygIKQWdlbnRpY1xWMeICFkFnZW50aWNcVjFcR1BCTWV0YWRhdGHqAgtBZ2VudGljOjpWMWIGcHJvdG8z", [file_agentic_v1_audit, file_agentic_v1_events, file_agentic_v1_types, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+
+/**
+ * Describes the message agentic.v1.ShareSessionRequest.
+ * Use `create(ShareSessionRequestSchema)` to create a new message.
+ */
+export const ShareSessionRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 0);
+
+/**
+ * Describes the message agentic.v1.ShareSessionResponse.
+ * Use `create(ShareSessionResponseSchema)` to create a new message.
+ */
+export const ShareSessionResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 1);
 
 /**
  * Describes the message agentic.v1.CreateWebLoginRequest.
  * Use `create(CreateWebLoginRequestSchema)` to create a new message.
  */
 export const CreateWebLoginRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 0);
+  messageDesc(file_agentic_v1_service, 2);
 
 /**
  * Describes the message agentic.v1.CreateWebLoginResponse.
  * Use `create(CreateWebLoginResponseSchema)` to create a new message.
  */
 export const CreateWebLoginResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 1);
+  messageDesc(file_agentic_v1_service, 3);
 
 /**
  * Describes the message agentic.v1.GetServerInfoRequest.
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 2);
+  messageDesc(file_agentic_v1_service, 4);
 
 /**
  * Describes the message agentic.v1.ServerLimits.
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 3);
+  messageDesc(file_agentic_v1_service, 5);
 
 /**
  * Describes the message agentic.v1.GetServerInfoResponse.
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 4);
+  messageDesc(file_agentic_v1_service, 6);
+
+/**
+ * Describes the message agentic.v1.Caller.
+ * Use `create(CallerSchema)` to create a new message.
+ */
+export const CallerSchema = /*@__PURE__*/
+  messageDesc(file_agentic_v1_service, 7);
 
 /**
  * Describes the message agentic.v1.ListAgentsRequest.
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 5);
+  messageDesc(file_agentic_v1_service, 8);
 
 /**
  * Describes the message agentic.v1.ListAgentsResponse.
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 6);
+  messageDesc(file_agentic_v1_service, 9);
 
 /**
  * Describes the message agentic.v1.GetAgentRequest.
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 7);
+  messageDesc(file_agentic_v1_service, 10);
 
 /**
  * Describes the message agentic.v1.GetAgentResponse.
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 8);
+  messageDesc(file_agentic_v1_service, 11);
 
 /**
  * Describes the message agentic.v1.SessionConfig.
  * Use `create(SessionConfigSchema)` to create a new message.
  */
 export const SessionConfigSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 9);
+  messageDesc(file_agentic_v1_service, 12);
 
 /**
  * Describes the message agentic.v1.CreateSessionRequest.
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 10);
+  messageDesc(file_agentic_v1_service, 13);
 
 /**
  * Describes the message agentic.v1.CreateSessionResponse.
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 11);
+  messageDesc(file_agentic_v1_service, 14);
 
 /**
  * Describes the message agentic.v1.GetSessionRequest.
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 12);
+  messageDesc(file_agentic_v1_service, 15);
 
 /**
  * Describes the message agentic.v1.GetSessionResponse.
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 13);
+  messageDesc(file_agentic_v1_service, 16);
 
 /**
  * Describes the message agentic.v1.ListSessionsRequest.
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 14);
+  messageDesc(file_agentic_v1_service, 17);
 
 /**
  * Describes the message agentic.v1.ListSessionsResponse.
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 15);
+  messageDesc(file_agentic_v1_service, 18);
 
 /**
  * Describes the message agentic.v1.LoadSessionRequest.
  * Use `create(LoadSessionRequestSchema)` to create a new message.
  */
 export const LoadSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 16);
+  messageDesc(file_agentic_v1_service, 19);
 
 /**
  * Describes the message agentic.v1.LoadSessionResponse.
  * Use `create(LoadSessionResponseSchema)` to create a new message.
  */
 export const LoadSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 17);
+  messageDesc(file_agentic_v1_service, 20);
 
 /**
  * Describes the message agentic.v1.CloseSessionRequest.
  * Use `create(CloseSessionRequestSchema)` to create a new message.
  */
 export const CloseSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 18);
+  messageDesc(file_agentic_v1_service, 21);
 
 /**
  * Describes the message agentic.v1.CloseSessionResponse.
  * Use `create(CloseSessionResponseSchema)` to create a new message.
  */
 export const CloseSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 19);
+  messageDesc(file_agentic_v1_service, 22);
 
 /**
  * Describes the message agentic.v1.DeleteSessionRequest.
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 20);
+  messageDesc(file_agentic_v1_service, 23);
 
 /**
  * Describes the message agentic.v1.DeleteSessionResponse.
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 21);
+  messageDesc(file_agentic_v1_service, 24);
 
 /**
  * Describes the message agentic.v1.LogoutAgentRequest.
  * Use `create(LogoutAgentRequestSchema)` to create a new message.
  */
 export const LogoutAgentRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 22);
+  messageDesc(file_agentic_v1_service, 25);
 
 /**
  * Describes the message agentic.v1.LogoutAgentResponse.
  * Use `create(LogoutAgentResponseSchema)` to create a new message.
  */
 export const LogoutAgentResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 23);
+  messageDesc(file_agentic_v1_service, 26);
 
 /**
  * Describes the message agentic.v1.SendMessageRequest.
  * Use `create(SendMessageRequestSchema)` to create a new message.
  */
 export const SendMessageRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 24);
+  messageDesc(file_agentic_v1_service, 27);
 
 /**
  * Describes the message agentic.v1.SendMessageResponse.
  * Use `create(SendMessageResponseSchema)` to create a new message.
  */
 export const SendMessageResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 25);
+  messageDesc(file_agentic_v1_service, 28);
 
 /**
  * Describes the message agentic.v1.CancelMessageRequest.
  * Use `create(CancelMessageRequestSchema)` to create a new message.
  */
 export const CancelMessageRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 26);
+  messageDesc(file_agentic_v1_service, 29);
 
 /**
  * Describes the message agentic.v1.CancelMessageResponse.
  * Use `create(CancelMessageResponseSchema)` to create a new message.
  */
 export const CancelMessageResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 27);
+  messageDesc(file_agentic_v1_service, 30);
 
 /**
  * Describes the message agentic.v1.SetModelRequest.
  * Use `create(SetModelRequestSchema)` to create a new message.
  */
 export const SetModelRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 28);
+  messageDesc(file_agentic_v1_service, 31);
 
 /**
  * Describes the message agentic.v1.SetModelResponse.
  * Use `create(SetModelResponseSchema)` to create a new message.
  */
 export const SetModelResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 29);
+  messageDesc(file_agentic_v1_service, 32);
 
 /**
  * Describes the message agentic.v1.SetModeRequest.
  * Use `create(SetModeRequestSchema)` to create a new message.
  */
 export const SetModeRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 30);
+  messageDesc(file_agentic_v1_service, 33);
 
 /**
  * Describes the message agentic.v1.SetModeResponse.
  * Use `create(SetModeResponseSchema)` to create a new message.
  */
 export const SetModeResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 31);
+  messageDesc(file_agentic_v1_service, 34);
 
 /**
  * Describes the message agentic.v1.RespondPermissionRequest.
  * Use `create(RespondPermissionRequestSchema)` to create a new message.
  */
 export const RespondPermissionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 32);
+  messageDesc(file_agentic_v1_service, 35);
 
 /**
  * Describes the message agentic.v1.PermissionDecision.
  * Use `create(PermissionDecisionSchema)` to create a new message.
  */
 export const PermissionDecisionSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 33);
+  messageDesc(file_agentic_v1_service, 36);
 
 /**
  * Describes the message agentic.v1.RespondPermissionResponse.
  * Use `create(RespondPermissionResponseSchema)` to create a new message.
  */
 export const RespondPermissionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 34);
+  messageDesc(file_agentic_v1_service, 37);
 
 /**
  * Describes the message agentic.v1.RespondElicitationRequest.
  * Use `create(RespondElicitationRequestSchema)` to create a new message.
  */
 export const RespondElicitationRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 35);
+  messageDesc(file_agentic_v1_service, 38);
 
 /**
  * Describes the message agentic.v1.RespondElicitationResponse.
  * Use `create(RespondElicitationResponseSchema)` to create a new message.
  */
 export const RespondElicitationResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 36);
+  messageDesc(file_agentic_v1_service, 39);
 
 /**
  * Describes the message agentic.v1.ListMessagesRequest.
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 37);
+  messageDesc(file_agentic_v1_service, 40);
 
 /**
  * Describes the message agentic.v1.ListMessagesResponse.
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 38);
+  messageDesc(file_agentic_v1_service, 41);
 
 /**
  * Describes the message agentic.v1.GetMessageRequest.
  * Use `create(GetMessageRequestSchema)` to create a new message.
  */
 export const GetMessageRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 39);
+  messageDesc(file_agentic_v1_service, 42);
 
 /**
  * Describes the message agentic.v1.GetMessageResponse.
  * Use `create(GetMessageResponseSchema)` to create a new message.
  */
 export const GetMessageResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 40);
+  messageDesc(file_agentic_v1_service, 43);
 
 /**
  * Describes the message agentic.v1.SubscribeRequest.
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 41);
+  messageDesc(file_agentic_v1_service, 44);
 
 /**
  * Describes the message agentic.v1.SubscribeResponse.
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 42);
+  messageDesc(file_agentic_v1_service, 45);
 
 /**
  * Describes the message agentic.v1.EventBatch.
  * Use `create(EventBatchSchema)` to create a new message.
  */
 export const EventBatchSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 43);
+  messageDesc(file_agentic_v1_service, 46);
 
 /**
  * Describes the message agentic.v1.Bookmark.
  * Use `create(BookmarkSchema)` to create a new message.
  */
 export const BookmarkSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 44);
+  messageDesc(file_agentic_v1_service, 47);
 
 /**
  * Describes the message agentic.v1.CaughtUp.
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 45);
+  messageDesc(file_agentic_v1_service, 48);
 
 /**
  * Describes the message agentic.v1.Heartbeat.
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 46);
+  messageDesc(file_agentic_v1_service, 49);
 
 /**
  * Describes the message agentic.v1.ListAuditEventsRequest.
  * Use `create(ListAuditEventsRequestSchema)` to create a new message.
  */
 export const ListAuditEventsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 47);
+  messageDesc(file_agentic_v1_service, 50);
 
 /**
  * Describes the message agentic.v1.ListAuditEventsResponse.
  * Use `create(ListAuditEventsResponseSchema)` to create a new message.
  */
 export const ListAuditEventsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentic_v1_service, 48);
+  messageDesc(file_agentic_v1_service, 51);
 
 /**
  * Describes the enum agentic.v1.SessionView.

@@ -586,6 +586,18 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
    * @generated from field: repeated agentic.v1.ElicitationRequest pending_elicitations = 24;
    */
   pendingElicitations: ElicitationRequest[];
+
+  /**
+   * The principal that created the session, and who else may reach it (ShareSession).
+   *
+   * @generated from field: string owner = 25;
+   */
+  owner: string;
+
+  /**
+   * @generated from field: repeated agentic.v1.SessionGrant acl = 26;
+   */
+  acl: SessionGrant[];
 };
 
 /**
@@ -593,6 +605,41 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
  * Use `create(SessionInfoSchema)` to create a new message.
  */
 export declare const SessionInfoSchema: GenMessage<SessionInfo>;
+
+/**
+ * One entry of a session's ACL: a principal, or every principal in a group.
+ *
+ * @generated from message agentic.v1.SessionGrant
+ */
+export declare type SessionGrant = Message<"agentic.v1.SessionGrant"> & {
+  /**
+   * @generated from oneof agentic.v1.SessionGrant.grantee
+   */
+  grantee: {
+    /**
+     * @generated from field: string principal = 1;
+     */
+    value: string;
+    case: "principal";
+  } | {
+    /**
+     * @generated from field: string group = 2;
+     */
+    value: string;
+    case: "group";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * @generated from field: agentic.v1.SessionAccess access = 3;
+   */
+  access: SessionAccess;
+};
+
+/**
+ * Describes the message agentic.v1.SessionGrant.
+ * Use `create(SessionGrantSchema)` to create a new message.
+ */
+export declare const SessionGrantSchema: GenMessage<SessionGrant>;
 
 /**
  * An MCP server a session's agent uses for more tools: a program spoken to over stdio,
@@ -1927,6 +1974,38 @@ export enum SessionStatus {
  * Describes the enum agentic.v1.SessionStatus.
  */
 export declare const SessionStatusSchema: GenEnum<SessionStatus>;
+
+/**
+ * What a grant of a session's ACL allows.
+ *
+ * @generated from enum agentic.v1.SessionAccess
+ */
+export enum SessionAccess {
+  /**
+   * @generated from enum value: SESSION_ACCESS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * GetSession, ListMessages, GetMessage, its events and its audit entries.
+   *
+   * @generated from enum value: SESSION_ACCESS_READ = 1;
+   */
+  READ = 1,
+
+  /**
+   * Read, plus SendMessage, CancelMessage, SetModel, SetMode, RespondPermission,
+   * RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
+   *
+   * @generated from enum value: SESSION_ACCESS_WRITE = 2;
+   */
+  WRITE = 2,
+}
+
+/**
+ * Describes the enum agentic.v1.SessionAccess.
+ */
+export declare const SessionAccessSchema: GenEnum<SessionAccess>;
 
 /**
  * How risky a shell command is, as classified by the server.
