@@ -178,7 +178,7 @@ type editor struct {
 	conn   *acp.ClientSideConnection
 	answer func(acp.RequestPermissionRequest) acp.RequestPermissionResponse
 
-	mu      sync.Mutex
+	mu        sync.Mutex
 	updates   []acp.SessionUpdate
 	asked     []acp.RequestPermissionRequest
 	withdrawn int // permission requests agenticd took back

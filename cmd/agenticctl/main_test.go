@@ -359,7 +359,7 @@ func TestAudit(t *testing.T) {
 	s := startServer(t)
 	id := strings.TrimSpace(s.mustCtl(t, "new", "--agent", agentID, "--workspace", s.root))
 	s.mustCtl(t, "send", "--approve-all", id, "say", "hello")
-	want := []string{"session_created", "permission_requested r1", "permission_decided r1 granted (yes) by user from 127.0.0.1:", "with token sha256:"}
+	want := []string{"session_created", "permission_requested r1", "permission_decided r1 granted (yes) by user from 127.0.0.1:", "with owner (token)"}
 	var out string
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -51,8 +51,9 @@ var (
 // attributes, units, ACP's JSON fields, google.rpc's and grpc-go's and GORM's names.
 var outsideWords = map[string]bool{
 	"HttpOnly": true, "SameSite": true, "KiB": true, "MiB": true, "GiB": true, "TiB": true,
-	"promptCapabilities": true, "toolCallId": true, "sessionId": true,
-	"ErrorInfo": true, "BadRequest": true, "GracefulStop": true, "WaitForHandlers": true,
+	"promptCapabilities": true, "toolCallId": true, "sessionId": true, "agentInfo": true,
+	"createWebSocketStream": true,
+	"ErrorInfo":             true, "BadRequest": true, "GracefulStop": true, "WaitForHandlers": true,
 	"AutoMigrate": true, "PrepareStmt": true,
 }
 
