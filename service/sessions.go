@@ -101,7 +101,17 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*p
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
-	return &pb.GetSessionResponse{Session: sessionToPB(info, snap)}, nil
+	out := sessionToPB(info, snap)
+	if q := s.hub.queue; q != nil {
+		queued, err := q.st.QueuedMessages(ctx, id)
+		if err != nil {
+			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+		}
+		for _, m := range queued {
+			out.QueuedMessages = append(out.QueuedMessages, queuedMessageToPB(m))
+		}
+	}
+	return &pb.GetSessionResponse{Session: out}, nil
 }
 
 // unconfiguredSession answers GetSession for a session whose agent is no longer

@@ -1674,8 +1674,11 @@ type SessionInfo struct {
 	McpServerNames []string `protobuf:"bytes,23,rep,name=mcp_server_names,json=mcpServerNames,proto3" json:"mcp_server_names,omitempty"`
 	// Elicitations waiting for an answer (answer with RespondElicitation).
 	PendingElicitations []*ElicitationRequest `protobuf:"bytes,24,rep,name=pending_elicitations,json=pendingElicitations,proto3" json:"pending_elicitations,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Messages waiting for the running turn to end, in the order they will run (the first
+	// runs next). Filled by GetSession; MESSAGE_QUEUED and MESSAGE_DEQUEUED keep it current.
+	QueuedMessages []*QueuedMessage `protobuf:"bytes,25,rep,name=queued_messages,json=queuedMessages,proto3" json:"queued_messages,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionInfo) Reset() {
@@ -1876,6 +1879,94 @@ func (x *SessionInfo) GetPendingElicitations() []*ElicitationRequest {
 	return nil
 }
 
+func (x *SessionInfo) GetQueuedMessages() []*QueuedMessage {
+	if x != nil {
+		return x.QueuedMessages
+	}
+	return nil
+}
+
+// A message sent while a turn ran, waiting in its session's queue. It is stored: it
+// survives a restart of the server, and the replica that owns the session runs it.
+type QueuedMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The assistant message its turn will produce; it becomes the turn's message_id.
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The id its user message will be stored under.
+	UserMessageId string                 `protobuf:"bytes,2,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	Content       *MessageContent        `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	QueueTime     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=queue_time,json=queueTime,proto3" json:"queue_time,omitempty"`
+	// Why it waits, for a person (e.g. "the agent takes no steering; queued").
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuedMessage) Reset() {
+	*x = QueuedMessage{}
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuedMessage) ProtoMessage() {}
+
+func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuedMessage.ProtoReflect.Descriptor instead.
+func (*QueuedMessage) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueuedMessage) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *QueuedMessage) GetUserMessageId() string {
+	if x != nil {
+		return x.UserMessageId
+	}
+	return ""
+}
+
+func (x *QueuedMessage) GetContent() *MessageContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *QueuedMessage) GetQueueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QueueTime
+	}
+	return nil
+}
+
+func (x *QueuedMessage) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // An MCP server a session's agent uses for more tools: a program spoken to over stdio,
 // or a streamable HTTP endpoint.
 type McpServer struct {
@@ -1897,7 +1988,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2000,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2013,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *McpServer) GetName() string {
@@ -1989,7 +2080,7 @@ type McpStdioServer struct {
 
 func (x *McpStdioServer) Reset() {
 	*x = McpStdioServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2092,7 @@ func (x *McpStdioServer) String() string {
 func (*McpStdioServer) ProtoMessage() {}
 
 func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2105,7 @@ func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpStdioServer.ProtoReflect.Descriptor instead.
 func (*McpStdioServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *McpStdioServer) GetCommand() string {
@@ -2051,7 +2142,7 @@ type McpHttpServer struct {
 
 func (x *McpHttpServer) Reset() {
 	*x = McpHttpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2154,7 @@ func (x *McpHttpServer) String() string {
 func (*McpHttpServer) ProtoMessage() {}
 
 func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2167,7 @@ func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpHttpServer.ProtoReflect.Descriptor instead.
 func (*McpHttpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *McpHttpServer) GetUrl() string {
@@ -2109,7 +2200,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2212,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2225,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ImageContent) GetSource() isImageContent_Source {
@@ -2217,7 +2308,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2320,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2333,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FileContent) GetPath() string {
@@ -2282,7 +2373,7 @@ type EmbeddedResource struct {
 
 func (x *EmbeddedResource) Reset() {
 	*x = EmbeddedResource{}
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2385,7 @@ func (x *EmbeddedResource) String() string {
 func (*EmbeddedResource) ProtoMessage() {}
 
 func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2398,7 @@ func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddedResource.ProtoReflect.Descriptor instead.
 func (*EmbeddedResource) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EmbeddedResource) GetUri() string {
@@ -2381,7 +2472,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2484,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2497,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContentPart) GetPart() isContentPart_Part {
@@ -2491,7 +2582,7 @@ type MessageContent struct {
 
 func (x *MessageContent) Reset() {
 	*x = MessageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2594,7 @@ func (x *MessageContent) String() string {
 func (*MessageContent) ProtoMessage() {}
 
 func (x *MessageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2607,7 @@ func (x *MessageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageContent.ProtoReflect.Descriptor instead.
 func (*MessageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MessageContent) GetParts() []*ContentPart {
@@ -2539,14 +2630,17 @@ type CommandInfo struct {
 	// A normalized form used by "allow always" (e.g. `git push --force`).
 	Signature string `protobuf:"bytes,5,opt,name=signature,proto3" json:"signature,omitempty"`
 	// The program that runs (e.g. `rm`).
-	BaseCommand   string `protobuf:"bytes,6,opt,name=base_command,json=baseCommand,proto3" json:"base_command,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BaseCommand string `protobuf:"bytes,6,opt,name=base_command,json=baseCommand,proto3" json:"base_command,omitempty"`
+	// The absolute directory the command runs in, when known (in a permission request:
+	// where it would run).
+	WorkingDirectory string `protobuf:"bytes,7,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CommandInfo) Reset() {
 	*x = CommandInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2652,7 @@ func (x *CommandInfo) String() string {
 func (*CommandInfo) ProtoMessage() {}
 
 func (x *CommandInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2665,7 @@ func (x *CommandInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandInfo.ProtoReflect.Descriptor instead.
 func (*CommandInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandInfo) GetCommand() string {
@@ -2616,6 +2710,13 @@ func (x *CommandInfo) GetBaseCommand() string {
 	return ""
 }
 
+func (x *CommandInfo) GetWorkingDirectory() string {
+	if x != nil {
+		return x.WorkingDirectory
+	}
+	return ""
+}
+
 // One way to answer a permission request.
 type PermissionOption struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2628,7 +2729,7 @@ type PermissionOption struct {
 
 func (x *PermissionOption) Reset() {
 	*x = PermissionOption{}
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2741,7 @@ func (x *PermissionOption) String() string {
 func (*PermissionOption) ProtoMessage() {}
 
 func (x *PermissionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2754,7 @@ func (x *PermissionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionOption.ProtoReflect.Descriptor instead.
 func (*PermissionOption) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PermissionOption) GetOptionId() string {
@@ -2700,15 +2801,19 @@ type PermissionRequest struct {
 	// The tool's arguments as the agent sent them.
 	Arguments *structpb.Value `protobuf:"bytes,11,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The assistant message the tool call belongs to.
-	MessageId     string                 `protobuf:"bytes,12,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	RequestTime   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	MessageId   string                 `protobuf:"bytes,12,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	RequestTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	// The file changes the tool would make, each with the file's whole old text (empty
+	// for a new file) and new text, so a person sees them before answering. Empty when
+	// the agent does not say in advance (a command's effects are in command_info).
+	Diffs         []*DiffBlock `protobuf:"bytes,14,rep,name=diffs,proto3" json:"diffs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2825,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2838,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PermissionRequest) GetPermissionId() string {
@@ -2827,6 +2932,13 @@ func (x *PermissionRequest) GetRequestTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PermissionRequest) GetDiffs() []*DiffBlock {
+	if x != nil {
+		return x.Diffs
+	}
+	return nil
+}
+
 // The agent asks the user for input.
 type ElicitationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2853,7 +2965,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +2977,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +2990,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ElicitationRequest) GetElicitationId() string {
@@ -2949,7 +3061,7 @@ type ToolLocation struct {
 
 func (x *ToolLocation) Reset() {
 	*x = ToolLocation{}
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3073,7 @@ func (x *ToolLocation) String() string {
 func (*ToolLocation) ProtoMessage() {}
 
 func (x *ToolLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3086,7 @@ func (x *ToolLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolLocation.ProtoReflect.Descriptor instead.
 func (*ToolLocation) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolLocation) GetPath() string {
@@ -3004,7 +3116,7 @@ type DiffBlock struct {
 
 func (x *DiffBlock) Reset() {
 	*x = DiffBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3128,7 @@ func (x *DiffBlock) String() string {
 func (*DiffBlock) ProtoMessage() {}
 
 func (x *DiffBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3141,7 @@ func (x *DiffBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBlock.ProtoReflect.Descriptor instead.
 func (*DiffBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DiffBlock) GetPath() string {
@@ -3076,7 +3188,7 @@ type TerminalBlock struct {
 
 func (x *TerminalBlock) Reset() {
 	*x = TerminalBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3200,7 @@ func (x *TerminalBlock) String() string {
 func (*TerminalBlock) ProtoMessage() {}
 
 func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3213,7 @@ func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalBlock.ProtoReflect.Descriptor instead.
 func (*TerminalBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TerminalBlock) GetTerminalId() string {
@@ -3170,7 +3282,7 @@ type ToolContent struct {
 
 func (x *ToolContent) Reset() {
 	*x = ToolContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3294,7 @@ func (x *ToolContent) String() string {
 func (*ToolContent) ProtoMessage() {}
 
 func (x *ToolContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3307,7 @@ func (x *ToolContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolContent.ProtoReflect.Descriptor instead.
 func (*ToolContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolContent) GetContent() isToolContent_Content {
@@ -3309,7 +3421,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3433,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3446,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolCall) GetToolId() string {
@@ -3423,7 +3535,7 @@ type TextBlock struct {
 
 func (x *TextBlock) Reset() {
 	*x = TextBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3547,7 @@ func (x *TextBlock) String() string {
 func (*TextBlock) ProtoMessage() {}
 
 func (x *TextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3560,7 @@ func (x *TextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextBlock.ProtoReflect.Descriptor instead.
 func (*TextBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TextBlock) GetText() string {
@@ -3469,7 +3581,7 @@ type ReasoningBlock struct {
 
 func (x *ReasoningBlock) Reset() {
 	*x = ReasoningBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3593,7 @@ func (x *ReasoningBlock) String() string {
 func (*ReasoningBlock) ProtoMessage() {}
 
 func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3606,7 @@ func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningBlock.ProtoReflect.Descriptor instead.
 func (*ReasoningBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReasoningBlock) GetText() string {
@@ -3514,7 +3626,7 @@ type ErrorBlock struct {
 
 func (x *ErrorBlock) Reset() {
 	*x = ErrorBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3638,7 @@ func (x *ErrorBlock) String() string {
 func (*ErrorBlock) ProtoMessage() {}
 
 func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3651,7 @@ func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBlock.ProtoReflect.Descriptor instead.
 func (*ErrorBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ErrorBlock) GetMessage() string {
@@ -3570,7 +3682,7 @@ type ImageBlock struct {
 
 func (x *ImageBlock) Reset() {
 	*x = ImageBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3694,7 @@ func (x *ImageBlock) String() string {
 func (*ImageBlock) ProtoMessage() {}
 
 func (x *ImageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3707,7 @@ func (x *ImageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageBlock.ProtoReflect.Descriptor instead.
 func (*ImageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ImageBlock) GetMimeType() string {
@@ -3661,7 +3773,7 @@ type ActionBlock struct {
 
 func (x *ActionBlock) Reset() {
 	*x = ActionBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3785,7 @@ func (x *ActionBlock) String() string {
 func (*ActionBlock) ProtoMessage() {}
 
 func (x *ActionBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3798,7 @@ func (x *ActionBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionBlock.ProtoReflect.Descriptor instead.
 func (*ActionBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ActionBlock) GetActionType() string {
@@ -3721,7 +3833,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3845,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3858,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SearchResult) GetTitle() string {
@@ -3780,7 +3892,7 @@ type SearchBlock struct {
 
 func (x *SearchBlock) Reset() {
 	*x = SearchBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3792,7 +3904,7 @@ func (x *SearchBlock) String() string {
 func (*SearchBlock) ProtoMessage() {}
 
 func (x *SearchBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3805,7 +3917,7 @@ func (x *SearchBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBlock.ProtoReflect.Descriptor instead.
 func (*SearchBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SearchBlock) GetQuery() string {
@@ -3834,7 +3946,7 @@ type McpUiResourceBlock struct {
 
 func (x *McpUiResourceBlock) Reset() {
 	*x = McpUiResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +3958,7 @@ func (x *McpUiResourceBlock) String() string {
 func (*McpUiResourceBlock) ProtoMessage() {}
 
 func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +3971,7 @@ func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpUiResourceBlock.ProtoReflect.Descriptor instead.
 func (*McpUiResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *McpUiResourceBlock) GetUri() string {
@@ -3894,7 +4006,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4018,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4031,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlanEntry) GetContent() string {
@@ -3953,7 +4065,7 @@ type PlanBlock struct {
 
 func (x *PlanBlock) Reset() {
 	*x = PlanBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4077,7 @@ func (x *PlanBlock) String() string {
 func (*PlanBlock) ProtoMessage() {}
 
 func (x *PlanBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4090,7 @@ func (x *PlanBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanBlock.ProtoReflect.Descriptor instead.
 func (*PlanBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PlanBlock) GetEntries() []*PlanEntry {
@@ -4002,7 +4114,7 @@ type ResourceBlock struct {
 
 func (x *ResourceBlock) Reset() {
 	*x = ResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4014,7 +4126,7 @@ func (x *ResourceBlock) String() string {
 func (*ResourceBlock) ProtoMessage() {}
 
 func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4027,7 +4139,7 @@ func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceBlock.ProtoReflect.Descriptor instead.
 func (*ResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResourceBlock) GetUri() string {
@@ -4089,7 +4201,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4101,7 +4213,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4114,7 +4226,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Block) GetContent() isBlock_Content {
@@ -4326,7 +4438,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4338,7 +4450,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4351,7 +4463,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionMessage) GetMessageId() string {
@@ -4486,7 +4598,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11_reasoning_tokensB\x0f\n" +
 	"\r_context_usedB\x0f\n" +
 	"\r_context_sizeB\a\n" +
-	"\x05_cost\"\xb4\t\n" +
+	"\x05_cost\"\xf8\t\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -4515,7 +4627,16 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x10agent_session_id\x18\x15 \x01(\tR\x0eagentSessionId\x125\n" +
 	"\x16additional_directories\x18\x16 \x03(\tR\x15additionalDirectories\x12(\n" +
 	"\x10mcp_server_names\x18\x17 \x03(\tR\x0emcpServerNames\x12Q\n" +
-	"\x14pending_elicitations\x18\x18 \x03(\v2\x1e.agentic.v1.ElicitationRequestR\x13pendingElicitations\"\x91\x01\n" +
+	"\x14pending_elicitations\x18\x18 \x03(\v2\x1e.agentic.v1.ElicitationRequestR\x13pendingElicitations\x12B\n" +
+	"\x0fqueued_messages\x18\x19 \x03(\v2\x19.agentic.v1.QueuedMessageR\x0equeuedMessages\"\xdf\x01\n" +
+	"\rQueuedMessage\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
+	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x124\n" +
+	"\acontent\x18\x03 \x01(\v2\x1a.agentic.v1.MessageContentR\acontent\x129\n" +
+	"\n" +
+	"queue_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tqueueTime\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x91\x01\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x1a.agentic.v1.McpStdioServerH\x00R\x05stdio\x12/\n" +
@@ -4558,7 +4679,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\bresource\x18\x04 \x01(\v2\x1c.agentic.v1.EmbeddedResourceH\x00R\bresourceB\x06\n" +
 	"\x04part\"?\n" +
 	"\x0eMessageContent\x12-\n" +
-	"\x05parts\x18\x01 \x03(\v2\x17.agentic.v1.ContentPartR\x05parts\"\xd6\x01\n" +
+	"\x05parts\x18\x01 \x03(\v2\x17.agentic.v1.ContentPartR\x05parts\"\x83\x02\n" +
 	"\vCommandInfo\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x124\n" +
 	"\n" +
@@ -4568,11 +4689,12 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"suggestion\x18\x04 \x01(\tR\n" +
 	"suggestion\x12\x1c\n" +
 	"\tsignature\x18\x05 \x01(\tR\tsignature\x12!\n" +
-	"\fbase_command\x18\x06 \x01(\tR\vbaseCommand\"y\n" +
+	"\fbase_command\x18\x06 \x01(\tR\vbaseCommand\x12+\n" +
+	"\x11working_directory\x18\a \x01(\tR\x10workingDirectory\"y\n" +
 	"\x10PermissionOption\x12\x1b\n" +
 	"\toption_id\x18\x01 \x01(\tR\boptionId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x124\n" +
-	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xb8\x04\n" +
+	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xe5\x04\n" +
 	"\x11PermissionRequest\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
@@ -4589,7 +4711,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\targuments\x18\v \x01(\v2\x16.google.protobuf.ValueR\targuments\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\f \x01(\tR\tmessageId\x12=\n" +
-	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\"\xd3\x02\n" +
+	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\x12+\n" +
+	"\x05diffs\x18\x0e \x03(\v2\x15.agentic.v1.DiffBlockR\x05diffs\"\xd3\x02\n" +
 	"\x12ElicitationRequest\x12%\n" +
 	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1d\n" +
@@ -4825,7 +4948,7 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
 	(AgentStatus)(0),              // 1: agentic.v1.AgentStatus
@@ -4851,42 +4974,43 @@ var file_agentic_v1_types_proto_goTypes = []any{
 	(*Command)(nil),               // 21: agentic.v1.Command
 	(*TokenUsage)(nil),            // 22: agentic.v1.TokenUsage
 	(*SessionInfo)(nil),           // 23: agentic.v1.SessionInfo
-	(*McpServer)(nil),             // 24: agentic.v1.McpServer
-	(*McpStdioServer)(nil),        // 25: agentic.v1.McpStdioServer
-	(*McpHttpServer)(nil),         // 26: agentic.v1.McpHttpServer
-	(*ImageContent)(nil),          // 27: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 28: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 29: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 30: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 31: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 32: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 33: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 34: agentic.v1.PermissionRequest
-	(*ElicitationRequest)(nil),    // 35: agentic.v1.ElicitationRequest
-	(*ToolLocation)(nil),          // 36: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 37: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 38: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 39: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 40: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 41: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 42: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 43: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 44: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 45: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 46: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 47: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 48: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 49: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 50: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 51: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 52: agentic.v1.Block
-	(*SessionMessage)(nil),        // 53: agentic.v1.SessionMessage
-	nil,                           // 54: agentic.v1.McpStdioServer.EnvEntry
-	nil,                           // 55: agentic.v1.McpHttpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 57: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 58: google.protobuf.Struct
-	(ErrorReason)(0),              // 59: agentic.v1.ErrorReason
+	(*QueuedMessage)(nil),         // 24: agentic.v1.QueuedMessage
+	(*McpServer)(nil),             // 25: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 26: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 27: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 28: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 29: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 30: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 31: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 32: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 33: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 34: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 35: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),    // 36: agentic.v1.ElicitationRequest
+	(*ToolLocation)(nil),          // 37: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 38: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 39: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 40: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 41: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 42: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 43: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 44: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 45: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 46: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 47: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 48: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 49: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 50: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 51: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 52: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 53: agentic.v1.Block
+	(*SessionMessage)(nil),        // 54: agentic.v1.SessionMessage
+	nil,                           // 55: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 56: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 57: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 58: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 59: google.protobuf.Struct
+	(ErrorReason)(0),              // 60: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
@@ -4895,73 +5019,77 @@ var file_agentic_v1_types_proto_depIdxs = []int32{
 	16, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
 	18, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
 	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	56, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	56, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	57, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	57, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
 	19, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
 	20, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
 	21, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
 	16, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
 	22, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	34, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	35, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
-	25, // 15: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
-	26, // 16: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
-	54, // 17: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
-	55, // 18: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
-	27, // 19: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	28, // 20: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	29, // 21: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	30, // 22: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
-	3,  // 23: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
-	5,  // 24: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
-	4,  // 25: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	32, // 26: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	33, // 27: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	57, // 28: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	56, // 29: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	6,  // 30: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	58, // 31: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	56, // 32: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	37, // 33: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	38, // 34: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	44, // 35: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	51, // 36: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	8,  // 37: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	9,  // 38: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	57, // 39: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	57, // 40: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	36, // 41: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	39, // 42: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	32, // 43: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	59, // 44: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	34, // 45: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	46, // 46: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	10, // 47: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	11, // 48: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	49, // 49: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	41, // 50: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	42, // 51: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	40, // 52: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	43, // 53: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	44, // 54: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	45, // 55: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	47, // 56: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	48, // 57: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	50, // 58: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	37, // 59: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	38, // 60: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	51, // 61: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	12, // 62: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	13, // 63: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	52, // 64: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	56, // 65: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	14, // 66: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	22, // 67: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	35, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	36, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
+	24, // 15: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
+	32, // 16: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
+	57, // 17: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
+	26, // 18: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	27, // 19: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	55, // 20: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	56, // 21: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	28, // 22: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	29, // 23: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	30, // 24: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	31, // 25: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	3,  // 26: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
+	5,  // 27: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
+	4,  // 28: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
+	33, // 29: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	34, // 30: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	58, // 31: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	57, // 32: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	38, // 33: agentic.v1.PermissionRequest.diffs:type_name -> agentic.v1.DiffBlock
+	6,  // 34: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
+	59, // 35: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	57, // 36: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	38, // 37: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	39, // 38: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	45, // 39: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	52, // 40: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	8,  // 41: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	9,  // 42: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	58, // 43: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	58, // 44: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	37, // 45: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	40, // 46: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	33, // 47: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	60, // 48: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	35, // 49: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	47, // 50: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	10, // 51: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	11, // 52: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	50, // 53: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	42, // 54: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	43, // 55: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	41, // 56: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	44, // 57: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	45, // 58: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	46, // 59: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	48, // 60: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	49, // 61: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	51, // 62: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	38, // 63: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	39, // 64: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	52, // 65: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	12, // 66: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	13, // 67: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	53, // 68: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	57, // 69: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	14, // 70: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	22, // 71: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }
@@ -4971,38 +5099,38 @@ func file_agentic_v1_types_proto_init() {
 	}
 	file_agentic_v1_errors_proto_init()
 	file_agentic_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[9].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[10].OneofWrappers = []any{
 		(*McpServer_Stdio)(nil),
 		(*McpServer_Http)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[12].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[13].OneofWrappers = []any{
 		(*ImageContent_Url)(nil),
 		(*ImageContent_Data)(nil),
 		(*ImageContent_FilePath)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[14].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[15].OneofWrappers = []any{
 		(*EmbeddedResource_Text)(nil),
 		(*EmbeddedResource_Blob)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[15].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[16].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Image)(nil),
 		(*ContentPart_File)(nil),
 		(*ContentPart_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[23].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[24].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[24].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[25].OneofWrappers = []any{
 		(*ToolContent_Text)(nil),
 		(*ToolContent_Diff)(nil),
 		(*ToolContent_Terminal)(nil),
 		(*ToolContent_Image)(nil),
 		(*ToolContent_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[29].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[30].OneofWrappers = []any{
 		(*ImageBlock_Url)(nil),
 		(*ImageBlock_Data)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[37].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[38].OneofWrappers = []any{
 		(*Block_Text)(nil),
 		(*Block_Reasoning)(nil),
 		(*Block_Tool)(nil),
@@ -5022,7 +5150,7 @@ func file_agentic_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
 			NumEnums:      15,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -205,20 +205,22 @@ class Command(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_hint: _Optional[str] = ...) -> None: ...
 
 class CommandInfo(_message.Message):
-    __slots__ = ["base_command", "command", "reason", "risk_level", "signature", "suggestion"]
+    __slots__ = ["base_command", "command", "reason", "risk_level", "signature", "suggestion", "working_directory"]
     BASE_COMMAND_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RISK_LEVEL_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     SUGGESTION_FIELD_NUMBER: _ClassVar[int]
+    WORKING_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     base_command: str
     command: str
     reason: str
     risk_level: RiskLevel
     signature: str
     suggestion: str
-    def __init__(self, command: _Optional[str] = ..., risk_level: _Optional[_Union[RiskLevel, str]] = ..., reason: _Optional[str] = ..., suggestion: _Optional[str] = ..., signature: _Optional[str] = ..., base_command: _Optional[str] = ...) -> None: ...
+    working_directory: str
+    def __init__(self, command: _Optional[str] = ..., risk_level: _Optional[_Union[RiskLevel, str]] = ..., reason: _Optional[str] = ..., suggestion: _Optional[str] = ..., signature: _Optional[str] = ..., base_command: _Optional[str] = ..., working_directory: _Optional[str] = ...) -> None: ...
 
 class ContentPart(_message.Message):
     __slots__ = ["file", "image", "resource", "text"]
@@ -413,10 +415,11 @@ class PermissionOption(_message.Message):
     def __init__(self, option_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[PermissionOptionKind, str]] = ...) -> None: ...
 
 class PermissionRequest(_message.Message):
-    __slots__ = ["arguments", "command_info", "description", "message_id", "options", "paths", "permission_id", "permission_type", "rememberable", "request_time", "server_name", "tool_id", "tool_name"]
+    __slots__ = ["arguments", "command_info", "description", "diffs", "message_id", "options", "paths", "permission_id", "permission_type", "rememberable", "request_time", "server_name", "tool_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     COMMAND_INFO_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    DIFFS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
@@ -430,6 +433,7 @@ class PermissionRequest(_message.Message):
     arguments: _struct_pb2.Value
     command_info: CommandInfo
     description: str
+    diffs: _containers.RepeatedCompositeFieldContainer[DiffBlock]
     message_id: str
     options: _containers.RepeatedCompositeFieldContainer[PermissionOption]
     paths: _containers.RepeatedScalarFieldContainer[str]
@@ -440,7 +444,7 @@ class PermissionRequest(_message.Message):
     server_name: str
     tool_id: str
     tool_name: str
-    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., permission_type: _Optional[_Union[PermissionType, str]] = ..., description: _Optional[str] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ..., paths: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PermissionOption, _Mapping]]] = ..., rememberable: bool = ..., server_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., message_id: _Optional[str] = ..., request_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., permission_type: _Optional[_Union[PermissionType, str]] = ..., description: _Optional[str] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ..., paths: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PermissionOption, _Mapping]]] = ..., rememberable: bool = ..., server_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., message_id: _Optional[str] = ..., request_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., diffs: _Optional[_Iterable[_Union[DiffBlock, _Mapping]]] = ...) -> None: ...
 
 class PlanBlock(_message.Message):
     __slots__ = ["entries"]
@@ -457,6 +461,20 @@ class PlanEntry(_message.Message):
     priority: PlanEntryPriority
     status: PlanEntryStatus
     def __init__(self, content: _Optional[str] = ..., status: _Optional[_Union[PlanEntryStatus, str]] = ..., priority: _Optional[_Union[PlanEntryPriority, str]] = ...) -> None: ...
+
+class QueuedMessage(_message.Message):
+    __slots__ = ["content", "message_id", "queue_time", "reason", "user_message_id"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    content: MessageContent
+    message_id: str
+    queue_time: _timestamp_pb2.Timestamp
+    reason: str
+    user_message_id: str
+    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., content: _Optional[_Union[MessageContent, _Mapping]] = ..., queue_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReasoningBlock(_message.Message):
     __slots__ = ["text"]
@@ -497,7 +515,7 @@ class SearchResult(_message.Message):
     def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., snippet: _Optional[str] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ["additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_elicitations", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    __slots__ = ["additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "pending_elicitations", "pending_permissions", "queued_messages", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
     ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -515,6 +533,7 @@ class SessionInfo(_message.Message):
     MESSAGE_IN_FLIGHT_FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PENDING_ELICITATIONS_FIELD_NUMBER: _ClassVar[int]
     PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -539,6 +558,7 @@ class SessionInfo(_message.Message):
     message_in_flight_first_sequence: int
     pending_elicitations: _containers.RepeatedCompositeFieldContainer[ElicitationRequest]
     pending_permissions: _containers.RepeatedCompositeFieldContainer[PermissionRequest]
+    queued_messages: _containers.RepeatedCompositeFieldContainer[QueuedMessage]
     session_id: str
     status: SessionStatus
     status_reason: str
@@ -546,7 +566,7 @@ class SessionInfo(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ..., queued_messages: _Optional[_Iterable[_Union[QueuedMessage, _Mapping]]] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
     __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]

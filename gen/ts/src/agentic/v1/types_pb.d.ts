@@ -586,6 +586,14 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
    * @generated from field: repeated agentic.v1.ElicitationRequest pending_elicitations = 24;
    */
   pendingElicitations: ElicitationRequest[];
+
+  /**
+   * Messages waiting for the running turn to end, in the order they will run (the first
+   * runs next). Filled by GetSession; MESSAGE_QUEUED and MESSAGE_DEQUEUED keep it current.
+   *
+   * @generated from field: repeated agentic.v1.QueuedMessage queued_messages = 25;
+   */
+  queuedMessages: QueuedMessage[];
 };
 
 /**
@@ -593,6 +601,51 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
  * Use `create(SessionInfoSchema)` to create a new message.
  */
 export declare const SessionInfoSchema: GenMessage<SessionInfo>;
+
+/**
+ * A message sent while a turn ran, waiting in its session's queue. It is stored: it
+ * survives a restart of the server, and the replica that owns the session runs it.
+ *
+ * @generated from message agentic.v1.QueuedMessage
+ */
+export declare type QueuedMessage = Message<"agentic.v1.QueuedMessage"> & {
+  /**
+   * The assistant message its turn will produce; it becomes the turn's message_id.
+   *
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * The id its user message will be stored under.
+   *
+   * @generated from field: string user_message_id = 2;
+   */
+  userMessageId: string;
+
+  /**
+   * @generated from field: agentic.v1.MessageContent content = 3;
+   */
+  content?: MessageContent | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp queue_time = 4;
+   */
+  queueTime?: Timestamp | undefined;
+
+  /**
+   * Why it waits, for a person (e.g. "the agent takes no steering; queued").
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentic.v1.QueuedMessage.
+ * Use `create(QueuedMessageSchema)` to create a new message.
+ */
+export declare const QueuedMessageSchema: GenMessage<QueuedMessage>;
 
 /**
  * An MCP server a session's agent uses for more tools: a program spoken to over stdio,
@@ -923,6 +976,14 @@ export declare type CommandInfo = Message<"agentic.v1.CommandInfo"> & {
    * @generated from field: string base_command = 6;
    */
   baseCommand: string;
+
+  /**
+   * The absolute directory the command runs in, when known (in a permission request:
+   * where it would run).
+   *
+   * @generated from field: string working_directory = 7;
+   */
+  workingDirectory: string;
 };
 
 /**
@@ -1047,6 +1108,15 @@ export declare type PermissionRequest = Message<"agentic.v1.PermissionRequest"> 
    * @generated from field: google.protobuf.Timestamp request_time = 13;
    */
   requestTime?: Timestamp | undefined;
+
+  /**
+   * The file changes the tool would make, each with the file's whole old text (empty
+   * for a new file) and new text, so a person sees them before answering. Empty when
+   * the agent does not say in advance (a command's effects are in command_info).
+   *
+   * @generated from field: repeated agentic.v1.DiffBlock diffs = 14;
+   */
+  diffs: DiffBlock[];
 };
 
 /**
