@@ -314,6 +314,9 @@ func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 	for _, r := range s.PendingPermissions {
 		out.PendingPermissions = append(out.PendingPermissions, permissionRequestToPB(r))
 	}
+	for _, m := range s.QueuedMessages {
+		out.QueuedMessages = append(out.QueuedMessages, queuedMessageToPB(m))
+	}
 	for _, r := range s.PendingElicitations {
 		out.PendingElicitations = append(out.PendingElicitations, elicitationRequestToPB(r))
 	}

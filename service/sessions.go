@@ -101,17 +101,12 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*p
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
-	out := sessionToPB(info, snap)
 	if q := s.hub.queue; q != nil {
-		queued, err := q.st.QueuedMessages(ctx, id)
-		if err != nil {
+		if info.QueuedMessages, err = q.st.QueuedMessages(ctx, id); err != nil {
 			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 		}
-		for _, m := range queued {
-			out.QueuedMessages = append(out.QueuedMessages, queuedMessageToPB(m))
-		}
 	}
-	return &pb.GetSessionResponse{Session: out}, nil
+	return &pb.GetSessionResponse{Session: sessionToPB(info, snap)}, nil
 }
 
 // unconfiguredSession answers GetSession for a session whose agent is no longer
