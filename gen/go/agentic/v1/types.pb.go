@@ -2630,12 +2630,9 @@ type CommandInfo struct {
 	// A normalized form used by "allow always" (e.g. `git push --force`).
 	Signature string `protobuf:"bytes,5,opt,name=signature,proto3" json:"signature,omitempty"`
 	// The program that runs (e.g. `rm`).
-	BaseCommand string `protobuf:"bytes,6,opt,name=base_command,json=baseCommand,proto3" json:"base_command,omitempty"`
-	// The absolute directory the command runs in, when known (in a permission request:
-	// where it would run).
-	WorkingDirectory string `protobuf:"bytes,7,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	BaseCommand   string `protobuf:"bytes,6,opt,name=base_command,json=baseCommand,proto3" json:"base_command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandInfo) Reset() {
@@ -2706,13 +2703,6 @@ func (x *CommandInfo) GetSignature() string {
 func (x *CommandInfo) GetBaseCommand() string {
 	if x != nil {
 		return x.BaseCommand
-	}
-	return ""
-}
-
-func (x *CommandInfo) GetWorkingDirectory() string {
-	if x != nil {
-		return x.WorkingDirectory
 	}
 	return ""
 }
@@ -2801,12 +2791,8 @@ type PermissionRequest struct {
 	// The tool's arguments as the agent sent them.
 	Arguments *structpb.Value `protobuf:"bytes,11,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The assistant message the tool call belongs to.
-	MessageId   string                 `protobuf:"bytes,12,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	RequestTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
-	// The file changes the tool would make, each with the file's whole old text (empty
-	// for a new file) and new text, so a person sees them before answering. Empty when
-	// the agent does not say in advance (a command's effects are in command_info).
-	Diffs         []*DiffBlock `protobuf:"bytes,14,rep,name=diffs,proto3" json:"diffs,omitempty"`
+	MessageId     string                 `protobuf:"bytes,12,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	RequestTime   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2928,13 +2914,6 @@ func (x *PermissionRequest) GetMessageId() string {
 func (x *PermissionRequest) GetRequestTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RequestTime
-	}
-	return nil
-}
-
-func (x *PermissionRequest) GetDiffs() []*DiffBlock {
-	if x != nil {
-		return x.Diffs
 	}
 	return nil
 }
@@ -4679,7 +4658,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\bresource\x18\x04 \x01(\v2\x1c.agentic.v1.EmbeddedResourceH\x00R\bresourceB\x06\n" +
 	"\x04part\"?\n" +
 	"\x0eMessageContent\x12-\n" +
-	"\x05parts\x18\x01 \x03(\v2\x17.agentic.v1.ContentPartR\x05parts\"\x83\x02\n" +
+	"\x05parts\x18\x01 \x03(\v2\x17.agentic.v1.ContentPartR\x05parts\"\xd6\x01\n" +
 	"\vCommandInfo\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x124\n" +
 	"\n" +
@@ -4689,12 +4668,11 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"suggestion\x18\x04 \x01(\tR\n" +
 	"suggestion\x12\x1c\n" +
 	"\tsignature\x18\x05 \x01(\tR\tsignature\x12!\n" +
-	"\fbase_command\x18\x06 \x01(\tR\vbaseCommand\x12+\n" +
-	"\x11working_directory\x18\a \x01(\tR\x10workingDirectory\"y\n" +
+	"\fbase_command\x18\x06 \x01(\tR\vbaseCommand\"y\n" +
 	"\x10PermissionOption\x12\x1b\n" +
 	"\toption_id\x18\x01 \x01(\tR\boptionId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x124\n" +
-	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xe5\x04\n" +
+	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xb8\x04\n" +
 	"\x11PermissionRequest\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
@@ -4711,8 +4689,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\targuments\x18\v \x01(\v2\x16.google.protobuf.ValueR\targuments\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\f \x01(\tR\tmessageId\x12=\n" +
-	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\x12+\n" +
-	"\x05diffs\x18\x0e \x03(\v2\x15.agentic.v1.DiffBlockR\x05diffs\"\xd3\x02\n" +
+	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\"\xd3\x02\n" +
 	"\x12ElicitationRequest\x12%\n" +
 	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1d\n" +
@@ -5046,50 +5023,49 @@ var file_agentic_v1_types_proto_depIdxs = []int32{
 	34, // 30: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
 	58, // 31: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
 	57, // 32: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	38, // 33: agentic.v1.PermissionRequest.diffs:type_name -> agentic.v1.DiffBlock
-	6,  // 34: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	59, // 35: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	57, // 36: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	38, // 37: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	39, // 38: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	45, // 39: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	52, // 40: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	8,  // 41: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	9,  // 42: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	58, // 43: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	58, // 44: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	37, // 45: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	40, // 46: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	33, // 47: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	60, // 48: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	35, // 49: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	47, // 50: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	10, // 51: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	11, // 52: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	50, // 53: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	42, // 54: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	43, // 55: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	41, // 56: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	44, // 57: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	45, // 58: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	46, // 59: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	48, // 60: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	49, // 61: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	51, // 62: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	38, // 63: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	39, // 64: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	52, // 65: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	12, // 66: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	13, // 67: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	53, // 68: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	57, // 69: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	14, // 70: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	22, // 71: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	6,  // 33: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
+	59, // 34: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	57, // 35: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	38, // 36: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	39, // 37: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	45, // 38: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	52, // 39: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	8,  // 40: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	9,  // 41: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	58, // 42: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	58, // 43: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	37, // 44: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	40, // 45: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	33, // 46: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	60, // 47: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	35, // 48: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	47, // 49: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	10, // 50: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	11, // 51: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	50, // 52: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	42, // 53: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	43, // 54: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	41, // 55: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	44, // 56: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	45, // 57: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	46, // 58: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	48, // 59: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	49, // 60: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	51, // 61: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	38, // 62: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	39, // 63: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	52, // 64: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	12, // 65: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	13, // 66: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	53, // 67: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	57, // 68: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	14, // 69: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	22, // 70: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }

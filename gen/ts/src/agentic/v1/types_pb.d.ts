@@ -976,14 +976,6 @@ export declare type CommandInfo = Message<"agentic.v1.CommandInfo"> & {
    * @generated from field: string base_command = 6;
    */
   baseCommand: string;
-
-  /**
-   * The absolute directory the command runs in, when known (in a permission request:
-   * where it would run).
-   *
-   * @generated from field: string working_directory = 7;
-   */
-  workingDirectory: string;
 };
 
 /**
@@ -1108,15 +1100,6 @@ export declare type PermissionRequest = Message<"agentic.v1.PermissionRequest"> 
    * @generated from field: google.protobuf.Timestamp request_time = 13;
    */
   requestTime?: Timestamp | undefined;
-
-  /**
-   * The file changes the tool would make, each with the file's whole old text (empty
-   * for a new file) and new text, so a person sees them before answering. Empty when
-   * the agent does not say in advance (a command's effects are in command_info).
-   *
-   * @generated from field: repeated agentic.v1.DiffBlock diffs = 14;
-   */
-  diffs: DiffBlock[];
 };
 
 /**
