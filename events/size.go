@@ -34,6 +34,18 @@ func heldSize(p presenters.Payload) int64 {
 		text = len(p.Reason) + jsonSize(p.Content)
 	case presenters.ErrorPayload:
 		text = len(p.Message)
+	case presenters.MessageQueuedPayload:
+		for _, part := range p.Message.Content.Parts {
+			text += len(part.Text)
+			if part.Image != nil {
+				text += len(part.Image.Data)
+			}
+			if part.Resource != nil {
+				text += len(part.Resource.Text) + len(part.Resource.Blob)
+			}
+		}
+	case presenters.MessageDequeuedPayload:
+		text = len(p.Detail)
 	case presenters.SessionClosedPayload:
 		text = len(p.Reason)
 	case presenters.StatusChangedPayload:

@@ -24,6 +24,9 @@ const (
 	EventAgentStatusChanged
 	EventElicitationRequired
 	EventElicitationResolved
+	EventMessageQueued
+	EventMessageDequeued
+	EventMessageSteered
 )
 
 // Event is one thing that happened in a session, or to an agent (SessionID empty:
@@ -160,6 +163,35 @@ func (ErrorPayload) EventType() EventType               { return EventError }
 func (AgentStatusChangedPayload) EventType() EventType  { return EventAgentStatusChanged }
 func (ElicitationRequiredPayload) EventType() EventType { return EventElicitationRequired }
 func (ElicitationResolvedPayload) EventType() EventType { return EventElicitationResolved }
+func (MessageQueuedPayload) EventType() EventType       { return EventMessageQueued }
+func (MessageDequeuedPayload) EventType() EventType     { return EventMessageDequeued }
+func (MessageSteeredPayload) EventType() EventType      { return EventMessageSteered }
+
+// MessageQueuedPayload is a message that waits for the running turn to end.
+type MessageQueuedPayload struct{ Message QueuedMessage }
+
+// DequeueReason says why a message left its session's queue.
+type DequeueReason string
+
+const (
+	DequeuedStarted   DequeueReason = "started"   // its turn started
+	DequeuedCancelled DequeueReason = "cancelled" // a client took it out (CancelMessage)
+	DequeuedFailed    DequeueReason = "failed"    // its turn could not start; Detail says why
+)
+
+// MessageDequeuedPayload is a queued message leaving the queue.
+type MessageDequeuedPayload struct {
+	MessageID     string
+	UserMessageID string
+	Reason        DequeueReason
+	Detail        string
+}
+
+// MessageSteeredPayload is a user message delivered into the running turn MessageID.
+type MessageSteeredPayload struct {
+	MessageID     string
+	UserMessageID string
+}
 
 // Publisher takes events of any session; the service's hub implements it. Publish must
 // not block on slow consumers and returns the sequence it assigned.
@@ -267,3 +299,7 @@ func (e Emitter) StatusChanged(status SessionStatus, reason string) uint64 {
 }
 
 func (e Emitter) Error(p ErrorPayload) uint64 { return e.Emit(p) }
+
+func (e Emitter) MessageSteered(messageID, userMessageID string) uint64 {
+	return e.Emit(MessageSteeredPayload{MessageID: messageID, UserMessageID: userMessageID})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agenticd/agenticd/sandbox"
 )
@@ -61,6 +62,28 @@ type Presenter interface {
 
 	// Close ends every session, process and goroutine the presenter owns.
 	Close(ctx context.Context) error
+}
+
+// Steerer is a Presenter that can deliver a message into a session's running turn, so
+// that the agent reads it before it goes on (between model calls, or as the agent itself
+// takes steering) instead of after the turn. Steer stores and echoes the user's message
+// under opts.UserMessageID (minted when empty), emits MESSAGE_STEERED, and returns the
+// running turn's message id with it. It is ErrMessageNotRunning when no turn runs or the
+// running one is ending, and ErrUnsupported when this session's agent takes no steering:
+// the caller then queues the message.
+type Steerer interface {
+	Steer(ctx context.Context, sessionID string, content MessageContent, opts SendOptions) (SendResult, error)
+}
+
+// QueuedMessage is a message that waits in its session's queue for the running turn to
+// end, under the ids its turn will use.
+type QueuedMessage struct {
+	SessionID     string
+	MessageID     string // the assistant reply its turn will produce
+	UserMessageID string // the user message it will be stored as
+	Content       MessageContent
+	Reason        string // why it waits, for a person
+	QueuedAt      time.Time
 }
 
 // SendOptions are a SendMessage's client-chosen ids; empty ones are minted. An id taken

@@ -208,8 +208,10 @@ type SessionInfo struct {
 	MessageInFlight       string
 	PendingPermissions    []PermissionRequest
 	PendingElicitations   []ElicitationRequest
-	LastSequence          uint64
-	MessageCount          int64
+	// QueuedMessages wait for the running turn; the service fills them from its queue.
+	QueuedMessages []QueuedMessage
+	LastSequence   uint64
+	MessageCount   int64
 }
 
 // SessionPatch is a partial SessionInfo for SESSION_UPDATED: only non-nil fields changed.

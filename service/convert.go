@@ -133,6 +133,14 @@ var (
 		presenters.EventAgentStatusChanged:     pb.AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED,
 		presenters.EventElicitationRequired:    pb.AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED,
 		presenters.EventElicitationResolved:    pb.AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED,
+		presenters.EventMessageQueued:          pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_QUEUED,
+		presenters.EventMessageDequeued:        pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED,
+		presenters.EventMessageSteered:         pb.AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_STEERED,
+	}
+	dequeueReasons = map[presenters.DequeueReason]pb.DequeueReason{
+		presenters.DequeuedStarted:   pb.DequeueReason_DEQUEUE_REASON_STARTED,
+		presenters.DequeuedCancelled: pb.DequeueReason_DEQUEUE_REASON_CANCELLED,
+		presenters.DequeuedFailed:    pb.DequeueReason_DEQUEUE_REASON_FAILED,
 	}
 )
 
@@ -305,6 +313,9 @@ func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 	}
 	for _, r := range s.PendingPermissions {
 		out.PendingPermissions = append(out.PendingPermissions, permissionRequestToPB(r))
+	}
+	for _, m := range s.QueuedMessages {
+		out.QueuedMessages = append(out.QueuedMessages, queuedMessageToPB(m))
 	}
 	for _, r := range s.PendingElicitations {
 		out.PendingElicitations = append(out.PendingElicitations, elicitationRequestToPB(r))
@@ -625,6 +636,53 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 		out.Payload = &pb.AgenticEvent_ElicitationRequired{ElicitationRequired: &pb.ElicitationRequired{Request: elicitationRequestToPB(p.Request)}}
 	case presenters.ElicitationResolvedPayload:
 		out.Payload = &pb.AgenticEvent_ElicitationResolved{ElicitationResolved: elicitationResolvedToPB(p)}
+	case presenters.MessageQueuedPayload:
+		out.Payload = &pb.AgenticEvent_MessageQueued{MessageQueued: &pb.MessageQueued{Message: queuedMessageToPB(p.Message)}}
+	case presenters.MessageDequeuedPayload:
+		out.Payload = &pb.AgenticEvent_MessageDequeued{MessageDequeued: &pb.MessageDequeued{MessageId: clean(p.MessageID),
+			UserMessageId: clean(p.UserMessageID), Reason: dequeueReasons[p.Reason], Detail: clean(p.Detail)}}
+	case presenters.MessageSteeredPayload:
+		out.Payload = &pb.AgenticEvent_MessageSteered{MessageSteered: &pb.MessageSteered{MessageId: clean(p.MessageID), UserMessageId: clean(p.UserMessageID)}}
+	}
+	return out
+}
+
+func queuedMessageToPB(m presenters.QueuedMessage) *pb.QueuedMessage {
+	return &pb.QueuedMessage{MessageId: clean(m.MessageID), UserMessageId: clean(m.UserMessageID), Content: contentToPB(m.Content),
+		QueueTime: timestamp(m.QueuedAt), Reason: clean(m.Reason)}
+}
+
+// contentToPB is what a client sent, as contentFromPB took it.
+func contentToPB(c presenters.MessageContent) *pb.MessageContent {
+	out := &pb.MessageContent{Parts: make([]*pb.ContentPart, 0, len(c.Parts))}
+	for _, p := range c.Parts {
+		part := &pb.ContentPart{}
+		switch {
+		case p.Image != nil:
+			img := &pb.ImageContent{MimeType: clean(p.Image.MimeType)}
+			switch p.Image.Kind {
+			case presenters.ImageBase64:
+				img.Source = &pb.ImageContent_Data{Data: decodeBase64(p.Image.Data)}
+			case presenters.ImageFile:
+				img.Source = &pb.ImageContent_FilePath{FilePath: clean(p.Image.Data)}
+			default:
+				img.Source = &pb.ImageContent_Url{Url: clean(p.Image.Data)}
+			}
+			part.Part = &pb.ContentPart_Image{Image: img}
+		case p.File != nil:
+			part.Part = &pb.ContentPart_File{File: &pb.FileContent{Path: clean(p.File.Path), Name: clean(p.File.Name), MimeType: clean(p.File.MimeType)}}
+		case p.Resource != nil:
+			res := &pb.EmbeddedResource{Uri: clean(p.Resource.URI), MimeType: clean(p.Resource.MimeType)}
+			if p.Resource.Blob != "" {
+				res.Contents = &pb.EmbeddedResource_Blob{Blob: decodeBase64(p.Resource.Blob)}
+			} else {
+				res.Contents = &pb.EmbeddedResource_Text{Text: clean(p.Resource.Text)}
+			}
+			part.Part = &pb.ContentPart_Resource{Resource: res}
+		default:
+			part.Part = &pb.ContentPart_Text{Text: clean(p.Text)}
+		}
+		out.Parts = append(out.Parts, part)
 	}
 	return out
 }

@@ -45,6 +45,10 @@ func TestEventToPBCoversEveryPayload(t *testing.T) {
 			RequestedSchema: map[string]any{"type": "object"}}}, "elicitation_required"},
 		{presenters.ElicitationResolvedPayload{ElicitationID: "e", Action: presenters.ElicitationAccept, Content: map[string]any{"x": 1.0},
 			DecidedBy: presenters.ElicitationByUser}, "elicitation_resolved"},
+		{presenters.MessageQueuedPayload{Message: presenters.QueuedMessage{MessageID: "m", UserMessageID: "u",
+			Content: presenters.TextContent("later"), QueuedAt: time.Unix(3, 0)}}, "message_queued"},
+		{presenters.MessageDequeuedPayload{MessageID: "m", UserMessageID: "u", Reason: presenters.DequeuedFailed, Detail: "d"}, "message_dequeued"},
+		{presenters.MessageSteeredPayload{MessageID: "m", UserMessageID: "u"}, "message_steered"},
 	}
 	if len(cases) != len(eventTypes) {
 		t.Fatalf("%d payloads tested, %d event types exist", len(cases), len(eventTypes))
@@ -201,6 +205,7 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 			Options: []presenters.PermissionOption{{ID: "o", Kind: presenters.AllowAlways}}, Arguments: json.RawMessage(`["x"]`)}},
 		MessageCount: 3, AdditionalDirectories: []string{"/w2"}, MCPServerNames: []string{"files"},
 		PendingElicitations: []presenters.ElicitationRequest{{ElicitationID: "e", Mode: presenters.ElicitationURL, URL: "https://example.com"}},
+		QueuedMessages:      []presenters.QueuedMessage{{MessageID: "q", UserMessageID: "qu", Content: presenters.TextContent("later")}},
 	}
 	got := sessionToPB(info, sessionSnapshot{Point: 7, InFlight: "m1", InFlightFirst: 5})
 	// Every SessionInfo field of the wire is set, from the domain or the hub's snapshot.

@@ -38,6 +38,9 @@ type HubOptions struct {
 	// Observers see every event as it is published, under the hub's lock and in sequence
 	// order (metrics, the audit record): each must be quick and must not call the hub.
 	Observers []EventObserver
+	// Queue, when set, keeps the messages sent while their session's turn runs (Queue,
+	// queue.go); without it such a SendMessage is SESSION_BUSY.
+	Queue QueueStore
 	// Replica, when set, names this hub's replica among several on one database (Store
 	// and Log set), as its leases do: sequences come in blocks no other replica gets, and Subscribe reads
 	// every session's events from the log, whichever replica wrote them, woken by
@@ -51,14 +54,19 @@ type EventObserver interface {
 	Published(ev presenters.Event)
 }
 
-// observers tells the projection, then each further observer, of every event.
+// observers tells the projection, then the queue, then each further observer, of every
+// event.
 type observers struct {
 	proj   *projection
+	queue  *Queue // nil without HubOptions.Queue
 	others []EventObserver
 }
 
 func (o observers) Published(ev presenters.Event) {
 	o.proj.Published(ev)
+	if o.queue != nil {
+		o.queue.Published(ev)
+	}
 	for _, other := range o.others {
 		other.Published(ev)
 	}
@@ -203,6 +211,9 @@ type Hub struct {
 	replicated bool // subscriptions follow the log (HubOptions.Replica)
 	// audit makes the audit log's entries; nil without an event log.
 	audit *auditor
+	// queue holds the messages waiting for their session's turn; nil without
+	// HubOptions.Queue.
+	queue *Queue
 }
 
 var _ presenters.Publisher = (*Hub)(nil)
@@ -214,6 +225,10 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		logger = slog.Default()
 	}
 	proj := newProjection()
+	h := &Hub{proj: proj}
+	if opts.Queue != nil {
+		h.queue = newQueue(opts.Queue, h, logger)
+	}
 	var (
 		log   events.EventLog
 		audit *auditor
@@ -235,7 +250,7 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		ExclusiveBlocks: opts.Replica != "",
 		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
 		Size:            func(ev *encodedEvent) int { return len(ev.b) },
-		Observer:        observers{proj: proj, others: opts.Observers},
+		Observer:        observers{proj: proj, queue: h.queue, others: opts.Observers},
 		Log:             log,
 		// The log keeps an event's wire bytes as they are.
 		Marshal:      func(ev *encodedEvent) []byte { return ev.b },
@@ -250,8 +265,13 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 	if heartbeat <= 0 {
 		heartbeat = DefaultHeartbeatInterval
 	}
-	return &Hub{events: hub, proj: proj, heartbeat: heartbeat, audit: audit, replicated: opts.Replica != ""}, nil
+	h.events, h.heartbeat, h.audit, h.replicated = hub, heartbeat, audit, opts.Replica != ""
+	return h, nil
 }
+
+// Queue is the hub's queue of messages (HubOptions.Queue), nil without one. Run it once
+// the Service exists (New gives it the registry).
+func (h *Hub) Queue() *Queue { return h.queue }
 
 // WaitLogged waits until every event published before the call is in the event log, and
 // reports whether they are (false when ctx ended first).

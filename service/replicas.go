@@ -138,6 +138,15 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}}, nil
 }
 
+// Owns reports whether this replica holds a session's lease and has it live, so that
+// its queued messages are this replica's to run.
+func (r *Replicas) Owns(sessionID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.owned[sessionID]
+	return o != nil && o.loaded && r.leasesFreshLocked()
+}
+
 // Run renews this replica's leases every third of their ttl until ctx ends, each renewal
 // bounded by that third. A session whose lease lapsed (this replica stalled past the
 // ttl, or lost the database) is no longer routed here: its calls go to whoever holds the

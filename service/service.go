@@ -62,6 +62,9 @@ func New(opts Options) *Service {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if opts.Hub != nil && opts.Hub.queue != nil {
+		opts.Hub.queue.registry = opts.Registry
+	}
 	return &Service{registry: opts.Registry, hub: opts.Hub, roots: opts.Roots, webLogins: opts.WebLogins, pageURL: opts.PageURL, logger: logger}
 }
 

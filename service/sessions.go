@@ -109,6 +109,11 @@ func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*p
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}
+	if q := s.hub.queue; q != nil {
+		if info.QueuedMessages, err = q.st.QueuedMessages(ctx, id); err != nil {
+			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+		}
+	}
 	out := sessionToPB(info, snap)
 	s.withOwnership(ctx, out)
 	return &pb.GetSessionResponse{Session: out}, nil

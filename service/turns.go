@@ -25,19 +25,44 @@ func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (
 	if err != nil {
 		return nil, s.fail(ctx, method, inField("content", err), "session_id", id)
 	}
+	mode, ok := deliveryModes[req.GetDelivery()]
+	if !ok {
+		return nil, s.fail(ctx, method, invalidField("delivery", "delivery %d is not a DeliveryMode: use QUEUE, STEER or INTERRUPT", req.GetDelivery()), "session_id", id)
+	}
 	p, err := s.owner(ctx, id)
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
-	res, err := p.SendMessage(ctx, id, content, opts)
+	var d delivery
+	if q := s.hub.queue; q != nil {
+		d, err = q.deliver(ctx, p, id, content, opts, mode)
+	} else {
+		d.outcome = outcomeStarted
+		d.res, err = p.SendMessage(ctx, id, content, opts)
+	}
 	if errors.Is(err, presenters.ErrSessionBusy) {
 		err = s.sessionBusy(id, err)
 	}
 	if err != nil {
 		return nil, s.fail(ctx, method, sessionNotFound(id, inField("content", err)), "session_id", id, "agent_id", p.AgentID())
 	}
-	return &pb.SendMessageResponse{MessageId: res.MessageID, UserMessageId: res.UserMessageID}, nil
+	return &pb.SendMessageResponse{MessageId: d.res.MessageID, UserMessageId: d.res.UserMessageID,
+		Outcome: deliveryOutcomes[d.outcome], OutcomeReason: d.reason}, nil
 }
+
+var (
+	deliveryModes = map[pb.DeliveryMode]deliveryMode{
+		pb.DeliveryMode_DELIVERY_MODE_UNSPECIFIED: deliverQueue,
+		pb.DeliveryMode_DELIVERY_MODE_QUEUE:       deliverQueue,
+		pb.DeliveryMode_DELIVERY_MODE_STEER:       deliverSteer,
+		pb.DeliveryMode_DELIVERY_MODE_INTERRUPT:   deliverInterrupt,
+	}
+	deliveryOutcomes = map[deliveryOutcome]pb.DeliveryOutcome{
+		outcomeStarted: pb.DeliveryOutcome_DELIVERY_OUTCOME_STARTED,
+		outcomeQueued:  pb.DeliveryOutcome_DELIVERY_OUTCOME_QUEUED,
+		outcomeSteered: pb.DeliveryOutcome_DELIVERY_OUTCOME_STEERED,
+	}
+)
 
 // sessionBusy names the running turn in a SESSION_BUSY, when the event stream shows it.
 func (s *Service) sessionBusy(sessionID string, err error) error {
@@ -56,6 +81,15 @@ func (s *Service) CancelMessage(ctx context.Context, req *pb.CancelMessageReques
 	p, err := s.owner(ctx, id)
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
+	}
+	if q := s.hub.queue; q != nil && messageID != "" {
+		m, removed, err := q.remove(ctx, p, id, messageID)
+		if err != nil {
+			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+		}
+		if removed {
+			return &pb.CancelMessageResponse{MessageId: m.MessageID}, nil
+		}
 	}
 	cancelled, err := p.CancelMessage(ctx, id, messageID)
 	if errors.Is(err, presenters.ErrMessageNotRunning) && messageID != "" && s.endedCancelled(ctx, id, messageID) {

@@ -74,7 +74,7 @@ func init() {
 		"new":       {"new --agent ID --workspace DIR [--model ID] [--mode ID] [--title T]", "create a session; prints its id", cmdNew},
 		"get":       {"get SESSION", "show a session as JSON (status, modes, models, pending permissions...)", cmdGet},
 		"messages":  {"messages [--limit N] SESSION", "show a session's stored history (all, or the newest N messages)", cmdMessages},
-		"send":      {"send [--approve-all | --deny-all] [--file PATH]... [--image PATH]... SESSION MESSAGE...", "send a message (- reads it from stdin), with files and images in the order given, and stream the reply; on a terminal it asks about permission requests; Ctrl-C cancels the turn", cmdSend},
+		"send":      {"send [--approve-all | --deny-all] [--queue | --steer | --interrupt] [--file PATH]... [--image PATH]... SESSION MESSAGE...", "send a message (- reads it from stdin), with files and images in the order given, and stream the reply; while a turn runs it waits in the queue (--queue, the default), goes into that turn (--steer) or replaces it (--interrupt); on a terminal it asks about permission requests; Ctrl-C cancels the turn", cmdSend},
 		"subscribe": {"subscribe [--session ID]... [--agent ID]... [--after N | --oldest] [--json]", "print events as they happen", cmdSubscribe},
 		"approve":   {"approve SESSION PERMISSION_ID", "allow a pending permission request (allow once, else always)", cmdApprove},
 		"deny":      {"deny SESSION PERMISSION_ID", "reject a pending permission request (reject once, else always)", cmdDeny},

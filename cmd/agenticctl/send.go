@@ -27,6 +27,9 @@ func cmdSend(c *cli, args []string) error {
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
 	approveAll := fs.Bool("approve-all", false, "allow every permission request of this turn")
 	denyAll := fs.Bool("deny-all", false, "reject every permission request of this turn")
+	queue := fs.Bool("queue", false, "while a turn runs, wait in the session's queue and run after it (the default)")
+	steer := fs.Bool("steer", false, "while a turn runs, deliver the message into it, where the agent takes steering (else it is queued)")
+	interrupt := fs.Bool("interrupt", false, "cancel the running turn, then send")
 	var attached attachments
 	fs.Func("file", "attach a file of the session's workspace (repeatable)", attached.add(fileAttachment))
 	fs.Func("image", "attach an image file of the session's workspace (repeatable)", attached.add(imageAttachment))
@@ -36,6 +39,20 @@ func cmdSend(c *cli, args []string) error {
 	}
 	if *approveAll && *denyAll {
 		return usagef("--approve-all and --deny-all exclude each other")
+	}
+	mode := pb.DeliveryMode_DELIVERY_MODE_UNSPECIFIED
+	modes := 0
+	for _, m := range []struct {
+		set  bool
+		mode pb.DeliveryMode
+	}{{*queue, pb.DeliveryMode_DELIVERY_MODE_QUEUE}, {*steer, pb.DeliveryMode_DELIVERY_MODE_STEER}, {*interrupt, pb.DeliveryMode_DELIVERY_MODE_INTERRUPT}} {
+		if m.set {
+			mode = m.mode
+			modes++
+		}
+	}
+	if modes > 1 {
+		return usagef("--queue, --steer and --interrupt exclude each other")
 	}
 	sessionID, text := pos[0], strings.Join(pos[1:], " ")
 	if text == "-" {
@@ -47,7 +64,7 @@ func cmdSend(c *cli, args []string) error {
 	}
 	content := &pb.MessageContent{Parts: append([]*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: text}}}, attached...)}
 
-	snap, messageID, err := c.sendMessage(sessionID, content)
+	snap, messageID, err := c.sendMessage(sessionID, content, mode)
 	if err != nil {
 		return err
 	}
@@ -103,8 +120,10 @@ func imageAttachment(path string) *pb.ContentPart {
 // of the reply. A stored session that is not open (not loaded since agenticd started,
 // closed, or stopped with its agent) is reopened first, and the snapshot is then the
 // reopened one. The reply's id is chosen here, so that every event of the turn can be
-// told apart from the first one on.
-func (c *cli) sendMessage(sessionID string, content *pb.MessageContent) (*pb.SessionInfo, string, error) {
+// told apart from the first one on. A message steered into a running turn follows that
+// turn; a queued one waits for its own. What the server did is said on stderr when it is
+// not a plain start.
+func (c *cli) sendMessage(sessionID string, content *pb.MessageContent, mode pb.DeliveryMode) (*pb.SessionInfo, string, error) {
 	ctx, cancel := c.call()
 	got, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: sessionID})
 	cancel()
@@ -120,11 +139,13 @@ func (c *cli) sendMessage(sessionID string, content *pb.MessageContent) (*pb.Ses
 	messageID := "ctl-" + uuid.NewString()
 	// Each attempt is a request of its own (a retry of the same request_id would get the
 	// first attempt's error back), under the same message id: a failed attempt took none.
+	var resp *pb.SendMessageResponse
 	send := func() error {
 		ctx, cancel := c.call()
 		defer cancel()
-		_, err := c.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: sessionID, Content: content,
-			RequestId: uuid.NewString(), MessageId: messageID})
+		var err error
+		resp, err = c.client.SendMessage(ctx, &pb.SendMessageRequest{SessionId: sessionID, Content: content,
+			RequestId: uuid.NewString(), MessageId: messageID, Delivery: mode})
 		return err
 	}
 	err = send()
@@ -136,7 +157,24 @@ func (c *cli) sendMessage(sessionID string, content *pb.MessageContent) (*pb.Ses
 		}
 		err = send()
 	}
-	return snap, messageID, err
+	if err != nil {
+		return snap, messageID, err
+	}
+	switch resp.GetOutcome() {
+	case pb.DeliveryOutcome_DELIVERY_OUTCOME_QUEUED:
+		fmt.Fprintf(c.stderr, "agenticctl: queued as %s; it runs when the turns before it have ended%s\n", resp.GetMessageId(), because(resp.GetOutcomeReason()))
+	case pb.DeliveryOutcome_DELIVERY_OUTCOME_STEERED:
+		fmt.Fprintf(c.stderr, "agenticctl: delivered into the running turn %s\n", resp.GetMessageId())
+	}
+	return snap, resp.GetMessageId(), nil
+}
+
+// because is a reason as a clause, empty for none.
+func because(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
 }
 
 // reopen loads a session that is not open and says so on stderr.

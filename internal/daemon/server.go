@@ -71,6 +71,10 @@ type Server struct {
 	stopReplica context.CancelFunc
 	replicaDone sync.WaitGroup
 
+	// The queue of messages sent while their session's turn ran, and its end.
+	stopQueue context.CancelFunc
+	queueDone chan struct{}
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -265,6 +269,7 @@ func (s *Server) build(ctx context.Context) error {
 		LogRetention:      cfg.EventLog.retention(),
 		AuditRetention:    cfg.Audit.retention(),
 		Observers:         s.telemetry.observers(),
+		Queue:             st,
 		Replica:           replicaID,
 		Logger:            s.logger,
 	})
@@ -310,8 +315,18 @@ func (s *Server) build(ctx context.Context) error {
 	if creds.OIDC, err = s.oidcVerifier(cfg); err != nil {
 		return err
 	}
+	svc := service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL, Logger: s.logger})
+	if replicas != nil {
+		hub.Queue().OnlyOwned(replicas.Owns)
+	}
+	queueCtx, stopQueue := context.WithCancel(context.Background())
+	s.stopQueue, s.queueDone = stopQueue, make(chan struct{})
+	go func() {
+		defer close(s.queueDone)
+		hub.Queue().Run(queueCtx)
+	}()
 	s.grpc, err = service.NewGRPCServer(
-		service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL, Logger: s.logger}),
+		svc,
 		s.telemetry.grpcOptions(service.GRPCOptions{
 			Credentials: creds,
 			TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile, ClientCAFile: cfg.TLS.ClientCAFile,
@@ -471,6 +486,11 @@ func (s *Server) stop(ctx context.Context) error {
 func (s *Server) release(ctx context.Context) error {
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
+	if s.stopQueue != nil {
+		// No queued message starts on a closing agent; the queue stays stored.
+		s.stopQueue()
+		<-s.queueDone
+	}
 	errs := make([]error, len(s.presenters))
 	var wg sync.WaitGroup
 	for i, p := range s.presenters {

@@ -33,6 +33,10 @@ type turn struct {
 	// pending permission requests by id, in order; guarded by session.mu.
 	pending      map[string]*pendingPermission
 	pendingOrder []string
+	// steered are the user messages Steer delivered that the model has not seen yet;
+	// steerClosed, that the turn takes no more. Guarded by session.mu.
+	steered     []presenters.Message
+	steerClosed bool
 }
 
 func (t *turn) removePending(id string) {
@@ -193,6 +197,9 @@ type turnRun struct {
 func (r *turnRun) run(ctx context.Context) {
 	defer r.p.turns.Done()
 	stop, status, failure := r.loop(ctx)
+	// A message steered in after the last model call stays in the history, for the next
+	// turn; none lands here from now on.
+	r.takeSteered(true)
 	r.finish(ctx, stop, status, failure)
 }
 
@@ -242,7 +249,16 @@ func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.M
 				&presenters.ErrorPayload{Code: pe.code, Message: pe.message, MessageID: r.reply.ID, Retryable: pe.retryable}
 		}
 		if len(res.toolCalls) == 0 {
-			return stopReason(res.finishReason), presenters.MessageComplete, nil
+			steered := r.takeSteered(true)
+			if len(steered) == 0 {
+				return stopReason(res.finishReason), presenters.MessageComplete, nil
+			}
+			// Messages steered in while the model answered: it answers them too.
+			if roundText.Len() > 0 {
+				msgs = append(msgs, chatMessage{Role: "assistant", Content: roundText.String()})
+			}
+			msgs = append(msgs, chatHistory(steered, "")...)
+			continue
 		}
 		for i := range res.toolCalls {
 			if res.toolCalls[i].ID == "" {
@@ -264,6 +280,7 @@ func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.M
 			}
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: call.ID, Content: out})
 		}
+		msgs = append(msgs, chatHistory(r.takeSteered(false), "")...)
 		if round >= r.p.cfg.MaxToolRounds {
 			b := presenters.Block{Type: presenters.BlockAction, Action: &presenters.ActionBlock{ActionType: "max_tool_rounds",
 				Description: fmt.Sprintf("Stopped after %d rounds of tool calls (max_tool_rounds); send a message to let the agent continue.", round)}}

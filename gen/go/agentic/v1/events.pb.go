@@ -48,6 +48,9 @@ const (
 	AgenticEventType_AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED     AgenticEventType = 16
 	AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED     AgenticEventType = 17
 	AgenticEventType_AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED     AgenticEventType = 18
+	AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_QUEUED           AgenticEventType = 19
+	AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED         AgenticEventType = 20
+	AgenticEventType_AGENTIC_EVENT_TYPE_MESSAGE_STEERED          AgenticEventType = 21
 )
 
 // Enum value maps for AgenticEventType.
@@ -72,6 +75,9 @@ var (
 		16: "AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED",
 		17: "AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED",
 		18: "AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED",
+		19: "AGENTIC_EVENT_TYPE_MESSAGE_QUEUED",
+		20: "AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED",
+		21: "AGENTIC_EVENT_TYPE_MESSAGE_STEERED",
 	}
 	AgenticEventType_value = map[string]int32{
 		"AGENTIC_EVENT_TYPE_UNSPECIFIED":              0,
@@ -93,6 +99,9 @@ var (
 		"AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED":     16,
 		"AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED":     17,
 		"AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED":     18,
+		"AGENTIC_EVENT_TYPE_MESSAGE_QUEUED":           19,
+		"AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED":         20,
+		"AGENTIC_EVENT_TYPE_MESSAGE_STEERED":          21,
 	}
 )
 
@@ -236,6 +245,63 @@ func (ElicitationDecider) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
+// Why a message left its session's queue.
+type DequeueReason int32
+
+const (
+	DequeueReason_DEQUEUE_REASON_UNSPECIFIED DequeueReason = 0
+	// Its turn started under message_id: the turn's events follow.
+	DequeueReason_DEQUEUE_REASON_STARTED DequeueReason = 1
+	// A client took it out (CancelMessage naming it); it never runs.
+	DequeueReason_DEQUEUE_REASON_CANCELLED DequeueReason = 2
+	// Its turn could not start (the session closed, the agent refused it); detail says
+	// why. It never runs.
+	DequeueReason_DEQUEUE_REASON_FAILED DequeueReason = 3
+)
+
+// Enum value maps for DequeueReason.
+var (
+	DequeueReason_name = map[int32]string{
+		0: "DEQUEUE_REASON_UNSPECIFIED",
+		1: "DEQUEUE_REASON_STARTED",
+		2: "DEQUEUE_REASON_CANCELLED",
+		3: "DEQUEUE_REASON_FAILED",
+	}
+	DequeueReason_value = map[string]int32{
+		"DEQUEUE_REASON_UNSPECIFIED": 0,
+		"DEQUEUE_REASON_STARTED":     1,
+		"DEQUEUE_REASON_CANCELLED":   2,
+		"DEQUEUE_REASON_FAILED":      3,
+	}
+)
+
+func (x DequeueReason) Enum() *DequeueReason {
+	p := new(DequeueReason)
+	*p = x
+	return p
+}
+
+func (x DequeueReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DequeueReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_events_proto_enumTypes[3].Descriptor()
+}
+
+func (DequeueReason) Type() protoreflect.EnumType {
+	return &file_agentic_v1_events_proto_enumTypes[3]
+}
+
+func (x DequeueReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DequeueReason.Descriptor instead.
+func (DequeueReason) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
 // One thing that happened in a session or to an agent.
 //
 // How to merge, per payload:
@@ -255,6 +321,8 @@ func (ElicitationDecider) EnumDescriptor() ([]byte, []int) {
 //     DENIED remove from it.
 //   - ELICITATION_REQUIRED adds to SessionInfo.pending_elicitations; ELICITATION_RESOLVED
 //     removes from it.
+//   - MESSAGE_QUEUED appends to SessionInfo.queued_messages; MESSAGE_DEQUEUED removes
+//     from it (by message_id). MESSAGE_STEERED changes no SessionInfo field.
 type AgenticEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Rises with each event, never reused; it may skip numbers (after a restart, between
@@ -291,6 +359,9 @@ type AgenticEvent struct {
 	//	*AgenticEvent_AgentStatusChanged
 	//	*AgenticEvent_ElicitationRequired
 	//	*AgenticEvent_ElicitationResolved
+	//	*AgenticEvent_MessageQueued
+	//	*AgenticEvent_MessageDequeued
+	//	*AgenticEvent_MessageSteered
 	Payload       isAgenticEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -537,6 +608,33 @@ func (x *AgenticEvent) GetElicitationResolved() *ElicitationResolved {
 	return nil
 }
 
+func (x *AgenticEvent) GetMessageQueued() *MessageQueued {
+	if x != nil {
+		if x, ok := x.Payload.(*AgenticEvent_MessageQueued); ok {
+			return x.MessageQueued
+		}
+	}
+	return nil
+}
+
+func (x *AgenticEvent) GetMessageDequeued() *MessageDequeued {
+	if x != nil {
+		if x, ok := x.Payload.(*AgenticEvent_MessageDequeued); ok {
+			return x.MessageDequeued
+		}
+	}
+	return nil
+}
+
+func (x *AgenticEvent) GetMessageSteered() *MessageSteered {
+	if x != nil {
+		if x, ok := x.Payload.(*AgenticEvent_MessageSteered); ok {
+			return x.MessageSteered
+		}
+	}
+	return nil
+}
+
 type isAgenticEvent_Payload interface {
 	isAgenticEvent_Payload()
 }
@@ -613,6 +711,18 @@ type AgenticEvent_ElicitationResolved struct {
 	ElicitationResolved *ElicitationResolved `protobuf:"bytes,27,opt,name=elicitation_resolved,json=elicitationResolved,proto3,oneof"`
 }
 
+type AgenticEvent_MessageQueued struct {
+	MessageQueued *MessageQueued `protobuf:"bytes,28,opt,name=message_queued,json=messageQueued,proto3,oneof"`
+}
+
+type AgenticEvent_MessageDequeued struct {
+	MessageDequeued *MessageDequeued `protobuf:"bytes,29,opt,name=message_dequeued,json=messageDequeued,proto3,oneof"`
+}
+
+type AgenticEvent_MessageSteered struct {
+	MessageSteered *MessageSteered `protobuf:"bytes,30,opt,name=message_steered,json=messageSteered,proto3,oneof"`
+}
+
 func (*AgenticEvent_SessionCreated) isAgenticEvent_Payload() {}
 
 func (*AgenticEvent_SessionReady) isAgenticEvent_Payload() {}
@@ -648,6 +758,12 @@ func (*AgenticEvent_AgentStatusChanged) isAgenticEvent_Payload() {}
 func (*AgenticEvent_ElicitationRequired) isAgenticEvent_Payload() {}
 
 func (*AgenticEvent_ElicitationResolved) isAgenticEvent_Payload() {}
+
+func (*AgenticEvent_MessageQueued) isAgenticEvent_Payload() {}
+
+func (*AgenticEvent_MessageDequeued) isAgenticEvent_Payload() {}
+
+func (*AgenticEvent_MessageSteered) isAgenticEvent_Payload() {}
 
 // An agent's status changed: started, ready, crashed, needs a login or configuration.
 // Sent with agent_id set and session_id empty; subscribers filtered on sessions do not
@@ -1699,12 +1815,184 @@ func (x *ErrorReported) GetRetryable() bool {
 	return false
 }
 
+// A message waits in the session's queue (SendMessage while a turn ran). It runs when
+// the turn and the messages queued before it have ended.
+type MessageQueued struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *QueuedMessage         `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageQueued) Reset() {
+	*x = MessageQueued{}
+	mi := &file_agentic_v1_events_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageQueued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageQueued) ProtoMessage() {}
+
+func (x *MessageQueued) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_events_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageQueued.ProtoReflect.Descriptor instead.
+func (*MessageQueued) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MessageQueued) GetMessage() *QueuedMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+// A queued message left the queue.
+type MessageDequeued struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	UserMessageId string                 `protobuf:"bytes,2,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	Reason        DequeueReason          `protobuf:"varint,3,opt,name=reason,proto3,enum=agentic.v1.DequeueReason" json:"reason,omitempty"`
+	// For FAILED: what went wrong and what to do, for a person.
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageDequeued) Reset() {
+	*x = MessageDequeued{}
+	mi := &file_agentic_v1_events_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageDequeued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageDequeued) ProtoMessage() {}
+
+func (x *MessageDequeued) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_events_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageDequeued.ProtoReflect.Descriptor instead.
+func (*MessageDequeued) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *MessageDequeued) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MessageDequeued) GetUserMessageId() string {
+	if x != nil {
+		return x.UserMessageId
+	}
+	return ""
+}
+
+func (x *MessageDequeued) GetReason() DequeueReason {
+	if x != nil {
+		return x.Reason
+	}
+	return DequeueReason_DEQUEUE_REASON_UNSPECIFIED
+}
+
+func (x *MessageDequeued) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// A user message was delivered into the running turn message_id (SendMessage with
+// DELIVERY_MODE_STEER): the agent reads it before it goes on. Its text arrives as the
+// user message user_message_id (MESSAGE_DELTA/MESSAGE_BLOCK with MESSAGE_ROLE_USER, then
+// MESSAGE_END) before this event; the turn's reply continues under message_id.
+type MessageSteered struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	UserMessageId string                 `protobuf:"bytes,2,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageSteered) Reset() {
+	*x = MessageSteered{}
+	mi := &file_agentic_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageSteered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageSteered) ProtoMessage() {}
+
+func (x *MessageSteered) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageSteered.ProtoReflect.Descriptor instead.
+func (*MessageSteered) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MessageSteered) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MessageSteered) GetUserMessageId() string {
+	if x != nil {
+		return x.UserMessageId
+	}
+	return ""
+}
+
 var File_agentic_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentic_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/events.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/errors.proto\x1a\x16agentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\v\n" +
+	"agentic.v1\x1a\x17agentic/v1/errors.proto\x1a\x16agentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\r\n" +
 	"\fAgenticEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -1734,7 +2022,10 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\x05error\x18\x18 \x01(\v2\x19.agentic.v1.ErrorReportedH\x00R\x05error\x12R\n" +
 	"\x14agent_status_changed\x18\x19 \x01(\v2\x1e.agentic.v1.AgentStatusChangedH\x00R\x12agentStatusChanged\x12T\n" +
 	"\x14elicitation_required\x18\x1a \x01(\v2\x1f.agentic.v1.ElicitationRequiredH\x00R\x13elicitationRequired\x12T\n" +
-	"\x14elicitation_resolved\x18\x1b \x01(\v2\x1f.agentic.v1.ElicitationResolvedH\x00R\x13elicitationResolvedB\t\n" +
+	"\x14elicitation_resolved\x18\x1b \x01(\v2\x1f.agentic.v1.ElicitationResolvedH\x00R\x13elicitationResolved\x12B\n" +
+	"\x0emessage_queued\x18\x1c \x01(\v2\x19.agentic.v1.MessageQueuedH\x00R\rmessageQueued\x12H\n" +
+	"\x10message_dequeued\x18\x1d \x01(\v2\x1b.agentic.v1.MessageDequeuedH\x00R\x0fmessageDequeued\x12E\n" +
+	"\x0fmessage_steered\x18\x1e \x01(\v2\x1a.agentic.v1.MessageSteeredH\x00R\x0emessageSteeredB\t\n" +
 	"\apayload\"A\n" +
 	"\x12AgentStatusChanged\x12+\n" +
 	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"C\n" +
@@ -1812,7 +2103,19 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1c\n" +
-	"\tretryable\x18\x04 \x01(\bR\tretryableJ\x04\b\x01\x10\x02R\x04code*\x88\x06\n" +
+	"\tretryable\x18\x04 \x01(\bR\tretryableJ\x04\b\x01\x10\x02R\x04code\"D\n" +
+	"\rMessageQueued\x123\n" +
+	"\amessage\x18\x01 \x01(\v2\x19.agentic.v1.QueuedMessageR\amessage\"\xa3\x01\n" +
+	"\x0fMessageDequeued\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
+	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x121\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x19.agentic.v1.DequeueReasonR\x06reason\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"W\n" +
+	"\x0eMessageSteered\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
+	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId*\x80\a\n" +
 	"\x10AgenticEventType\x12\"\n" +
 	"\x1eAGENTIC_EVENT_TYPE_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"AGENTIC_EVENT_TYPE_SESSION_CREATED\x10\x01\x12$\n" +
@@ -1833,7 +2136,10 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\x18AGENTIC_EVENT_TYPE_ERROR\x10\x0f\x12+\n" +
 	"'AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED\x10\x10\x12+\n" +
 	"'AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED\x10\x11\x12+\n" +
-	"'AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED\x10\x12*\x95\x01\n" +
+	"'AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED\x10\x12\x12%\n" +
+	"!AGENTIC_EVENT_TYPE_MESSAGE_QUEUED\x10\x13\x12'\n" +
+	"#AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED\x10\x14\x12&\n" +
+	"\"AGENTIC_EVENT_TYPE_MESSAGE_STEERED\x10\x15*\x95\x01\n" +
 	"\x11PermissionDecider\x12\"\n" +
 	"\x1ePERMISSION_DECIDER_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PERMISSION_DECIDER_USER\x10\x01\x12\x1d\n" +
@@ -1843,7 +2149,12 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\x1fELICITATION_DECIDER_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ELICITATION_DECIDER_USER\x10\x01\x12\x1d\n" +
 	"\x19ELICITATION_DECIDER_AGENT\x10\x02\x12!\n" +
-	"\x1dELICITATION_DECIDER_CANCELLED\x10\x03B\xa0\x01\n" +
+	"\x1dELICITATION_DECIDER_CANCELLED\x10\x03*\x84\x01\n" +
+	"\rDequeueReason\x12\x1e\n" +
+	"\x1aDEQUEUE_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16DEQUEUE_REASON_STARTED\x10\x01\x12\x1c\n" +
+	"\x18DEQUEUE_REASON_CANCELLED\x10\x02\x12\x19\n" +
+	"\x15DEQUEUE_REASON_FAILED\x10\x03B\xa0\x01\n" +
 	"\x0ecom.agentic.v1B\vEventsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"
@@ -1860,95 +2171,105 @@ func file_agentic_v1_events_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_events_proto_rawDescData
 }
 
-var file_agentic_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentic_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_agentic_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentic_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agentic_v1_events_proto_goTypes = []any{
 	(AgenticEventType)(0),          // 0: agentic.v1.AgenticEventType
 	(PermissionDecider)(0),         // 1: agentic.v1.PermissionDecider
 	(ElicitationDecider)(0),        // 2: agentic.v1.ElicitationDecider
-	(*AgenticEvent)(nil),           // 3: agentic.v1.AgenticEvent
-	(*AgentStatusChanged)(nil),     // 4: agentic.v1.AgentStatusChanged
-	(*SessionCreated)(nil),         // 5: agentic.v1.SessionCreated
-	(*SessionReady)(nil),           // 6: agentic.v1.SessionReady
-	(*SessionUpdated)(nil),         // 7: agentic.v1.SessionUpdated
-	(*SessionClosed)(nil),          // 8: agentic.v1.SessionClosed
-	(*MessageDelta)(nil),           // 9: agentic.v1.MessageDelta
-	(*MessageBlock)(nil),           // 10: agentic.v1.MessageBlock
-	(*MessageEnd)(nil),             // 11: agentic.v1.MessageEnd
-	(*ToolStart)(nil),              // 12: agentic.v1.ToolStart
-	(*ToolRunning)(nil),            // 13: agentic.v1.ToolRunning
-	(*ToolEnd)(nil),                // 14: agentic.v1.ToolEnd
-	(*ToolPermissionRequired)(nil), // 15: agentic.v1.ToolPermissionRequired
-	(*ToolPermissionGranted)(nil),  // 16: agentic.v1.ToolPermissionGranted
-	(*ToolPermissionDenied)(nil),   // 17: agentic.v1.ToolPermissionDenied
-	(*ElicitationRequired)(nil),    // 18: agentic.v1.ElicitationRequired
-	(*ElicitationResolved)(nil),    // 19: agentic.v1.ElicitationResolved
-	(*StatusChanged)(nil),          // 20: agentic.v1.StatusChanged
-	(*ErrorReported)(nil),          // 21: agentic.v1.ErrorReported
-	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
-	(*AgentInfo)(nil),              // 23: agentic.v1.AgentInfo
-	(*SessionInfo)(nil),            // 24: agentic.v1.SessionInfo
-	(*fieldmaskpb.FieldMask)(nil),  // 25: google.protobuf.FieldMask
-	(MessageRole)(0),               // 26: agentic.v1.MessageRole
-	(*Block)(nil),                  // 27: agentic.v1.Block
-	(StopReason)(0),                // 28: agentic.v1.StopReason
-	(*TokenUsage)(nil),             // 29: agentic.v1.TokenUsage
-	(*ToolCall)(nil),               // 30: agentic.v1.ToolCall
-	(*PermissionRequest)(nil),      // 31: agentic.v1.PermissionRequest
-	(*ElicitationRequest)(nil),     // 32: agentic.v1.ElicitationRequest
-	(ElicitationAction)(0),         // 33: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),        // 34: google.protobuf.Struct
-	(SessionStatus)(0),             // 35: agentic.v1.SessionStatus
-	(ErrorReason)(0),               // 36: agentic.v1.ErrorReason
+	(DequeueReason)(0),             // 3: agentic.v1.DequeueReason
+	(*AgenticEvent)(nil),           // 4: agentic.v1.AgenticEvent
+	(*AgentStatusChanged)(nil),     // 5: agentic.v1.AgentStatusChanged
+	(*SessionCreated)(nil),         // 6: agentic.v1.SessionCreated
+	(*SessionReady)(nil),           // 7: agentic.v1.SessionReady
+	(*SessionUpdated)(nil),         // 8: agentic.v1.SessionUpdated
+	(*SessionClosed)(nil),          // 9: agentic.v1.SessionClosed
+	(*MessageDelta)(nil),           // 10: agentic.v1.MessageDelta
+	(*MessageBlock)(nil),           // 11: agentic.v1.MessageBlock
+	(*MessageEnd)(nil),             // 12: agentic.v1.MessageEnd
+	(*ToolStart)(nil),              // 13: agentic.v1.ToolStart
+	(*ToolRunning)(nil),            // 14: agentic.v1.ToolRunning
+	(*ToolEnd)(nil),                // 15: agentic.v1.ToolEnd
+	(*ToolPermissionRequired)(nil), // 16: agentic.v1.ToolPermissionRequired
+	(*ToolPermissionGranted)(nil),  // 17: agentic.v1.ToolPermissionGranted
+	(*ToolPermissionDenied)(nil),   // 18: agentic.v1.ToolPermissionDenied
+	(*ElicitationRequired)(nil),    // 19: agentic.v1.ElicitationRequired
+	(*ElicitationResolved)(nil),    // 20: agentic.v1.ElicitationResolved
+	(*StatusChanged)(nil),          // 21: agentic.v1.StatusChanged
+	(*ErrorReported)(nil),          // 22: agentic.v1.ErrorReported
+	(*MessageQueued)(nil),          // 23: agentic.v1.MessageQueued
+	(*MessageDequeued)(nil),        // 24: agentic.v1.MessageDequeued
+	(*MessageSteered)(nil),         // 25: agentic.v1.MessageSteered
+	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
+	(*AgentInfo)(nil),              // 27: agentic.v1.AgentInfo
+	(*SessionInfo)(nil),            // 28: agentic.v1.SessionInfo
+	(*fieldmaskpb.FieldMask)(nil),  // 29: google.protobuf.FieldMask
+	(MessageRole)(0),               // 30: agentic.v1.MessageRole
+	(*Block)(nil),                  // 31: agentic.v1.Block
+	(StopReason)(0),                // 32: agentic.v1.StopReason
+	(*TokenUsage)(nil),             // 33: agentic.v1.TokenUsage
+	(*ToolCall)(nil),               // 34: agentic.v1.ToolCall
+	(*PermissionRequest)(nil),      // 35: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),     // 36: agentic.v1.ElicitationRequest
+	(ElicitationAction)(0),         // 37: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),        // 38: google.protobuf.Struct
+	(SessionStatus)(0),             // 39: agentic.v1.SessionStatus
+	(ErrorReason)(0),               // 40: agentic.v1.ErrorReason
+	(*QueuedMessage)(nil),          // 41: agentic.v1.QueuedMessage
 }
 var file_agentic_v1_events_proto_depIdxs = []int32{
-	22, // 0: agentic.v1.AgenticEvent.event_time:type_name -> google.protobuf.Timestamp
+	26, // 0: agentic.v1.AgenticEvent.event_time:type_name -> google.protobuf.Timestamp
 	0,  // 1: agentic.v1.AgenticEvent.type:type_name -> agentic.v1.AgenticEventType
-	5,  // 2: agentic.v1.AgenticEvent.session_created:type_name -> agentic.v1.SessionCreated
-	6,  // 3: agentic.v1.AgenticEvent.session_ready:type_name -> agentic.v1.SessionReady
-	7,  // 4: agentic.v1.AgenticEvent.session_updated:type_name -> agentic.v1.SessionUpdated
-	8,  // 5: agentic.v1.AgenticEvent.session_closed:type_name -> agentic.v1.SessionClosed
-	9,  // 6: agentic.v1.AgenticEvent.message_delta:type_name -> agentic.v1.MessageDelta
-	10, // 7: agentic.v1.AgenticEvent.message_block:type_name -> agentic.v1.MessageBlock
-	11, // 8: agentic.v1.AgenticEvent.message_end:type_name -> agentic.v1.MessageEnd
-	12, // 9: agentic.v1.AgenticEvent.tool_start:type_name -> agentic.v1.ToolStart
-	13, // 10: agentic.v1.AgenticEvent.tool_running:type_name -> agentic.v1.ToolRunning
-	14, // 11: agentic.v1.AgenticEvent.tool_end:type_name -> agentic.v1.ToolEnd
-	15, // 12: agentic.v1.AgenticEvent.tool_permission_required:type_name -> agentic.v1.ToolPermissionRequired
-	16, // 13: agentic.v1.AgenticEvent.tool_permission_granted:type_name -> agentic.v1.ToolPermissionGranted
-	17, // 14: agentic.v1.AgenticEvent.tool_permission_denied:type_name -> agentic.v1.ToolPermissionDenied
-	20, // 15: agentic.v1.AgenticEvent.status_changed:type_name -> agentic.v1.StatusChanged
-	21, // 16: agentic.v1.AgenticEvent.error:type_name -> agentic.v1.ErrorReported
-	4,  // 17: agentic.v1.AgenticEvent.agent_status_changed:type_name -> agentic.v1.AgentStatusChanged
-	18, // 18: agentic.v1.AgenticEvent.elicitation_required:type_name -> agentic.v1.ElicitationRequired
-	19, // 19: agentic.v1.AgenticEvent.elicitation_resolved:type_name -> agentic.v1.ElicitationResolved
-	23, // 20: agentic.v1.AgentStatusChanged.agent:type_name -> agentic.v1.AgentInfo
-	24, // 21: agentic.v1.SessionCreated.session:type_name -> agentic.v1.SessionInfo
-	24, // 22: agentic.v1.SessionUpdated.session:type_name -> agentic.v1.SessionInfo
-	25, // 23: agentic.v1.SessionUpdated.update_mask:type_name -> google.protobuf.FieldMask
-	26, // 24: agentic.v1.MessageDelta.role:type_name -> agentic.v1.MessageRole
-	27, // 25: agentic.v1.MessageBlock.block:type_name -> agentic.v1.Block
-	26, // 26: agentic.v1.MessageBlock.role:type_name -> agentic.v1.MessageRole
-	28, // 27: agentic.v1.MessageEnd.stop_reason:type_name -> agentic.v1.StopReason
-	29, // 28: agentic.v1.MessageEnd.usage:type_name -> agentic.v1.TokenUsage
-	26, // 29: agentic.v1.MessageEnd.role:type_name -> agentic.v1.MessageRole
-	30, // 30: agentic.v1.ToolStart.tool:type_name -> agentic.v1.ToolCall
-	30, // 31: agentic.v1.ToolRunning.tool:type_name -> agentic.v1.ToolCall
-	30, // 32: agentic.v1.ToolEnd.tool:type_name -> agentic.v1.ToolCall
-	31, // 33: agentic.v1.ToolPermissionRequired.request:type_name -> agentic.v1.PermissionRequest
-	1,  // 34: agentic.v1.ToolPermissionGranted.decided_by:type_name -> agentic.v1.PermissionDecider
-	1,  // 35: agentic.v1.ToolPermissionDenied.decided_by:type_name -> agentic.v1.PermissionDecider
-	32, // 36: agentic.v1.ElicitationRequired.request:type_name -> agentic.v1.ElicitationRequest
-	33, // 37: agentic.v1.ElicitationResolved.action:type_name -> agentic.v1.ElicitationAction
-	34, // 38: agentic.v1.ElicitationResolved.content:type_name -> google.protobuf.Struct
-	2,  // 39: agentic.v1.ElicitationResolved.decided_by:type_name -> agentic.v1.ElicitationDecider
-	35, // 40: agentic.v1.StatusChanged.status:type_name -> agentic.v1.SessionStatus
-	36, // 41: agentic.v1.ErrorReported.reason:type_name -> agentic.v1.ErrorReason
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	6,  // 2: agentic.v1.AgenticEvent.session_created:type_name -> agentic.v1.SessionCreated
+	7,  // 3: agentic.v1.AgenticEvent.session_ready:type_name -> agentic.v1.SessionReady
+	8,  // 4: agentic.v1.AgenticEvent.session_updated:type_name -> agentic.v1.SessionUpdated
+	9,  // 5: agentic.v1.AgenticEvent.session_closed:type_name -> agentic.v1.SessionClosed
+	10, // 6: agentic.v1.AgenticEvent.message_delta:type_name -> agentic.v1.MessageDelta
+	11, // 7: agentic.v1.AgenticEvent.message_block:type_name -> agentic.v1.MessageBlock
+	12, // 8: agentic.v1.AgenticEvent.message_end:type_name -> agentic.v1.MessageEnd
+	13, // 9: agentic.v1.AgenticEvent.tool_start:type_name -> agentic.v1.ToolStart
+	14, // 10: agentic.v1.AgenticEvent.tool_running:type_name -> agentic.v1.ToolRunning
+	15, // 11: agentic.v1.AgenticEvent.tool_end:type_name -> agentic.v1.ToolEnd
+	16, // 12: agentic.v1.AgenticEvent.tool_permission_required:type_name -> agentic.v1.ToolPermissionRequired
+	17, // 13: agentic.v1.AgenticEvent.tool_permission_granted:type_name -> agentic.v1.ToolPermissionGranted
+	18, // 14: agentic.v1.AgenticEvent.tool_permission_denied:type_name -> agentic.v1.ToolPermissionDenied
+	21, // 15: agentic.v1.AgenticEvent.status_changed:type_name -> agentic.v1.StatusChanged
+	22, // 16: agentic.v1.AgenticEvent.error:type_name -> agentic.v1.ErrorReported
+	5,  // 17: agentic.v1.AgenticEvent.agent_status_changed:type_name -> agentic.v1.AgentStatusChanged
+	19, // 18: agentic.v1.AgenticEvent.elicitation_required:type_name -> agentic.v1.ElicitationRequired
+	20, // 19: agentic.v1.AgenticEvent.elicitation_resolved:type_name -> agentic.v1.ElicitationResolved
+	23, // 20: agentic.v1.AgenticEvent.message_queued:type_name -> agentic.v1.MessageQueued
+	24, // 21: agentic.v1.AgenticEvent.message_dequeued:type_name -> agentic.v1.MessageDequeued
+	25, // 22: agentic.v1.AgenticEvent.message_steered:type_name -> agentic.v1.MessageSteered
+	27, // 23: agentic.v1.AgentStatusChanged.agent:type_name -> agentic.v1.AgentInfo
+	28, // 24: agentic.v1.SessionCreated.session:type_name -> agentic.v1.SessionInfo
+	28, // 25: agentic.v1.SessionUpdated.session:type_name -> agentic.v1.SessionInfo
+	29, // 26: agentic.v1.SessionUpdated.update_mask:type_name -> google.protobuf.FieldMask
+	30, // 27: agentic.v1.MessageDelta.role:type_name -> agentic.v1.MessageRole
+	31, // 28: agentic.v1.MessageBlock.block:type_name -> agentic.v1.Block
+	30, // 29: agentic.v1.MessageBlock.role:type_name -> agentic.v1.MessageRole
+	32, // 30: agentic.v1.MessageEnd.stop_reason:type_name -> agentic.v1.StopReason
+	33, // 31: agentic.v1.MessageEnd.usage:type_name -> agentic.v1.TokenUsage
+	30, // 32: agentic.v1.MessageEnd.role:type_name -> agentic.v1.MessageRole
+	34, // 33: agentic.v1.ToolStart.tool:type_name -> agentic.v1.ToolCall
+	34, // 34: agentic.v1.ToolRunning.tool:type_name -> agentic.v1.ToolCall
+	34, // 35: agentic.v1.ToolEnd.tool:type_name -> agentic.v1.ToolCall
+	35, // 36: agentic.v1.ToolPermissionRequired.request:type_name -> agentic.v1.PermissionRequest
+	1,  // 37: agentic.v1.ToolPermissionGranted.decided_by:type_name -> agentic.v1.PermissionDecider
+	1,  // 38: agentic.v1.ToolPermissionDenied.decided_by:type_name -> agentic.v1.PermissionDecider
+	36, // 39: agentic.v1.ElicitationRequired.request:type_name -> agentic.v1.ElicitationRequest
+	37, // 40: agentic.v1.ElicitationResolved.action:type_name -> agentic.v1.ElicitationAction
+	38, // 41: agentic.v1.ElicitationResolved.content:type_name -> google.protobuf.Struct
+	2,  // 42: agentic.v1.ElicitationResolved.decided_by:type_name -> agentic.v1.ElicitationDecider
+	39, // 43: agentic.v1.StatusChanged.status:type_name -> agentic.v1.SessionStatus
+	40, // 44: agentic.v1.ErrorReported.reason:type_name -> agentic.v1.ErrorReason
+	41, // 45: agentic.v1.MessageQueued.message:type_name -> agentic.v1.QueuedMessage
+	3,  // 46: agentic.v1.MessageDequeued.reason:type_name -> agentic.v1.DequeueReason
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_events_proto_init() }
@@ -1977,14 +2298,17 @@ func file_agentic_v1_events_proto_init() {
 		(*AgenticEvent_AgentStatusChanged)(nil),
 		(*AgenticEvent_ElicitationRequired)(nil),
 		(*AgenticEvent_ElicitationResolved)(nil),
+		(*AgenticEvent_MessageQueued)(nil),
+		(*AgenticEvent_MessageDequeued)(nil),
+		(*AgenticEvent_MessageSteered)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_events_proto_rawDesc), len(file_agentic_v1_events_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   19,
+			NumEnums:      4,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

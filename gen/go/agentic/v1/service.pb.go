@@ -79,6 +79,127 @@ func (SessionView) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_service_proto_rawDescGZIP(), []int{0}
 }
 
+// How SendMessage delivers a message to a session whose turn is running.
+type DeliveryMode int32
+
+const (
+	// QUEUE.
+	DeliveryMode_DELIVERY_MODE_UNSPECIFIED DeliveryMode = 0
+	// Wait in the session's queue (SessionInfo.queued_messages, MESSAGE_QUEUED) and start a
+	// turn of its own when the running turn and the messages queued before it have ended.
+	// A queued message is stored: it survives a restart. CancelMessage naming it takes it
+	// out.
+	DeliveryMode_DELIVERY_MODE_QUEUE DeliveryMode = 1
+	// Deliver it into the running turn, which the agent reads before it goes on
+	// (MESSAGE_STEERED): DeepChat before its next model call; ACP agents that advertise
+	// steering (the `_session/steering` extension of claude-agent-acp and codex-acp)
+	// through it. An agent that takes no steering, or a turn that is just ending, queues
+	// it instead: the outcome is then QUEUED with outcome_reason saying why.
+	DeliveryMode_DELIVERY_MODE_STEER DeliveryMode = 2
+	// Cancel the running turn (it ends with MESSAGE_END(STOP_REASON_CANCELLED)), then start
+	// this message's turn, ahead of any queued messages, which run after it.
+	DeliveryMode_DELIVERY_MODE_INTERRUPT DeliveryMode = 3
+)
+
+// Enum value maps for DeliveryMode.
+var (
+	DeliveryMode_name = map[int32]string{
+		0: "DELIVERY_MODE_UNSPECIFIED",
+		1: "DELIVERY_MODE_QUEUE",
+		2: "DELIVERY_MODE_STEER",
+		3: "DELIVERY_MODE_INTERRUPT",
+	}
+	DeliveryMode_value = map[string]int32{
+		"DELIVERY_MODE_UNSPECIFIED": 0,
+		"DELIVERY_MODE_QUEUE":       1,
+		"DELIVERY_MODE_STEER":       2,
+		"DELIVERY_MODE_INTERRUPT":   3,
+	}
+)
+
+func (x DeliveryMode) Enum() *DeliveryMode {
+	p := new(DeliveryMode)
+	*p = x
+	return p
+}
+
+func (x DeliveryMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeliveryMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_service_proto_enumTypes[1].Descriptor()
+}
+
+func (DeliveryMode) Type() protoreflect.EnumType {
+	return &file_agentic_v1_service_proto_enumTypes[1]
+}
+
+func (x DeliveryMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeliveryMode.Descriptor instead.
+func (DeliveryMode) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+// What SendMessage did with a message.
+type DeliveryOutcome int32
+
+const (
+	DeliveryOutcome_DELIVERY_OUTCOME_UNSPECIFIED DeliveryOutcome = 0
+	// A turn started: message_id is its reply.
+	DeliveryOutcome_DELIVERY_OUTCOME_STARTED DeliveryOutcome = 1
+	// The message waits in the queue: message_id is the reply its turn will produce.
+	DeliveryOutcome_DELIVERY_OUTCOME_QUEUED DeliveryOutcome = 2
+	// The message went into the running turn: message_id is that turn's reply.
+	DeliveryOutcome_DELIVERY_OUTCOME_STEERED DeliveryOutcome = 3
+)
+
+// Enum value maps for DeliveryOutcome.
+var (
+	DeliveryOutcome_name = map[int32]string{
+		0: "DELIVERY_OUTCOME_UNSPECIFIED",
+		1: "DELIVERY_OUTCOME_STARTED",
+		2: "DELIVERY_OUTCOME_QUEUED",
+		3: "DELIVERY_OUTCOME_STEERED",
+	}
+	DeliveryOutcome_value = map[string]int32{
+		"DELIVERY_OUTCOME_UNSPECIFIED": 0,
+		"DELIVERY_OUTCOME_STARTED":     1,
+		"DELIVERY_OUTCOME_QUEUED":      2,
+		"DELIVERY_OUTCOME_STEERED":     3,
+	}
+)
+
+func (x DeliveryOutcome) Enum() *DeliveryOutcome {
+	p := new(DeliveryOutcome)
+	*p = x
+	return p
+}
+
+func (x DeliveryOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeliveryOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_service_proto_enumTypes[2].Descriptor()
+}
+
+func (DeliveryOutcome) Type() protoreflect.EnumType {
+	return &file_agentic_v1_service_proto_enumTypes[2]
+}
+
+func (x DeliveryOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeliveryOutcome.Descriptor instead.
+func (DeliveryOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
 // Which end of a history a list starts from.
 type MessageOrder int32
 
@@ -114,11 +235,11 @@ func (x MessageOrder) String() string {
 }
 
 func (MessageOrder) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_service_proto_enumTypes[1].Descriptor()
+	return file_agentic_v1_service_proto_enumTypes[3].Descriptor()
 }
 
 func (MessageOrder) Type() protoreflect.EnumType {
-	return &file_agentic_v1_service_proto_enumTypes[1]
+	return &file_agentic_v1_service_proto_enumTypes[3]
 }
 
 func (x MessageOrder) Number() protoreflect.EnumNumber {
@@ -127,7 +248,7 @@ func (x MessageOrder) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageOrder.Descriptor instead.
 func (MessageOrder) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 type ShareSessionRequest struct {
@@ -1630,6 +1751,10 @@ type SendMessageRequest struct {
 	// The id the user's message gets, under the same rules and different from
 	// message_id; empty to let the server choose.
 	UserMessageId string `protobuf:"bytes,5,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	// What to do when a turn runs already (unset: QUEUE). With no turn running, every
+	// mode starts a turn at once, unless messages wait in the queue: QUEUE and STEER then
+	// wait behind them.
+	Delivery      DeliveryMode `protobuf:"varint,6,opt,name=delivery,proto3,enum=agentic.v1.DeliveryMode" json:"delivery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1699,12 +1824,23 @@ func (x *SendMessageRequest) GetUserMessageId() string {
 	return ""
 }
 
+func (x *SendMessageRequest) GetDelivery() DeliveryMode {
+	if x != nil {
+		return x.Delivery
+	}
+	return DeliveryMode_DELIVERY_MODE_UNSPECIFIED
+}
+
 type SendMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The id of the assistant message this turn produces.
+	// The id of the assistant message that answers this message (see outcome).
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	// The id under which the user's message is stored.
-	UserMessageId string `protobuf:"bytes,2,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	// The id under which the user's message is (or, queued, will be) stored.
+	UserMessageId string          `protobuf:"bytes,2,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	Outcome       DeliveryOutcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=agentic.v1.DeliveryOutcome" json:"outcome,omitempty"`
+	// Why the outcome differs from what was asked, for a person (e.g. STEER that was
+	// queued because the agent takes no steering); empty otherwise.
+	OutcomeReason string `protobuf:"bytes,4,opt,name=outcome_reason,json=outcomeReason,proto3" json:"outcome_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1753,14 +1889,30 @@ func (x *SendMessageResponse) GetUserMessageId() string {
 	return ""
 }
 
+func (x *SendMessageResponse) GetOutcome() DeliveryOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeliveryOutcome_DELIVERY_OUTCOME_UNSPECIFIED
+}
+
+func (x *SendMessageResponse) GetOutcomeReason() string {
+	if x != nil {
+		return x.OutcomeReason
+	}
+	return ""
+}
+
 type CancelMessageRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The turn to cancel. A message that is not running is FAILED_PRECONDITION
+	// The turn to cancel, or a queued message (its message_id or user_message_id) to take
+	// out of the queue. A message that is neither running nor queued is FAILED_PRECONDITION
 	// (MESSAGE_NOT_RUNNING), unless it ended cancelled: that answers OK, so a cancel
 	// repeated after its answer was lost still succeeds. Empty cancels whatever runs: the
 	// API has no identity per client (one token is shared by all of them), so "only what
-	// this client started" is what naming the message gives.
+	// this client started" is what naming the message gives. Empty leaves the queue as
+	// it is: the next queued message starts once the cancelled turn has ended.
 	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Makes a retry safe: see the service's comment.
 	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1821,7 +1973,8 @@ func (x *CancelMessageRequest) GetRequestId() string {
 
 type CancelMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The message that was cancelled; empty when nothing ran (only with message_id empty).
+	// The message that was cancelled or taken out of the queue; empty when nothing ran
+	// (only with message_id empty).
 	MessageId     string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3318,7 +3471,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x12LogoutAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"B\n" +
 	"\x13LogoutAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"\xcf\x01\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"\x85\x02\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
@@ -3327,11 +3480,14 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x04 \x01(\tR\tmessageId\x12&\n" +
-	"\x0fuser_message_id\x18\x05 \x01(\tR\ruserMessageId\"\\\n" +
+	"\x0fuser_message_id\x18\x05 \x01(\tR\ruserMessageId\x124\n" +
+	"\bdelivery\x18\x06 \x01(\x0e2\x18.agentic.v1.DeliveryModeR\bdelivery\"\xba\x01\n" +
 	"\x13SendMessageResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
-	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\"s\n" +
+	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x125\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x1b.agentic.v1.DeliveryOutcomeR\aoutcome\x12%\n" +
+	"\x0eoutcome_reason\x18\x04 \x01(\tR\routcomeReason\"s\n" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -3445,7 +3601,17 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\vSessionView\x12\x1c\n" +
 	"\x18SESSION_VIEW_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_VIEW_BASIC\x10\x01\x12\x15\n" +
-	"\x11SESSION_VIEW_FULL\x10\x02*m\n" +
+	"\x11SESSION_VIEW_FULL\x10\x02*|\n" +
+	"\fDeliveryMode\x12\x1d\n" +
+	"\x19DELIVERY_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13DELIVERY_MODE_QUEUE\x10\x01\x12\x17\n" +
+	"\x13DELIVERY_MODE_STEER\x10\x02\x12\x1b\n" +
+	"\x17DELIVERY_MODE_INTERRUPT\x10\x03*\x8c\x01\n" +
+	"\x0fDeliveryOutcome\x12 \n" +
+	"\x1cDELIVERY_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18DELIVERY_OUTCOME_STARTED\x10\x01\x12\x1b\n" +
+	"\x17DELIVERY_OUTCOME_QUEUED\x10\x02\x12\x1c\n" +
+	"\x18DELIVERY_OUTCOME_STEERED\x10\x03*m\n" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
@@ -3492,176 +3658,180 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_service_proto_rawDescData
 }
 
-var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
-	(MessageOrder)(0),                  // 1: agentic.v1.MessageOrder
-	(*ShareSessionRequest)(nil),        // 2: agentic.v1.ShareSessionRequest
-	(*ShareSessionResponse)(nil),       // 3: agentic.v1.ShareSessionResponse
-	(*CreateWebLoginRequest)(nil),      // 4: agentic.v1.CreateWebLoginRequest
-	(*CreateWebLoginResponse)(nil),     // 5: agentic.v1.CreateWebLoginResponse
-	(*GetServerInfoRequest)(nil),       // 6: agentic.v1.GetServerInfoRequest
-	(*ServerLimits)(nil),               // 7: agentic.v1.ServerLimits
-	(*GetServerInfoResponse)(nil),      // 8: agentic.v1.GetServerInfoResponse
-	(*Caller)(nil),                     // 9: agentic.v1.Caller
-	(*ListAgentsRequest)(nil),          // 10: agentic.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 11: agentic.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),            // 12: agentic.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),           // 13: agentic.v1.GetAgentResponse
-	(*SessionConfig)(nil),              // 14: agentic.v1.SessionConfig
-	(*CreateSessionRequest)(nil),       // 15: agentic.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 16: agentic.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 17: agentic.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 18: agentic.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 19: agentic.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 20: agentic.v1.ListSessionsResponse
-	(*LoadSessionRequest)(nil),         // 21: agentic.v1.LoadSessionRequest
-	(*LoadSessionResponse)(nil),        // 22: agentic.v1.LoadSessionResponse
-	(*CloseSessionRequest)(nil),        // 23: agentic.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),       // 24: agentic.v1.CloseSessionResponse
-	(*DeleteSessionRequest)(nil),       // 25: agentic.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 26: agentic.v1.DeleteSessionResponse
-	(*LogoutAgentRequest)(nil),         // 27: agentic.v1.LogoutAgentRequest
-	(*LogoutAgentResponse)(nil),        // 28: agentic.v1.LogoutAgentResponse
-	(*SendMessageRequest)(nil),         // 29: agentic.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),        // 30: agentic.v1.SendMessageResponse
-	(*CancelMessageRequest)(nil),       // 31: agentic.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),      // 32: agentic.v1.CancelMessageResponse
-	(*SetModelRequest)(nil),            // 33: agentic.v1.SetModelRequest
-	(*SetModelResponse)(nil),           // 34: agentic.v1.SetModelResponse
-	(*SetModeRequest)(nil),             // 35: agentic.v1.SetModeRequest
-	(*SetModeResponse)(nil),            // 36: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),   // 37: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),         // 38: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil),  // 39: agentic.v1.RespondPermissionResponse
-	(*RespondElicitationRequest)(nil),  // 40: agentic.v1.RespondElicitationRequest
-	(*RespondElicitationResponse)(nil), // 41: agentic.v1.RespondElicitationResponse
-	(*ListMessagesRequest)(nil),        // 42: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 43: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 44: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 45: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 46: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 47: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 48: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 49: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 50: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 51: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 52: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 53: agentic.v1.ListAuditEventsResponse
-	(*SessionGrant)(nil),               // 54: agentic.v1.SessionGrant
-	(*SessionInfo)(nil),                // 55: agentic.v1.SessionInfo
-	(*timestamppb.Timestamp)(nil),      // 56: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 57: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 58: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 59: agentic.v1.McpServer
-	(SessionStatus)(0),                 // 60: agentic.v1.SessionStatus
-	(*MessageContent)(nil),             // 61: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 62: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 63: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 64: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 65: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 66: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 67: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 68: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 69: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 70: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 71: agentic.v1.AuditEvent
+	(DeliveryMode)(0),                  // 1: agentic.v1.DeliveryMode
+	(DeliveryOutcome)(0),               // 2: agentic.v1.DeliveryOutcome
+	(MessageOrder)(0),                  // 3: agentic.v1.MessageOrder
+	(*ShareSessionRequest)(nil),        // 4: agentic.v1.ShareSessionRequest
+	(*ShareSessionResponse)(nil),       // 5: agentic.v1.ShareSessionResponse
+	(*CreateWebLoginRequest)(nil),      // 6: agentic.v1.CreateWebLoginRequest
+	(*CreateWebLoginResponse)(nil),     // 7: agentic.v1.CreateWebLoginResponse
+	(*GetServerInfoRequest)(nil),       // 8: agentic.v1.GetServerInfoRequest
+	(*ServerLimits)(nil),               // 9: agentic.v1.ServerLimits
+	(*GetServerInfoResponse)(nil),      // 10: agentic.v1.GetServerInfoResponse
+	(*Caller)(nil),                     // 11: agentic.v1.Caller
+	(*ListAgentsRequest)(nil),          // 12: agentic.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 13: agentic.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),            // 14: agentic.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),           // 15: agentic.v1.GetAgentResponse
+	(*SessionConfig)(nil),              // 16: agentic.v1.SessionConfig
+	(*CreateSessionRequest)(nil),       // 17: agentic.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 18: agentic.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 19: agentic.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 20: agentic.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 21: agentic.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 22: agentic.v1.ListSessionsResponse
+	(*LoadSessionRequest)(nil),         // 23: agentic.v1.LoadSessionRequest
+	(*LoadSessionResponse)(nil),        // 24: agentic.v1.LoadSessionResponse
+	(*CloseSessionRequest)(nil),        // 25: agentic.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 26: agentic.v1.CloseSessionResponse
+	(*DeleteSessionRequest)(nil),       // 27: agentic.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 28: agentic.v1.DeleteSessionResponse
+	(*LogoutAgentRequest)(nil),         // 29: agentic.v1.LogoutAgentRequest
+	(*LogoutAgentResponse)(nil),        // 30: agentic.v1.LogoutAgentResponse
+	(*SendMessageRequest)(nil),         // 31: agentic.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 32: agentic.v1.SendMessageResponse
+	(*CancelMessageRequest)(nil),       // 33: agentic.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 34: agentic.v1.CancelMessageResponse
+	(*SetModelRequest)(nil),            // 35: agentic.v1.SetModelRequest
+	(*SetModelResponse)(nil),           // 36: agentic.v1.SetModelResponse
+	(*SetModeRequest)(nil),             // 37: agentic.v1.SetModeRequest
+	(*SetModeResponse)(nil),            // 38: agentic.v1.SetModeResponse
+	(*RespondPermissionRequest)(nil),   // 39: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),         // 40: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil),  // 41: agentic.v1.RespondPermissionResponse
+	(*RespondElicitationRequest)(nil),  // 42: agentic.v1.RespondElicitationRequest
+	(*RespondElicitationResponse)(nil), // 43: agentic.v1.RespondElicitationResponse
+	(*ListMessagesRequest)(nil),        // 44: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 45: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 46: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 47: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),           // 48: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 49: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 50: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 51: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 52: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 53: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 54: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 55: agentic.v1.ListAuditEventsResponse
+	(*SessionGrant)(nil),               // 56: agentic.v1.SessionGrant
+	(*SessionInfo)(nil),                // 57: agentic.v1.SessionInfo
+	(*timestamppb.Timestamp)(nil),      // 58: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 60: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 61: agentic.v1.McpServer
+	(SessionStatus)(0),                 // 62: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 63: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 64: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 65: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 66: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 67: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 68: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 69: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 70: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 71: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 72: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 73: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	54, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	55, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	56, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	57, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	57, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
-	7,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
-	9,  // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
-	58, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	58, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	59, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
-	14, // 10: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	54, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	55, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	55, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	60, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	56, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	56, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	57, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	58, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	59, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	59, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	9,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
+	11, // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
+	60, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	60, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	61, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	16, // 10: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
+	56, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	57, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	57, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	58, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
 	0,  // 16: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	55, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	55, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	58, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	61, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	55, // 21: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	55, // 22: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 23: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	62, // 24: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	63, // 25: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
-	38, // 26: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	64, // 27: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	65, // 28: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	66, // 29: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
-	1,  // 30: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	67, // 31: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	67, // 32: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	68, // 33: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	48, // 34: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	49, // 35: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	50, // 36: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	51, // 37: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	69, // 38: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	56, // 39: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	70, // 40: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	56, // 41: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	56, // 42: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	71, // 43: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	6,  // 44: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	10, // 45: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	12, // 46: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	15, // 47: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	17, // 48: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	19, // 49: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	21, // 50: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	23, // 51: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	25, // 52: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	27, // 53: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	29, // 54: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	31, // 55: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	33, // 56: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	35, // 57: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	37, // 58: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	40, // 59: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	42, // 60: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	44, // 61: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	46, // 62: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	52, // 63: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	4,  // 64: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
-	2,  // 65: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
-	8,  // 66: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	11, // 67: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	13, // 68: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	16, // 69: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	18, // 70: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	20, // 71: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	22, // 72: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	24, // 73: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	26, // 74: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	28, // 75: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	30, // 76: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	32, // 77: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	34, // 78: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	36, // 79: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	39, // 80: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	41, // 81: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	43, // 82: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	45, // 83: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	47, // 84: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	53, // 85: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	5,  // 86: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
-	3,  // 87: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
-	66, // [66:88] is the sub-list for method output_type
-	44, // [44:66] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	57, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	57, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	60, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	63, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	1,  // 21: agentic.v1.SendMessageRequest.delivery:type_name -> agentic.v1.DeliveryMode
+	2,  // 22: agentic.v1.SendMessageResponse.outcome:type_name -> agentic.v1.DeliveryOutcome
+	57, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	57, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 25: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	64, // 26: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	65, // 27: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	40, // 28: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	66, // 29: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	67, // 30: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	68, // 31: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	3,  // 32: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	69, // 33: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	69, // 34: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	70, // 35: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	50, // 36: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	51, // 37: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	52, // 38: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	53, // 39: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	71, // 40: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	58, // 41: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	72, // 42: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	58, // 43: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	58, // 44: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	73, // 45: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	8,  // 46: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	12, // 47: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	14, // 48: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	17, // 49: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	19, // 50: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	21, // 51: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	23, // 52: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	25, // 53: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	27, // 54: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	29, // 55: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	31, // 56: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	33, // 57: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	35, // 58: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	37, // 59: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	39, // 60: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	42, // 61: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	44, // 62: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	46, // 63: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	48, // 64: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	54, // 65: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	6,  // 66: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	4,  // 67: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
+	10, // 68: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	13, // 69: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	15, // 70: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	18, // 71: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	20, // 72: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	22, // 73: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	24, // 74: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	26, // 75: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	28, // 76: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	30, // 77: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	32, // 78: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	34, // 79: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	36, // 80: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	38, // 81: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	41, // 82: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	43, // 83: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	45, // 84: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	47, // 85: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	49, // 86: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	55, // 87: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	7,  // 88: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	5,  // 89: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
+	68, // [68:90] is the sub-list for method output_type
+	46, // [46:68] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -3691,7 +3861,7 @@ func file_agentic_v1_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      4,
 			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -97,8 +97,12 @@ type AgenticServiceClient interface {
 	// MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
 	// in order. Choose message_id (and user_message_id) yourself to know them before
 	// any event of the turn can arrive.
+	//
+	// While a turn runs, the request's delivery decides what happens (see DeliveryMode);
+	// the response's outcome says what did. No mode answers SESSION_BUSY any more.
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
-	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED). Or,
+	// naming a queued message, takes it out of the queue (MESSAGE_DEQUEUED, CANCELLED).
 	CancelMessage(ctx context.Context, in *CancelMessageRequest, opts ...grpc.CallOption) (*CancelMessageResponse, error)
 	// Chooses a model from SessionInfo.available_models.
 	SetModel(ctx context.Context, in *SetModelRequest, opts ...grpc.CallOption) (*SetModelResponse, error)
@@ -425,8 +429,12 @@ type AgenticServiceServer interface {
 	// MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
 	// in order. Choose message_id (and user_message_id) yourself to know them before
 	// any event of the turn can arrive.
+	//
+	// While a turn runs, the request's delivery decides what happens (see DeliveryMode);
+	// the response's outcome says what did. No mode answers SESSION_BUSY any more.
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
-	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED). Or,
+	// naming a queued message, takes it out of the queue (MESSAGE_DEQUEUED, CANCELLED).
 	CancelMessage(context.Context, *CancelMessageRequest) (*CancelMessageResponse, error)
 	// Chooses a model from SessionInfo.available_models.
 	SetModel(context.Context, *SetModelRequest) (*SetModelResponse, error)

@@ -1728,10 +1728,13 @@ type SessionInfo struct {
 	// Elicitations waiting for an answer (answer with RespondElicitation).
 	PendingElicitations []*ElicitationRequest `protobuf:"bytes,24,rep,name=pending_elicitations,json=pendingElicitations,proto3" json:"pending_elicitations,omitempty"`
 	// The principal that created the session, and who else may reach it (ShareSession).
-	Owner         string          `protobuf:"bytes,25,opt,name=owner,proto3" json:"owner,omitempty"`
-	Acl           []*SessionGrant `protobuf:"bytes,26,rep,name=acl,proto3" json:"acl,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Owner string          `protobuf:"bytes,25,opt,name=owner,proto3" json:"owner,omitempty"`
+	Acl   []*SessionGrant `protobuf:"bytes,26,rep,name=acl,proto3" json:"acl,omitempty"`
+	// Messages waiting for the running turn to end, in the order they will run (the first
+	// runs next). Filled by GetSession; MESSAGE_QUEUED and MESSAGE_DEQUEUED keep it current.
+	QueuedMessages []*QueuedMessage `protobuf:"bytes,27,rep,name=queued_messages,json=queuedMessages,proto3" json:"queued_messages,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionInfo) Reset() {
@@ -1946,6 +1949,13 @@ func (x *SessionInfo) GetAcl() []*SessionGrant {
 	return nil
 }
 
+func (x *SessionInfo) GetQueuedMessages() []*QueuedMessage {
+	if x != nil {
+		return x.QueuedMessages
+	}
+	return nil
+}
+
 // One entry of a session's ACL: a principal, or every principal in a group.
 type SessionGrant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2037,6 +2047,87 @@ func (*SessionGrant_Principal) isSessionGrant_Grantee() {}
 
 func (*SessionGrant_Group) isSessionGrant_Grantee() {}
 
+// A message sent while a turn ran, waiting in its session's queue. It is stored: it
+// survives a restart of the server, and the replica that owns the session runs it.
+type QueuedMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The assistant message its turn will produce; it becomes the turn's message_id.
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The id its user message will be stored under.
+	UserMessageId string                 `protobuf:"bytes,2,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	Content       *MessageContent        `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	QueueTime     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=queue_time,json=queueTime,proto3" json:"queue_time,omitempty"`
+	// Why it waits, for a person (e.g. "the agent takes no steering; queued").
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuedMessage) Reset() {
+	*x = QueuedMessage{}
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuedMessage) ProtoMessage() {}
+
+func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuedMessage.ProtoReflect.Descriptor instead.
+func (*QueuedMessage) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *QueuedMessage) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *QueuedMessage) GetUserMessageId() string {
+	if x != nil {
+		return x.UserMessageId
+	}
+	return ""
+}
+
+func (x *QueuedMessage) GetContent() *MessageContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *QueuedMessage) GetQueueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QueueTime
+	}
+	return nil
+}
+
+func (x *QueuedMessage) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // An MCP server a session's agent uses for more tools: a program spoken to over stdio,
 // or a streamable HTTP endpoint.
 type McpServer struct {
@@ -2058,7 +2149,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2161,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2174,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *McpServer) GetName() string {
@@ -2150,7 +2241,7 @@ type McpStdioServer struct {
 
 func (x *McpStdioServer) Reset() {
 	*x = McpStdioServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2253,7 @@ func (x *McpStdioServer) String() string {
 func (*McpStdioServer) ProtoMessage() {}
 
 func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2266,7 @@ func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpStdioServer.ProtoReflect.Descriptor instead.
 func (*McpStdioServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *McpStdioServer) GetCommand() string {
@@ -2212,7 +2303,7 @@ type McpHttpServer struct {
 
 func (x *McpHttpServer) Reset() {
 	*x = McpHttpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2315,7 @@ func (x *McpHttpServer) String() string {
 func (*McpHttpServer) ProtoMessage() {}
 
 func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2328,7 @@ func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpHttpServer.ProtoReflect.Descriptor instead.
 func (*McpHttpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *McpHttpServer) GetUrl() string {
@@ -2270,7 +2361,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2373,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2386,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ImageContent) GetSource() isImageContent_Source {
@@ -2378,7 +2469,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2481,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2494,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FileContent) GetPath() string {
@@ -2443,7 +2534,7 @@ type EmbeddedResource struct {
 
 func (x *EmbeddedResource) Reset() {
 	*x = EmbeddedResource{}
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2546,7 @@ func (x *EmbeddedResource) String() string {
 func (*EmbeddedResource) ProtoMessage() {}
 
 func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2559,7 @@ func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddedResource.ProtoReflect.Descriptor instead.
 func (*EmbeddedResource) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EmbeddedResource) GetUri() string {
@@ -2542,7 +2633,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2645,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2658,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ContentPart) GetPart() isContentPart_Part {
@@ -2652,7 +2743,7 @@ type MessageContent struct {
 
 func (x *MessageContent) Reset() {
 	*x = MessageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2755,7 @@ func (x *MessageContent) String() string {
 func (*MessageContent) ProtoMessage() {}
 
 func (x *MessageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2768,7 @@ func (x *MessageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageContent.ProtoReflect.Descriptor instead.
 func (*MessageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MessageContent) GetParts() []*ContentPart {
@@ -2707,7 +2798,7 @@ type CommandInfo struct {
 
 func (x *CommandInfo) Reset() {
 	*x = CommandInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2810,7 @@ func (x *CommandInfo) String() string {
 func (*CommandInfo) ProtoMessage() {}
 
 func (x *CommandInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2823,7 @@ func (x *CommandInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandInfo.ProtoReflect.Descriptor instead.
 func (*CommandInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommandInfo) GetCommand() string {
@@ -2789,7 +2880,7 @@ type PermissionOption struct {
 
 func (x *PermissionOption) Reset() {
 	*x = PermissionOption{}
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2892,7 @@ func (x *PermissionOption) String() string {
 func (*PermissionOption) ProtoMessage() {}
 
 func (x *PermissionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2905,7 @@ func (x *PermissionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionOption.ProtoReflect.Descriptor instead.
 func (*PermissionOption) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PermissionOption) GetOptionId() string {
@@ -2869,7 +2960,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +2972,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +2985,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PermissionRequest) GetPermissionId() string {
@@ -3014,7 +3105,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3117,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3130,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ElicitationRequest) GetElicitationId() string {
@@ -3110,7 +3201,7 @@ type ToolLocation struct {
 
 func (x *ToolLocation) Reset() {
 	*x = ToolLocation{}
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3122,7 +3213,7 @@ func (x *ToolLocation) String() string {
 func (*ToolLocation) ProtoMessage() {}
 
 func (x *ToolLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3135,7 +3226,7 @@ func (x *ToolLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolLocation.ProtoReflect.Descriptor instead.
 func (*ToolLocation) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolLocation) GetPath() string {
@@ -3165,7 +3256,7 @@ type DiffBlock struct {
 
 func (x *DiffBlock) Reset() {
 	*x = DiffBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3268,7 @@ func (x *DiffBlock) String() string {
 func (*DiffBlock) ProtoMessage() {}
 
 func (x *DiffBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3281,7 @@ func (x *DiffBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBlock.ProtoReflect.Descriptor instead.
 func (*DiffBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DiffBlock) GetPath() string {
@@ -3237,7 +3328,7 @@ type TerminalBlock struct {
 
 func (x *TerminalBlock) Reset() {
 	*x = TerminalBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3340,7 @@ func (x *TerminalBlock) String() string {
 func (*TerminalBlock) ProtoMessage() {}
 
 func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3353,7 @@ func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalBlock.ProtoReflect.Descriptor instead.
 func (*TerminalBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TerminalBlock) GetTerminalId() string {
@@ -3331,7 +3422,7 @@ type ToolContent struct {
 
 func (x *ToolContent) Reset() {
 	*x = ToolContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3434,7 @@ func (x *ToolContent) String() string {
 func (*ToolContent) ProtoMessage() {}
 
 func (x *ToolContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3447,7 @@ func (x *ToolContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolContent.ProtoReflect.Descriptor instead.
 func (*ToolContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolContent) GetContent() isToolContent_Content {
@@ -3470,7 +3561,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3573,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3586,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolCall) GetToolId() string {
@@ -3584,7 +3675,7 @@ type TextBlock struct {
 
 func (x *TextBlock) Reset() {
 	*x = TextBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +3687,7 @@ func (x *TextBlock) String() string {
 func (*TextBlock) ProtoMessage() {}
 
 func (x *TextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +3700,7 @@ func (x *TextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextBlock.ProtoReflect.Descriptor instead.
 func (*TextBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TextBlock) GetText() string {
@@ -3630,7 +3721,7 @@ type ReasoningBlock struct {
 
 func (x *ReasoningBlock) Reset() {
 	*x = ReasoningBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3733,7 @@ func (x *ReasoningBlock) String() string {
 func (*ReasoningBlock) ProtoMessage() {}
 
 func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3746,7 @@ func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningBlock.ProtoReflect.Descriptor instead.
 func (*ReasoningBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReasoningBlock) GetText() string {
@@ -3675,7 +3766,7 @@ type ErrorBlock struct {
 
 func (x *ErrorBlock) Reset() {
 	*x = ErrorBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3687,7 +3778,7 @@ func (x *ErrorBlock) String() string {
 func (*ErrorBlock) ProtoMessage() {}
 
 func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3700,7 +3791,7 @@ func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBlock.ProtoReflect.Descriptor instead.
 func (*ErrorBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ErrorBlock) GetMessage() string {
@@ -3731,7 +3822,7 @@ type ImageBlock struct {
 
 func (x *ImageBlock) Reset() {
 	*x = ImageBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +3834,7 @@ func (x *ImageBlock) String() string {
 func (*ImageBlock) ProtoMessage() {}
 
 func (x *ImageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +3847,7 @@ func (x *ImageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageBlock.ProtoReflect.Descriptor instead.
 func (*ImageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImageBlock) GetMimeType() string {
@@ -3822,7 +3913,7 @@ type ActionBlock struct {
 
 func (x *ActionBlock) Reset() {
 	*x = ActionBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3925,7 @@ func (x *ActionBlock) String() string {
 func (*ActionBlock) ProtoMessage() {}
 
 func (x *ActionBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3938,7 @@ func (x *ActionBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionBlock.ProtoReflect.Descriptor instead.
 func (*ActionBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ActionBlock) GetActionType() string {
@@ -3882,7 +3973,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3894,7 +3985,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3907,7 +3998,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SearchResult) GetTitle() string {
@@ -3941,7 +4032,7 @@ type SearchBlock struct {
 
 func (x *SearchBlock) Reset() {
 	*x = SearchBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4044,7 @@ func (x *SearchBlock) String() string {
 func (*SearchBlock) ProtoMessage() {}
 
 func (x *SearchBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4057,7 @@ func (x *SearchBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBlock.ProtoReflect.Descriptor instead.
 func (*SearchBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SearchBlock) GetQuery() string {
@@ -3995,7 +4086,7 @@ type McpUiResourceBlock struct {
 
 func (x *McpUiResourceBlock) Reset() {
 	*x = McpUiResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4098,7 @@ func (x *McpUiResourceBlock) String() string {
 func (*McpUiResourceBlock) ProtoMessage() {}
 
 func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4111,7 @@ func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpUiResourceBlock.ProtoReflect.Descriptor instead.
 func (*McpUiResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *McpUiResourceBlock) GetUri() string {
@@ -4055,7 +4146,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4158,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4171,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PlanEntry) GetContent() string {
@@ -4114,7 +4205,7 @@ type PlanBlock struct {
 
 func (x *PlanBlock) Reset() {
 	*x = PlanBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4126,7 +4217,7 @@ func (x *PlanBlock) String() string {
 func (*PlanBlock) ProtoMessage() {}
 
 func (x *PlanBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4139,7 +4230,7 @@ func (x *PlanBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanBlock.ProtoReflect.Descriptor instead.
 func (*PlanBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PlanBlock) GetEntries() []*PlanEntry {
@@ -4163,7 +4254,7 @@ type ResourceBlock struct {
 
 func (x *ResourceBlock) Reset() {
 	*x = ResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4266,7 @@ func (x *ResourceBlock) String() string {
 func (*ResourceBlock) ProtoMessage() {}
 
 func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4279,7 @@ func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceBlock.ProtoReflect.Descriptor instead.
 func (*ResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResourceBlock) GetUri() string {
@@ -4250,7 +4341,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4353,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4366,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Block) GetContent() isBlock_Content {
@@ -4487,7 +4578,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[39]
+	mi := &file_agentic_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4590,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[39]
+	mi := &file_agentic_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4603,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SessionMessage) GetMessageId() string {
@@ -4647,7 +4738,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11_reasoning_tokensB\x0f\n" +
 	"\r_context_usedB\x0f\n" +
 	"\r_context_sizeB\a\n" +
-	"\x05_cost\"\xf6\t\n" +
+	"\x05_cost\"\xba\n" +
+	"\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -4678,12 +4770,21 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x10mcp_server_names\x18\x17 \x03(\tR\x0emcpServerNames\x12Q\n" +
 	"\x14pending_elicitations\x18\x18 \x03(\v2\x1e.agentic.v1.ElicitationRequestR\x13pendingElicitations\x12\x14\n" +
 	"\x05owner\x18\x19 \x01(\tR\x05owner\x12*\n" +
-	"\x03acl\x18\x1a \x03(\v2\x18.agentic.v1.SessionGrantR\x03acl\"\x84\x01\n" +
+	"\x03acl\x18\x1a \x03(\v2\x18.agentic.v1.SessionGrantR\x03acl\x12B\n" +
+	"\x0fqueued_messages\x18\x1b \x03(\v2\x19.agentic.v1.QueuedMessageR\x0equeuedMessages\"\x84\x01\n" +
 	"\fSessionGrant\x12\x1e\n" +
 	"\tprincipal\x18\x01 \x01(\tH\x00R\tprincipal\x12\x16\n" +
 	"\x05group\x18\x02 \x01(\tH\x00R\x05group\x121\n" +
 	"\x06access\x18\x03 \x01(\x0e2\x19.agentic.v1.SessionAccessR\x06accessB\t\n" +
-	"\agrantee\"\x91\x01\n" +
+	"\agrantee\"\xdf\x01\n" +
+	"\rQueuedMessage\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
+	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x124\n" +
+	"\acontent\x18\x03 \x01(\v2\x1a.agentic.v1.MessageContentR\acontent\x129\n" +
+	"\n" +
+	"queue_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tqueueTime\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x91\x01\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x1a.agentic.v1.McpStdioServerH\x00R\x05stdio\x12/\n" +
@@ -4997,7 +5098,7 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
-var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
 	(AgentStatus)(0),              // 1: agentic.v1.AgentStatus
@@ -5025,42 +5126,43 @@ var file_agentic_v1_types_proto_goTypes = []any{
 	(*TokenUsage)(nil),            // 23: agentic.v1.TokenUsage
 	(*SessionInfo)(nil),           // 24: agentic.v1.SessionInfo
 	(*SessionGrant)(nil),          // 25: agentic.v1.SessionGrant
-	(*McpServer)(nil),             // 26: agentic.v1.McpServer
-	(*McpStdioServer)(nil),        // 27: agentic.v1.McpStdioServer
-	(*McpHttpServer)(nil),         // 28: agentic.v1.McpHttpServer
-	(*ImageContent)(nil),          // 29: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 30: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 31: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 32: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 33: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 34: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 35: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 36: agentic.v1.PermissionRequest
-	(*ElicitationRequest)(nil),    // 37: agentic.v1.ElicitationRequest
-	(*ToolLocation)(nil),          // 38: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 39: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 40: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 41: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 42: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 43: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 44: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 45: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 46: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 47: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 48: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 49: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 50: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 51: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 52: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 53: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 54: agentic.v1.Block
-	(*SessionMessage)(nil),        // 55: agentic.v1.SessionMessage
-	nil,                           // 56: agentic.v1.McpStdioServer.EnvEntry
-	nil,                           // 57: agentic.v1.McpHttpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 58: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 59: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 60: google.protobuf.Struct
-	(ErrorReason)(0),              // 61: agentic.v1.ErrorReason
+	(*QueuedMessage)(nil),         // 26: agentic.v1.QueuedMessage
+	(*McpServer)(nil),             // 27: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 28: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 29: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 30: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 31: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 32: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 33: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 34: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 35: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 36: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 37: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),    // 38: agentic.v1.ElicitationRequest
+	(*ToolLocation)(nil),          // 39: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 40: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 41: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 42: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 43: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 44: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 45: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 46: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 47: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 48: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 49: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 50: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 51: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 52: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 53: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 54: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 55: agentic.v1.Block
+	(*SessionMessage)(nil),        // 56: agentic.v1.SessionMessage
+	nil,                           // 57: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 58: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 59: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 60: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 61: google.protobuf.Struct
+	(ErrorReason)(0),              // 62: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
@@ -5069,75 +5171,78 @@ var file_agentic_v1_types_proto_depIdxs = []int32{
 	17, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
 	19, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
 	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	58, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	58, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	59, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	59, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
 	20, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
 	21, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
 	22, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
 	17, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
 	23, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	36, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	37, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
+	37, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	38, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
 	25, // 15: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
-	3,  // 16: agentic.v1.SessionGrant.access:type_name -> agentic.v1.SessionAccess
-	27, // 17: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
-	28, // 18: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
-	56, // 19: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
-	57, // 20: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
-	29, // 21: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	30, // 22: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	31, // 23: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	32, // 24: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
-	4,  // 25: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
-	6,  // 26: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
-	5,  // 27: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	34, // 28: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	35, // 29: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	59, // 30: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	58, // 31: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	7,  // 32: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	60, // 33: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	58, // 34: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	39, // 35: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	40, // 36: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	46, // 37: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	53, // 38: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	9,  // 39: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	10, // 40: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	59, // 41: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	59, // 42: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	38, // 43: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	41, // 44: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	34, // 45: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	61, // 46: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	36, // 47: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	48, // 48: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	11, // 49: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	12, // 50: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	51, // 51: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	43, // 52: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	44, // 53: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	42, // 54: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	45, // 55: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	46, // 56: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	47, // 57: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	49, // 58: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	50, // 59: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	52, // 60: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	39, // 61: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	40, // 62: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	53, // 63: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	13, // 64: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	14, // 65: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	54, // 66: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	58, // 67: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	15, // 68: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	23, // 69: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	70, // [70:70] is the sub-list for method output_type
-	70, // [70:70] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	26, // 16: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
+	3,  // 17: agentic.v1.SessionGrant.access:type_name -> agentic.v1.SessionAccess
+	34, // 18: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
+	59, // 19: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
+	28, // 20: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	29, // 21: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	57, // 22: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	58, // 23: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	30, // 24: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	31, // 25: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	32, // 26: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	33, // 27: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	4,  // 28: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
+	6,  // 29: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
+	5,  // 30: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
+	35, // 31: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	36, // 32: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	60, // 33: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	59, // 34: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	7,  // 35: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
+	61, // 36: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	59, // 37: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	40, // 38: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	41, // 39: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	47, // 40: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	54, // 41: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	9,  // 42: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	10, // 43: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	60, // 44: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	60, // 45: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	39, // 46: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	42, // 47: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	35, // 48: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	62, // 49: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	37, // 50: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	49, // 51: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	11, // 52: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	12, // 53: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	52, // 54: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	44, // 55: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	45, // 56: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	43, // 57: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	46, // 58: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	47, // 59: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	48, // 60: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	50, // 61: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	51, // 62: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	53, // 63: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	40, // 64: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	41, // 65: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	54, // 66: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	13, // 67: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	14, // 68: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	55, // 69: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	59, // 70: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	15, // 71: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	23, // 72: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	73, // [73:73] is the sub-list for method output_type
+	73, // [73:73] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }
@@ -5151,38 +5256,38 @@ func file_agentic_v1_types_proto_init() {
 		(*SessionGrant_Principal)(nil),
 		(*SessionGrant_Group)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[10].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[11].OneofWrappers = []any{
 		(*McpServer_Stdio)(nil),
 		(*McpServer_Http)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[13].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[14].OneofWrappers = []any{
 		(*ImageContent_Url)(nil),
 		(*ImageContent_Data)(nil),
 		(*ImageContent_FilePath)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[15].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[16].OneofWrappers = []any{
 		(*EmbeddedResource_Text)(nil),
 		(*EmbeddedResource_Blob)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[16].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[17].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Image)(nil),
 		(*ContentPart_File)(nil),
 		(*ContentPart_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[24].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[25].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[25].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[26].OneofWrappers = []any{
 		(*ToolContent_Text)(nil),
 		(*ToolContent_Diff)(nil),
 		(*ToolContent_Terminal)(nil),
 		(*ToolContent_Image)(nil),
 		(*ToolContent_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[30].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[31].OneofWrappers = []any{
 		(*ImageBlock_Url)(nil),
 		(*ImageBlock_Data)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[38].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[39].OneofWrappers = []any{
 		(*Block_Text)(nil),
 		(*Block_Reasoning)(nil),
 		(*Block_Tool)(nil),
@@ -5202,7 +5307,7 @@ func file_agentic_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
 			NumEnums:      16,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -18,7 +18,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentic/v1/events.proto\x12\nagentic.v1\x1a\x17\x61gentic/v1/errors.proto\x1a\x16\x61gentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\x0b\n\x0c\x41genticEvent\x12\x1a\n\x08sequence\x18\x01 \x01(\x04R\x08sequence\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x19\n\x08\x61gent_id\x18\x03 \x01(\tR\x07\x61gentId\x12\x39\n\nevent_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\teventTime\x12\x30\n\x04type\x18\x05 \x01(\x0e\x32\x1c.agentic.v1.AgenticEventTypeR\x04type\x12\x16\n\x06replay\x18\x06 \x01(\x08R\x06replay\x12\x45\n\x0fsession_created\x18\n \x01(\x0b\x32\x1a.agentic.v1.SessionCreatedH\x00R\x0esessionCreated\x12?\n\rsession_ready\x18\x0b \x01(\x0b\x32\x18.agentic.v1.SessionReadyH\x00R\x0csessionReady\x12\x45\n\x0fsession_updated\x18\x0c \x01(\x0b\x32\x1a.agentic.v1.SessionUpdatedH\x00R\x0esessionUpdated\x12\x42\n\x0esession_closed\x18\r \x01(\x0b\x32\x19.agentic.v1.SessionClosedH\x00R\rsessionClosed\x12?\n\rmessage_delta\x18\x0e \x01(\x0b\x32\x18.agentic.v1.MessageDeltaH\x00R\x0cmessageDelta\x12?\n\rmessage_block\x18\x0f \x01(\x0b\x32\x18.agentic.v1.MessageBlockH\x00R\x0cmessageBlock\x12\x39\n\x0bmessage_end\x18\x10 \x01(\x0b\x32\x16.agentic.v1.MessageEndH\x00R\nmessageEnd\x12\x36\n\ntool_start\x18\x11 \x01(\x0b\x32\x15.agentic.v1.ToolStartH\x00R\ttoolStart\x12<\n\x0ctool_running\x18\x12 \x01(\x0b\x32\x17.agentic.v1.ToolRunningH\x00R\x0btoolRunning\x12\x30\n\x08tool_end\x18\x13 \x01(\x0b\x32\x13.agentic.v1.ToolEndH\x00R\x07toolEnd\x12^\n\x18tool_permission_required\x18\x14 \x01(\x0b\x32\".agentic.v1.ToolPermissionRequiredH\x00R\x16toolPermissionRequired\x12[\n\x17tool_permission_granted\x18\x15 \x01(\x0b\x32!.agentic.v1.ToolPermissionGrantedH\x00R\x15toolPermissionGranted\x12X\n\x16tool_permission_denied\x18\x16 \x01(\x0b\x32 .agentic.v1.ToolPermissionDeniedH\x00R\x14toolPermissionDenied\x12\x42\n\x0estatus_changed\x18\x17 \x01(\x0b\x32\x19.agentic.v1.StatusChangedH\x00R\rstatusChanged\x12\x31\n\x05\x65rror\x18\x18 \x01(\x0b\x32\x19.agentic.v1.ErrorReportedH\x00R\x05\x65rror\x12R\n\x14\x61gent_status_changed\x18\x19 \x01(\x0b\x32\x1e.agentic.v1.AgentStatusChangedH\x00R\x12\x61gentStatusChanged\x12T\n\x14\x65licitation_required\x18\x1a \x01(\x0b\x32\x1f.agentic.v1.ElicitationRequiredH\x00R\x13\x65licitationRequired\x12T\n\x14\x65licitation_resolved\x18\x1b \x01(\x0b\x32\x1f.agentic.v1.ElicitationResolvedH\x00R\x13\x65licitationResolvedB\t\n\x07payload\"A\n\x12\x41gentStatusChanged\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.agentic.v1.AgentInfoR\x05\x61gent\"C\n\x0eSessionCreated\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.agentic.v1.SessionInfoR\x07session\"3\n\x0cSessionReady\x12#\n\rmessage_count\x18\x01 \x01(\x03R\x0cmessageCount\"\x80\x01\n\x0eSessionUpdated\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.agentic.v1.SessionInfoR\x07session\x12;\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMaskR\nupdateMask\"\'\n\rSessionClosed\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason\"n\n\x0cMessageDelta\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12+\n\x04role\x18\x03 \x01(\x0e\x32\x17.agentic.v1.MessageRoleR\x04role\"\x83\x01\n\x0cMessageBlock\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12\'\n\x05\x62lock\x18\x02 \x01(\x0b\x32\x11.agentic.v1.BlockR\x05\x62lock\x12+\n\x04role\x18\x03 \x01(\x0e\x32\x17.agentic.v1.MessageRoleR\x04role\"\xbf\x01\n\nMessageEnd\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12\x37\n\x0bstop_reason\x18\x02 \x01(\x0e\x32\x16.agentic.v1.StopReasonR\nstopReason\x12,\n\x05usage\x18\x03 \x01(\x0b\x32\x16.agentic.v1.TokenUsageR\x05usage\x12+\n\x04role\x18\x04 \x01(\x0e\x32\x17.agentic.v1.MessageRoleR\x04role\"T\n\tToolStart\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12(\n\x04tool\x18\x02 \x01(\x0b\x32\x14.agentic.v1.ToolCallR\x04tool\"V\n\x0bToolRunning\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12(\n\x04tool\x18\x02 \x01(\x0b\x32\x14.agentic.v1.ToolCallR\x04tool\"R\n\x07ToolEnd\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12(\n\x04tool\x18\x02 \x01(\x0b\x32\x14.agentic.v1.ToolCallR\x04tool\"Q\n\x16ToolPermissionRequired\x12\x37\n\x07request\x18\x01 \x01(\x0b\x32\x1d.agentic.v1.PermissionRequestR\x07request\"\xc8\x01\n\x15ToolPermissionGranted\x12#\n\rpermission_id\x18\x01 \x01(\tR\x0cpermissionId\x12\x17\n\x07tool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n\toption_id\x18\x03 \x01(\tR\x08optionId\x12<\n\ndecided_by\x18\x04 \x01(\x0e\x32\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n\x06reason\x18\x05 \x01(\tR\x06reason\"\xc7\x01\n\x14ToolPermissionDenied\x12#\n\rpermission_id\x18\x01 \x01(\tR\x0cpermissionId\x12\x17\n\x07tool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n\toption_id\x18\x03 \x01(\tR\x08optionId\x12<\n\ndecided_by\x18\x04 \x01(\x0e\x32\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n\x06reason\x18\x05 \x01(\tR\x06reason\"O\n\x13\x45licitationRequired\x12\x38\n\x07request\x18\x01 \x01(\x0b\x32\x1e.agentic.v1.ElicitationRequestR\x07request\"\x96\x02\n\x13\x45licitationResolved\x12%\n\x0e\x65licitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n\x07tool_id\x18\x02 \x01(\tR\x06toolId\x12\x35\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\x1d.agentic.v1.ElicitationActionR\x06\x61\x63tion\x12\x31\n\x07\x63ontent\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x07\x63ontent\x12=\n\ndecided_by\x18\x05 \x01(\x0e\x32\x1e.agentic.v1.ElicitationDeciderR\tdecidedBy\x12\x16\n\x06reason\x18\x06 \x01(\tR\x06reason\"Z\n\rStatusChanged\x12\x31\n\x06status\x18\x01 \x01(\x0e\x32\x19.agentic.v1.SessionStatusR\x06status\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"\xa3\x01\n\rErrorReported\x12/\n\x06reason\x18\x05 \x01(\x0e\x32\x17.agentic.v1.ErrorReasonR\x06reason\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x1d\n\nmessage_id\x18\x03 \x01(\tR\tmessageId\x12\x1c\n\tretryable\x18\x04 \x01(\x08R\tretryableJ\x04\x08\x01\x10\x02R\x04\x63ode*\x88\x06\n\x10\x41genticEventType\x12\"\n\x1e\x41GENTIC_EVENT_TYPE_UNSPECIFIED\x10\x00\x12&\n\"AGENTIC_EVENT_TYPE_SESSION_CREATED\x10\x01\x12$\n AGENTIC_EVENT_TYPE_SESSION_READY\x10\x02\x12&\n\"AGENTIC_EVENT_TYPE_SESSION_UPDATED\x10\x03\x12%\n!AGENTIC_EVENT_TYPE_SESSION_CLOSED\x10\x04\x12$\n AGENTIC_EVENT_TYPE_MESSAGE_DELTA\x10\x05\x12$\n AGENTIC_EVENT_TYPE_MESSAGE_BLOCK\x10\x06\x12\"\n\x1e\x41GENTIC_EVENT_TYPE_MESSAGE_END\x10\x07\x12!\n\x1d\x41GENTIC_EVENT_TYPE_TOOL_START\x10\x08\x12#\n\x1f\x41GENTIC_EVENT_TYPE_TOOL_RUNNING\x10\t\x12\x1f\n\x1b\x41GENTIC_EVENT_TYPE_TOOL_END\x10\n\x12/\n+AGENTIC_EVENT_TYPE_TOOL_PERMISSION_REQUIRED\x10\x0b\x12.\n*AGENTIC_EVENT_TYPE_TOOL_PERMISSION_GRANTED\x10\x0c\x12-\n)AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED\x10\r\x12%\n!AGENTIC_EVENT_TYPE_STATUS_CHANGED\x10\x0e\x12\x1c\n\x18\x41GENTIC_EVENT_TYPE_ERROR\x10\x0f\x12+\n\'AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED\x10\x10\x12+\n\'AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED\x10\x11\x12+\n\'AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED\x10\x12*\x95\x01\n\x11PermissionDecider\x12\"\n\x1ePERMISSION_DECIDER_UNSPECIFIED\x10\x00\x12\x1b\n\x17PERMISSION_DECIDER_USER\x10\x01\x12\x1d\n\x19PERMISSION_DECIDER_POLICY\x10\x02\x12 \n\x1cPERMISSION_DECIDER_CANCELLED\x10\x03*\x99\x01\n\x12\x45licitationDecider\x12#\n\x1f\x45LICITATION_DECIDER_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45LICITATION_DECIDER_USER\x10\x01\x12\x1d\n\x19\x45LICITATION_DECIDER_AGENT\x10\x02\x12!\n\x1d\x45LICITATION_DECIDER_CANCELLED\x10\x03\x42\xa0\x01\n\x0e\x63om.agentic.v1B\x0b\x45ventsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03\x41XX\xaa\x02\nAgentic.V1\xca\x02\nAgentic\\V1\xe2\x02\x16\x41gentic\\V1\\GPBMetadata\xea\x02\x0b\x41gentic::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentic/v1/events.proto\x12\nagentic.v1\x1a\x17\x61gentic/v1/errors.proto\x1a\x16\x61gentic/v1/types.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\r\n\x0c\x41genticEvent\x12\x1a\n\x08sequence\x18\x01 \x01(\x04R\x08sequence\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x19\n\x08\x61gent_id\x18\x03 \x01(\tR\x07\x61gentId\x12\x39\n\nevent_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\teventTime\x12\x30\n\x04type\x18\x05 \x01(\x0e\x32\x1c.agentic.v1.AgenticEventTypeR\x04type\x12\x16\n\x06replay\x18\x06 \x01(\x08R\x06replay\x12\x45\n\x0fsession_created\x18\n \x01(\x0b\x32\x1a.agentic.v1.SessionCreatedH\x00R\x0esessionCreated\x12?\n\rsession_ready\x18\x0b \x01(\x0b\x32\x18.agentic.v1.SessionReadyH\x00R\x0csessionReady\x12\x45\n\x0fsession_updated\x18\x0c \x01(\x0b\x32\x1a.agentic.v1.SessionUpdatedH\x00R\x0esessionUpdated\x12\x42\n\x0esession_closed\x18\r \x01(\x0b\x32\x19.agentic.v1.SessionClosedH\x00R\rsessionClosed\x12?\n\rmessage_delta\x18\x0e \x01(\x0b\x32\x18.agentic.v1.MessageDeltaH\x00R\x0cmessageDelta\x12?\n\rmessage_block\x18\x0f \x01(\x0b\x32\x18.agentic.v1.MessageBlockH\x00R\x0cmessageBlock\x12\x39\n\x0bmessage_end\x18\x10 \x01(\x0b\x32\x16.agentic.v1.MessageEndH\x00R\nmessageEnd\x12\x36\n\ntool_start\x18\x11 \x01(\x0b\x32\x15.agentic.v1.ToolStartH\x00R\ttoolStart\x12<\n\x0ctool_running\x18\x12 \x01(\x0b\x32\x17.agentic.v1.ToolRunningH\x00R\x0btoolRunning\x12\x30\n\x08tool_end\x18\x13 \x01(\x0b\x32\x13.agentic.v1.ToolEndH\x00R\x07toolEnd\x12^\n\x18tool_permission_required\x18\x14 \x01(\x0b\x32\".agentic.v1.ToolPermissionRequiredH\x00R\x16toolPermissionRequired\x12[\n\x17tool_permission_granted\x18\x15 \x01(\x0b\x32!.agentic.v1.ToolPermissionGrantedH\x00R\x15toolPermissionGranted\x12X\n\x16tool_permission_denied\x18\x16 \x01(\x0b\x32 .agentic.v1.ToolPermissionDeniedH\x00R\x14toolPermissionDenied\x12\x42\n\x0estatus_changed\x18\x17 \x01(\x0b\x32\x19.agentic.v1.StatusChangedH\x00R\rstatusChanged\x12\x31\n\x05\x65rror\x18\x18 \x01(\x0b\x32\x19.agentic.v1.ErrorReportedH\x00R\x05\x65rror\x12R\n\x14\x61gent_status_changed\x18\x19 \x01(\x0b\x32\x1e.agentic.v1.AgentStatusChangedH\x00R\x12\x61gentStatusChanged\x12T\n\x14\x65licitation_required\x18\x1a \x01(\x0b\x32\x1f.agentic.v1.ElicitationRequiredH\x00R\x13\x65licitationRequired\x12T\n\x14\x65licitation_resolved\x18\x1b \x01(\x0b\x32\x1f.agentic.v1.ElicitationResolvedH\x00R\x13\x65licitationResolved\x12\x42\n\x0emessage_queued\x18\x1c \x01(\x0b\x32\x19.agentic.v1.MessageQueuedH\x00R\rmessageQueued\x12H\n\x10message_dequeued\x18\x1d \x01(\x0b\x32\x1b.agentic.v1.MessageDequeuedH\x00R\x0fmessageDequeued\x12\x45\n\x0fmessage_steered\x18\x1e \x01(\x0b\x32\x1a.agentic.v1.MessageSteeredH\x00R\x0emessageSteeredB\t\n\x07payload\"A\n\x12\x41gentStatusChanged\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.agentic.v1.AgentInfoR\x05\x61gent\"C\n\x0eSessionCreated\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.agentic.v1.SessionInfoR\x07session\"3\n\x0cSessionReady\x12#\n\rmessage_count\x18\x01 \x01(\x03R\x0cmessageCount\"\x80\x01\n\x0eSessionUpdated\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.agentic.v1.SessionInfoR\x07session\x12;\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMaskR\nupdateMask\"\'\n\rSessionClosed\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason\"n\n\x0cMessageDelta\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12+\n\x04role\x18\x03 \x01(\x0e\x32\x17.agentic.v1.MessageRoleR\x04role\"\x83\x01\n\x0cMessageBlock\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12\'\n\x05\x62lock\x18\x02 \x01(\x0b\x32\x11.agentic.v1.BlockR\x05\x62lock\x12+\n\x04role\x18\x03 \x01(\x0e\x32\x17.agentic.v1.MessageRoleR\x04role\"\xbf\x01\n\nMessageEnd\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12\x37\n\x0bstop_reason\x18\x02 \x01(\x0e\x32\x16.agentic.v1.StopReasonR\nstopReason\x12,\n\x05usage\x18\x03 \x01(\x0b\x32\x16.agentic.v1.TokenUsageR\x05usage\x12+\n\x04role\x18\x04 \x01(\x0e\x32\x17.agentic.v1.MessageRoleR\x04role\"T\n\tToolStart\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12(\n\x04tool\x18\x02 \x01(\x0b\x32\x14.agentic.v1.ToolCallR\x04tool\"V\n\x0bToolRunning\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12(\n\x04tool\x18\x02 \x01(\x0b\x32\x14.agentic.v1.ToolCallR\x04tool\"R\n\x07ToolEnd\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12(\n\x04tool\x18\x02 \x01(\x0b\x32\x14.agentic.v1.ToolCallR\x04tool\"Q\n\x16ToolPermissionRequired\x12\x37\n\x07request\x18\x01 \x01(\x0b\x32\x1d.agentic.v1.PermissionRequestR\x07request\"\xc8\x01\n\x15ToolPermissionGranted\x12#\n\rpermission_id\x18\x01 \x01(\tR\x0cpermissionId\x12\x17\n\x07tool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n\toption_id\x18\x03 \x01(\tR\x08optionId\x12<\n\ndecided_by\x18\x04 \x01(\x0e\x32\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n\x06reason\x18\x05 \x01(\tR\x06reason\"\xc7\x01\n\x14ToolPermissionDenied\x12#\n\rpermission_id\x18\x01 \x01(\tR\x0cpermissionId\x12\x17\n\x07tool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n\toption_id\x18\x03 \x01(\tR\x08optionId\x12<\n\ndecided_by\x18\x04 \x01(\x0e\x32\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n\x06reason\x18\x05 \x01(\tR\x06reason\"O\n\x13\x45licitationRequired\x12\x38\n\x07request\x18\x01 \x01(\x0b\x32\x1e.agentic.v1.ElicitationRequestR\x07request\"\x96\x02\n\x13\x45licitationResolved\x12%\n\x0e\x65licitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n\x07tool_id\x18\x02 \x01(\tR\x06toolId\x12\x35\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\x1d.agentic.v1.ElicitationActionR\x06\x61\x63tion\x12\x31\n\x07\x63ontent\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x07\x63ontent\x12=\n\ndecided_by\x18\x05 \x01(\x0e\x32\x1e.agentic.v1.ElicitationDeciderR\tdecidedBy\x12\x16\n\x06reason\x18\x06 \x01(\tR\x06reason\"Z\n\rStatusChanged\x12\x31\n\x06status\x18\x01 \x01(\x0e\x32\x19.agentic.v1.SessionStatusR\x06status\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"\xa3\x01\n\rErrorReported\x12/\n\x06reason\x18\x05 \x01(\x0e\x32\x17.agentic.v1.ErrorReasonR\x06reason\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x1d\n\nmessage_id\x18\x03 \x01(\tR\tmessageId\x12\x1c\n\tretryable\x18\x04 \x01(\x08R\tretryableJ\x04\x08\x01\x10\x02R\x04\x63ode\"D\n\rMessageQueued\x12\x33\n\x07message\x18\x01 \x01(\x0b\x32\x19.agentic.v1.QueuedMessageR\x07message\"\xa3\x01\n\x0fMessageDequeued\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12&\n\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x12\x31\n\x06reason\x18\x03 \x01(\x0e\x32\x19.agentic.v1.DequeueReasonR\x06reason\x12\x16\n\x06\x64\x65tail\x18\x04 \x01(\tR\x06\x64\x65tail\"W\n\x0eMessageSteered\x12\x1d\n\nmessage_id\x18\x01 \x01(\tR\tmessageId\x12&\n\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId*\x80\x07\n\x10\x41genticEventType\x12\"\n\x1e\x41GENTIC_EVENT_TYPE_UNSPECIFIED\x10\x00\x12&\n\"AGENTIC_EVENT_TYPE_SESSION_CREATED\x10\x01\x12$\n AGENTIC_EVENT_TYPE_SESSION_READY\x10\x02\x12&\n\"AGENTIC_EVENT_TYPE_SESSION_UPDATED\x10\x03\x12%\n!AGENTIC_EVENT_TYPE_SESSION_CLOSED\x10\x04\x12$\n AGENTIC_EVENT_TYPE_MESSAGE_DELTA\x10\x05\x12$\n AGENTIC_EVENT_TYPE_MESSAGE_BLOCK\x10\x06\x12\"\n\x1e\x41GENTIC_EVENT_TYPE_MESSAGE_END\x10\x07\x12!\n\x1d\x41GENTIC_EVENT_TYPE_TOOL_START\x10\x08\x12#\n\x1f\x41GENTIC_EVENT_TYPE_TOOL_RUNNING\x10\t\x12\x1f\n\x1b\x41GENTIC_EVENT_TYPE_TOOL_END\x10\n\x12/\n+AGENTIC_EVENT_TYPE_TOOL_PERMISSION_REQUIRED\x10\x0b\x12.\n*AGENTIC_EVENT_TYPE_TOOL_PERMISSION_GRANTED\x10\x0c\x12-\n)AGENTIC_EVENT_TYPE_TOOL_PERMISSION_DENIED\x10\r\x12%\n!AGENTIC_EVENT_TYPE_STATUS_CHANGED\x10\x0e\x12\x1c\n\x18\x41GENTIC_EVENT_TYPE_ERROR\x10\x0f\x12+\n\'AGENTIC_EVENT_TYPE_AGENT_STATUS_CHANGED\x10\x10\x12+\n\'AGENTIC_EVENT_TYPE_ELICITATION_REQUIRED\x10\x11\x12+\n\'AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED\x10\x12\x12%\n!AGENTIC_EVENT_TYPE_MESSAGE_QUEUED\x10\x13\x12\'\n#AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED\x10\x14\x12&\n\"AGENTIC_EVENT_TYPE_MESSAGE_STEERED\x10\x15*\x95\x01\n\x11PermissionDecider\x12\"\n\x1ePERMISSION_DECIDER_UNSPECIFIED\x10\x00\x12\x1b\n\x17PERMISSION_DECIDER_USER\x10\x01\x12\x1d\n\x19PERMISSION_DECIDER_POLICY\x10\x02\x12 \n\x1cPERMISSION_DECIDER_CANCELLED\x10\x03*\x99\x01\n\x12\x45licitationDecider\x12#\n\x1f\x45LICITATION_DECIDER_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45LICITATION_DECIDER_USER\x10\x01\x12\x1d\n\x19\x45LICITATION_DECIDER_AGENT\x10\x02\x12!\n\x1d\x45LICITATION_DECIDER_CANCELLED\x10\x03*\x84\x01\n\rDequeueReason\x12\x1e\n\x1a\x44\x45QUEUE_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44\x45QUEUE_REASON_STARTED\x10\x01\x12\x1c\n\x18\x44\x45QUEUE_REASON_CANCELLED\x10\x02\x12\x19\n\x15\x44\x45QUEUE_REASON_FAILED\x10\x03\x42\xa0\x01\n\x0e\x63om.agentic.v1B\x0b\x45ventsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03\x41XX\xaa\x02\nAgentic.V1\xca\x02\nAgentic\\V1\xe2\x02\x16\x41gentic\\V1\\GPBMetadata\xea\x02\x0b\x41gentic::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentic.v1.events_pb2', globals())
@@ -26,48 +26,56 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\016com.agentic.v1B\013EventsProtoP\001Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\242\002\003AXX\252\002\nAgentic.V1\312\002\nAgentic\\V1\342\002\026Agentic\\V1\\GPBMetadata\352\002\013Agentic::V1'
-  _AGENTICEVENTTYPE._serialized_start=3886
-  _AGENTICEVENTTYPE._serialized_end=4662
-  _PERMISSIONDECIDER._serialized_start=4665
-  _PERMISSIONDECIDER._serialized_end=4814
-  _ELICITATIONDECIDER._serialized_start=4817
-  _ELICITATIONDECIDER._serialized_end=4970
+  _AGENTICEVENTTYPE._serialized_start=4424
+  _AGENTICEVENTTYPE._serialized_end=5320
+  _PERMISSIONDECIDER._serialized_start=5323
+  _PERMISSIONDECIDER._serialized_end=5472
+  _ELICITATIONDECIDER._serialized_start=5475
+  _ELICITATIONDECIDER._serialized_end=5628
+  _DEQUEUEREASON._serialized_start=5631
+  _DEQUEUEREASON._serialized_end=5763
   _AGENTICEVENT._serialized_start=186
-  _AGENTICEVENT._serialized_end=1716
-  _AGENTSTATUSCHANGED._serialized_start=1718
-  _AGENTSTATUSCHANGED._serialized_end=1783
-  _SESSIONCREATED._serialized_start=1785
-  _SESSIONCREATED._serialized_end=1852
-  _SESSIONREADY._serialized_start=1854
-  _SESSIONREADY._serialized_end=1905
-  _SESSIONUPDATED._serialized_start=1908
-  _SESSIONUPDATED._serialized_end=2036
-  _SESSIONCLOSED._serialized_start=2038
-  _SESSIONCLOSED._serialized_end=2077
-  _MESSAGEDELTA._serialized_start=2079
-  _MESSAGEDELTA._serialized_end=2189
-  _MESSAGEBLOCK._serialized_start=2192
-  _MESSAGEBLOCK._serialized_end=2323
-  _MESSAGEEND._serialized_start=2326
-  _MESSAGEEND._serialized_end=2517
-  _TOOLSTART._serialized_start=2519
-  _TOOLSTART._serialized_end=2603
-  _TOOLRUNNING._serialized_start=2605
-  _TOOLRUNNING._serialized_end=2691
-  _TOOLEND._serialized_start=2693
-  _TOOLEND._serialized_end=2775
-  _TOOLPERMISSIONREQUIRED._serialized_start=2777
-  _TOOLPERMISSIONREQUIRED._serialized_end=2858
-  _TOOLPERMISSIONGRANTED._serialized_start=2861
-  _TOOLPERMISSIONGRANTED._serialized_end=3061
-  _TOOLPERMISSIONDENIED._serialized_start=3064
-  _TOOLPERMISSIONDENIED._serialized_end=3263
-  _ELICITATIONREQUIRED._serialized_start=3265
-  _ELICITATIONREQUIRED._serialized_end=3344
-  _ELICITATIONRESOLVED._serialized_start=3347
-  _ELICITATIONRESOLVED._serialized_end=3625
-  _STATUSCHANGED._serialized_start=3627
-  _STATUSCHANGED._serialized_end=3717
-  _ERRORREPORTED._serialized_start=3720
-  _ERRORREPORTED._serialized_end=3883
+  _AGENTICEVENT._serialized_end=1929
+  _AGENTSTATUSCHANGED._serialized_start=1931
+  _AGENTSTATUSCHANGED._serialized_end=1996
+  _SESSIONCREATED._serialized_start=1998
+  _SESSIONCREATED._serialized_end=2065
+  _SESSIONREADY._serialized_start=2067
+  _SESSIONREADY._serialized_end=2118
+  _SESSIONUPDATED._serialized_start=2121
+  _SESSIONUPDATED._serialized_end=2249
+  _SESSIONCLOSED._serialized_start=2251
+  _SESSIONCLOSED._serialized_end=2290
+  _MESSAGEDELTA._serialized_start=2292
+  _MESSAGEDELTA._serialized_end=2402
+  _MESSAGEBLOCK._serialized_start=2405
+  _MESSAGEBLOCK._serialized_end=2536
+  _MESSAGEEND._serialized_start=2539
+  _MESSAGEEND._serialized_end=2730
+  _TOOLSTART._serialized_start=2732
+  _TOOLSTART._serialized_end=2816
+  _TOOLRUNNING._serialized_start=2818
+  _TOOLRUNNING._serialized_end=2904
+  _TOOLEND._serialized_start=2906
+  _TOOLEND._serialized_end=2988
+  _TOOLPERMISSIONREQUIRED._serialized_start=2990
+  _TOOLPERMISSIONREQUIRED._serialized_end=3071
+  _TOOLPERMISSIONGRANTED._serialized_start=3074
+  _TOOLPERMISSIONGRANTED._serialized_end=3274
+  _TOOLPERMISSIONDENIED._serialized_start=3277
+  _TOOLPERMISSIONDENIED._serialized_end=3476
+  _ELICITATIONREQUIRED._serialized_start=3478
+  _ELICITATIONREQUIRED._serialized_end=3557
+  _ELICITATIONRESOLVED._serialized_start=3560
+  _ELICITATIONRESOLVED._serialized_end=3838
+  _STATUSCHANGED._serialized_start=3840
+  _STATUSCHANGED._serialized_end=3930
+  _ERRORREPORTED._serialized_start=3933
+  _ERRORREPORTED._serialized_end=4096
+  _MESSAGEQUEUED._serialized_start=4098
+  _MESSAGEQUEUED._serialized_end=4166
+  _MESSAGEDEQUEUED._serialized_start=4169
+  _MESSAGEDEQUEUED._serialized_end=4332
+  _MESSAGESTEERED._serialized_start=4334
+  _MESSAGESTEERED._serialized_end=4421
 # @@protoc_insertion_point(module_scope)

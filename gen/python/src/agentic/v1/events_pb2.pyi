@@ -14,7 +14,10 @@ AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED: AgenticEventType
 AGENTIC_EVENT_TYPE_ERROR: AgenticEventType
 AGENTIC_EVENT_TYPE_MESSAGE_BLOCK: AgenticEventType
 AGENTIC_EVENT_TYPE_MESSAGE_DELTA: AgenticEventType
+AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED: AgenticEventType
 AGENTIC_EVENT_TYPE_MESSAGE_END: AgenticEventType
+AGENTIC_EVENT_TYPE_MESSAGE_QUEUED: AgenticEventType
+AGENTIC_EVENT_TYPE_MESSAGE_STEERED: AgenticEventType
 AGENTIC_EVENT_TYPE_SESSION_CLOSED: AgenticEventType
 AGENTIC_EVENT_TYPE_SESSION_CREATED: AgenticEventType
 AGENTIC_EVENT_TYPE_SESSION_READY: AgenticEventType
@@ -27,6 +30,10 @@ AGENTIC_EVENT_TYPE_TOOL_PERMISSION_REQUIRED: AgenticEventType
 AGENTIC_EVENT_TYPE_TOOL_RUNNING: AgenticEventType
 AGENTIC_EVENT_TYPE_TOOL_START: AgenticEventType
 AGENTIC_EVENT_TYPE_UNSPECIFIED: AgenticEventType
+DEQUEUE_REASON_CANCELLED: DequeueReason
+DEQUEUE_REASON_FAILED: DequeueReason
+DEQUEUE_REASON_STARTED: DequeueReason
+DEQUEUE_REASON_UNSPECIFIED: DequeueReason
 DESCRIPTOR: _descriptor.FileDescriptor
 ELICITATION_DECIDER_AGENT: ElicitationDecider
 ELICITATION_DECIDER_CANCELLED: ElicitationDecider
@@ -44,7 +51,7 @@ class AgentStatusChanged(_message.Message):
     def __init__(self, agent: _Optional[_Union[_types_pb2.AgentInfo, _Mapping]] = ...) -> None: ...
 
 class AgenticEvent(_message.Message):
-    __slots__ = ["agent_id", "agent_status_changed", "elicitation_required", "elicitation_resolved", "error", "event_time", "message_block", "message_delta", "message_end", "replay", "sequence", "session_closed", "session_created", "session_id", "session_ready", "session_updated", "status_changed", "tool_end", "tool_permission_denied", "tool_permission_granted", "tool_permission_required", "tool_running", "tool_start", "type"]
+    __slots__ = ["agent_id", "agent_status_changed", "elicitation_required", "elicitation_resolved", "error", "event_time", "message_block", "message_delta", "message_dequeued", "message_end", "message_queued", "message_steered", "replay", "sequence", "session_closed", "session_created", "session_id", "session_ready", "session_updated", "status_changed", "tool_end", "tool_permission_denied", "tool_permission_granted", "tool_permission_required", "tool_running", "tool_start", "type"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_STATUS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
@@ -53,7 +60,10 @@ class AgenticEvent(_message.Message):
     EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_BLOCK_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_DELTA_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_DEQUEUED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_END_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_QUEUED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_STEERED_FIELD_NUMBER: _ClassVar[int]
     REPLAY_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SESSION_CLOSED_FIELD_NUMBER: _ClassVar[int]
@@ -77,7 +87,10 @@ class AgenticEvent(_message.Message):
     event_time: _timestamp_pb2.Timestamp
     message_block: MessageBlock
     message_delta: MessageDelta
+    message_dequeued: MessageDequeued
     message_end: MessageEnd
+    message_queued: MessageQueued
+    message_steered: MessageSteered
     replay: bool
     sequence: int
     session_closed: SessionClosed
@@ -93,7 +106,7 @@ class AgenticEvent(_message.Message):
     tool_running: ToolRunning
     tool_start: ToolStart
     type: AgenticEventType
-    def __init__(self, sequence: _Optional[int] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., event_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[_Union[AgenticEventType, str]] = ..., replay: bool = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., session_ready: _Optional[_Union[SessionReady, _Mapping]] = ..., session_updated: _Optional[_Union[SessionUpdated, _Mapping]] = ..., session_closed: _Optional[_Union[SessionClosed, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., message_block: _Optional[_Union[MessageBlock, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_start: _Optional[_Union[ToolStart, _Mapping]] = ..., tool_running: _Optional[_Union[ToolRunning, _Mapping]] = ..., tool_end: _Optional[_Union[ToolEnd, _Mapping]] = ..., tool_permission_required: _Optional[_Union[ToolPermissionRequired, _Mapping]] = ..., tool_permission_granted: _Optional[_Union[ToolPermissionGranted, _Mapping]] = ..., tool_permission_denied: _Optional[_Union[ToolPermissionDenied, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., error: _Optional[_Union[ErrorReported, _Mapping]] = ..., agent_status_changed: _Optional[_Union[AgentStatusChanged, _Mapping]] = ..., elicitation_required: _Optional[_Union[ElicitationRequired, _Mapping]] = ..., elicitation_resolved: _Optional[_Union[ElicitationResolved, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequence: _Optional[int] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., event_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[_Union[AgenticEventType, str]] = ..., replay: bool = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., session_ready: _Optional[_Union[SessionReady, _Mapping]] = ..., session_updated: _Optional[_Union[SessionUpdated, _Mapping]] = ..., session_closed: _Optional[_Union[SessionClosed, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., message_block: _Optional[_Union[MessageBlock, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_start: _Optional[_Union[ToolStart, _Mapping]] = ..., tool_running: _Optional[_Union[ToolRunning, _Mapping]] = ..., tool_end: _Optional[_Union[ToolEnd, _Mapping]] = ..., tool_permission_required: _Optional[_Union[ToolPermissionRequired, _Mapping]] = ..., tool_permission_granted: _Optional[_Union[ToolPermissionGranted, _Mapping]] = ..., tool_permission_denied: _Optional[_Union[ToolPermissionDenied, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., error: _Optional[_Union[ErrorReported, _Mapping]] = ..., agent_status_changed: _Optional[_Union[AgentStatusChanged, _Mapping]] = ..., elicitation_required: _Optional[_Union[ElicitationRequired, _Mapping]] = ..., elicitation_resolved: _Optional[_Union[ElicitationResolved, _Mapping]] = ..., message_queued: _Optional[_Union[MessageQueued, _Mapping]] = ..., message_dequeued: _Optional[_Union[MessageDequeued, _Mapping]] = ..., message_steered: _Optional[_Union[MessageSteered, _Mapping]] = ...) -> None: ...
 
 class ElicitationRequired(_message.Message):
     __slots__ = ["request"]
@@ -149,6 +162,18 @@ class MessageDelta(_message.Message):
     text: str
     def __init__(self, message_id: _Optional[str] = ..., text: _Optional[str] = ..., role: _Optional[_Union[_types_pb2.MessageRole, str]] = ...) -> None: ...
 
+class MessageDequeued(_message.Message):
+    __slots__ = ["detail", "message_id", "reason", "user_message_id"]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    detail: str
+    message_id: str
+    reason: DequeueReason
+    user_message_id: str
+    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., reason: _Optional[_Union[DequeueReason, str]] = ..., detail: _Optional[str] = ...) -> None: ...
+
 class MessageEnd(_message.Message):
     __slots__ = ["message_id", "role", "stop_reason", "usage"]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +185,20 @@ class MessageEnd(_message.Message):
     stop_reason: _types_pb2.StopReason
     usage: _types_pb2.TokenUsage
     def __init__(self, message_id: _Optional[str] = ..., stop_reason: _Optional[_Union[_types_pb2.StopReason, str]] = ..., usage: _Optional[_Union[_types_pb2.TokenUsage, _Mapping]] = ..., role: _Optional[_Union[_types_pb2.MessageRole, str]] = ...) -> None: ...
+
+class MessageQueued(_message.Message):
+    __slots__ = ["message"]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    message: _types_pb2.QueuedMessage
+    def __init__(self, message: _Optional[_Union[_types_pb2.QueuedMessage, _Mapping]] = ...) -> None: ...
+
+class MessageSteered(_message.Message):
+    __slots__ = ["message_id", "user_message_id"]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    user_message_id: str
+    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ...) -> None: ...
 
 class SessionClosed(_message.Message):
     __slots__ = ["reason"]
@@ -260,4 +299,7 @@ class PermissionDecider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ElicitationDecider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class DequeueReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -10,6 +10,14 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+DELIVERY_MODE_INTERRUPT: DeliveryMode
+DELIVERY_MODE_QUEUE: DeliveryMode
+DELIVERY_MODE_STEER: DeliveryMode
+DELIVERY_MODE_UNSPECIFIED: DeliveryMode
+DELIVERY_OUTCOME_QUEUED: DeliveryOutcome
+DELIVERY_OUTCOME_STARTED: DeliveryOutcome
+DELIVERY_OUTCOME_STEERED: DeliveryOutcome
+DELIVERY_OUTCOME_UNSPECIFIED: DeliveryOutcome
 DESCRIPTOR: _descriptor.FileDescriptor
 MESSAGE_ORDER_NEWEST_FIRST: MessageOrder
 MESSAGE_ORDER_OLDEST_FIRST: MessageOrder
@@ -349,26 +357,32 @@ class RespondPermissionResponse(_message.Message):
     def __init__(self, decision: _Optional[_Union[PermissionDecision, _Mapping]] = ...) -> None: ...
 
 class SendMessageRequest(_message.Message):
-    __slots__ = ["content", "message_id", "request_id", "session_id", "user_message_id"]
+    __slots__ = ["content", "delivery", "message_id", "request_id", "session_id", "user_message_id"]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     content: _types_pb2.MessageContent
+    delivery: DeliveryMode
     message_id: str
     request_id: str
     session_id: str
     user_message_id: str
-    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Union[_types_pb2.MessageContent, _Mapping]] = ..., request_id: _Optional[str] = ..., message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Union[_types_pb2.MessageContent, _Mapping]] = ..., request_id: _Optional[str] = ..., message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., delivery: _Optional[_Union[DeliveryMode, str]] = ...) -> None: ...
 
 class SendMessageResponse(_message.Message):
-    __slots__ = ["message_id", "user_message_id"]
+    __slots__ = ["message_id", "outcome", "outcome_reason", "user_message_id"]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_REASON_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     message_id: str
+    outcome: DeliveryOutcome
+    outcome_reason: str
     user_message_id: str
-    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., outcome: _Optional[_Union[DeliveryOutcome, str]] = ..., outcome_reason: _Optional[str] = ...) -> None: ...
 
 class ServerLimits(_message.Message):
     __slots__ = ["default_page_size", "heartbeat_interval", "max_event_bytes", "max_page_size", "max_response_bytes", "request_id_ttl", "subscriber_queue"]
@@ -475,6 +489,12 @@ class SubscribeResponse(_message.Message):
     def __init__(self, events: _Optional[_Union[EventBatch, _Mapping]] = ..., bookmark: _Optional[_Union[Bookmark, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class SessionView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class DeliveryMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class DeliveryOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MessageOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

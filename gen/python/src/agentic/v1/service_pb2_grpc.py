@@ -245,13 +245,17 @@ class AgenticServiceServicer(object):
         MESSAGE_END), so every subscriber, not only the sender, sees the whole conversation
         in order. Choose message_id (and user_message_id) yourself to know them before
         any event of the turn can arrive.
+
+        While a turn runs, the request's delivery decides what happens (see DeliveryMode);
+        the response's outcome says what did. No mode answers SESSION_BUSY any more.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CancelMessage(self, request, context):
-        """Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+        """Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED). Or,
+        naming a queued message, takes it out of the queue (MESSAGE_DEQUEUED, CANCELLED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

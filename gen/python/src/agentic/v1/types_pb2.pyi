@@ -461,6 +461,20 @@ class PlanEntry(_message.Message):
     status: PlanEntryStatus
     def __init__(self, content: _Optional[str] = ..., status: _Optional[_Union[PlanEntryStatus, str]] = ..., priority: _Optional[_Union[PlanEntryPriority, str]] = ...) -> None: ...
 
+class QueuedMessage(_message.Message):
+    __slots__ = ["content", "message_id", "queue_time", "reason", "user_message_id"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    content: MessageContent
+    message_id: str
+    queue_time: _timestamp_pb2.Timestamp
+    reason: str
+    user_message_id: str
+    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., content: _Optional[_Union[MessageContent, _Mapping]] = ..., queue_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class ReasoningBlock(_message.Message):
     __slots__ = ["text"]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -510,7 +524,7 @@ class SessionGrant(_message.Message):
     def __init__(self, principal: _Optional[str] = ..., group: _Optional[str] = ..., access: _Optional[_Union[SessionAccess, str]] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ["acl", "additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "owner", "pending_elicitations", "pending_permissions", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    __slots__ = ["acl", "additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "owner", "pending_elicitations", "pending_permissions", "queued_messages", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
     ACL_FIELD_NUMBER: _ClassVar[int]
     ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -530,6 +544,7 @@ class SessionInfo(_message.Message):
     OWNER_FIELD_NUMBER: _ClassVar[int]
     PENDING_ELICITATIONS_FIELD_NUMBER: _ClassVar[int]
     PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -556,6 +571,7 @@ class SessionInfo(_message.Message):
     owner: str
     pending_elicitations: _containers.RepeatedCompositeFieldContainer[ElicitationRequest]
     pending_permissions: _containers.RepeatedCompositeFieldContainer[PermissionRequest]
+    queued_messages: _containers.RepeatedCompositeFieldContainer[QueuedMessage]
     session_id: str
     status: SessionStatus
     status_reason: str
@@ -563,7 +579,7 @@ class SessionInfo(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ..., owner: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[SessionGrant, _Mapping]]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ..., owner: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[SessionGrant, _Mapping]]] = ..., queued_messages: _Optional[_Iterable[_Union[QueuedMessage, _Mapping]]] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
     __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]

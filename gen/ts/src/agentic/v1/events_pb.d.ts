@@ -5,7 +5,7 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { AgentInfo, Block, ElicitationAction, ElicitationRequest, MessageRole, PermissionRequest, SessionInfo, SessionStatus, StopReason, TokenUsage, ToolCall } from "./types_pb.js";
+import type { AgentInfo, Block, ElicitationAction, ElicitationRequest, MessageRole, PermissionRequest, QueuedMessage, SessionInfo, SessionStatus, StopReason, TokenUsage, ToolCall } from "./types_pb.js";
 import type { ErrorReason } from "./errors_pb.js";
 
 /**
@@ -33,6 +33,8 @@ export declare const file_agentic_v1_events: GenFile;
  *   DENIED remove from it.
  * - ELICITATION_REQUIRED adds to SessionInfo.pending_elicitations; ELICITATION_RESOLVED
  *   removes from it.
+ * - MESSAGE_QUEUED appends to SessionInfo.queued_messages; MESSAGE_DEQUEUED removes
+ *   from it (by message_id). MESSAGE_STEERED changes no SessionInfo field.
  *
  * @generated from message agentic.v1.AgenticEvent
  */
@@ -189,6 +191,24 @@ export declare type AgenticEvent = Message<"agentic.v1.AgenticEvent"> & {
      */
     value: ElicitationResolved;
     case: "elicitationResolved";
+  } | {
+    /**
+     * @generated from field: agentic.v1.MessageQueued message_queued = 28;
+     */
+    value: MessageQueued;
+    case: "messageQueued";
+  } | {
+    /**
+     * @generated from field: agentic.v1.MessageDequeued message_dequeued = 29;
+     */
+    value: MessageDequeued;
+    case: "messageDequeued";
+  } | {
+    /**
+     * @generated from field: agentic.v1.MessageSteered message_steered = 30;
+     */
+    value: MessageSteered;
+    case: "messageSteered";
   } | { case: undefined; value?: undefined };
 };
 
@@ -686,6 +706,86 @@ export declare type ErrorReported = Message<"agentic.v1.ErrorReported"> & {
 export declare const ErrorReportedSchema: GenMessage<ErrorReported>;
 
 /**
+ * A message waits in the session's queue (SendMessage while a turn ran). It runs when
+ * the turn and the messages queued before it have ended.
+ *
+ * @generated from message agentic.v1.MessageQueued
+ */
+export declare type MessageQueued = Message<"agentic.v1.MessageQueued"> & {
+  /**
+   * @generated from field: agentic.v1.QueuedMessage message = 1;
+   */
+  message?: QueuedMessage | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.MessageQueued.
+ * Use `create(MessageQueuedSchema)` to create a new message.
+ */
+export declare const MessageQueuedSchema: GenMessage<MessageQueued>;
+
+/**
+ * A queued message left the queue.
+ *
+ * @generated from message agentic.v1.MessageDequeued
+ */
+export declare type MessageDequeued = Message<"agentic.v1.MessageDequeued"> & {
+  /**
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string user_message_id = 2;
+   */
+  userMessageId: string;
+
+  /**
+   * @generated from field: agentic.v1.DequeueReason reason = 3;
+   */
+  reason: DequeueReason;
+
+  /**
+   * For FAILED: what went wrong and what to do, for a person.
+   *
+   * @generated from field: string detail = 4;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message agentic.v1.MessageDequeued.
+ * Use `create(MessageDequeuedSchema)` to create a new message.
+ */
+export declare const MessageDequeuedSchema: GenMessage<MessageDequeued>;
+
+/**
+ * A user message was delivered into the running turn message_id (SendMessage with
+ * DELIVERY_MODE_STEER): the agent reads it before it goes on. Its text arrives as the
+ * user message user_message_id (MESSAGE_DELTA/MESSAGE_BLOCK with MESSAGE_ROLE_USER, then
+ * MESSAGE_END) before this event; the turn's reply continues under message_id.
+ *
+ * @generated from message agentic.v1.MessageSteered
+ */
+export declare type MessageSteered = Message<"agentic.v1.MessageSteered"> & {
+  /**
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string user_message_id = 2;
+   */
+  userMessageId: string;
+};
+
+/**
+ * Describes the message agentic.v1.MessageSteered.
+ * Use `create(MessageSteeredSchema)` to create a new message.
+ */
+export declare const MessageSteeredSchema: GenMessage<MessageSteered>;
+
+/**
  * The kinds of events, one per payload of AgenticEvent.
  * Clients may filter on it; the payload oneof carries the same information.
  *
@@ -786,6 +886,21 @@ export enum AgenticEventType {
    * @generated from enum value: AGENTIC_EVENT_TYPE_ELICITATION_RESOLVED = 18;
    */
   ELICITATION_RESOLVED = 18,
+
+  /**
+   * @generated from enum value: AGENTIC_EVENT_TYPE_MESSAGE_QUEUED = 19;
+   */
+  MESSAGE_QUEUED = 19,
+
+  /**
+   * @generated from enum value: AGENTIC_EVENT_TYPE_MESSAGE_DEQUEUED = 20;
+   */
+  MESSAGE_DEQUEUED = 20,
+
+  /**
+   * @generated from enum value: AGENTIC_EVENT_TYPE_MESSAGE_STEERED = 21;
+   */
+  MESSAGE_STEERED = 21,
 }
 
 /**
@@ -869,4 +984,43 @@ export enum ElicitationDecider {
  * Describes the enum agentic.v1.ElicitationDecider.
  */
 export declare const ElicitationDeciderSchema: GenEnum<ElicitationDecider>;
+
+/**
+ * Why a message left its session's queue.
+ *
+ * @generated from enum agentic.v1.DequeueReason
+ */
+export enum DequeueReason {
+  /**
+   * @generated from enum value: DEQUEUE_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Its turn started under message_id: the turn's events follow.
+   *
+   * @generated from enum value: DEQUEUE_REASON_STARTED = 1;
+   */
+  STARTED = 1,
+
+  /**
+   * A client took it out (CancelMessage naming it); it never runs.
+   *
+   * @generated from enum value: DEQUEUE_REASON_CANCELLED = 2;
+   */
+  CANCELLED = 2,
+
+  /**
+   * Its turn could not start (the session closed, the agent refused it); detail says
+   * why. It never runs.
+   *
+   * @generated from enum value: DEQUEUE_REASON_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum agentic.v1.DequeueReason.
+ */
+export declare const DequeueReasonSchema: GenEnum<DequeueReason>;
 

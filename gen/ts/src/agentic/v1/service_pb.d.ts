@@ -733,6 +733,15 @@ export declare type SendMessageRequest = Message<"agentic.v1.SendMessageRequest"
    * @generated from field: string user_message_id = 5;
    */
   userMessageId: string;
+
+  /**
+   * What to do when a turn runs already (unset: QUEUE). With no turn running, every
+   * mode starts a turn at once, unless messages wait in the queue: QUEUE and STEER then
+   * wait behind them.
+   *
+   * @generated from field: agentic.v1.DeliveryMode delivery = 6;
+   */
+  delivery: DeliveryMode;
 };
 
 /**
@@ -746,18 +755,31 @@ export declare const SendMessageRequestSchema: GenMessage<SendMessageRequest>;
  */
 export declare type SendMessageResponse = Message<"agentic.v1.SendMessageResponse"> & {
   /**
-   * The id of the assistant message this turn produces.
+   * The id of the assistant message that answers this message (see outcome).
    *
    * @generated from field: string message_id = 1;
    */
   messageId: string;
 
   /**
-   * The id under which the user's message is stored.
+   * The id under which the user's message is (or, queued, will be) stored.
    *
    * @generated from field: string user_message_id = 2;
    */
   userMessageId: string;
+
+  /**
+   * @generated from field: agentic.v1.DeliveryOutcome outcome = 3;
+   */
+  outcome: DeliveryOutcome;
+
+  /**
+   * Why the outcome differs from what was asked, for a person (e.g. STEER that was
+   * queued because the agent takes no steering); empty otherwise.
+   *
+   * @generated from field: string outcome_reason = 4;
+   */
+  outcomeReason: string;
 };
 
 /**
@@ -776,11 +798,13 @@ export declare type CancelMessageRequest = Message<"agentic.v1.CancelMessageRequ
   sessionId: string;
 
   /**
-   * The turn to cancel. A message that is not running is FAILED_PRECONDITION
+   * The turn to cancel, or a queued message (its message_id or user_message_id) to take
+   * out of the queue. A message that is neither running nor queued is FAILED_PRECONDITION
    * (MESSAGE_NOT_RUNNING), unless it ended cancelled: that answers OK, so a cancel
    * repeated after its answer was lost still succeeds. Empty cancels whatever runs: the
    * API has no identity per client (one token is shared by all of them), so "only what
-   * this client started" is what naming the message gives.
+   * this client started" is what naming the message gives. Empty leaves the queue as
+   * it is: the next queued message starts once the cancelled turn has ended.
    *
    * @generated from field: string message_id = 2;
    */
@@ -805,7 +829,8 @@ export declare const CancelMessageRequestSchema: GenMessage<CancelMessageRequest
  */
 export declare type CancelMessageResponse = Message<"agentic.v1.CancelMessageResponse"> & {
   /**
-   * The message that was cancelled; empty when nothing ran (only with message_id empty).
+   * The message that was cancelled or taken out of the queue; empty when nothing ran
+   * (only with message_id empty).
    *
    * @generated from field: string message_id = 1;
    */
@@ -1465,6 +1490,92 @@ export enum SessionView {
 export declare const SessionViewSchema: GenEnum<SessionView>;
 
 /**
+ * How SendMessage delivers a message to a session whose turn is running.
+ *
+ * @generated from enum agentic.v1.DeliveryMode
+ */
+export enum DeliveryMode {
+  /**
+   * QUEUE.
+   *
+   * @generated from enum value: DELIVERY_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Wait in the session's queue (SessionInfo.queued_messages, MESSAGE_QUEUED) and start a
+   * turn of its own when the running turn and the messages queued before it have ended.
+   * A queued message is stored: it survives a restart. CancelMessage naming it takes it
+   * out.
+   *
+   * @generated from enum value: DELIVERY_MODE_QUEUE = 1;
+   */
+  QUEUE = 1,
+
+  /**
+   * Deliver it into the running turn, which the agent reads before it goes on
+   * (MESSAGE_STEERED): DeepChat before its next model call; ACP agents that advertise
+   * steering (the `_session/steering` extension of claude-agent-acp and codex-acp)
+   * through it. An agent that takes no steering, or a turn that is just ending, queues
+   * it instead: the outcome is then QUEUED with outcome_reason saying why.
+   *
+   * @generated from enum value: DELIVERY_MODE_STEER = 2;
+   */
+  STEER = 2,
+
+  /**
+   * Cancel the running turn (it ends with MESSAGE_END(STOP_REASON_CANCELLED)), then start
+   * this message's turn, ahead of any queued messages, which run after it.
+   *
+   * @generated from enum value: DELIVERY_MODE_INTERRUPT = 3;
+   */
+  INTERRUPT = 3,
+}
+
+/**
+ * Describes the enum agentic.v1.DeliveryMode.
+ */
+export declare const DeliveryModeSchema: GenEnum<DeliveryMode>;
+
+/**
+ * What SendMessage did with a message.
+ *
+ * @generated from enum agentic.v1.DeliveryOutcome
+ */
+export enum DeliveryOutcome {
+  /**
+   * @generated from enum value: DELIVERY_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A turn started: message_id is its reply.
+   *
+   * @generated from enum value: DELIVERY_OUTCOME_STARTED = 1;
+   */
+  STARTED = 1,
+
+  /**
+   * The message waits in the queue: message_id is the reply its turn will produce.
+   *
+   * @generated from enum value: DELIVERY_OUTCOME_QUEUED = 2;
+   */
+  QUEUED = 2,
+
+  /**
+   * The message went into the running turn: message_id is that turn's reply.
+   *
+   * @generated from enum value: DELIVERY_OUTCOME_STEERED = 3;
+   */
+  STEERED = 3,
+}
+
+/**
+ * Describes the enum agentic.v1.DeliveryOutcome.
+ */
+export declare const DeliveryOutcomeSchema: GenEnum<DeliveryOutcome>;
+
+/**
  * Which end of a history a list starts from.
  *
  * @generated from enum agentic.v1.MessageOrder
@@ -1629,6 +1740,9 @@ export declare const AgenticService: GenService<{
    * in order. Choose message_id (and user_message_id) yourself to know them before
    * any event of the turn can arrive.
    *
+   * While a turn runs, the request's delivery decides what happens (see DeliveryMode);
+   * the response's outcome says what did. No mode answers SESSION_BUSY any more.
+   *
    * @generated from rpc agentic.v1.AgenticService.SendMessage
    */
   sendMessage: {
@@ -1637,7 +1751,8 @@ export declare const AgenticService: GenService<{
     output: typeof SendMessageResponseSchema;
   },
   /**
-   * Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED).
+   * Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED). Or,
+   * naming a queued message, takes it out of the queue (MESSAGE_DEQUEUED, CANCELLED).
    *
    * @generated from rpc agentic.v1.AgenticService.CancelMessage
    */

@@ -598,6 +598,14 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
    * @generated from field: repeated agentic.v1.SessionGrant acl = 26;
    */
   acl: SessionGrant[];
+
+  /**
+   * Messages waiting for the running turn to end, in the order they will run (the first
+   * runs next). Filled by GetSession; MESSAGE_QUEUED and MESSAGE_DEQUEUED keep it current.
+   *
+   * @generated from field: repeated agentic.v1.QueuedMessage queued_messages = 27;
+   */
+  queuedMessages: QueuedMessage[];
 };
 
 /**
@@ -640,6 +648,51 @@ export declare type SessionGrant = Message<"agentic.v1.SessionGrant"> & {
  * Use `create(SessionGrantSchema)` to create a new message.
  */
 export declare const SessionGrantSchema: GenMessage<SessionGrant>;
+
+/**
+ * A message sent while a turn ran, waiting in its session's queue. It is stored: it
+ * survives a restart of the server, and the replica that owns the session runs it.
+ *
+ * @generated from message agentic.v1.QueuedMessage
+ */
+export declare type QueuedMessage = Message<"agentic.v1.QueuedMessage"> & {
+  /**
+   * The assistant message its turn will produce; it becomes the turn's message_id.
+   *
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * The id its user message will be stored under.
+   *
+   * @generated from field: string user_message_id = 2;
+   */
+  userMessageId: string;
+
+  /**
+   * @generated from field: agentic.v1.MessageContent content = 3;
+   */
+  content?: MessageContent | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp queue_time = 4;
+   */
+  queueTime?: Timestamp | undefined;
+
+  /**
+   * Why it waits, for a person (e.g. "the agent takes no steering; queued").
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentic.v1.QueuedMessage.
+ * Use `create(QueuedMessageSchema)` to create a new message.
+ */
+export declare const QueuedMessageSchema: GenMessage<QueuedMessage>;
 
 /**
  * An MCP server a session's agent uses for more tools: a program spoken to over stdio,
