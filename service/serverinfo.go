@@ -34,6 +34,12 @@ type confinementReporter interface {
 	ConfinesFiles() bool
 }
 
+// rootLister is what the workspace roots may tell about themselves (sandbox.Roots does).
+type rootLister interface {
+	// Dirs returns the root directories, absolute and symlink-free.
+	Dirs() []string
+}
+
 func (s *Service) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
 	oldest, newest := s.hub.HeldRange()
 	resp := &pb.GetServerInfoResponse{
@@ -42,6 +48,9 @@ func (s *Service) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.
 		OldestSequence: oldest,
 		NewestSequence: newest,
 		Features:       append([]string(nil), features...),
+	}
+	if d, ok := s.roots.(rootLister); ok {
+		resp.WorkspaceRoots = d.Dirs()
 	}
 	if c, ok := s.roots.(confinementReporter); ok && c.ConfinesFiles() {
 		resp.Features = append(resp.Features, confinementFeature)

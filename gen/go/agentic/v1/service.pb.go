@@ -379,9 +379,12 @@ type GetServerInfoResponse struct {
 	NewestSequence uint64 `protobuf:"varint,4,opt,name=newest_sequence,json=newestSequence,proto3" json:"newest_sequence,omitempty"`
 	// What this server can do beyond the core API, e.g. "request_id", "event_batches",
 	// "bookmarks", "confinement". New names may be added.
-	Features      []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Features []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
+	// The directories below which a session's workspace may lie (absolute, symlinks
+	// resolved), for a client to suggest where to start one.
+	WorkspaceRoots []string `protobuf:"bytes,6,rep,name=workspace_roots,json=workspaceRoots,proto3" json:"workspace_roots,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -445,6 +448,13 @@ func (x *GetServerInfoResponse) GetNewestSequence() uint64 {
 func (x *GetServerInfoResponse) GetFeatures() []string {
 	if x != nil {
 		return x.Features
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetWorkspaceRoots() []string {
+	if x != nil {
+		return x.WorkspaceRoots
 	}
 	return nil
 }
@@ -3041,13 +3051,14 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x12max_response_bytes\x18\x04 \x01(\x03R\x10maxResponseBytes\x12?\n" +
 	"\x0erequest_id_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\frequestIdTtl\x12H\n" +
 	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12)\n" +
-	"\x10subscriber_queue\x18\a \x01(\x05R\x0fsubscriberQueue\"\xd1\x01\n" +
+	"\x10subscriber_queue\x18\a \x01(\x05R\x0fsubscriberQueue\"\xfa\x01\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x120\n" +
 	"\x06limits\x18\x02 \x01(\v2\x18.agentic.v1.ServerLimitsR\x06limits\x12'\n" +
 	"\x0foldest_sequence\x18\x03 \x01(\x04R\x0eoldestSequence\x12'\n" +
 	"\x0fnewest_sequence\x18\x04 \x01(\x04R\x0enewestSequence\x12\x1a\n" +
-	"\bfeatures\x18\x05 \x03(\tR\bfeatures\"\x13\n" +
+	"\bfeatures\x18\x05 \x03(\tR\bfeatures\x12'\n" +
+	"\x0fworkspace_roots\x18\x06 \x03(\tR\x0eworkspaceRoots\"\x13\n" +
 	"\x11ListAgentsRequest\"C\n" +
 	"\x12ListAgentsResponse\x12-\n" +
 	"\x06agents\x18\x01 \x03(\v2\x15.agentic.v1.AgentInfoR\x06agents\",\n" +

@@ -135,18 +135,20 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ["features", "limits", "newest_sequence", "oldest_sequence", "version"]
+    __slots__ = ["features", "limits", "newest_sequence", "oldest_sequence", "version", "workspace_roots"]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     NEWEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     OLDEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ROOTS_FIELD_NUMBER: _ClassVar[int]
     features: _containers.RepeatedScalarFieldContainer[str]
     limits: ServerLimits
     newest_sequence: int
     oldest_sequence: int
     version: str
-    def __init__(self, version: _Optional[str] = ..., limits: _Optional[_Union[ServerLimits, _Mapping]] = ..., oldest_sequence: _Optional[int] = ..., newest_sequence: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
+    workspace_roots: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, version: _Optional[str] = ..., limits: _Optional[_Union[ServerLimits, _Mapping]] = ..., oldest_sequence: _Optional[int] = ..., newest_sequence: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., workspace_roots: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ["session_id"]

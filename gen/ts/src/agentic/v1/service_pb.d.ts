@@ -169,6 +169,14 @@ export declare type GetServerInfoResponse = Message<"agentic.v1.GetServerInfoRes
    * @generated from field: repeated string features = 5;
    */
   features: string[];
+
+  /**
+   * The directories below which a session's workspace may lie (absolute, symlinks
+   * resolved), for a client to suggest where to start one.
+   *
+   * @generated from field: repeated string workspace_roots = 6;
+   */
+  workspaceRoots: string[];
 };
 
 /**
