@@ -272,7 +272,10 @@ export class ChatView {
     this.resetDelete();
     this.root.hidden = sessionId === "";
     forget("chat");
-    if (sessionId === "") return;
+    if (sessionId === "") {
+      delete this.root.dataset.sessionId;
+      return;
+    }
     const stop = new AbortController();
     this.stop = stop;
     this.needRebuild = true;

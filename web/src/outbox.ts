@@ -9,9 +9,11 @@ import { h } from "./dom.js";
 export interface Outgoing {
   readonly sessionId: string;
   readonly text: string;
-  readonly requestId: string;
+  requestId: string;
   readonly messageId: string;
   readonly userMessageId: string;
+  // Whether the page already reopened the session for it (once).
+  reopened?: boolean;
 }
 
 /** Called when the server refused a message (not merely was unreachable). */
@@ -87,6 +89,22 @@ export class Outbox {
             // later try in case the streams never noticed the server was gone.
             if (!isDown()) setTimeout(() => void this.drain(), 1000);
             break;
+          }
+          const reason = reasonOf(err);
+          // A session is closed after a server restart until it is loaded again; a
+          // message written to it means to go on with it.
+          if (reason === "SESSION_CLOSED" && m.reopened !== true) {
+            m.reopened = true;
+            try {
+              await client.loadSession({ sessionId: m.sessionId });
+              // The server remembers the refusal under the old request_id; the
+              // message_id still keeps the message from being taken twice.
+              m.requestId = uuid();
+              continue;
+            } catch (loadErr) {
+              if (isNetworkError(loadErr)) break;
+              err = loadErr;
+            }
           }
           // Taken already: an earlier try reached the server before the line dropped.
           if (reasonOf(err) !== "MESSAGE_ID_IN_USE") this.refused(m, err);
