@@ -451,6 +451,9 @@ func TestGetServerInfo(t *testing.T) {
 			t.Errorf("features %v lack %q", resp.GetFeatures(), f)
 		}
 	}
+	if roots := resp.GetWorkspaceRoots(); len(roots) != 1 || roots[0] != e.root {
+		t.Errorf("workspace roots %q, want [%q]", roots, e.root)
+	}
 	// The test roots do not confine.
 	if slices.Contains(resp.GetFeatures(), confinementFeature) {
 		t.Errorf("features %v claim confinement", resp.GetFeatures())

@@ -34,6 +34,12 @@ type confinementReporter interface {
 	ConfinesFiles() bool
 }
 
+// rootLister is what the workspace roots may tell about themselves (sandbox.Roots does).
+type rootLister interface {
+	// Dirs returns the root directories, absolute and symlink-free.
+	Dirs() []string
+}
+
 func (s *Service) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
 	caller := callerOf(ctx)
 	count, err := s.registry.store.CountSessions(ctx, caller.reader())
@@ -49,6 +55,9 @@ func (s *Service) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest)
 		Features:       append([]string(nil), features...),
 		Caller:         caller.toPB(),
 		SessionCount:   count,
+	}
+	if d, ok := s.roots.(rootLister); ok {
+		resp.WorkspaceRoots = d.Dirs()
 	}
 	if c, ok := s.roots.(confinementReporter); ok && c.ConfinesFiles() {
 		resp.Features = append(resp.Features, confinementFeature)

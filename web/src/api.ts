@@ -70,6 +70,16 @@ export function isTokenError(err: unknown): boolean {
   return ce.code === Code.Unauthenticated && reasonOf(err) !== "AGENT_AUTH_REQUIRED";
 }
 
+/**
+ * Whether err means the server was not reached (down, restarting, the network gone)
+ * rather than that it answered no: a failed fetch has no code and no ErrorInfo.
+ */
+export function isNetworkError(err: unknown): boolean {
+  const ce = ConnectError.from(err);
+  if (ce.code === Code.Unavailable) return true;
+  return ce.code === Code.Unknown && reasonOf(err) === "";
+}
+
 export function isAbort(err: unknown): boolean {
   return ConnectError.from(err).code === Code.Canceled;
 }

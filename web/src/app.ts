@@ -5,9 +5,11 @@ import { AgenticEventType } from "../../gen/ts/src/agentic/v1/events_pb.js";
 import { SessionView } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import { AgentStatus, SessionStatus } from "../../gen/ts/src/agentic/v1/types_pb.js";
 import type { AgentInfo, SessionInfo } from "../../gen/ts/src/agentic/v1/types_pb.js";
-import { client, describe, isTokenError, setToken, uuid } from "./api.js";
+import { client, describe, isNetworkError, isTokenError, setToken, uuid } from "./api.js";
 import { ChatView } from "./chat.js";
+import { back, lost, retryDelay } from "./connection.js";
 import { byId, enumName, h } from "./dom.js";
+import { notifyWaiting } from "./notify.js";
 
 const workspaceKey = "agenticd.workspace";
 
@@ -43,7 +45,33 @@ tokenForm.addEventListener("submit", (e) => {
   for (const w of waiters) w();
 });
 
-const chat = new ChatView(askToken, () => scheduleSessions());
+const chat = new ChatView(
+  askToken,
+  () => scheduleSessions(),
+  () => {
+    location.hash = "";
+    scheduleSessions();
+  },
+);
+
+// Where a session may work, as a hint under the workspace field and as suggestions.
+function renderRoots(roots: string[]): void {
+  const hint = byId("workspace-roots");
+  byId("workspace-suggestions").replaceChildren(...roots.map((r) => h("option", { value: r })));
+  if (roots.length === 0) {
+    hint.replaceChildren();
+    return;
+  }
+  const links = roots.map((r) => {
+    const b = h("button", { type: "button", class: "link", "data-testid": "workspace-root", "data-root": r }, r);
+    b.addEventListener("click", () => {
+      newWorkspace.value = r.endsWith("/") ? r : `${r}/`;
+      newWorkspace.focus();
+    });
+    return b;
+  });
+  hint.replaceChildren("Allowed under: ", ...links.flatMap((l, i) => (i === 0 ? [l] : [", ", l])));
+}
 
 function renderAgents(): void {
   const sorted = [...agents.values()].sort((a, b) => a.agentId.localeCompare(b.agentId));
@@ -92,9 +120,12 @@ async function loadAgents(): Promise<void> {
   renderAgents();
 }
 
+const sessionTitles = new Map<string, string>();
+
 async function loadSessions(): Promise<void> {
   // The server lists the most recently updated first.
   const resp = await client.listSessions({ view: SessionView.BASIC });
+  for (const s of resp.sessions) sessionTitles.set(s.sessionId, s.title || s.sessionId);
   renderSessions(resp.sessions);
 }
 
@@ -160,8 +191,11 @@ window.addEventListener("hashchange", route);
 
 // Agents' and sessions' changes arrive on a live stream of those event types; a dropped
 // stream is opened again and the lists re-read, so nothing between is missed.
+// Permission requests and forms of every session come too: the person is told of them
+// when the tab is hidden.
 async function watch(): Promise<void> {
   for (let failures = 0; ; failures++) {
+    let why = "the server ended the event stream";
     try {
       const frames = client.subscribe({
         types: [
@@ -170,18 +204,29 @@ async function watch(): Promise<void> {
           AgenticEventType.SESSION_CLOSED,
           AgenticEventType.STATUS_CHANGED,
           AgenticEventType.AGENT_STATUS_CHANGED,
+          AgenticEventType.TOOL_PERMISSION_REQUIRED,
+          AgenticEventType.ELICITATION_REQUIRED,
         ],
       });
       for await (const frame of frames) {
         if (frame.frame.case === "caughtUp") {
           failures = 0;
           await Promise.all([loadAgents(), loadSessions()]);
+          pageError.textContent = "";
+          back("page");
         }
         if (frame.frame.case !== "events") continue;
         for (const ev of frame.frame.value.events) {
-          if (ev.payload.case === "agentStatusChanged" && ev.payload.value.agent !== undefined) {
-            agents.set(ev.payload.value.agent.agentId, ev.payload.value.agent);
+          const p = ev.payload;
+          if (p.case === "agentStatusChanged" && p.value.agent !== undefined) {
+            agents.set(p.value.agent.agentId, p.value.agent);
             renderAgents();
+          } else if (p.case === "toolPermissionRequired" || p.case === "elicitationRequired") {
+            const what = p.case === "toolPermissionRequired" ? p.value.request?.description || "A tool call waits for permission" : p.value.request?.message || "The agent asks for input";
+            const open = () => {
+              location.hash = `#/s/${encodeURIComponent(ev.sessionId)}`;
+            };
+            notifyWaiting(`agenticd: ${sessionTitles.get(ev.sessionId) ?? ev.sessionId}`, what, `${ev.sessionId}/${ev.sequence}`, open);
           } else {
             scheduleSessions();
           }
@@ -192,23 +237,34 @@ async function watch(): Promise<void> {
         await askToken();
         continue;
       }
-      pageError.textContent = `lost the server (${describe(err)}); retrying`;
+      why = describe(err);
     }
-    await new Promise((r) => setTimeout(r, Math.min(10_000, 250 * 2 ** Math.min(failures, 6))));
+    lost("page", why);
+    await new Promise((r) => setTimeout(r, retryDelay(failures)));
   }
 }
 
 let started = false;
 async function start(): Promise<void> {
-  try {
-    const info = await client.getServerInfo({});
-    const hb = info.limits?.heartbeatInterval;
-    if (hb !== undefined) chat.setHeartbeat(Number(hb.seconds) * 1000 + Math.floor(hb.nanos / 1e6));
-    byId("server-version").textContent = info.version;
-    pageError.textContent = "";
-  } catch (err) {
-    reportError(err);
-    return;
+  for (let failures = 1; ; failures++) {
+    try {
+      const info = await client.getServerInfo({});
+      const hb = info.limits?.heartbeatInterval;
+      if (hb !== undefined) chat.setHeartbeat(Number(hb.seconds) * 1000 + Math.floor(hb.nanos / 1e6));
+      byId("server-version").textContent = info.version;
+      renderRoots(info.workspaceRoots);
+      pageError.textContent = "";
+      back("start");
+      break;
+    } catch (err) {
+      // A server that is not up yet is waited for; any other answer is shown.
+      if (!isNetworkError(err)) {
+        reportError(err);
+        return;
+      }
+      lost("start", describe(err));
+      await new Promise((r) => setTimeout(r, retryDelay(failures)));
+    }
   }
   if (started) return;
   started = true;

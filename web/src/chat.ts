@@ -7,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { AgenticEvent } from "../../gen/ts/src/agentic/v1/events_pb.js";
 import type { SubscribeResponse } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import {
+  ElicitationAction,
   MessageRole,
   MessageStatus,
   PermissionOptionKind,
@@ -15,14 +16,22 @@ import {
 } from "../../gen/ts/src/agentic/v1/types_pb.js";
 import type {
   Block,
+  ElicitationRequest,
   PermissionRequest,
   SessionInfo,
   SessionMessage,
   TokenUsage,
   ToolCall,
 } from "../../gen/ts/src/agentic/v1/types_pb.js";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { client, describe, isAbort, isTokenError, uuid } from "./api.js";
+import { AuditPanel } from "./audit.js";
+import { back, forget, lost, retryDelay } from "./connection.js";
 import { byId, enumName, h } from "./dom.js";
+import { renderElicitation } from "./elicitation.js";
+import { Follower } from "./follow.js";
+import { flushMarkdown, MarkdownPart, onMarkdownRendered } from "./markdown.js";
+import { Outbox } from "./outbox.js";
 import { renderBlock, renderPlan, renderTool, usageText } from "./render.js";
 
 /** Asks the person for the token; resolves once one was given. */
@@ -34,6 +43,7 @@ class MessageView {
   private readonly body: HTMLElement;
   private readonly footer: HTMLElement;
   private plan: HTMLElement | null = null;
+  private text: MarkdownPart | null = null;
   private readonly tools = new Map<string, HTMLElement>();
 
   constructor(
@@ -51,14 +61,25 @@ class MessageView {
     );
   }
 
-  /** Appends text to the message's last text part, or starts one. */
+  /**
+   * Appends text to the message's last text part, or starts one. The agent's text is
+   * Markdown; the person's own is shown as typed.
+   */
   appendText(text: string): void {
     const last = this.body.lastElementChild;
-    if (last instanceof HTMLElement && last.dataset.testid === "text") {
-      last.append(text);
-    } else {
-      this.body.append(h("div", { class: "text", "data-testid": "text" }, text));
+    if (this.role === MessageRole.USER) {
+      if (last instanceof HTMLElement && last.dataset.testid === "text") {
+        last.append(text);
+      } else {
+        this.body.append(h("div", { class: "text plain", "data-testid": "text" }, text));
+      }
+      return;
     }
+    if (this.text === null || last !== this.text.el) {
+      this.text = new MarkdownPart(h("div", { class: "text markdown", "data-testid": "text" }));
+      this.body.append(this.text.el);
+    }
+    this.text.append(text);
   }
 
   appendBlock(b: Block): void {
@@ -187,6 +208,18 @@ export class ChatView {
   private readonly modeSelect = byId<HTMLSelectElement>("mode-select");
   private readonly modelSelect = byId<HTMLSelectElement>("model-select");
   private readonly cancelButton = byId<HTMLButtonElement>("cancel");
+  private readonly closeButton = byId<HTMLButtonElement>("close-session");
+  private readonly reopenButton = byId<HTMLButtonElement>("reopen-session");
+  private readonly deleteButton = byId<HTMLButtonElement>("delete-session");
+  private readonly elicitations = byId("elicitations");
+  private readonly follower = new Follower(this.list, byId<HTMLButtonElement>("jump-end"));
+  private readonly outbox = new Outbox(byId("outbox"), (m, err) => {
+    // Refused, not lost: say why and give the text back to edit.
+    if (m.sessionId === this.sessionId && this.input.value === "") this.input.value = m.text;
+    void this.failed(err);
+  });
+  private readonly audit = new AuditPanel(byId<HTMLDetailsElement>("audit"), byId("audit-list"), byId<HTMLButtonElement>("audit-refresh"));
+  private deleteTimer = 0;
   private readonly composer = byId<HTMLFormElement>("composer");
   private readonly input = byId<HTMLTextAreaElement>("message-input");
   private readonly error = byId("chat-error");
@@ -194,7 +227,9 @@ export class ChatView {
   constructor(
     private readonly askToken: AskToken,
     private readonly sessionsChanged: () => void,
+    private readonly deleted: (sessionId: string) => void,
   ) {
+    onMarkdownRendered(() => this.follower.grew());
     this.composer.addEventListener("submit", (e) => {
       e.preventDefault();
       void this.send();
@@ -207,6 +242,9 @@ export class ChatView {
       }
     });
     this.cancelButton.addEventListener("click", () => void this.cancel());
+    this.closeButton.addEventListener("click", () => void this.close());
+    this.reopenButton.addEventListener("click", () => void this.reopen());
+    this.deleteButton.addEventListener("click", () => void this.delete());
     this.modeSelect.addEventListener("change", () => void this.setMode(this.modeSelect.value));
     this.modelSelect.addEventListener("change", () => void this.setModel(this.modelSelect.value));
   }
@@ -228,8 +266,16 @@ export class ChatView {
     this.messages.clear();
     this.list.replaceChildren();
     this.permissions.replaceChildren();
+    this.elicitations.replaceChildren();
+    this.outbox.show(sessionId);
+    this.audit.show(sessionId);
+    this.resetDelete();
     this.root.hidden = sessionId === "";
-    if (sessionId === "") return;
+    forget("chat");
+    if (sessionId === "") {
+      delete this.root.dataset.sessionId;
+      return;
+    }
     const stop = new AbortController();
     this.stop = stop;
     this.needRebuild = true;
@@ -261,6 +307,7 @@ export class ChatView {
         if (ce.code === Code.NotFound && this.session === null) {
           this.showError(describe(err));
           this.setConnection("no such session");
+          forget("chat");
           return;
         }
         if (ce.code === Code.OutOfRange) {
@@ -270,9 +317,9 @@ export class ChatView {
           this.needRebuild = true;
         }
         failures++;
-        const wait = Math.min(10_000, 250 * 2 ** Math.min(failures, 6));
-        this.setConnection(`disconnected (${describe(err)}); retrying in ${Math.round(wait / 1000)} s`);
-        await sleep(wait, signal);
+        lost("chat", describe(err));
+        this.setConnection(`disconnected (${describe(err)}); retrying`);
+        await sleep(retryDelay(failures), signal);
       }
     }
   }
@@ -298,6 +345,7 @@ export class ChatView {
     this.reread.clear();
     this.list.replaceChildren();
     this.permissions.replaceChildren();
+    this.elicitations.replaceChildren();
     this.error.textContent = "";
     this.session = session;
 
@@ -319,10 +367,13 @@ export class ChatView {
       this.stored.add(m.messageId);
     }
     for (const p of session.pendingPermissions) this.addPermission(p);
+    for (const e of session.pendingElicitations) this.addElicitation(e);
     this.lastSeq = replayInFlight ? session.messageInFlightFirstSequence - 1n : session.lastSequence;
     this.inFlightExpired = false;
     this.renderHeader();
-    this.scrollToEnd();
+    // An opened session shows its end.
+    flushMarkdown();
+    this.follower.toEnd();
   }
 
   /** Follows the session's events after lastSeq until the stream ends or fails. */
@@ -380,6 +431,7 @@ export class ChatView {
         if (f.case === "caughtUp") {
           this.root.dataset.live = "true";
           this.setConnection("live");
+          back("chat");
         }
         break;
     }
@@ -436,11 +488,17 @@ export class ChatView {
       case "toolPermissionDenied":
         this.decided(p.value.permissionId, p.case === "toolPermissionGranted", p.value.reason);
         break;
+      case "elicitationRequired":
+        if (p.value.request !== undefined) this.addElicitation(p.value.request);
+        break;
+      case "elicitationResolved":
+        this.elicitationResolved(p.value.elicitationId, enumName(ElicitationAction, p.value.action), p.value.reason);
+        break;
       case "error":
         this.showError(p.value.message);
         break;
     }
-    this.scrollToEnd();
+    this.follower.grew();
   }
 
   private startTurn(messageId: string, role: MessageRole): void {
@@ -460,6 +518,9 @@ export class ChatView {
       s.messageInFlight = "";
       for (const el of this.permissions.querySelectorAll<HTMLElement>("[data-testid=permission]")) {
         if (el.dataset.messageId === id || el.dataset.messageId === "") el.remove();
+      }
+      for (const el of this.elicitations.querySelectorAll<HTMLElement>("[data-testid=elicitation]")) {
+        if (el.dataset.messageId === id) el.remove();
       }
       this.renderHeader();
     }
@@ -541,28 +602,86 @@ export class ChatView {
     }
   }
 
-  private async send(): Promise<void> {
+  private send(): void {
     const text = this.input.value;
     if (text.trim() === "") {
       this.input.focus();
       return;
     }
-    const send = byId<HTMLButtonElement>("send");
-    send.disabled = true;
+    // The outbox sends it now, or shows it waiting while the server is away.
+    this.input.value = "";
+    this.error.textContent = "";
+    this.outbox.send(this.sessionId, text);
+  }
+
+  private addElicitation(r: ElicitationRequest): void {
+    const card = renderElicitation(r, (action, content) => this.respondElicitation(r.elicitationId, action, content));
+    const old = this.elicitations.querySelector(`[data-elicitation-id="${CSS.escape(r.elicitationId)}"]`);
+    if (old !== null) {
+      old.replaceWith(card);
+    } else {
+      this.elicitations.append(card);
+    }
+  }
+
+  private elicitationResolved(id: string, action: string, reason: string): void {
+    const card = this.elicitations.querySelector<HTMLElement>(`[data-elicitation-id="${CSS.escape(id)}"]`);
+    if (card === null) return;
+    card.remove();
+    const title = card.querySelector(".elicitation-title")?.textContent ?? "input";
+    this.messages.get(card.dataset.messageId ?? "")?.note(`${action}: ${title}${reason !== "" ? ` (${reason})` : ""}`);
+  }
+
+  private async respondElicitation(elicitationId: string, action: ElicitationAction, content: JsonObject | undefined): Promise<string> {
     try {
-      // Our own ids: the reply's events can be matched before SendMessage answers.
-      await client.sendMessage({
-        sessionId: this.sessionId,
-        content: { parts: [{ part: { case: "text", value: text } }] },
-        requestId: uuid(),
-        messageId: uuid(),
-        userMessageId: uuid(),
-      });
-      this.input.value = "";
+      await client.respondElicitation({ sessionId: this.sessionId, elicitationId, action, content, requestId: uuid() });
+      return "";
+    } catch (err) {
+      if (isTokenError(err)) {
+        await this.askToken();
+        return "signed out: sign in and answer again";
+      }
+      return describe(err);
+    }
+  }
+
+  private async close(): Promise<void> {
+    try {
+      await client.closeSession({ sessionId: this.sessionId });
     } catch (err) {
       await this.failed(err);
-    } finally {
-      send.disabled = false;
+    }
+  }
+
+  private async reopen(): Promise<void> {
+    try {
+      await client.loadSession({ sessionId: this.sessionId });
+    } catch (err) {
+      await this.failed(err);
+    }
+  }
+
+  private resetDelete(): void {
+    clearTimeout(this.deleteTimer);
+    this.deleteButton.textContent = "Delete…";
+    delete this.deleteButton.dataset.confirm;
+  }
+
+  // Deleting cannot be undone: the first click asks, a second within a few seconds does it.
+  private async delete(): Promise<void> {
+    if (this.deleteButton.dataset.confirm !== "true") {
+      this.deleteButton.dataset.confirm = "true";
+      this.deleteButton.textContent = "Delete for good";
+      this.deleteTimer = window.setTimeout(() => this.resetDelete(), 5000);
+      return;
+    }
+    this.resetDelete();
+    const id = this.sessionId;
+    try {
+      await client.deleteSession({ sessionId: id, requestId: uuid() });
+      this.deleted(id);
+    } catch (err) {
+      await this.failed(err);
     }
   }
 
@@ -622,13 +741,12 @@ export class ChatView {
     fillSelect(this.modelSelect, s.availableModels, s.currentModelId);
     const running = s.messageInFlight !== "" || s.status === SessionStatus.GENERATING || s.status === SessionStatus.PAUSED;
     this.cancelButton.disabled = !running;
+    const closed = s.status === SessionStatus.CLOSED;
+    this.closeButton.hidden = closed;
+    this.reopenButton.hidden = !closed;
     this.root.dataset.turn = running ? "running" : "idle";
   }
 
-  private scrollToEnd(): void {
-    const nearEnd = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight < 120;
-    if (nearEnd) this.list.scrollTop = this.list.scrollHeight;
-  }
 }
 
 function fillSelect(select: HTMLSelectElement, items: Array<{ id: string; name: string }>, current: string): void {

@@ -601,9 +601,12 @@ type GetServerInfoResponse struct {
 	// Who is calling, as this server sees it.
 	Caller *Caller `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
 	// How many sessions the caller may read.
-	SessionCount  int64 `protobuf:"varint,7,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionCount int64 `protobuf:"varint,7,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	// The directories below which a session's workspace may lie (absolute, symlinks
+	// resolved), for a client to suggest where to start one.
+	WorkspaceRoots []string `protobuf:"bytes,8,rep,name=workspace_roots,json=workspaceRoots,proto3" json:"workspace_roots,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -683,6 +686,13 @@ func (x *GetServerInfoResponse) GetSessionCount() int64 {
 		return x.SessionCount
 	}
 	return 0
+}
+
+func (x *GetServerInfoResponse) GetWorkspaceRoots() []string {
+	if x != nil {
+		return x.WorkspaceRoots
+	}
+	return nil
 }
 
 // A caller: the principal a call's credentials stand for.
@@ -3396,7 +3406,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x12max_response_bytes\x18\x04 \x01(\x03R\x10maxResponseBytes\x12?\n" +
 	"\x0erequest_id_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\frequestIdTtl\x12H\n" +
 	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12)\n" +
-	"\x10subscriber_queue\x18\a \x01(\x05R\x0fsubscriberQueue\"\xa2\x02\n" +
+	"\x10subscriber_queue\x18\a \x01(\x05R\x0fsubscriberQueue\"\xcb\x02\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x120\n" +
 	"\x06limits\x18\x02 \x01(\v2\x18.agentic.v1.ServerLimitsR\x06limits\x12'\n" +
@@ -3404,7 +3414,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x0fnewest_sequence\x18\x04 \x01(\x04R\x0enewestSequence\x12\x1a\n" +
 	"\bfeatures\x18\x05 \x03(\tR\bfeatures\x12*\n" +
 	"\x06caller\x18\x06 \x01(\v2\x12.agentic.v1.CallerR\x06caller\x12#\n" +
-	"\rsession_count\x18\a \x01(\x03R\fsessionCount\"h\n" +
+	"\rsession_count\x18\a \x01(\x03R\fsessionCount\x12'\n" +
+	"\x0fworkspace_roots\x18\b \x03(\tR\x0eworkspaceRoots\"h\n" +
 	"\x06Caller\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12\x16\n" +

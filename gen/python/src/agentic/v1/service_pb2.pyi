@@ -157,7 +157,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ["caller", "features", "limits", "newest_sequence", "oldest_sequence", "session_count", "version"]
+    __slots__ = ["caller", "features", "limits", "newest_sequence", "oldest_sequence", "session_count", "version", "workspace_roots"]
     CALLER_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class GetServerInfoResponse(_message.Message):
     OLDEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SESSION_COUNT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ROOTS_FIELD_NUMBER: _ClassVar[int]
     caller: Caller
     features: _containers.RepeatedScalarFieldContainer[str]
     limits: ServerLimits
@@ -172,7 +173,8 @@ class GetServerInfoResponse(_message.Message):
     oldest_sequence: int
     session_count: int
     version: str
-    def __init__(self, version: _Optional[str] = ..., limits: _Optional[_Union[ServerLimits, _Mapping]] = ..., oldest_sequence: _Optional[int] = ..., newest_sequence: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ..., session_count: _Optional[int] = ...) -> None: ...
+    workspace_roots: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, version: _Optional[str] = ..., limits: _Optional[_Union[ServerLimits, _Mapping]] = ..., oldest_sequence: _Optional[int] = ..., newest_sequence: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ..., session_count: _Optional[int] = ..., workspace_roots: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ["session_id"]

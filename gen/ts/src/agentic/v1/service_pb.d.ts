@@ -222,6 +222,14 @@ export declare type GetServerInfoResponse = Message<"agentic.v1.GetServerInfoRes
    * @generated from field: int64 session_count = 7;
    */
   sessionCount: bigint;
+
+  /**
+   * The directories below which a session's workspace may lie (absolute, symlinks
+   * resolved), for a client to suggest where to start one.
+   *
+   * @generated from field: repeated string workspace_roots = 8;
+   */
+  workspaceRoots: string[];
 };
 
 /**
