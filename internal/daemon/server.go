@@ -238,11 +238,12 @@ func (s *Server) build(ctx context.Context) error {
 			return err
 		}
 	}
+	var interrupted []store.InterruptedMessage
 	if !replicated {
 		// Before any agent serves: whatever reply a crash or a cut shutdown left in
 		// progress (any agent's) is kept as incomplete. Replicas do this per session when
 		// they take one over: other replicas' turns may be running.
-		interrupted, err := st.MarkInterrupted(ctx)
+		interrupted, err = st.MarkInterrupted(ctx)
 		if err != nil {
 			return err
 		}
@@ -272,6 +273,14 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.hub = hub
+	if !replicated {
+		// A client waiting for an interrupted reply's end gets it, from the log too,
+		// before anything serves.
+		service.EndInterruptedReplies(hub, interrupted, service.InterruptServerRestarted)
+		if !hub.WaitLogged(ctx) {
+			return fmt.Errorf("log the ends of interrupted replies: %w", ctx.Err())
+		}
+	}
 	opts := sandboxOptions(cfg)
 	roots, err := sandbox.NewRoots(cfg.WorkspaceRoots, opts)
 	if err != nil {

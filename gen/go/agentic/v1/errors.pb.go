@@ -152,6 +152,11 @@ const (
 	// the replica that took the session over kept the reply as incomplete, with what was
 	// sent.
 	ErrorReason_ERROR_REASON_OWNER_LOST ErrorReason = 53
+	// agenticd stopped (a crash, kill -9, or a shutdown that did not wait for the turn)
+	// while the turn ran; at its next start, before serving, it kept the reply as
+	// incomplete with what the event log holds and ended it with MESSAGE_END
+	// (STOP_REASON_INTERRUPTED).
+	ErrorReason_ERROR_REASON_SERVER_RESTARTED ErrorReason = 54
 )
 
 // Enum value maps for ErrorReason.
@@ -203,6 +208,7 @@ var (
 		51: "ERROR_REASON_MCP_SERVER_FAILED",
 		52: "ERROR_REASON_MCP_SERVER_LEFT_OUT",
 		53: "ERROR_REASON_OWNER_LOST",
+		54: "ERROR_REASON_SERVER_RESTARTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                  0,
@@ -251,6 +257,7 @@ var (
 		"ERROR_REASON_MCP_SERVER_FAILED":            51,
 		"ERROR_REASON_MCP_SERVER_LEFT_OUT":          52,
 		"ERROR_REASON_OWNER_LOST":                   53,
+		"ERROR_REASON_SERVER_RESTARTED":             54,
 	}
 )
 
@@ -286,7 +293,7 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\x91\r\n" +
+	"agentic.v1*\xb4\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
@@ -334,7 +341,8 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x102\x12\"\n" +
 	"\x1eERROR_REASON_MCP_SERVER_FAILED\x103\x12$\n" +
 	" ERROR_REASON_MCP_SERVER_LEFT_OUT\x104\x12\x1b\n" +
-	"\x17ERROR_REASON_OWNER_LOST\x105B\xa0\x01\n" +
+	"\x17ERROR_REASON_OWNER_LOST\x105\x12!\n" +
+	"\x1dERROR_REASON_SERVER_RESTARTED\x106B\xa0\x01\n" +
 	"\x0ecom.agentic.v1B\vErrorsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"

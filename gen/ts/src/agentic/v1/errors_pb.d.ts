@@ -369,6 +369,16 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_OWNER_LOST = 53;
    */
   OWNER_LOST = 53,
+
+  /**
+   * agenticd stopped (a crash, kill -9, or a shutdown that did not wait for the turn)
+   * while the turn ran; at its next start, before serving, it kept the reply as
+   * incomplete with what the event log holds and ended it with MESSAGE_END
+   * (STOP_REASON_INTERRUPTED).
+   *
+   * @generated from enum value: ERROR_REASON_SERVER_RESTARTED = 54;
+   */
+  SERVER_RESTARTED = 54,
 }
 
 /**
