@@ -134,7 +134,7 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	e.token = opts.token
 	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, WebLogins: opts.webLogins, Logger: logger}),
 		GRPCOptions{Credentials: Credentials{Tokens: []string{opts.token}, WebLogins: opts.webLogins}, Logger: logger,
-			Page: opts.page, AllowedOrigins: opts.allowedOrigins})
+			Page: opts.page, AllowedOrigins: opts.allowedOrigins, Answers: e.store})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,10 @@ type GRPCOptions struct {
 	Turns          *tracing.Turns
 	// Replicas, when set, routes each session's calls to the replica that owns it.
 	Replicas *Replicas
-	Logger   *slog.Logger
+	// Answers, when set, keeps the answers to request_ids in the database, for repeats
+	// after a restart or on another replica; without it they live in memory only.
+	Answers AnswerStore
+	Logger  *slog.Logger
 }
 
 // GRPCServer serves a Service on one listener in three protocols: native gRPC, gRPC-Web
@@ -78,7 +81,7 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	}
 	// WaitForHandlers: once Stop returns no handler runs, so what they use may be closed.
 	tel := newTelemetry(opts.Metrics, opts.TracerProvider, opts.Turns)
-	base := serverOptions(opts.Credentials, logger)
+	base := serverOptions(opts.Credentials, opts.Answers, logger)
 	if opts.Replicas != nil {
 		// After the token check and the remembered answers (only the turn span, which
 		// telemetry adds, runs inside it): a call is authorized, and answered from the

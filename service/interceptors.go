@@ -20,11 +20,11 @@ const healthPrefix = "/grpc.health.v1.Health/"
 // even on a status no handler made), panic recovery (the one place a panic in a handler
 // is recovered), the refusal of requests with invalid UTF-8, the credentials check (health
 // is exempt), an access log at debug level, then the answers
-// to repeated request_ids.
-func serverOptions(creds Credentials, logger *slog.Logger) []grpc.ServerOption {
+// to repeated request_ids (kept in kept too, when not nil).
+func serverOptions(creds Credentials, kept AnswerStore, logger *slog.Logger) []grpc.ServerOption {
 	invalid := &invalidUTF8Requests{}
 	ic := interceptors{tokens: creds.tokens(), logger: logger, invalid: invalid,
-		answers: newAnswers(requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
+		answers: newAnswers(kept, logger, requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
 		frameCodecOption(invalid),
 		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.logUnary, ic.idempotentUnary),

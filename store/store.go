@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -92,6 +93,8 @@ type Store struct {
 	claimed messageIDClaims
 	// writeObserver, when set, times every write (SetWriteObserver).
 	writeObserver WriteObserver
+	// answersPruned is when a save last deleted expired request answers (unix nanos).
+	answersPruned atomic.Int64
 }
 
 // Open opens the database at path (OpenSQLite), brings its schema up to date and
@@ -504,7 +507,7 @@ func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, e
 		return nil, fmt.Errorf("save message %s: %w", m.ID, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return nil, fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrMessageIDInUse)
+		return nil, presenters.WithDetail(fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrMessageIDInUse), "message_id", m.ID)
 	}
 	w, stored, err := planBlockWrites(rows, appended, prev)
 	if err != nil {

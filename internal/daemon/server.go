@@ -313,7 +313,7 @@ func (s *Server) build(ctx context.Context) error {
 		s.telemetry.grpcOptions(service.GRPCOptions{
 			Credentials: service.Credentials{Tokens: []string{cfg.Token, s.localToken}, WebLogins: s.webLogins},
 			TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile,
-			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Logger: s.logger}),
+			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Answers: st, Logger: s.logger}),
 	)
 	return err
 }

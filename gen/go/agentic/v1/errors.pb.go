@@ -67,6 +67,7 @@ const (
 	// running one).
 	ErrorReason_ERROR_REASON_SESSION_BUSY ErrorReason = 10
 	// FAILED_PRECONDITION: the session is closed (or in error); LoadSession reopens it.
+	// Metadata: session_id, where the agent said which.
 	ErrorReason_ERROR_REASON_SESSION_CLOSED ErrorReason = 11
 	// FAILED_PRECONDITION: the session's agent is no longer in the server's config; its
 	// history stays readable. Metadata: agent_id.
@@ -75,6 +76,8 @@ const (
 	// Metadata: agent_id, auth_methods (comma-separated ids).
 	ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED ErrorReason = 13
 	// FAILED_PRECONDITION: the agent cannot do this (no session/load, no models, ...).
+	// Metadata: unsupported (what: an ACP method such as session/set_mode, logout,
+	// mcp_servers, additional_directories, web_login), where it is known.
 	ErrorReason_ERROR_REASON_UNSUPPORTED ErrorReason = 14
 	// FAILED_PRECONDITION: the permission request was already decided with another
 	// answer. Metadata: option_id, decided_by.
@@ -91,7 +94,8 @@ const (
 	// agent that needs configuration, an agent that refused the call); the message says
 	// why and what to do.
 	ErrorReason_ERROR_REASON_PRECONDITION_FAILED ErrorReason = 28
-	// ALREADY_EXISTS: the client-chosen message id is taken on this server.
+	// ALREADY_EXISTS: the client-chosen message id is taken on this server. Metadata:
+	// message_id (the one taken: message_id or user_message_id of the request).
 	ErrorReason_ERROR_REASON_MESSAGE_ID_IN_USE ErrorReason = 18
 	// OUT_OF_RANGE: the resume point is older than what the server holds. Metadata:
 	// oldest_sequence, newest_sequence. Rebuild from GetSession and ListMessages, then

@@ -117,6 +117,7 @@ export enum ErrorReason {
 
   /**
    * FAILED_PRECONDITION: the session is closed (or in error); LoadSession reopens it.
+   * Metadata: session_id, where the agent said which.
    *
    * @generated from enum value: ERROR_REASON_SESSION_CLOSED = 11;
    */
@@ -140,6 +141,8 @@ export enum ErrorReason {
 
   /**
    * FAILED_PRECONDITION: the agent cannot do this (no session/load, no models, ...).
+   * Metadata: unsupported (what: an ACP method such as session/set_mode, logout,
+   * mcp_servers, additional_directories, web_login), where it is known.
    *
    * @generated from enum value: ERROR_REASON_UNSUPPORTED = 14;
    */
@@ -186,7 +189,8 @@ export enum ErrorReason {
   PRECONDITION_FAILED = 28,
 
   /**
-   * ALREADY_EXISTS: the client-chosen message id is taken on this server.
+   * ALREADY_EXISTS: the client-chosen message id is taken on this server. Metadata:
+   * message_id (the one taken: message_id or user_message_id of the request).
    *
    * @generated from enum value: ERROR_REASON_MESSAGE_ID_IN_USE = 18;
    */
