@@ -46,6 +46,7 @@ func httpGateway(g *grpc.Server, page http.Handler, logins *WebLogins, secure bo
 	}
 	transcoder, err := vanguardgrpc.NewTranscoder(g,
 		vanguard.WithUnknownHandler(page),
+		vanguard.WithCodec(newStrictJSON),
 		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(maxTranscodedMessageBytes)),
 	)
 	if err != nil {
