@@ -39,6 +39,7 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.19.1
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -103,7 +103,7 @@ else
 	ab confinement -starts 20 -turns 1000 -workspaces 8 -runs "$runs"
 fi
 
-step "Event log (write transactions, size, resume from it; RSS through a 1 KiB flood and after an idle minute)"
+step "Event log (write transactions, size, resume from it; RSS through a 1 KiB flood and after an idle minute; what a kill -9 mid-reply loses)"
 if [[ $quick == 1 ]]; then
 	ab eventlog -count 20000 -big-count 20000 -idle 10s -runs 1
 else

@@ -745,8 +745,8 @@ func TestReplicasFailover(t *testing.T) {
 		if endAt < errAt {
 			t.Errorf("the interrupted reply's MESSAGE_END (%d) comes before its ERROR (%d)", endAt, errAt)
 		}
-		if r := events[endAt].GetMessageEnd().GetStopReason(); r != agenticv1.StopReason_STOP_REASON_ERROR {
-			t.Errorf("the interrupted reply's MESSAGE_END has stop reason %s, want ERROR", r)
+		if r := events[endAt].GetMessageEnd().GetStopReason(); r != agenticv1.StopReason_STOP_REASON_INTERRUPTED {
+			t.Errorf("the interrupted reply's MESSAGE_END has stop reason %s, want INTERRUPTED", r)
 		}
 		if _, n := deltasOf(events[errAt:], interrupted); n > 0 {
 			t.Errorf("%d chunks of the interrupted reply after its ERROR: %s", n, describe(events[max(0, errAt-3):]))

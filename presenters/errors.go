@@ -39,6 +39,21 @@ var (
 	ErrMessageNotRunning = errors.New("message not running")
 )
 
+// DetailError adds a fact a client may act on (the message id in use, the method an
+// agent lacks) to an error; the service puts it in the error's ErrorInfo metadata.
+type DetailError struct {
+	Key, Value string
+	Err        error
+}
+
+func (e *DetailError) Error() string { return e.Err.Error() }
+func (e *DetailError) Unwrap() error { return e.Err }
+
+// WithDetail is err with key = value for its ErrorInfo metadata.
+func WithDetail(err error, key, value string) error {
+	return &DetailError{Key: key, Value: value, Err: err}
+}
+
 // AuthRequiredError is ErrAuthRequired with the methods the agent offers. Keys, when
 // the agent offers no method, are the API-key variables it reads, none of which reaches
 // it: the login it lacks is one of them.

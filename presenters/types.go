@@ -607,7 +607,7 @@ const (
 	MessageError      MessageStatus = "error"
 )
 
-// StopReason values are ACP's plus error.
+// StopReason values are ACP's plus error and interrupted.
 type StopReason string
 
 const (
@@ -617,6 +617,8 @@ const (
 	StopRefusal         StopReason = "refusal"
 	StopCancelled       StopReason = "cancelled"
 	StopError           StopReason = "error"
+	// StopInterrupted: agenticd stopped, or the replica running the turn was lost.
+	StopInterrupted StopReason = "interrupted"
 )
 
 // Message is one stored message of a session's history.

@@ -51,7 +51,7 @@ func (s *Service) LogoutAgent(ctx context.Context, req *pb.LogoutAgentRequest) (
 	}
 	l, ok := p.(agentLogout)
 	if !ok {
-		return nil, s.fail(ctx, method, fmt.Errorf("agent %s has no account to log out of: %w", agentID, presenters.ErrUnsupported), "agent_id", agentID)
+		return nil, s.fail(ctx, method, presenters.WithDetail(fmt.Errorf("agent %s has no account to log out of: %w", agentID, presenters.ErrUnsupported), "unsupported", "logout"), "agent_id", agentID)
 	}
 	if err := l.Logout(ctx); err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)

@@ -240,7 +240,7 @@ func (w *WebLogins) serveLogin(rw http.ResponseWriter, r *http.Request, secure b
 // CreateWebLogin makes a one-time sign-in link for the web page.
 func (s *Service) CreateWebLogin(ctx context.Context, _ *pb.CreateWebLoginRequest) (*pb.CreateWebLoginResponse, error) {
 	if s.webLogins == nil {
-		return nil, s.fail(ctx, "CreateWebLogin", fmt.Errorf("%w: this server signs browsers in with a token only", presenters.ErrUnsupported))
+		return nil, s.fail(ctx, "CreateWebLogin", presenters.WithDetail(fmt.Errorf("%w: this server signs browsers in with a token only", presenters.ErrUnsupported), "unsupported", "web_login"))
 	}
 	// The link signs the browser in as the caller, not as anyone more.
 	code, expires := s.webLogins.newCode(callerOf(ctx))

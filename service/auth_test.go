@@ -179,5 +179,5 @@ func TestWebLoginCodesAreBounded(t *testing.T) {
 func TestCreateWebLoginWithoutWebLogins(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	_, err := e.client.CreateWebLogin(bg, &pb.CreateWebLoginRequest{})
-	wantReason(t, err, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, "")
+	wantReason(t, err, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, "", "unsupported")
 }

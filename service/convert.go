@@ -108,6 +108,7 @@ var (
 		presenters.StopRefusal:         pb.StopReason_STOP_REASON_REFUSAL,
 		presenters.StopCancelled:       pb.StopReason_STOP_REASON_CANCELLED,
 		presenters.StopError:           pb.StopReason_STOP_REASON_ERROR,
+		presenters.StopInterrupted:     pb.StopReason_STOP_REASON_INTERRUPTED,
 	}
 	deciders = map[presenters.PermissionDecider]pb.PermissionDecider{
 		presenters.DecidedByUser:      pb.PermissionDecider_PERMISSION_DECIDER_USER,

@@ -130,7 +130,7 @@ func TestRespondElicitationRequestID(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	sid := e.createSession(t, fakeID).GetSessionId()
 	askForm(e, sid, "f1")
-	req := &pb.RespondElicitationRequest{SessionId: sid, ElicitationId: "f1", Action: pb.ElicitationAction_ELICITATION_ACTION_DECLINE, RequestId: "5f0e-elicit"}
+	req := &pb.RespondElicitationRequest{SessionId: sid, ElicitationId: "f1", Action: pb.ElicitationAction_ELICITATION_ACTION_DECLINE, RequestId: requestUUID("5f0e-elicit")}
 	first, err := e.client.RespondElicitation(bg, req)
 	if err != nil {
 		t.Fatal(err)

@@ -139,7 +139,7 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	e.token = opts.token
 	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, WebLogins: opts.webLogins, Logger: logger}),
 		GRPCOptions{Credentials: Credentials{Tokens: []string{opts.token}, WebLogins: opts.webLogins, Principals: opts.principals, OIDC: opts.oidc}, Logger: logger,
-			Page: opts.page, AllowedOrigins: opts.allowedOrigins, TLSCertFile: opts.tlsCert, TLSKeyFile: opts.tlsKey, ClientCAFile: opts.clientCA})
+			Page: opts.page, AllowedOrigins: opts.allowedOrigins, TLSCertFile: opts.tlsCert, TLSKeyFile: opts.tlsKey, ClientCAFile: opts.clientCA, Answers: e.store})
 	if err != nil {
 		t.Fatal(err)
 	}

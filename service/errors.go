@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"unicode"
@@ -244,6 +245,36 @@ func statusOf(err error) (st *status.Status, internal bool) {
 // events, and the service's own error types. ok is false for an error no reason fits (a
 // fault of the server: INTERNAL with a correlation id).
 func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) {
+	reason, md, ok = classifyReason(err)
+	if !ok {
+		return reason, md, ok
+	}
+	// The facts the domain attached (presenters.WithDetail), unless the reason's own
+	// metadata says otherwise.
+	var merged map[string]string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		d, isDetail := e.(*presenters.DetailError)
+		if !isDetail {
+			continue
+		}
+		if merged == nil {
+			merged = maps.Clone(md)
+			if merged == nil {
+				merged = map[string]string{}
+			}
+		}
+		if _, set := merged[d.Key]; !set {
+			merged[d.Key] = d.Value
+		}
+	}
+	if merged != nil {
+		md = merged
+	}
+	return reason, md, ok
+}
+
+// classifyReason is classify without the details the domain attached.
+func classifyReason(err error) (reason pb.ErrorReason, md map[string]string, ok bool) {
 	var (
 		marked     *reasonError
 		authErr    *presenters.AuthRequiredError

@@ -48,7 +48,10 @@ type GRPCOptions struct {
 	Turns          *tracing.Turns
 	// Replicas, when set, routes each session's calls to the replica that owns it.
 	Replicas *Replicas
-	Logger   *slog.Logger
+	// Answers, when set, keeps the answers to request_ids in the database, for repeats
+	// after a restart or on another replica; without it they live in memory only.
+	Answers AnswerStore
+	Logger  *slog.Logger
 }
 
 // GRPCServer serves a Service on one listener in three protocols: native gRPC, gRPC-Web
@@ -93,7 +96,7 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 	if svc.registry != nil {
 		sessions = svc.registry
 	}
-	base := serverOptions(opts.Credentials, sessions, logger)
+	base := serverOptions(opts.Credentials, sessions, opts.Answers, logger)
 	if opts.Replicas != nil {
 		// After the token check and the remembered answers (only the turn span, which
 		// telemetry adds, runs inside it): a call is authorized, and answered from the

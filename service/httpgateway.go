@@ -47,6 +47,7 @@ func httpGateway(g *grpc.Server, page, acp http.Handler, logins *WebLogins, secu
 	}
 	transcoder, err := vanguardgrpc.NewTranscoder(g,
 		vanguard.WithUnknownHandler(page),
+		vanguard.WithCodec(newStrictJSON),
 		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(maxTranscodedMessageBytes)),
 	)
 	if err != nil {

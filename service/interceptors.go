@@ -22,11 +22,11 @@ const healthPrefix = "/grpc.health.v1.Health/"
 // is recovered), the refusal of requests with invalid UTF-8, the credentials check (health
 // is exempt) and the caller's scope, its reach to the session a call names (when
 // sessions is set), an access log at debug level, then the answers to repeated
-// request_ids (per principal).
-func serverOptions(creds Credentials, sessions sessionReach, logger *slog.Logger) []grpc.ServerOption {
+// request_ids (per principal; kept in kept too, when not nil).
+func serverOptions(creds Credentials, sessions sessionReach, kept AnswerStore, logger *slog.Logger) []grpc.ServerOption {
 	invalid := &invalidUTF8Requests{}
 	ic := interceptors{auth: newAuthenticator(creds), sessions: sessions, logger: logger, invalid: invalid,
-		answers: newAnswers(requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
+		answers: newAnswers(kept, logger, requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
 		frameCodecOption(invalid),
 		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.reachUnary, ic.logUnary, ic.idempotentUnary),

@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"unicode/utf8"
 
@@ -14,43 +15,47 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// invalidUTF8Requests holds the requests whose bytes had invalid UTF-8 in a string field,
-// which proto3 refuses to decode. gRPC turns any decoding error into INTERNAL before an
-// interceptor runs, yet the fault is the client's: so the codec hands such a request on
-// empty, noted here, and the interceptors (utf8Unary, utf8Stream) refuse it with
-// INVALID_ARGUMENT naming the field.
+// invalidUTF8Requests holds the requests that did not decode: invalid UTF-8 in a string
+// field (which proto3 refuses), a truncated field, an overlong varint. gRPC turns any
+// decoding error into INTERNAL before an interceptor runs, yet the fault is the client's:
+// so the codec hands such a request on empty, noted here, and the interceptors
+// (utf8Unary, utf8Stream) refuse it with INVALID_ARGUMENT saying what was wrong.
 type invalidUTF8Requests struct {
-	fields sync.Map // the request (a pointer) -> the path of the field, like "config.workspace"
+	faults sync.Map // the request (a pointer) -> what was wrong with it
 }
 
 // take forgets a request and returns its INVALID_ARGUMENT if the codec noted it.
 func (r *invalidUTF8Requests) take(req any) error {
-	field, ok := r.fields.LoadAndDelete(req)
+	fault, ok := r.faults.LoadAndDelete(req)
 	if !ok {
 		return nil
 	}
-	return status.Errorf(codes.InvalidArgument,
-		"%s is not valid UTF-8: every string field must be UTF-8 text (send binary data base64-encoded)", field)
+	return status.Error(codes.InvalidArgument, fault.(string))
 }
 
-// unmarshal decodes data into v with the proto codec; a request refused only for invalid
-// UTF-8 is reset, noted, and not an error.
+// unmarshal decodes data into v with the proto codec; a request that does not decode is
+// reset, noted, and not an error.
 func (r *invalidUTF8Requests) unmarshal(codec encoding.CodecV2, data mem.BufferSlice, v any) error {
 	err := codec.Unmarshal(data, v)
-	var invalid interface{ InvalidUTF8() bool }
-	if err == nil || !errors.As(err, &invalid) || !invalid.InvalidUTF8() {
-		return err
+	if err == nil {
+		return nil
 	}
 	msg, ok := v.(proto.Message)
 	if !ok {
 		return err
 	}
-	field, found := invalidUTF8Field(data.Materialize(), msg.ProtoReflect().Descriptor())
-	if !found {
-		field = "a string field"
+	fault := fmt.Sprintf("the request is not a valid %s in protobuf's binary encoding (%v): send a whole, well-formed message",
+		msg.ProtoReflect().Descriptor().Name(), err)
+	var invalid interface{ InvalidUTF8() bool }
+	if errors.As(err, &invalid) && invalid.InvalidUTF8() {
+		field, found := invalidUTF8Field(data.Materialize(), msg.ProtoReflect().Descriptor())
+		if !found {
+			field = "a string field"
+		}
+		fault = field + " is not valid UTF-8: every string field must be UTF-8 text (send binary data base64-encoded)"
 	}
 	proto.Reset(msg)
-	r.fields.Store(v, field)
+	r.faults.Store(v, fault)
 	return nil
 }
 

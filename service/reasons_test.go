@@ -104,7 +104,7 @@ func TestEveryStatusReason(t *testing.T) {
 		wantReason(t, send(), codes.InvalidArgument, reason("INVALID_ARGUMENT"), "content")
 	})
 	t.Run("REQUEST_ID_REUSED", func(t *testing.T) {
-		req := &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root, Title: "first"}, RequestId: "reused-1"}
+		req := &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root, Title: "first"}, RequestId: requestUUID("reused-1")}
 		if _, err := e.client.CreateSession(bg, req); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestEveryStatusReason(t *testing.T) {
 		if md["method"] != "CreateSession" {
 			t.Errorf("method %q", md["method"])
 		}
-		_, err = e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: sid, Content: textContent("hi"), RequestId: "reused-1"})
+		_, err = e.client.SendMessage(bg, &pb.SendMessageRequest{SessionId: sid, Content: textContent("hi"), RequestId: requestUUID("reused-1")})
 		if md := wantReason(t, err, codes.InvalidArgument, reason("REQUEST_ID_REUSED"), "request_id", "method"); md["method"] != "CreateSession" {
 			t.Errorf("another method: method %q, want the first one", md["method"])
 		}
@@ -178,8 +178,10 @@ func TestEveryStatusReason(t *testing.T) {
 		}
 	})
 	t.Run("SESSION_CLOSED", func(t *testing.T) {
-		failSend(t, fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", sid, presenters.ErrSessionClosed))
-		wantReason(t, send(), codes.FailedPrecondition, reason("SESSION_CLOSED"), "")
+		failSend(t, presenters.WithDetail(fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", sid, presenters.ErrSessionClosed), "session_id", sid))
+		if md := wantReason(t, send(), codes.FailedPrecondition, reason("SESSION_CLOSED"), "", "session_id"); md["session_id"] != sid {
+			t.Errorf("session_id %q, want %s", md["session_id"], sid)
+		}
 	})
 	t.Run("PRECONDITION_FAILED", func(t *testing.T) {
 		failSend(t, fmt.Errorf("agent %s needs an LLM provider; set OPENAI_BASE_URL: %w", fakeID, presenters.ErrFailedPrecondition))
@@ -201,11 +203,13 @@ func TestEveryStatusReason(t *testing.T) {
 	})
 	t.Run("UNSUPPORTED", func(t *testing.T) {
 		e.fake.loadFn = func(context.Context, string, presenters.LoadContext) (presenters.SessionInfo, error) {
-			return presenters.SessionInfo{}, fmt.Errorf("agent cannot load sessions: %w", presenters.ErrUnsupported)
+			return presenters.SessionInfo{}, presenters.WithDetail(fmt.Errorf("agent cannot load sessions: %w", presenters.ErrUnsupported), "unsupported", "session/load")
 		}
 		defer func() { e.fake.loadFn = nil }()
 		_, err := e.client.LoadSession(bg, &pb.LoadSessionRequest{SessionId: sid})
-		wantReason(t, err, codes.FailedPrecondition, reason("UNSUPPORTED"), "")
+		if md := wantReason(t, err, codes.FailedPrecondition, reason("UNSUPPORTED"), "", "unsupported"); md["unsupported"] != "session/load" {
+			t.Errorf("unsupported %q, want session/load", md["unsupported"])
+		}
 	})
 	t.Run("PERMISSION_ALREADY_DECIDED", func(t *testing.T) {
 		askPermission(e, sid, "p-decided")
@@ -246,8 +250,10 @@ func TestEveryStatusReason(t *testing.T) {
 		wantReason(t, send(), codes.FailedPrecondition, reason("WORKSPACE_GONE"), "")
 	})
 	t.Run("MESSAGE_ID_IN_USE", func(t *testing.T) {
-		failSend(t, fmt.Errorf("message id m1 is taken in session %s: %w", sid, presenters.ErrMessageIDInUse))
-		wantReason(t, send(), codes.AlreadyExists, reason("MESSAGE_ID_IN_USE"), "")
+		failSend(t, presenters.WithDetail(fmt.Errorf("message id m1 is taken in session %s: %w", sid, presenters.ErrMessageIDInUse), "message_id", "m1"))
+		if md := wantReason(t, send(), codes.AlreadyExists, reason("MESSAGE_ID_IN_USE"), "", "message_id"); md["message_id"] != "m1" {
+			t.Errorf("message_id %q, want m1", md["message_id"])
+		}
 	})
 	t.Run("RESUME_POINT_EXPIRED and RESUME_POINT_UNKNOWN", func(t *testing.T) {
 		small := newEnv(t, envOptions{hub: HubOptions{Capacity: 4}})
@@ -429,7 +435,7 @@ func TestRequestIDRepeatsGetTheFirstAnswer(t *testing.T) {
 		e.fake.emitter(info.SessionID).SessionCreated(info)
 		return info, nil
 	}
-	req := &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}, RequestId: "0b7c7f4e-create"}
+	req := &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}, RequestId: requestUUID("0b7c7f4e-create")}
 	type result struct {
 		resp *pb.CreateSessionResponse
 		err  error
@@ -466,7 +472,7 @@ func TestRequestIDRepeatsGetTheFirstAnswer(t *testing.T) {
 		n := sends.Add(1)
 		return presenters.SendResult{MessageID: fmt.Sprintf("m%d", n), UserMessageID: fmt.Sprintf("u%d", n)}, nil
 	}
-	send := &pb.SendMessageRequest{SessionId: a.resp.GetSession().GetSessionId(), RequestId: "send-1",
+	send := &pb.SendMessageRequest{SessionId: a.resp.GetSession().GetSessionId(), RequestId: requestUUID("send-1"),
 		Content: textContent("hi")}
 	first, err := e.client.SendMessage(bg, send)
 	if err != nil {
@@ -482,7 +488,7 @@ func TestRequestIDRepeatsGetTheFirstAnswer(t *testing.T) {
 		sends.Add(1)
 		return presenters.SendResult{}, fmt.Errorf("no such model: %w", presenters.ErrInvalidArgument)
 	}
-	send.RequestId = "send-2"
+	send.RequestId = requestUUID("send-2")
 	for range 2 {
 		_, err := e.client.SendMessage(bg, send)
 		wantReason(t, err, codes.InvalidArgument, reason("INVALID_ARGUMENT"), "content")
@@ -501,7 +507,7 @@ func TestRequestIDRepeatsGetTheFirstAnswer(t *testing.T) {
 		}
 		return presenters.SendResult{MessageID: "m-later", UserMessageID: "u-later"}, nil
 	}
-	send.RequestId = "send-3"
+	send.RequestId = requestUUID("send-3")
 	_, err = e.client.SendMessage(bg, send)
 	wantReason(t, err, codes.FailedPrecondition, reason("SESSION_BUSY"), "")
 	busy = false
@@ -512,7 +518,7 @@ func TestRequestIDRepeatsGetTheFirstAnswer(t *testing.T) {
 		sends.Add(1)
 		return presenters.SendResult{}, fmt.Errorf("agent starting: %w", presenters.ErrAgentUnavailable)
 	}
-	send.RequestId = "send-4"
+	send.RequestId = requestUUID("send-4")
 	for range 2 {
 		_, err := e.client.SendMessage(bg, send)
 		wantReason(t, err, codes.Unavailable, reason("AGENT_UNAVAILABLE"), "")
@@ -544,7 +550,7 @@ func TestRequestIDWaitersAndAbandonedCalls(t *testing.T) {
 		}
 	}
 	sid := e.createSession(t, fakeID).GetSessionId()
-	send := &pb.SendMessageRequest{SessionId: sid, RequestId: "wait-1",
+	send := &pb.SendMessageRequest{SessionId: sid, RequestId: requestUUID("wait-1"),
 		Content: textContent("hi")}
 	firstDone := make(chan error, 1)
 	var firstID string
@@ -577,7 +583,7 @@ func TestRequestIDWaitersAndAbandonedCalls(t *testing.T) {
 		<-ctx.Done()
 		return presenters.SendResult{}, ctx.Err()
 	}
-	send.RequestId = "abandon-1"
+	send.RequestId = requestUUID("abandon-1")
 	short, cancelShort := context.WithCancel(bg)
 	go func() {
 		<-entered
@@ -609,7 +615,7 @@ func TestCancelOfATurnThatEndedCancelled(t *testing.T) {
 		}
 		return []presenters.Message{{ID: q.MessageID, SessionID: sid, Role: presenters.RoleAssistant, Status: status}}, nil
 	}
-	resp, err := e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: sid, MessageId: "m-cancelled", RequestId: "c-1"})
+	resp, err := e.client.CancelMessage(bg, &pb.CancelMessageRequest{SessionId: sid, MessageId: "m-cancelled", RequestId: requestUUID("c-1")})
 	if err != nil || resp.GetMessageId() != "m-cancelled" {
 		t.Errorf("cancel of a turn that ended cancelled: %v, %v", resp, err)
 	}

@@ -8,8 +8,39 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
 )
+
+// Interruption says what cut replies short, for the ERROR that ends each.
+type Interruption int
+
+const (
+	// InterruptServerRestarted: this agenticd stopped while the replies ran (a crash,
+	// kill -9, or a shutdown that did not wait); found at its next start.
+	InterruptServerRestarted Interruption = iota
+	// InterruptOwnerLost: the replica that ran them stopped; found by the one taking
+	// their session over.
+	InterruptOwnerLost
+)
+
+// EndInterruptedReplies ends, for every subscriber, each reply MarkInterrupted (or
+// MarkSessionInterrupted) returned: an ERROR saying why, then its MESSAGE_END with stop
+// reason interrupted, so that nobody waits for the end of a turn nothing runs any more.
+// Call it after RecoverInterruptedReplies, before the sessions serve again; the events
+// reach the log with the next batch (Hub.WaitLogged waits for it).
+func EndInterruptedReplies(hub *Hub, interrupted []store.InterruptedMessage, why Interruption) {
+	code, message := "server_restarted", "agenticd stopped while this reply ran; the reply is kept as incomplete with what was sent"
+	if why == InterruptOwnerLost {
+		code, message = "owner_lost", "the replica that ran this reply stopped; the reply is kept as incomplete with what was sent"
+	}
+	for _, m := range interrupted {
+		hub.Publish(presenters.Event{SessionID: m.SessionID, AgentID: m.AgentID, Payload: presenters.ErrorPayload{
+			Code: code, MessageID: m.MessageID, Retryable: true, Message: message}})
+		hub.Publish(presenters.Event{SessionID: m.SessionID, AgentID: m.AgentID, Payload: presenters.MessageEndPayload{
+			MessageID: m.MessageID, StopReason: presenters.StopInterrupted, Role: presenters.RoleAssistant}})
+	}
+}
 
 // RecoverInterruptedReplies gives each reply a crash cut short the text its subscribers
 // were sent. Presenters store a reply in progress only now and then (checkpoints), while

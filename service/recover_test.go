@@ -79,7 +79,7 @@ func TestPanicInHandlerBecomesInternal(t *testing.T) {
 func TestPanicInStreamBecomesInternal(t *testing.T) {
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	srv := grpc.NewServer(serverOptions(Credentials{Tokens: []string{testToken}}, nil, logger)...)
+	srv := grpc.NewServer(serverOptions(Credentials{Tokens: []string{testToken}}, nil, nil, logger)...)
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "test.Panics",
 		HandlerType: (*any)(nil),

@@ -549,13 +549,7 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 	if err := RecoverInterruptedReplies(ctx, r.st, interrupted, logger); err != nil {
 		return nil, err
 	}
-	for _, m := range interrupted {
-		r.hub.Publish(presenters.Event{SessionID: sessionID, AgentID: p.AgentID(), Payload: presenters.ErrorPayload{
-			Code: "owner_lost", MessageID: m.MessageID, Retryable: true,
-			Message: "the replica that ran this reply stopped; the reply is kept as incomplete with what was sent"}})
-		r.hub.Publish(presenters.Event{SessionID: sessionID, AgentID: p.AgentID(), Payload: presenters.MessageEndPayload{
-			MessageID: m.MessageID, StopReason: presenters.StopError, Role: presenters.RoleAssistant}})
-	}
+	EndInterruptedReplies(r.hub, interrupted, InterruptOwnerLost)
 	if lease.Previous != "" {
 		logger.Info("took over a session from a replica whose lease ran out", "previous_owner", lease.Previous, "interrupted_replies", len(interrupted))
 	}

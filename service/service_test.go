@@ -453,6 +453,28 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	}
 }
 
+// A CreateSession repeated with its request_id after a restart gets the first answer,
+// not a second session.
+func TestRequestIDSurvivesRestart(t *testing.T) {
+	store := openStore(t)
+	first := newEnv(t, envOptions{store: store})
+	req := &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: first.root}, RequestId: requestUUID("create-once")}
+	created, err := first.client.CreateSession(bg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := newEnv(t, envOptions{store: store})
+	second.fake.sessions = first.fake.sessions
+	req.Config.Workspace = first.root
+	again, err := second.client.CreateSession(bg, req)
+	if err != nil || again.GetSession().GetSessionId() != created.GetSession().GetSessionId() {
+		t.Fatalf("the repeat after a restart: %v, %v; want session %s", again.GetSession().GetSessionId(), err, created.GetSession().GetSessionId())
+	}
+	if n := len(second.fake.sessions); n != 1 {
+		t.Errorf("%d sessions after the repeat, want 1", n)
+	}
+}
+
 func TestLoadSession(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.createSession(t, fakeID)

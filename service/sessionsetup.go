@@ -74,10 +74,10 @@ func (s *Service) openAdditionalDirectories(dirs []string, workspace *sandbox.Wo
 // further directories for one that cannot work in them.
 func supportsSetup(agent presenters.AgentInfo, servers []presenters.MCPServer, dirs []*sandbox.Workspace) error {
 	if len(servers) > 0 && !agent.Capabilities.SupportsMCP {
-		return fmt.Errorf("agent %s cannot use MCP servers (capabilities.supports_mcp is false): leave config.mcp_servers empty: %w", agent.ID, presenters.ErrUnsupported)
+		return presenters.WithDetail(fmt.Errorf("agent %s cannot use MCP servers (capabilities.supports_mcp is false): leave config.mcp_servers empty: %w", agent.ID, presenters.ErrUnsupported), "unsupported", "mcp_servers")
 	}
 	if len(dirs) > 0 && !agent.Capabilities.SupportsAdditionalDirectories {
-		return fmt.Errorf("agent %s cannot work in additional directories (capabilities.supports_additional_directories is false): leave config.additional_directories empty: %w", agent.ID, presenters.ErrUnsupported)
+		return presenters.WithDetail(fmt.Errorf("agent %s cannot work in additional directories (capabilities.supports_additional_directories is false): leave config.additional_directories empty: %w", agent.ID, presenters.ErrUnsupported), "unsupported", "additional_directories")
 	}
 	return nil
 }

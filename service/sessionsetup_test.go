@@ -64,20 +64,21 @@ func TestCreateSessionSetup(t *testing.T) {
 		code   codes.Code
 		reason pb.ErrorReason
 		field  string
+		keys   []string
 	}{
-		{"no MCP", otherID, &pb.SessionConfig{Workspace: e.root, McpServers: servers[:1]}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, ""},
-		{"no directories", otherID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{sub}}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, ""},
-		{"server without a name", fakeID, &pb.SessionConfig{Workspace: e.root, McpServers: []*pb.McpServer{stdioServer("", "x")}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.mcp_servers[0]"},
-		{"server name twice", fakeID, &pb.SessionConfig{Workspace: e.root, McpServers: []*pb.McpServer{stdioServer("a", "x"), stdioServer("a", "y")}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.mcp_servers[1]"},
-		{"server without transport", fakeID, &pb.SessionConfig{Workspace: e.root, McpServers: []*pb.McpServer{{Name: "a"}}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.mcp_servers[0]"},
-		{"directory outside the roots", fakeID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{e2.root}}, workspaceNotAllowed, pb.ErrorReason_ERROR_REASON_WORKSPACE_NOT_ALLOWED, "config.additional_directories[0]"},
-		{"directory not there", fakeID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{extra + "/nope"}}, workspaceNotAllowed, pb.ErrorReason_ERROR_REASON_WORKSPACE_NOT_ALLOWED, "config.additional_directories[0]"},
-		{"the workspace again", fakeID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{e.root}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.additional_directories[0]"},
+		{"no MCP", otherID, &pb.SessionConfig{Workspace: e.root, McpServers: servers[:1]}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, "", []string{"unsupported"}},
+		{"no directories", otherID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{sub}}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, "", []string{"unsupported"}},
+		{"server without a name", fakeID, &pb.SessionConfig{Workspace: e.root, McpServers: []*pb.McpServer{stdioServer("", "x")}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.mcp_servers[0]", nil},
+		{"server name twice", fakeID, &pb.SessionConfig{Workspace: e.root, McpServers: []*pb.McpServer{stdioServer("a", "x"), stdioServer("a", "y")}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.mcp_servers[1]", nil},
+		{"server without transport", fakeID, &pb.SessionConfig{Workspace: e.root, McpServers: []*pb.McpServer{{Name: "a"}}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.mcp_servers[0]", nil},
+		{"directory outside the roots", fakeID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{e2.root}}, workspaceNotAllowed, pb.ErrorReason_ERROR_REASON_WORKSPACE_NOT_ALLOWED, "config.additional_directories[0]", nil},
+		{"directory not there", fakeID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{extra + "/nope"}}, workspaceNotAllowed, pb.ErrorReason_ERROR_REASON_WORKSPACE_NOT_ALLOWED, "config.additional_directories[0]", nil},
+		{"the workspace again", fakeID, &pb.SessionConfig{Workspace: e.root, AdditionalDirectories: []string{e.root}}, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "config.additional_directories[0]", nil},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.client.CreateSession(ctx, &pb.CreateSessionRequest{AgentId: tc.agent, Config: tc.cfg})
-			wantReason(t, err, tc.code, tc.reason, tc.field)
+			wantReason(t, err, tc.code, tc.reason, tc.field, tc.keys...)
 		})
 	}
 }
@@ -167,7 +168,7 @@ func TestDeleteAndLogoutReachTheAgent(t *testing.T) {
 		t.Errorf("LogoutAgent: %v, %v; logged out %v", resp, err, d.loggedOut)
 	}
 	_, err = e.client.LogoutAgent(ctx, &pb.LogoutAgentRequest{AgentId: fakeID})
-	wantReason(t, err, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, "")
+	wantReason(t, err, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_UNSUPPORTED, "", "unsupported")
 	_, err = e.client.LogoutAgent(ctx, &pb.LogoutAgentRequest{})
 	wantReason(t, err, codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "agent_id")
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -153,4 +154,23 @@ func procStatusKiB(name string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// BenchmarkSaveRequestAnswer is what keeping one answer costs a call with a request_id.
+func BenchmarkSaveRequestAnswer(b *testing.B) {
+	s, err := Open(context.Background(), b.TempDir()+"/agenticd.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	resp := make([]byte, 512)
+	now := time.Now()
+	b.ResetTimer()
+	for i := range b.N {
+		a := RequestAnswer{RequestID: fmt.Sprint(i), Method: "/agentic.v1.AgenticService/SendMessage", Fingerprint: make([]byte, 32),
+			Response: resp, ExpiresUnixNano: now.Add(10 * time.Minute).UnixNano()}
+		if err := s.SaveRequestAnswer(context.Background(), a, now); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -67,15 +67,15 @@ func (s *Store) CheckMessageIDsFree(ctx context.Context, sessionID string, ids .
 		switch {
 		case len(sessions) == 0:
 		case sessions[0] == sessionID:
-			return fmt.Errorf("message id %q is taken in session %s; choose another, or leave it empty for the server to choose: %w",
-				id, sessionID, presenters.ErrMessageIDInUse)
+			return presenters.WithDetail(fmt.Errorf("message id %q is taken in session %s; choose another, or leave it empty for the server to choose: %w",
+				id, sessionID, presenters.ErrMessageIDInUse), "message_id", id)
 		default:
-			return fmt.Errorf("message id %q is taken by a message of another session (message ids are unique across the server); choose another, such as a UUID, or leave it empty for the server to choose: %w",
-				id, presenters.ErrMessageIDInUse)
+			return presenters.WithDetail(fmt.Errorf("message id %q is taken by a message of another session (message ids are unique across the server); choose another, such as a UUID, or leave it empty for the server to choose: %w",
+				id, presenters.ErrMessageIDInUse), "message_id", id)
 		}
 		if !s.claimed.claim(id, sessionID, time.Now()) {
-			return fmt.Errorf("message id %q is being taken by a message of another session (message ids are unique across the server); choose another, such as a UUID, or leave it empty for the server to choose: %w",
-				id, presenters.ErrMessageIDInUse)
+			return presenters.WithDetail(fmt.Errorf("message id %q is being taken by a message of another session (message ids are unique across the server); choose another, such as a UUID, or leave it empty for the server to choose: %w",
+				id, presenters.ErrMessageIDInUse), "message_id", id)
 		}
 	}
 	return nil

@@ -20,8 +20,12 @@ func TestMessageIDClaimedAcrossSessions(t *testing.T) {
 		if err := s.CheckMessageIDsFree(ctx, "a", "m1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CheckMessageIDsFree(ctx, "b", "m1"); !errors.Is(err, presenters.ErrMessageIDInUse) {
+		err := s.CheckMessageIDsFree(ctx, "b", "m1")
+		if !errors.Is(err, presenters.ErrMessageIDInUse) {
 			t.Errorf("the second session got the id too: %v", err)
+		}
+		if d := (*presenters.DetailError)(nil); !errors.As(err, &d) || d.Key != "message_id" || d.Value != "m1" {
+			t.Errorf("the refusal does not name the id for the client: %#v", err)
 		}
 		if err := s.CheckMessageIDsFree(ctx, "a", "m1"); err != nil {
 			t.Errorf("the session that claimed the id cannot check it again: %v", err)
@@ -29,7 +33,7 @@ func TestMessageIDClaimedAcrossSessions(t *testing.T) {
 		if err := s.SaveMessage(ctx, presenters.Message{ID: "m1", SessionID: "a", Role: presenters.RoleUser, Status: presenters.MessageComplete}); err != nil {
 			t.Fatal(err)
 		}
-		err := s.SaveMessage(ctx, presenters.Message{ID: "m1", SessionID: "b", Role: presenters.RoleUser, Status: presenters.MessageComplete})
+		err = s.SaveMessage(ctx, presenters.Message{ID: "m1", SessionID: "b", Role: presenters.RoleUser, Status: presenters.MessageComplete})
 		if !errors.Is(err, presenters.ErrMessageIDInUse) {
 			t.Errorf("saving another session's id: %v, want ErrMessageIDInUse", err)
 		}

@@ -338,7 +338,7 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 // tables are made here too, under the same lock: two AutoMigrates side by side collide
 // as the migrations do.
 func migrateLocked(db *gorm.DB) error {
-	if err := db.AutoMigrate(&SessionOwner{}, &sequenceFloor{}, &SessionGrant{}); err != nil {
+	if err := db.AutoMigrate(&SessionOwner{}, &sequenceFloor{}, &SessionGrant{}, &RequestAnswer{}); err != nil {
 		return fmt.Errorf("create the registry tables: %w", err)
 	}
 	steps, appliedAt := migrations, "INTEGER"

@@ -160,7 +160,7 @@ func TestMarkSessionInterrupted(t *testing.T) {
 			}
 		}
 		marked, err := s.MarkSessionInterrupted(ctx, "c1")
-		if err != nil || len(marked) != 1 || marked[0] != (InterruptedMessage{SessionID: "c1", MessageID: "c1-a"}) {
+		if err != nil || len(marked) != 1 || marked[0] != (InterruptedMessage{SessionID: "c1", MessageID: "c1-a", AgentID: "deepchat.default"}) {
 			t.Fatalf("MarkSessionInterrupted(c1) = %+v, %v; want c1's reply", marked, err)
 		}
 		for c, want := range map[string]struct {

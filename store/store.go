@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -92,6 +93,8 @@ type Store struct {
 	claimed messageIDClaims
 	// writeObserver, when set, times every write (SetWriteObserver).
 	writeObserver WriteObserver
+	// answersPruned is when a save last deleted expired request answers (unix nanos).
+	answersPruned atomic.Int64
 }
 
 // Open opens the database at path (OpenSQLite), brings its schema up to date and
@@ -504,7 +507,7 @@ func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, e
 		return nil, fmt.Errorf("save message %s: %w", m.ID, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return nil, fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrMessageIDInUse)
+		return nil, presenters.WithDetail(fmt.Errorf("save message %s: it belongs to another session than %s: %w", m.ID, m.SessionID, presenters.ErrMessageIDInUse), "message_id", m.ID)
 	}
 	w, stored, err := planBlockWrites(rows, appended, prev)
 	if err != nil {
@@ -786,6 +789,8 @@ func (s *Store) CountMessages(ctx context.Context, sessionID string) (int64, err
 type InterruptedMessage struct {
 	SessionID string
 	MessageID string
+	// AgentID is the agent of the message's conversation ("" when none is stored).
+	AgentID string
 }
 
 // MarkInterrupted turns every message still in progress (left by a crash) into an
@@ -810,14 +815,16 @@ func (s *Store) markInterrupted(ctx context.Context, sessionID string) ([]Interr
 	// inSession limits each statement to the session; "" matches every one.
 	const inSession = ` AND (? = '' OR conversation_id = ?)`
 	err := s.write(ctx, func(tx *gorm.DB) error {
-		rows, err := tx.Raw(`SELECT conversation_id, id FROM messages WHERE status = ?`+inSession+` ORDER BY seq`,
+		rows, err := tx.Raw(`SELECT m.conversation_id, m.id, COALESCE(c.agent_id, '') FROM messages m
+			LEFT JOIN conversations c ON c.id = m.conversation_id
+			WHERE m.status = ? AND (? = '' OR m.conversation_id = ?) ORDER BY m.seq`,
 			string(StatusInProgress), sessionID, sessionID).Rows()
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var m InterruptedMessage
-			if err := rows.Scan(&m.SessionID, &m.MessageID); err != nil {
+			if err := rows.Scan(&m.SessionID, &m.MessageID, &m.AgentID); err != nil {
 				_ = rows.Close()
 				return err
 			}

@@ -595,7 +595,7 @@ func TestCrashMidTurnLeavesIncompleteMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	marked, err := s.MarkInterrupted(context.Background())
-	if err != nil || len(marked) != 1 || marked[0] != (InterruptedMessage{SessionID: "c1", MessageID: "a1"}) {
+	if err != nil || len(marked) != 1 || marked[0] != (InterruptedMessage{SessionID: "c1", MessageID: "a1", AgentID: "deepchat.default"}) {
 		t.Fatalf("MarkInterrupted = %+v, %v; want the assistant reply a1 of c1", marked, err)
 	}
 	msgs, err := s.Messages(context.Background(), "c1", presenters.MessageQuery{})

@@ -26,7 +26,9 @@ func eventLogCmd(ctx context.Context, args []string) error {
 	ring := fs.Int("resume-buffer", 1000, "event_buffer of the resume run: small, so that the log serves the resume")
 	bigCount := fs.Int("big-count", 100_000, "chunks of the 1 KiB flood (memory)")
 	idle := fs.Duration("idle", time.Minute, "how long agenticd idles after the 1 KiB flood before its RSS is read again")
-	only := fs.String("only", "", "run only these figures, comma-separated: cost, resume, memory (default: all)")
+	crashRate := fs.Float64("crash-rate", 1000, "chunks/s of the reply a kill -9 cuts short")
+	crashAfter := fs.Int("crash-after", 500, "chunks a subscriber sees before the kill -9")
+	only := fs.String("only", "", "run only these figures, comma-separated: cost, resume, memory, crash (default: all)")
 	heap := fs.String("heapprofile", "", "with -inprocess: write a heap profile at the 1 KiB flood's MESSAGE_END (its in-use figures are the live heap at the last collection in the flood)")
 	fs.Parse(args)
 	if *heap != "" && !c.inprocess {
@@ -48,6 +50,7 @@ func eventLogCmd(ctx context.Context, args []string) error {
 	var costs []logCost
 	var resumes []resumeRun
 	var mems []memRun
+	var crashes []crashRun
 	for i := 0; i < c.runs; i++ {
 		var said []string
 		if run["cost"] {
@@ -65,14 +68,23 @@ func eventLogCmd(ctx context.Context, args []string) error {
 			mems = append(mems, mr)
 			said = append(said, mr.String())
 		}
+		if run["crash"] {
+			cr := c.crashRun(ctx, *crashRate, *crashAfter)
+			crashes = append(crashes, cr)
+			said = append(said, cr.String())
+		}
 		fmt.Printf("run %d: %s\n", i+1, strings.Join(said, "; "))
 	}
-	return emit(c.results, eventLogRows(section, *count, *bigCount, *ring, *idle, costs, resumes, mems)...)
+	rows := eventLogRows(section, *count, *bigCount, *ring, *idle, costs, resumes, mems)
+	if len(crashes) > 0 {
+		rows = append(rows, crashRows(section, commandLine(), *crashRate, *crashAfter, crashes)...)
+	}
+	return emit(c.results, rows...)
 }
 
 // eventLogFigures reads -only: which of the subcommand's figures to run.
 func eventLogFigures(only string) (map[string]bool, error) {
-	run := map[string]bool{"cost": true, "resume": true, "memory": true}
+	run := map[string]bool{"cost": true, "resume": true, "memory": true, "crash": true}
 	if only == "" {
 		return run, nil
 	}
@@ -80,7 +92,7 @@ func eventLogFigures(only string) (map[string]bool, error) {
 	for _, f := range strings.Split(only, ",") {
 		f = strings.TrimSpace(f)
 		if !run[f] {
-			return nil, fmt.Errorf("-only: unknown figure %q; name some of cost, resume, memory, comma-separated", f)
+			return nil, fmt.Errorf("-only: unknown figure %q; name some of cost, resume, memory, crash, comma-separated", f)
 		}
 		chosen[f] = true
 	}

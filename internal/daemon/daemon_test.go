@@ -259,7 +259,7 @@ func TestStartServesAndStops(t *testing.T) {
 }
 
 // Start-up marks the replies a crash left in progress as incomplete, whichever agent's
-// (here one no longer configured), before any agent serves.
+// (here one no longer configured), and ends them in the event log, before any agent serves.
 func TestStartMarksInterruptedReplies(t *testing.T) {
 	cfg := testConfig(t)
 	ctx := context.Background()
@@ -286,6 +286,31 @@ func TestStartMarksInterruptedReplies(t *testing.T) {
 	case <-warned.seen:
 	default:
 		t.Error("start-up did not warn about the interrupted reply")
+	}
+	// Before anything serves, the log holds the reply's end, for a subscriber resuming
+	// from the last event it saw.
+	logged, err := srv.store.MessageEvents(ctx, "s1", "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, le := range logged {
+		var ev pb.AgenticEvent
+		if err := proto.Unmarshal(le.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetAgentId() != "acp.gone.agent" {
+			t.Errorf("event %d has agent id %q, want acp.gone.agent", ev.GetSequence(), ev.GetAgentId())
+		}
+		switch {
+		case ev.GetError() != nil:
+			got = append(got, "error "+ev.GetError().GetReason().String())
+		case ev.GetMessageEnd() != nil:
+			got = append(got, "end "+ev.GetMessageEnd().GetStopReason().String())
+		}
+	}
+	if want := []string{"error ERROR_REASON_SERVER_RESTARTED", "end STOP_REASON_INTERRUPTED"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the interrupted reply's logged events: %q, want %q", got, want)
 	}
 	if err := srv.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -242,11 +242,12 @@ func (s *Server) build(ctx context.Context) error {
 			return err
 		}
 	}
+	var interrupted []store.InterruptedMessage
 	if !replicated {
 		// Before any agent serves: whatever reply a crash or a cut shutdown left in
 		// progress (any agent's) is kept as incomplete. Replicas do this per session when
 		// they take one over: other replicas' turns may be running.
-		interrupted, err := st.MarkInterrupted(ctx)
+		interrupted, err = st.MarkInterrupted(ctx)
 		if err != nil {
 			return err
 		}
@@ -277,6 +278,14 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.hub = hub
+	if !replicated {
+		// A client waiting for an interrupted reply's end gets it, from the log too,
+		// before anything serves.
+		service.EndInterruptedReplies(hub, interrupted, service.InterruptServerRestarted)
+		if !hub.WaitLogged(ctx) {
+			return fmt.Errorf("log the ends of interrupted replies: %w", ctx.Err())
+		}
+	}
 	opts := sandboxOptions(cfg)
 	roots, err := sandbox.NewRoots(cfg.WorkspaceRoots, opts)
 	if err != nil {
@@ -330,7 +339,7 @@ func (s *Server) build(ctx context.Context) error {
 		s.telemetry.grpcOptions(service.GRPCOptions{
 			Credentials: creds,
 			TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile, ClientCAFile: cfg.TLS.ClientCAFile,
-			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Logger: s.logger}),
+			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Answers: st, Logger: s.logger}),
 	)
 	return err
 }

@@ -170,7 +170,7 @@ func (p *Presenter) Logout(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	if known && !offers {
-		return fmt.Errorf("agent %s does not offer logout: %w", p.cfg.ID, presenters.ErrUnsupported)
+		return presenters.WithDetail(fmt.Errorf("agent %s does not offer logout: %w", p.cfg.ID, presenters.ErrUnsupported), "unsupported", "logout")
 	}
 	if len(conns) == 0 {
 		dir, err := os.MkdirTemp("", "agenticd-logout-")
@@ -194,7 +194,7 @@ func (p *Presenter) Logout(ctx context.Context) error {
 	}
 	for _, c := range conns {
 		if c.init.AgentCapabilities.Auth.Logout == nil {
-			return fmt.Errorf("agent %s does not offer logout: %w", p.cfg.ID, presenters.ErrUnsupported)
+			return presenters.WithDetail(fmt.Errorf("agent %s does not offer logout: %w", p.cfg.ID, presenters.ErrUnsupported), "unsupported", "logout")
 		}
 		if _, err := c.rpc.Logout(ctx, sdk.LogoutRequest{}); err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

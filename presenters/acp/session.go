@@ -160,9 +160,9 @@ func (s *session) checkLive() error {
 func (s *session) checkLiveLocked() error {
 	switch {
 	case s.info.Status == presenters.SessionError:
-		return fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed)
+		return presenters.WithDetail(fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed), "session_id", s.id)
 	case s.conn == nil || s.info.Status == presenters.SessionClosed || !s.conn.alive():
-		return fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed)
+		return presenters.WithDetail(fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed), "session_id", s.id)
 	}
 	return nil
 }
@@ -572,7 +572,7 @@ func (s *session) agentCallError(conn *agentConn, method string, err error) erro
 	if errors.As(err, &re) {
 		switch re.Code {
 		case -32601:
-			return fmt.Errorf("agent %s does not support %s: %w", s.p.cfg.ID, method, presenters.ErrUnsupported)
+			return presenters.WithDetail(fmt.Errorf("agent %s does not support %s: %w", s.p.cfg.ID, method, presenters.ErrUnsupported), "unsupported", method)
 		case -32602:
 			return fmt.Errorf("agent %s rejected %s: %s: %w", s.p.cfg.ID, method, agentErrorText(s.log, err), presenters.ErrInvalidArgument)
 		}

@@ -349,7 +349,7 @@ func (p *Presenter) open(ctx context.Context, id string) (*session, error) {
 }
 
 func errClosed(id string) error {
-	return fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", id, presenters.ErrSessionClosed)
+	return presenters.WithDetail(fmt.Errorf("session %s is closed; reopen it with LoadSession: %w", id, presenters.ErrSessionClosed), "session_id", id)
 }
 
 // sessionInfo describes a registered session; s.mu must be held.

@@ -161,6 +161,8 @@ function stateOfStop(r: StopReason): string {
       return "cancelled";
     case StopReason.ERROR:
       return "error";
+    case StopReason.INTERRUPTED:
+      return "interrupted";
     case StopReason.REFUSAL:
       return "refused";
     case StopReason.MAX_TOKENS:

@@ -71,6 +71,7 @@ const (
 	// running one).
 	ErrorReason_ERROR_REASON_SESSION_BUSY ErrorReason = 10
 	// FAILED_PRECONDITION: the session is closed (or in error); LoadSession reopens it.
+	// Metadata: session_id, where the agent said which.
 	ErrorReason_ERROR_REASON_SESSION_CLOSED ErrorReason = 11
 	// FAILED_PRECONDITION: the session's agent is no longer in the server's config; its
 	// history stays readable. Metadata: agent_id.
@@ -79,6 +80,8 @@ const (
 	// Metadata: agent_id, auth_methods (comma-separated ids).
 	ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED ErrorReason = 13
 	// FAILED_PRECONDITION: the agent cannot do this (no session/load, no models, ...).
+	// Metadata: unsupported (what: an ACP method such as session/set_mode, logout,
+	// mcp_servers, additional_directories, web_login), where it is known.
 	ErrorReason_ERROR_REASON_UNSUPPORTED ErrorReason = 14
 	// FAILED_PRECONDITION: the permission request was already decided with another
 	// answer. Metadata: option_id, decided_by.
@@ -95,7 +98,8 @@ const (
 	// agent that needs configuration, an agent that refused the call); the message says
 	// why and what to do.
 	ErrorReason_ERROR_REASON_PRECONDITION_FAILED ErrorReason = 28
-	// ALREADY_EXISTS: the client-chosen message id is taken on this server.
+	// ALREADY_EXISTS: the client-chosen message id is taken on this server. Metadata:
+	// message_id (the one taken: message_id or user_message_id of the request).
 	ErrorReason_ERROR_REASON_MESSAGE_ID_IN_USE ErrorReason = 18
 	// OUT_OF_RANGE: the resume point is older than what the server holds. Metadata:
 	// oldest_sequence, newest_sequence. Rebuild from GetSession and ListMessages, then
@@ -156,6 +160,11 @@ const (
 	// the replica that took the session over kept the reply as incomplete, with what was
 	// sent.
 	ErrorReason_ERROR_REASON_OWNER_LOST ErrorReason = 53
+	// agenticd stopped (a crash, kill -9, or a shutdown that did not wait for the turn)
+	// while the turn ran; at its next start, before serving, it kept the reply as
+	// incomplete with what the event log holds and ended it with MESSAGE_END
+	// (STOP_REASON_INTERRUPTED).
+	ErrorReason_ERROR_REASON_SERVER_RESTARTED ErrorReason = 54
 )
 
 // Enum value maps for ErrorReason.
@@ -208,6 +217,7 @@ var (
 		51: "ERROR_REASON_MCP_SERVER_FAILED",
 		52: "ERROR_REASON_MCP_SERVER_LEFT_OUT",
 		53: "ERROR_REASON_OWNER_LOST",
+		54: "ERROR_REASON_SERVER_RESTARTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                  0,
@@ -257,6 +267,7 @@ var (
 		"ERROR_REASON_MCP_SERVER_FAILED":            51,
 		"ERROR_REASON_MCP_SERVER_LEFT_OUT":          52,
 		"ERROR_REASON_OWNER_LOST":                   53,
+		"ERROR_REASON_SERVER_RESTARTED":             54,
 	}
 )
 
@@ -292,7 +303,7 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\xb1\r\n" +
+	"agentic.v1*\xd4\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
@@ -341,7 +352,8 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x102\x12\"\n" +
 	"\x1eERROR_REASON_MCP_SERVER_FAILED\x103\x12$\n" +
 	" ERROR_REASON_MCP_SERVER_LEFT_OUT\x104\x12\x1b\n" +
-	"\x17ERROR_REASON_OWNER_LOST\x105B\xa0\x01\n" +
+	"\x17ERROR_REASON_OWNER_LOST\x105\x12!\n" +
+	"\x1dERROR_REASON_SERVER_RESTARTED\x106B\xa0\x01\n" +
 	"\x0ecom.agentic.v1B\vErrorsProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
 	"Agentic\\V1\xe2\x02\x16Agentic\\V1\\GPBMetadata\xea\x02\vAgentic::V1b\x06proto3"

@@ -896,6 +896,10 @@ const (
 	StopReason_STOP_REASON_CANCELLED         StopReason = 5
 	// The turn ended in an error (an ERROR event carries it).
 	StopReason_STOP_REASON_ERROR StopReason = 6
+	// The turn was cut off by agenticd stopping (SERVER_RESTARTED) or by the replica
+	// running it being lost (OWNER_LOST): an ERROR event before it says which. The stored
+	// reply is incomplete and holds what subscribers were sent, up to the last logged event.
+	StopReason_STOP_REASON_INTERRUPTED StopReason = 7
 )
 
 // Enum value maps for StopReason.
@@ -908,6 +912,7 @@ var (
 		4: "STOP_REASON_REFUSAL",
 		5: "STOP_REASON_CANCELLED",
 		6: "STOP_REASON_ERROR",
+		7: "STOP_REASON_INTERRUPTED",
 	}
 	StopReason_value = map[string]int32{
 		"STOP_REASON_UNSPECIFIED":       0,
@@ -917,6 +922,7 @@ var (
 		"STOP_REASON_REFUSAL":           4,
 		"STOP_REASON_CANCELLED":         5,
 		"STOP_REASON_ERROR":             6,
+		"STOP_REASON_INTERRUPTED":       7,
 	}
 )
 
@@ -5070,7 +5076,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x17MESSAGE_STATUS_COMPLETE\x10\x01\x12\x1d\n" +
 	"\x19MESSAGE_STATUS_INCOMPLETE\x10\x02\x12\x1c\n" +
 	"\x18MESSAGE_STATUS_CANCELLED\x10\x03\x12\x18\n" +
-	"\x14MESSAGE_STATUS_ERROR\x10\x04*\xcd\x01\n" +
+	"\x14MESSAGE_STATUS_ERROR\x10\x04*\xea\x01\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -5079,7 +5085,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x1dSTOP_REASON_MAX_TURN_REQUESTS\x10\x03\x12\x17\n" +
 	"\x13STOP_REASON_REFUSAL\x10\x04\x12\x19\n" +
 	"\x15STOP_REASON_CANCELLED\x10\x05\x12\x15\n" +
-	"\x11STOP_REASON_ERROR\x10\x06B\x9f\x01\n" +
+	"\x11STOP_REASON_ERROR\x10\x06\x12\x1b\n" +
+	"\x17STOP_REASON_INTERRUPTED\x10\aB\x9f\x01\n" +
 	"\x0ecom.agentic.v1B\n" +
 	"TypesProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +

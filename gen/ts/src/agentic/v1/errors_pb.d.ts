@@ -126,6 +126,7 @@ export enum ErrorReason {
 
   /**
    * FAILED_PRECONDITION: the session is closed (or in error); LoadSession reopens it.
+   * Metadata: session_id, where the agent said which.
    *
    * @generated from enum value: ERROR_REASON_SESSION_CLOSED = 11;
    */
@@ -149,6 +150,8 @@ export enum ErrorReason {
 
   /**
    * FAILED_PRECONDITION: the agent cannot do this (no session/load, no models, ...).
+   * Metadata: unsupported (what: an ACP method such as session/set_mode, logout,
+   * mcp_servers, additional_directories, web_login), where it is known.
    *
    * @generated from enum value: ERROR_REASON_UNSUPPORTED = 14;
    */
@@ -195,7 +198,8 @@ export enum ErrorReason {
   PRECONDITION_FAILED = 28,
 
   /**
-   * ALREADY_EXISTS: the client-chosen message id is taken on this server.
+   * ALREADY_EXISTS: the client-chosen message id is taken on this server. Metadata:
+   * message_id (the one taken: message_id or user_message_id of the request).
    *
    * @generated from enum value: ERROR_REASON_MESSAGE_ID_IN_USE = 18;
    */
@@ -378,6 +382,16 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_OWNER_LOST = 53;
    */
   OWNER_LOST = 53,
+
+  /**
+   * agenticd stopped (a crash, kill -9, or a shutdown that did not wait for the turn)
+   * while the turn ran; at its next start, before serving, it kept the reply as
+   * incomplete with what the event log holds and ended it with MESSAGE_END
+   * (STOP_REASON_INTERRUPTED).
+   *
+   * @generated from enum value: ERROR_REASON_SERVER_RESTARTED = 54;
+   */
+  SERVER_RESTARTED = 54,
 }
 
 /**

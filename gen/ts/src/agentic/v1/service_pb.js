@@ -442,15 +442,16 @@ export const MessageOrder = /*@__PURE__*/
  * also carries a google.rpc.BadRequest. Act on the reason, not on the message.
  *
  * Retries: CreateSession, SendMessage, CancelMessage, RespondPermission and
- * RespondElicitation take a client-chosen request_id (a UUID). The server remembers it for
- * ServerLimits.request_id_ttl: a repeat within that time gets the first call's answer
+ * RespondElicitation take a client-chosen request_id (a UUID, 8-4-4-4-12 hex; anything
+ * else is INVALID_ARGUMENT). The server keeps it, with the first call's answer, in its
+ * database for ServerLimits.request_id_ttl: a repeat within that time gets that answer
  * (its response or its error) instead of doing the work again, also while the first call
- * still runs. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
+ * still runs, after a restart, and on another replica. Errors that say to try again (UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED,
  * INTERNAL, SESSION_BUSY) and calls whose own client left are not remembered: their
  * repeat does the work. The same request_id with a different request is
  * INVALID_ARGUMENT (REQUEST_ID_REUSED). Without a request_id a call is not deduplicated.
- * Answers are kept in memory: a restart of the server forgets them, so also choose
- * SendMessage's message_id, which a repeat across a restart cannot take twice.
+ * A crash between the work and the keeping of its answer loses the answer: also choose
+ * SendMessage's message_id, which a repeat cannot take twice.
  *
  * @generated from service agentic.v1.AgenticService
  */

@@ -2523,6 +2523,15 @@ export enum StopReason {
    * @generated from enum value: STOP_REASON_ERROR = 6;
    */
   ERROR = 6,
+
+  /**
+   * The turn was cut off by agenticd stopping (SERVER_RESTARTED) or by the replica
+   * running it being lost (OWNER_LOST): an ERROR event before it says which. The stored
+   * reply is incomplete and holds what subscribers were sent, up to the last logged event.
+   *
+   * @generated from enum value: STOP_REASON_INTERRUPTED = 7;
+   */
+  INTERRUPTED = 7,
 }
 
 /**
