@@ -75,7 +75,7 @@ It may hold:
   shutdown_timeout, event_buffer, event_buffer_bytes, subscriber_queue, log_level, log_format
   agents            ACP agents (id, type: acp, command, args, env, ...) and DeepChat agents
                     (id, type: deepchat, provider, base_url, api_key_env, models, ...)
-Every key is described in README.md ("The config file") in agenticd's source.
+Every key is described in docs/configuration.md in agenticd's source.
 
 No file is needed for a first turn. Unless an agents: entry has id deepchat.default,
 the built-in agent deepchat.default configures itself at start-up from:

@@ -154,7 +154,7 @@ func TestHelpExplainsTheConfig(t *testing.T) {
 		t.Fatalf("-h: exit %d", code)
 	}
 	for _, want := range []string{"--config FILE", "~/.config/agenticd/agenticd.yaml", "$XDG_CONFIG_HOME/agenticd/agenticd.yaml",
-		"listen", "data_dir", "token", "tls", "workspace_roots", "agents", "README.md",
+		"listen", "data_dir", "token", "tls", "workspace_roots", "agents", "docs/configuration.md",
 		"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "Ollama", "127.0.0.1:11434", "OLLAMA_HOST", "-version"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("-h does not mention %q:\n%s", want, stderr.String())

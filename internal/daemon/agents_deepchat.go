@@ -58,7 +58,7 @@ var notConfiguredReason = DefaultDeepChatID + " has no usable LLM provider; miss
 	"Nothing in agenticd's environment configures it: set " + EnvOpenAIAPIKey + " (OpenAI), or " + EnvOpenAIBaseURL + " and " +
 	EnvOpenAIModel + " (plus " + EnvOpenAIAPIKey + " if it wants a key) for another OpenAI-compatible server, or start Ollama on " +
 	DefaultOllamaAddr + " (" + EnvOllamaHost + " for another address), then restart agenticd; or add an agents: entry with id: " +
-	DefaultDeepChatID + ", type: deepchat (see README.md)"
+	DefaultDeepChatID + ", type: deepchat (see docs/configuration.md)"
 
 // deepchatPresenters builds the DeepChat agents of the config, plus deepchat.default when
 // the config has no entry for it.

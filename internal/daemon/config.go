@@ -43,7 +43,7 @@ const (
 	DefaultAuditMaxAge           = 90 * 24 * time.Hour
 )
 
-// Config is agenticd's configuration: a YAML file (see README.md), then flags.
+// Config is agenticd's configuration: a YAML file (see docs/configuration.md), then flags.
 type Config struct {
 	// Listen is host:port; anything but a loopback address requires Token.
 	Listen string `yaml:"listen"`
