@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -242,9 +243,13 @@ func TestACPTurnOverGRPC(t *testing.T) {
 	if err != nil || sent.GetMessageId() != messageID {
 		t.Fatalf("SendMessage: %v, message id %q; want %q", err, sent.GetMessageId(), messageID)
 	}
-	_, err = s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("again")})
-	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "SESSION_BUSY" {
-		t.Fatalf("second SendMessage during the turn: %v (reason %q), want FAILED_PRECONDITION SESSION_BUSY", err, reasonOf(err))
+	// A second message during the turn waits in the queue; taken out again, it never runs.
+	queued, err := s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("again")})
+	if err != nil || queued.GetOutcome() != agenticv1.DeliveryOutcome_DELIVERY_OUTCOME_QUEUED {
+		t.Fatalf("second SendMessage during the turn: %v, outcome %v; want it queued", err, queued.GetOutcome())
+	}
+	if _, err := s.Client.CancelMessage(ctx, &agenticv1.CancelMessageRequest{SessionId: sid, MessageId: queued.GetMessageId()}); err != nil {
+		t.Fatalf("CancelMessage of the queued message: %v", err)
 	}
 	var permissionID string
 	events, _ := follow(t, s, sid, after, func(ev *agenticv1.AgenticEvent) bool {
@@ -258,6 +263,22 @@ func TestACPTurnOverGRPC(t *testing.T) {
 		}
 		return ev.GetStatusChanged() != nil && ev.GetStatusChanged().GetStatus() == agenticv1.SessionStatus_SESSION_STATUS_IDLE
 	})
+	// The queue's events come when the client acts, between the turn's: checked apart.
+	var queueEvents []string
+	events = slices.DeleteFunc(events, func(ev *agenticv1.AgenticEvent) bool {
+		switch {
+		case ev.GetMessageQueued() != nil:
+			queueEvents = append(queueEvents, "QUEUED "+ev.GetMessageQueued().GetMessage().GetMessageId())
+		case ev.GetMessageDequeued() != nil:
+			queueEvents = append(queueEvents, "DEQUEUED "+ev.GetMessageDequeued().GetMessageId()+" "+ev.GetMessageDequeued().GetReason().String())
+		default:
+			return false
+		}
+		return true
+	})
+	if want := []string{"QUEUED " + queued.GetMessageId(), "DEQUEUED " + queued.GetMessageId() + " DEQUEUE_REASON_CANCELLED"}; !reflect.DeepEqual(queueEvents, want) {
+		t.Errorf("queue events %v, want %v", queueEvents, want)
+	}
 	got := summarize(events)
 	want := []string{
 		`DELTA USER "write notes"`, `END USER UNSPECIFIED`, `SESSION_UPDATED title,update_time`, `STATUS GENERATING`,

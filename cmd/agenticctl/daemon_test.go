@@ -372,7 +372,7 @@ func TestSendToASessionThatCannotBeReopened(t *testing.T) {
 
 // Errors name agenticctl's commands and keep the server's words, without gRPC's.
 func TestErrorsSpeakAgenticctl(t *testing.T) {
-	d := startAgenticd(t, `{"turns": [[{"text": "Working."}, {"waitCancel": true}, {"stop": "cancelled"}]]}`)
+	d := startAgenticd(t, `{"turns": [[{"text": "Working."}, {"waitCancel": true}, {"stop": "cancelled"}], [{"text": "Second."}]]}`)
 	id := d.newSession(t)
 	first := make(chan int, 1)
 	go func() {
@@ -383,14 +383,31 @@ func TestErrorsSpeakAgenticctl(t *testing.T) {
 	for !strings.Contains(d.mustCtl(t, "get", id), "SESSION_STATUS_GENERATING") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	code, _, errOut := d.ctl("send", id, "two")
-	if code != 1 || !strings.HasPrefix(errOut, "agenticctl send: SESSION_BUSY: session "+id+" is still answering message ") ||
-		strings.Contains(errOut, "rpc error") || strings.Contains(errOut, "FailedPrecondition") || strings.Contains(errOut, "SendMessage") {
-		t.Errorf("send to a busy session: exit %d, stderr %q", code, errOut)
+	// A message sent during a turn waits for it, and says so.
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	second := make(chan result, 1)
+	go func() {
+		code, out, errOut := d.ctl("send", id, "two")
+		second <- result{code, out, errOut}
+	}()
+	for !strings.Contains(d.mustCtl(t, "get", id), "queuedMessages") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// An error names agenticctl's commands and the reason, not gRPC's words.
+	code, _, errOut := d.ctl("approve", id, "no-such-permission")
+	if code != 1 || !strings.HasPrefix(errOut, "agenticctl approve: PERMISSION_NOT_PENDING: ") ||
+		strings.Contains(errOut, "rpc error") || strings.Contains(errOut, "NotFound") || strings.Contains(errOut, "RespondPermission") {
+		t.Errorf("approve of an unknown request: exit %d, stderr %q", code, errOut)
 	}
 	d.mustCtl(t, "cancel", id)
 	if code := <-first; code != 130 {
 		t.Errorf("the cancelled send exited %d, want 130", code)
+	}
+	if r := <-second; r.code != 0 || r.out != "Second.\n" || !strings.Contains(r.errOut, "agenticctl: queued as ") {
+		t.Errorf("the send made during a turn: exit %d, stdout %q, stderr %q; want it queued, then answered", r.code, r.out, r.errOut)
 	}
 }
 
