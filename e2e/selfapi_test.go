@@ -48,16 +48,18 @@ def over_tcp(token=None):
         created += 1
     return code
 print("tcp_no_token=%s" % over_tcp())
-found = set()
-def scan(data):
+# Candidates from the home and the processes first, all of them; then up to 3000 from
+# the shared temp dirs, which other programs fill.
+near, far = set(), set()
+def scan(data, into):
     for m in re.findall(rb"[A-Za-z0-9_\-]{24,128}", data):
-        found.add(m.decode())
-for root in [home, "/tmp", "/var/tmp", "/dev/shm", "/run"]:
+        into.add(m.decode())
+for root, into in [(home, near), ("/tmp", far), ("/var/tmp", far), ("/dev/shm", far), ("/run", far)]:
     for dirpath, dirs, files in os.walk(root):
         for f in files:
             try:
                 with open(os.path.join(dirpath, f), "rb") as fh:
-                    scan(fh.read(1 << 20))
+                    scan(fh.read(1 << 20), into)
             except Exception:
                 pass
 for pid in os.listdir("/proc"):
@@ -65,11 +67,12 @@ for pid in os.listdir("/proc"):
         for f in ("environ", "cmdline"):
             try:
                 with open("/proc/%s/%s" % (pid, f), "rb") as fh:
-                    scan(fh.read())
+                    scan(fh.read(), near)
             except Exception:
                 pass
-accepted = sum(1 for t in sorted(found)[:3000] if over_tcp(t) == 200)
-print("token_candidates=%d tokens_accepted=%d" % (len(found), accepted))
+tried = sorted(near) + sorted(far - near)[:3000]
+accepted = sum(1 for t in tried if over_tcp(t) == 200)
+print("token_candidates=%d tokens_accepted=%d" % (len(near | far), accepted))
 sockets = set()
 try:
     for line in open("/proc/net/unix").read().splitlines()[1:]:
