@@ -10,9 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 
 	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/internal/localcred"
+	"github.com/agenticd/agenticd/internal/strictyaml"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
@@ -294,19 +292,11 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("read config: %w", err)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return cfg, fmt.Errorf("config %s is not valid YAML: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	root, err := strictyaml.Decode("config "+path, data, &cfg)
+	if err != nil {
+		return cfg, err
 	}
-	if len(doc.Content) > 0 {
-		root := doc.Content[0]
-		if problems := checkYAML(root, reflect.TypeFor[Config](), ""); len(problems) > 0 {
-			return cfg, configProblems(path, problems)
-		}
-		if err := root.Decode(&cfg); err != nil {
-			// checkYAML admits only what decodes; this is a last resort, worded alike.
-			return cfg, fmt.Errorf("config %s: %s", path, withoutGoTypes(err.Error()))
-		}
+	if root != nil {
 		cfg.agentLines = agentLines(root)
 	}
 	if err := cfg.expandPaths(); err != nil {
@@ -650,246 +640,6 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// A configProblem is one thing wrong in a config file, at a line of it.
-type configProblem struct {
-	line int
-	text string
-}
-
-// maxConfigProblems bounds one error's list: the first few are enough to start fixing.
-const maxConfigProblems = 10
-
-func configProblems(path string, problems []configProblem) error {
-	if len(problems) == 1 {
-		return fmt.Errorf("config %s: %s", path, problems[0].text)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "config %s has %d problems:", path, len(problems))
-	for i, p := range problems {
-		if i == maxConfigProblems {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(problems)-i)
-			break
-		}
-		b.WriteString("\n  " + p.text)
-	}
-	return errors.New(b.String())
-}
-
-var durationType = reflect.TypeFor[time.Duration]()
-
-// checkYAML walks a YAML node against the type it will decode into, the way yaml.v3
-// will, and words what would not decode: unknown keys (with the nearest known key),
-// durations without a unit, and values of the wrong shape. path names the node for
-// messages ("" at the top, then "tls", "agents[0]", "agents[0].args"...).
-func checkYAML(n *yaml.Node, t reflect.Type, path string) []configProblem {
-	for n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return nil // an empty setting is an unset one
-	}
-	wrong := func(got string) []configProblem {
-		if path == "" {
-			return []configProblem{{n.Line, fmt.Sprintf("the file must hold %s, not %s (line %d)", describeType(t), got, n.Line)}}
-		}
-		return []configProblem{{n.Line, fmt.Sprintf("key `%s` at line %d: expected %s, not %s", path, n.Line, describeType(t), got)}}
-	}
-	if t == durationType {
-		if n.Kind != yaml.ScalarNode {
-			return wrong(describeNode(n))
-		}
-		// A bare number is refused even where Go would parse it ("0"): YAML reads it as
-		// a number, not a duration.
-		if _, err := strconv.ParseFloat(n.Value, 64); err == nil || n.Tag == "!!int" || n.Tag == "!!float" {
-			return []configProblem{{n.Line, fmt.Sprintf("key `%s` at line %d: %s has no unit; write %ss (a duration needs one: 90s, 5m, 1h30m)", path, n.Line, n.Value, n.Value)}}
-		}
-		if _, err := time.ParseDuration(n.Value); err != nil {
-			return []configProblem{{n.Line, fmt.Sprintf("key `%s` at line %d: %q is not a duration; write it like 30s, 5m or 1h30m", path, n.Line, n.Value)}}
-		}
-		return nil
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return wrong(describeNode(n))
-		}
-		var problems []configProblem
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Value == "<<" { // a merge key: its mapping's keys are this mapping's
-				problems = append(problems, checkYAML(v, t, path)...)
-				continue
-			}
-			field, ok := yamlField(t, k.Value)
-			if !ok {
-				problems = append(problems, unknownKey(k, t, path))
-				continue
-			}
-			problems = append(problems, checkYAML(v, field.Type, joinPath(path, k.Value))...)
-		}
-		return problems
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return wrong(describeNode(n))
-		}
-		var problems []configProblem
-		for i, item := range n.Content {
-			problems = append(problems, checkYAML(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
-		}
-		return problems
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return wrong(describeNode(n))
-		}
-		var problems []configProblem
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			problems = append(problems, checkYAML(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value))...)
-		}
-		return problems
-	case reflect.Pointer:
-		return checkYAML(n, t.Elem(), path)
-	default:
-		if n.Kind != yaml.ScalarNode {
-			return wrong(describeNode(n))
-		}
-		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			return wrong(describeNode(n))
-		}
-		return nil
-	}
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// yamlKeys are the keys a struct type accepts, in their order.
-func yamlKeys(t reflect.Type) []string {
-	var keys []string
-	for f := range t.Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" && f.IsExported() {
-			keys = append(keys, name)
-		}
-	}
-	return keys
-}
-
-func yamlField(t reflect.Type, key string) (reflect.StructField, bool) {
-	for f := range t.Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key && name != "-" && f.IsExported() {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
-
-func unknownKey(k *yaml.Node, t reflect.Type, path string) configProblem {
-	where := ""
-	if path != "" {
-		where = " in " + path
-	}
-	known := yamlKeys(t)
-	if near := nearestKey(k.Value, known); near != "" {
-		return configProblem{k.Line, fmt.Sprintf("unknown key `%s` at line %d%s; did you mean `%s`?", k.Value, k.Line, where, near)}
-	}
-	return configProblem{k.Line, fmt.Sprintf("unknown key `%s` at line %d%s; the keys there are: %s", k.Value, k.Line, where, strings.Join(known, ", "))}
-}
-
-// nearestKey is the known key a typo most likely meant: the closest by edit distance
-// (case, - and _ aside), if it is close enough to be a typo rather than another word.
-func nearestKey(key string, known []string) string {
-	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
-	best, bestDist := "", -1
-	for _, k := range known {
-		if d := editDistance(norm(key), norm(k)); bestDist < 0 || d < bestDist {
-			best, bestDist = k, d
-		}
-	}
-	if bestDist < 0 || bestDist > max(2, len(key)/3) {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes: keys are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// describeType says what a setting of type t looks like in YAML.
-func describeType(t reflect.Type) string {
-	if t == durationType {
-		return "a duration such as 30s or 5m"
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return describeType(t.Elem())
-	case reflect.String:
-		return "a single value"
-	case reflect.Int, reflect.Int64:
-		return "a whole number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice:
-		return "a list of " + describePlural(t.Elem())
-	case reflect.Map:
-		return "a mapping of names to " + describePlural(t.Elem())
-	case reflect.Struct:
-		return "a mapping of settings (" + someKeys(t) + ")"
-	}
-	return t.Kind().String()
-}
-
-func describePlural(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "strings"
-	case reflect.Struct:
-		return "entries, each a mapping of settings (" + someKeys(t) + ")"
-	}
-	return describeType(t) + "s"
-}
-
-// someKeys shows the first keys of a struct type as YAML, for an example.
-func someKeys(t reflect.Type) string {
-	keys := yamlKeys(t)
-	shown := strings.Join(keys[:min(len(keys), 2)], ": ..., ") + ": ..."
-	if len(keys) > 2 {
-		shown += ", ..."
-	}
-	return shown
-}
-
-// describeNode says what a YAML node holds, for "expected X, not Y".
-func describeNode(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return fmt.Sprintf("%q", n.Value)
-}
-
 // agentLines are the lines where the entries of the top-level agents: list start.
 func agentLines(root *yaml.Node) []int {
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -902,12 +652,4 @@ func agentLines(root *yaml.Node) []int {
 		}
 	}
 	return nil
-}
-
-// goTypeName matches the Go type yaml.v3 names in its errors ("into time.Duration",
-// "in type daemon.Config").
-var goTypeName = regexp.MustCompile(`\s+(?:into|in type)\s+[\w.\[\]*]+`)
-
-func withoutGoTypes(msg string) string {
-	return strings.TrimPrefix(goTypeName.ReplaceAllString(msg, ""), "yaml: ")
 }
