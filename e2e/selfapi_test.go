@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -187,8 +188,28 @@ func TestConfinedCommandCannotDriveAgenticd(t *testing.T) {
 // returns a connection with agenticd's local token; it and agenticd end with the test.
 func startUnprivilegedAgenticd(t *testing.T, home string, port int) *grpc.ClientConn {
 	t.Helper()
+	runUnprivilegedAgenticd(t, home, port, nil)
+	token, err := localcred.ReadToken(filepath.Join(home, ".local", "share", "agenticd"))
+	if err != nil {
+		t.Fatalf("agenticd wrote no local token: %v", err)
+	}
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", port), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearerToken(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// runUnprivilegedAgenticd starts bin/agenticd as the ordinary user, with home as its HOME
+// and working directory, env added to its environment and args as its flags, and waits
+// until it listens on port; it is killed at the end of the test, its log shown if the
+// test failed.
+func runUnprivilegedAgenticd(t *testing.T, home string, port int, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	bin := unprivileged.Executable(t, buildAgenticd(t))
-	cmd := unprivileged.Command(t, home, bin)
+	cmd := unprivileged.Command(t, home, bin, args...)
+	cmd.Env = append(cmd.Env, env...)
 	logPath := filepath.Join(t.TempDir(), "agenticd.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -208,18 +229,8 @@ func startUnprivilegedAgenticd(t *testing.T, home string, port int) *grpc.Client
 			t.Logf("agenticd's log:\n%s", readFile(logPath))
 		}
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, addr, exited, logPath)
-	token, err := localcred.ReadToken(filepath.Join(home, ".local", "share", "agenticd"))
-	if err != nil {
-		t.Fatalf("agenticd wrote no local token: %v", err)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearerToken(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port), exited, logPath)
+	return cmd
 }
 
 // attackResults reads selfAttack's name=value pairs.
@@ -257,29 +268,10 @@ func sessionsIn(t *testing.T, client agenticv1.AgenticServiceClient, ws string) 
 func TestTokenFromTheEnvironmentLeavesNoTrace(t *testing.T) {
 	acct := unprivileged.User(t)
 	home := unprivileged.Dir(t)
-	bin := unprivileged.Executable(t, buildAgenticd(t))
 	const token = "environment-token-0123456789abcdef"
 	port := freePort(t)
-	cmd := unprivileged.Command(t, home, bin, "--config", "", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
-	cmd.Env = append(cmd.Env, "AGENTICD_TOKEN="+token)
-	logPath := filepath.Join(t.TempDir(), "agenticd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, addr, exited, logPath)
+	cmd := runUnprivilegedAgenticd(t, home, port, []string{"AGENTICD_TOKEN=" + token}, "--config", "", "--listen", addr)
 	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
