@@ -67,8 +67,7 @@ func (s *Store) AppendFenced(ctx context.Context, batch []LoggedEvent, audit []A
 // the prepared statement, the rest through one statement of its own.
 func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
 	defer s.observeWrite("event_log_append", time.Now())
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	defer s.lockUnshared()()
 	tx, err := s.sqlDB.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err

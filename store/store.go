@@ -92,6 +92,20 @@ type Store struct {
 	claimed messageIDClaims
 	// writeObserver, when set, times every write (SetWriteObserver).
 	writeObserver WriteObserver
+	// fence is the replica whose message writes this store makes (FenceMessages); empty
+	// when it is no replica.
+	fence string
+}
+
+// ErrFenced is the error of a message write for a session whose lease names another
+// replica: that replica took the session over, and what this one writes of it is stale.
+var ErrFenced = errors.New("another replica took the session over")
+
+// FenceMessages makes the store a replica's: from then on a message write for a session
+// whose lease row names another replica fails with ErrFenced, as that replica's event log
+// appends leave the session's events out (AppendFenced). Call it before any write.
+func (s *Store) FenceMessages(replica string) {
+	s.fence = replica
 }
 
 // Open opens the database at path (OpenSQLite), brings its schema up to date and
@@ -420,6 +434,9 @@ func (s *Store) writeMessages(ctx context.Context, updates []MessageUpdate, firs
 	defer s.writeMu.Unlock()
 	saved := make(map[string][]storedRow, len(updates)) // what this transaction wrote, by message
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.checkFence(tx, updates); err != nil {
+			return err
+		}
 		if first != nil {
 			if err := first(tx); err != nil {
 				return err
@@ -446,6 +463,33 @@ func (s *Store) writeMessages(ctx context.Context, updates []MessageUpdate, firs
 		}
 	}
 	return err
+}
+
+// checkFence fails with ErrFenced when a session of updates is leased by another
+// replica than the store's fence. It locks the sessions' lease rows until tx ends, so a
+// take-over, which must update them, comes after the write: the replica taking over then
+// reads what it wrote (and marks it interrupted), never the other way round.
+func (s *Store) checkFence(tx *gorm.DB, updates []MessageUpdate) error {
+	if s.fence == "" || s.dialect != postgresDialect || len(updates) == 0 {
+		return nil
+	}
+	var ids []string
+	for _, u := range updates {
+		if !slices.Contains(ids, u.SessionID) {
+			ids = append(ids, u.SessionID)
+		}
+	}
+	var leases []struct{ SessionID, Replica string }
+	if err := tx.Raw(`SELECT session_id, replica FROM session_leases WHERE session_id IN ? ORDER BY session_id FOR SHARE`, ids).
+		Scan(&leases).Error; err != nil {
+		return fmt.Errorf("check the sessions' leases: %w", err)
+	}
+	for _, l := range leases {
+		if l.Replica != s.fence {
+			return fmt.Errorf("session %s: %w (replica %s)", l.SessionID, ErrFenced, l.Replica)
+		}
+	}
+	return nil
 }
 
 // saveMessage upserts u and its blocks. prev is what is stored of its blocks when known
@@ -848,4 +892,56 @@ func (s *Store) markInterrupted(ctx context.Context, sessionID string) ([]Interr
 		return nil, fmt.Errorf("mark interrupted messages: %w", err)
 	}
 	return marked, nil
+}
+
+// UnendedMessages returns up to limit of the session's newest assistant messages, oldest
+// first, that are stored finished while the event log holds events of theirs but not
+// their MESSAGE_END: a replica stored the turn's end and lost the session before the
+// event announcing it reached the log. Its subscribers never saw the turn end.
+func (s *Store) UnendedMessages(ctx context.Context, sessionID string, limit int) ([]InterruptedMessage, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Raw(`SELECT id FROM (SELECT m.id, m.seq FROM messages m
+		WHERE m.conversation_id = ? AND m.role = ? AND m.status NOT IN (?, ?)
+		AND EXISTS (SELECT 1 FROM event_log e WHERE e.session_id = m.conversation_id AND e.message_id = m.id)
+		AND NOT EXISTS (SELECT 1 FROM event_log e WHERE e.session_id = m.conversation_id AND e.message_id = m.id AND e.type = ?)
+		ORDER BY m.seq DESC LIMIT ?) AS newest ORDER BY seq`,
+		sessionID, string(presenters.RoleAssistant), string(StatusInProgress), string(presenters.MessageIncomplete),
+		int(presenters.EventMessageEnd), limit).Scan(&ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("find the unended messages of session %s: %w", sessionID, err)
+	}
+	out := make([]InterruptedMessage, len(ids))
+	for i, id := range ids {
+		out[i] = InterruptedMessage{SessionID: sessionID, MessageID: id}
+	}
+	return out, nil
+}
+
+// MarkMessagesInterrupted makes the session's messages incomplete, whatever their status,
+// and their unfinished tool calls cancelled (as MarkInterrupted does for messages in
+// progress): for UnendedMessages, whose stored end no subscriber saw.
+func (s *Store) MarkMessagesInterrupted(ctx context.Context, sessionID string, msgs []InterruptedMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.MessageID
+	}
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		for _, id := range ids {
+			delete(s.committed, id)
+		}
+		err := tx.Exec(`UPDATE blocks SET tool_status = ? WHERE type = ? AND tool_status IN (?, ?) AND message_id IN ?`,
+			string(presenters.ToolCancelled), string(presenters.BlockTool), string(presenters.ToolPending), string(presenters.ToolInProgress), ids).Error
+		if err != nil {
+			return err
+		}
+		return tx.Exec(`UPDATE messages SET status = ?, stop_reason = ?, updated_at = ? WHERE conversation_id = ? AND id IN ?`,
+			string(presenters.MessageIncomplete), string(presenters.StopError), time.Now().UnixNano(), sessionID, ids).Error
+	})
+	if err != nil {
+		return fmt.Errorf("mark the interrupted messages of session %s: %w", sessionID, err)
+	}
+	return nil
 }
