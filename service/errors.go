@@ -20,6 +20,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // errorDomain names agenticd in errdetails.ErrorInfo.
@@ -82,6 +83,7 @@ var reasonCodes = map[pb.ErrorReason]codes.Code{
 	pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE:            codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:                codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE:    codes.Unavailable,
+	pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE:         codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_CANCELLED:                    codes.Canceled,
 	pb.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED:            codes.DeadlineExceeded,
 	pb.ErrorReason_ERROR_REASON_INTERNAL:                     codes.Internal,
@@ -319,6 +321,14 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 		return pb.ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS, nil, true
 	case errors.Is(err, presenters.ErrAgentUnavailable):
 		return pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE, nil, true
+	case errors.Is(err, store.ErrFenced):
+		// Another replica took the session over since this one last renewed; the call
+		// goes there once tried again.
+		return pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE, nil, true
+	case store.IsUnavailable(err):
+		// The database is away for now (a restart, a cut, read-only): nothing is lost,
+		// and the call may succeed when tried again.
+		return pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE, nil, true
 	}
 	return pb.ErrorReason_ERROR_REASON_UNSPECIFIED, nil, false
 }

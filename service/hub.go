@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/agenticd/agenticd/events"
@@ -203,7 +204,13 @@ type Hub struct {
 	replicated bool // subscriptions follow the log (HubOptions.Replica)
 	// audit makes the audit log's entries; nil without an event log.
 	audit *auditor
+	// cutOff is set while this replica cannot reach its database (Replicas.Run): its
+	// streams cannot vouch that they miss nothing.
+	cutOff atomic.Bool
 }
+
+// errCutOff ends a stream whose replica cannot reach its database.
+var errCutOff = fmt.Errorf("this replica cannot reach its database, so its streams may miss events: resume on another replica, or here later, after last_sequence: %w", store.ErrUnavailable)
 
 var _ presenters.Publisher = (*Hub)(nil)
 

@@ -89,7 +89,11 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			}
 		}
 		if len(batch.Events) == 0 && batch.Bookmark == 0 && !batch.ReplayEnded { // the silence timer fired
-			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{ServerTime: timestamppb.Now()}}}); err != nil {
+			if s.hub.cutOff.Load() {
+				return s.fail(ctx, method, errCutOff, "last_sequence", sub.Last())
+			}
+			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{
+				ServerTime: timestamppb.Now(), LastSequence: sub.Last()}}}); err != nil {
 				return err
 			}
 		}

@@ -1241,6 +1241,16 @@ export declare type Heartbeat = Message<"agentic.v1.Heartbeat"> & {
    * @generated from field: google.protobuf.Timestamp server_time = 1;
    */
   serverTime?: Timestamp | undefined;
+
+  /**
+   * The stream's resume point: the sequence of the last event it sent (0 before the
+   * first). A heartbeat vouches that nothing after it is missing yet; a replica that
+   * can no longer vouch (cut off from its database) ends the stream with UNAVAILABLE
+   * DATABASE_UNAVAILABLE instead.
+   *
+   * @generated from field: uint64 last_sequence = 2;
+   */
+  lastSequence: bigint;
 };
 
 /**
