@@ -278,6 +278,15 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 	case errors.As(err, &outOfRange):
 		return pb.ErrorReason_ERROR_REASON_RESUME_POINT_EXPIRED, map[string]string{
 			"oldest_sequence": fmt.Sprint(outOfRange.Oldest), "newest_sequence": fmt.Sprint(outOfRange.Newest)}, true
+	case errors.Is(err, store.ErrFenced):
+		// Another replica took the session over since this one last renewed; the call
+		// goes there once tried again.
+		return pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE, nil, true
+	case store.IsUnavailable(err):
+		// The database is away for now (a restart, a cut, read-only): nothing is lost,
+		// and the call may succeed when tried again. Before the context cases: a
+		// connection's own timeout is no caller's deadline.
+		return pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE, nil, true
 	case errors.Is(err, context.Canceled), errors.Is(err, presenters.ErrCancelled):
 		return pb.ErrorReason_ERROR_REASON_CANCELLED, nil, true
 	case errors.Is(err, context.DeadlineExceeded):
@@ -321,14 +330,6 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 		return pb.ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS, nil, true
 	case errors.Is(err, presenters.ErrAgentUnavailable):
 		return pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE, nil, true
-	case errors.Is(err, store.ErrFenced):
-		// Another replica took the session over since this one last renewed; the call
-		// goes there once tried again.
-		return pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE, nil, true
-	case store.IsUnavailable(err):
-		// The database is away for now (a restart, a cut, read-only): nothing is lost,
-		// and the call may succeed when tried again.
-		return pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE, nil, true
 	}
 	return pb.ErrorReason_ERROR_REASON_UNSPECIFIED, nil, false
 }

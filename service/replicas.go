@@ -165,6 +165,7 @@ func (r *Replicas) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-sweep:
+				r.letGo(ctx)
 				r.endOrphanedTurns(ctx)
 			}
 		}
@@ -239,7 +240,8 @@ func (r *Replicas) leasesFreshLocked() bool {
 }
 
 // orphanSweep is how many sessions one renewal takes over at most to end their turns;
-// orphanRetry is how long it leaves one alone that it could not take over.
+// orphanRetry is how long it leaves one alone that another replica holds or that this
+// one cannot run.
 const (
 	orphanSweep = 16
 	orphanRetry = time.Minute
@@ -271,13 +273,53 @@ func (r *Replicas) endOrphanedTurns(ctx context.Context) {
 		}
 		_, err := r.route(ctx, id, callEnd)
 		r.mu.Lock()
-		if _, owned := r.owned[id]; !owned {
+		if _, owned := r.owned[id]; !owned && err == nil {
+			// Another replica holds it, or it is no session this replica can run. One that
+			// failed (the database away, a lock that stayed held) is tried at the next sweep.
 			r.sweepSkip[id] = now.Add(orphanRetry)
 		}
 		r.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
 			r.logger.Warn("could not take over a session whose replica died mid-turn", "session_id", id, "err", err)
 		}
+	}
+}
+
+// letGo closes here the sessions this replica still runs but whose lease another replica
+// took over (after this one stalled or was cut off): their turns end, their agent process
+// has one session less (and stops once idle), and what closing them would store or
+// publish is fenced out, since the session is the other replica's now.
+func (r *Replicas) letGo(ctx context.Context) {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.lapsed))
+	for id := range r.lapsed {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		held, err := r.leases.SessionLease(ctx, id)
+		if err != nil || held.Replica == r.id {
+			continue // unknown for now, or still this replica's to take back
+		}
+		r.mu.Lock()
+		_, owned := r.owned[id]
+		if owned || !r.lapsed[id] {
+			r.mu.Unlock()
+			continue // taken back or closed meanwhile
+		}
+		delete(r.lapsed, id)
+		r.mu.Unlock()
+		p, err := r.registry.ownerOf(ctx, id)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, leaseTimeout)
+			err = p.CloseSession(cctx, id)
+			cancel()
+		}
+		if err != nil && ctx.Err() == nil {
+			r.logger.Warn("could not close a session another replica took over", "session_id", id, "owner", held.Replica, "err", err)
+			continue
+		}
+		r.logger.Info("let go of a session another replica took over", "session_id", id, "owner", held.Replica)
 	}
 }
 

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"database/sql/driver"
 	"errors"
 	"io"
@@ -104,14 +103,14 @@ func isPostgresCode(err error, code string) bool {
 var ErrUnavailable = errors.New("the database is unavailable")
 
 // IsUnavailable reports whether err is one the database may not give again later: a
-// lost or refused connection, a server shutting down or starting, a read-only database,
-// a statement, lock or idle transaction timed out, a serialization failure or deadlock.
-// A nil err is not.
+// lost, refused or timed out connection, a server shutting down or starting, a read-only
+// database, a statement, lock or idle transaction timed out, a serialization failure or
+// deadlock. A nil err is not, nor is the end of a caller's own context.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, ErrUnavailable) {
 		return true
 	}
 	var pe *pgconn.PgError
@@ -134,5 +133,5 @@ func IsUnavailable(err error) bool {
 		return true
 	}
 	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "conn closed")
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err)
 }

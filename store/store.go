@@ -101,9 +101,10 @@ type Store struct {
 // replica: that replica took the session over, and what this one writes of it is stale.
 var ErrFenced = errors.New("another replica took the session over")
 
-// FenceMessages makes the store a replica's: from then on a message write for a session
-// whose lease row names another replica fails with ErrFenced, as that replica's event log
-// appends leave the session's events out (AppendFenced). Call it before any write.
+// FenceMessages makes the store a replica's: from then on a write of a session's messages
+// or conversation whose lease row names another replica fails with ErrFenced, as that
+// replica's event log appends leave the session's events out (AppendFenced). Call it
+// before any write.
 func (s *Store) FenceMessages(replica string) {
 	s.fence = replica
 }
@@ -335,6 +336,20 @@ type messageCount struct {
 // UpdateConversation writes every mutable field of c (all but ID, AgentID, CreatedAt).
 // A zero UpdatedAt is set to now. presenters.ErrNotFound if it is not stored.
 func (s *Store) UpdateConversation(ctx context.Context, c Conversation) error {
+	if s.fence != "" && s.dialect == postgresDialect {
+		// A replica's: fenced like its message writes (a session it lost is not closed
+		// or retitled under its new owner).
+		err := s.write(ctx, func(tx *gorm.DB) error {
+			if err := s.checkFenceOf(tx, []string{c.ID}); err != nil {
+				return err
+			}
+			return updateConversation(tx, c)
+		})
+		if err != nil {
+			return fmt.Errorf("update conversation %s: %w", c.ID, err)
+		}
+		return nil
+	}
 	res, err := s.writeStmt(ctx, s.updateConversationStmt, updateConversationArgs(c)...)
 	var rows int64
 	if err == nil {
@@ -470,14 +485,19 @@ func (s *Store) writeMessages(ctx context.Context, updates []MessageUpdate, firs
 // take-over, which must update them, comes after the write: the replica taking over then
 // reads what it wrote (and marks it interrupted), never the other way round.
 func (s *Store) checkFence(tx *gorm.DB, updates []MessageUpdate) error {
-	if s.fence == "" || s.dialect != postgresDialect || len(updates) == 0 {
-		return nil
-	}
 	var ids []string
 	for _, u := range updates {
 		if !slices.Contains(ids, u.SessionID) {
 			ids = append(ids, u.SessionID)
 		}
+	}
+	return s.checkFenceOf(tx, ids)
+}
+
+// checkFenceOf is checkFence for the sessions ids.
+func (s *Store) checkFenceOf(tx *gorm.DB, ids []string) error {
+	if s.fence == "" || s.dialect != postgresDialect || len(ids) == 0 {
+		return nil
 	}
 	var leases []struct{ SessionID, Replica string }
 	if err := tx.Raw(`SELECT session_id, replica FROM session_leases WHERE session_id IN ? ORDER BY session_id FOR SHARE`, ids).
