@@ -282,7 +282,7 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 		// Another replica took the session over since this one last renewed; the call
 		// goes there once tried again.
 		return pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE, nil, true
-	case store.IsUnavailable(err):
+	case store.IsUnavailable(err), errors.Is(err, events.ErrLogUnavailable):
 		// The database is away for now (a restart, a cut, read-only): nothing is lost,
 		// and the call may succeed when tried again. Before the context cases: a
 		// connection's own timeout is no caller's deadline.

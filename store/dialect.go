@@ -128,7 +128,7 @@ func IsUnavailable(err error) bool {
 		}
 		return false
 	}
-	var ne net.Error
+	var ne *net.OpError // not net.Error, which a bare context deadline is too
 	if errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return true
 	}

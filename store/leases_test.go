@@ -484,7 +484,8 @@ func TestLeaseExpiryCountsFromTheLock(t *testing.T) {
 	// transaction holding it, and the lock let go.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var waiting int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO session_leases%'`).Scan(&waiting); err != nil {
+		// Outside tx: a transaction sees pg_stat_activity as it was when first read.
+		if err := sqlDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO session_leases%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {
@@ -502,5 +503,33 @@ func TestLeaseExpiryCountsFromTheLock(t *testing.T) {
 	l := <-got
 	if want := time.Unix(0, released).Add(ttl); l.Expires.Before(want) {
 		t.Errorf("the lease expires %s before a ttl after the lock was let go", want.Sub(l.Expires))
+	}
+}
+
+// A replica's batch tried again after its commit landed (the answer was lost with the
+// connection) is taken as landed: no error, nothing written twice, audit included.
+func TestAppendFencedAgainAfterItLanded(t *testing.T) {
+	s, _ := engines[1].openStore(t)
+	ctx := context.Background()
+	if _, err := s.AcquireLease(ctx, "mine", "me", "10.0.0.1:1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	batch := []LoggedEvent{event(1, "mine"), event(2, "mine")}
+	audit := []AuditEntry{{Time: time.Now(), Kind: 1, SessionID: "mine"}}
+	for try := 1; try <= 2; try++ {
+		if _, err := s.AppendFenced(ctx, batch, audit, "me"); err != nil {
+			t.Fatalf("append, try %d: %v", try, err)
+		}
+	}
+	logged, err := s.ReadEvents(ctx, 0, 0, EventFilter{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := s.AuditEntries(ctx, AuditFilter{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != 2 || len(entries) != 1 {
+		t.Errorf("after the same batch twice: %d events and %d audit entries logged, want 2 and 1", len(logged), len(entries))
 	}
 }
