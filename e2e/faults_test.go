@@ -259,6 +259,11 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 		}
 	}
 	if f.ownerOnly {
+		// A said it was cut off: in its log, and to its subscribers, whose streams it ended.
+		waitLogLine(t, a.log, "cut off from the database")
+		if len(onA.ended()) == 0 {
+			t.Error("A's stream never ended while A was cut off from the database")
+		}
 		// A lets go of the session it lost: closed there, so its agent process goes once
 		// idle.
 		waitLogLine(t, a.log, "let go of a session another replica took over", id)

@@ -250,6 +250,7 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 		authErr    *presenters.AuthRequiredError
 		overflow   *overflowError
 		shutdown   *shutdownError
+		cutOff     *cutOffError
 		outOfRange *events.OutOfRangeError
 		notConfig  *agentNotConfiguredError
 		noAgent    *agentNotFoundError
@@ -269,6 +270,8 @@ func classify(err error) (reason pb.ErrorReason, md map[string]string, ok bool) 
 		return pb.ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED, nil, true
 	case errors.As(err, &overflow):
 		return pb.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW, map[string]string{"last_sequence": fmt.Sprint(overflow.Last)}, true
+	case errors.As(err, &cutOff):
+		return pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE, map[string]string{"last_sequence": fmt.Sprint(cutOff.Last)}, true
 	case errors.As(err, &shutdown):
 		return pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, map[string]string{"last_sequence": fmt.Sprint(shutdown.Last)}, true
 	case errors.Is(err, errShuttingDown):

@@ -209,8 +209,18 @@ type Hub struct {
 	cutOff atomic.Bool
 }
 
-// errCutOff ends a stream whose replica cannot reach its database.
-var errCutOff = fmt.Errorf("this replica cannot reach its database, so its streams may miss events: resume on another replica, or here later, after last_sequence: %w", store.ErrUnavailable)
+// cutOffError ends a stream that cannot vouch for what it sends: its replica cannot
+// reach its database, or a read of the log did not answer. The client resumes after Last.
+type cutOffError struct {
+	Last uint64
+	err  error
+}
+
+func (e *cutOffError) Error() string {
+	return fmt.Sprintf("this replica cannot reach its database, so this stream may miss events (%v): resume on another replica, or here later, with after_sequence=%d", e.err, e.Last)
+}
+
+func (e *cutOffError) Unwrap() error { return e.err }
 
 var _ presenters.Publisher = (*Hub)(nil)
 

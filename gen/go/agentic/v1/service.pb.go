@@ -2828,10 +2828,10 @@ func (x *CaughtUp) GetSequence() uint64 {
 type Heartbeat struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ServerTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
-	// The stream's resume point: the sequence of the last event it sent (0 before the
-	// first). A heartbeat vouches that nothing after it is missing yet; a replica that
-	// can no longer vouch (cut off from its database) ends the stream with UNAVAILABLE
-	// DATABASE_UNAVAILABLE instead.
+	// The stream's resume point: a stream resumed with after_sequence set to it misses
+	// nothing this one would have sent. A heartbeat vouches that nothing up to now is
+	// missing; a replica that can no longer vouch (cut off from its database) ends the
+	// stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
 	LastSequence  uint64 `protobuf:"varint,2,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

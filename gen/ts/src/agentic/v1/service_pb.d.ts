@@ -1243,10 +1243,10 @@ export declare type Heartbeat = Message<"agentic.v1.Heartbeat"> & {
   serverTime?: Timestamp | undefined;
 
   /**
-   * The stream's resume point: the sequence of the last event it sent (0 before the
-   * first). A heartbeat vouches that nothing after it is missing yet; a replica that
-   * can no longer vouch (cut off from its database) ends the stream with UNAVAILABLE
-   * DATABASE_UNAVAILABLE instead.
+   * The stream's resume point: a stream resumed with after_sequence set to it misses
+   * nothing this one would have sent. A heartbeat vouches that nothing up to now is
+   * missing; a replica that can no longer vouch (cut off from its database) ends the
+   * stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
    *
    * @generated from field: uint64 last_sequence = 2;
    */
