@@ -132,6 +132,7 @@ func setReadOnly(t *testing.T, ctx context.Context, c *pgtest.Cluster, on bool) 
 // runFault runs f faultRuns times on one group of replicas, each run on a new session.
 func runFault(t *testing.T, f fault) {
 	agent := scriptedAgent(t, "acp.test.faults", fmt.Sprintf(`{"turns": [[{"paced": {"count": %d, "size": %d, "rate": %d}}]]}`, faultChunks, crashChunk, crashRate))
+	agent.IdleTimeout = time.Second // a replica that let go of its sessions stops their agent soon
 	g := newReplicaGroup(t, agent)
 	cluster := g.cluster
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -157,12 +158,12 @@ func runFault(t *testing.T, f fault) {
 	b := g.startWith(t, "b", agent, durable(fmt.Sprintf("127.0.0.1:%d", cluster.Port()), url.User(pgtest.Superuser)))
 	for run := 1; run <= faultRuns(); run++ {
 		t.Run(fmt.Sprintf("run %d", run), func(t *testing.T) {
-			faultRun(t, ctx, f, faultEnv{cluster: cluster, proxy: proxy}, g, a, b)
+			faultRun(t, ctx, f, faultEnv{cluster: cluster, proxy: proxy}, g, a, b, agent.Command)
 		})
 	}
 }
 
-func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *replicaGroup, a, b *agenticdProcess) {
+func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *replicaGroup, a, b *agenticdProcess, agentCommand string) {
 	created, err := a.client.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: "acp.test.faults", Config: &agenticv1.SessionConfig{Workspace: g.ws}})
 	if err != nil {
 		t.Fatalf("CreateSession through A: %v", err)
@@ -267,6 +268,22 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 		// A lets go of the session it lost: closed there, so its agent process goes once
 		// idle.
 		waitLogLine(t, a.log, "let go of a session another replica took over", id)
+		// With no session left in the workspace, A's agent process ends within its
+		// idle_timeout.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var left []int
+			for pid := range processesOf([]string{agentCommand}) {
+				if descendsFrom(pid, a.cmd.Process.Pid) {
+					left = append(left, pid)
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("A's agent processes %v outlived the session A let go of", left)
+			}
+		}
 	}
 	t.Logf("fault %q: outage %s; B took over %s after the fault; the reply ended %s after it was mended; %d of %d chunks, stop reason %s, %d stream ends on A, %d on B",
 		f.name, outage.Round(time.Millisecond), tookOver.Round(time.Millisecond), ended.Round(time.Millisecond), chunks, faultChunks, end.GetStopReason(),
