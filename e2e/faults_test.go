@@ -155,7 +155,8 @@ func runFault(t *testing.T, f fault) {
 		return u.String()
 	}
 	a := g.startWith(t, "a", agent, durable(proxy.addr(), url.User(ownerRole)))
-	b := g.startWith(t, "b", agent, durable(fmt.Sprintf("127.0.0.1:%d", cluster.Port()), url.User(pgtest.Superuser)))
+	// B's agent answers a turn it runs after a take-over with a short text.
+	b := g.startWith(t, "b", withScript(t, agent, `{"turns": [[{"text": "served by B"}]]}`), durable(fmt.Sprintf("127.0.0.1:%d", cluster.Port()), url.User(pgtest.Superuser)))
 	for run := 1; run <= faultRuns(); run++ {
 		t.Run(fmt.Sprintf("run %d", run), func(t *testing.T) {
 			faultRun(t, ctx, f, faultEnv{cluster: cluster, proxy: proxy}, g, a, b, agent.Command)
@@ -183,9 +184,24 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 
 	hit := time.Now()
 	heal := f.apply(t, ctx, env)
-	var tookOver time.Duration
+	var tookOver, served time.Duration
+	var next string // the message sent through B while A is cut off
 	if f.ownerOnly {
 		// B takes the session over once A's lease ran out: the reply ends interrupted.
+		// Meanwhile a caller of B is told to retry (never left hanging), then served.
+		for next == "" {
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a hang guard
+			resp, err := b.client.SendMessage(cctx, &agenticv1.SendMessageRequest{SessionId: id, Content: textContent("again")})
+			cancel()
+			switch {
+			case err == nil:
+				next, served = resp.GetMessageId(), time.Since(hit)
+			case status.Code(err) == codes.Unavailable || (status.Code(err) == codes.FailedPrecondition && reasonOf(err) == "SESSION_BUSY"):
+				time.Sleep(50 * time.Millisecond) // a client's pause before it retries
+			default:
+				t.Fatalf("SendMessage through B while A is cut off: %v (reason %q); want success, or UNAVAILABLE to retry", err, reasonOf(err))
+			}
+		}
 		onB.wait(t, "the reply's end after the take-over", time.Minute, func(evs []*agenticv1.AgenticEvent) bool {
 			return slices.ContainsFunc(evs, endOf(reply))
 		})
@@ -198,7 +214,7 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 	healed := time.Now()
 	outage := healed.Sub(hit) // the database was away (for A, or for both) at most this long
 	events := onB.wait(t, "the reply's end", time.Minute, func(evs []*agenticv1.AgenticEvent) bool {
-		return slices.ContainsFunc(evs, endOf(reply))
+		return slices.ContainsFunc(evs, endOf(reply)) && (next == "" || slices.ContainsFunc(evs, endOf(next)))
 	})
 	ended := time.Since(healed)
 
@@ -285,8 +301,13 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 			}
 		}
 	}
-	t.Logf("fault %q: outage %s; B took over %s after the fault; the reply ended %s after it was mended; %d of %d chunks, stop reason %s, %d stream ends on A, %d on B",
-		f.name, outage.Round(time.Millisecond), tookOver.Round(time.Millisecond), ended.Round(time.Millisecond), chunks, faultChunks, end.GetStopReason(),
+	if next != "" {
+		if text, _ := deltasOf(events, next); text != "served by B" {
+			t.Errorf("the reply B ran after the take-over: %q on B's stream", text)
+		}
+	}
+	t.Logf("fault %q: outage %s; B ended the reply %s and served a SendMessage %s after the fault; the reply ended %s after it was mended; %d of %d chunks, stop reason %s, %d stream ends on A, %d on B",
+		f.name, outage.Round(time.Millisecond), tookOver.Round(time.Millisecond), served.Round(time.Millisecond), ended.Round(time.Millisecond), chunks, faultChunks, end.GetStopReason(),
 		len(onA.ended()), len(onB.ended()))
 	onA.Close()
 	onB.Close()
