@@ -145,11 +145,14 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 }
 
 // Run renews this replica's leases every third of their ttl until ctx ends, each renewal
-// bounded by that third. A session whose lease lapsed (this replica stalled past the
-// ttl, or lost the database) is no longer routed here: its calls go to whoever holds the
-// lease now, or take it again. Its presenter session stays open: a turn still running
-// in it goes on, but once another replica holds the lease its events no longer reach
-// the log (store.AppendFenced); what it stores of the turn is not fenced.
+// bounded by that third, and every tenth while they fail (the replica is cut off from
+// the database: it says so, and its streams end). A session whose lease lapsed (this
+// replica stalled past the ttl, or lost the database) is no longer routed here: its calls
+// go to whoever holds the lease now, or take it again. Its presenter session stays open,
+// and a turn still running in it goes on: the next renewal takes the lease back if no
+// other replica took it. Once another replica holds it, this one's events and writes of
+// the session are fenced out (store.AppendFenced, Store.FenceMessages), and letGo closes
+// the session here.
 func (r *Replicas) Run(ctx context.Context) {
 	tick := time.NewTicker(r.ttl / 3)
 	defer tick.Stop()
