@@ -23,6 +23,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -425,6 +426,11 @@ func (s *Store) SaveTurn(ctx context.Context, c Conversation, msgs ...presenters
 type MessageUpdate struct {
 	presenters.Message
 	Appended []int
+	// Stamp, when set, is the message's stored updated_at after the save (Unix
+	// nanoseconds) instead of the time of the save: a writer whose write failed without
+	// knowing whether it committed (the connection lost the answer) reads it back
+	// (MessageStamp) to learn whether it did, and does not append its text twice.
+	Stamp int64
 }
 
 // UpdateMessages saves updates in order in one transaction (all or none); an update
@@ -560,7 +566,7 @@ func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, e
 			stop_reason = excluded.stop_reason, usage = excluded.usage, updated_at = excluded.updated_at
 		WHERE messages.conversation_id = excluded.conversation_id`,
 		m.ID, m.SessionID, string(m.Role), string(m.Status), string(m.StopReason), usage,
-		created.UnixNano(), now.UnixNano())
+		created.UnixNano(), cmp.Or(u.Stamp, now.UnixNano()))
 	if isMissingReference(res.Error) {
 		return nil, fmt.Errorf("save message %s: session %s: %w", m.ID, m.SessionID, presenters.ErrNotFound)
 	}
@@ -964,4 +970,17 @@ func (s *Store) MarkMessagesInterrupted(ctx context.Context, sessionID string, m
 		return fmt.Errorf("mark the interrupted messages of session %s: %w", sessionID, err)
 	}
 	return nil
+}
+
+// MessageStamp returns the stored updated_at of a message (Unix nanoseconds), which a
+// save with a MessageUpdate.Stamp sets to that stamp; 0 when the message is not stored.
+func (s *Store) MessageStamp(ctx context.Context, messageID string) (int64, error) {
+	var stamps []int64
+	if err := s.db.WithContext(ctx).Raw(`SELECT updated_at FROM messages WHERE id = ?`, messageID).Scan(&stamps).Error; err != nil {
+		return 0, fmt.Errorf("read the stamp of message %s: %w", messageID, err)
+	}
+	if len(stamps) == 0 {
+		return 0, nil
+	}
+	return stamps[0], nil
 }

@@ -241,3 +241,39 @@ func (h *notingHandler) Enabled(context.Context, slog.Level) bool      { return 
 func (h *notingHandler) Handle(_ context.Context, r slog.Record) error { h.note(r); return nil }
 func (h *notingHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
 func (h *notingHandler) WithGroup(string) slog.Handler                 { return h }
+
+// A write that failed may have committed all the same (its answer lost with the
+// connection): sent again, its appended text would be stored twice. The persister reads
+// the message's stamp back first and sends only what did not land.
+func TestWriteThatLandedIsNotSentAgain(t *testing.T) {
+	st, _ := openTestStore(t)
+	w := newPersister(st, slog.New(slog.DiscardHandler))
+	m := newMessageBuilder("a1", "c1", presenters.RoleAssistant)
+	m.appendText(presenters.BlockText, "one ")
+	w.saveUpdate(m.update(store.StatusInProgress))
+	w.flush(false)
+	// The next write commits, but its writer is told it failed.
+	m.appendText(presenters.BlockText, "two ")
+	landed := m.update(store.StatusInProgress)
+	landed.Stamp = time.Now().UnixNano()
+	if err := st.UpdateMessages(context.Background(), landed); err != nil {
+		t.Fatal(err)
+	}
+	m.appendText(presenters.BlockText, "three")
+	job := &writeJob{msgs: []store.MessageUpdate{landed, m.update(presenters.MessageComplete)}, unsure: landed.Stamp, sent: 1}
+	if err := w.write(job); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedBlocks(t, st, "a1"); len(got) != 1 || got[0] != "text:one two three" {
+		t.Fatalf("stored %q, want each text once", got)
+	}
+	// One that did not land is sent again.
+	m.appendText(presenters.BlockText, " four")
+	lost := m.update(presenters.MessageComplete)
+	if err := w.write(&writeJob{msgs: []store.MessageUpdate{lost}, unsure: 1, sent: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedBlocks(t, st, "a1"); len(got) != 1 || got[0] != "text:one two three four" {
+		t.Fatalf("stored %q, want the write that did not land sent again", got)
+	}
+}

@@ -20,8 +20,10 @@ import (
 // came since for the same message, and tried again on its own after a pause, until it
 // lands: updates that append text are the only copy of that text outside the event log,
 // and a turn's final state must be stored before its end is announced (its waiters are
-// told only then). A write the store refuses, or fences out because another replica took
-// the session over, is dropped.
+// told only then). Each message write is stamped (store.MessageUpdate.Stamp); before a
+// failed one is sent again the stamp is read back, so that a write that committed though
+// its answer was lost is not appended twice. A write the store refuses, or fences out
+// because another replica took the session over, is dropped.
 type persister struct {
 	store *store.Store
 	log   *slog.Logger
@@ -39,6 +41,11 @@ type writeJob struct {
 	conv    *store.Conversation
 	msgs    []store.MessageUpdate // of one message, in order
 	waiters []chan struct{}
+	// unsure is the stamp of the last write of the first sent of msgs that failed: it may
+	// have committed all the same (the connection lost the answer), which is read back
+	// before they are sent again, so that their text is appended once.
+	unsure int64
+	sent   int
 }
 
 // appends reports whether the job holds an update that appends text.
@@ -192,6 +199,7 @@ func (w *persister) requeue(key string, failed *writeJob) {
 		return // a whole save queued since supersedes it
 	}
 	j.msgs = append(failed.msgs, j.msgs...)
+	j.unsure, j.sent = failed.unsure, failed.sent
 }
 
 // retryable reports whether a failed write may succeed when tried again: not when the
@@ -213,7 +221,26 @@ func (w *persister) write(j *writeJob) error {
 		}
 	case len(j.msgs) > 0:
 		m := j.msgs[0]
+		if j.unsure != 0 {
+			stamp, err := w.store.MessageStamp(ctx, m.ID)
+			if err != nil {
+				w.logFailure("storing message failed", err, "session_id", m.SessionID, "message_id", m.ID)
+				return err
+			}
+			if stamp == j.unsure { // the write that failed committed: not again
+				j.msgs = j.msgs[j.sent:]
+			}
+			j.unsure, j.sent = 0, 0
+			if len(j.msgs) == 0 {
+				return nil
+			}
+		}
+		stamp := time.Now().UnixNano()
+		for i := range j.msgs {
+			j.msgs[i].Stamp = stamp
+		}
 		if err := w.store.UpdateMessages(ctx, j.msgs...); err != nil {
+			j.unsure, j.sent = stamp, len(j.msgs)
 			w.logFailure("storing message failed", err, "session_id", m.SessionID, "message_id", m.ID)
 			return err
 		}
