@@ -306,8 +306,12 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 			t.Errorf("the reply B ran after the take-over: %q on B's stream", text)
 		}
 	}
-	t.Logf("fault %q: outage %s; B ended the reply %s and served a SendMessage %s after the fault; the reply ended %s after it was mended; %d of %d chunks, stop reason %s, %d stream ends on A, %d on B",
-		f.name, outage.Round(time.Millisecond), tookOver.Round(time.Millisecond), served.Round(time.Millisecond), ended.Round(time.Millisecond), chunks, faultChunks, end.GetStopReason(),
+	failover := "A kept the session"
+	if f.ownerOnly {
+		failover = fmt.Sprintf("B ended the reply %s and served a SendMessage %s after the fault", tookOver.Round(time.Millisecond), served.Round(time.Millisecond))
+	}
+	t.Logf("fault %q: outage %s; %s; the reply ended %s after it was mended; %d of %d chunks, stop reason %s, %d stream ends on A, %d on B",
+		f.name, outage.Round(time.Millisecond), failover, ended.Round(time.Millisecond), chunks, faultChunks, end.GetStopReason(),
 		len(onA.ended()), len(onB.ended()))
 	onA.Close()
 	onB.Close()
