@@ -34,6 +34,7 @@ const replicaTTL = 3 * time.Second
 // replicaGroup is what the replicas of one test share: a Postgres of the test's own, the
 // agenticd binary, one workspace root.
 type replicaGroup struct {
+	cluster            *pgtest.Cluster
 	dsn, bin, root, ws string
 }
 
@@ -41,8 +42,8 @@ type replicaGroup struct {
 // killed its processes, no process may still run agenticd or one of the agents' commands.
 func newReplicaGroup(t *testing.T, agents ...daemon.AgentConfig) *replicaGroup {
 	t.Helper()
-	_, dsn := pgtest.StartForTest(t) // first: its cleanup (stopping Postgres) runs last
-	g := &replicaGroup{dsn: dsn, bin: buildAgenticd(t)}
+	cluster, dsn := pgtest.StartForTest(t) // first: its cleanup (stopping Postgres) runs last
+	g := &replicaGroup{cluster: cluster, dsn: dsn, bin: buildAgenticd(t)}
 	g.root, g.ws = workspaceUnder(t)
 	bins := []string{g.bin}
 	for _, a := range agents {
@@ -74,6 +75,23 @@ func (g *replicaGroup) start(t *testing.T, id string, agent daemon.AgentConfig, 
 		_ = os.Unsetenv("AGENTICD_DATABASE")
 		_ = os.Unsetenv("AGENTICD_REPLICA_ID")
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replica %s's warnings and errors, and its last lines:\n%s", id, logExcerpt(p.log))
+		}
+	})
+	return p
+}
+
+// startWith runs one replica named id with agent on the database at dsn (the group's
+// through a proxy, or as another role), with heartbeats every half second so that a
+// stream it can no longer vouch for ends soon.
+func (g *replicaGroup) startWith(t *testing.T, id string, agent daemon.AgentConfig, dsn string) *agenticdProcess {
+	t.Helper()
+	cfg := daemon.Config{Listen: freeLoopbackAddr(t), DataDir: t.TempDir(), WorkspaceRoots: []string{g.root}, LogLevel: "debug",
+		Database: dsn, Token: replicasToken, Replica: daemon.ReplicaConfig{ID: id, LeaseTTL: replicaTTL}, Agents: []daemon.AgentConfig{agent},
+		HeartbeatInterval: 500 * time.Millisecond}
+	p := startAgenticdProcess(t, g.bin, cfg)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replica %s's warnings and errors, and its last lines:\n%s", id, logExcerpt(p.log))

@@ -60,7 +60,17 @@ const (
 	// Retry delays of a failed append.
 	logRetryFirst = 50 * time.Millisecond
 	logRetryMax   = 2 * time.Second
+	// appendTimeout bounds one append: a database connection that stopped answering
+	// fails it, and it is tried again on another, instead of holding the writer forever.
+	appendTimeout = 10 * time.Second
 )
+
+// appendBounded appends records within appendTimeout.
+func (h *Hub[T]) appendBounded(records []LoggedEvent) error {
+	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	defer cancel()
+	return h.log.AppendEvents(ctx, records)
+}
 
 // logBacklogShare: the writer may fall 1/logBacklogShare of the ring's capacity (and half
 // its bytes) behind before Publish waits for it (Options.Log).
@@ -117,7 +127,7 @@ func (h *Hub[T]) loggedPublishedLocked(he *held[T], pos uint64) {
 		// appended here, one by one, so that a restart resumes them too.
 		h.takenEnd = pos + 1
 		rec := []LoggedEvent{h.record(he)}
-		err := h.log.AppendEvents(context.Background(), rec)
+		err := h.appendBounded(rec)
 		if err != nil {
 			h.logger.Error("could not append an event published after the hub closed to the event log; a subscriber resuming after a restart will not get it",
 				"session_id", he.sessionID, "agent_id", he.agentID, "sequence", he.sequence, "err", err)
@@ -247,7 +257,7 @@ func (h *Hub[T]) writeBatch(stopping bool) int {
 	delay := logRetryFirst
 	appended := false
 	for attempt := 0; ; attempt++ {
-		err := h.log.AppendEvents(context.Background(), records)
+		err := h.appendBounded(records)
 		if appended = err == nil; appended {
 			if attempt > 0 {
 				h.logger.Info("the event log is written again", "from_sequence", from, "to_sequence", to, "attempts", attempt+1)

@@ -248,9 +248,17 @@ func (t *Tail[T]) take(b *Batch[T], maxEvents, maxBytes int) {
 	t.last = max(t.last, b.Last)
 }
 
-// readContext is ctx, ended also when the tail is.
+// ErrLogUnavailable ends a tail's read of the log that did not finish within
+// logReadTimeout (the database stopped answering): the stream cannot vouch for what it
+// sends and ends, to be resumed.
+var ErrLogUnavailable = errors.New("the event log did not answer in time")
+
+// logReadTimeout bounds one read of the log by a tail.
+const logReadTimeout = 5 * time.Second
+
+// readContext is ctx, ended also when the tail is, and after logReadTimeout.
 func (t *Tail[T]) readContext(ctx context.Context) (context.Context, func()) {
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithTimeout(ctx, logReadTimeout)
 	stop := context.AfterFunc(t.ctx, cancel)
 	return rctx, func() {
 		stop()
@@ -270,6 +278,8 @@ func (t *Tail[T]) fail(ctx context.Context, err error) error {
 		return ctx.Err()
 	case errors.As(err, &outOfRange):
 		t.err = err
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", ErrLogUnavailable, err)
 	}
 	return err
 }

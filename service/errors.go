@@ -21,6 +21,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // errorDomain names agenticd in errdetails.ErrorInfo.
@@ -84,6 +85,7 @@ var reasonCodes = map[pb.ErrorReason]codes.Code{
 	pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE:            codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:                codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE:    codes.Unavailable,
+	pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE:         codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_CANCELLED:                    codes.Canceled,
 	pb.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED:            codes.DeadlineExceeded,
 	pb.ErrorReason_ERROR_REASON_INTERNAL:                     codes.Internal,
@@ -280,6 +282,7 @@ func classifyReason(err error) (reason pb.ErrorReason, md map[string]string, ok 
 		authErr    *presenters.AuthRequiredError
 		overflow   *overflowError
 		shutdown   *shutdownError
+		cutOff     *cutOffError
 		outOfRange *events.OutOfRangeError
 		notConfig  *agentNotConfiguredError
 		noAgent    *agentNotFoundError
@@ -299,6 +302,8 @@ func classifyReason(err error) (reason pb.ErrorReason, md map[string]string, ok 
 		return pb.ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED, nil, true
 	case errors.As(err, &overflow):
 		return pb.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW, map[string]string{"last_sequence": fmt.Sprint(overflow.Last)}, true
+	case errors.As(err, &cutOff):
+		return pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE, map[string]string{"last_sequence": fmt.Sprint(cutOff.Last)}, true
 	case errors.As(err, &shutdown):
 		return pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, map[string]string{"last_sequence": fmt.Sprint(shutdown.Last)}, true
 	case errors.Is(err, errShuttingDown):
@@ -308,6 +313,15 @@ func classifyReason(err error) (reason pb.ErrorReason, md map[string]string, ok 
 	case errors.As(err, &outOfRange):
 		return pb.ErrorReason_ERROR_REASON_RESUME_POINT_EXPIRED, map[string]string{
 			"oldest_sequence": fmt.Sprint(outOfRange.Oldest), "newest_sequence": fmt.Sprint(outOfRange.Newest)}, true
+	case errors.Is(err, store.ErrFenced):
+		// Another replica took the session over since this one last renewed; the call
+		// goes there once tried again.
+		return pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE, nil, true
+	case store.IsUnavailable(err), errors.Is(err, events.ErrLogUnavailable):
+		// The database is away for now (a restart, a cut, read-only): nothing is lost,
+		// and the call may succeed when tried again. Before the context cases: a
+		// connection's own timeout is no caller's deadline.
+		return pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE, nil, true
 	case errors.Is(err, context.Canceled), errors.Is(err, presenters.ErrCancelled):
 		return pb.ErrorReason_ERROR_REASON_CANCELLED, nil, true
 	case errors.Is(err, context.DeadlineExceeded):

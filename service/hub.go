@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/agenticd/agenticd/events"
@@ -214,7 +215,23 @@ type Hub struct {
 	// queue holds the messages waiting for their session's turn; nil without
 	// HubOptions.Queue.
 	queue *Queue
+	// cutOff is set while this replica cannot reach its database (Replicas.Run): its
+	// streams cannot vouch that they miss nothing.
+	cutOff atomic.Bool
 }
+
+// cutOffError ends a stream that cannot vouch for what it sends: its replica cannot
+// reach its database, or a read of the log did not answer. The client resumes after Last.
+type cutOffError struct {
+	Last uint64
+	err  error
+}
+
+func (e *cutOffError) Error() string {
+	return fmt.Sprintf("this replica cannot reach its database, so this stream may miss events (%v): resume on another replica, or here later, with after_sequence=%d", e.err, e.Last)
+}
+
+func (e *cutOffError) Unwrap() error { return e.err }
 
 var _ presenters.Publisher = (*Hub)(nil)
 

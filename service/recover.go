@@ -66,7 +66,7 @@ func RecoverInterruptedReplies(ctx context.Context, st *store.Store, interrupted
 			continue
 		}
 		text, ok := loggedReplyText(logged, mlog)
-		if !ok {
+		if !ok || text == "" {
 			continue
 		}
 		n, err := st.ExtendMessageText(ctx, m.SessionID, m.MessageID, text)
@@ -88,8 +88,8 @@ func RecoverInterruptedReplies(ctx context.Context, st *store.Store, interrupted
 
 // loggedReplyText joins the assistant text of one message's logged MESSAGE_DELTA events,
 // in order (text belongs to a message and a role). Replayed events are history shown
-// again, not part of the reply. ok is false when there is no such text, or when an event
-// does not decode: a text with a hole in it must not be stored.
+// again, not part of the reply. ok is false when an event does not decode: a text with a
+// hole in it must not be stored.
 func loggedReplyText(logged []store.LoggedEvent, log *slog.Logger) (text string, ok bool) {
 	var b strings.Builder
 	var ev pb.AgenticEvent
@@ -106,5 +106,41 @@ func loggedReplyText(logged []store.LoggedEvent, log *slog.Logger) (text string,
 		}
 		b.WriteString(d.GetText())
 	}
-	return b.String(), b.Len() > 0
+	return b.String(), true
+}
+
+// matchLoggedReplies makes each reply a take-over ended hold exactly the text the event
+// log holds of it, which is what its subscribers saw (on replicas they read the log
+// alone): extended when its last owner's checkpoints lagged, cut when they ran ahead of
+// appends that were fenced out or never made. A reply whose logged text does not begin
+// it (pruned) keeps what is stored, as in RecoverInterruptedReplies.
+func matchLoggedReplies(ctx context.Context, st *store.Store, replies []store.InterruptedMessage, log *slog.Logger) error {
+	for _, m := range replies {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		mlog := log.With("session_id", m.SessionID, "message_id", m.MessageID)
+		logged, err := st.MessageEvents(ctx, m.SessionID, m.MessageID)
+		if err != nil {
+			return err
+		}
+		text, ok := loggedReplyText(logged, mlog)
+		if !ok {
+			continue
+		}
+		added, err := st.ExtendMessageText(ctx, m.SessionID, m.MessageID, text)
+		if err != nil {
+			return err
+		}
+		cut := 0
+		if added == 0 {
+			if cut, err = st.CutMessageText(ctx, m.SessionID, m.MessageID, text); err != nil {
+				return err
+			}
+		}
+		if added > 0 || cut > 0 {
+			mlog.Info("a reply taken over now holds what its subscribers saw", "bytes_added", added, "bytes_cut", cut)
+		}
+	}
+	return nil
 }

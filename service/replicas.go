@@ -94,6 +94,12 @@ type Replicas struct {
 	// sweepSkip holds the orphaned sessions a sweep could not take over, until when it
 	// leaves them alone (the sweep reads the oldest lapsed leases first).
 	sweepSkip map[string]time.Time
+	// connectedSince is when the renewals that have all succeeded since began (the start,
+	// or the first after a failed one); zero while they fail. Another replica's lapsed
+	// lease is taken over only once it is a ttl old: then the owner failed every renewal
+	// of a whole ttl while the database answered this replica, so the lapse is the
+	// owner's, not the database's.
+	connectedSince time.Time
 }
 
 // ownedSession is a session this replica holds the lease of.
@@ -135,7 +141,7 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 	return &Replicas{id: id, address: opts.Address, token: opts.Token, ttl: ttl, leases: opts.Leases, st: opts.Store,
 		registry: opts.Registry, hub: opts.Hub, logger: logger.With("replica", id),
 		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(),
-		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}}, nil
+		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}, connectedSince: time.Now()}, nil
 }
 
 // Owns reports whether this replica holds a session's lease and has it live, so that
@@ -148,11 +154,14 @@ func (r *Replicas) Owns(sessionID string) bool {
 }
 
 // Run renews this replica's leases every third of their ttl until ctx ends, each renewal
-// bounded by that third. A session whose lease lapsed (this replica stalled past the
-// ttl, or lost the database) is no longer routed here: its calls go to whoever holds the
-// lease now, or take it again. Its presenter session stays open: a turn still running
-// in it goes on, but once another replica holds the lease its events no longer reach
-// the log (store.AppendFenced); what it stores of the turn is not fenced.
+// bounded by that third, and every tenth while they fail (the replica is cut off from
+// the database: it says so, and its streams end). A session whose lease lapsed (this
+// replica stalled past the ttl, or lost the database) is no longer routed here: its calls
+// go to whoever holds the lease now, or take it again. Its presenter session stays open,
+// and a turn still running in it goes on: the next renewal takes the lease back if no
+// other replica took it. Once another replica holds it, this one's events and writes of
+// the session are fenced out (store.AppendFenced, Store.FenceMessages), and letGo closes
+// the session here.
 func (r *Replicas) Run(ctx context.Context) {
 	tick := time.NewTicker(r.ttl / 3)
 	defer tick.Stop()
@@ -168,6 +177,7 @@ func (r *Replicas) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-sweep:
+				r.letGo(ctx)
 				r.endOrphanedTurns(ctx)
 			}
 		}
@@ -189,20 +199,33 @@ func (r *Replicas) Run(ctx context.Context) {
 				return
 			}
 			if !failing {
-				r.logger.Error("could not renew the session leases; other replicas take the sessions over once they expire", "err", err)
+				r.logger.Error("cut off from the database: could not renew the session leases; this replica stops serving its sessions "+
+					"once its leases may have run out, and takes over none until it has been back for a lease's ttl", "err", err)
+				// Tried again sooner than every third of the ttl: an owner that renews soon
+				// after the database comes back keeps its sessions.
+				tick.Reset(r.ttl / 10)
 			}
 			failing = true
+			r.hub.cutOff.Store(true)
+			r.mu.Lock()
+			r.connectedSince = time.Time{}
+			r.mu.Unlock()
 			continue
 		}
 		if failing {
-			r.logger.Info("session leases are renewed again")
+			r.logger.Info("reached the database again: session leases are renewed", "sessions", len(renewed))
+			tick.Reset(r.ttl / 3)
 		}
 		failing = false
+		r.hub.cutOff.Store(false)
 		keep := make(map[string]bool, len(renewed))
 		for _, id := range renewed {
 			keep[id] = true
 		}
 		r.mu.Lock()
+		if r.connectedSince.IsZero() {
+			r.connectedSince = sent
+		}
 		r.lastRenewal = sent
 		// A lease taken after the renewal was sent is not in it, and still held.
 		r.dropOwnedLocked(func(id string, o *ownedSession) bool { return !keep[id] && o.acquired.Before(sent) })
@@ -229,7 +252,8 @@ func (r *Replicas) leasesFreshLocked() bool {
 }
 
 // orphanSweep is how many sessions one renewal takes over at most to end their turns;
-// orphanRetry is how long it leaves one alone that it could not take over.
+// orphanRetry is how long it leaves one alone that another replica holds or that this
+// one cannot run.
 const (
 	orphanSweep = 16
 	orphanRetry = time.Minute
@@ -261,13 +285,53 @@ func (r *Replicas) endOrphanedTurns(ctx context.Context) {
 		}
 		_, err := r.route(ctx, id, callEnd)
 		r.mu.Lock()
-		if _, owned := r.owned[id]; !owned {
+		if _, owned := r.owned[id]; !owned && err == nil {
+			// Another replica holds it, or it is no session this replica can run. One that
+			// failed (the database away, a lock that stayed held) is tried at the next sweep.
 			r.sweepSkip[id] = now.Add(orphanRetry)
 		}
 		r.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
 			r.logger.Warn("could not take over a session whose replica died mid-turn", "session_id", id, "err", err)
 		}
+	}
+}
+
+// letGo closes here the sessions this replica still runs but whose lease another replica
+// took over (after this one stalled or was cut off): their turns end, their agent process
+// has one session less (and stops once idle), and what closing them would store or
+// publish is fenced out, since the session is the other replica's now.
+func (r *Replicas) letGo(ctx context.Context) {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.lapsed))
+	for id := range r.lapsed {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		held, err := r.leases.SessionLease(ctx, id)
+		if err != nil || held.Replica == r.id {
+			continue // unknown for now, or still this replica's to take back
+		}
+		r.mu.Lock()
+		_, owned := r.owned[id]
+		if owned || !r.lapsed[id] {
+			r.mu.Unlock()
+			continue // taken back or closed meanwhile
+		}
+		delete(r.lapsed, id)
+		r.mu.Unlock()
+		p, err := r.registry.ownerOf(ctx, id)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, leaseTimeout)
+			err = p.CloseSession(cctx, id)
+			cancel()
+		}
+		if err != nil && ctx.Err() == nil {
+			r.logger.Warn("could not close a session another replica took over", "session_id", id, "owner", held.Replica, "err", err)
+			continue
+		}
+		r.logger.Info("let go of a session another replica took over", "session_id", id, "owner", held.Replica)
 	}
 }
 
@@ -492,6 +556,10 @@ func (r *Replicas) takeOverFor(ctx context.Context, sessionID string, kind sessi
 	return nil, nil
 }
 
+// unendedLimit is how many of a session's newest replies a take-over checks for an end
+// the log lacks: only the last turns can have one.
+const unendedLimit = 4
+
 // errNotRouted: the call runs here without a lease, and its handler answers it.
 // errRegained: this replica took back the lease of a session it still runs.
 var (
@@ -510,6 +578,15 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 		return &held, nil
 	case err != nil && !errors.Is(err, store.ErrNoLease):
 		return nil, fmt.Errorf("read the lease of session %s: %w", sessionID, err)
+	case err == nil && held.Replica != r.id && held.Expires.UnixNano() != 0:
+		// Another replica's lease ran out unreleased: it is this replica's to take only
+		// when the owner failed to renew while the database answered here.
+		r.mu.Lock()
+		since := r.connectedSince
+		r.mu.Unlock()
+		if since.IsZero() || time.Since(since) < r.ttl {
+			return nil, ownerUnavailable(held, errors.New("its lease ran out while this replica was cut off from the database; the owner may renew it first"))
+		}
 	}
 	p, err := r.registry.ownerOf(ctx, sessionID)
 	if errors.Is(err, presenters.ErrNotFound) || errors.Is(err, presenters.ErrFailedPrecondition) {
@@ -546,7 +623,17 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 	if err != nil {
 		return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
 	}
-	if err := RecoverInterruptedReplies(ctx, r.st, interrupted, logger); err != nil {
+	// A reply the last owner stored finished but whose end it could not log before it
+	// lost the session: its subscribers never saw it end, so it ends here like the others.
+	unended, err := r.st.UnendedMessages(ctx, sessionID, unendedLimit)
+	if err == nil {
+		err = r.st.MarkMessagesInterrupted(ctx, sessionID, unended)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
+	}
+	interrupted = append(interrupted, unended...)
+	if err := matchLoggedReplies(ctx, r.st, interrupted, logger); err != nil {
 		return nil, err
 	}
 	EndInterruptedReplies(r.hub, interrupted, InterruptOwnerLost)

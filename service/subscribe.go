@@ -11,6 +11,7 @@ import (
 
 	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -75,7 +76,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 		// stream that sends it.
 		batch, err := sub.NextBatch(ctx, silence.C, maxBatchEvents, maxBatchBytes, taken)
 		if err != nil {
-			return s.fail(ctx, method, endError(err), "last_sequence", sub.Last())
+			return s.fail(ctx, method, endError(err, sub.Last()), "last_sequence", sub.Last())
 		}
 		taken = batch.Events
 		shown := batch.Events
@@ -98,7 +99,11 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			}
 		}
 		if len(batch.Events) == 0 && batch.Bookmark == 0 && !batch.ReplayEnded { // the silence timer fired
-			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{ServerTime: timestamppb.Now()}}}); err != nil {
+			if s.hub.cutOff.Load() {
+				return s.fail(ctx, method, &cutOffError{Last: sub.Last(), err: store.ErrUnavailable}, "last_sequence", sub.Last())
+			}
+			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{
+				ServerTime: timestamppb.Now(), LastSequence: sub.Last()}}}); err != nil {
 				return err
 			}
 		}
@@ -196,7 +201,10 @@ func (s *Service) checkSubscriptionTargets(ctx context.Context, sessionIDs, agen
 
 // endError is why a subscription ended, with the client's resume point when the hub
 // ended it.
-func endError(err error) error {
+func endError(err error, last uint64) error {
+	if store.IsUnavailable(err) || errors.Is(err, events.ErrLogUnavailable) {
+		return &cutOffError{Last: last, err: err} // the log is away: resume after last
+	}
 	var overflow *events.OverflowError
 	var closed *events.ClosedError
 	var outOfRange *events.OutOfRangeError

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
@@ -454,7 +455,8 @@ func TestSubscribeLiveIsCaughtUpAtOnce(t *testing.T) {
 }
 
 // A silent stream gets heartbeats, the first after the interval, and again after every
-// silence.
+// silence; each carries the stream's resume point. A hub cut off from its database ends
+// the stream at its next silence instead, UNAVAILABLE with the resume point.
 func TestSubscribeHeartbeats(t *testing.T) {
 	const interval = 20 * time.Millisecond
 	e := newEnv(t, envOptions{hub: HubOptions{HeartbeatInterval: interval}})
@@ -465,20 +467,28 @@ func TestSubscribeHeartbeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream := &eventStream{AgenticService_SubscribeClient: raw}
-	if recvFrame(t, stream).GetCaughtUp() == nil {
+	caughtUp := recvFrame(t, stream).GetCaughtUp()
+	if caughtUp == nil {
 		t.Fatal("the first frame is not caught_up")
 	}
+	last := caughtUp.GetSequence() // where a resume would start
 	for i := range 3 {
 		hb := recvFrame(t, stream).GetHeartbeat()
-		if hb == nil || hb.GetServerTime() == nil {
-			t.Fatalf("frame %d of the silence: %v, want a heartbeat", i, hb)
+		if hb == nil || hb.GetServerTime() == nil || hb.GetLastSequence() != last {
+			t.Fatalf("frame %d of the silence: %v, want a heartbeat with last_sequence %d", i, hb, last)
 		}
 		if i == 1 {
-			seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
-			if got := frameSequences(recvFrame(t, stream)); len(got) != 1 || got[0] != seq {
-				t.Fatalf("frame %v, want event %d", got, seq)
+			last = publishDeltas(e.hub, fakeID, "s", 1)[0]
+			if got := frameSequences(recvFrame(t, stream)); len(got) != 1 || got[0] != last {
+				t.Fatalf("frame %v, want event %d", got, last)
 			}
 		}
+	}
+	e.hub.cutOff.Store(true)
+	_, err = stream.Recv()
+	if info := errorInfo(status.Convert(err)); status.Code(err) != codes.Unavailable || info.GetReason() != "DATABASE_UNAVAILABLE" ||
+		info.GetMetadata()["last_sequence"] != fmt.Sprint(last) {
+		t.Fatalf("the stream of a hub cut off from its database ended with %v, want UNAVAILABLE DATABASE_UNAVAILABLE with last_sequence %d", err, last)
 	}
 	if got := e.hub.HeartbeatInterval(); got != interval {
 		t.Errorf("HeartbeatInterval() = %v", got)

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"database/sql/driver"
 	"errors"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 
@@ -92,4 +95,43 @@ func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
 func isPostgresCode(err error, code string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == code
+}
+
+// ErrUnavailable marks an error of a call the database could not serve for now: it is
+// away, restarting, read-only, or a statement or lock waited past its bound. Trying the
+// call again later may succeed. IsUnavailable also recognizes such errors unmarked.
+var ErrUnavailable = errors.New("the database is unavailable")
+
+// IsUnavailable reports whether err is one the database may not give again later: a
+// lost, refused or timed out connection, a server shutting down or starting, a read-only
+// database, a statement, lock or idle transaction timed out, a serialization failure or
+// deadlock. A nil err is not, nor is the end of a caller's own context.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "57P"),      // admin shutdown, crash shutdown, cannot connect now
+			pe.Code == "53300",                     // too many connections
+			pe.Code == "25006",                     // read-only transaction
+			pe.Code == "57014",                     // statement timeout (query cancelled)
+			pe.Code == "55P03",                     // lock not available (lock_timeout)
+			pe.Code == "25P03",                     // idle in transaction timeout
+			pe.Code == "40001", pe.Code == "40P01": // serialization failure, deadlock
+			return true
+		}
+		return false
+	}
+	var ne *net.OpError // not net.Error, which a bare context deadline is too
+	if errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err)
 }

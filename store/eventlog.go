@@ -67,8 +67,7 @@ func (s *Store) AppendFenced(ctx context.Context, batch []LoggedEvent, audit []A
 // the prepared statement, the rest through one statement of its own.
 func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
 	defer s.observeWrite("event_log_append", time.Now())
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	defer s.lockUnshared()()
 	tx, err := s.sqlDB.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -105,6 +104,11 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 			return nil, err
 		}
 	}
+	// A replica's batch may be tried again after a commit whose answer the connection lost
+	// (a restart, a cut): its sequences are its own (reserved blocks), so one already
+	// logged can only be that batch, which is then left as it landed, audit included.
+	again := replica != "" && s.dialect == postgresDialect
+	var inserted int64
 	var full *sql.Stmt // the prepared statement on tx's connection, for full chunks only
 	args := make([]any, 0, 7*min(len(batch), appendRows))
 	for rest := batch; len(rest) > 0; {
@@ -118,17 +122,31 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 			}
 			args = append(args, int64(ev.Sequence), ev.SessionID, ev.AgentID, ev.Type, ev.MessageID, ev.Time.UnixNano(), data)
 		}
-		if len(rows) == appendRows {
+		var res sql.Result
+		switch {
+		case again:
+			res, err = tx.ExecContext(ctx, s.dialect.rebind(appendEventsSQL(len(rows)))+` ON CONFLICT (sequence) DO NOTHING`, args...)
+		case len(rows) == appendRows:
 			if full == nil {
 				full = tx.StmtContext(ctx, s.appendEventsStmt)
 			}
 			_, err = full.ExecContext(ctx, args...)
-		} else {
+		default:
 			_, err = tx.ExecContext(ctx, s.dialect.rebind(appendEventsSQL(len(rows))), args...)
 		}
 		if err != nil {
 			return nil, err
 		}
+		if again {
+			n, err := res.RowsAffected()
+			if err != nil {
+				return nil, err
+			}
+			inserted += n
+		}
+	}
+	if again && inserted == 0 {
+		return fenced, tx.Commit() // the batch landed before
 	}
 	if err := appendAudit(ctx, tx, s.dialect, audit); err != nil {
 		return nil, err

@@ -39,11 +39,13 @@ type Lease struct {
 	Previous string
 }
 
-// nowNanos is the SQL expression of the database's clock in Unix nanoseconds, the same
-// throughout one statement. SQLite's counts milliseconds.
+// nowNanos is the SQL expression of the database's clock in Unix nanoseconds when it is
+// evaluated: a statement that waited for a row lock reads the time it got it, not the
+// time it started (an expiry computed from the start of a statement that waited would be
+// already past when it commits). SQLite's counts milliseconds.
 func (d dialect) nowNanos() string {
 	if d == postgresDialect {
-		return `(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000000)::BIGINT`
+		return `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT`
 	}
 	return `CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER)`
 }
@@ -59,12 +61,14 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, replica, address st
 	now := s.dialect.nowNanos()
 	// One statement, so that of replicas racing for a lease exactly one gets it: the
 	// conflicting row is locked and the WHERE is checked against its latest version.
+	// The expiry of a conflicting row is computed again once its lock is held (after a
+	// fenced append that held it commits), not taken from the VALUES.
 	acquire := s.dialect.rebind(`INSERT INTO session_leases (session_id, replica, address, expires_at, previous_replica)
 		VALUES (?, ?, ?, ` + now + ` + ?, '')
 		ON CONFLICT (session_id) DO UPDATE SET
 			replica = excluded.replica,
 			address = excluded.address,
-			expires_at = excluded.expires_at,
+			expires_at = ` + now + ` + ?,
 			previous_replica = CASE WHEN session_leases.replica = excluded.replica AND session_leases.expires_at > ` + now + `
 				THEN '' ELSE session_leases.replica END
 		WHERE session_leases.replica = excluded.replica OR session_leases.expires_at <= ` + now + `
@@ -72,7 +76,7 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, replica, address st
 	for {
 		l := Lease{SessionID: sessionID, Replica: replica, Address: address}
 		var expires int64
-		err := s.writeRow(ctx, acquire, []any{sessionID, replica, address, ttl.Nanoseconds()}, &expires, &l.Previous)
+		err := s.writeRow(ctx, acquire, []any{sessionID, replica, address, ttl.Nanoseconds(), ttl.Nanoseconds()}, &expires, &l.Previous)
 		if err == nil {
 			l.Expires = time.Unix(0, expires)
 			return l, nil
@@ -95,9 +99,27 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, replica, address st
 // writeRow runs one write statement that returns a row, and scans it into dest.
 func (s *Store) writeRow(ctx context.Context, query string, args []any, dest ...any) error {
 	defer s.observeWrite("statement", time.Now())
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	defer s.lockUnshared()()
 	return s.sqlDB.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
+// lockUnshared takes the write lock for a write that touches none of the store's own
+// state (committed), and returns its release. On Postgres it takes nothing: the server
+// orders concurrent writers itself, and a lease renewal must not queue behind an append
+// stuck on a connection that stopped answering.
+func (s *Store) lockUnshared() func() {
+	if s.dialect == postgresDialect {
+		return func() {}
+	}
+	s.writeMu.Lock()
+	return s.writeMu.Unlock
+}
+
+// writeUnshared is write for a transaction that touches none of the store's own state.
+func (s *Store) writeUnshared(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	defer s.observeWrite("transaction", time.Now())
+	defer s.lockUnshared()()
+	return s.db.WithContext(ctx).Transaction(fn)
 }
 
 // SessionLease returns the session's lease, expired or not; ErrNoLease when there is
@@ -117,17 +139,20 @@ func (s *Store) SessionLease(ctx context.Context, sessionID string) (Lease, erro
 	return l, nil
 }
 
-// RenewLeases extends every unexpired lease of the replica until ttl from now and returns
-// the sessions whose leases it extended. An expired lease stays expired (another replica
-// may be taking it over): AcquireLease takes it again if it is still free.
+// RenewLeases extends every lease the replica holds until ttl from now, expired ones too
+// as long as no other replica took them and the replica did not give them up: a lease
+// that ran out while the database was away is the replica's again when it comes back, so
+// an outage alone robs no healthy owner. It returns the sessions whose leases it
+// extended.
 func (s *Store) RenewLeases(ctx context.Context, replica string, ttl time.Duration) ([]string, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("renew the leases of replica %s for %s: the ttl must be positive", replica, ttl)
 	}
 	now := s.dialect.nowNanos()
 	var renewed []string
-	err := s.write(ctx, func(tx *gorm.DB) error {
-		return tx.Raw(`UPDATE session_leases SET expires_at = `+now+` + ? WHERE replica = ? AND expires_at > `+now+` RETURNING session_id`,
+	// A released lease expires at 0 (ReleaseLeases), which no clock reaches.
+	err := s.writeUnshared(ctx, func(tx *gorm.DB) error {
+		return tx.Raw(`UPDATE session_leases SET expires_at = `+now+` + ? WHERE replica = ? AND expires_at > 0 RETURNING session_id`,
 			ttl.Nanoseconds(), replica).Scan(&renewed).Error
 	})
 	if err != nil {
@@ -140,7 +165,7 @@ func (s *Store) RenewLeases(ctx context.Context, replica string, ttl time.Durati
 // none are named (on a graceful stop): they expire at once, their rows still naming the
 // replica. Leases the replica does not hold stay as they are.
 func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error {
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.writeUnshared(ctx, func(tx *gorm.DB) error {
 		// Expired, not deleted: the row keeps naming its last holder, which the fence of
 		// another replica's appends reads (AppendFenced).
 		if len(sessionIDs) == 0 {

@@ -11,6 +11,8 @@ import (
 
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
+
+	"github.com/agenticd/agenticd/presenters"
 )
 
 // openReplicaStores opens two stores on one new database of the engine, each on
@@ -86,8 +88,9 @@ func TestAcquireLease(t *testing.T) {
 	})
 }
 
-// A lapsed lease is renewed by no one: the next replica to ask takes it over, and learns
-// from whom.
+// A lapsed lease is its holder's to renew (the database may have been away) until
+// another replica asks: that one takes it over, and learns from whom. A released lease is
+// renewed by no one.
 func TestLeaseExpiresAndIsTakenOver(t *testing.T) {
 	onEachEngine(t, func(t *testing.T, e engine) {
 		s, _ := e.openStore(t)
@@ -96,9 +99,20 @@ func TestLeaseExpiresAndIsTakenOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitExpired(t, s, "s1")
-		if renewed, err := s.RenewLeases(ctx, "r1", time.Minute); err != nil || len(renewed) != 0 {
-			t.Fatalf("RenewLeases of an expired lease = %v, %v; want none renewed", renewed, err)
+		if renewed, err := s.RenewLeases(ctx, "r1", 50*time.Millisecond); err != nil || !slices.Equal(renewed, []string{"s1"}) {
+			t.Fatalf("RenewLeases of a lapsed lease = %v, %v; want s1 renewed", renewed, err)
 		}
+		waitExpired(t, s, "s1")
+		if _, err := s.AcquireLease(ctx, "s3", "r1", "host1:1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleaseLeases(ctx, "r1", "s3"); err != nil {
+			t.Fatal(err)
+		}
+		if renewed, err := s.RenewLeases(ctx, "r1", 50*time.Millisecond); err != nil || !slices.Equal(renewed, []string{"s1"}) {
+			t.Fatalf("RenewLeases after s3 was released = %v, %v; want s1 alone renewed", renewed, err)
+		}
+		waitExpired(t, s, "s1")
 		l, err := s.AcquireLease(ctx, "s1", "r2", "host2:2", time.Minute)
 		if err != nil {
 			t.Fatalf("taking over an expired lease: %v", err)
@@ -351,4 +365,171 @@ func TestAppendFencedLeavesOutSessionsHeldElsewhere(t *testing.T) {
 			t.Errorf("after the other replica released the session: fenced %v, %v; want it left out still", fenced, err)
 		}
 	})
+}
+
+// A replica's message writes for a session another replica took over fail with
+// ErrFenced and change nothing; its own sessions' writes, and those of sessions no lease
+// names, go through.
+func TestMessageWritesAreFenced(t *testing.T) {
+	s, _ := engines[1].openStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"mine", "taken", "free"} {
+		if err := s.CreateConversation(ctx, Conversation{ID: id, AgentID: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.FenceMessages("me")
+	if _, err := s.AcquireLease(ctx, "mine", "me", "host:1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx, "taken", "other", "host:2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(session, id string) presenters.Message {
+		return presenters.Message{ID: id, SessionID: session, Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "text"}}}
+	}
+	for _, session := range []string{"mine", "free"} {
+		if err := s.SaveMessage(ctx, msg(session, session+"-1")); err != nil {
+			t.Errorf("a write for session %s: %v", session, err)
+		}
+	}
+	err := s.UpdateMessages(ctx, MessageUpdate{Message: msg("mine", "mine-2")}, MessageUpdate{Message: msg("taken", "taken-1")})
+	if !errors.Is(err, ErrFenced) {
+		t.Errorf("a write with a message of a session taken over: %v, want ErrFenced", err)
+	}
+	if n, _ := s.CountMessages(ctx, "mine"); n != 1 {
+		t.Errorf("session mine holds %d messages after a fenced write, want 1 (all or nothing)", n)
+	}
+	if n, _ := s.CountMessages(ctx, "taken"); n != 0 {
+		t.Errorf("session taken holds %d messages, want none", n)
+	}
+}
+
+// A reply stored finished whose MESSAGE_END never reached the log is found, marked
+// incomplete and cut to what the log holds.
+func TestUnendedMessagesAreCutToTheLog(t *testing.T) {
+	s, _ := engines[1].openStore(t)
+	ctx := context.Background()
+	if err := s.CreateConversation(ctx, Conversation{ID: "c", AgentID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	save := func(id, text string) {
+		t.Helper()
+		if err := s.SaveMessage(ctx, presenters.Message{ID: id, SessionID: "c", Role: presenters.RoleAssistant, Status: presenters.MessageComplete,
+			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: text}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("ended", "all of it")
+	save("unended", "shown, and more")
+	save("unlogged", "nothing logged")
+	events := []LoggedEvent{
+		{Sequence: 1, SessionID: "c", AgentID: "a", Type: int(presenters.EventMessageDelta), MessageID: "ended", Time: time.Now()},
+		{Sequence: 2, SessionID: "c", AgentID: "a", Type: int(presenters.EventMessageEnd), MessageID: "ended", Time: time.Now()},
+		{Sequence: 3, SessionID: "c", AgentID: "a", Type: int(presenters.EventMessageDelta), MessageID: "unended", Time: time.Now()},
+	}
+	if err := s.AppendEvents(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	unended, err := s.UnendedMessages(ctx, "c", 4)
+	if err != nil || len(unended) != 1 || unended[0].MessageID != "unended" {
+		t.Fatalf("UnendedMessages = %v, %v; want the one whose end is not logged", unended, err)
+	}
+	if err := s.MarkMessagesInterrupted(ctx, "c", unended); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CutMessageText(ctx, "c", "unended", "shown"); err != nil || n != len(", and more") {
+		t.Fatalf("CutMessageText = %d, %v", n, err)
+	}
+	if n, err := s.CutMessageText(ctx, "c", "ended", "something else"); err != nil || n != 0 {
+		t.Errorf("CutMessageText of a text that does not begin with it = %d, %v; want nothing cut", n, err)
+	}
+	msgs, err := s.Messages(ctx, "c", presenters.MessageQuery{MessageID: "unended"})
+	if err != nil || len(msgs) != 1 {
+		t.Fatal(msgs, err)
+	}
+	if m := msgs[0]; m.Status != presenters.MessageIncomplete || len(m.Blocks) != 1 || m.Blocks[0].Text != "shown" {
+		t.Errorf("the unended reply is stored %s with %+v; want incomplete, \"shown\"", m.Status, m.Blocks)
+	}
+}
+
+// A lease taken after waiting for a row lock (held by a fenced append that stalled)
+// expires a ttl after it was taken, not after the statement began.
+func TestLeaseExpiryCountsFromTheLock(t *testing.T) {
+	s, db := engines[1].openStore(t)
+	ctx := context.Background()
+	if _, err := s.AcquireLease(ctx, "s1", "r1", "host:1", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitExpired(t, s, "s1")
+	sqlDB, _ := db.DB()
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM session_leases WHERE session_id = 's1' FOR SHARE`); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = time.Second
+	got := make(chan Lease, 1)
+	go func() {
+		l, err := s.AcquireLease(ctx, "s1", "r2", "host:2", ttl)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	// Once the acquisition waits for the lock, the database's clock is read in the
+	// transaction holding it, and the lock let go.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		// Outside tx: a transaction sees pg_stat_activity as it was when first read.
+		if err := sqlDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO session_leases%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the acquisition does not wait for the lock")
+		}
+	}
+	var released int64
+	if err := tx.QueryRowContext(ctx, `SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT`).Scan(&released); err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Rollback()
+	l := <-got
+	if want := time.Unix(0, released).Add(ttl); l.Expires.Before(want) {
+		t.Errorf("the lease expires %s before a ttl after the lock was let go", want.Sub(l.Expires))
+	}
+}
+
+// A replica's batch tried again after its commit landed (the answer was lost with the
+// connection) is taken as landed: no error, nothing written twice, audit included.
+func TestAppendFencedAgainAfterItLanded(t *testing.T) {
+	s, _ := engines[1].openStore(t)
+	ctx := context.Background()
+	if _, err := s.AcquireLease(ctx, "mine", "me", "10.0.0.1:1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	batch := []LoggedEvent{event(1, "mine"), event(2, "mine")}
+	audit := []AuditEntry{{Time: time.Now(), Kind: 1, SessionID: "mine"}}
+	for try := 1; try <= 2; try++ {
+		if _, err := s.AppendFenced(ctx, batch, audit, "me"); err != nil {
+			t.Fatalf("append, try %d: %v", try, err)
+		}
+	}
+	logged, err := s.ReadEvents(ctx, 0, 0, EventFilter{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := s.AuditEntries(ctx, AuditFilter{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != 2 || len(entries) != 1 {
+		t.Errorf("after the same batch twice: %d events and %d audit entries logged, want 2 and 1", len(logged), len(entries))
+	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -319,6 +320,21 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 	// A session lock, on the one connection all the migration's statements use: each
 	// migration keeps its own transaction.
 	return db.Connection(func(conn *gorm.DB) (err error) {
+		// Waiting for another agenticd's migration, and migrating a large database, may
+		// take longer than the limits of ordinary statements (PostgresLimits); RESET
+		// brings the connection's own back before it returns to the pool.
+		for _, set := range []string{`SET lock_timeout = 0`, `SET statement_timeout = 0`} {
+			if err := conn.Exec(set).Error; err != nil {
+				return fmt.Errorf("migrate the history database: %w", err)
+			}
+		}
+		defer func() {
+			reset := errors.Join(conn.WithContext(context.WithoutCancel(ctx)).Exec(`RESET lock_timeout`).Error,
+				conn.WithContext(context.WithoutCancel(ctx)).Exec(`RESET statement_timeout`).Error)
+			if err == nil && reset != nil {
+				err = fmt.Errorf("migrate the history database: %w", reset)
+			}
+		}()
 		if err := conn.Exec(`SELECT pg_advisory_lock(?)`, migrationLockKey).Error; err != nil {
 			return fmt.Errorf("wait for other agenticd migrating the history database: %w", err)
 		}

@@ -86,7 +86,7 @@ func (s *Store) ListenEvents(ctx context.Context, logger *slog.Logger, wake func
 	if !ok || d.DSN == "" {
 		return errors.New("listen to the event log: the store's Postgres database was opened without a connection string")
 	}
-	config, err := pgx.ParseConfig(d.DSN)
+	config, err := postgresConfig(d.DSN, limitsOf(s.db))
 	if err != nil {
 		return fmt.Errorf("listen to the event log on %s: %w", RedactDSN(d.DSN), err)
 	}

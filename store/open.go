@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -87,21 +88,30 @@ func WriteLock(db *gorm.DB) sync.Locker {
 }
 
 // OpenPostgres connects to the Postgres database at dsn (a postgres:// URL or key=value
-// connection string) and checks that it answers. Unlike a SQLite file, the database must
-// exist; New creates the tables in it.
+// connection string) with DefaultPostgresLimits and checks that it answers. Unlike a
+// SQLite file, the database must exist; New creates the tables in it.
 func OpenPostgres(ctx context.Context, dsn string) (*gorm.DB, error) {
-	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{
+	return OpenPostgresWith(ctx, dsn, DefaultPostgresLimits)
+}
+
+// OpenPostgresWith is OpenPostgres with limits of the caller's.
+func OpenPostgresWith(ctx context.Context, dsn string, limits PostgresLimits) (*gorm.DB, error) {
+	config, err := postgresConfig(dsn, limits)
+	if err != nil {
+		return nil, fmt.Errorf("open the Postgres database %s: %w", RedactDSN(dsn), err)
+	}
+	sqlDB := stdlib.OpenDB(*config)
+	// DSN too, for the listener of notifications (ListenEvents), which connects alone.
+	db, err := gorm.Open(postgres.New(postgres.Config{DSN: dsn, Conn: sqlDB}), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
 		DisableAutomaticPing:   true, // pinged below, with ctx
 	})
 	if err != nil {
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open the Postgres database %s: %w", RedactDSN(dsn), err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("open the Postgres database %s: %w", RedactDSN(dsn), err)
-	}
+	db.Config.Plugins[postgresLimitsName] = postgresLimitsPlugin{limits}
 	sqlDB.SetMaxOpenConns(16)
 	sqlDB.SetMaxIdleConns(8)
 	// Connections that idle long are dropped: a server restart or a proxy leaves them dead.
@@ -113,10 +123,33 @@ func OpenPostgres(ctx context.Context, dsn string) (*gorm.DB, error) {
 	return db, nil
 }
 
+// postgresLimitsPlugin keeps a database's limits with it, for the connections the store
+// makes alone (ListenEvents).
+type postgresLimitsPlugin struct{ PostgresLimits }
+
+const postgresLimitsName = "agenticd:postgres-limits"
+
+func (postgresLimitsPlugin) Name() string              { return postgresLimitsName }
+func (postgresLimitsPlugin) Initialize(*gorm.DB) error { return nil }
+
+// limitsOf is the limits db was opened with; DefaultPostgresLimits for one opened
+// elsewhere.
+func limitsOf(db *gorm.DB) PostgresLimits {
+	if p, ok := db.Config.Plugins[postgresLimitsName].(postgresLimitsPlugin); ok {
+		return p.PostgresLimits
+	}
+	return DefaultPostgresLimits
+}
+
 // OpenOnPostgres opens the Postgres database at dsn (OpenPostgres), brings its schema up
 // to date and returns a store on it. Close closes the connections too.
 func OpenOnPostgres(ctx context.Context, dsn string) (*Store, error) {
-	db, err := OpenPostgres(ctx, dsn)
+	return OpenOnPostgresWith(ctx, dsn, DefaultPostgresLimits)
+}
+
+// OpenOnPostgresWith is OpenOnPostgres with limits of the caller's.
+func OpenOnPostgresWith(ctx context.Context, dsn string, limits PostgresLimits) (*Store, error) {
+	db, err := OpenPostgresWith(ctx, dsn, limits)
 	if err != nil {
 		return nil, err
 	}

@@ -68,3 +68,54 @@ func (s *Store) ExtendMessageText(ctx context.Context, sessionID, messageID, tex
 	}
 	return len(missing), nil
 }
+
+// CutMessageText makes a stored message's text read text, when the stored text begins
+// with text and what it holds beyond it lies in its last text block: that block is cut
+// to end where text does. Everything else of the message stays as stored. It returns
+// how many bytes it cut: 0, writing nothing, when the stored text is not text followed by
+// more in its last text block.
+//
+// It is for a reply taken over from a replica that stored more of it than reached the
+// event log (its appends were fenced out, or it stalled): subscribers saw only what the
+// log holds. presenters.ErrNotFound when the session does not hold the message.
+func (s *Store) CutMessageText(ctx context.Context, sessionID, messageID, text string) (int, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	msgs, err := s.Messages(ctx, sessionID, presenters.MessageQuery{MessageID: messageID})
+	if err != nil {
+		return 0, err
+	}
+	if len(msgs) == 0 {
+		return 0, fmt.Errorf("message %s in session %s: %w", messageID, sessionID, presenters.ErrNotFound)
+	}
+	m := msgs[0]
+	last := -1
+	var before strings.Builder // the text blocks before the last one, joined
+	for i, b := range m.Blocks {
+		if b.Type == presenters.BlockText {
+			if last >= 0 {
+				before.WriteString(m.Blocks[last].Text)
+			}
+			last = i
+		}
+	}
+	if last < 0 {
+		return 0, nil
+	}
+	head, tail := before.String(), m.Blocks[last].Text
+	if len(text) < len(head) || !strings.HasPrefix(text, head) || !strings.HasPrefix(tail, text[len(head):]) || len(head)+len(tail) == len(text) {
+		return 0, nil
+	}
+	keep := text[len(head):]
+	cut := len(tail) - len(keep)
+	m.Blocks[last].Text = keep
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		_, err := saveMessage(tx, MessageUpdate{Message: m}, nil)
+		return err
+	})
+	delete(s.committed, messageID)
+	if err != nil {
+		return 0, fmt.Errorf("cut the text of message %s: %w", messageID, err)
+	}
+	return cut, nil
+}

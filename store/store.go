@@ -23,6 +23,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -95,6 +96,21 @@ type Store struct {
 	writeObserver WriteObserver
 	// answersPruned is when a save last deleted expired request answers (unix nanos).
 	answersPruned atomic.Int64
+	// fence is the replica whose message writes this store makes (FenceMessages); empty
+	// when it is no replica.
+	fence string
+}
+
+// ErrFenced is the error of a message write for a session whose lease names another
+// replica: that replica took the session over, and what this one writes of it is stale.
+var ErrFenced = errors.New("another replica took the session over")
+
+// FenceMessages makes the store a replica's: from then on a write of a session's messages
+// or conversation whose lease row names another replica fails with ErrFenced, as that
+// replica's event log appends leave the session's events out (AppendFenced). Call it
+// before any write.
+func (s *Store) FenceMessages(replica string) {
+	s.fence = replica
 }
 
 // Open opens the database at path (OpenSQLite), brings its schema up to date and
@@ -324,6 +340,20 @@ type messageCount struct {
 // UpdateConversation writes every mutable field of c (all but ID, AgentID, CreatedAt).
 // A zero UpdatedAt is set to now. presenters.ErrNotFound if it is not stored.
 func (s *Store) UpdateConversation(ctx context.Context, c Conversation) error {
+	if s.fence != "" && s.dialect == postgresDialect {
+		// A replica's: fenced like its message writes (a session it lost is not closed
+		// or retitled under its new owner).
+		err := s.write(ctx, func(tx *gorm.DB) error {
+			if err := s.checkFenceOf(tx, []string{c.ID}); err != nil {
+				return err
+			}
+			return updateConversation(tx, c)
+		})
+		if err != nil {
+			return fmt.Errorf("update conversation %s: %w", c.ID, err)
+		}
+		return nil
+	}
 	res, err := s.writeStmt(ctx, s.updateConversationStmt, updateConversationArgs(c)...)
 	var rows int64
 	if err == nil {
@@ -399,6 +429,11 @@ func (s *Store) SaveTurn(ctx context.Context, c Conversation, msgs ...presenters
 type MessageUpdate struct {
 	presenters.Message
 	Appended []int
+	// Stamp, when set, is the message's stored updated_at after the save (Unix
+	// nanoseconds) instead of the time of the save: a writer whose write failed without
+	// knowing whether it committed (the connection lost the answer) reads it back
+	// (MessageStamp) to learn whether it did, and does not append its text twice.
+	Stamp int64
 }
 
 // UpdateMessages saves updates in order in one transaction (all or none); an update
@@ -423,6 +458,9 @@ func (s *Store) writeMessages(ctx context.Context, updates []MessageUpdate, firs
 	defer s.writeMu.Unlock()
 	saved := make(map[string][]storedRow, len(updates)) // what this transaction wrote, by message
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.checkFence(tx, updates); err != nil {
+			return err
+		}
 		if first != nil {
 			if err := first(tx); err != nil {
 				return err
@@ -449,6 +487,38 @@ func (s *Store) writeMessages(ctx context.Context, updates []MessageUpdate, firs
 		}
 	}
 	return err
+}
+
+// checkFence fails with ErrFenced when a session of updates is leased by another
+// replica than the store's fence. It locks the sessions' lease rows until tx ends, so a
+// take-over, which must update them, comes after the write: the replica taking over then
+// reads what it wrote (and marks it interrupted), never the other way round.
+func (s *Store) checkFence(tx *gorm.DB, updates []MessageUpdate) error {
+	var ids []string
+	for _, u := range updates {
+		if !slices.Contains(ids, u.SessionID) {
+			ids = append(ids, u.SessionID)
+		}
+	}
+	return s.checkFenceOf(tx, ids)
+}
+
+// checkFenceOf is checkFence for the sessions ids.
+func (s *Store) checkFenceOf(tx *gorm.DB, ids []string) error {
+	if s.fence == "" || s.dialect != postgresDialect || len(ids) == 0 {
+		return nil
+	}
+	var leases []struct{ SessionID, Replica string }
+	if err := tx.Raw(`SELECT session_id, replica FROM session_leases WHERE session_id IN ? ORDER BY session_id FOR SHARE`, ids).
+		Scan(&leases).Error; err != nil {
+		return fmt.Errorf("check the sessions' leases: %w", err)
+	}
+	for _, l := range leases {
+		if l.Replica != s.fence {
+			return fmt.Errorf("session %s: %w (replica %s)", l.SessionID, ErrFenced, l.Replica)
+		}
+	}
+	return nil
 }
 
 // saveMessage upserts u and its blocks. prev is what is stored of its blocks when known
@@ -499,7 +569,7 @@ func saveMessage(tx *gorm.DB, u MessageUpdate, prev []storedRow) ([]storedRow, e
 			stop_reason = excluded.stop_reason, usage = excluded.usage, updated_at = excluded.updated_at
 		WHERE messages.conversation_id = excluded.conversation_id`,
 		m.ID, m.SessionID, string(m.Role), string(m.Status), string(m.StopReason), usage,
-		created.UnixNano(), now.UnixNano())
+		created.UnixNano(), cmp.Or(u.Stamp, now.UnixNano()))
 	if isMissingReference(res.Error) {
 		return nil, fmt.Errorf("save message %s: session %s: %w", m.ID, m.SessionID, presenters.ErrNotFound)
 	}
@@ -855,4 +925,69 @@ func (s *Store) markInterrupted(ctx context.Context, sessionID string) ([]Interr
 		return nil, fmt.Errorf("mark interrupted messages: %w", err)
 	}
 	return marked, nil
+}
+
+// UnendedMessages returns up to limit of the session's newest assistant messages, oldest
+// first, that are stored finished while the event log holds events of theirs but not
+// their MESSAGE_END: a replica stored the turn's end and lost the session before the
+// event announcing it reached the log. Its subscribers never saw the turn end.
+func (s *Store) UnendedMessages(ctx context.Context, sessionID string, limit int) ([]InterruptedMessage, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Raw(`SELECT id FROM (SELECT m.id, m.seq FROM messages m
+		WHERE m.conversation_id = ? AND m.role = ? AND m.status NOT IN (?, ?)
+		AND EXISTS (SELECT 1 FROM event_log e WHERE e.session_id = m.conversation_id AND e.message_id = m.id)
+		AND NOT EXISTS (SELECT 1 FROM event_log e WHERE e.session_id = m.conversation_id AND e.message_id = m.id AND e.type = ?)
+		ORDER BY m.seq DESC LIMIT ?) AS newest ORDER BY seq`,
+		sessionID, string(presenters.RoleAssistant), string(StatusInProgress), string(presenters.MessageIncomplete),
+		int(presenters.EventMessageEnd), limit).Scan(&ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("find the unended messages of session %s: %w", sessionID, err)
+	}
+	out := make([]InterruptedMessage, len(ids))
+	for i, id := range ids {
+		out[i] = InterruptedMessage{SessionID: sessionID, MessageID: id}
+	}
+	return out, nil
+}
+
+// MarkMessagesInterrupted makes the session's messages incomplete, whatever their status,
+// and their unfinished tool calls cancelled (as MarkInterrupted does for messages in
+// progress): for UnendedMessages, whose stored end no subscriber saw.
+func (s *Store) MarkMessagesInterrupted(ctx context.Context, sessionID string, msgs []InterruptedMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.MessageID
+	}
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		for _, id := range ids {
+			delete(s.committed, id)
+		}
+		err := tx.Exec(`UPDATE blocks SET tool_status = ? WHERE type = ? AND tool_status IN (?, ?) AND message_id IN ?`,
+			string(presenters.ToolCancelled), string(presenters.BlockTool), string(presenters.ToolPending), string(presenters.ToolInProgress), ids).Error
+		if err != nil {
+			return err
+		}
+		return tx.Exec(`UPDATE messages SET status = ?, stop_reason = ?, updated_at = ? WHERE conversation_id = ? AND id IN ?`,
+			string(presenters.MessageIncomplete), string(presenters.StopError), time.Now().UnixNano(), sessionID, ids).Error
+	})
+	if err != nil {
+		return fmt.Errorf("mark the interrupted messages of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// MessageStamp returns the stored updated_at of a message (Unix nanoseconds), which a
+// save with a MessageUpdate.Stamp sets to that stamp; 0 when the message is not stored.
+func (s *Store) MessageStamp(ctx context.Context, messageID string) (int64, error) {
+	var stamps []int64
+	if err := s.db.WithContext(ctx).Raw(`SELECT updated_at FROM messages WHERE id = ?`, messageID).Scan(&stamps).Error; err != nil {
+		return 0, fmt.Errorf("read the stamp of message %s: %w", messageID, err)
+	}
+	if len(stamps) == 0 {
+		return 0, nil
+	}
+	return stamps[0], nil
 }

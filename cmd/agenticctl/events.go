@@ -150,9 +150,30 @@ func resumeAfter(req *pb.SubscribeRequest, sequence uint64) {
 	}
 }
 
+// Pauses before a stream that ended UNAVAILABLE is opened again: the first, doubling up
+// to the last; unavailableFor is how long it is tried without any progress.
+const (
+	unavailableFirst = 500 * time.Millisecond
+	unavailableLast  = 5 * time.Second
+	unavailableFor   = 5 * time.Minute
+)
+
 // resume decides what to do when a stream that started after sequence start failed.
 func (c *cli) resume(err error, req *pb.SubscribeRequest, start uint64) (bool, error) {
 	last, overflow := overflowPoint(err)
+	if status.Code(err) == codes.Unavailable {
+		// The server restarts, or its database is away for a while: the turn may well go
+		// on, so the stream is opened again after what it saw, for as long as that takes.
+		if req.GetAfterSequence() > start || c.unavailableSince.IsZero() {
+			c.unavailableSince, c.unavailablePause = time.Now(), unavailableFirst
+		}
+		if time.Since(c.unavailableSince) < unavailableFor {
+			fmt.Fprintf(c.stderr, "agenticctl: the event stream ended (%s); resuming after %d in %s\n", status.Convert(err).Message(), req.GetAfterSequence(), c.unavailablePause)
+			time.Sleep(c.unavailablePause)
+			c.unavailablePause = min(2*c.unavailablePause, unavailableLast)
+			return true, nil
+		}
+	}
 	switch {
 	case overflow && last > start:
 		req.Start = &pb.SubscribeRequest_AfterSequence{AfterSequence: last}

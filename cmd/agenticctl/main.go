@@ -48,6 +48,10 @@ type cli struct {
 
 	// target is where dial connected: "unix://<socket>" or host:port.
 	target string
+	// unavailableSince is when streams began ending UNAVAILABLE without progress since,
+	// and unavailablePause the pause before the next try (follow).
+	unavailableSince time.Time
+	unavailablePause time.Duration
 
 	stdin          io.Reader
 	stdout, stderr io.Writer

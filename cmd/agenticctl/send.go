@@ -149,6 +149,15 @@ func (c *cli) sendMessage(sessionID string, content *pb.MessageContent, mode pb.
 		return err
 	}
 	err = send()
+	// The session's replica or its database away for now: the same message again, until
+	// it is taken (a message id already in use then means an earlier attempt took it).
+	for pause := unavailableFirst; status.Code(err) == codes.Unavailable && pause <= unavailableLast*8; pause *= 2 {
+		fmt.Fprintf(c.stderr, "agenticctl: %s; trying again in %s\n", status.Convert(err).Message(), min(pause, unavailableLast))
+		time.Sleep(min(pause, unavailableLast))
+		if err = send(); status.Code(err) == codes.AlreadyExists {
+			err = nil
+		}
+	}
 	// A session in error may still take messages (a provider failed once) or may not (its
 	// agent stopped): only the server can tell.
 	if status.Code(err) == codes.FailedPrecondition && snap.GetStatus() == pb.SessionStatus_SESSION_STATUS_ERROR {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agenticd/agenticd/internal/localcred"
 	"github.com/agenticd/agenticd/presenters"
@@ -241,6 +242,7 @@ func (s *Server) build(ctx context.Context) error {
 		if replicaID, replicaAddress, err = replicaIdentity(cfg, s.addr); err != nil {
 			return err
 		}
+		st.FenceMessages(replicaID)
 	}
 	var interrupted []store.InterruptedMessage
 	if !replicated {
@@ -398,7 +400,7 @@ func replicaIdentity(cfg Config, listening string) (id, address string, err erro
 // SQLite file in the data dir, checked for damage first.
 func (s *Server) openStore(ctx context.Context) (*store.Store, error) {
 	if s.cfg.Database != "" {
-		st, err := store.OpenOnPostgres(ctx, s.cfg.Database)
+		st, err := store.OpenOnPostgresWith(ctx, s.cfg.Database, postgresLimits(cmp.Or(s.cfg.Replica.LeaseTTL, service.DefaultLeaseTTL)))
 		if err == nil {
 			s.logger.Info("history database on Postgres", "database", store.RedactDSN(s.cfg.Database))
 		}
@@ -422,6 +424,15 @@ func (s *Server) openStore(ctx context.Context) (*store.Store, error) {
 		s.logger.Debug("history database checked", "file", dbPath, "bytes", integrity.Size, "took", integrity.Elapsed)
 	}
 	return store.Open(ctx, dbPath)
+}
+
+// postgresLimits bound a stalled connection to a fifth of the lease ttl (between 1 s and
+// 5 s): a transaction cut off mid-way lets go of the lease rows it locked well before
+// another replica may take the sessions over.
+func postgresLimits(ttl time.Duration) store.PostgresLimits {
+	limits := store.DefaultPostgresLimits
+	limits.Stall = min(max(ttl/5, time.Second), limits.Stall)
+	return limits
 }
 
 // sandboxOptions keeps agenticd's own secrets from sessions: neither terminals nor ACP

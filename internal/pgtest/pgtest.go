@@ -302,3 +302,68 @@ func StopShared() error {
 	}
 	return shared.cluster.Stop()
 }
+
+// Port is the TCP port the server listens on, on 127.0.0.1.
+func (c *Cluster) Port() int { return c.port }
+
+// Halt stops the server (fast shutdown: it disconnects its clients) and keeps its data;
+// Resume starts it again.
+func (c *Cluster) Halt(ctx context.Context) error {
+	return c.run(ctx, "pg_ctl", "stop", "-w", "-m", "fast", "-D", c.dataDir())
+}
+
+// Crash kills the server's postmaster with SIGKILL, as a crash would, and waits until it
+// is gone; Resume starts it again (with crash recovery).
+func (c *Cluster) Crash(ctx context.Context) error {
+	b, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
+	if err != nil {
+		return fmt.Errorf("pgtest: read the postmaster's pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return fmt.Errorf("pgtest: read the postmaster's pid: %w", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("pgtest: kill the postmaster: %w", err)
+	}
+	for syscall.Kill(pid, 0) == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Resume starts a server Halt stopped or Crash killed. After a crash the server's
+// backends may hold its shared memory for a moment: it tries again until they are gone
+// or ctx ends.
+func (c *Cluster) Resume(ctx context.Context) error {
+	for {
+		err := c.start(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Exec runs statements as the superuser in the database named db.
+func (c *Cluster) Exec(ctx context.Context, db string, statements ...string) error {
+	conn, err := sql.Open("pgx", c.DSN(db))
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	for _, s := range statements {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("pgtest: %s: %w", s, err)
+		}
+	}
+	return nil
+}

@@ -122,6 +122,11 @@ const (
 	// which any replica takes the session over: retry then. Metadata: owner (its address),
 	// lease_expires (RFC 3339).
 	ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE ErrorReason = 31
+	// UNAVAILABLE: this replica cannot reach its database (several agenticd replicas on
+	// one database), or the database refused the write for now (restarting, read-only).
+	// Nothing was lost: retry. On streams the stream ends with it when the replica can no
+	// longer vouch for what it sends. Metadata: last_sequence, on streams.
+	ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE ErrorReason = 33
 	// CANCELLED / DEADLINE_EXCEEDED: the client's call ended first.
 	ErrorReason_ERROR_REASON_CANCELLED         ErrorReason = 25
 	ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED ErrorReason = 26
@@ -200,6 +205,7 @@ var (
 		23: "ERROR_REASON_AGENT_UNAVAILABLE",
 		24: "ERROR_REASON_SHUTTING_DOWN",
 		31: "ERROR_REASON_SESSION_OWNER_UNAVAILABLE",
+		33: "ERROR_REASON_DATABASE_UNAVAILABLE",
 		25: "ERROR_REASON_CANCELLED",
 		26: "ERROR_REASON_DEADLINE_EXCEEDED",
 		27: "ERROR_REASON_INTERNAL",
@@ -250,6 +256,7 @@ var (
 		"ERROR_REASON_AGENT_UNAVAILABLE":            23,
 		"ERROR_REASON_SHUTTING_DOWN":                24,
 		"ERROR_REASON_SESSION_OWNER_UNAVAILABLE":    31,
+		"ERROR_REASON_DATABASE_UNAVAILABLE":         33,
 		"ERROR_REASON_CANCELLED":                    25,
 		"ERROR_REASON_DEADLINE_EXCEEDED":            26,
 		"ERROR_REASON_INTERNAL":                     27,
@@ -303,7 +310,7 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\xd4\r\n" +
+	"agentic.v1*\xfb\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
@@ -335,7 +342,8 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\x1fERROR_REASON_TOO_MANY_TERMINALS\x10\x16\x12\"\n" +
 	"\x1eERROR_REASON_AGENT_UNAVAILABLE\x10\x17\x12\x1e\n" +
 	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x18\x12*\n" +
-	"&ERROR_REASON_SESSION_OWNER_UNAVAILABLE\x10\x1f\x12\x1a\n" +
+	"&ERROR_REASON_SESSION_OWNER_UNAVAILABLE\x10\x1f\x12%\n" +
+	"!ERROR_REASON_DATABASE_UNAVAILABLE\x10!\x12\x1a\n" +
 	"\x16ERROR_REASON_CANCELLED\x10\x19\x12\"\n" +
 	"\x1eERROR_REASON_DEADLINE_EXCEEDED\x10\x1a\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x1b\x12\x1e\n" +

@@ -3185,8 +3185,13 @@ func (x *CaughtUp) GetSequence() uint64 {
 }
 
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ServerTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// The stream's resume point: a stream resumed with after_sequence set to it misses
+	// nothing this one would have sent. A heartbeat vouches that nothing up to now is
+	// missing; a replica that can no longer vouch (cut off from its database) ends the
+	// stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
+	LastSequence  uint64 `protobuf:"varint,2,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3226,6 +3231,13 @@ func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
 		return x.ServerTime
 	}
 	return nil
+}
+
+func (x *Heartbeat) GetLastSequence() uint64 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
 }
 
 type ListAuditEventsRequest struct {
@@ -3592,10 +3604,11 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\bBookmark\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\"&\n" +
 	"\bCaughtUp\x12\x1a\n" +
-	"\bsequence\x18\x01 \x01(\x04R\bsequence\"H\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"m\n" +
 	"\tHeartbeat\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"\xad\x02\n" +
+	"serverTime\x12#\n" +
+	"\rlast_sequence\x18\x02 \x01(\x04R\flastSequence\"\xad\x02\n" +
 	"\x16ListAuditEventsRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1b\n" +

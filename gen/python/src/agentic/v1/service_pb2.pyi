@@ -189,10 +189,12 @@ class GetSessionResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ["server_time"]
+    __slots__ = ["last_sequence", "server_time"]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
+    last_sequence: int
     server_time: _timestamp_pb2.Timestamp
-    def __init__(self, server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = []

@@ -262,6 +262,16 @@ export enum ErrorReason {
   SESSION_OWNER_UNAVAILABLE = 31,
 
   /**
+   * UNAVAILABLE: this replica cannot reach its database (several agenticd replicas on
+   * one database), or the database refused the write for now (restarting, read-only).
+   * Nothing was lost: retry. On streams the stream ends with it when the replica can no
+   * longer vouch for what it sends. Metadata: last_sequence, on streams.
+   *
+   * @generated from enum value: ERROR_REASON_DATABASE_UNAVAILABLE = 33;
+   */
+  DATABASE_UNAVAILABLE = 33,
+
+  /**
    * CANCELLED / DEADLINE_EXCEEDED: the client's call ended first.
    *
    * @generated from enum value: ERROR_REASON_CANCELLED = 25;

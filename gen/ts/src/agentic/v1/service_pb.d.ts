@@ -1372,6 +1372,16 @@ export declare type Heartbeat = Message<"agentic.v1.Heartbeat"> & {
    * @generated from field: google.protobuf.Timestamp server_time = 1;
    */
   serverTime?: Timestamp | undefined;
+
+  /**
+   * The stream's resume point: a stream resumed with after_sequence set to it misses
+   * nothing this one would have sent. A heartbeat vouches that nothing up to now is
+   * missing; a replica that can no longer vouch (cut off from its database) ends the
+   * stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
+   *
+   * @generated from field: uint64 last_sequence = 2;
+   */
+  lastSequence: bigint;
 };
 
 /**
