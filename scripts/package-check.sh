@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Installs the TypeScript and Python packages the way clients/README.md tells a
+# stranger to, outside this repository, and uses them: a check that they install at
+# all, with their dependencies, and that a program can import, compile against and run
+# them. Works in a temporary directory; leaves the working tree untouched.
+#
+# TypeScript: `npm pack` gen/ts, then in a fresh project the README's two commands in
+# order (the tarball, then @connectrpc/connect-node from the npm registry), then tsc and
+# node on a small program. The second install is part of the check: installing a path
+# made npm turn the package back into a symlink, whose imports then missed
+# @bufbuild/protobuf.
+# Python: a fresh virtual environment that sees Debian's grpcio and protobuf (PyPI is
+# not reachable here), pip with --no-index, then an import and an ErrorInfo round trip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+python=/usr/bin/python3 # Debian's python3-grpcio and python3-protobuf live here
+tsc=$repo/node_modules/.bin/tsc
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/agenticd-packages.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+quiet=(--no-audit --no-fund --loglevel=error)
+
+# A private package cannot be published, and one without a licence may not be used.
+node -e 'const p = require("./gen/ts/package.json"); if (p.private || p.license !== "Apache-2.0") { console.error("package-check: gen/ts/package.json must not be private and must say license Apache-2.0"); process.exit(1); }'
+
+echo "package-check: TypeScript: npm pack gen/ts, install the tarball in a fresh project"
+tarball=$(npm pack ./gen/ts --pack-destination "$tmp" --silent "${quiet[@]}" | tail -n 1)
+mkdir "$tmp/ts"
+cd "$tmp/ts"
+echo '{"name": "stranger", "private": true, "type": "module"}' >package.json
+npm install "${quiet[@]}" "$tmp/$tarball" >/dev/null
+npm install "${quiet[@]}" @connectrpc/connect-node@^2.1.2 >/dev/null
+if [[ -L node_modules/@agenticd/api ]]; then
+	echo "package-check: npm installed @agenticd/api as a symlink, not a copy" >&2
+	exit 1
+fi
+cat >tsconfig.json <<'EOF'
+{
+  "compilerOptions": {
+    "module": "nodenext",
+    "target": "es2022",
+    "strict": true,
+    "skipLibCheck": true,
+    "outDir": "dist"
+  },
+  "files": ["check.ts"]
+}
+EOF
+cat >check.ts <<'EOF'
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { AgenticService, SendMessageRequestSchema } from "@agenticd/api/agentic/v1/service_pb";
+import { BadRequestSchema, ErrorInfoSchema } from "@agenticd/api/google/rpc/error_details_pb";
+
+const client = createClient(AgenticService, createGrpcTransport({ baseUrl: "http://127.0.0.1:1" }));
+if (typeof client.sendMessage !== "function") throw new Error("no sendMessage on the client");
+const request = create(SendMessageRequestSchema, { sessionId: "s1", messageId: "m1" });
+if (fromBinary(SendMessageRequestSchema, toBinary(SendMessageRequestSchema, request)).messageId !== "m1") {
+  throw new Error("SendMessageRequest did not survive a round trip");
+}
+// An error with details as agenticd sends them, read back as messages.
+const err = new ConnectError("bad", Code.InvalidArgument, undefined, [
+  { desc: ErrorInfoSchema, value: { reason: "INVALID_ARGUMENT", domain: "agenticd" } },
+  { desc: BadRequestSchema, value: { fieldViolations: [{ field: "message_id", description: "too long" }] } },
+]);
+const [info] = err.findDetails(ErrorInfoSchema);
+const [bad] = err.findDetails(BadRequestSchema);
+if (info?.reason !== "INVALID_ARGUMENT" || bad?.fieldViolations[0]?.field !== "message_id") {
+  throw new Error("error details not readable");
+}
+console.log("ok");
+EOF
+"$tsc" -p tsconfig.json
+[[ $(node dist/check.js) == ok ]]
+echo "ok   TypeScript: $tarball installs from its tarball, compiles and runs"
+cd "$repo"
+
+echo "package-check: Python: pip install gen/python into a fresh virtual environment"
+# pip builds in the source directory (build/, *.egg-info): build a copy.
+cp -r gen/python "$tmp/python-src"
+"$python" -m venv --system-site-packages --without-pip "$tmp/venv"
+"$python" -m pip --python "$tmp/venv/bin/python" install -q --no-index --no-build-isolation "$tmp/python-src"
+(cd "$tmp" && PYTHONDONTWRITEBYTECODE=1 "$tmp/venv/bin/python" - <<'EOF'
+import importlib.metadata
+from agentic.v1 import service_pb2, service_pb2_grpc
+from google.rpc import error_details_pb2, status_pb2
+
+assert "/venv/" in service_pb2.__file__, service_pb2.__file__
+assert service_pb2_grpc.AgenticServiceStub
+# A grpc-status-details-bin trailer as agenticd sends it, read back as messages.
+status = status_pb2.Status(code=3, message="bad")
+status.details.add().Pack(error_details_pb2.ErrorInfo(reason="INVALID_ARGUMENT", domain="agenticd"))
+status = status_pb2.Status.FromString(status.SerializeToString())
+info = error_details_pb2.ErrorInfo()
+assert status.details[0].Unpack(info) and info.reason == "INVALID_ARGUMENT"
+assert importlib.metadata.metadata("agenticd-api")["License"] == "Apache-2.0"
+EOF
+)
+echo "ok   Python: agenticd-api installs with pip into a virtual environment and imports"
