@@ -28,6 +28,8 @@ for copy in gen/ts/LICENSE gen/python/LICENSE third_party/googleapis/LICENSE; do
 		exit 1
 	fi
 done
+# The packages carry one version, agenticd's (scripts/stamp-version.sh writes it).
+scripts/stamp-version.sh --check
 # Not compared: what Python, pip and npm leave beside the code when they run or
 # install it (__pycache__, build, *.egg-info, node_modules).
 if ! diff -r -x __pycache__ -x build -x '*.egg-info' -x node_modules gen "$tmp/gen" >"$tmp/diff.txt"; then
