@@ -36,12 +36,13 @@ generate: deps
 web: deps
 	scripts/build-web.sh
 
-## lint: buf lint, gofmt, go vet, staticcheck, the TypeScript client's and the web page's types, the Python client's syntax
+## lint: buf lint, gofmt, go vet (also of gen/go, a module of its own), staticcheck, the TypeScript client's and the web page's types, the Python client's syntax
 lint: deps
 	$(BUF) lint
 	@unformatted=$$(find . \( -path ./node_modules -o -path ./.git \) -prune -o -name '*.go' -print | xargs gofmt -l); \
 	if [[ -n $$unformatted ]]; then echo "gofmt: these files need 'gofmt -w':"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	cd gen/go && go vet ./...
 	go tool -modfile=tools/go.mod staticcheck ./...
 	$(TSC) -p clients/ts/tsconfig.json
 	$(TSC) -p web/tsconfig.json

@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 buf=${BUF:-node_modules/.bin/buf}
-manifests=(gen/ts/package.json gen/python/pyproject.toml gen/ts/LICENSE gen/python/LICENSE)
+manifests=(gen/ts/package.json gen/python/pyproject.toml gen/go/go.mod gen/go/go.sum
+	gen/ts/LICENSE gen/python/LICENSE gen/go/LICENSE)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -21,8 +22,9 @@ for manifest in "${manifests[@]}"; do
 	fi
 	cp "$manifest" "$tmp/$manifest"
 done
-# npm and setuptools pack only what lies under the package's directory, hence the copies.
-for copy in gen/ts/LICENSE gen/python/LICENSE third_party/googleapis/LICENSE; do
+# npm, setuptools and Go's module zips take only what lies under the package's
+# directory, hence the copies.
+for copy in gen/ts/LICENSE gen/python/LICENSE gen/go/LICENSE third_party/googleapis/LICENSE; do
 	if ! cmp -s LICENSE "$copy"; then
 		echo "check-generated: $copy differs from LICENSE: cp LICENSE $copy" >&2
 		exit 1

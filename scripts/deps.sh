@@ -51,5 +51,7 @@ go mod download
 # staticcheck, for make lint: a module of its own (tools/go.mod), so that its
 # dependencies stay out of agenticd's.
 (cd tools && go mod download)
+# gen/go, the API for Go programs, is a module of its own with its own (older) minimums.
+(cd gen/go && go mod download)
 # deploy/validate is a module of its own (k8s.io/api, Envoy's API): make deploy-check.
 (cd deploy/validate && go mod download)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the TypeScript and Python packages the way clients/README.md tells a
+# Installs the TypeScript, Python and Go packages the way clients/README.md tells a
 # stranger to, outside this repository, and uses them: a check that they install at
 # all, with their dependencies, and that a program can import, compile against and run
 # them. Works in a temporary directory; leaves the working tree untouched.
@@ -9,6 +9,9 @@
 # node on a small program. The second install is part of the check: installing a path
 # made npm turn the package back into a symlink, whose imports then missed
 # @bufbuild/protobuf.
+# Go: a program in a module of its own, at gen/go's go version, that requires gen/go (a
+# copy, through a replace, as an unpublished module must be): building it must not raise
+# its go line, i.e. the API module asks for no newer Go than it says.
 # Python: a fresh virtual environment that sees Debian's grpcio and protobuf (PyPI is
 # not reachable here), pip with --no-index, then an import and an ErrorInfo round trip.
 set -euo pipefail
@@ -19,7 +22,8 @@ tsc=$repo/node_modules/.bin/tsc
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/agenticd-packages.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-quiet=(--no-audit --no-fund --loglevel=error)
+# --prefer-offline: the npm cache answers when it can; the registry only when it cannot.
+quiet=(--no-audit --no-fund --loglevel=error --prefer-offline)
 
 # A private package cannot be published, and one without a licence may not be used.
 node -e 'const p = require("./gen/ts/package.json"); if (p.private || p.license !== "Apache-2.0") { console.error("package-check: gen/ts/package.json must not be private and must say license Apache-2.0"); process.exit(1); }'
@@ -99,3 +103,50 @@ assert importlib.metadata.metadata("agenticd-api")["License"] == "Apache-2.0"
 EOF
 )
 echo "ok   Python: agenticd-api installs with pip into a virtual environment and imports"
+
+echo "package-check: Go: build a program against gen/go in a module at gen/go's go version"
+go_line=$(sed -n 's/^go //p' gen/go/go.mod)
+cp -r gen/go "$tmp/go-api"
+mkdir "$tmp/go-program"
+cat >"$tmp/go-program/go.mod" <<EOF
+module example.com/stranger
+
+go $go_line
+
+require github.com/agenticd/agenticd/gen/go v0.0.0
+
+replace github.com/agenticd/agenticd/gen/go => $tmp/go-api
+EOF
+cat >"$tmp/go-program/main.go" <<'EOF'
+package main
+
+import (
+	"fmt"
+
+	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+func main() {
+	var conn grpc.ClientConnInterface
+	_ = agenticv1.NewAgenticServiceClient(conn)
+	b, err := proto.Marshal(&agenticv1.SendMessageRequest{SessionId: "s1", MessageId: "m1"})
+	var back agenticv1.SendMessageRequest
+	if err == nil {
+		err = proto.Unmarshal(b, &back)
+	}
+	if err != nil || back.GetMessageId() != "m1" {
+		panic(fmt.Sprint("SendMessageRequest did not survive a round trip: ", err))
+	}
+	fmt.Println("ok")
+}
+EOF
+# The program's go.sum is its own: let go write it (only the Go proxy is asked).
+(cd "$tmp/go-program" && GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod tidy && GOTOOLCHAIN=local go run .) >"$tmp/go.out"
+if [[ $(<"$tmp/go.out") != ok ]] || ! grep -qx "go $go_line" "$tmp/go-program/go.mod"; then
+	echo "package-check: the Go program failed, or its go line moved past go $go_line:" >&2
+	cat "$tmp/go.out" "$tmp/go-program/go.mod" >&2
+	exit 1
+fi
+echo "ok   Go: gen/go builds into a go $go_line module without raising its go line"
