@@ -106,6 +106,17 @@ echo "ok   Python: agenticd-api installs with pip into a virtual environment and
 
 echo "package-check: Go: build a program against gen/go in a module at gen/go's go version"
 go_line=$(sed -n 's/^go //p' gen/go/go.mod)
+# Its go line must be no higher than its direct requirements' go lines ask: a
+# `go mod tidy` after raising a requirement raises it silently.
+needed=0
+for req in $(cd gen/go && go list -m -f '{{if not .Indirect}}{{if not .Main}}{{.Path}}@{{.Version}}{{end}}{{end}}' all); do
+	gomod=$(cd gen/go && go mod download -json "$req" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+	needed=$(printf '%s\n%s\n' "$needed" "$(sed -n 's/^go //p' "$gomod")" | sort -V | tail -n 1)
+done
+if [[ $go_line != "$needed" ]]; then
+	echo "package-check: gen/go/go.mod says go $go_line, its requirements need go $needed: set that" >&2
+	exit 1
+fi
 cp -r gen/go "$tmp/go-api"
 mkdir "$tmp/go-program"
 cat >"$tmp/go-program/go.mod" <<EOF
