@@ -21,7 +21,7 @@ GO_TEST_PKGS ?= ./...
 # Arguments for `make run`, e.g. `make run RUN_ARGS='--listen 127.0.0.1:6000'`.
 RUN_ARGS ?=
 
-.PHONY: deps generate web lint check-generated breaking build cc-check run test tree-unchanged go-test deploy-check client-smoke bench clean
+.PHONY: deps generate web lint check-generated breaking build cc-check run test tree-unchanged go-test deploy-check client-smoke package-check bench clean
 
 ## deps: install protoc, the gRPC Python plugin and runtime (apt), node_modules, Go modules
 deps:
@@ -36,12 +36,13 @@ generate: deps
 web: deps
 	scripts/build-web.sh
 
-## lint: buf lint, gofmt, go vet, staticcheck, the TypeScript client's and the web page's types, the Python client's syntax
+## lint: buf lint, gofmt, go vet (also of gen/go, a module of its own), staticcheck, the TypeScript client's and the web page's types, the Python client's syntax
 lint: deps
 	$(BUF) lint
 	@unformatted=$$(find . \( -path ./node_modules -o -path ./.git \) -prune -o -name '*.go' -print | xargs gofmt -l); \
 	if [[ -n $$unformatted ]]; then echo "gofmt: these files need 'gofmt -w':"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	cd gen/go && go vet ./...
 	go tool -modfile=tools/go.mod staticcheck ./...
 	$(TSC) -p clients/ts/tsconfig.json
 	$(TSC) -p web/tsconfig.json
@@ -71,7 +72,7 @@ run: build
 	bin/agenticd $(RUN_ARGS)
 
 ## test: everything CI checks, and that it left the working tree as it found it
-test: deps lint check-generated breaking deploy-check go-test client-smoke tree-unchanged
+test: deps lint check-generated breaking deploy-check go-test client-smoke package-check tree-unchanged
 
 # git status as it was when make started (read only when the goal needs it), handed to
 # the recipe through the environment so that no file name is spliced into the command.
@@ -97,6 +98,10 @@ deploy-check: deps
 ## client-smoke: the TypeScript and Python smoke clients and the Go, TypeScript and Python examples against a real agenticd (built with GO_TEST_FLAGS)
 client-smoke: deps
 	SMOKE_BUILD_FLAGS='$(GO_TEST_FLAGS)' scripts/client-smoke.sh
+
+## package-check: install gen/ts (packed) and gen/python (pip, into a venv) as a stranger would, outside the repository, and use them (~15 s)
+package-check: deps
+	scripts/package-check.sh
 
 ## bench: the Go benchmarks, the load program against a real agenticd, profiles, docs/BENCHMARKS.md
 bench: deps

@@ -40,6 +40,7 @@ require (
 
 require (
 	connectrpc.com/connect v1.19.1
+	github.com/agenticd/agenticd/gen/go v0.0.0-00010101000000-000000000000
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -94,3 +95,5 @@ tool (
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )
+
+replace github.com/agenticd/agenticd/gen/go => ./gen/go

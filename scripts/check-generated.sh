@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Fails when gen/ differs from what `buf generate` makes of proto/ now, or web/dist from
+# Fails when gen/ differs from what `buf generate` makes of proto/ (and third_party/) now, or web/dist from
 # what scripts/build-web.sh makes of web/src: builds both into a temporary directory and
 # compares, leaving the working tree untouched.
-# Besides generated code, gen/ holds the hand-written package manifests listed below
-# (generation writes into src/ beside them and leaves them alone); anything else in
-# gen/, such as the code of a removed .proto, is reported.
+# Besides generated code, gen/ holds the hand-written package manifests and licence
+# copies listed below (generation writes into src/ beside them and leaves them alone);
+# anything else in gen/, such as the code of a removed .proto, is reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 buf=${BUF:-node_modules/.bin/buf}
-manifests=(gen/ts/package.json gen/python/pyproject.toml)
+manifests=(gen/ts/package.json gen/python/pyproject.toml gen/go/go.mod gen/go/go.sum
+	gen/ts/LICENSE gen/python/LICENSE gen/go/LICENSE)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -21,6 +22,16 @@ for manifest in "${manifests[@]}"; do
 	fi
 	cp "$manifest" "$tmp/$manifest"
 done
+# npm, setuptools and Go's module zips take only what lies under the package's
+# directory, hence the copies.
+for copy in gen/ts/LICENSE gen/python/LICENSE gen/go/LICENSE third_party/googleapis/LICENSE; do
+	if ! cmp -s LICENSE "$copy"; then
+		echo "check-generated: $copy differs from LICENSE: cp LICENSE $copy" >&2
+		exit 1
+	fi
+done
+# The packages carry one version, agenticd's (scripts/stamp-version.sh writes it).
+scripts/stamp-version.sh --check
 # Not compared: what Python, pip and npm leave beside the code when they run or
 # install it (__pycache__, build, *.egg-info, node_modules).
 if ! diff -r -x __pycache__ -x build -x '*.egg-info' -x node_modules gen "$tmp/gen" >"$tmp/diff.txt"; then

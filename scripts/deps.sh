@@ -7,12 +7,13 @@ cd "$(dirname "$0")/.."
 
 # protoc and the gRPC Python plugin feed `buf generate` (gen/python); grpcio and
 # protobuf run the Python client. Debian's versions are the ones gen/python is made
-# with: code from a newer protoc would not load on this runtime. procps gives the
+# with: code from a newer protoc would not load on this runtime. venv, pip and setuptools
+# install gen/python as a package (scripts/package-check.sh). procps gives the
 # confinement tests ps, to look for processes a session left behind. chromium runs the
 # web page's end-to-end test (e2e/browser_test.go drives /usr/bin/chromium headless).
 # postgresql (Debian 12's, 15.x) gives the tests of the Postgres store a real server:
 # internal/pgtest runs a throw-away cluster from /usr/lib/postgresql/*/bin in a temp dir.
-apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf procps chromium postgresql)
+apt_packages=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf python3-venv python3-pip python3-setuptools procps chromium postgresql)
 
 missing=()
 for pkg in "${apt_packages[@]}"; do
@@ -50,5 +51,7 @@ go mod download
 # staticcheck, for make lint: a module of its own (tools/go.mod), so that its
 # dependencies stay out of agenticd's.
 (cd tools && go mod download)
+# gen/go, the API for Go programs, is a module of its own with its own (older) minimums.
+(cd gen/go && go mod download)
 # deploy/validate is a module of its own (k8s.io/api, Envoy's API): make deploy-check.
 (cd deploy/validate && go mod download)

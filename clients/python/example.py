@@ -13,6 +13,7 @@ import uuid
 
 import grpc
 from agentic.v1 import errors_pb2, service_pb2, service_pb2_grpc, types_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 
 def main():
@@ -101,8 +102,23 @@ def allow_once(client, session_id, request, metadata):
     )
 
 
+def describe(err):
+    """A failed call as one line, with agenticd's ErrorInfo reason (e.g. "SESSION_BUSY"):
+    what a program acts on, where the message is for people; and the fields BadRequest
+    names. The details travel in the grpc-status-details-bin trailer, a google.rpc.Status."""
+    trailer = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin", b"")
+    head, fields = f"{err.code().name}: {err.details()}", []
+    for detail in status_pb2.Status.FromString(trailer).details:
+        info, bad = error_details_pb2.ErrorInfo(), error_details_pb2.BadRequest()
+        if detail.Unpack(info) and info.domain == "agenticd":
+            head = f"{err.code().name} {info.reason}: {err.details()}"
+        elif detail.Unpack(bad):
+            fields += [f"{v.field}: {v.description}" for v in bad.field_violations]
+    return "; ".join([head, *fields])
+
+
 if __name__ == "__main__":
     try:
         main()
     except grpc.RpcError as err:
-        sys.exit(f"example: {err.code().name}: {err.details()}")
+        sys.exit(f"example: {describe(err)}")

@@ -24,7 +24,7 @@ import uuid
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "gen" / "python" / "src"))
 
 import grpc  # noqa: E402
-from google.protobuf import any_pb2, empty_pb2, unknown_fields  # noqa: E402
+from google.rpc import error_details_pb2, status_pb2  # noqa: E402
 
 from agentic.v1 import errors_pb2, events_pb2, service_pb2, service_pb2_grpc, types_pb2  # noqa: E402
 
@@ -126,26 +126,13 @@ class EventReader:
 
 def error_info_reason(err):
     """The reason of agenticd's google.rpc.ErrorInfo in a failed call's
-    grpc-status-details-bin trailer ("" when there is none).
-
-    Debian has no googleapis-common-protos (nor grpcio-status), so there are no
-    google.rpc classes here: the trailer (google.rpc.Status) and its ErrorInfo detail are
-    read by field number, Status.details = 3 (google.protobuf.Any), ErrorInfo.reason = 1
-    and ErrorInfo.domain = 2."""
+    grpc-status-details-bin trailer ("" when there is none)."""
     trailer = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin", b"")
-    for detail in _fields(trailer, 3):
-        info = any_pb2.Any.FromString(detail)
-        if info.type_url.rsplit("/", 1)[-1] != "google.rpc.ErrorInfo":
-            continue
-        if b"agenticd" in _fields(info.value, 2):
-            return b"".join(_fields(info.value, 1)).decode()
+    for detail in status_pb2.Status.FromString(trailer).details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info) and info.domain == "agenticd":
+            return info.reason
     return ""
-
-
-def _fields(data, number):
-    """The length-delimited values of one field of an encoded message."""
-    holder = empty_pb2.Empty.FromString(data)
-    return [f.data for f in unknown_fields.UnknownFieldSet(holder) if f.field_number == number]
 
 
 def event_name(event_type):

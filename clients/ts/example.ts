@@ -6,7 +6,7 @@
 //       --message 'Say hello' [--addr 127.0.0.1:50051] [--token T]
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client, Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ErrorReason } from "@agenticd/api/agentic/v1/errors_pb";
@@ -15,6 +15,7 @@ import { AgenticService } from "@agenticd/api/agentic/v1/service_pb";
 import type { SubscribeResponse } from "@agenticd/api/agentic/v1/service_pb";
 import { PermissionOptionKind, StopReason } from "@agenticd/api/agentic/v1/types_pb";
 import type { PermissionRequest } from "@agenticd/api/agentic/v1/types_pb";
+import { BadRequestSchema, ErrorInfoSchema } from "@agenticd/api/google/rpc/error_details_pb";
 
 type AgenticClient = Client<typeof AgenticService>;
 
@@ -118,7 +119,19 @@ async function allowOnce(client: AgenticClient, sessionId: string, req: Permissi
   });
 }
 
+// A failed call as one line, with agenticd's ErrorInfo reason (e.g. "SESSION_BUSY"): what
+// a program acts on, where the message is for people; and the fields BadRequest names.
+function describe(err: unknown): string {
+  if (!(err instanceof ConnectError)) {
+    return err instanceof Error ? err.message : String(err);
+  }
+  const reason = err.findDetails(ErrorInfoSchema).find((info) => info.domain === "agenticd")?.reason;
+  const fields = err.findDetails(BadRequestSchema).flatMap((bad) => bad.fieldViolations);
+  return [`${Code[err.code]}${reason ? ` ${reason}` : ""}: ${err.rawMessage}`,
+    ...fields.map((v) => `${v.field}: ${v.description}`)].join("; ");
+}
+
 main().catch((err: unknown) => {
-  console.error(`example: ${err instanceof Error ? err.message : String(err)}`);
+  console.error(`example: ${describe(err)}`);
   process.exitCode = 1;
 });

@@ -13,7 +13,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client, Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AgenticService } from "../../gen/ts/src/agentic/v1/service_pb.js";
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { ErrorInfoSchema } from "../../gen/ts/src/google/rpc/error_details_pb.js";
 import type { SubscribeResponse } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import type { AgenticEvent } from "../../gen/ts/src/agentic/v1/events_pb.js";
 import { AgenticEventType } from "../../gen/ts/src/agentic/v1/events_pb.js";
@@ -175,24 +175,10 @@ class EventReader {
 }
 
 // The reason of agenticd's google.rpc.ErrorInfo among a ConnectError's details ("" when
-// there is none). connect decodes the google.rpc.Status trailer and keeps each detail's
-// type and bytes; gen/ts has no google.rpc types to decode them with, so this reads
-// ErrorInfo's reason (field 1) from the bytes and checks its domain (field 2).
+// there is none). connect decodes the google.rpc.Status trailer; findDetails decodes the
+// details of the type asked for.
 function errorInfoReason(err: ConnectError): string {
-  for (const detail of err.details) {
-    if (!("type" in detail) || detail.type !== "google.rpc.ErrorInfo") continue;
-    const reader = new BinaryReader(detail.value);
-    let reason = "";
-    let domain = "";
-    while (reader.pos < reader.len) {
-      const [field, wireType] = reader.tag();
-      if (field === 1 && wireType === WireType.LengthDelimited) reason = reader.string();
-      else if (field === 2 && wireType === WireType.LengthDelimited) domain = reader.string();
-      else reader.skip(wireType);
-    }
-    if (domain === "agenticd") return reason;
-  }
-  return "";
+  return err.findDetails(ErrorInfoSchema).find((info) => info.domain === "agenticd")?.reason ?? "";
 }
 
 function eventName(type: AgenticEventType): string {
