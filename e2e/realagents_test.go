@@ -1,0 +1,448 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/unprivileged"
+	"github.com/agenticd/agenticd/sandbox/confine"
+)
+
+// The real agents of today, installed from npm at the versions package.json pins, run
+// by agenticd as an ordinary user, confined (the default), each configured as its README
+// says, against a local fake of its model's API speaking the real wire format. The fake
+// answers by the markers in the user's prompt, so the agent's own side requests (titles,
+// quota checks) get plain text and never a tool call.
+const (
+	markHello   = "REALAGENT-HELLO"
+	markInside  = "REALAGENT-WRITE-INSIDE"
+	markOutside = "REALAGENT-WRITE-OUTSIDE"
+	markMCP     = "REALAGENT-MCP-ECHO"
+	// echoArg is what the fake asks server-everything's echo tool to echo.
+	echoArg = "ping-from-the-fake-model"
+)
+
+// realAgent is one agent of the matrix.
+type realAgent struct {
+	id, bin string
+	// config is the agent's entry in agenticd.yaml (without id, type and command), given
+	// the fake API's URL.
+	config func(apiURL string) string
+	// writeTool is the agent's own tool that writes a file, and its arguments.
+	writeTool func(path, content string) (string, map[string]any)
+	// yolo is the agent's own mode in which it writes without asking anyone, so that only
+	// the kernel stands between its tool and a path outside the workspace.
+	yolo string
+	// fake serves the agent's model API.
+	fake func(a realAgent, f *fakeModel) http.Handler
+}
+
+var realAgents = []realAgent{
+	{
+		id: "acp.anthropic.claude", bin: "claude-agent-acp",
+		config: func(apiURL string) string {
+			// Without tool search the fake finds the MCP server's tools in the request.
+			return fmt.Sprintf("    env: {ANTHROPIC_BASE_URL: %q, ANTHROPIC_API_KEY: fake-anthropic-key, ENABLE_TOOL_SEARCH: \"false\"}\n", apiURL)
+		},
+		writeTool: func(path, content string) (string, map[string]any) {
+			return "Write", map[string]any{"file_path": path, "content": content}
+		},
+		yolo: "bypassPermissions",
+		fake: anthropicFake,
+	},
+}
+
+// fakeModel is what the fakes share: the requests seen (for the failure message) and
+// the tool results the agent sent back, by tool-call id.
+type fakeModel struct {
+	mu       sync.Mutex
+	requests []string
+	results  map[string]string
+	tools    [][]string
+	calls    int
+}
+
+func (f *fakeModel) seen(r *http.Request, body []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, fmt.Sprintf("%s %s %s", r.Method, r.URL.RequestURI(), short(string(body))))
+	if d := os.Getenv("REALAGENT_DUMP"); d != "" {
+		_ = os.WriteFile(filepath.Join(d, fmt.Sprintf("%02d.json", len(f.requests))), body, 0o644)
+	}
+}
+
+func (f *fakeModel) result(id, text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.results == nil {
+		f.results = map[string]string{}
+	}
+	f.results[id] = text
+}
+
+func (f *fakeModel) resultOf(id string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	text, ok := f.results[id]
+	return text, ok
+}
+
+func (f *fakeModel) log() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.requests, "\n")
+}
+
+func (f *fakeModel) nextCallID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return fmt.Sprintf("toolu_fake%02d", f.calls)
+}
+
+// plan is the fake's answer to one request: text, or one tool call.
+type plan struct {
+	text     string
+	tool     string
+	toolArgs map[string]any
+}
+
+// planFor decides the answer from the last user prompt's marker and whether the agent
+// is already sending a tool's result back (then the turn ends with text).
+func planFor(a realAgent, f *fakeModel, prompt string, toolResult bool, tools []string) plan {
+	if toolResult {
+		return plan{text: "The tool has run."}
+	}
+	switch {
+	case strings.Contains(prompt, markHello):
+		return plan{text: "Hello from the fake model."}
+	case strings.Contains(prompt, markInside), strings.Contains(prompt, markOutside):
+		m := regexp.MustCompile(`path=(\S+) content=(\S+)`).FindStringSubmatch(prompt)
+		if m == nil {
+			return plan{text: "no path in the prompt"}
+		}
+		name, args := a.writeTool(m[1], m[2]+"\n")
+		return plan{tool: name, toolArgs: args}
+	case strings.Contains(prompt, markMCP):
+		i := slices.IndexFunc(tools, func(name string) bool { return strings.Contains(name, "everything") && strings.HasSuffix(name, "echo") })
+		if i < 0 {
+			return plan{text: "no echo tool among: " + strings.Join(tools, ",")}
+		}
+		return plan{tool: tools[i], toolArgs: map[string]any{"message": echoArg}}
+	}
+	return plan{text: "OK."}
+}
+
+// anthropicFake is the Anthropic Messages API (POST /v1/messages, streamed as SSE when
+// asked) as Claude Code calls it; other endpoints get an empty JSON object.
+func anthropicFake(a realAgent, f *fakeModel) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := readAll(r)
+		f.seen(r, body)
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/v1/messages") {
+			if strings.HasSuffix(r.URL.Path, "/count_tokens") {
+				writeJSON(w, map[string]any{"input_tokens": 10})
+				return
+			}
+			writeJSON(w, map[string]any{})
+			return
+		}
+		var req struct {
+			Model    string `json:"model"`
+			Stream   bool   `json:"stream"`
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		// The prompt is the last user message's (Claude Code may put a system message
+		// after it); whichever comes last in it, a marked prompt or a tool's result,
+		// decides the answer.
+		var prompt string
+		toolResult := false
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if req.Messages[i].Role != "user" {
+				continue
+			}
+			var blocks []map[string]any
+			if json.Unmarshal(req.Messages[i].Content, &blocks) != nil {
+				var text string
+				_ = json.Unmarshal(req.Messages[i].Content, &text)
+				blocks = []map[string]any{{"type": "text", "text": text}}
+			}
+			for _, b := range blocks {
+				switch b["type"] {
+				case "text":
+					if s, _ := b["text"].(string); strings.Contains(s, "REALAGENT-") {
+						prompt, toolResult = s, false
+					}
+				case "tool_result":
+					id, _ := b["tool_use_id"].(string)
+					text, _ := json.Marshal(b["content"])
+					f.result(id, string(text))
+					toolResult = true
+				}
+			}
+			break
+		}
+		var tools []string
+		for _, t := range req.Tools {
+			tools = append(tools, t.Name)
+		}
+		if len(tools) > 0 {
+			f.mu.Lock()
+			f.tools = append(f.tools, tools)
+			f.mu.Unlock()
+		}
+		p := plan{text: "OK."}
+		if len(tools) > 0 {
+			p = planFor(a, f, prompt, toolResult, tools)
+		}
+		var content []any
+		stop := "end_turn"
+		if p.tool != "" {
+			content = append(content, map[string]any{"type": "tool_use", "id": f.nextCallID(), "name": p.tool, "input": p.toolArgs})
+			stop = "tool_use"
+		} else {
+			content = append(content, map[string]any{"type": "text", "text": p.text})
+		}
+		msg := map[string]any{"id": "msg_" + uuid.NewString()[:8], "type": "message", "role": "assistant", "model": req.Model,
+			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": 10, "output_tokens": 1}}
+		if !req.Stream {
+			msg["content"], msg["stop_reason"] = content, stop
+			writeJSON(w, msg)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		event := func(name string, data map[string]any) {
+			data["type"] = name
+			b, _ := json.Marshal(data)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+		}
+		event("message_start", map[string]any{"message": msg})
+		for i, c := range content {
+			block := c.(map[string]any)
+			switch block["type"] {
+			case "text":
+				event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": block["text"]}})
+			case "tool_use":
+				input, _ := json.Marshal(block["input"])
+				event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use", "id": block["id"], "name": block["name"], "input": map[string]any{}}})
+				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
+			}
+			event("content_block_stop", map[string]any{"index": i})
+		}
+		event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
+		event("message_stop", map[string]any{})
+	})
+}
+
+func readAll(r *http.Request) ([]byte, error) {
+	var b strings.Builder
+	_, err := bufio.NewReader(r.Body).WriteTo(&b)
+	return []byte(b.String()), err
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// realAgentBin is the agent's program as npm ci installs it into node_modules/.bin. Not
+// there, the test skips on a developer's machine and fails under CI, where make test
+// installs it.
+func realAgentBin(t *testing.T, name string) string {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("..", "node_modules", ".bin", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, statErr := os.Stat(bin)
+	_, nodeErr := exec.LookPath("node")
+	if err := errors.Join(statErr, nodeErr); err != nil {
+		msg := fmt.Sprintf("%s is not installed: %v; run `npm ci` at the repo root (make deps does)", name, err)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+func TestRealAgents(t *testing.T) {
+	if missing := confine.Probe().Missing(); len(missing) > 0 {
+		t.Skipf("this kernel cannot confine: %s", strings.Join(missing, "; "))
+	}
+	acct := unprivileged.User(t)
+	home := unprivileged.Dir(t)
+	modules, err := filepath.Abs(filepath.Join("..", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type running struct {
+		agent realAgent
+		fake  *fakeModel
+	}
+	var agents []running
+	port := freePort(t)
+	config := fmt.Sprintf("listen: 127.0.0.1:%d\nagents:\n", port)
+	for _, a := range realAgents {
+		bin := realAgentBin(t, a.bin)
+		f := &fakeModel{}
+		srv := httptest.NewServer(a.fake(a, f))
+		t.Cleanup(srv.Close)
+		config += fmt.Sprintf("  - id: %s\n    type: acp\n    command: %s\n", a.id, bin) + a.config(srv.URL)
+		agents = append(agents, running{a, f})
+	}
+	writeOwned(t, home, filepath.Join(home, ".config", "agenticd", "agenticd.yaml"), config, acct)
+	client := agenticv1.NewAgenticServiceClient(startUnprivilegedAgenticd(t, home, port))
+
+	for _, r := range agents {
+		t.Run(r.agent.bin, func(t *testing.T) {
+			ws := filepath.Join(home, r.agent.bin)
+			outside := filepath.Join(home, "outside-"+r.agent.bin)
+			// The workspace is a project with server-everything installed, so npx runs it
+			// from there as it would for a user who has it in their project.
+			writeOwned(t, home, filepath.Join(ws, "README"), "a project\n", acct)
+			writeOwned(t, home, filepath.Join(outside, "README"), "not the project\n", acct)
+			if err := os.Symlink(modules, filepath.Join(ws, "node_modules")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(filepath.Join(ws, "node_modules"), acct.UID, acct.GID); err != nil {
+				t.Fatal(err)
+			}
+			runRealAgent(t, client, r.agent, r.fake, ws, outside)
+		})
+	}
+}
+
+func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAgent, f *fakeModel, ws, outside string) {
+	defer func() {
+		if t.Failed() {
+			t.Logf("requests the fake API got:\n%s", f.log())
+		}
+	}()
+	ctx := context.Background()
+	created, err := client.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: a.id, Config: &agenticv1.SessionConfig{
+		Workspace: ws,
+		McpServers: []*agenticv1.McpServer{{Name: "everything", Transport: &agenticv1.McpServer_Stdio{Stdio: &agenticv1.McpStdioServer{
+			Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
+			Env: map[string]string{"npm_config_update_notifier": "false"}}}}},
+	}})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	sid := created.GetSession().GetSessionId()
+	events := subscribe(t, client, subscribeAfter(created.GetSession().GetLastSequence(), sid))
+	defer events.Close()
+
+	// turn sends text, allows every permission the agent asks for, and returns the
+	// answer's text and the permissions asked.
+	turn := func(text string) (string, []*agenticv1.PermissionRequest) {
+		t.Helper()
+		sent, err := client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent(text), RequestId: uuid.NewString()})
+		if err != nil {
+			t.Fatalf("SendMessage: %v", err)
+		}
+		var out strings.Builder
+		var asked []*agenticv1.PermissionRequest
+		for {
+			ev := events.Next(t)
+			if d := ev.GetMessageDelta(); d != nil && d.GetMessageId() == sent.GetMessageId() {
+				out.WriteString(d.GetText())
+			}
+			if p := ev.GetToolPermissionRequired(); p != nil {
+				asked = append(asked, p.GetRequest())
+				_, err := client.RespondPermission(ctx, &agenticv1.RespondPermissionRequest{SessionId: sid, PermissionId: p.GetRequest().GetPermissionId(),
+					Answer:    &agenticv1.RespondPermissionRequest_OptionKind{OptionKind: agenticv1.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE},
+					RequestId: uuid.NewString()})
+				if err != nil {
+					t.Fatalf("RespondPermission: %v", err)
+				}
+			}
+			if e := ev.GetError(); e != nil {
+				t.Errorf("error event: %v", e)
+			}
+			if turnEnd(sent.GetMessageId())(ev) {
+				return out.String(), asked
+			}
+		}
+	}
+
+	t.Run("text", func(t *testing.T) {
+		if got, _ := turn("Say hello. " + markHello); !strings.Contains(got, "Hello from the fake model.") {
+			t.Errorf("the answer is %q", got)
+		}
+	})
+
+	t.Run("write inside", func(t *testing.T) {
+		path := filepath.Join(ws, "made-by-the-agent.txt")
+		_, asked := turn(fmt.Sprintf("Write the file. %s path=%s content=inside-%s", markInside, path, a.bin))
+		if len(asked) == 0 {
+			t.Errorf("the agent wrote without asking through agenticd")
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "inside-"+a.bin+"\n" {
+			t.Errorf("the file the agent wrote: %q, %v", b, err)
+		}
+	})
+
+	t.Run("mcp", func(t *testing.T) {
+		turn("Echo with the MCP server. " + markMCP)
+		f.mu.Lock()
+		id := fmt.Sprintf("toolu_fake%02d", f.calls)
+		f.mu.Unlock()
+		got, ok := f.resultOf(id)
+		if !ok || !strings.Contains(got, "Echo: "+echoArg) {
+			t.Errorf("server-everything's echo answered %q (sent: %v)", got, ok)
+		}
+	})
+
+	t.Run("write outside", func(t *testing.T) {
+		if !slices.ContainsFunc(created.GetSession().GetAvailableModes(), func(m *agenticv1.Mode) bool { return m.GetId() == a.yolo }) {
+			t.Fatalf("the agent offers no mode %q: %v", a.yolo, created.GetSession().GetAvailableModes())
+		}
+		if _, err := client.SetMode(ctx, &agenticv1.SetModeRequest{SessionId: sid, ModeId: a.yolo}); err != nil {
+			t.Fatalf("SetMode(%s): %v", a.yolo, err)
+		}
+		path := filepath.Join(outside, "escaped.txt")
+		_, asked := turn(fmt.Sprintf("Write the file. %s path=%s content=outside", markOutside, path))
+		if len(asked) > 0 {
+			t.Errorf("in %s the agent still asked: %v", a.yolo, asked)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the agent wrote %s outside its workspace (%v)", path, err)
+		}
+		f.mu.Lock()
+		id := fmt.Sprintf("toolu_fake%02d", f.calls)
+		f.mu.Unlock()
+		got, ok := f.resultOf(id)
+		if !ok || !regexp.MustCompile(`(?i)EACCES|permission denied`).MatchString(got) {
+			t.Errorf("the tool's result is not the kernel's refusal: %q (sent: %v)", got, ok)
+		}
+	})
+}
