@@ -42,8 +42,8 @@ const (
 type realAgent struct {
 	id, bin string
 	// config is the agent's entry in agenticd.yaml (without id, type and command), given
-	// the fake API's URL.
-	config func(apiURL string) string
+	// the fake API's URL and the directory outside its workspace the test writes to.
+	config func(apiURL, outside string) string
 	// writeTool is the agent's own tool that writes a file, and its arguments.
 	writeTool func(path, content string) (string, map[string]any)
 	// yolo is the agent's own mode in which it writes without asking anyone, so that only
@@ -56,7 +56,7 @@ type realAgent struct {
 var realAgents = []realAgent{
 	{
 		id: "acp.anthropic.claude", bin: "claude-agent-acp",
-		config: func(apiURL string) string {
+		config: func(apiURL, _ string) string {
 			// Without tool search the fake finds the MCP server's tools in the request.
 			return fmt.Sprintf("    env: {ANTHROPIC_BASE_URL: %q, ANTHROPIC_API_KEY: fake-anthropic-key, ENABLE_TOOL_SEARCH: \"false\"}\n", apiURL)
 		},
@@ -65,6 +65,21 @@ var realAgents = []realAgent{
 		},
 		yolo: "bypassPermissions",
 		fake: anthropicFake,
+	},
+	{
+		id: "acp.google.gemini", bin: "gemini",
+		config: func(apiURL, outside string) string {
+			// In a folder it does not trust, gemini-cli starts no MCP server and refuses
+			// every mode but default and plan; the workspace is the user's choice here.
+			// Its write_file refuses paths outside its own workspace before the kernel
+			// sees them: told the outside directory is one of its own, it tries.
+			return fmt.Sprintf("    args: [--acp, --include-directories, %s]\n    env: {GOOGLE_GEMINI_BASE_URL: %q, GEMINI_API_KEY: fake-gemini-key, GEMINI_CLI_TRUST_WORKSPACE: \"true\"}\n", outside, apiURL)
+		},
+		writeTool: func(path, content string) (string, map[string]any) {
+			return "write_file", map[string]any{"file_path": path, "content": content}
+		},
+		yolo: "yolo",
+		fake: geminiFake,
 	},
 }
 
@@ -140,7 +155,7 @@ func planFor(a realAgent, f *fakeModel, prompt string, toolResult bool, tools []
 		name, args := a.writeTool(m[1], m[2]+"\n")
 		return plan{tool: name, toolArgs: args}
 	case strings.Contains(prompt, markMCP):
-		i := slices.IndexFunc(tools, func(name string) bool { return strings.Contains(name, "everything") && strings.HasSuffix(name, "echo") })
+		i := slices.IndexFunc(tools, func(name string) bool { return strings.HasSuffix(name, "echo") })
 		if i < 0 {
 			return plan{text: "no echo tool among: " + strings.Join(tools, ",")}
 		}
@@ -262,6 +277,92 @@ func anthropicFake(a realAgent, f *fakeModel) http.Handler {
 	})
 }
 
+// geminiFake is the Gemini API (models/<model>:streamGenerateContent?alt=sse and
+// :generateContent) as gemini-cli calls it through GOOGLE_GEMINI_BASE_URL.
+func geminiFake(a realAgent, f *fakeModel) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := readAll(r)
+		f.seen(r, body)
+		switch {
+		case strings.HasSuffix(r.URL.Path, ":countTokens"):
+			writeJSON(w, map[string]any{"totalTokens": 10})
+			return
+		case r.Method != http.MethodPost || !strings.Contains(r.URL.Path, ":") || !strings.Contains(r.URL.Path, "enerateContent"):
+			writeJSON(w, map[string]any{})
+			return
+		}
+		var req struct {
+			Contents []struct {
+				Role  string           `json:"role"`
+				Parts []map[string]any `json:"parts"`
+			} `json:"contents"`
+			Tools []struct {
+				FunctionDeclarations []struct {
+					Name string `json:"name"`
+				} `json:"functionDeclarations"`
+			} `json:"tools"`
+			GenerationConfig struct {
+				ResponseMimeType string `json:"responseMimeType"`
+			} `json:"generationConfig"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var tools []string
+		for _, t := range req.Tools {
+			for _, d := range t.FunctionDeclarations {
+				tools = append(tools, d.Name)
+			}
+		}
+		// As for Claude: whichever comes last in the last user turn, a marked prompt or
+		// a tool's result, decides.
+		var prompt string
+		toolResult := false
+		for i := len(req.Contents) - 1; i >= 0; i-- {
+			if req.Contents[i].Role != "user" {
+				continue
+			}
+			for _, part := range req.Contents[i].Parts {
+				if s, _ := part["text"].(string); strings.Contains(s, "REALAGENT-") {
+					prompt, toolResult = s, false
+				}
+				if fr, ok := part["functionResponse"].(map[string]any); ok {
+					id, _ := fr["id"].(string)
+					text, _ := json.Marshal(fr["response"])
+					f.result(id, string(text))
+					toolResult = true
+				}
+			}
+			break
+		}
+		p := plan{text: "OK."}
+		switch {
+		case req.GenerationConfig.ResponseMimeType == "application/json":
+			// gemini-cli's own checks (who speaks next, loop detection) want JSON.
+			p = plan{text: `{"next_speaker": "user", "reasoning": "the model answered"}`}
+		case len(tools) > 0:
+			p = planFor(a, f, prompt, toolResult, tools)
+		}
+		part := map[string]any{"text": p.text}
+		if p.tool != "" {
+			part = map[string]any{"functionCall": map[string]any{"id": f.nextCallID(), "name": p.tool, "args": p.toolArgs}}
+		}
+		chunk := map[string]any{
+			"candidates":    []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{part}}, "finishReason": "STOP", "index": 0}},
+			"usageMetadata": map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+			"modelVersion":  "gemini-fake",
+		}
+		if !strings.Contains(r.URL.Path, ":streamGenerateContent") {
+			writeJSON(w, chunk)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		b, _ := json.Marshal(chunk)
+		fmt.Fprintf(w, "data: %s\r\n\r\n", b)
+	})
+}
+
 func readAll(r *http.Request) ([]byte, error) {
 	var b strings.Builder
 	_, err := bufio.NewReader(r.Body).WriteTo(&b)
@@ -316,7 +417,9 @@ func TestRealAgents(t *testing.T) {
 		f := &fakeModel{}
 		srv := httptest.NewServer(a.fake(a, f))
 		t.Cleanup(srv.Close)
-		config += fmt.Sprintf("  - id: %s\n    type: acp\n    command: %s\n", a.id, bin) + a.config(srv.URL)
+		outside := filepath.Join(home, "outside-"+a.bin)
+		writeOwned(t, home, filepath.Join(outside, "README"), "not the project\n", acct)
+		config += fmt.Sprintf("  - id: %s\n    type: acp\n    command: %s\n", a.id, bin) + a.config(srv.URL, outside)
 		agents = append(agents, running{a, f})
 	}
 	writeOwned(t, home, filepath.Join(home, ".config", "agenticd", "agenticd.yaml"), config, acct)
@@ -329,7 +432,6 @@ func TestRealAgents(t *testing.T) {
 			// The workspace is a project with server-everything installed, so npx runs it
 			// from there as it would for a user who has it in their project.
 			writeOwned(t, home, filepath.Join(ws, "README"), "a project\n", acct)
-			writeOwned(t, home, filepath.Join(outside, "README"), "not the project\n", acct)
 			if err := os.Symlink(modules, filepath.Join(ws, "node_modules")); err != nil {
 				t.Fatal(err)
 			}
