@@ -1,11 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -89,17 +89,14 @@ type fakeModel struct {
 	mu       sync.Mutex
 	requests []string
 	results  map[string]string
-	tools    [][]string
 	calls    int
+	lastTool string
 }
 
 func (f *fakeModel) seen(r *http.Request, body []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, fmt.Sprintf("%s %s %s", r.Method, r.URL.RequestURI(), short(string(body))))
-	if d := os.Getenv("REALAGENT_DUMP"); d != "" {
-		_ = os.WriteFile(filepath.Join(d, fmt.Sprintf("%02d.json", len(f.requests))), body, 0o644)
-	}
 }
 
 func (f *fakeModel) result(id, text string) {
@@ -124,11 +121,20 @@ func (f *fakeModel) log() string {
 	return strings.Join(f.requests, "\n")
 }
 
-func (f *fakeModel) nextCallID() string {
+// call names a new tool call to tool.
+func (f *fakeModel) call(tool string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	f.lastTool = tool
 	return fmt.Sprintf("toolu_fake%02d", f.calls)
+}
+
+// lastCall is the latest tool call the fake made: its id and tool.
+func (f *fakeModel) lastCall() (id, tool string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprintf("toolu_fake%02d", f.calls), f.lastTool
 }
 
 // plan is the fake's answer to one request: text, or one tool call.
@@ -168,7 +174,7 @@ func planFor(a realAgent, f *fakeModel, prompt string, toolResult bool, tools []
 // asked) as Claude Code calls it; other endpoints get an empty JSON object.
 func anthropicFake(a realAgent, f *fakeModel) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := readAll(r)
+		body, _ := io.ReadAll(r.Body)
 		f.seen(r, body)
 		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/v1/messages") {
 			if strings.HasSuffix(r.URL.Path, "/count_tokens") {
@@ -227,11 +233,6 @@ func anthropicFake(a realAgent, f *fakeModel) http.Handler {
 		for _, t := range req.Tools {
 			tools = append(tools, t.Name)
 		}
-		if len(tools) > 0 {
-			f.mu.Lock()
-			f.tools = append(f.tools, tools)
-			f.mu.Unlock()
-		}
 		p := plan{text: "OK."}
 		if len(tools) > 0 {
 			p = planFor(a, f, prompt, toolResult, tools)
@@ -239,7 +240,7 @@ func anthropicFake(a realAgent, f *fakeModel) http.Handler {
 		var content []any
 		stop := "end_turn"
 		if p.tool != "" {
-			content = append(content, map[string]any{"type": "tool_use", "id": f.nextCallID(), "name": p.tool, "input": p.toolArgs})
+			content = append(content, map[string]any{"type": "tool_use", "id": f.call(p.tool), "name": p.tool, "input": p.toolArgs})
 			stop = "tool_use"
 		} else {
 			content = append(content, map[string]any{"type": "text", "text": p.text})
@@ -281,7 +282,7 @@ func anthropicFake(a realAgent, f *fakeModel) http.Handler {
 // :generateContent) as gemini-cli calls it through GOOGLE_GEMINI_BASE_URL.
 func geminiFake(a realAgent, f *fakeModel) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := readAll(r)
+		body, _ := io.ReadAll(r.Body)
 		f.seen(r, body)
 		switch {
 		case strings.HasSuffix(r.URL.Path, ":countTokens"):
@@ -346,7 +347,7 @@ func geminiFake(a realAgent, f *fakeModel) http.Handler {
 		}
 		part := map[string]any{"text": p.text}
 		if p.tool != "" {
-			part = map[string]any{"functionCall": map[string]any{"id": f.nextCallID(), "name": p.tool, "args": p.toolArgs}}
+			part = map[string]any{"functionCall": map[string]any{"id": f.call(p.tool), "name": p.tool, "args": p.toolArgs}}
 		}
 		chunk := map[string]any{
 			"candidates":    []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{part}}, "finishReason": "STOP", "index": 0}},
@@ -361,12 +362,6 @@ func geminiFake(a realAgent, f *fakeModel) http.Handler {
 		b, _ := json.Marshal(chunk)
 		fmt.Fprintf(w, "data: %s\r\n\r\n", b)
 	})
-}
-
-func readAll(r *http.Request) ([]byte, error) {
-	var b strings.Builder
-	_, err := bufio.NewReader(r.Body).WriteTo(&b)
-	return []byte(b.String()), err
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -514,13 +509,13 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 	})
 
 	t.Run("mcp", func(t *testing.T) {
-		turn("Echo with the MCP server. " + markMCP)
-		f.mu.Lock()
-		id := fmt.Sprintf("toolu_fake%02d", f.calls)
-		f.mu.Unlock()
-		got, ok := f.resultOf(id)
-		if !ok || !strings.Contains(got, "Echo: "+echoArg) {
-			t.Errorf("server-everything's echo answered %q (sent: %v)", got, ok)
+		answer, _ := turn("Echo with the MCP server. " + markMCP)
+		id, tool := f.lastCall()
+		if !strings.HasSuffix(tool, "echo") {
+			t.Fatalf("the fake model called no echo tool: the agent answered %q", answer)
+		}
+		if got, ok := f.resultOf(id); !ok || !strings.Contains(got, "Echo: "+echoArg) {
+			t.Errorf("server-everything's echo (%s) answered %q (sent: %v)", tool, got, ok)
 		}
 	})
 
@@ -539,9 +534,10 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the agent wrote %s outside its workspace (%v)", path, err)
 		}
-		f.mu.Lock()
-		id := fmt.Sprintf("toolu_fake%02d", f.calls)
-		f.mu.Unlock()
+		id, tool := f.lastCall()
+		if want, _ := a.writeTool(path, ""); tool != want {
+			t.Fatalf("the fake model's last call is to %q, not %s", tool, want)
+		}
 		got, ok := f.resultOf(id)
 		if !ok || !regexp.MustCompile(`(?i)EACCES|permission denied`).MatchString(got) {
 			t.Errorf("the tool's result is not the kernel's refusal: %q (sent: %v)", got, ok)
