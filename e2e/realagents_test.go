@@ -146,7 +146,7 @@ type plan struct {
 
 // planFor decides the answer from the last user prompt's marker and whether the agent
 // is already sending a tool's result back (then the turn ends with text).
-func planFor(a realAgent, f *fakeModel, prompt string, toolResult bool, tools []string) plan {
+func planFor(a realAgent, prompt string, toolResult bool, tools []string) plan {
 	if toolResult {
 		return plan{text: "The tool has run."}
 	}
@@ -235,7 +235,7 @@ func anthropicFake(a realAgent, f *fakeModel) http.Handler {
 		}
 		p := plan{text: "OK."}
 		if len(tools) > 0 {
-			p = planFor(a, f, prompt, toolResult, tools)
+			p = planFor(a, prompt, toolResult, tools)
 		}
 		var content []any
 		stop := "end_turn"
@@ -343,7 +343,7 @@ func geminiFake(a realAgent, f *fakeModel) http.Handler {
 			// gemini-cli's own checks (who speaks next, loop detection) want JSON.
 			p = plan{text: `{"next_speaker": "user", "reasoning": "the model answered"}`}
 		case len(tools) > 0:
-			p = planFor(a, f, prompt, toolResult, tools)
+			p = planFor(a, prompt, toolResult, tools)
 		}
 		part := map[string]any{"text": p.text}
 		if p.tool != "" {
@@ -381,13 +381,33 @@ func realAgentBin(t *testing.T, name string) string {
 	_, statErr := os.Stat(bin)
 	_, nodeErr := exec.LookPath("node")
 	if err := errors.Join(statErr, nodeErr); err != nil {
-		msg := fmt.Sprintf("%s is not installed: %v; run `npm ci` at the repo root (make deps does)", name, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		failInCI(t, fmt.Sprintf("%s is not installed: %v; run `npm ci` at the repo root (make deps does)", name, err))
 	}
 	return bin
+}
+
+// failInCI fails the test under CI, where make test installs what it needs, and skips it
+// elsewhere.
+func failInCI(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// readableBy checks that the ordinary user agenticd runs as can read the agent's
+// installation: a checkout under root's private home is not.
+func readableBy(t *testing.T, home, bin string) {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := unprivileged.Command(t, home, "/bin/sh", "-c", `test -r "$0"`, real).CombinedOutput(); err != nil {
+		failInCI(t, fmt.Sprintf("the user agenticd runs as (%s) cannot read %s (%v %s): the checkout's directories must be readable by other users",
+			unprivileged.User(t).Name, real, err, out))
+	}
 }
 
 func TestRealAgents(t *testing.T) {
@@ -409,6 +429,7 @@ func TestRealAgents(t *testing.T) {
 	config := fmt.Sprintf("listen: 127.0.0.1:%d\nagents:\n", port)
 	for _, a := range realAgents {
 		bin := realAgentBin(t, a.bin)
+		readableBy(t, home, bin)
 		f := &fakeModel{}
 		srv := httptest.NewServer(a.fake(a, f))
 		t.Cleanup(srv.Close)
