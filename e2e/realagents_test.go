@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -530,10 +531,18 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 	})
 
 	t.Run("mcp", func(t *testing.T) {
-		answer, _ := turn("Echo with the MCP server. " + markMCP)
-		id, tool := f.lastCall()
-		if !strings.HasSuffix(tool, "echo") {
-			t.Fatalf("the fake model called no echo tool: the agent answered %q", answer)
+		// The agent connects to its MCP servers in the background: until npx has started
+		// server-everything, its tools are not in the requests and the fake says so.
+		deadline := time.Now().Add(eventWait)
+		var id, tool string
+		for {
+			answer, _ := turn("Echo with the MCP server. " + markMCP)
+			if id, tool = f.lastCall(); strings.HasSuffix(tool, "echo") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the fake model called no echo tool: the agent answered %q", answer)
+			}
 		}
 		if got, ok := f.resultOf(id); !ok || !strings.Contains(got, "Echo: "+echoArg) {
 			t.Errorf("server-everything's echo (%s) answered %q (sent: %v)", tool, got, ok)
