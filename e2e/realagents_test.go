@@ -611,9 +611,10 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 	defer events.Close()
 
 	// turn sends text, allows every permission the agent asks for, and returns the
-	// answer's text and the permissions asked. Error events fail the test unless
-	// they have the reason allowed.
-	var allowedError agenticv1.ErrorReason
+	// answer's text and the permissions asked. Error events fail the test, except
+	// agenticd's refusals of paths outside the workspace once those are expected.
+	var outsideExpected bool
+	var outsideRefused int
 	turn := func(text string) (string, []*agenticv1.PermissionRequest) {
 		t.Helper()
 		sent, err := client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent(text), RequestId: uuid.NewString()})
@@ -636,8 +637,12 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 					t.Fatalf("RespondPermission: %v", err)
 				}
 			}
-			if e := ev.GetError(); e != nil && e.GetReason() != allowedError {
-				t.Errorf("error event: %v", e)
+			if e := ev.GetError(); e != nil {
+				if outsideExpected && e.GetReason() == agenticv1.ErrorReason_ERROR_REASON_PATH_OUTSIDE_WORKSPACE {
+					outsideRefused++
+				} else {
+					t.Errorf("error event: %v", e)
+				}
 			}
 			if turnEnd(sent.GetMessageId())(ev) {
 				return out.String(), asked
@@ -689,9 +694,11 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 			t.Fatalf("SetMode(%s): %v", a.yolo, err)
 		}
 		path := filepath.Join(outside, "escaped.txt")
+		// The kernel's refusal, as the agent's own write reports it; for an agent that
+		// writes through agenticd, agenticd's (an invalid-params answer to fs/write_text_file).
 		refusal := regexp.MustCompile(`(?i)EACCES|permission denied`)
 		if a.clientWrites {
-			allowedError = agenticv1.ErrorReason_ERROR_REASON_PATH_OUTSIDE_WORKSPACE
+			outsideExpected = true
 			refusal = regexp.MustCompile(`Invalid params`)
 		}
 		_, asked := turn(fmt.Sprintf("Write the file. %s path=%s content=outside", markOutside, path))
@@ -708,6 +715,9 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 		got, ok := f.resultOf(id)
 		if !ok || !refusal.MatchString(got) {
 			t.Errorf("the tool's result is not the refusal (%s): %q (sent: %v)", refusal, got, ok)
+		}
+		if a.clientWrites && outsideRefused == 0 {
+			t.Errorf("agenticd reported no refused write outside the workspace")
 		}
 	})
 }
