@@ -164,7 +164,10 @@ func (p *Presenter) setStatusLocked(status presenters.AgentStatus, reason string
 // session. Before the agent first started, only what holds for every ACP agent is said.
 func (p *Presenter) capabilities() presenters.Capabilities {
 	if !p.initialized {
-		return presenters.Capabilities{SupportsTools: true, SupportsCommands: true, SupportsLoad: true, SupportsElicitation: true}
+		// Stdio MCP servers are part of every ACP agent's session/new, so a first session
+		// may name them before the agent has started; http support is not known yet.
+		return presenters.Capabilities{SupportsTools: true, SupportsCommands: true, SupportsLoad: true, SupportsElicitation: true,
+			SupportsMCP: true}
 	}
 	return p.agentCapabilities(p.caps)
 }
