@@ -52,11 +52,6 @@ type realAgent struct {
 	yolo string
 	// fake serves the agent's model API.
 	fake func(a realAgent, f *fakeModel) http.Handler
-	// settings are files written under the agent's HOME before it starts.
-	settings map[string]string
-	// clientWrites: its write tool writes through the client (fs/write_text_file), so
-	// agenticd refuses a path outside the workspace and the kernel never sees it.
-	clientWrites bool
 }
 
 var realAgents = []realAgent{
@@ -86,22 +81,6 @@ var realAgents = []realAgent{
 		},
 		yolo: "yolo",
 		fake: geminiFake,
-	},
-	{
-		id: "acp.qwen.qwen-code", bin: "qwen",
-		config: func(apiURL, outside string) string {
-			// Like gemini-cli, whose fork it is, its write_file keeps to its own workspace.
-			return fmt.Sprintf("    args: [--acp, --auth-type, openai, --include-directories, %s]\n    env: {OPENAI_BASE_URL: %q, OPENAI_API_KEY: fake-openai-key, OPENAI_MODEL: fake-model}\n", outside, apiURL+"/v1")
-		},
-		writeTool: func(path, content string) (string, map[string]any) {
-			return "write_file", map[string]any{"file_path": path, "content": content}
-		},
-		yolo: "yolo",
-		fake: openAIFake,
-		// Its deferred tools (MCP ones among them) are reached through tool_search;
-		// the fake finds them in the request only without it.
-		settings:     map[string]string{".qwen/settings.json": `{"tools": {"toolSearch": {"enabled": false}}}`},
-		clientWrites: true,
 	},
 }
 
@@ -386,109 +365,6 @@ func geminiFake(a realAgent, f *fakeModel) http.Handler {
 	})
 }
 
-// openAIFake is an OpenAI-compatible chat completions API (POST /v1/chat/completions,
-// streamed as SSE when asked), as qwen-code calls it through OPENAI_BASE_URL.
-func openAIFake(a realAgent, f *fakeModel) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.seen(r, body)
-		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-			writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": "fake-model", "object": "model"}}})
-			return
-		}
-		var req struct {
-			Model    string `json:"model"`
-			Stream   bool   `json:"stream"`
-			Messages []struct {
-				Role       string          `json:"role"`
-				Content    json.RawMessage `json:"content"`
-				ToolCallID string          `json:"tool_call_id"`
-			} `json:"messages"`
-			Tools []struct {
-				Function struct {
-					Name string `json:"name"`
-				} `json:"function"`
-			} `json:"tools"`
-			ResponseFormat any `json:"response_format"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var tools []string
-		for _, t := range req.Tools {
-			tools = append(tools, t.Function.Name)
-		}
-		// The messages after the last assistant one are this step's: a marked prompt or
-		// tools' results, whichever comes last.
-		var prompt string
-		toolResult := false
-		start := 0
-		for i := len(req.Messages) - 1; i >= 0; i-- {
-			if req.Messages[i].Role == "assistant" {
-				start = i + 1
-				break
-			}
-		}
-		for _, m := range req.Messages[start:] {
-			text := string(m.Content)
-			var str string
-			var parts []struct {
-				Text string `json:"text"`
-			}
-			if json.Unmarshal(m.Content, &str) == nil {
-				text = str
-			} else if json.Unmarshal(m.Content, &parts) == nil {
-				text = ""
-				for _, part := range parts {
-					text += part.Text
-				}
-			}
-			switch m.Role {
-			case "user":
-				if strings.Contains(text, "REALAGENT-") {
-					prompt, toolResult = text, false
-				}
-			case "tool":
-				f.result(m.ToolCallID, text)
-				toolResult = true
-			}
-		}
-		p := plan{text: "OK."}
-		switch {
-		case req.ResponseFormat != nil:
-			p = plan{text: `{"next_speaker": "user", "reasoning": "the model answered"}`}
-		case len(tools) > 0:
-			p = planFor(a, prompt, toolResult, tools)
-		}
-		delta := map[string]any{"role": "assistant", "content": p.text}
-		finish := "stop"
-		if p.tool != "" {
-			args, _ := json.Marshal(p.toolArgs)
-			delta = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"index": 0, "id": f.call(p.tool), "type": "function",
-				"function": map[string]any{"name": p.tool, "arguments": string(args)}}}}
-			finish = "tool_calls"
-		}
-		usage := map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-		if !req.Stream {
-			delta["content"] = p.text
-			writeJSON(w, map[string]any{"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": req.Model,
-				"choices": []any{map[string]any{"index": 0, "message": delta, "finish_reason": finish}}, "usage": usage})
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, c := range []map[string]any{
-			{"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": nil}}},
-			{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}, "usage": usage},
-		} {
-			c["id"], c["object"], c["created"], c["model"] = "chatcmpl-fake", "chat.completion.chunk", 0, req.Model
-			b, _ := json.Marshal(c)
-			fmt.Fprintf(w, "data: %s\n\n", b)
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	})
-}
-
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
@@ -562,9 +438,6 @@ func TestRealAgents(t *testing.T) {
 		outside := filepath.Join(home, "outside-"+a.bin)
 		writeOwned(t, home, filepath.Join(outside, "README"), "not the project\n", acct)
 		config += fmt.Sprintf("  - id: %s\n    type: acp\n    command: %s\n", a.id, bin) + a.config(srv.URL, outside)
-		for path, content := range a.settings {
-			writeOwned(t, home, filepath.Join(home, path), content, acct)
-		}
 		agents = append(agents, running{a, f})
 	}
 	writeOwned(t, home, filepath.Join(home, ".config", "agenticd", "agenticd.yaml"), config, acct)
@@ -612,10 +485,7 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 	defer events.Close()
 
 	// turn sends text, allows every permission the agent asks for, and returns the
-	// answer's text and the permissions asked. Error events fail the test, except
-	// agenticd's refusals of paths outside the workspace once those are expected.
-	var outsideExpected bool
-	var outsideRefused int
+	// answer's text and the permissions asked. Error events fail the test.
 	turn := func(text string) (string, []*agenticv1.PermissionRequest) {
 		t.Helper()
 		sent, err := client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent(text), RequestId: uuid.NewString()})
@@ -639,11 +509,7 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 				}
 			}
 			if e := ev.GetError(); e != nil {
-				if outsideExpected && e.GetReason() == agenticv1.ErrorReason_ERROR_REASON_PATH_OUTSIDE_WORKSPACE {
-					outsideRefused++
-				} else {
-					t.Errorf("error event: %v", e)
-				}
+				t.Errorf("error event: %v", e)
 			}
 			if turnEnd(sent.GetMessageId())(ev) {
 				return out.String(), asked
@@ -695,13 +561,8 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 			t.Fatalf("SetMode(%s): %v", a.yolo, err)
 		}
 		path := filepath.Join(outside, "escaped.txt")
-		// The kernel's refusal, as the agent's own write reports it; for an agent that
-		// writes through agenticd, agenticd's (an invalid-params answer to fs/write_text_file).
+		// The kernel's refusal, as the agent's own write reports it.
 		refusal := regexp.MustCompile(`(?i)EACCES|permission denied`)
-		if a.clientWrites {
-			outsideExpected = true
-			refusal = regexp.MustCompile(`Invalid params`)
-		}
 		_, asked := turn(fmt.Sprintf("Write the file. %s path=%s content=outside", markOutside, path))
 		if len(asked) > 0 {
 			t.Errorf("in %s the agent still asked: %v", a.yolo, asked)
@@ -716,9 +577,6 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 		got, ok := f.resultOf(id)
 		if !ok || !refusal.MatchString(got) {
 			t.Errorf("the tool's result is not the refusal (%s): %q (sent: %v)", refusal, got, ok)
-		}
-		if a.clientWrites && outsideRefused == 0 {
-			t.Errorf("agenticd reported no refused write outside the workspace")
 		}
 	})
 }
