@@ -62,10 +62,10 @@ func principalReplicas(t *testing.T, reply string) (cfgA Config, addrA, addrB st
 }
 
 // untilEnd reads an unfiltered stream until the MESSAGE_END of messageID and returns the
-// sessions whose events it saw.
-func untilEnd(t *testing.T, stream pb.AgenticService_SubscribeClient, messageID string) map[string]bool {
+// sessions whose events it saw and the sender the user message's MESSAGE_END names.
+func untilEnd(t *testing.T, stream pb.AgenticService_SubscribeClient, messageID string) (seen map[string]bool, sender string) {
 	t.Helper()
-	seen := map[string]bool{}
+	seen = map[string]bool{}
 	for {
 		frame, err := stream.Recv()
 		if err != nil {
@@ -75,8 +75,11 @@ func untilEnd(t *testing.T, stream pb.AgenticService_SubscribeClient, messageID 
 			if ev.GetSessionId() != "" {
 				seen[ev.GetSessionId()] = true
 			}
+			if end := ev.GetMessageEnd(); end.GetRole() == pb.MessageRole_MESSAGE_ROLE_USER {
+				sender = end.GetPrincipal()
+			}
 			if ev.GetMessageEnd().GetMessageId() == messageID {
-				return seen
+				return seen, sender
 			}
 		}
 	}
@@ -125,12 +128,16 @@ func TestReplicasKeepPrincipalsApart(t *testing.T) {
 	}
 	// Each sends through the replica that does not own its session: forwarded.
 	aliceMsg := send(aliceB, alices)
-	if seen := untilEnd(t, aliceStream, aliceMsg); seen[bobs] {
+	seen, sender := untilEnd(t, aliceStream, aliceMsg)
+	if seen[bobs] {
 		t.Errorf("alice's unfiltered stream on B showed bob's session %s", bobs)
 	}
+	if sender != "alice" {
+		t.Errorf("alice's message, forwarded by B, names the sender %q; want alice", sender)
+	}
 	bobMsg := send(bobA, bobs)
-	if seen := untilEnd(t, bobStream, bobMsg); seen[alices] || !seen[bobs] {
-		t.Errorf("bob's unfiltered stream on A saw sessions %v; want his %s and not alice's %s", seen, bobs, alices)
+	if seen, sender := untilEnd(t, bobStream, bobMsg); seen[alices] || !seen[bobs] || sender != "bob" {
+		t.Errorf("bob's unfiltered stream on A saw sessions %v and sender %q; want his %s and not alice's %s, sent by bob", seen, sender, bobs, alices)
 	}
 
 	for _, c := range []struct {
@@ -171,6 +178,30 @@ func TestReplicasKeepPrincipalsApart(t *testing.T) {
 				t.Errorf("%s: audit entry %s of session %q; want its own session's only", c.name, e.GetKind(), e.GetSessionId())
 			}
 		}
+	}
+
+	// A close forwarded by B is recorded by A, the owner, under alice's name.
+	if _, err := aliceB.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: alices}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		audit, err := aliceB.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{SessionIds: []string{alices}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := audit.GetEvents()
+		if n := len(got); n > 0 && got[n-1].GetKind() == pb.AuditKind_AUDIT_KIND_SESSION_CLOSED {
+			for _, e := range got {
+				if e.GetPrincipal() != "alice" {
+					t.Errorf("audit entry %s names %q; want alice", e.GetKind(), e.GetPrincipal())
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no SESSION_CLOSED entry after the forwarded CloseSession: %v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
