@@ -32,6 +32,12 @@ let tokenWaiters: Array<() => void> = [];
 function askToken(): Promise<void> {
   tokenForm.hidden = false;
   tokenInput.focus();
+  // The server answers 204 here when it signs browsers in through an OpenID issuer.
+  void fetch("/login/oidc", { method: "HEAD", redirect: "manual" })
+    .then((r) => {
+      byId("oidc-sign-in").hidden = r.status !== 204;
+    })
+    .catch(() => undefined);
   return new Promise((resolve) => tokenWaiters.push(resolve));
 }
 
