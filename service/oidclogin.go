@@ -196,8 +196,9 @@ func (o *OIDCLogin) callback(w http.ResponseWriter, r *http.Request, secure bool
 	o.logins.setSession(w, who, o.logins.now().Add(webSessionTTL), secure)
 	o.logger.InfoContext(r.Context(), "a browser signed in through the identity provider", "principal", who.Name)
 	// The session cookie is SameSite=Strict, and this request came from the issuer's
-	// site: a redirect would carry that over and the cookie would not be sent. The page
-	// navigates itself instead, a navigation of agenticd's own site.
+	// site: a browser that counts a redirect chain's sites (RFC 6265bis) would not send
+	// the cookie after a redirect. The page navigates itself instead, a navigation of
+	// agenticd's own site.
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	fmt.Fprint(w, `<!doctype html><meta http-equiv="refresh" content="0;url=/"><title>agenticd: signed in</title><p><a href="/">Signed in: continue</a></p>`)
