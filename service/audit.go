@@ -43,7 +43,8 @@ const (
 
 // auditor makes audit entries from the events the event log appends, so that an entry
 // is stored in the transaction of its event: never one without the other, none dropped.
-// It runs on the hub's log writer, in sequence order, except noteAnswer (handlers).
+// It runs on the hub's log writer, in sequence order, except note, forget and stamp
+// (handlers and publishers), which touch only the notes.
 type auditor struct {
 	toolStarts map[string]*list.Element // of startOrder, by session id + tool id
 	startOrder *list.List               // toolStart values, oldest first
