@@ -32,8 +32,10 @@ type AuditRetention struct {
 }
 
 // Bounds of what the auditor keeps in memory between events: tool calls started and not
-// yet ended (for a command's duration), and clients' answers not yet seen as decisions.
-// Past them the oldest go; an entry then lacks a duration or a client, nothing more.
+// yet ended (for a command's duration), the principals of sessions' current turns, and
+// the notes of calls whose events have not come by. Past them the oldest go (the turns'
+// principals all at once); an entry then lacks a duration, a client or a principal,
+// nothing more.
 const (
 	maxOpenToolCalls    = 10_000
 	maxTurnPrincipals   = 10_000
