@@ -48,11 +48,20 @@ type Payload interface {
 
 type SessionCreatedPayload struct{ Session SessionInfo }
 
-type SessionReadyPayload struct{ MessageCount int64 }
+// SessionReadyPayload ends a LoadSession; Principal is whose (set by the service).
+type SessionReadyPayload struct {
+	MessageCount int64
+	Principal    string
+}
 
 type SessionUpdatedPayload struct{ Patch SessionPatch }
 
-type SessionClosedPayload struct{ Reason string }
+// SessionClosedPayload is a session's end; Principal is whose call ended it (set by
+// the service), empty when nobody's did.
+type SessionClosedPayload struct {
+	Reason    string
+	Principal string
+}
 
 // MessageDeltaPayload is a chunk of a message's text.
 type MessageDeltaPayload struct {
@@ -72,6 +81,8 @@ type MessageEndPayload struct {
 	StopReason StopReason
 	Usage      *TokenUsage
 	Role       MessageRole
+	// Principal sent a user message (set by the service); presenters leave it empty.
+	Principal string
 }
 
 // ToolPayload carries the whole current state of a tool call (start, running, end).
@@ -102,6 +113,9 @@ type PermissionDecision struct {
 	OptionID  string
 	DecidedBy PermissionDecider
 	Reason    string
+	// Principal answered, for DecidedByUser (set by the service); presenters leave it
+	// empty.
+	Principal string
 }
 
 type PermissionGrantedPayload PermissionDecision
@@ -126,6 +140,9 @@ type ElicitationResolvedPayload struct {
 	Content       map[string]any
 	DecidedBy     ElicitationDecider
 	Reason        string
+	// Principal answered, for ElicitationByUser (set by the service); presenters leave
+	// it empty.
+	Principal string
 }
 
 type StatusChangedPayload struct {

@@ -148,6 +148,8 @@ type SessionConfig struct {
 	// presenter merges them with the agent's configured ones (a session's server
 	// replaces a configured one of the same name).
 	MCPServers []MCPServer
+	// Creator is the principal creating the session: SESSION_CREATED's SessionInfo.Owner.
+	Creator string
 }
 
 // MCPServer is an MCP server: a command spoken to over stdio (Command, Args, Env) or a

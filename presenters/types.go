@@ -208,6 +208,9 @@ type SessionInfo struct {
 	MessageInFlight       string
 	PendingPermissions    []PermissionRequest
 	PendingElicitations   []ElicitationRequest
+	// Owner is the principal that created the session, in SESSION_CREATED only: the
+	// service knows the owners of sessions (the presenter does not keep it).
+	Owner string
 	// QueuedMessages wait for the running turn; the service fills them from its queue.
 	QueuedMessages []QueuedMessage
 	LastSequence   uint64

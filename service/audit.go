@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"crypto/sha256"
@@ -31,23 +32,32 @@ type AuditRetention struct {
 }
 
 // Bounds of what the auditor keeps in memory between events: tool calls started and not
-// yet ended (for a command's duration), and clients' answers not yet seen as decisions.
-// Past them the oldest go; an entry then lacks a duration or a client, nothing more.
+// yet ended (for a command's duration), the principals of sessions' current turns, and
+// the notes of calls whose events have not come by. Past them the oldest go (the turns'
+// principals all at once); an entry then lacks a duration, a client or a principal,
+// nothing more.
 const (
 	maxOpenToolCalls    = 10_000
+	maxTurnPrincipals   = 10_000
 	maxNotedAnswers     = 10_000
 	notedAnswerLifetime = 10 * time.Minute
 )
 
 // auditor makes audit entries from the events the event log appends, so that an entry
 // is stored in the transaction of its event: never one without the other, none dropped.
-// It runs on the hub's log writer, in sequence order, except noteAnswer (handlers).
+// It runs on the hub's log writer, in sequence order, except note, forget and stamp
+// (handlers and publishers), which touch only the notes.
 type auditor struct {
 	toolStarts map[string]*list.Element // of startOrder, by session id + tool id
 	startOrder *list.List               // toolStart values, oldest first
+	// turns is, by session id, the principal whose message started the session's
+	// current turn (empty when unknown): what the turn's agent does is on its behalf.
+	turns map[string]string
 
-	mu      sync.Mutex
-	answers map[string]notedAnswer // by session id + permission id
+	mu sync.Mutex
+	// answers are the calls in progress, noted before the presenter publishes what
+	// they cause: by permissionKey, elicitationKey, loadKey, closeKey or senderKey.
+	answers map[string]notedAnswer
 }
 
 // notedAnswer is who answered a permission request, until its decision event comes by.
@@ -63,7 +73,7 @@ type toolStart struct {
 }
 
 func newAuditor() *auditor {
-	return &auditor{toolStarts: make(map[string]*list.Element), startOrder: list.New(), answers: make(map[string]notedAnswer)}
+	return &auditor{toolStarts: make(map[string]*list.Element), startOrder: list.New(), turns: make(map[string]string), answers: make(map[string]notedAnswer)}
 }
 
 // auditedTypes are the event types audit entries are made from; the rest (the deltas of
@@ -72,6 +82,7 @@ var auditedTypes = map[presenters.EventType]bool{
 	presenters.EventSessionCreated:         true,
 	presenters.EventSessionReady:           true,
 	presenters.EventSessionClosed:          true,
+	presenters.EventMessageEnd:             true, // a user message's sender starts a turn
 	presenters.EventToolStart:              true,
 	presenters.EventToolEnd:                true,
 	presenters.EventToolPermissionRequired: true,
@@ -85,6 +96,14 @@ var auditedTypes = map[presenters.EventType]bool{
 func permissionKey(sessionID, permissionID string) string { return sessionID + "\x00" + permissionID }
 func elicitationKey(sessionID, elicitationID string) string {
 	return sessionID + "\x00elicitation\x00" + elicitationID
+}
+
+// loadKey, closeKey and senderKey are the keys of the notes of a LoadSession, a
+// CloseSession and a SendMessage (by the user message's id) in progress.
+func loadKey(sessionID string) string  { return sessionID + "\x00load" }
+func closeKey(sessionID string) string { return sessionID + "\x00close" }
+func senderKey(sessionID, userMessageID string) string {
+	return sessionID + "\x00user\x00" + userMessageID
 }
 
 // note records who is answering a request (permissionKey, elicitationKey), before the
@@ -114,6 +133,55 @@ func (a *auditor) forget(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.answers, key)
+}
+
+// principalOf is the principal of the note under key, which stays.
+func (a *auditor) principalOf(key string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.answers[key].principal
+}
+
+// stamp completes a payload that answers a call with the principal of the call's note:
+// the events then say who acted, on every replica and in the log, and the audit entries
+// made from them too. A user message's note is used up by its MESSAGE_END; the others
+// are taken by their audit entry (decisions) or by their call when it returns.
+func (a *auditor) stamp(sessionID string, p presenters.Payload) presenters.Payload {
+	switch p := p.(type) {
+	case presenters.PermissionGrantedPayload:
+		if p.DecidedBy == presenters.DecidedByUser && p.Principal == "" {
+			p.Principal = a.principalOf(permissionKey(sessionID, p.RequestID))
+		}
+		return p
+	case presenters.PermissionDeniedPayload:
+		if p.DecidedBy == presenters.DecidedByUser && p.Principal == "" {
+			p.Principal = a.principalOf(permissionKey(sessionID, p.RequestID))
+		}
+		return p
+	case presenters.ElicitationResolvedPayload:
+		if p.DecidedBy == presenters.ElicitationByUser && p.Principal == "" {
+			p.Principal = a.principalOf(elicitationKey(sessionID, p.ElicitationID))
+		}
+		return p
+	case presenters.SessionReadyPayload:
+		if p.Principal == "" {
+			p.Principal = a.principalOf(loadKey(sessionID))
+		}
+		return p
+	case presenters.SessionClosedPayload:
+		if p.Principal == "" {
+			p.Principal = a.principalOf(closeKey(sessionID))
+		}
+		return p
+	case presenters.MessageEndPayload:
+		if p.Role == presenters.RoleUser && p.Principal == "" {
+			if n, ok := a.takeAnswer(senderKey(sessionID, p.MessageID)); ok {
+				p.Principal = n.principal
+			}
+		}
+		return p
+	}
+	return p
 }
 
 func (a *auditor) takeAnswer(key string) (notedAnswer, bool) {
@@ -168,26 +236,40 @@ func sourceOf(agentID string) pb.AuditSource {
 }
 
 func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.AuditEvent {
+	// What the agent does in a turn is on behalf of the principal whose message started
+	// it: entries of the agent's acts name that principal.
+	turn := a.turns[le.SessionID]
 	entry := func(kind pb.AuditKind, source pb.AuditSource, toolID string) *pb.AuditEvent {
 		return &pb.AuditEvent{Time: timestamppb.New(le.Time), Kind: kind, Source: source, SessionId: le.SessionID,
-			AgentId: le.AgentID, ToolId: toolID, EventSequence: le.Sequence}
+			AgentId: le.AgentID, ToolId: toolID, EventSequence: le.Sequence, Principal: turn}
 	}
 	observed := pb.AuditSource_AUDIT_SOURCE_OBSERVED
 	switch p := ev.GetPayload().(type) {
+	case *pb.AgenticEvent_MessageEnd:
+		if p.MessageEnd.GetRole() == pb.MessageRole_MESSAGE_ROLE_USER && !ev.GetReplay() {
+			if len(a.turns) >= maxTurnPrincipals {
+				clear(a.turns)
+			}
+			a.turns[le.SessionID] = p.MessageEnd.GetPrincipal()
+		}
 	case *pb.AgenticEvent_SessionCreated:
 		e := entry(pb.AuditKind_AUDIT_KIND_SESSION_CREATED, observed, "")
+		e.Principal = p.SessionCreated.GetSession().GetOwner()
 		e.Detail = &pb.AuditEvent_Session{Session: &pb.AuditSession{Workspace: p.SessionCreated.GetSession().GetWorkspace()}}
 		return []*pb.AuditEvent{e}
 	case *pb.AgenticEvent_SessionReady:
 		e := entry(pb.AuditKind_AUDIT_KIND_SESSION_LOADED, observed, "")
+		e.Principal = p.SessionReady.GetPrincipal()
 		e.Detail = &pb.AuditEvent_Session{Session: &pb.AuditSession{}}
 		return []*pb.AuditEvent{e}
 	case *pb.AgenticEvent_SessionClosed:
+		delete(a.turns, le.SessionID)
 		kind := pb.AuditKind_AUDIT_KIND_SESSION_CLOSED
 		if p.SessionClosed.GetReason() == deletedReason {
 			kind = pb.AuditKind_AUDIT_KIND_SESSION_DELETED
 		}
 		e := entry(kind, observed, "")
+		e.Principal = p.SessionClosed.GetPrincipal()
 		e.Detail = &pb.AuditEvent_Session{Session: &pb.AuditSession{Reason: p.SessionClosed.GetReason()}}
 		return []*pb.AuditEvent{e}
 	case *pb.AgenticEvent_ToolStart:
@@ -204,7 +286,7 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 	case *pb.AgenticEvent_ToolPermissionGranted:
 		g := p.ToolPermissionGranted
 		return []*pb.AuditEvent{a.decided(le, entry(pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, observed, g.GetToolId()),
-			g.GetPermissionId(), g.GetOptionId(), true, g.GetDecidedBy(), g.GetReason())}
+			g.GetPermissionId(), g.GetOptionId(), true, g.GetDecidedBy(), g.GetReason(), g.GetPrincipal())}
 	case *pb.AgenticEvent_ElicitationRequired:
 		r := p.ElicitationRequired.GetRequest()
 		e := entry(pb.AuditKind_AUDIT_KIND_ELICITATION_REQUESTED, observed, r.GetToolId())
@@ -218,19 +300,18 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 			d.AnsweredFields = append(d.AnsweredFields, name)
 		}
 		slices.Sort(d.AnsweredFields)
-		var principal string
+		e := entry(pb.AuditKind_AUDIT_KIND_ELICITATION_RESOLVED, observed, r.GetToolId())
+		e.Principal = ""
 		if n, ok := a.takeAnswer(elicitationKey(le.SessionID, r.GetElicitationId())); ok && r.GetDecidedBy() == pb.ElicitationDecider_ELICITATION_DECIDER_USER {
 			d.ClientAddress, d.ClientIdentity = n.address, n.identity
-			principal = n.principal
+			e.Principal = cmp.Or(r.GetPrincipal(), n.principal)
 		}
-		e := entry(pb.AuditKind_AUDIT_KIND_ELICITATION_RESOLVED, observed, r.GetToolId())
-		e.Principal = principal
 		e.Detail = &pb.AuditEvent_Elicitation{Elicitation: d}
 		return []*pb.AuditEvent{e}
 	case *pb.AgenticEvent_ToolPermissionDenied:
 		d := p.ToolPermissionDenied
 		out := []*pb.AuditEvent{a.decided(le, entry(pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, observed, d.GetToolId()),
-			d.GetPermissionId(), d.GetOptionId(), false, d.GetDecidedBy(), d.GetReason())}
+			d.GetPermissionId(), d.GetOptionId(), false, d.GetDecidedBy(), d.GetReason(), d.GetPrincipal())}
 		if d.GetDecidedBy() == pb.PermissionDecider_PERMISSION_DECIDER_POLICY {
 			e := entry(pb.AuditKind_AUDIT_KIND_POLICY_DENIAL, observed, d.GetToolId())
 			e.Detail = &pb.AuditEvent_Denial{Denial: &pb.AuditDenial{PermissionId: d.GetPermissionId(), Reason: d.GetReason()}}
@@ -242,11 +323,15 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 }
 
 // decided is a decision's entry, with the client that answered when one did.
-func (a *auditor) decided(le events.LoggedEvent, e *pb.AuditEvent, permissionID, optionID string, granted bool, by pb.PermissionDecider, reason string) *pb.AuditEvent {
+func (a *auditor) decided(le events.LoggedEvent, e *pb.AuditEvent, permissionID, optionID string, granted bool, by pb.PermissionDecider, reason, principal string) *pb.AuditEvent {
 	d := &pb.AuditPermission{PermissionId: permissionID, OptionId: optionID, Granted: granted, DecidedBy: by, Reason: reason}
+	e.Principal = ""
+	if by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
+		e.Principal = principal
+	}
 	if n, ok := a.takeAnswer(permissionKey(le.SessionID, permissionID)); ok && by == pb.PermissionDecider_PERMISSION_DECIDER_USER {
 		d.ClientAddress, d.ClientIdentity = n.address, n.identity
-		e.Principal = n.principal
+		e.Principal = cmp.Or(principal, n.principal)
 	}
 	e.Detail = &pb.AuditEvent_Permission{Permission: d}
 	return e

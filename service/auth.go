@@ -100,6 +100,33 @@ type WebLogins struct {
 
 	mu    sync.Mutex
 	codes map[string]pendingLogin
+
+	// oidc signs browsers in through an issuer; nil: one-time links only.
+	oidc *OIDCLogin
+}
+
+// EnableOIDC signs browsers in through an issuer too (at /login/oidc). Call it before
+// serving.
+func (w *WebLogins) EnableOIDC(o *OIDCLogin) { w.oidc = o }
+
+// flowLabel keeps the values sign makes apart from session cookies: their MACs cover
+// different inputs.
+const flowLabel = "oidc-flow:"
+
+// sign is b with a MAC, for a cookie that must come back unchanged.
+func (w *WebLogins) sign(b []byte) string {
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(w.mac(append([]byte(flowLabel), b...)))
+}
+
+// verify is what sign signed; an error when value was not signed by sign with our key.
+func (w *WebLogins) verify(value string) ([]byte, error) {
+	p, s, ok := strings.Cut(value, ".")
+	b, err1 := base64.RawURLEncoding.DecodeString(p)
+	sig, err2 := base64.RawURLEncoding.DecodeString(s)
+	if !ok || err1 != nil || err2 != nil || !hmac.Equal(sig, w.mac(append([]byte(flowLabel), b...))) {
+		return nil, errors.New("not a value this server signed")
+	}
+	return b, nil
 }
 
 // pendingLogin is a code waiting to be redeemed.

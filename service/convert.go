@@ -291,6 +291,7 @@ func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 	out := &pb.SessionInfo{
 		SessionId:      clean(s.SessionID),
 		AgentSessionId: clean(s.AgentSessionID),
+		Owner:          clean(s.Owner),
 
 		AdditionalDirectories: cleanAll(s.AdditionalDirectories),
 		McpServerNames:        cleanAll(s.MCPServerNames),
@@ -576,11 +577,11 @@ func messageToPB(m presenters.Message) *pb.SessionMessage {
 }
 
 func decisionToGranted(d presenters.PermissionDecision) *pb.ToolPermissionGranted {
-	return &pb.ToolPermissionGranted{PermissionId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
+	return &pb.ToolPermissionGranted{PermissionId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason), Principal: clean(d.Principal)}
 }
 
 func decisionToDenied(d presenters.PermissionDecision) *pb.ToolPermissionDenied {
-	return &pb.ToolPermissionDenied{PermissionId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason)}
+	return &pb.ToolPermissionDenied{PermissionId: clean(d.RequestID), ToolId: clean(d.ToolID), OptionId: clean(d.OptionID), DecidedBy: deciders[d.DecidedBy], Reason: clean(d.Reason), Principal: clean(d.Principal)}
 }
 
 // eventToPB converts one event; the hub calls it once per event and shares the result.
@@ -600,17 +601,17 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 	case presenters.SessionCreatedPayload:
 		out.Payload = &pb.AgenticEvent_SessionCreated{SessionCreated: &pb.SessionCreated{Session: sessionInfoToPB(p.Session)}}
 	case presenters.SessionReadyPayload:
-		out.Payload = &pb.AgenticEvent_SessionReady{SessionReady: &pb.SessionReady{MessageCount: p.MessageCount}}
+		out.Payload = &pb.AgenticEvent_SessionReady{SessionReady: &pb.SessionReady{MessageCount: p.MessageCount, Principal: clean(p.Principal)}}
 	case presenters.SessionUpdatedPayload:
 		out.Payload = &pb.AgenticEvent_SessionUpdated{SessionUpdated: sessionPatchToPB(p.Patch)}
 	case presenters.SessionClosedPayload:
-		out.Payload = &pb.AgenticEvent_SessionClosed{SessionClosed: &pb.SessionClosed{Reason: clean(p.Reason)}}
+		out.Payload = &pb.AgenticEvent_SessionClosed{SessionClosed: &pb.SessionClosed{Reason: clean(p.Reason), Principal: clean(p.Principal)}}
 	case presenters.MessageDeltaPayload:
 		out.Payload = &pb.AgenticEvent_MessageDelta{MessageDelta: &pb.MessageDelta{MessageId: clean(p.MessageID), Text: clean(p.Text), Role: roles[p.Role]}}
 	case presenters.MessageBlockPayload:
 		out.Payload = &pb.AgenticEvent_MessageBlock{MessageBlock: &pb.MessageBlock{MessageId: clean(p.MessageID), Block: blockToPB(p.Block), Role: roles[p.Role]}}
 	case presenters.MessageEndPayload:
-		end := &pb.MessageEnd{MessageId: clean(p.MessageID), StopReason: stopReasons[p.StopReason], Role: roles[p.Role]}
+		end := &pb.MessageEnd{MessageId: clean(p.MessageID), StopReason: stopReasons[p.StopReason], Role: roles[p.Role], Principal: clean(p.Principal)}
 		if p.Usage != nil {
 			end.Usage = usageToPB(*p.Usage)
 		}

@@ -67,6 +67,7 @@ func elicitationResolvedToPB(r presenters.ElicitationResolvedPayload) *pb.Elicit
 		Content:       structOf(r.Content),
 		DecidedBy:     elicitationDeciders[r.DecidedBy],
 		Reason:        clean(r.Reason),
+		Principal:     clean(r.Principal),
 	}
 }
 

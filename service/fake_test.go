@@ -85,7 +85,9 @@ func (f *fakePresenter) CreateSession(ctx context.Context, cfg presenters.Sessio
 	}
 	f.sessions[info.SessionID] = &info
 	f.mu.Unlock()
-	f.emitter(info.SessionID).SessionCreated(info)
+	created := info
+	created.Owner = cfg.Creator // as the presenters do
+	f.emitter(info.SessionID).SessionCreated(created)
 	return info, nil
 }
 

@@ -116,6 +116,9 @@ func (b browserGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			b.logins.serveLogin(w, r, b.secure)
 			return
 		}
+		if b.logins.oidc != nil && b.logins.oidc.serve(w, r, b.secure) {
+			return
+		}
 		if who, ok := b.logins.validSession(r); ok {
 			r = r.WithContext(withWebSession(r.Context(), who))
 		}

@@ -303,8 +303,22 @@ func (h *Hub) SkipAhead(ctx context.Context) error { return h.events.SkipAhead(c
 func (h *Hub) WakeTails(sessionIDs []string, all bool) { h.events.WakeTails(sessionIDs, all) }
 
 // Publish numbers the event and hands it to the projection and the subscribers
-// (events.Hub.Publish).
-func (h *Hub) Publish(ev presenters.Event) uint64 { return h.events.Publish(ev) }
+// (events.Hub.Publish), with the principal of the call it answers (auditor.stamp).
+func (h *Hub) Publish(ev presenters.Event) uint64 {
+	if h.audit != nil {
+		ev.Payload = h.audit.stamp(ev.SessionID, ev.Payload)
+	}
+	return h.events.Publish(ev)
+}
+
+// noteCall notes the caller of ctx under key (auditor.note) until done is called, so
+// that the events the call causes name it; a no-op without an event log.
+func (h *Hub) noteCall(ctx context.Context, key string) (done func()) {
+	if h.audit == nil || !h.audit.note(ctx, key) {
+		return func() {}
+	}
+	return func() { h.audit.forget(key) }
+}
 
 // LastSequence is the sequence of the newest event issued (the base when none yet).
 func (h *Hub) LastSequence() uint64 { return h.events.LastSequence() }

@@ -74,10 +74,22 @@ func NewOIDCVerifier(ctx context.Context, opts OIDCOptions) (*OIDCVerifier, erro
 
 // VerifyToken checks raw and returns the principal its claims name.
 func (v *OIDCVerifier) VerifyToken(ctx context.Context, raw string) (Principal, error) {
+	p, _, err := v.verify(ctx, raw)
+	return p, err
+}
+
+// verify checks raw and returns the principal its claims name, and the token.
+func (v *OIDCVerifier) verify(ctx context.Context, raw string) (Principal, *oidc.IDToken, error) {
 	tok, err := v.verifier.Verify(ctx, raw)
 	if err != nil {
-		return Principal{}, err
+		return Principal{}, nil, err
 	}
+	p, err := v.principal(tok)
+	return p, tok, err
+}
+
+// principal is the principal a verified token's claims name.
+func (v *OIDCVerifier) principal(tok *oidc.IDToken) (Principal, error) {
 	var claims map[string]json.RawMessage
 	if err := tok.Claims(&claims); err != nil {
 		return Principal{}, err

@@ -65,7 +65,7 @@ func TestCreateSession(t *testing.T) {
 		t.Errorf("presenter got workspace %v, want %s opened", gotCfg.Workspace, e.root)
 	}
 	gotCfg.Workspace = nil
-	if want := (presenters.SessionConfig{ModelID: "large", ModeID: "code", Title: "t"}); !reflect.DeepEqual(gotCfg, want) {
+	if want := (presenters.SessionConfig{ModelID: "large", ModeID: "code", Title: "t", Creator: "owner"}); !reflect.DeepEqual(gotCfg, want) {
 		t.Errorf("presenter got %+v, want %+v", gotCfg, want)
 	}
 	info := resp.GetSession()

@@ -58,6 +58,7 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 		ModeID:                cfg.GetModeId(),
 		Title:                 cfg.GetTitle(),
 		AdditionalDirectories: dirs,
+		Creator:               callerOf(ctx).Name,
 		MCPServers:            servers,
 	})
 	if err != nil {
@@ -426,6 +427,7 @@ func (s *Service) LoadSession(ctx context.Context, req *pb.LoadSessionRequest) (
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
+	defer s.hub.noteCall(ctx, loadKey(id))()
 	info, err := p.LoadSession(ctx, id, presenters.LoadContext{
 		MaxHistory:            int(req.GetMaxHistory()),
 		IncludeSystemMessages: req.GetIncludeSystemMessages(),
@@ -450,6 +452,7 @@ func (s *Service) DeleteSession(ctx context.Context, req *pb.DeleteSessionReques
 	if err != nil {
 		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
 	}
+	defer s.hub.noteCall(ctx, closeKey(id))()
 	if p, err := s.registry.Agent(rec.AgentID); err == nil {
 		if err := endForDeletion(ctx, p, id); err != nil {
 			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", rec.AgentID)
@@ -458,7 +461,7 @@ func (s *Service) DeleteSession(ctx context.Context, req *pb.DeleteSessionReques
 	if err := s.registry.store.DeleteSession(ctx, id); err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", rec.AgentID)
 	}
-	s.hub.Publish(presenters.Event{SessionID: id, AgentID: rec.AgentID, Payload: presenters.SessionClosedPayload{Reason: deletedReason}})
+	s.hub.Publish(presenters.Event{SessionID: id, AgentID: rec.AgentID, Payload: presenters.SessionClosedPayload{Reason: deletedReason, Principal: callerOf(ctx).Name}})
 	s.logger.InfoContext(ctx, "session deleted", "session_id", id, "agent_id", rec.AgentID)
 	return &pb.DeleteSessionResponse{}, nil
 }
@@ -495,6 +498,7 @@ func (s *Service) CloseSession(ctx context.Context, req *pb.CloseSessionRequest)
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
+	defer s.hub.noteCall(ctx, closeKey(id))()
 	if err := p.CloseSession(ctx, id); err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -33,6 +35,21 @@ func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
+	// The user message's id is chosen here, so that its MESSAGE_END, whenever its turn
+	// starts, names the sender (auditor.stamp); the note lasts until then.
+	var sent bool
+	if s.hub.audit != nil {
+		if opts.UserMessageID == "" {
+			opts.UserMessageID = uuid.Must(uuid.NewV7()).String()
+		}
+		if key := senderKey(id, opts.UserMessageID); s.hub.audit.note(ctx, key) {
+			defer func() {
+				if !sent {
+					s.hub.audit.forget(key)
+				}
+			}()
+		}
+	}
 	var d delivery
 	if q := s.hub.queue; q != nil {
 		d, err = q.deliver(ctx, p, id, content, opts, mode)
@@ -46,6 +63,7 @@ func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (
 	if err != nil {
 		return nil, s.fail(ctx, method, sessionNotFound(id, inField("content", err)), "session_id", id, "agent_id", p.AgentID())
 	}
+	sent = true
 	return &pb.SendMessageResponse{MessageId: d.res.MessageID, UserMessageId: d.res.UserMessageID,
 		Outcome: deliveryOutcomes[d.outcome], OutcomeReason: d.reason}, nil
 }

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
 
 // How long a stream trusts what it learnt of a session's reach: a ShareSession (on any
@@ -42,7 +45,11 @@ func (v *streamVisibility) keep(ctx context.Context, evs []*encodedEvent) (kept 
 	kept = evs[:0]
 	for _, ev := range evs {
 		seq, sessionID := eventHead(ev.b)
-		if sessionID == "" || v.readable(ctx, sessionID) {
+		if sessionID == "" {
+			kept = append(kept, ev)
+			continue
+		}
+		if ok, unknown := v.readable(ctx, sessionID); ok || unknown && v.createdByReader(ev.b) {
 			kept = append(kept, ev)
 			continue
 		}
@@ -51,16 +58,18 @@ func (v *streamVisibility) keep(ctx context.Context, evs []*encodedEvent) (kept 
 	return kept, lastDropped
 }
 
-func (v *streamVisibility) readable(ctx context.Context, sessionID string) bool {
+// readable reports whether the principal may read the session; unknown when the store
+// could not say (a session not recorded yet, or a store that failed).
+func (v *streamVisibility) readable(ctx context.Context, sessionID string) (ok, unknown bool) {
 	now := v.now()
 	if k, ok := v.known[sessionID]; ok && now.Before(k.until) {
-		return k.ok
+		return k.ok, false
 	}
 	got, err := v.sessions.reach(ctx, v.p, sessionID)
 	if err != nil {
 		// Not remembered: a session whose CreateSession has not recorded it yet is asked
 		// about again at its next event, and so is one the store failed to answer for.
-		return false
+		return false, true
 	}
 	if len(v.known) >= maxVisibilityEntries {
 		for id, k := range v.known {
@@ -73,7 +82,18 @@ func (v *streamVisibility) readable(ctx context.Context, sessionID string) bool 
 		}
 	}
 	v.known[sessionID] = visibleUntil{ok: got >= accessRead, until: now.Add(visibilityTTL)}
-	return got >= accessRead
+	return got >= accessRead, false
+}
+
+// createdByReader reports whether an event is the SESSION_CREATED of a session the
+// principal created: it comes before CreateSession records the session's owner, and its
+// creator's stream should not miss it. Decoded only for sessions the store does not know.
+func (v *streamVisibility) createdByReader(b []byte) bool {
+	var ev pb.AgenticEvent
+	if err := proto.Unmarshal(b, &ev); err != nil {
+		return false
+	}
+	return ev.GetSessionCreated().GetSession().GetOwner() == v.p.Name && v.p.Name != ""
 }
 
 // eventHead reads an encoded AgenticEvent's sequence (field 1) and session id (field 2)

@@ -189,12 +189,8 @@ func (c Config) staticPrincipals() ([]service.StaticPrincipal, error) {
 // oidcDiscoveryTimeout bounds asking the issuer for its keys' address at start.
 const oidcDiscoveryTimeout = 30 * time.Second
 
-// oidcVerifier is the verifier of oidc:, nil without it.
-func (s *Server) oidcVerifier(cfg Config) (service.TokenVerifier, error) {
-	o := cfg.OIDC
-	if o == nil {
-		return nil, nil
-	}
+// oidcOptions are the verifier's options of oidc: (which is set).
+func (o OIDCConfig) options() service.OIDCOptions {
 	groups := make(map[string]service.Scopes, len(o.GroupScopes))
 	for g, names := range o.GroupScopes {
 		groups[g] = scopesOf(names)
@@ -203,8 +199,33 @@ func (s *Server) oidcVerifier(cfg Config) (service.TokenVerifier, error) {
 	if skew == 0 {
 		skew = time.Minute
 	}
+	return service.OIDCOptions{Issuer: o.Issuer, Audience: o.Audience, JWKSURL: o.JWKSURL,
+		PrincipalClaim: o.PrincipalClaim, ScopesClaim: o.ScopesClaim, GroupsClaim: o.GroupsClaim, GroupScopes: groups, ClockSkew: skew}
+}
+
+// oidcVerifier is the verifier of oidc:, nil without it. With a client_id, the web
+// page signs in through the issuer too.
+func (s *Server) oidcVerifier(cfg Config) (service.TokenVerifier, error) {
+	o := cfg.OIDC
+	if o == nil {
+		return nil, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), oidcDiscoveryTimeout)
 	defer cancel()
-	return service.NewOIDCVerifier(ctx, service.OIDCOptions{Issuer: o.Issuer, Audience: o.Audience, JWKSURL: o.JWKSURL,
-		PrincipalClaim: o.PrincipalClaim, ScopesClaim: o.ScopesClaim, GroupsClaim: o.GroupsClaim, GroupScopes: groups, ClockSkew: skew})
+	v, err := service.NewOIDCVerifier(ctx, o.options())
+	if err != nil || o.ClientID == "" {
+		return v, err
+	}
+	var secret string
+	if o.ClientSecretEnv != "" {
+		if secret = os.Getenv(o.ClientSecretEnv); secret == "" {
+			return nil, fmt.Errorf("oidc.client_secret_env: the environment variable %s is empty or unset: set it to the client's secret", o.ClientSecretEnv)
+		}
+	}
+	login, err := service.NewOIDCLogin(ctx, s.webLogins, service.OIDCLoginOptions{ClientID: o.ClientID, ClientSecret: secret, Claims: o.options(), Logger: s.logger})
+	if err != nil {
+		return nil, err
+	}
+	s.webLogins.EnableOIDC(login)
+	return v, nil
 }

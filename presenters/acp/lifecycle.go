@@ -89,7 +89,9 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	p.importMu.RUnlock()
 	s.mu.Lock()
 	s.unstored = false
-	s.emit.SessionCreated(s.info)
+	created := s.info
+	created.Owner = cfg.Creator
+	s.emit.SessionCreated(created)
 	s.mu.Unlock()
 	s.reportLeftOut(plan)
 	p.mu.Lock()

@@ -263,7 +263,9 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	p.mu.Unlock()
 	s.mu.Lock()
 	info := p.sessionInfo(s, 0)
-	p.emitter(conv.ID).SessionCreated(info)
+	created := info
+	created.Owner = cfg.Creator
+	p.emitter(conv.ID).SessionCreated(created)
 	s.mu.Unlock()
 	p.log.Debug("session created", "session_id", conv.ID, "workspace", conv.Workspace)
 	return info, nil

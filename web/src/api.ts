@@ -99,3 +99,11 @@ export function uuid(): string {
   const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
+
+/** The principal this page is signed in as (GetServerInfo's caller), once known. */
+export const signedIn = { principal: "" };
+
+/** A principal's name as the page shows it: "you" added for the one signed in. */
+export function who(principal: string): string {
+  return principal === signedIn.principal ? `${principal} (you)` : principal;
+}

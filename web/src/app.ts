@@ -5,7 +5,7 @@ import { AgenticEventType } from "../../gen/ts/src/agentic/v1/events_pb.js";
 import { SessionView } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import { AgentStatus, SessionStatus } from "../../gen/ts/src/agentic/v1/types_pb.js";
 import type { AgentInfo, SessionInfo } from "../../gen/ts/src/agentic/v1/types_pb.js";
-import { client, describe, isNetworkError, isTokenError, setToken, uuid } from "./api.js";
+import { client, describe, isNetworkError, isTokenError, setToken, signedIn, uuid } from "./api.js";
 import { ChatView } from "./chat.js";
 import { back, lost, retryDelay } from "./connection.js";
 import { byId, enumName, h } from "./dom.js";
@@ -32,6 +32,12 @@ let tokenWaiters: Array<() => void> = [];
 function askToken(): Promise<void> {
   tokenForm.hidden = false;
   tokenInput.focus();
+  // The server answers 204 here when it signs browsers in through an OpenID issuer.
+  void fetch("/login/oidc", { method: "HEAD", redirect: "manual" })
+    .then((r) => {
+      byId("oidc-sign-in").hidden = r.status !== 204;
+    })
+    .catch(() => undefined);
   return new Promise((resolve) => tokenWaiters.push(resolve));
 }
 
@@ -252,6 +258,8 @@ async function start(): Promise<void> {
       const hb = info.limits?.heartbeatInterval;
       if (hb !== undefined) chat.setHeartbeat(Number(hb.seconds) * 1000 + Math.floor(hb.nanos / 1e6));
       byId("server-version").textContent = info.version;
+      signedIn.principal = info.caller?.principal ?? "";
+      byId("signed-in").textContent = signedIn.principal !== "" ? `signed in as ${signedIn.principal}` : "";
       renderRoots(info.workspaceRoots);
       pageError.textContent = "";
       back("start");

@@ -3,7 +3,7 @@
 import { AuditKind } from "../../gen/ts/src/agentic/v1/audit_pb.js";
 import type { AuditEvent } from "../../gen/ts/src/agentic/v1/audit_pb.js";
 import { ElicitationAction } from "../../gen/ts/src/agentic/v1/types_pb.js";
-import { client, describe } from "./api.js";
+import { client, describe, who } from "./api.js";
 import { enumName, h } from "./dom.js";
 
 function summary(e: AuditEvent): string {
@@ -72,6 +72,7 @@ export class AuditPanel {
             h("li", { "data-testid": "audit-entry", "data-kind": enumName(AuditKind, e.kind) },
               h("span", { class: "muted small" }, time), " ",
               h("span", { class: "audit-kind" }, enumName(AuditKind, e.kind).replace(/_/g, " ")), " ",
+              e.principal !== "" && h("span", { class: "audit-principal", "data-testid": "audit-principal" }, who(e.principal)), e.principal !== "" && " ",
               h("span", { class: "audit-summary" }, summary(e))),
           );
           after = e.id;

@@ -24,7 +24,7 @@ import type {
   ToolCall,
 } from "../../gen/ts/src/agentic/v1/types_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { client, describe, isAbort, isTokenError, uuid } from "./api.js";
+import { client, describe, isAbort, isTokenError, uuid, who } from "./api.js";
 import { AuditPanel } from "./audit.js";
 import { back, forget, lost, retryDelay } from "./connection.js";
 import { byId, enumName, h } from "./dom.js";
@@ -45,6 +45,7 @@ class MessageView {
   private plan: HTMLElement | null = null;
   private text: MarkdownPart | null = null;
   private readonly tools = new Map<string, HTMLElement>();
+  private readonly roleLabel: HTMLElement;
 
   constructor(
     readonly id: string,
@@ -52,10 +53,11 @@ class MessageView {
   ) {
     this.body = h("div", { class: "message-body" });
     this.footer = h("div", { class: "message-footer muted", "data-testid": "message-footer" });
+    this.roleLabel = h("div", { class: "message-role muted", "data-testid": "message-role" }, role === MessageRole.USER ? "you" : role === MessageRole.SYSTEM ? "system" : "agent");
     this.el = h(
       "article",
       { class: `message role-${enumName(MessageRole, role)}`, "data-testid": "message", "data-message-id": id, "data-role": enumName(MessageRole, role), "data-state": "streaming" },
-      h("div", { class: "message-role muted" }, role === MessageRole.USER ? "you" : role === MessageRole.SYSTEM ? "system" : "agent"),
+      this.roleLabel,
       this.body,
       this.footer,
     );
@@ -123,6 +125,12 @@ class MessageView {
       this.body.append(el);
     }
     this.tools.set(tc.toolId, el);
+  }
+
+  /** Names the principal that sent a user message (its MESSAGE_END says who). */
+  sentBy(principal: string): void {
+    this.el.dataset.sender = principal;
+    this.roleLabel.textContent = who(principal);
   }
 
   note(text: string, cls = "muted"): void {
@@ -481,6 +489,9 @@ export class ChatView {
         this.startTurn(p.value.messageId, MessageRole.ASSISTANT);
         break;
       case "messageEnd":
+        if (p.value.role === MessageRole.USER && p.value.principal !== "" && !this.stored.has(p.value.messageId)) {
+          this.message(p.value.messageId, p.value.role).sentBy(p.value.principal);
+        }
         this.endMessage(p.value.messageId, p.value.role, stateOfStop(p.value.stopReason), p.value.usage);
         break;
       case "toolPermissionRequired":
@@ -488,13 +499,13 @@ export class ChatView {
         break;
       case "toolPermissionGranted":
       case "toolPermissionDenied":
-        this.decided(p.value.permissionId, p.case === "toolPermissionGranted", p.value.reason);
+        this.decided(p.value.permissionId, p.case === "toolPermissionGranted", p.value.reason, p.value.principal);
         break;
       case "elicitationRequired":
         if (p.value.request !== undefined) this.addElicitation(p.value.request);
         break;
       case "elicitationResolved":
-        this.elicitationResolved(p.value.elicitationId, enumName(ElicitationAction, p.value.action), p.value.reason);
+        this.elicitationResolved(p.value.elicitationId, enumName(ElicitationAction, p.value.action), p.value.reason, p.value.principal);
         break;
       case "error":
         this.showError(p.value.message);
@@ -584,14 +595,15 @@ export class ChatView {
     }
   }
 
-  private decided(permissionId: string, granted: boolean, reason: string): void {
+  private decided(permissionId: string, granted: boolean, reason: string, principal: string): void {
     const card = this.permissions.querySelector<HTMLElement>(`[data-permission-id="${CSS.escape(permissionId)}"]`);
     if (card === null) return;
     const messageId = card.dataset.messageId ?? "";
     card.remove();
     const view = this.messages.get(messageId);
     const title = card.querySelector(".permission-title")?.textContent ?? "permission";
-    view?.note(`${granted ? "allowed" : "denied"}: ${title}${reason !== "" ? ` (${reason})` : ""}`, granted ? "muted" : "warn");
+    const by = principal !== "" ? ` by ${who(principal)}` : "";
+    view?.note(`${granted ? "allowed" : "denied"}${by}: ${title}${reason !== "" ? ` (${reason})` : ""}`, granted ? "muted" : "warn");
   }
 
   private async respond(permissionId: string, optionId: string, card: HTMLElement): Promise<void> {
@@ -626,12 +638,13 @@ export class ChatView {
     }
   }
 
-  private elicitationResolved(id: string, action: string, reason: string): void {
+  private elicitationResolved(id: string, action: string, reason: string, principal: string): void {
     const card = this.elicitations.querySelector<HTMLElement>(`[data-elicitation-id="${CSS.escape(id)}"]`);
     if (card === null) return;
     card.remove();
     const title = card.querySelector(".elicitation-title")?.textContent ?? "input";
-    this.messages.get(card.dataset.messageId ?? "")?.note(`${action}: ${title}${reason !== "" ? ` (${reason})` : ""}`);
+    const by = principal !== "" ? ` by ${who(principal)}` : "";
+    this.messages.get(card.dataset.messageId ?? "")?.note(`${action}${by}: ${title}${reason !== "" ? ` (${reason})` : ""}`);
   }
 
   private async respondElicitation(elicitationId: string, action: ElicitationAction, content: JsonObject | undefined): Promise<string> {

@@ -178,8 +178,11 @@ type AuditEvent struct {
 	ToolId string `protobuf:"bytes,7,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	// The event the entry was made from (its sequence in the event stream).
 	EventSequence uint64 `protobuf:"varint,8,opt,name=event_sequence,json=eventSequence,proto3" json:"event_sequence,omitempty"`
-	// The principal that decided, for PERMISSION_DECIDED and ELICITATION_RESOLVED
-	// answered by a client (also when a replica forwarded the call); empty otherwise.
+	// The principal that acted (also when a replica forwarded its call): the creator
+	// of a session, whoever loaded, closed or deleted it, the principal whose message
+	// started the turn of a command or file write, whoever answered a permission or
+	// elicitation. Empty where agenticd acted on its own (a policy's decision, a session
+	// closed at shutdown) or the actor is unknown (a turn started before a restart).
 	Principal string `protobuf:"bytes,16,opt,name=principal,proto3" json:"principal,omitempty"`
 	// Types that are valid to be assigned to Detail:
 	//

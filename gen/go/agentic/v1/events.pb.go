@@ -860,8 +860,10 @@ func (x *SessionCreated) GetSession() *SessionInfo {
 // LoadSession finished: the history was replayed (as events, for ACP agents with
 // session/load) or read from the store.
 type SessionReady struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MessageCount  int64                  `protobuf:"varint,1,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	MessageCount int64                  `protobuf:"varint,1,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// The principal whose LoadSession this was.
+	Principal     string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -901,6 +903,13 @@ func (x *SessionReady) GetMessageCount() int64 {
 		return x.MessageCount
 	}
 	return 0
+}
+
+func (x *SessionReady) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // Part of the session's info changed. Only the fields named in update_mask are set.
@@ -958,8 +967,11 @@ func (x *SessionUpdated) GetUpdateMask() *fieldmaskpb.FieldMask {
 }
 
 type SessionClosed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The principal whose CloseSession or DeleteSession this was; empty when agenticd
+	// closed it (the agent ended, the server stopped).
+	Principal     string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -997,6 +1009,13 @@ func (*SessionClosed) Descriptor() ([]byte, []int) {
 func (x *SessionClosed) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *SessionClosed) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
 	}
 	return ""
 }
@@ -1131,8 +1150,11 @@ type MessageEnd struct {
 	MessageId  string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	StopReason StopReason             `protobuf:"varint,2,opt,name=stop_reason,json=stopReason,proto3,enum=agentic.v1.StopReason" json:"stop_reason,omitempty"`
 	// Usage of this turn, when the agent reports it.
-	Usage         *TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
-	Role          MessageRole `protobuf:"varint,4,opt,name=role,proto3,enum=agentic.v1.MessageRole" json:"role,omitempty"`
+	Usage *TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Role  MessageRole `protobuf:"varint,4,opt,name=role,proto3,enum=agentic.v1.MessageRole" json:"role,omitempty"`
+	// For a user message: the principal that sent it (SendMessage). Empty for replayed
+	// history and for messages whose sender is unknown.
+	Principal     string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1193,6 +1215,13 @@ func (x *MessageEnd) GetRole() MessageRole {
 		return x.Role
 	}
 	return MessageRole_MESSAGE_ROLE_UNSPECIFIED
+}
+
+func (x *MessageEnd) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // A tool call began.
@@ -1402,12 +1431,14 @@ func (x *ToolPermissionRequired) GetRequest() *PermissionRequest {
 }
 
 type ToolPermissionGranted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PermissionId  string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
-	ToolId        string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
-	OptionId      string                 `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
-	DecidedBy     PermissionDecider      `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PermissionId string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
+	ToolId       string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	OptionId     string                 `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
+	DecidedBy    PermissionDecider      `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
+	Reason       string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The principal that answered, when decided_by is USER.
+	Principal     string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1477,6 +1508,13 @@ func (x *ToolPermissionGranted) GetReason() string {
 	return ""
 }
 
+func (x *ToolPermissionGranted) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 type ToolPermissionDenied struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	PermissionId string                 `protobuf:"bytes,1,opt,name=permission_id,json=permissionId,proto3" json:"permission_id,omitempty"`
@@ -1485,7 +1523,9 @@ type ToolPermissionDenied struct {
 	OptionId  string            `protobuf:"bytes,3,opt,name=option_id,json=optionId,proto3" json:"option_id,omitempty"`
 	DecidedBy PermissionDecider `protobuf:"varint,4,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.PermissionDecider" json:"decided_by,omitempty"`
 	// Why, e.g. "path /etc/passwd is outside the workspace".
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The principal that answered, when decided_by is USER.
+	Principal     string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1555,6 +1595,13 @@ func (x *ToolPermissionDenied) GetReason() string {
 	return ""
 }
 
+func (x *ToolPermissionDenied) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 // The agent asks the user for input: a form to fill in (answer with its content) or a
 // URL to open. Answer with RespondElicitation; the first answer from any client wins.
 type ElicitationRequired struct {
@@ -1612,7 +1659,9 @@ type ElicitationResolved struct {
 	Content   *structpb.Struct   `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
 	DecidedBy ElicitationDecider `protobuf:"varint,5,opt,name=decided_by,json=decidedBy,proto3,enum=agentic.v1.ElicitationDecider" json:"decided_by,omitempty"`
 	// Why, when not decided by the user (e.g. "nobody answered within 5m0s").
-	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The principal that answered, when decided_by is USER.
+	Principal     string `protobuf:"bytes,7,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1685,6 +1734,13 @@ func (x *ElicitationResolved) GetDecidedBy() ElicitationDecider {
 func (x *ElicitationResolved) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *ElicitationResolved) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
 	}
 	return ""
 }
@@ -2030,15 +2086,17 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\x12AgentStatusChanged\x12+\n" +
 	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"C\n" +
 	"\x0eSessionCreated\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"3\n" +
+	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"Q\n" +
 	"\fSessionReady\x12#\n" +
-	"\rmessage_count\x18\x01 \x01(\x03R\fmessageCount\"\x80\x01\n" +
+	"\rmessage_count\x18\x01 \x01(\x03R\fmessageCount\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\"\x80\x01\n" +
 	"\x0eSessionUpdated\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"'\n" +
+	"updateMask\"E\n" +
 	"\rSessionClosed\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"n\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\"n\n" +
 	"\fMessageDelta\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x12\n" +
@@ -2048,7 +2106,7 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12'\n" +
 	"\x05block\x18\x02 \x01(\v2\x11.agentic.v1.BlockR\x05block\x12+\n" +
-	"\x04role\x18\x03 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\"\xbf\x01\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\"\xdd\x01\n" +
 	"\n" +
 	"MessageEnd\x12\x1d\n" +
 	"\n" +
@@ -2056,7 +2114,8 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\vstop_reason\x18\x02 \x01(\x0e2\x16.agentic.v1.StopReasonR\n" +
 	"stopReason\x12,\n" +
 	"\x05usage\x18\x03 \x01(\v2\x16.agentic.v1.TokenUsageR\x05usage\x12+\n" +
-	"\x04role\x18\x04 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\"T\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x17.agentic.v1.MessageRoleR\x04role\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\"T\n" +
 	"\tToolStart\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12(\n" +
@@ -2070,23 +2129,25 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12(\n" +
 	"\x04tool\x18\x02 \x01(\v2\x14.agentic.v1.ToolCallR\x04tool\"Q\n" +
 	"\x16ToolPermissionRequired\x127\n" +
-	"\arequest\x18\x01 \x01(\v2\x1d.agentic.v1.PermissionRequestR\arequest\"\xc8\x01\n" +
+	"\arequest\x18\x01 \x01(\v2\x1d.agentic.v1.PermissionRequestR\arequest\"\xe6\x01\n" +
 	"\x15ToolPermissionGranted\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\toption_id\x18\x03 \x01(\tR\boptionId\x12<\n" +
 	"\n" +
 	"decided_by\x18\x04 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xc7\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"\xe5\x01\n" +
 	"\x14ToolPermissionDenied\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\toption_id\x18\x03 \x01(\tR\boptionId\x12<\n" +
 	"\n" +
 	"decided_by\x18\x04 \x01(\x0e2\x1d.agentic.v1.PermissionDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"O\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"O\n" +
 	"\x13ElicitationRequired\x128\n" +
-	"\arequest\x18\x01 \x01(\v2\x1e.agentic.v1.ElicitationRequestR\arequest\"\x96\x02\n" +
+	"\arequest\x18\x01 \x01(\v2\x1e.agentic.v1.ElicitationRequestR\arequest\"\xb4\x02\n" +
 	"\x13ElicitationResolved\x12%\n" +
 	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x125\n" +
@@ -2094,7 +2155,8 @@ const file_agentic_v1_events_proto_rawDesc = "" +
 	"\acontent\x18\x04 \x01(\v2\x17.google.protobuf.StructR\acontent\x12=\n" +
 	"\n" +
 	"decided_by\x18\x05 \x01(\x0e2\x1e.agentic.v1.ElicitationDeciderR\tdecidedBy\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\"Z\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\a \x01(\tR\tprincipal\"Z\n" +
 	"\rStatusChanged\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.agentic.v1.SessionStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa3\x01\n" +

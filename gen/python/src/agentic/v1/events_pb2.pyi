@@ -115,20 +115,22 @@ class ElicitationRequired(_message.Message):
     def __init__(self, request: _Optional[_Union[_types_pb2.ElicitationRequest, _Mapping]] = ...) -> None: ...
 
 class ElicitationResolved(_message.Message):
-    __slots__ = ["action", "content", "decided_by", "elicitation_id", "reason", "tool_id"]
+    __slots__ = ["action", "content", "decided_by", "elicitation_id", "principal", "reason", "tool_id"]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     action: _types_pb2.ElicitationAction
     content: _struct_pb2.Struct
     decided_by: ElicitationDecider
     elicitation_id: str
+    principal: str
     reason: str
     tool_id: str
-    def __init__(self, elicitation_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., action: _Optional[_Union[_types_pb2.ElicitationAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., decided_by: _Optional[_Union[ElicitationDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, elicitation_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., action: _Optional[_Union[_types_pb2.ElicitationAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., decided_by: _Optional[_Union[ElicitationDecider, str]] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class ErrorReported(_message.Message):
     __slots__ = ["message", "message_id", "reason", "retryable"]
@@ -175,16 +177,18 @@ class MessageDequeued(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., reason: _Optional[_Union[DequeueReason, str]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class MessageEnd(_message.Message):
-    __slots__ = ["message_id", "role", "stop_reason", "usage"]
+    __slots__ = ["message_id", "principal", "role", "stop_reason", "usage"]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     message_id: str
+    principal: str
     role: _types_pb2.MessageRole
     stop_reason: _types_pb2.StopReason
     usage: _types_pb2.TokenUsage
-    def __init__(self, message_id: _Optional[str] = ..., stop_reason: _Optional[_Union[_types_pb2.StopReason, str]] = ..., usage: _Optional[_Union[_types_pb2.TokenUsage, _Mapping]] = ..., role: _Optional[_Union[_types_pb2.MessageRole, str]] = ...) -> None: ...
+    def __init__(self, message_id: _Optional[str] = ..., stop_reason: _Optional[_Union[_types_pb2.StopReason, str]] = ..., usage: _Optional[_Union[_types_pb2.TokenUsage, _Mapping]] = ..., role: _Optional[_Union[_types_pb2.MessageRole, str]] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class MessageQueued(_message.Message):
     __slots__ = ["message"]
@@ -201,10 +205,12 @@ class MessageSteered(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ...) -> None: ...
 
 class SessionClosed(_message.Message):
-    __slots__ = ["reason"]
+    __slots__ = ["principal", "reason"]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    principal: str
     reason: str
-    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, reason: _Optional[str] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
     __slots__ = ["session"]
@@ -213,10 +219,12 @@ class SessionCreated(_message.Message):
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
 class SessionReady(_message.Message):
-    __slots__ = ["message_count"]
+    __slots__ = ["message_count", "principal"]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     message_count: int
-    def __init__(self, message_count: _Optional[int] = ...) -> None: ...
+    principal: str
+    def __init__(self, message_count: _Optional[int] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class SessionUpdated(_message.Message):
     __slots__ = ["session", "update_mask"]
@@ -243,32 +251,36 @@ class ToolEnd(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., tool: _Optional[_Union[_types_pb2.ToolCall, _Mapping]] = ...) -> None: ...
 
 class ToolPermissionDenied(_message.Message):
-    __slots__ = ["decided_by", "option_id", "permission_id", "reason", "tool_id"]
+    __slots__ = ["decided_by", "option_id", "permission_id", "principal", "reason", "tool_id"]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     OPTION_ID_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     decided_by: PermissionDecider
     option_id: str
     permission_id: str
+    principal: str
     reason: str
     tool_id: str
-    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class ToolPermissionGranted(_message.Message):
-    __slots__ = ["decided_by", "option_id", "permission_id", "reason", "tool_id"]
+    __slots__ = ["decided_by", "option_id", "permission_id", "principal", "reason", "tool_id"]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     OPTION_ID_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     decided_by: PermissionDecider
     option_id: str
     permission_id: str
+    principal: str
     reason: str
     tool_id: str
-    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., option_id: _Optional[str] = ..., decided_by: _Optional[_Union[PermissionDecider, str]] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class ToolPermissionRequired(_message.Message):
     __slots__ = ["request"]

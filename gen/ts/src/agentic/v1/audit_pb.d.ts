@@ -67,8 +67,11 @@ export declare type AuditEvent = Message<"agentic.v1.AuditEvent"> & {
   eventSequence: bigint;
 
   /**
-   * The principal that decided, for PERMISSION_DECIDED and ELICITATION_RESOLVED
-   * answered by a client (also when a replica forwarded the call); empty otherwise.
+   * The principal that acted (also when a replica forwarded its call): the creator
+   * of a session, whoever loaded, closed or deleted it, the principal whose message
+   * started the turn of a command or file write, whoever answered a permission or
+   * elicitation. Empty where agenticd acted on its own (a policy's decision, a session
+   * closed at shutdown) or the actor is unknown (a turn started before a restart).
    *
    * @generated from field: string principal = 16;
    */

@@ -267,6 +267,13 @@ export declare type SessionReady = Message<"agentic.v1.SessionReady"> & {
    * @generated from field: int64 message_count = 1;
    */
   messageCount: bigint;
+
+  /**
+   * The principal whose LoadSession this was.
+   *
+   * @generated from field: string principal = 2;
+   */
+  principal: string;
 };
 
 /**
@@ -308,6 +315,14 @@ export declare type SessionClosed = Message<"agentic.v1.SessionClosed"> & {
    * @generated from field: string reason = 1;
    */
   reason: string;
+
+  /**
+   * The principal whose CloseSession or DeleteSession this was; empty when agenticd
+   * closed it (the agent ended, the server stopped).
+   *
+   * @generated from field: string principal = 2;
+   */
+  principal: string;
 };
 
 /**
@@ -401,6 +416,14 @@ export declare type MessageEnd = Message<"agentic.v1.MessageEnd"> & {
    * @generated from field: agentic.v1.MessageRole role = 4;
    */
   role: MessageRole;
+
+  /**
+   * For a user message: the principal that sent it (SendMessage). Empty for replayed
+   * history and for messages whose sender is unknown.
+   *
+   * @generated from field: string principal = 5;
+   */
+  principal: string;
 };
 
 /**
@@ -526,6 +549,13 @@ export declare type ToolPermissionGranted = Message<"agentic.v1.ToolPermissionGr
    * @generated from field: string reason = 5;
    */
   reason: string;
+
+  /**
+   * The principal that answered, when decided_by is USER.
+   *
+   * @generated from field: string principal = 6;
+   */
+  principal: string;
 };
 
 /**
@@ -566,6 +596,13 @@ export declare type ToolPermissionDenied = Message<"agentic.v1.ToolPermissionDen
    * @generated from field: string reason = 5;
    */
   reason: string;
+
+  /**
+   * The principal that answered, when decided_by is USER.
+   *
+   * @generated from field: string principal = 6;
+   */
+  principal: string;
 };
 
 /**
@@ -634,6 +671,13 @@ export declare type ElicitationResolved = Message<"agentic.v1.ElicitationResolve
    * @generated from field: string reason = 6;
    */
   reason: string;
+
+  /**
+   * The principal that answered, when decided_by is USER.
+   *
+   * @generated from field: string principal = 7;
+   */
+  principal: string;
 };
 
 /**
