@@ -36,6 +36,10 @@ type toolState struct {
 	// sent is, by terminal id, the offset up to which the call's live events carried
 	// the terminal's output (liveView).
 	sent map[string]uint64
+	// agentTerminals are the terminals the agent runs itself and reports in _meta
+	// (normalize_agentterminals.go), in the order first named.
+	agentTerminals     map[string]*presenters.TerminalBlock
+	agentTerminalOrder []string
 }
 
 // tool applies a tool_call, a tool_call_update or a permission request's tool call: a
@@ -55,6 +59,7 @@ func (n *normalizer) tool(u sdk.ToolCallUpdate, emit emitFunc) (presenters.ToolC
 	}
 	before := st.call
 	n.merge(&st.call, u)
+	st.agentTerminalMeta(u.Meta, id)
 	if u.Content == nil && st.call.Status.Finished() && !before.Status.Finished() {
 		// TOOL_END and the stored message carry the terminals' final output.
 		n.refreshToolTerminals(&st.call)
