@@ -296,8 +296,25 @@ func (n *normalizer) sortedTools() []*toolState {
 	return out
 }
 
-// toolName reads the tool's own name where adapters put it (_meta.claudeCode.toolName).
+// toolNameMeta is the _meta key under which agentReader hands the normalizer a tool
+// call's top-level name, a field the SDK's types do not have.
+const toolNameMeta = "agenticd/name"
+
+// toolName reads the tool's own name: the tool call's name, else where adapters put it
+// before ACP had one (_meta.claudeCode.toolName, qwen's _meta.toolName, another
+// vendor's _meta.*.toolName).
 func toolName(meta map[string]any) string {
+	if name, ok := meta[toolNameMeta].(string); ok && name != "" {
+		return name
+	}
+	if cc, ok := meta["claudeCode"].(map[string]any); ok {
+		if name, ok := cc["toolName"].(string); ok && name != "" {
+			return name
+		}
+	}
+	if name, ok := meta["toolName"].(string); ok && name != "" {
+		return name
+	}
 	for _, v := range meta {
 		if m, ok := v.(map[string]any); ok {
 			if name, ok := m["toolName"].(string); ok && name != "" {
