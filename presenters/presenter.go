@@ -75,6 +75,14 @@ type Steerer interface {
 	Steer(ctx context.Context, sessionID string, content MessageContent, opts SendOptions) (SendResult, error)
 }
 
+// ConfigOptionSetter is a Presenter whose sessions may have settings their agent
+// defines (SessionInfo.ConfigOptions). SetConfigOption sets one: value is one of a
+// select's choice values, or "true" or "false" for a boolean. An id or value the
+// session does not offer is ErrInvalidArgument.
+type ConfigOptionSetter interface {
+	SetConfigOption(ctx context.Context, sessionID, configID, value string) (SessionInfo, error)
+}
+
 // QueuedMessage is a message that waits in its session's queue for the running turn to
 // end, under the ids its turn will use.
 type QueuedMessage struct {

@@ -386,25 +386,36 @@ func (a *agent) SetSessionMode(ctx context.Context, p sdk.SetSessionModeRequest)
 }
 
 func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
-	if p.ValueId == nil {
-		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "only select options are scripted"})
+	var sessionID sdk.SessionId
+	var configID sdk.SessionConfigId
+	switch {
+	case p.ValueId != nil:
+		sessionID, configID = p.ValueId.SessionId, p.ValueId.ConfigId
+	case p.Boolean != nil:
+		sessionID, configID = p.Boolean.SessionId, p.Boolean.ConfigId
+	default:
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "neither a value id nor a boolean"})
 	}
-	s, err := a.session(p.ValueId.SessionId)
+	s, err := a.session(sessionID)
 	if err != nil {
 		return sdk.SetSessionConfigOptionResponse{}, err
 	}
 	s.mu.Lock()
 	found := false
 	for i := range s.configs {
-		if sel := s.configs[i].Select; sel != nil && sel.Id == p.ValueId.ConfigId {
-			sel.CurrentValue = p.ValueId.Value
+		switch c := s.configs[i]; {
+		case c.Select != nil && c.Select.Id == configID && p.ValueId != nil:
+			c.Select.CurrentValue = p.ValueId.Value
+			found = true
+		case c.Boolean != nil && c.Boolean.Id == configID && p.Boolean != nil:
+			c.Boolean.CurrentValue = p.Boolean.Value
 			found = true
 		}
 	}
 	configs := append([]sdk.SessionConfigOption(nil), s.configs...)
 	s.mu.Unlock()
 	if !found {
-		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"configId": p.ValueId.ConfigId})
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"configId": configID})
 	}
 	return sdk.SetSessionConfigOptionResponse{ConfigOptions: configs}, nil
 }

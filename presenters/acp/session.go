@@ -262,6 +262,7 @@ func (s *session) publishPatch(old presenters.SessionInfo) {
 	set(!reflect.DeepEqual(info.AvailableModels, old.AvailableModels), func() { patch.AvailableModels = &info.AvailableModels })
 	set(info.CurrentModelID != old.CurrentModelID, func() { patch.CurrentModelID = &info.CurrentModelID })
 	set(!reflect.DeepEqual(info.AvailableCommands, old.AvailableCommands), func() { patch.AvailableCommands = &info.AvailableCommands })
+	set(!reflect.DeepEqual(info.ConfigOptions, old.ConfigOptions), func() { patch.ConfigOptions = &info.ConfigOptions })
 	set(info.Capabilities != old.Capabilities, func() { patch.Capabilities = &info.Capabilities })
 	set(!info.Usage.Equal(old.Usage), func() { patch.Usage = &info.Usage })
 	set(!info.UpdatedAt.Equal(old.UpdatedAt) && changed, func() { patch.UpdatedAt = &info.UpdatedAt })
