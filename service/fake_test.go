@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,6 +187,25 @@ func (f *fakePresenter) SetMode(ctx context.Context, id, modeID string) (present
 		return presenters.SessionInfo{}, presenters.ErrNotFound
 	}
 	info.CurrentModeID = modeID
+	return *info, nil
+}
+
+// SetConfigOption sets the value of one of the session's config options as given: the
+// service checks nothing more, so the fake does not either.
+func (f *fakePresenter) SetConfigOption(ctx context.Context, id, configID, value string) (presenters.SessionInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info, ok := f.sessions[id]
+	if !ok {
+		return presenters.SessionInfo{}, presenters.ErrNotFound
+	}
+	opts := slices.Clone(info.ConfigOptions)
+	for i := range opts {
+		if opts[i].ID == configID {
+			opts[i].CurrentValue = value
+		}
+	}
+	info.ConfigOptions = opts
 	return *info, nil
 }
 

@@ -264,7 +264,7 @@ func (s *Service) describeSessions(ctx context.Context, recs []store.ListedSessi
 
 // basicView leaves out of a listed session what SESSION_VIEW_BASIC does not carry.
 func basicView(info *pb.SessionInfo) {
-	info.AvailableModes, info.AvailableModels, info.AvailableCommands = nil, nil, nil
+	info.AvailableModes, info.AvailableModels, info.AvailableCommands, info.ConfigOptions = nil, nil, nil, nil
 	info.Capabilities, info.Usage, info.PendingPermissions, info.PendingElicitations = nil, nil, nil, nil
 }
 

@@ -2219,6 +2219,111 @@ func (x *SetModeResponse) GetSession() *SessionInfo {
 	return nil
 }
 
+type SetConfigOptionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// ConfigOption.id.
+	ConfigId      string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	Value         string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConfigOptionRequest) Reset() {
+	*x = SetConfigOptionRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConfigOptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConfigOptionRequest) ProtoMessage() {}
+
+func (x *SetConfigOptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConfigOptionRequest.ProtoReflect.Descriptor instead.
+func (*SetConfigOptionRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SetConfigOptionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetConfigOptionRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+func (x *SetConfigOptionRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type SetConfigOptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *SessionInfo           `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConfigOptionResponse) Reset() {
+	*x = SetConfigOptionResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConfigOptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConfigOptionResponse) ProtoMessage() {}
+
+func (x *SetConfigOptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConfigOptionResponse.ProtoReflect.Descriptor instead.
+func (*SetConfigOptionResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SetConfigOptionResponse) GetSession() *SessionInfo {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 type RespondPermissionRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2237,7 +2342,7 @@ type RespondPermissionRequest struct {
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2354,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2367,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -2344,7 +2449,7 @@ type PermissionDecision struct {
 
 func (x *PermissionDecision) Reset() {
 	*x = PermissionDecision{}
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2461,7 @@ func (x *PermissionDecision) String() string {
 func (*PermissionDecision) ProtoMessage() {}
 
 func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2474,7 @@ func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDecision.ProtoReflect.Descriptor instead.
 func (*PermissionDecision) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PermissionDecision) GetPermissionId() string {
@@ -2416,7 +2521,7 @@ type RespondPermissionResponse struct {
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2533,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2546,7 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
@@ -2468,7 +2573,7 @@ type RespondElicitationRequest struct {
 
 func (x *RespondElicitationRequest) Reset() {
 	*x = RespondElicitationRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2585,7 @@ func (x *RespondElicitationRequest) String() string {
 func (*RespondElicitationRequest) ProtoMessage() {}
 
 func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2598,7 @@ func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationRequest.ProtoReflect.Descriptor instead.
 func (*RespondElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RespondElicitationRequest) GetSessionId() string {
@@ -2540,7 +2645,7 @@ type RespondElicitationResponse struct {
 
 func (x *RespondElicitationResponse) Reset() {
 	*x = RespondElicitationResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2657,7 @@ func (x *RespondElicitationResponse) String() string {
 func (*RespondElicitationResponse) ProtoMessage() {}
 
 func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2670,7 @@ func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationResponse.ProtoReflect.Descriptor instead.
 func (*RespondElicitationResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RespondElicitationResponse) GetResolution() *ElicitationResolved {
@@ -2590,7 +2695,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2707,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2720,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2657,7 +2762,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2774,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2787,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
@@ -2709,7 +2814,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2826,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2839,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetMessageRequest) GetSessionId() string {
@@ -2760,7 +2865,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2877,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +2890,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetMessageResponse) GetMessage() *SessionMessage {
@@ -2825,7 +2930,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2942,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2955,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -2945,7 +3050,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3062,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3075,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -3060,7 +3165,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3177,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3190,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -3104,7 +3209,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3221,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3234,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -3149,7 +3254,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3266,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3279,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -3193,7 +3298,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3310,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3323,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -3249,7 +3354,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3366,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3379,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -3338,7 +3443,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3455,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3468,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3520,6 +3625,13 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amode_id\x18\x02 \x01(\tR\x06modeId\"D\n" +
 	"\x0fSetModeResponse\x121\n" +
+	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"j\n" +
+	"\x16SetConfigOptionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tconfig_id\x18\x02 \x01(\tR\bconfigId\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"L\n" +
+	"\x17SetConfigOptionResponse\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"\xeb\x01\n" +
 	"\x18RespondPermissionRequest\x12\x1d\n" +
 	"\n" +
@@ -3626,7 +3738,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xa5\x0e\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\x81\x0f\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -3643,7 +3755,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\vSendMessage\x12\x1e.agentic.v1.SendMessageRequest\x1a\x1f.agentic.v1.SendMessageResponse\x12T\n" +
 	"\rCancelMessage\x12 .agentic.v1.CancelMessageRequest\x1a!.agentic.v1.CancelMessageResponse\x12E\n" +
 	"\bSetModel\x12\x1b.agentic.v1.SetModelRequest\x1a\x1c.agentic.v1.SetModelResponse\x12B\n" +
-	"\aSetMode\x12\x1a.agentic.v1.SetModeRequest\x1a\x1b.agentic.v1.SetModeResponse\x12`\n" +
+	"\aSetMode\x12\x1a.agentic.v1.SetModeRequest\x1a\x1b.agentic.v1.SetModeResponse\x12Z\n" +
+	"\x0fSetConfigOption\x12\".agentic.v1.SetConfigOptionRequest\x1a#.agentic.v1.SetConfigOptionResponse\x12`\n" +
 	"\x11RespondPermission\x12$.agentic.v1.RespondPermissionRequest\x1a%.agentic.v1.RespondPermissionResponse\x12c\n" +
 	"\x12RespondElicitation\x12%.agentic.v1.RespondElicitationRequest\x1a&.agentic.v1.RespondElicitationResponse\x12Q\n" +
 	"\fListMessages\x12\x1f.agentic.v1.ListMessagesRequest\x1a .agentic.v1.ListMessagesResponse\x12K\n" +
@@ -3670,7 +3783,7 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
 	(DeliveryMode)(0),                  // 1: agentic.v1.DeliveryMode
@@ -3711,138 +3824,143 @@ var file_agentic_v1_service_proto_goTypes = []any{
 	(*SetModelResponse)(nil),           // 36: agentic.v1.SetModelResponse
 	(*SetModeRequest)(nil),             // 37: agentic.v1.SetModeRequest
 	(*SetModeResponse)(nil),            // 38: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),   // 39: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),         // 40: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil),  // 41: agentic.v1.RespondPermissionResponse
-	(*RespondElicitationRequest)(nil),  // 42: agentic.v1.RespondElicitationRequest
-	(*RespondElicitationResponse)(nil), // 43: agentic.v1.RespondElicitationResponse
-	(*ListMessagesRequest)(nil),        // 44: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 45: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 46: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 47: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 48: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 49: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 50: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 51: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 52: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 53: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 54: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 55: agentic.v1.ListAuditEventsResponse
-	(*SessionGrant)(nil),               // 56: agentic.v1.SessionGrant
-	(*SessionInfo)(nil),                // 57: agentic.v1.SessionInfo
-	(*timestamppb.Timestamp)(nil),      // 58: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 60: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 61: agentic.v1.McpServer
-	(SessionStatus)(0),                 // 62: agentic.v1.SessionStatus
-	(*MessageContent)(nil),             // 63: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 64: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 65: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 66: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 67: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 68: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 69: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 70: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 71: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 72: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 73: agentic.v1.AuditEvent
+	(*SetConfigOptionRequest)(nil),     // 39: agentic.v1.SetConfigOptionRequest
+	(*SetConfigOptionResponse)(nil),    // 40: agentic.v1.SetConfigOptionResponse
+	(*RespondPermissionRequest)(nil),   // 41: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),         // 42: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil),  // 43: agentic.v1.RespondPermissionResponse
+	(*RespondElicitationRequest)(nil),  // 44: agentic.v1.RespondElicitationRequest
+	(*RespondElicitationResponse)(nil), // 45: agentic.v1.RespondElicitationResponse
+	(*ListMessagesRequest)(nil),        // 46: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 47: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 48: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 49: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),           // 50: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 51: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 52: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 53: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 54: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 55: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 56: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 57: agentic.v1.ListAuditEventsResponse
+	(*SessionGrant)(nil),               // 58: agentic.v1.SessionGrant
+	(*SessionInfo)(nil),                // 59: agentic.v1.SessionInfo
+	(*timestamppb.Timestamp)(nil),      // 60: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 61: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 62: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 63: agentic.v1.McpServer
+	(SessionStatus)(0),                 // 64: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 65: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 66: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 67: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 68: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 69: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 70: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 71: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 72: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 73: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 74: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 75: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	56, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	57, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	58, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	59, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	59, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	58, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	59, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	60, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	61, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	61, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	9,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
 	11, // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
-	60, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	60, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	61, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	62, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	62, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	63, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
 	16, // 10: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	56, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	57, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	57, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	58, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	58, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	59, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	59, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	60, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
 	0,  // 16: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	57, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	57, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	60, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	63, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	59, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	59, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	65, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
 	1,  // 21: agentic.v1.SendMessageRequest.delivery:type_name -> agentic.v1.DeliveryMode
 	2,  // 22: agentic.v1.SendMessageResponse.outcome:type_name -> agentic.v1.DeliveryOutcome
-	57, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	57, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	64, // 25: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	64, // 26: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	65, // 27: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
-	40, // 28: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	66, // 29: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	67, // 30: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	68, // 31: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
-	3,  // 32: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	69, // 33: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	69, // 34: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	70, // 35: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	50, // 36: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	51, // 37: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	52, // 38: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	53, // 39: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	71, // 40: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	58, // 41: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	72, // 42: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	58, // 43: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	58, // 44: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	73, // 45: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	8,  // 46: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	12, // 47: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	14, // 48: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	17, // 49: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	19, // 50: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	21, // 51: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	23, // 52: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	25, // 53: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	27, // 54: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	29, // 55: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	31, // 56: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	33, // 57: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	35, // 58: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	37, // 59: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	39, // 60: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	42, // 61: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	44, // 62: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	46, // 63: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	48, // 64: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	54, // 65: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	6,  // 66: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
-	4,  // 67: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
-	10, // 68: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	13, // 69: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	15, // 70: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	18, // 71: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	20, // 72: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	22, // 73: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	24, // 74: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	26, // 75: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	28, // 76: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	30, // 77: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	32, // 78: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	34, // 79: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	36, // 80: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	38, // 81: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	41, // 82: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	43, // 83: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	45, // 84: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	47, // 85: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	49, // 86: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	55, // 87: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	7,  // 88: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
-	5,  // 89: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
-	68, // [68:90] is the sub-list for method output_type
-	46, // [46:68] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	59, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	59, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	59, // 25: agentic.v1.SetConfigOptionResponse.session:type_name -> agentic.v1.SessionInfo
+	66, // 26: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	66, // 27: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	67, // 28: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	42, // 29: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	68, // 30: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	69, // 31: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	70, // 32: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	3,  // 33: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	71, // 34: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	71, // 35: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	72, // 36: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	52, // 37: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	53, // 38: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	54, // 39: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	55, // 40: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	73, // 41: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	60, // 42: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	74, // 43: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	60, // 44: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	60, // 45: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	75, // 46: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	8,  // 47: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	12, // 48: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	14, // 49: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	17, // 50: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	19, // 51: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	21, // 52: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	23, // 53: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	25, // 54: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	27, // 55: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	29, // 56: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	31, // 57: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	33, // 58: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	35, // 59: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	37, // 60: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	39, // 61: agentic.v1.AgenticService.SetConfigOption:input_type -> agentic.v1.SetConfigOptionRequest
+	41, // 62: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	44, // 63: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	46, // 64: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	48, // 65: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	50, // 66: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	56, // 67: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	6,  // 68: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	4,  // 69: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
+	10, // 70: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	13, // 71: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	15, // 72: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	18, // 73: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	20, // 74: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	22, // 75: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	24, // 76: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	26, // 77: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	28, // 78: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	30, // 79: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	32, // 80: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	34, // 81: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	36, // 82: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	38, // 83: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	40, // 84: agentic.v1.AgenticService.SetConfigOption:output_type -> agentic.v1.SetConfigOptionResponse
+	43, // 85: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	45, // 86: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	47, // 87: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	49, // 88: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	51, // 89: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	57, // 90: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	7,  // 91: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	5,  // 92: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
+	70, // [70:93] is the sub-list for method output_type
+	47, // [47:70] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -3853,15 +3971,15 @@ func file_agentic_v1_service_proto_init() {
 	file_agentic_v1_audit_proto_init()
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
-	file_agentic_v1_service_proto_msgTypes[35].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[37].OneofWrappers = []any{
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[44].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[46].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[45].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[47].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -3873,7 +3991,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

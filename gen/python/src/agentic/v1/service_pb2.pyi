@@ -420,6 +420,22 @@ class SessionConfig(_message.Message):
     workspace: str
     def __init__(self, workspace: _Optional[str] = ..., model_id: _Optional[str] = ..., mode_id: _Optional[str] = ..., title: _Optional[str] = ..., mcp_servers: _Optional[_Iterable[_Union[_types_pb2.McpServer, _Mapping]]] = ..., additional_directories: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class SetConfigOptionRequest(_message.Message):
+    __slots__ = ["config_id", "session_id", "value"]
+    CONFIG_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    config_id: str
+    session_id: str
+    value: str
+    def __init__(self, session_id: _Optional[str] = ..., config_id: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class SetConfigOptionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _types_pb2.SessionInfo
+    def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
+
 class SetModeRequest(_message.Message):
     __slots__ = ["mode_id", "session_id"]
     MODE_ID_FIELD_NUMBER: _ClassVar[int]

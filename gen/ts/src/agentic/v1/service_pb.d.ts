@@ -926,6 +926,50 @@ export declare type SetModeResponse = Message<"agentic.v1.SetModeResponse"> & {
 export declare const SetModeResponseSchema: GenMessage<SetModeResponse>;
 
 /**
+ * @generated from message agentic.v1.SetConfigOptionRequest
+ */
+export declare type SetConfigOptionRequest = Message<"agentic.v1.SetConfigOptionRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * ConfigOption.id.
+   *
+   * @generated from field: string config_id = 2;
+   */
+  configId: string;
+
+  /**
+   * @generated from field: string value = 3;
+   */
+  value: string;
+};
+
+/**
+ * Describes the message agentic.v1.SetConfigOptionRequest.
+ * Use `create(SetConfigOptionRequestSchema)` to create a new message.
+ */
+export declare const SetConfigOptionRequestSchema: GenMessage<SetConfigOptionRequest>;
+
+/**
+ * @generated from message agentic.v1.SetConfigOptionResponse
+ */
+export declare type SetConfigOptionResponse = Message<"agentic.v1.SetConfigOptionResponse"> & {
+  /**
+   * @generated from field: agentic.v1.SessionInfo session = 1;
+   */
+  session?: SessionInfo | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.SetConfigOptionResponse.
+ * Use `create(SetConfigOptionResponseSchema)` to create a new message.
+ */
+export declare const SetConfigOptionResponseSchema: GenMessage<SetConfigOptionResponse>;
+
+/**
  * @generated from message agentic.v1.RespondPermissionRequest
  */
 export declare type RespondPermissionRequest = Message<"agentic.v1.RespondPermissionRequest"> & {
@@ -1789,6 +1833,18 @@ export declare const AgenticService: GenService<{
     methodKind: "unary";
     input: typeof SetModeRequestSchema;
     output: typeof SetModeResponseSchema;
+  },
+  /**
+   * Sets one of SessionInfo.config_options: a select to one of its choices' values, a
+   * boolean to "true" or "false". An id or value the session does not offer is
+   * INVALID_ARGUMENT; an agent that has none, FAILED_PRECONDITION (UNSUPPORTED).
+   *
+   * @generated from rpc agentic.v1.AgenticService.SetConfigOption
+   */
+  setConfigOption: {
+    methodKind: "unary";
+    input: typeof SetConfigOptionRequestSchema;
+    output: typeof SetConfigOptionResponseSchema;
   },
   /**
    * Answers a pending permission request. The first answer decides. Answering again
