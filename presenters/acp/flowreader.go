@@ -167,6 +167,12 @@ func (r *agentReader) handled(line []byte) bool {
 	if !isNotification || env.Method != sdk.ClientMethodSessionUpdate {
 		return false
 	}
+	if eu, ok := r.client.(extUpdater); ok {
+		if sessionID, u, ok := extUpdateOf(env.Params); ok {
+			eu.extUpdate(sessionID, u)
+			return true
+		}
+	}
 	var n sdk.SessionNotification
 	err := json.Unmarshal(env.Params, &n)
 	if err == nil {
