@@ -83,6 +83,14 @@ type ConfigOptionSetter interface {
 	SetConfigOption(ctx context.Context, sessionID, configID, value string) (SessionInfo, error)
 }
 
+// SessionForker is a Presenter whose agents may copy a session (ACP session/fork).
+// ForkSession starts a new session with the history of sessionID, in its workspace,
+// directories and MCP servers, and emits SESSION_CREATED for it; the original goes on
+// unchanged. ErrUnsupported when the session's agent cannot fork.
+type SessionForker interface {
+	ForkSession(ctx context.Context, sessionID string) (SessionInfo, error)
+}
+
 // QueuedMessage is a message that waits in its session's queue for the running turn to
 // end, under the ids its turn will use.
 type QueuedMessage struct {

@@ -137,6 +137,9 @@ func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.In
 	if spec.Close {
 		caps.SessionCapabilities.Close = &sdk.SessionCloseCapabilities{}
 	}
+	if spec.Fork {
+		caps.SessionCapabilities.Fork = &sdk.SessionForkCapabilities{}
+	}
 	if spec.Delete {
 		caps.SessionCapabilities.Delete = &sdk.SessionDeleteCapabilities{}
 	}
@@ -267,6 +270,27 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 		}()
 	}
 	return sdk.NewSessionResponse{SessionId: id, Modes: modes, Meta: meta, ConfigOptions: configs}, nil
+}
+
+// UnstableForkSession starts a session forked from a session of this process; it fails
+// for a session the process does not have.
+func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessionRequest) (sdk.UnstableForkSessionResponse, error) {
+	if !a.script.Agent.Fork {
+		return sdk.UnstableForkSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionFork)
+	}
+	if _, err := a.session(p.SessionId); err != nil {
+		return sdk.UnstableForkSessionResponse{}, err
+	}
+	a.mu.Lock()
+	a.nextID++
+	id := sdk.SessionId(fmt.Sprintf("fork-%s-%d", processToken, a.nextID))
+	a.mu.Unlock()
+	s, err := a.newSession(id, p.Cwd, []sdk.McpServer{}, p.AdditionalDirectories)
+	if err != nil {
+		return sdk.UnstableForkSessionResponse{}, err
+	}
+	modes, meta, _ := s.state(a.script.Session)
+	return sdk.UnstableForkSessionResponse{SessionId: id, Modes: modes, Meta: meta}, nil
 }
 
 func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
