@@ -38,8 +38,8 @@ type AgentSpec struct {
 	AdditionalDirectories bool `json:"additionalDirectories"`
 	Logout                bool `json:"logout"`
 	// Fork advertises session/fork: a fork is a new session of the forked one's process.
-	Fork bool `json:"fork"`
-	MCPHTTP               bool `json:"mcpHttp"`
+	Fork    bool `json:"fork"`
+	MCPHTTP bool `json:"mcpHttp"`
 	// PageSize splits session/list answers into pages of this many (0: one page).
 	PageSize        int               `json:"pageSize"`
 	Image           bool              `json:"image"`
