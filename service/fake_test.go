@@ -90,6 +90,24 @@ func (f *fakePresenter) CreateSession(ctx context.Context, cfg presenters.Sessio
 	return info, nil
 }
 
+// ForkSession copies a session under a new id.
+func (f *fakePresenter) ForkSession(ctx context.Context, id string) (presenters.SessionInfo, error) {
+	f.mu.Lock()
+	src, ok := f.sessions[id]
+	if !ok {
+		f.mu.Unlock()
+		return presenters.SessionInfo{}, presenters.ErrNotFound
+	}
+	f.nextID++
+	info := *src
+	info.SessionID = fmt.Sprintf("%s-s%d", f.id, f.nextID)
+	info.CreatedAt = time.Unix(1_700_000_000+creations.Add(1), 0)
+	f.sessions[info.SessionID] = &info
+	f.mu.Unlock()
+	f.emitter(info.SessionID).SessionCreated(info)
+	return info, nil
+}
+
 func (f *fakePresenter) GetSession(ctx context.Context, id string) (presenters.SessionInfo, error) {
 	f.gets.Add(1)
 	if f.getFn != nil {

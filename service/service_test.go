@@ -621,6 +621,35 @@ func TestSetConfigOption(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument)
 }
 
+// A fork is a new session of the caller's, recorded like a created one, with the
+// source's setup; the source stays.
+func TestForkSession(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	if _, err := e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "code"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.client.ForkSession(bg, &pb.ForkSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := resp.GetSession()
+	if fork.GetSessionId() == "" || fork.GetSessionId() == id || fork.GetCurrentModeId() != "code" || fork.GetAgentId() != fakeID {
+		t.Fatalf("fork %v", fork)
+	}
+	got, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: fork.GetSessionId()})
+	if err != nil || got.GetSession().GetWorkspace() != fork.GetWorkspace() {
+		t.Fatalf("GetSession of the fork: %v, %v", got, err)
+	}
+	if _, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id}); err != nil {
+		t.Errorf("the source after the fork: %v", err)
+	}
+	_, err = e.client.ForkSession(bg, &pb.ForkSessionRequest{})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.ForkSession(bg, &pb.ForkSessionRequest{SessionId: "nope"})
+	wantCode(t, err, codes.NotFound)
+}
+
 func TestRespondPermission(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	id := e.createSession(t, fakeID).GetSessionId()

@@ -326,6 +326,21 @@ func cmdModel(c *cli, args []string) error {
 	return nil
 }
 
+func cmdFork(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("fork", flag.ContinueOnError), args, "SESSION")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.ForkSession(ctx, &pb.ForkSessionRequest{SessionId: pos[0]})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, resp.GetSession().GetSessionId())
+	return nil
+}
+
 // cmdConfig lists a session's config options, or sets one.
 func cmdConfig(c *cli, args []string) error {
 	pos, err := c.parse(flag.NewFlagSet("config", flag.ContinueOnError), args, "SESSION", "...")

@@ -346,6 +346,9 @@ func TestSessionCommands(t *testing.T) {
 	if code, _, errOut := s.ctl("config", id, "fast"); code != 2 || !strings.Contains(errOut, "SESSION ID VALUE") {
 		t.Errorf("config with an id and no value: exit %d, stderr %q", code, errOut)
 	}
+	if code, _, errOut := s.ctl("fork", id); code != 1 || !strings.Contains(errOut, "cannot fork") {
+		t.Errorf("fork of an agent that cannot: exit %d, stderr %q", code, errOut)
+	}
 	if out := s.mustCtl(t, "messages", id); !regexp.MustCompile(`(?s)user h1 .*hi there.*assistant h2 .*hello.*user h3 .*bye`).MatchString(out) {
 		t.Errorf("messages: %q, want the three in order", out)
 	}

@@ -34,6 +34,7 @@ const (
 	AgenticService_SetModel_FullMethodName           = "/agentic.v1.AgenticService/SetModel"
 	AgenticService_SetMode_FullMethodName            = "/agentic.v1.AgenticService/SetMode"
 	AgenticService_SetConfigOption_FullMethodName    = "/agentic.v1.AgenticService/SetConfigOption"
+	AgenticService_ForkSession_FullMethodName        = "/agentic.v1.AgenticService/ForkSession"
 	AgenticService_RespondPermission_FullMethodName  = "/agentic.v1.AgenticService/RespondPermission"
 	AgenticService_RespondElicitation_FullMethodName = "/agentic.v1.AgenticService/RespondElicitation"
 	AgenticService_ListMessages_FullMethodName       = "/agentic.v1.AgenticService/ListMessages"
@@ -114,6 +115,12 @@ type AgenticServiceClient interface {
 	// boolean to "true" or "false". An id or value the session does not offer is
 	// INVALID_ARGUMENT; an agent that has none, FAILED_PRECONDITION (UNSUPPORTED).
 	SetConfigOption(ctx context.Context, in *SetConfigOptionRequest, opts ...grpc.CallOption) (*SetConfigOptionResponse, error)
+	// Starts a new session, owned by the caller, with the history of a live session, in
+	// its workspace, additional directories, MCP servers and mode, where its agent
+	// offers forking (ACP session/fork); otherwise FAILED_PRECONDITION (UNSUPPORTED). The
+	// original goes on unchanged. The fork's stored history (ListMessages) starts empty:
+	// the history it was forked with is the agent's.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
 	// Answers a pending permission request. The first answer decides. Answering again
 	// with the same answer is OK and returns the decision; another answer after the
 	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
@@ -302,6 +309,16 @@ func (c *agenticServiceClient) SetConfigOption(ctx context.Context, in *SetConfi
 	return out, nil
 }
 
+func (c *agenticServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, AgenticService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agenticServiceClient) RespondPermission(ctx context.Context, in *RespondPermissionRequest, opts ...grpc.CallOption) (*RespondPermissionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RespondPermissionResponse)
@@ -461,6 +478,12 @@ type AgenticServiceServer interface {
 	// boolean to "true" or "false". An id or value the session does not offer is
 	// INVALID_ARGUMENT; an agent that has none, FAILED_PRECONDITION (UNSUPPORTED).
 	SetConfigOption(context.Context, *SetConfigOptionRequest) (*SetConfigOptionResponse, error)
+	// Starts a new session, owned by the caller, with the history of a live session, in
+	// its workspace, additional directories, MCP servers and mode, where its agent
+	// offers forking (ACP session/fork); otherwise FAILED_PRECONDITION (UNSUPPORTED). The
+	// original goes on unchanged. The fork's stored history (ListMessages) starts empty:
+	// the history it was forked with is the agent's.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
 	// Answers a pending permission request. The first answer decides. Answering again
 	// with the same answer is OK and returns the decision; another answer after the
 	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
@@ -543,6 +566,9 @@ func (UnimplementedAgenticServiceServer) SetMode(context.Context, *SetModeReques
 }
 func (UnimplementedAgenticServiceServer) SetConfigOption(context.Context, *SetConfigOptionRequest) (*SetConfigOptionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetConfigOption not implemented")
+}
+func (UnimplementedAgenticServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
 }
 func (UnimplementedAgenticServiceServer) RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RespondPermission not implemented")
@@ -859,6 +885,24 @@ func _AgenticService_SetConfigOption_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgenticService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgenticService_RespondPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RespondPermissionRequest)
 	if err := dec(in); err != nil {
@@ -1062,6 +1106,10 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetConfigOption",
 			Handler:    _AgenticService_SetConfigOption_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _AgenticService_ForkSession_Handler,
 		},
 		{
 			MethodName: "RespondPermission",

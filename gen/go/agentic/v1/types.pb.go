@@ -267,7 +267,7 @@ const (
 	// GetSession, ListMessages, GetMessage, its events and its audit entries.
 	SessionAccess_SESSION_ACCESS_READ SessionAccess = 1
 	// Read, plus SendMessage, CancelMessage, SetModel, SetMode, SetConfigOption,
-	// RespondPermission, RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
+	// ForkSession, RespondPermission, RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
 	SessionAccess_SESSION_ACCESS_WRITE SessionAccess = 2
 )
 

@@ -126,6 +126,18 @@ class EventBatch(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[_events_pb2.AgenticEvent]
     def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.AgenticEvent, _Mapping]]] = ...) -> None: ...
 
+class ForkSessionRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _types_pb2.SessionInfo
+    def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
+
 class GetAgentRequest(_message.Message):
     __slots__ = ["agent_id"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]

@@ -2178,7 +2178,7 @@ export enum SessionAccess {
 
   /**
    * Read, plus SendMessage, CancelMessage, SetModel, SetMode, SetConfigOption,
-   * RespondPermission, RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
+   * ForkSession, RespondPermission, RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
    *
    * @generated from enum value: SESSION_ACCESS_WRITE = 2;
    */
