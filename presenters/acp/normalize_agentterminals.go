@@ -37,9 +37,9 @@ func (st *toolState) agentTerminalMeta(meta map[string]any, toolID string) bool 
 	}
 	if exit != nil {
 		tb := st.agentTerminal(terminalIDOf(exit, toolID))
-		if code, ok := exit["exit_code"].(float64); ok {
-			c := int(code)
-			tb.ExitCode = &c
+		if status, ok := exit["exit_code"].(float64); ok {
+			n := int(status)
+			tb.ExitCode = &n
 		}
 		tb.Signal, _ = exit["signal"].(string)
 	}
