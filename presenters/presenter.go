@@ -75,6 +75,22 @@ type Steerer interface {
 	Steer(ctx context.Context, sessionID string, content MessageContent, opts SendOptions) (SendResult, error)
 }
 
+// ConfigOptionSetter is a Presenter whose sessions may have settings their agent
+// defines (SessionInfo.ConfigOptions). SetConfigOption sets one: value is one of a
+// select's choice values, or "true" or "false" for a boolean. An id or value the
+// session does not offer is ErrInvalidArgument.
+type ConfigOptionSetter interface {
+	SetConfigOption(ctx context.Context, sessionID, configID, value string) (SessionInfo, error)
+}
+
+// SessionForker is a Presenter whose agents may copy a session (ACP session/fork).
+// ForkSession starts a new session with the history of sessionID, in its workspace,
+// directories and MCP servers, and emits SESSION_CREATED for it; the original goes on
+// unchanged. ErrUnsupported when the session's agent cannot fork.
+type SessionForker interface {
+	ForkSession(ctx context.Context, sessionID string) (SessionInfo, error)
+}
+
 // QueuedMessage is a message that waits in its session's queue for the running turn to
 // end, under the ids its turn will use.
 type QueuedMessage struct {

@@ -106,6 +106,39 @@ type Model struct {
 	Description string
 }
 
+// ConfigOption is a setting of a session that its agent defines (ACP session config
+// options), such as a reasoning effort or a fast mode: a choice among values, or an
+// on/off toggle.
+type ConfigOption struct {
+	ID          string
+	Name        string
+	Description string
+	// Category is what it sets: "mode", "model", "thought_level", or the agent's own.
+	Category string
+	Type     ConfigOptionType
+	// CurrentValue is a select's value id, or "true" or "false" for a boolean.
+	CurrentValue string
+	// Choices are a select's values (none for a boolean).
+	Choices []ConfigChoice
+}
+
+// ConfigOptionType says how a config option is set.
+type ConfigOptionType string
+
+const (
+	ConfigSelect  ConfigOptionType = "select"
+	ConfigBoolean ConfigOptionType = "boolean"
+)
+
+// ConfigChoice is one value of a select config option; Group names the group it is
+// listed under, if the agent groups them.
+type ConfigChoice struct {
+	Value       string
+	Name        string
+	Description string
+	Group       string
+}
+
 type Command struct {
 	Name        string
 	Description string
@@ -203,6 +236,7 @@ type SessionInfo struct {
 	AvailableModels       []Model
 	CurrentModelID        string
 	AvailableCommands     []Command
+	ConfigOptions         []ConfigOption
 	Capabilities          Capabilities
 	Usage                 TokenUsage
 	MessageInFlight       string
@@ -228,6 +262,7 @@ type SessionPatch struct {
 	AvailableModels   *[]Model
 	CurrentModelID    *string
 	AvailableCommands *[]Command
+	ConfigOptions     *[]ConfigOption
 	Capabilities      *Capabilities
 	Usage             *TokenUsage
 }
@@ -260,6 +295,9 @@ func (p SessionPatch) Apply(info *SessionInfo) {
 	}
 	if p.AvailableCommands != nil {
 		info.AvailableCommands = *p.AvailableCommands
+	}
+	if p.ConfigOptions != nil {
+		info.ConfigOptions = *p.ConfigOptions
 	}
 	if p.Capabilities != nil {
 		info.Capabilities = *p.Capabilities

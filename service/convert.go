@@ -239,6 +239,25 @@ func modesToPB(ms []presenters.Mode) []*pb.Mode {
 	return out
 }
 
+var configOptionTypes = map[presenters.ConfigOptionType]pb.ConfigOptionType{
+	presenters.ConfigSelect:  pb.ConfigOptionType_CONFIG_OPTION_TYPE_SELECT,
+	presenters.ConfigBoolean: pb.ConfigOptionType_CONFIG_OPTION_TYPE_BOOLEAN,
+}
+
+func configOptionsToPB(os []presenters.ConfigOption) []*pb.ConfigOption {
+	out := make([]*pb.ConfigOption, len(os))
+	for i, o := range os {
+		c := &pb.ConfigOption{Id: clean(o.ID), Name: clean(o.Name), Description: clean(o.Description),
+			Category: clean(o.Category), Type: configOptionTypes[o.Type], CurrentValue: clean(o.CurrentValue)}
+		for _, ch := range o.Choices {
+			c.Choices = append(c.Choices, &pb.ConfigChoice{Value: clean(ch.Value), Name: clean(ch.Name),
+				Description: clean(ch.Description), Group: clean(ch.Group)})
+		}
+		out[i] = c
+	}
+	return out
+}
+
 func modelsToPB(ms []presenters.Model) []*pb.Model {
 	out := make([]*pb.Model, len(ms))
 	for i, m := range ms {
@@ -307,6 +326,7 @@ func sessionInfoToPB(s presenters.SessionInfo) *pb.SessionInfo {
 		AvailableModels:       modelsToPB(s.AvailableModels),
 		CurrentModelId:        clean(s.CurrentModelID),
 		AvailableCommands:     commandsToPB(s.AvailableCommands),
+		ConfigOptions:         configOptionsToPB(s.ConfigOptions),
 		Capabilities:          capabilitiesToPB(s.Capabilities),
 		Usage:                 usageToPB(s.Usage),
 		MessageInFlight:       clean(s.MessageInFlight),
@@ -364,6 +384,10 @@ func sessionPatchToPB(p presenters.SessionPatch) *pb.SessionUpdated {
 	if p.AvailableCommands != nil {
 		info.AvailableCommands = commandsToPB(*p.AvailableCommands)
 		paths = append(paths, "available_commands")
+	}
+	if p.ConfigOptions != nil {
+		info.ConfigOptions = configOptionsToPB(*p.ConfigOptions)
+		paths = append(paths, "config_options")
 	}
 	if p.Capabilities != nil {
 		info.Capabilities = capabilitiesToPB(*p.Capabilities)

@@ -121,17 +121,18 @@ func TestSessionPatchToPB(t *testing.T) {
 	// Every SessionPatch field has a path, and each path names a SessionInfo field.
 	status, reason, now := presenters.SessionIdle, "", time.Now()
 	modes, models, caps, usage := []presenters.Mode{}, []presenters.Model{}, presenters.Capabilities{}, presenters.TokenUsage{}
+	opts := []presenters.ConfigOption{}
 	all := sessionPatchToPB(presenters.SessionPatch{Status: &status, StatusReason: &reason, Title: &title, UpdatedAt: &now,
 		AvailableModes: &modes, CurrentModeID: &mode, AvailableModels: &models, CurrentModelID: &mode,
-		AvailableCommands: &cmds, Capabilities: &caps, Usage: &usage})
+		AvailableCommands: &cmds, ConfigOptions: &opts, Capabilities: &caps, Usage: &usage})
 	fields := (&pb.SessionInfo{}).ProtoReflect().Descriptor().Fields()
 	for _, p := range all.GetUpdateMask().GetPaths() {
 		if fields.ByName(protoreflect.Name(p)) == nil {
 			t.Errorf("path %q is not a SessionInfo field", p)
 		}
 	}
-	if len(all.GetUpdateMask().GetPaths()) != 11 {
-		t.Errorf("a full patch has %d paths, want 11", len(all.GetUpdateMask().GetPaths()))
+	if len(all.GetUpdateMask().GetPaths()) != 12 {
+		t.Errorf("a full patch has %d paths, want 12", len(all.GetUpdateMask().GetPaths()))
 	}
 }
 
@@ -200,7 +201,8 @@ func TestSessionInfoToPBIsComplete(t *testing.T) {
 		CreatedAt: time.Unix(1, 0), UpdatedAt: time.Unix(2, 0),
 		AvailableModes: []presenters.Mode{{ID: "m"}}, CurrentModeID: "m", AvailableModels: []presenters.Model{{ID: "x"}}, CurrentModelID: "x",
 		AvailableCommands: []presenters.Command{{Name: "c"}}, Capabilities: presenters.Capabilities{SupportsLoad: true},
-		Usage: presenters.TokenUsage{TotalTokens: presenters.Reported[int64](4), Cost: presenters.Reported(0.5), CostCurrency: "USD"}, MessageInFlight: "m1",
+		ConfigOptions: []presenters.ConfigOption{{ID: "fast", Type: presenters.ConfigBoolean, CurrentValue: "true"}},
+		Usage:         presenters.TokenUsage{TotalTokens: presenters.Reported[int64](4), Cost: presenters.Reported(0.5), CostCurrency: "USD"}, MessageInFlight: "m1",
 		PendingPermissions: []presenters.PermissionRequest{{RequestID: "r", PermissionType: presenters.PermissionWrite,
 			Options: []presenters.PermissionOption{{ID: "o", Kind: presenters.AllowAlways}}, Arguments: json.RawMessage(`["x"]`)}},
 		MessageCount: 3, AdditionalDirectories: []string{"/w2"}, MCPServerNames: []string{"files"},

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,24 @@ func (f *fakePresenter) CreateSession(ctx context.Context, cfg presenters.Sessio
 	created := info
 	created.Owner = cfg.Creator // as the presenters do
 	f.emitter(info.SessionID).SessionCreated(created)
+	return info, nil
+}
+
+// ForkSession copies a session under a new id.
+func (f *fakePresenter) ForkSession(ctx context.Context, id string) (presenters.SessionInfo, error) {
+	f.mu.Lock()
+	src, ok := f.sessions[id]
+	if !ok {
+		f.mu.Unlock()
+		return presenters.SessionInfo{}, presenters.ErrNotFound
+	}
+	f.nextID++
+	info := *src
+	info.SessionID = fmt.Sprintf("%s-s%d", f.id, f.nextID)
+	info.CreatedAt = time.Unix(1_700_000_000+creations.Add(1), 0)
+	f.sessions[info.SessionID] = &info
+	f.mu.Unlock()
+	f.emitter(info.SessionID).SessionCreated(info)
 	return info, nil
 }
 
@@ -188,6 +207,25 @@ func (f *fakePresenter) SetMode(ctx context.Context, id, modeID string) (present
 		return presenters.SessionInfo{}, presenters.ErrNotFound
 	}
 	info.CurrentModeID = modeID
+	return *info, nil
+}
+
+// SetConfigOption sets the value of one of the session's config options as given: the
+// service checks nothing more, so the fake does not either.
+func (f *fakePresenter) SetConfigOption(ctx context.Context, id, configID, value string) (presenters.SessionInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info, ok := f.sessions[id]
+	if !ok {
+		return presenters.SessionInfo{}, presenters.ErrNotFound
+	}
+	opts := slices.Clone(info.ConfigOptions)
+	for i := range opts {
+		if opts[i].ID == configID {
+			opts[i].CurrentValue = value
+		}
+	}
+	info.ConfigOptions = opts
 	return *info, nil
 }
 

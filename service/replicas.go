@@ -392,6 +392,8 @@ var sessionMethods = map[string]sessionCall{
 	pb.AgenticService_CancelMessage_FullMethodName:      callLive,
 	pb.AgenticService_SetModel_FullMethodName:           callLive,
 	pb.AgenticService_SetMode_FullMethodName:            callLive,
+	pb.AgenticService_SetConfigOption_FullMethodName:    callLive,
+	pb.AgenticService_ForkSession_FullMethodName:        callLive,
 	pb.AgenticService_RespondPermission_FullMethodName:  callLive,
 	pb.AgenticService_RespondElicitation_FullMethodName: callLive,
 	pb.AgenticService_ShareSession_FullMethodName:       callRead,

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
@@ -585,6 +586,68 @@ func TestSetModelAndMode(t *testing.T) {
 	if !strings.Contains(st.Message(), "offers no modes") {
 		t.Errorf("message %q", st.Message())
 	}
+}
+
+// Config options are listed in SessionInfo and set through the presenter; a session
+// without any, or an agent that has none, cannot set one.
+func TestSetConfigOption(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	_, err := e.client.SetConfigOption(bg, &pb.SetConfigOptionRequest{SessionId: id, ConfigId: "effort", Value: "high"})
+	if st := wantCode(t, err, codes.FailedPrecondition); !strings.Contains(st.Message(), "no config options") {
+		t.Errorf("message %q", st.Message())
+	}
+
+	e.fake.mu.Lock()
+	e.fake.sessions[id].ConfigOptions = []presenters.ConfigOption{{ID: "effort", Name: "Effort", Category: "thought_level",
+		Type: presenters.ConfigSelect, CurrentValue: "low", Choices: []presenters.ConfigChoice{{Value: "low", Name: "Low"}, {Value: "high", Name: "High", Group: "More"}}}}
+	e.fake.mu.Unlock()
+	got, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &pb.ConfigOption{Id: "effort", Name: "Effort", Category: "thought_level", Type: pb.ConfigOptionType_CONFIG_OPTION_TYPE_SELECT,
+		CurrentValue: "low", Choices: []*pb.ConfigChoice{{Value: "low", Name: "Low"}, {Value: "high", Name: "High", Group: "More"}}}
+	if opts := got.GetSession().GetConfigOptions(); len(opts) != 1 || !proto.Equal(opts[0], want) {
+		t.Fatalf("config options %v", opts)
+	}
+	set, err := e.client.SetConfigOption(bg, &pb.SetConfigOptionRequest{SessionId: id, ConfigId: "effort", Value: "high"})
+	if err != nil || set.GetSession().GetConfigOptions()[0].GetCurrentValue() != "high" {
+		t.Fatalf("SetConfigOption: %v, %v", set, err)
+	}
+	_, err = e.client.SetConfigOption(bg, &pb.SetConfigOptionRequest{SessionId: id, ConfigId: "effort"})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.SetConfigOption(bg, &pb.SetConfigOptionRequest{SessionId: id, Value: "x"})
+	wantCode(t, err, codes.InvalidArgument)
+}
+
+// A fork is a new session of the caller's, recorded like a created one, with the
+// source's setup; the source stays.
+func TestForkSession(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSession(t, fakeID).GetSessionId()
+	if _, err := e.client.SetMode(bg, &pb.SetModeRequest{SessionId: id, ModeId: "code"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.client.ForkSession(bg, &pb.ForkSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := resp.GetSession()
+	if fork.GetSessionId() == "" || fork.GetSessionId() == id || fork.GetCurrentModeId() != "code" || fork.GetAgentId() != fakeID {
+		t.Fatalf("fork %v", fork)
+	}
+	got, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: fork.GetSessionId()})
+	if err != nil || got.GetSession().GetWorkspace() != fork.GetWorkspace() {
+		t.Fatalf("GetSession of the fork: %v, %v", got, err)
+	}
+	if _, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: id}); err != nil {
+		t.Errorf("the source after the fork: %v", err)
+	}
+	_, err = e.client.ForkSession(bg, &pb.ForkSessionRequest{})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.ForkSession(bg, &pb.ForkSessionRequest{SessionId: "nope"})
+	wantCode(t, err, codes.NotFound)
 }
 
 func TestRespondPermission(t *testing.T) {

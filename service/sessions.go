@@ -89,6 +89,44 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	return &pb.CreateSessionResponse{Session: out}, nil
 }
 
+func (s *Service) ForkSession(ctx context.Context, req *pb.ForkSessionRequest) (*pb.ForkSessionResponse, error) {
+	const method = "ForkSession"
+	id := req.GetSessionId()
+	if err := requireSession(id); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	p, err := s.owner(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", id)
+	}
+	agentID := p.AgentID()
+	forker, ok := p.(presenters.SessionForker)
+	if !ok {
+		err := presenters.WithDetail(fmt.Errorf("agent %s cannot fork sessions: %w", agentID, presenters.ErrUnsupported), "unsupported", "session/fork")
+		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", agentID)
+	}
+	setup, err := s.registry.store.SessionSetup(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", agentID)
+	}
+	info, err := forker.ForkSession(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id, "agent_id", agentID)
+	}
+	setup.SessionID = info.SessionID
+	if err := s.registry.recordSession(ctx, info, agentID, callerOf(ctx).Name, nil, setup); err != nil {
+		// A session nobody can find again must not stay open.
+		if closeErr := p.CloseSession(context.WithoutCancel(ctx), info.SessionID); closeErr != nil {
+			s.logger.ErrorContext(ctx, "could not close an unrecorded session", "session_id", info.SessionID, "agent_id", agentID, "err", closeErr)
+		}
+		return nil, s.fail(ctx, method, err, "agent_id", agentID, "session_id", info.SessionID)
+	}
+	s.logger.InfoContext(ctx, "session forked", "session_id", info.SessionID, "forked_from", id, "agent_id", agentID, "principal", callerOf(ctx).Name)
+	out := s.afterChange(info)
+	s.withOwnership(ctx, out)
+	return &pb.ForkSessionResponse{Session: out}, nil
+}
+
 func (s *Service) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
 	const method = "GetSession"
 	id := req.GetSessionId()
@@ -265,7 +303,7 @@ func (s *Service) describeSessions(ctx context.Context, recs []store.ListedSessi
 
 // basicView leaves out of a listed session what SESSION_VIEW_BASIC does not carry.
 func basicView(info *pb.SessionInfo) {
-	info.AvailableModes, info.AvailableModels, info.AvailableCommands = nil, nil, nil
+	info.AvailableModes, info.AvailableModels, info.AvailableCommands, info.ConfigOptions = nil, nil, nil, nil
 	info.Capabilities, info.Usage, info.PendingPermissions, info.PendingElicitations = nil, nil, nil, nil
 }
 

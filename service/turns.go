@@ -164,6 +164,39 @@ func (s *Service) SetMode(ctx context.Context, req *pb.SetModeRequest) (*pb.SetM
 	return &pb.SetModeResponse{Session: info}, nil
 }
 
+func (s *Service) SetConfigOption(ctx context.Context, req *pb.SetConfigOptionRequest) (*pb.SetConfigOptionResponse, error) {
+	const method = "SetConfigOption"
+	sessionID, configID := req.GetSessionId(), req.GetConfigId()
+	if err := requireSession(sessionID); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if err := required("config_id", configID, "one of the session's config_options (GetSession)"); err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", sessionID)
+	}
+	if err := required("value", req.GetValue(), "one of the option's choices, or true or false"); err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", sessionID)
+	}
+	p, err := s.owner(ctx, sessionID)
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "session_id", sessionID)
+	}
+	current, err := p.GetSession(ctx, sessionID)
+	if err != nil {
+		return nil, s.fail(ctx, method, sessionNotFound(sessionID, err), "session_id", sessionID, "agent_id", p.AgentID())
+	}
+	setter, ok := p.(presenters.ConfigOptionSetter)
+	if !ok || len(current.ConfigOptions) == 0 {
+		err := presenters.WithDetail(fmt.Errorf("session %s has no config options to set: %w", sessionID, presenters.ErrUnsupported),
+			"unsupported", "session/set_config_option")
+		return nil, s.fail(ctx, method, err, "session_id", sessionID, "agent_id", p.AgentID())
+	}
+	info, err := setter.SetConfigOption(ctx, sessionID, configID, req.GetValue())
+	if err != nil {
+		return nil, s.fail(ctx, method, sessionNotFound(sessionID, err), "session_id", sessionID, "agent_id", p.AgentID())
+	}
+	return &pb.SetConfigOptionResponse{Session: s.afterChange(info)}, nil
+}
+
 // choice is a SetModel or SetMode request: an id from one of the session's lists.
 type choice struct {
 	field, id, what string // "model_id", the id chosen, "models"

@@ -326,6 +326,71 @@ func cmdModel(c *cli, args []string) error {
 	return nil
 }
 
+func cmdFork(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("fork", flag.ContinueOnError), args, "SESSION")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.ForkSession(ctx, &pb.ForkSessionRequest{SessionId: pos[0]})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, resp.GetSession().GetSessionId())
+	return nil
+}
+
+// cmdConfig lists a session's config options, or sets one.
+func cmdConfig(c *cli, args []string) error {
+	pos, err := c.parse(flag.NewFlagSet("config", flag.ContinueOnError), args, "SESSION", "...")
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 && len(pos) != 3 {
+		return usagef("expected SESSION, or SESSION ID VALUE")
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	if len(pos) == 3 {
+		resp, err := c.client.SetConfigOption(ctx, &pb.SetConfigOptionRequest{SessionId: pos[0], ConfigId: pos[1], Value: pos[2]})
+		if err != nil {
+			return err
+		}
+		for _, o := range resp.GetSession().GetConfigOptions() {
+			if o.GetId() == pos[1] {
+				fmt.Fprintf(c.stdout, "%s=%s\n", o.GetId(), o.GetCurrentValue())
+			}
+		}
+		return nil
+	}
+	resp, err := c.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: pos[0]})
+	if err != nil {
+		return err
+	}
+	for _, o := range resp.GetSession().GetConfigOptions() {
+		fmt.Fprintln(c.stdout, configOptionLine(o))
+	}
+	return nil
+}
+
+// configOptionLine shows a config option: id=value, its name and category, and the
+// values it takes.
+func configOptionLine(o *pb.ConfigOption) string {
+	about := o.GetName()
+	if o.GetCategory() != "" {
+		about += ", " + o.GetCategory()
+	}
+	values := []string{"true", "false"}
+	if o.GetType() != pb.ConfigOptionType_CONFIG_OPTION_TYPE_BOOLEAN {
+		values = values[:0]
+		for _, ch := range o.GetChoices() {
+			values = append(values, ch.GetValue())
+		}
+	}
+	return fmt.Sprintf("%s=%s\t(%s)\t%s", o.GetId(), o.GetCurrentValue(), about, strings.Join(values, " | "))
+}
+
 func cmdLoad(c *cli, args []string) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	maxHistory := fs.Int("max-history", 0, "replay at most the newest N messages (0: all)")

@@ -53,6 +53,7 @@ type scriptedAgent struct {
 	turns int
 	asked bool // the turn's permission waits for an answer
 	sent  presenters.MessageContent
+	fast  string // the value of the config option "fast"
 }
 
 func (a *scriptedAgent) lastContent() presenters.MessageContent {
@@ -88,8 +89,26 @@ func (a *scriptedAgent) CreateSession(_ context.Context, cfg presenters.SessionC
 func (a *scriptedAgent) GetSession(_ context.Context, id string) (presenters.SessionInfo, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	fast := a.fast
+	if fast == "" {
+		fast = "false"
+	}
 	return presenters.SessionInfo{SessionID: id, AgentID: agentID, Status: presenters.SessionIdle, Workspace: a.ws,
-		AvailableModes: []presenters.Mode{{ID: "strict"}, {ID: "balanced"}}, CurrentModeID: "balanced"}, nil
+		AvailableModes: []presenters.Mode{{ID: "strict"}, {ID: "balanced"}}, CurrentModeID: "balanced",
+		ConfigOptions: []presenters.ConfigOption{
+			{ID: "effort", Name: "Effort", Category: "thought_level", Type: presenters.ConfigSelect, CurrentValue: "low",
+				Choices: []presenters.ConfigChoice{{Value: "low"}, {Value: "high"}}},
+			{ID: "fast", Name: "Fast mode", Type: presenters.ConfigBoolean, CurrentValue: fast},
+		}}, nil
+}
+func (a *scriptedAgent) SetConfigOption(ctx context.Context, id, configID, value string) (presenters.SessionInfo, error) {
+	if configID != "fast" || (value != "true" && value != "false") {
+		return presenters.SessionInfo{}, fmt.Errorf("not fast=true|false: %w", presenters.ErrInvalidArgument)
+	}
+	a.mu.Lock()
+	a.fast = value
+	a.mu.Unlock()
+	return a.GetSession(ctx, id)
 }
 func (a *scriptedAgent) LoadSession(ctx context.Context, id string, _ presenters.LoadContext) (presenters.SessionInfo, error) {
 	return a.GetSession(ctx, id)
@@ -317,6 +336,18 @@ func TestSessionCommands(t *testing.T) {
 	code, _, errOut := s.ctl("mode", id, "yolo")
 	if code != 1 || !strings.HasPrefix(errOut, "agenticctl mode: ") || !strings.Contains(errOut, "strict, balanced") || strings.Contains(errOut, "rpc error") {
 		t.Errorf("a bad mode: exit %d, stderr %q", code, errOut)
+	}
+	if out := s.mustCtl(t, "config", id); out != "effort=low\t(Effort, thought_level)\tlow | high\nfast=false\t(Fast mode)\ttrue | false\n" {
+		t.Errorf("config: %q", out)
+	}
+	if out := s.mustCtl(t, "config", id, "fast", "true"); out != "fast=true\n" {
+		t.Errorf("config set: %q", out)
+	}
+	if code, _, errOut := s.ctl("config", id, "fast"); code != 2 || !strings.Contains(errOut, "SESSION ID VALUE") {
+		t.Errorf("config with an id and no value: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := s.ctl("fork", id); code != 1 || !strings.Contains(errOut, "cannot fork") {
+		t.Errorf("fork of an agent that cannot: exit %d, stderr %q", code, errOut)
 	}
 	if out := s.mustCtl(t, "messages", id); !regexp.MustCompile(`(?s)user h1 .*hi there.*assistant h2 .*hello.*user h3 .*bye`).MatchString(out) {
 		t.Errorf("messages: %q, want the three in order", out)

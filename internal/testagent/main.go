@@ -137,6 +137,9 @@ func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.In
 	if spec.Close {
 		caps.SessionCapabilities.Close = &sdk.SessionCloseCapabilities{}
 	}
+	if spec.Fork {
+		caps.SessionCapabilities.Fork = &sdk.SessionForkCapabilities{}
+	}
 	if spec.Delete {
 		caps.SessionCapabilities.Delete = &sdk.SessionDeleteCapabilities{}
 	}
@@ -269,6 +272,27 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	return sdk.NewSessionResponse{SessionId: id, Modes: modes, Meta: meta, ConfigOptions: configs}, nil
 }
 
+// UnstableForkSession starts a session forked from a session of this process; it fails
+// for a session the process does not have.
+func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessionRequest) (sdk.UnstableForkSessionResponse, error) {
+	if !a.script.Agent.Fork {
+		return sdk.UnstableForkSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionFork)
+	}
+	if _, err := a.session(p.SessionId); err != nil {
+		return sdk.UnstableForkSessionResponse{}, err
+	}
+	a.mu.Lock()
+	a.nextID++
+	id := sdk.SessionId(fmt.Sprintf("fork-%s-%d", processToken, a.nextID))
+	a.mu.Unlock()
+	s, err := a.newSession(id, p.Cwd, []sdk.McpServer{}, p.AdditionalDirectories)
+	if err != nil {
+		return sdk.UnstableForkSessionResponse{}, err
+	}
+	modes, meta, _ := s.state(a.script.Session)
+	return sdk.UnstableForkSessionResponse{SessionId: id, Modes: modes, Meta: meta}, nil
+}
+
 func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
 	if !a.script.Agent.LoadSession {
 		return sdk.LoadSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionLoad)
@@ -386,25 +410,36 @@ func (a *agent) SetSessionMode(ctx context.Context, p sdk.SetSessionModeRequest)
 }
 
 func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
-	if p.ValueId == nil {
-		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "only select options are scripted"})
+	var sessionID sdk.SessionId
+	var configID sdk.SessionConfigId
+	switch {
+	case p.ValueId != nil:
+		sessionID, configID = p.ValueId.SessionId, p.ValueId.ConfigId
+	case p.Boolean != nil:
+		sessionID, configID = p.Boolean.SessionId, p.Boolean.ConfigId
+	default:
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "neither a value id nor a boolean"})
 	}
-	s, err := a.session(p.ValueId.SessionId)
+	s, err := a.session(sessionID)
 	if err != nil {
 		return sdk.SetSessionConfigOptionResponse{}, err
 	}
 	s.mu.Lock()
 	found := false
 	for i := range s.configs {
-		if sel := s.configs[i].Select; sel != nil && sel.Id == p.ValueId.ConfigId {
-			sel.CurrentValue = p.ValueId.Value
+		switch c := s.configs[i]; {
+		case c.Select != nil && c.Select.Id == configID && p.ValueId != nil:
+			c.Select.CurrentValue = p.ValueId.Value
+			found = true
+		case c.Boolean != nil && c.Boolean.Id == configID && p.Boolean != nil:
+			c.Boolean.CurrentValue = p.Boolean.Value
 			found = true
 		}
 	}
 	configs := append([]sdk.SessionConfigOption(nil), s.configs...)
 	s.mu.Unlock()
 	if !found {
-		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"configId": p.ValueId.ConfigId})
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"configId": configID})
 	}
 	return sdk.SetSessionConfigOptionResponse{ConfigOptions: configs}, nil
 }

@@ -37,7 +37,9 @@ type AgentSpec struct {
 	List                  bool `json:"list"`
 	AdditionalDirectories bool `json:"additionalDirectories"`
 	Logout                bool `json:"logout"`
-	MCPHTTP               bool `json:"mcpHttp"`
+	// Fork advertises session/fork: a fork is a new session of the forked one's process.
+	Fork    bool `json:"fork"`
+	MCPHTTP bool `json:"mcpHttp"`
 	// PageSize splits session/list answers into pages of this many (0: one page).
 	PageSize        int               `json:"pageSize"`
 	Image           bool              `json:"image"`

@@ -28,6 +28,16 @@ func (h *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) (er
 	return nil
 }
 
+// extUpdate takes a session/update of a kind the SDK does not know (normalize_ext.go).
+func (h *client) extUpdate(sessionID sdk.SessionId, u extUpdate) {
+	defer h.recoverPanic(sdk.ClientMethodSessionUpdate, new(error))
+	if s := h.c.session(sessionID); s != nil {
+		s.applyExt(u)
+		return
+	}
+	h.c.log.Info("dropping an update for a session this server does not know", "acp_session_id", sessionID, "kind", u.Kind)
+}
+
 // recoverPanic is the backstop of every handler: the SDK runs them in goroutines that
 // do not recover, so a panic would end the daemon. It is logged, and the agent gets
 // an internal error.

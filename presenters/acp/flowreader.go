@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -166,6 +167,12 @@ func (r *agentReader) handled(line []byte) bool {
 	if !isNotification || env.Method != sdk.ClientMethodSessionUpdate {
 		return false
 	}
+	if eu, ok := r.client.(extUpdater); ok {
+		if sessionID, u, ok := extUpdateOf(env.Params); ok {
+			eu.extUpdate(sessionID, u)
+			return true
+		}
+	}
 	var n sdk.SessionNotification
 	err := json.Unmarshal(env.Params, &n)
 	if err == nil {
@@ -175,8 +182,38 @@ func (r *agentReader) handled(line []byte) bool {
 		r.log.Warn("dropping a session/update that does not decode", "err", err, "line", truncateForLog(trimmed))
 		return true
 	}
+	withToolName(&n, env.Params)
 	r.sessionUpdate(n)
 	return true
+}
+
+// withToolName copies a tool call's top-level name, which the SDK's types do not have,
+// into its _meta (toolNameMeta). Only lines that name one are decoded again.
+func withToolName(n *sdk.SessionNotification, params json.RawMessage) {
+	var meta *map[string]any
+	switch {
+	case n.Update.ToolCall != nil:
+		meta = &n.Update.ToolCall.Meta
+	case n.Update.ToolCallUpdate != nil:
+		meta = &n.Update.ToolCallUpdate.Meta
+	default:
+		return
+	}
+	if !bytes.Contains(params, []byte(`"name"`)) {
+		return
+	}
+	var raw struct {
+		Update struct {
+			Name string `json:"name"`
+		} `json:"update"`
+	}
+	if json.Unmarshal(params, &raw) != nil || raw.Update.Name == "" {
+		return
+	}
+	m := make(map[string]any, len(*meta)+1)
+	maps.Copy(m, *meta)
+	m[toolNameMeta] = raw.Update.Name
+	*meta = m
 }
 
 func (r *agentReader) sessionUpdate(n sdk.SessionNotification) {

@@ -28,9 +28,10 @@ type knownAgent struct {
 	// state is where the agent keeps its login, settings and history: created when
 	// missing, and writable when it runs confined.
 	state []StatePath
-	// confinedArgs are added when agenticd bounds the agent's files: an agent sandbox
-	// of its own (codex's bubblewrap) cannot run inside that boundary.
-	confinedArgs []string
+	// confinedEnv is set, unless the agent's env: sets it, when agenticd bounds the
+	// agent's files: an agent sandbox of its own (codex's bubblewrap) cannot run inside
+	// that boundary.
+	confinedEnv map[string]string
 	// keys are the API-key variables the agent reads.
 	keys []string
 	// askingModes are the agent's own modes, in order of preference, in which it puts its
@@ -61,9 +62,16 @@ var knownAgents = []knownAgent{
 		packages: []string{"@agentclientprotocol/codex-acp", "@zed-industries/codex-acp"}, reported: []string{"codex-acp"},
 		description: "OpenAI Codex through the codex-acp adapter", state: []StatePath{{Path: "~/.codex"}},
 		keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}, askingModes: []string{"read-only"},
-		// agenticd's boundary stands in for codex's sandbox; untrusted makes codex put
-		// every command to agenticd's permission policy and so to a person.
-		confinedArgs: []string{"-c", `sandbox_mode="danger-full-access"`, "-c", `approval_policy="untrusted"`}},
+		// codex-acp 2.x reads its settings from its environment and ~/.codex/config.toml
+		// and ignores -c arguments. Its bubblewrap cannot make namespaces inside
+		// agenticd's, so its shell fails; its older Landlock sandbox stacks on agenticd's.
+		// Codex retired the approval policy that asked before every command; read-only
+		// (on-request, answered by the user) puts every write and escalation to
+		// agenticd's policy, and starting in it leaves no turn in codex's default mode.
+		confinedEnv: map[string]string{
+			"INITIAL_AGENT_MODE": "read-only",
+			"CODEX_CONFIG":       `{"features":{"use_legacy_landlock":true}}`,
+		}},
 	// gemini-cli 0.33+ takes --acp (--experimental-acp is its deprecated alias).
 	{binaries: []string{"gemini"}, id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
 		packages: []string{"@google/gemini-cli"}, reported: []string{"gemini-cli", "gemini"},

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,7 +119,7 @@ func (c Config) withLaunch(confinesFiles bool) Config {
 }
 
 // withKnown gives c what the known agent k needs: its state (under the HOME c's env sets,
-// if any), its keys, its confined arguments, IS_SANDBOX for Claude as root.
+// if any), its keys, its confined environment, IS_SANDBOX for Claude as root.
 func (c Config) withKnown(k *knownAgent, confinesFiles bool) Config {
 	c.known = k
 	home := c.Env["HOME"]
@@ -133,17 +134,27 @@ func (c Config) withKnown(k *knownAgent, confinesFiles bool) Config {
 			c.KeepEnv = append(slices.Clone(c.KeepEnv), key)
 		}
 	}
-	if confinesFiles && len(k.confinedArgs) > 0 && !containsRun(c.Args, k.confinedArgs) {
-		c.Args = append(slices.Clone(c.Args), k.confinedArgs...)
-	}
-	if _, set := c.Env["IS_SANDBOX"]; k.claude && os.Geteuid() == 0 && !set {
-		env := make(map[string]string, len(c.Env)+1)
-		for name, v := range c.Env {
-			env[name] = v
+	if confinesFiles {
+		for name, v := range k.confinedEnv {
+			c = c.withDefaultEnv(name, v)
 		}
-		env["IS_SANDBOX"] = "1"
-		c.Env = env
 	}
+	if k.claude && os.Geteuid() == 0 {
+		c = c.withDefaultEnv("IS_SANDBOX", "1")
+	}
+	return c
+}
+
+// withDefaultEnv sets name to v in c's environment unless c's env: sets it; the map is
+// copied, as configs share theirs.
+func (c Config) withDefaultEnv(name, v string) Config {
+	if _, set := c.Env[name]; set {
+		return c
+	}
+	env := make(map[string]string, len(c.Env)+1)
+	maps.Copy(env, c.Env)
+	env[name] = v
+	c.Env = env
 	return c
 }
 
@@ -163,14 +174,4 @@ func (c Config) withPaths(l launchPaths) Config {
 		}
 	}
 	return c
-}
-
-// containsRun reports whether run occurs in args as consecutive elements.
-func containsRun(args, run []string) bool {
-	for i := 0; i+len(run) <= len(args); i++ {
-		if slices.Equal(args[i:i+len(run)], run) {
-			return true
-		}
-	}
-	return false
 }

@@ -45,11 +45,27 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	if resp.SessionId == "" {
 		return presenters.SessionInfo{}, fmt.Errorf("%w: agent %s answered session/new without a session id", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
+	st := sessionState{resp.Modes, conn.legacy.takeModels(resp.SessionId), resp.ConfigOptions}
+	s, err := p.adopt(ctx, conn, cfg, plan, resp.SessionId, st)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	stored = true
+	p.importMu.RUnlock()
+	return p.settle(ctx, s, cfg)
+}
+
+// adopt makes the agent's new session acpID (from session/new or session/fork) a
+// session of agenticd's, stored and announced with SESSION_CREATED. The caller holds
+// p.importMu for reading.
+func (p *Presenter) adopt(ctx context.Context, conn *agentConn, cfg presenters.SessionConfig, plan mcpPlan,
+	acpID sdk.SessionId, st sessionState) (*session, error) {
+	ws := cfg.Workspace
 	id := p.newID()
 	now := time.Now()
-	conv := store.Conversation{ID: id, AgentID: p.cfg.ID, AgentSessionID: string(resp.SessionId), Workspace: ws.Root(),
+	conv := store.Conversation{ID: id, AgentID: p.cfg.ID, AgentSessionID: string(acpID), Workspace: ws.Root(),
 		Title: cfg.Title, CreatedAt: now, UpdatedAt: now}
-	s := newSession(p, id, resp.SessionId, ws)
+	s := newSession(p, id, acpID, ws)
 	p.mu.Lock()
 	agentCaps := p.capabilities()
 	p.mu.Unlock()
@@ -58,35 +74,33 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	s.conv = conv
 	s.extra, s.mcp = cfg.AdditionalDirectories, cfg.MCPServers
 	s.unstored = true // until CreateConversation: updates arriving meanwhile are stored with it
-	s.info = presenters.SessionInfo{SessionID: id, AgentSessionID: string(resp.SessionId), AgentID: p.cfg.ID, Status: presenters.SessionIdle,
+	s.info = presenters.SessionInfo{SessionID: id, AgentSessionID: string(acpID), AgentID: p.cfg.ID, Status: presenters.SessionIdle,
 		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: agentCaps}
-	s.attachLocked(conn, resp.SessionId, ws, sessionState{resp.Modes, conn.legacy.takeModels(resp.SessionId), resp.ConfigOptions}, plan)
+	s.attachLocked(conn, acpID, ws, st, plan)
 	// An id the session does not offer fails before anyone can see the session.
 	if err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID); err != nil {
 		terms := s.terminals.live
 		s.conn, s.terminals.live = nil, nil
 		s.mu.Unlock()
 		_ = terms.Close()
-		p.abandonAgentSession(conn, resp.SessionId)
-		return presenters.SessionInfo{}, err
+		p.abandonAgentSession(conn, acpID)
+		return nil, err
 	}
 	s.mu.Unlock()
 	// Registered at once, so the updates the agent sends from now on reach the session.
-	if err := conn.register(resp.SessionId, s); err != nil {
+	if err := conn.register(acpID, s); err != nil {
 		s.mu.Lock()
 		terms := s.terminals.live
 		s.conn, s.terminals.live = nil, nil
 		s.mu.Unlock()
 		_ = terms.Close()
-		return presenters.SessionInfo{}, fmt.Errorf("%w: agent %s stopped while creating a session; try again", presenters.ErrAgentUnavailable, p.cfg.ID)
+		return nil, fmt.Errorf("%w: agent %s stopped while creating a session; try again", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
 	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {
 		s.detach()
-		p.abandonAgentSession(conn, resp.SessionId)
-		return presenters.SessionInfo{}, fmt.Errorf("storing session %s: %w", id, err)
+		p.abandonAgentSession(conn, acpID)
+		return nil, fmt.Errorf("storing session %s: %w", id, err)
 	}
-	stored = true
-	p.importMu.RUnlock()
 	s.mu.Lock()
 	s.unstored = false
 	created := s.info
@@ -97,7 +111,13 @@ func (p *Presenter) CreateSession(ctx context.Context, cfg presenters.SessionCon
 	p.mu.Lock()
 	p.sessions[id] = s
 	p.mu.Unlock()
+	return s, nil
+}
 
+// settle puts a new session in the mode and model cfg asks for (else a known agent's
+// asking mode) and stores it; a session that cannot be set so is closed.
+func (p *Presenter) settle(ctx context.Context, s *session, cfg presenters.SessionConfig) (presenters.SessionInfo, error) {
+	id := s.id
 	modeID := cfg.ModeID
 	if modeID == "" {
 		modeID = s.askingMode()

@@ -593,19 +593,29 @@ func TestConfigAndDiscover(t *testing.T) {
 		t.Errorf("known agents' own keys: %v, %v", found[0].KeepEnv, found[1].KeepEnv)
 	}
 
-	// codex's own sandbox cannot run inside agenticd's boundary: confined, it is turned
-	// off and every command is put to agenticd's permission policy.
-	codex := func(confined bool) Config {
-		return Config{ID: "acp.openai.codex", Command: "/usr/local/bin/codex-acp"}.withLaunch(confined)
+	// codex's bubblewrap cannot run inside agenticd's boundary: confined, codex-acp 2.x
+	// is told through its environment (it ignores -c arguments) to use its Landlock
+	// sandbox and to start in its asking mode; what the agent's env: sets stays.
+	codex := func(confined bool, env map[string]string) Config {
+		return Config{ID: "acp.openai.codex", Command: "/usr/local/bin/codex-acp", Env: env}.withLaunch(confined)
 	}
-	if args := strings.Join(codex(true).Args, " "); args != `-c sandbox_mode="danger-full-access" -c approval_policy="untrusted"` {
-		t.Errorf("confined codex-acp args %q", args)
+	c = codex(true, nil)
+	if len(c.Args) != 0 || c.Env["INITIAL_AGENT_MODE"] != "read-only" ||
+		c.Env["CODEX_CONFIG"] != `{"features":{"use_legacy_landlock":true}}` {
+		t.Errorf("confined codex-acp: args %q env %q", c.Args, c.Env)
 	}
-	if args := codex(false).Args; len(args) != 0 {
-		t.Errorf("unconfined codex-acp args %q, want its own defaults", args)
+	if env := codex(false, nil).Env; len(env) != 0 {
+		t.Errorf("unconfined codex-acp env %q, want its own defaults", env)
 	}
-	if again := codex(true).withLaunch(true); len(again.Args) != 4 || len(again.WritePaths) != 1 {
-		t.Errorf("applying a launch twice adds twice: %q %q", again.Args, again.WritePaths)
+	theirs := map[string]string{"INITIAL_AGENT_MODE": "agent-full-access"}
+	if c := codex(true, theirs); c.Env["INITIAL_AGENT_MODE"] != "agent-full-access" || c.Env["CODEX_CONFIG"] == "" {
+		t.Errorf("the agent's own env: is overridden: %q", c.Env)
+	}
+	if len(theirs) != 1 {
+		t.Errorf("the config's env map was written to: %q", theirs)
+	}
+	if again := c.withLaunch(true); len(again.Env) != 2 || len(again.WritePaths) != 1 {
+		t.Errorf("applying a launch twice adds twice: %q %q", again.Env, again.WritePaths)
 	}
 }
 

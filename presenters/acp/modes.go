@@ -16,7 +16,7 @@ import (
 // deriveModesModels fills info's modes and models from what the agent said: modes
 // from session modes, else a config option of category mode; models from a config
 // option of category model, else the models agents advertised before config options
-// (s.mu held).
+// (s.mu held). It lists every config option too.
 func (s *session) deriveModesModels() {
 	modeOpt := s.configOption(sdk.SessionConfigOptionCategoryMode)
 	modelOpt := s.configOption(sdk.SessionConfigOptionCategoryModel)
@@ -50,6 +50,7 @@ func (s *session) deriveModesModels() {
 	}
 	s.info.Capabilities.SupportsModes = len(s.info.AvailableModes) > 0
 	s.info.Capabilities.SupportsModels = len(s.info.AvailableModels) > 0
+	s.info.ConfigOptions = configOptionsOf(s.configs)
 }
 
 // configOption returns the first select option of a category (s.mu held).
@@ -212,9 +213,14 @@ func (s *session) setCurrentModelLocked(id string) {
 }
 
 func (s *session) setConfigOption(ctx context.Context, conn *agentConn, acpID sdk.SessionId, id sdk.SessionConfigId, value string) error {
-	resp, err := conn.rpc.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{
+	return s.sendConfigOption(ctx, conn, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{
 		SessionId: acpID, ConfigId: id, Value: sdk.SessionConfigValueId(value),
 	}})
+}
+
+// sendConfigOption sends session/set_config_option and takes the options it answers with.
+func (s *session) sendConfigOption(ctx context.Context, conn *agentConn, req sdk.SetSessionConfigOptionRequest) error {
+	resp, err := conn.rpc.SetSessionConfigOption(ctx, req)
 	if err != nil {
 		return s.agentCallError(conn, "set_config_option", err)
 	}

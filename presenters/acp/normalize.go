@@ -70,6 +70,8 @@ type normalizer struct {
 	replayed      int64  // replayed messages ended so far
 	replayAgentID string // the agent's messageId of the replay message being built
 	dropped       int    // message updates dropped since the last turn began
+	// compactionSummaries gathers the summary chunks of compactions not yet reported.
+	compactionSummaries map[string]string
 }
 
 func (n *normalizer) startTurn(userMsgID, assistantMsgID string) {
@@ -159,6 +161,10 @@ func (n *normalizer) apply(u sdk.SessionUpdate, emit emitFunc) *sessionChange {
 		n.content(presenters.RoleUser, c.MessageId, c.Content, false, emit)
 	case u.AgentMessageChunk != nil && u.AgentMessageChunk.SessionUpdate == "agent_message_chunk":
 		c := u.AgentMessageChunk
+		if c.Content.Text != nil && informationalNotice(c.Meta) {
+			n.ext(extUpdate{Kind: updateNotice, Title: c.Content.Text.Text}, emit)
+			return nil
+		}
 		n.content(presenters.RoleAssistant, c.MessageId, c.Content, false, emit)
 	case u.AgentThoughtChunk != nil && u.AgentThoughtChunk.SessionUpdate == "agent_thought_chunk":
 		c := u.AgentThoughtChunk

@@ -540,3 +540,53 @@ func refreshShownTerminals(n *normalizer, emit emitFunc) {
 	}
 	n.applyTerminals(states, emit)
 }
+
+// codex-acp runs its commands itself: their output arrives in _meta.terminal_output_delta
+// and their exit in _meta.terminal_exit, for a terminal agenticd does not know. They are
+// the tool call's terminal output and exit status; live events carry what is new.
+func TestNormalizerShowsTheAgentsOwnTerminalOutput(t *testing.T) {
+	n := newTestNormalizer(t)
+	n.startTurn("u", "a")
+	var events []presenters.Payload
+	emit := func(p presenters.Payload) { events = append(events, p) }
+	for _, js := range []string{
+		`{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Run make","kind":"execute","status":"in_progress",` +
+			`"rawInput":{"command":["bash","-lc","make"]},"content":[{"type":"terminal","terminalId":"c1"}],` +
+			`"_meta":{"terminal_info":{"terminal_id":"c1","cwd":"/ws"}}}`,
+		`{"sessionUpdate":"tool_call_update","toolCallId":"c1","_meta":{"terminal_output_delta":{"data":"cc -o a\n","terminal_id":"c1"}}}`,
+		`{"sessionUpdate":"tool_call_update","toolCallId":"c1","_meta":{"terminal_output_delta":{"data":"error: x\n","terminal_id":"c1"}}}`,
+		`{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"failed","_meta":{"terminal_exit":{"exit_code":2,"signal":null,"terminal_id":"c1"}}}`,
+	} {
+		n.apply(update(t, js), emit)
+	}
+	var outputs []string
+	for _, p := range events[:len(events)-1] {
+		switch v := p.(type) {
+		case presenters.ToolStartPayload:
+			outputs = append(outputs, v.Tool.Content[0].Terminal.Output)
+		case presenters.ToolRunningPayload:
+			outputs = append(outputs, v.Tool.Content[0].Terminal.Output)
+		}
+	}
+	if want := []string{"", "cc -o a\n", "error: x\n"}; !reflect.DeepEqual(outputs, want) {
+		t.Errorf("live output %q, want %q", outputs, want)
+	}
+	end, ok := events[len(events)-1].(presenters.ToolEndPayload)
+	if !ok || len(end.Tool.Content) != 1 || end.Tool.Content[0].Terminal == nil {
+		t.Fatalf("last event %#v, want TOOL_END with the terminal", events[len(events)-1])
+	}
+	tb := end.Tool.Content[0].Terminal
+	if tb.Output != "cc -o a\nerror: x\n" || tb.ExitCode == nil || *tb.ExitCode != 2 || tb.Command != "make" {
+		t.Errorf("ended terminal %+v (exit %v)", tb, tb.ExitCode)
+	}
+	if got := n.msg.blocks[0].Tool.Content[0].Terminal.Output; got != tb.Output {
+		t.Errorf("stored message output %q", got)
+	}
+
+	// Output without terminal content still shows, after the call's content.
+	n.apply(update(t, `{"sessionUpdate":"tool_call","toolCallId":"c2","title":"ls","kind":"execute",`+
+		`"_meta":{"terminal_output_delta":{"data":"a.go\n","terminal_id":"c2"}}}`), emit)
+	if c := n.tools["c2"].call.Content; len(c) != 1 || c[0].Terminal == nil || c[0].Terminal.Output != "a.go\n" {
+		t.Errorf("output of a call without terminal content: %+v", c)
+	}
+}

@@ -36,6 +36,10 @@ type toolState struct {
 	// sent is, by terminal id, the offset up to which the call's live events carried
 	// the terminal's output (liveView).
 	sent map[string]uint64
+	// agentTerminals are the terminals the agent runs itself and reports in _meta
+	// (normalize_agentterminals.go), in the order first named.
+	agentTerminals     map[string]*presenters.TerminalBlock
+	agentTerminalOrder []string
 }
 
 // tool applies a tool_call, a tool_call_update or a permission request's tool call: a
@@ -55,6 +59,7 @@ func (n *normalizer) tool(u sdk.ToolCallUpdate, emit emitFunc) (presenters.ToolC
 	}
 	before := st.call
 	n.merge(&st.call, u)
+	st.agentTerminalMeta(u.Meta, id)
 	if u.Content == nil && st.call.Status.Finished() && !before.Status.Finished() {
 		// TOOL_END and the stored message carry the terminals' final output.
 		n.refreshToolTerminals(&st.call)
@@ -291,8 +296,25 @@ func (n *normalizer) sortedTools() []*toolState {
 	return out
 }
 
-// toolName reads the tool's own name where adapters put it (_meta.claudeCode.toolName).
+// toolNameMeta is the _meta key under which agentReader hands the normalizer a tool
+// call's top-level name, a field the SDK's types do not have.
+const toolNameMeta = "agenticd/name"
+
+// toolName reads the tool's own name: the tool call's name, else where adapters put it
+// before ACP had one (_meta.claudeCode.toolName, qwen's _meta.toolName, another
+// vendor's _meta.*.toolName).
 func toolName(meta map[string]any) string {
+	if name, ok := meta[toolNameMeta].(string); ok && name != "" {
+		return name
+	}
+	if cc, ok := meta["claudeCode"].(map[string]any); ok {
+		if name, ok := cc["toolName"].(string); ok && name != "" {
+			return name
+		}
+	}
+	if name, ok := meta["toolName"].(string); ok && name != "" {
+		return name
+	}
 	for _, v := range meta {
 		if m, ok := v.(map[string]any); ok {
 			if name, ok := m["toolName"].(string); ok && name != "" {

@@ -63,6 +63,7 @@ type Presenter struct {
 }
 
 var _ presenters.Presenter = (*Presenter)(nil)
+var _ presenters.ConfigOptionSetter = (*Presenter)(nil)
 
 // Restart backoff after crashes in a row: the first restart is immediate, then 1 s,
 // 2 s, ... up to maxBackoff. A connection that lived stableAfter resets the count.
@@ -577,6 +578,18 @@ func (p *Presenter) SetModel(ctx context.Context, sessionID, modelID string) (pr
 		return presenters.SessionInfo{}, err
 	}
 	if err := s.setModel(ctx, modelID); err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	return s.snapshot(), nil
+}
+
+// SetConfigOption sets one of the session's config options (presenters.ConfigOptionSetter).
+func (p *Presenter) SetConfigOption(ctx context.Context, sessionID, configID, value string) (presenters.SessionInfo, error) {
+	s, err := p.liveSession(ctx, sessionID)
+	if err != nil {
+		return presenters.SessionInfo{}, err
+	}
+	if err := s.setConfigOptionValue(ctx, configID, value); err != nil {
 		return presenters.SessionInfo{}, err
 	}
 	return s.snapshot(), nil

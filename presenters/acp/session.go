@@ -186,6 +186,22 @@ func (s *session) reportError(e presenters.ErrorPayload) {
 	s.emit.Error(e)
 }
 
+// applyExt normalizes one session/update of a kind the SDK does not know. It never
+// blocks (see flowreader.go).
+func (s *session) applyExt(u extUpdate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining != nil {
+		s.log.Debug("dropping a late update of a cancelled turn", "kind", u.Kind)
+		return
+	}
+	emit := s.emitPayload
+	if s.norm.mode == modeReplay {
+		emit = s.emitReplay
+	}
+	s.norm.ext(u, emit)
+}
+
 // applyUpdate normalizes one session/update. It never blocks (see flowreader.go).
 func (s *session) applyUpdate(u sdk.SessionUpdate) {
 	s.mu.Lock()
@@ -262,6 +278,7 @@ func (s *session) publishPatch(old presenters.SessionInfo) {
 	set(!reflect.DeepEqual(info.AvailableModels, old.AvailableModels), func() { patch.AvailableModels = &info.AvailableModels })
 	set(info.CurrentModelID != old.CurrentModelID, func() { patch.CurrentModelID = &info.CurrentModelID })
 	set(!reflect.DeepEqual(info.AvailableCommands, old.AvailableCommands), func() { patch.AvailableCommands = &info.AvailableCommands })
+	set(!reflect.DeepEqual(info.ConfigOptions, old.ConfigOptions), func() { patch.ConfigOptions = &info.ConfigOptions })
 	set(info.Capabilities != old.Capabilities, func() { patch.Capabilities = &info.Capabilities })
 	set(!info.Usage.Equal(old.Usage), func() { patch.Usage = &info.Usage })
 	set(!info.UpdatedAt.Equal(old.UpdatedAt) && changed, func() { patch.UpdatedAt = &info.UpdatedAt })

@@ -7,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { AgenticEvent } from "../../gen/ts/src/agentic/v1/events_pb.js";
 import type { SubscribeResponse } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import {
+  ConfigOptionType,
   ElicitationAction,
   MessageRole,
   MessageStatus,
@@ -16,6 +17,7 @@ import {
 } from "../../gen/ts/src/agentic/v1/types_pb.js";
 import type {
   Block,
+  ConfigOption,
   ElicitationRequest,
   PermissionRequest,
   SessionInfo,
@@ -217,6 +219,7 @@ export class ChatView {
   private readonly connection = byId("connection");
   private readonly modeSelect = byId<HTMLSelectElement>("mode-select");
   private readonly modelSelect = byId<HTMLSelectElement>("model-select");
+  private readonly configOptions = byId("config-options");
   private readonly cancelButton = byId<HTMLButtonElement>("cancel");
   private readonly closeButton = byId<HTMLButtonElement>("close-session");
   private readonly reopenButton = byId<HTMLButtonElement>("reopen-session");
@@ -728,6 +731,46 @@ export class ChatView {
     this.renderHeader();
   }
 
+  private async setConfigOption(configId: string, value: string): Promise<void> {
+    try {
+      const { session } = await client.setConfigOption({ sessionId: this.sessionId, configId, value });
+      if (session !== undefined && this.session !== null) this.session.configOptions = session.configOptions;
+    } catch (err) {
+      await this.failed(err);
+    }
+    this.renderHeader();
+  }
+
+  // renderConfigOptions shows the agent's config options other than its modes and
+  // models (those have their own selects), one labelled select each.
+  private renderConfigOptions(options: ConfigOption[]): void {
+    const shown = options.filter((o) => o.category !== "mode" && o.category !== "model");
+    const key = JSON.stringify(shown.map((o) => o.id));
+    if (this.configOptions.dataset.items !== key) {
+      this.configOptions.dataset.items = key;
+      this.configOptions.replaceChildren(
+        ...shown.flatMap((o) => {
+          const id = `config-${o.id}`;
+          const select = h("select", { id, "data-config-id": o.id });
+          select.addEventListener("change", () => void this.setConfigOption(o.id, select.value));
+          return [h("label", { for: id, title: o.description }, o.name || o.id), select];
+        }),
+      );
+    }
+    for (const o of shown) {
+      const select = this.configOptions.querySelector<HTMLSelectElement>(`select[data-config-id="${CSS.escape(o.id)}"]`);
+      if (select === null) continue;
+      const choices =
+        o.type === ConfigOptionType.BOOLEAN
+          ? [
+              { id: "true", name: "on" },
+              { id: "false", name: "off" },
+            ]
+          : o.choices.map((c) => ({ id: c.value, name: c.group !== "" ? `${c.group}: ${c.name}` : c.name }));
+      fillSelect(select, choices, o.currentValue);
+    }
+  }
+
   private async failed(err: unknown): Promise<void> {
     if (isTokenError(err)) {
       await this.askToken();
@@ -754,6 +797,7 @@ export class ChatView {
     this.usage.textContent = usageText(s.usage);
     fillSelect(this.modeSelect, s.availableModes, s.currentModeId);
     fillSelect(this.modelSelect, s.availableModels, s.currentModelId);
+    this.renderConfigOptions(s.configOptions);
     const running = s.messageInFlight !== "" || s.status === SessionStatus.GENERATING || s.status === SessionStatus.PAUSED;
     this.cancelButton.disabled = !running;
     const closed = s.status === SessionStatus.CLOSED;

@@ -31,8 +31,8 @@ const (
 	// BASIC.
 	SessionView_SESSION_VIEW_UNSPECIFIED SessionView = 0
 	// Identity, status, workspace, title, times, current mode and model ids, message
-	// count and the message in flight. The available lists, commands, capabilities,
-	// usage and pending permissions are left empty.
+	// count and the message in flight. The available lists, commands, config options,
+	// capabilities, usage and pending permissions are left empty.
 	SessionView_SESSION_VIEW_BASIC SessionView = 1
 	// Everything GetSession returns.
 	SessionView_SESSION_VIEW_FULL SessionView = 2
@@ -2219,6 +2219,201 @@ func (x *SetModeResponse) GetSession() *SessionInfo {
 	return nil
 }
 
+type SetConfigOptionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// ConfigOption.id.
+	ConfigId      string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	Value         string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConfigOptionRequest) Reset() {
+	*x = SetConfigOptionRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConfigOptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConfigOptionRequest) ProtoMessage() {}
+
+func (x *SetConfigOptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConfigOptionRequest.ProtoReflect.Descriptor instead.
+func (*SetConfigOptionRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SetConfigOptionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetConfigOptionRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+func (x *SetConfigOptionRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type SetConfigOptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *SessionInfo           `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetConfigOptionResponse) Reset() {
+	*x = SetConfigOptionResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConfigOptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConfigOptionResponse) ProtoMessage() {}
+
+func (x *SetConfigOptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConfigOptionResponse.ProtoReflect.Descriptor instead.
+func (*SetConfigOptionResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SetConfigOptionResponse) GetSession() *SessionInfo {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+type ForkSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session to fork.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ForkSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type ForkSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new session.
+	Session       *SessionInfo `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionResponse) Reset() {
+	*x = ForkSessionResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionResponse) ProtoMessage() {}
+
+func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
+func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ForkSessionResponse) GetSession() *SessionInfo {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 type RespondPermissionRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2237,7 +2432,7 @@ type RespondPermissionRequest struct {
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2444,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2457,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -2344,7 +2539,7 @@ type PermissionDecision struct {
 
 func (x *PermissionDecision) Reset() {
 	*x = PermissionDecision{}
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2551,7 @@ func (x *PermissionDecision) String() string {
 func (*PermissionDecision) ProtoMessage() {}
 
 func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2564,7 @@ func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDecision.ProtoReflect.Descriptor instead.
 func (*PermissionDecision) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PermissionDecision) GetPermissionId() string {
@@ -2416,7 +2611,7 @@ type RespondPermissionResponse struct {
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2623,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2636,7 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
@@ -2468,7 +2663,7 @@ type RespondElicitationRequest struct {
 
 func (x *RespondElicitationRequest) Reset() {
 	*x = RespondElicitationRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2675,7 @@ func (x *RespondElicitationRequest) String() string {
 func (*RespondElicitationRequest) ProtoMessage() {}
 
 func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2688,7 @@ func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationRequest.ProtoReflect.Descriptor instead.
 func (*RespondElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RespondElicitationRequest) GetSessionId() string {
@@ -2540,7 +2735,7 @@ type RespondElicitationResponse struct {
 
 func (x *RespondElicitationResponse) Reset() {
 	*x = RespondElicitationResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2747,7 @@ func (x *RespondElicitationResponse) String() string {
 func (*RespondElicitationResponse) ProtoMessage() {}
 
 func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2760,7 @@ func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationResponse.ProtoReflect.Descriptor instead.
 func (*RespondElicitationResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RespondElicitationResponse) GetResolution() *ElicitationResolved {
@@ -2590,7 +2785,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2797,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2810,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2657,7 +2852,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2864,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2877,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
@@ -2709,7 +2904,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2916,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2929,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetMessageRequest) GetSessionId() string {
@@ -2760,7 +2955,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2967,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +2980,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetMessageResponse) GetMessage() *SessionMessage {
@@ -2825,7 +3020,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +3032,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3045,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -2945,7 +3140,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3152,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3165,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -3060,7 +3255,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3267,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3280,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -3104,7 +3299,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3311,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3324,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -3149,7 +3344,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3356,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3369,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -3198,7 +3393,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3405,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3418,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -3261,7 +3456,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3468,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3481,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -3350,7 +3545,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3557,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3570,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3532,6 +3727,18 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amode_id\x18\x02 \x01(\tR\x06modeId\"D\n" +
 	"\x0fSetModeResponse\x121\n" +
+	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"j\n" +
+	"\x16SetConfigOptionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tconfig_id\x18\x02 \x01(\tR\bconfigId\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"L\n" +
+	"\x17SetConfigOptionResponse\x121\n" +
+	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"3\n" +
+	"\x12ForkSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"H\n" +
+	"\x13ForkSessionResponse\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.agentic.v1.SessionInfoR\asession\"\xeb\x01\n" +
 	"\x18RespondPermissionRequest\x12\x1d\n" +
 	"\n" +
@@ -3639,7 +3846,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xa5\x0e\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xd1\x0f\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -3656,7 +3863,9 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\vSendMessage\x12\x1e.agentic.v1.SendMessageRequest\x1a\x1f.agentic.v1.SendMessageResponse\x12T\n" +
 	"\rCancelMessage\x12 .agentic.v1.CancelMessageRequest\x1a!.agentic.v1.CancelMessageResponse\x12E\n" +
 	"\bSetModel\x12\x1b.agentic.v1.SetModelRequest\x1a\x1c.agentic.v1.SetModelResponse\x12B\n" +
-	"\aSetMode\x12\x1a.agentic.v1.SetModeRequest\x1a\x1b.agentic.v1.SetModeResponse\x12`\n" +
+	"\aSetMode\x12\x1a.agentic.v1.SetModeRequest\x1a\x1b.agentic.v1.SetModeResponse\x12Z\n" +
+	"\x0fSetConfigOption\x12\".agentic.v1.SetConfigOptionRequest\x1a#.agentic.v1.SetConfigOptionResponse\x12N\n" +
+	"\vForkSession\x12\x1e.agentic.v1.ForkSessionRequest\x1a\x1f.agentic.v1.ForkSessionResponse\x12`\n" +
 	"\x11RespondPermission\x12$.agentic.v1.RespondPermissionRequest\x1a%.agentic.v1.RespondPermissionResponse\x12c\n" +
 	"\x12RespondElicitation\x12%.agentic.v1.RespondElicitationRequest\x1a&.agentic.v1.RespondElicitationResponse\x12Q\n" +
 	"\fListMessages\x12\x1f.agentic.v1.ListMessagesRequest\x1a .agentic.v1.ListMessagesResponse\x12K\n" +
@@ -3683,7 +3892,7 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
 	(DeliveryMode)(0),                  // 1: agentic.v1.DeliveryMode
@@ -3724,138 +3933,148 @@ var file_agentic_v1_service_proto_goTypes = []any{
 	(*SetModelResponse)(nil),           // 36: agentic.v1.SetModelResponse
 	(*SetModeRequest)(nil),             // 37: agentic.v1.SetModeRequest
 	(*SetModeResponse)(nil),            // 38: agentic.v1.SetModeResponse
-	(*RespondPermissionRequest)(nil),   // 39: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),         // 40: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil),  // 41: agentic.v1.RespondPermissionResponse
-	(*RespondElicitationRequest)(nil),  // 42: agentic.v1.RespondElicitationRequest
-	(*RespondElicitationResponse)(nil), // 43: agentic.v1.RespondElicitationResponse
-	(*ListMessagesRequest)(nil),        // 44: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 45: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 46: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 47: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 48: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 49: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 50: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 51: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 52: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 53: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 54: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 55: agentic.v1.ListAuditEventsResponse
-	(*SessionGrant)(nil),               // 56: agentic.v1.SessionGrant
-	(*SessionInfo)(nil),                // 57: agentic.v1.SessionInfo
-	(*timestamppb.Timestamp)(nil),      // 58: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 60: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 61: agentic.v1.McpServer
-	(SessionStatus)(0),                 // 62: agentic.v1.SessionStatus
-	(*MessageContent)(nil),             // 63: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 64: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 65: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 66: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 67: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 68: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 69: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 70: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 71: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 72: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 73: agentic.v1.AuditEvent
+	(*SetConfigOptionRequest)(nil),     // 39: agentic.v1.SetConfigOptionRequest
+	(*SetConfigOptionResponse)(nil),    // 40: agentic.v1.SetConfigOptionResponse
+	(*ForkSessionRequest)(nil),         // 41: agentic.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),        // 42: agentic.v1.ForkSessionResponse
+	(*RespondPermissionRequest)(nil),   // 43: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),         // 44: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil),  // 45: agentic.v1.RespondPermissionResponse
+	(*RespondElicitationRequest)(nil),  // 46: agentic.v1.RespondElicitationRequest
+	(*RespondElicitationResponse)(nil), // 47: agentic.v1.RespondElicitationResponse
+	(*ListMessagesRequest)(nil),        // 48: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 49: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 50: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 51: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),           // 52: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 53: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 54: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 55: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 56: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 57: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 58: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 59: agentic.v1.ListAuditEventsResponse
+	(*SessionGrant)(nil),               // 60: agentic.v1.SessionGrant
+	(*SessionInfo)(nil),                // 61: agentic.v1.SessionInfo
+	(*timestamppb.Timestamp)(nil),      // 62: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 63: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 64: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 65: agentic.v1.McpServer
+	(SessionStatus)(0),                 // 66: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 67: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 68: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 69: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 70: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 71: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 72: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 73: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 74: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 75: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 76: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 77: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	56, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	57, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	58, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	59, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	59, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	60, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	61, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	63, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	63, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	9,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
 	11, // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
-	60, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	60, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	61, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	64, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	64, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	65, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
 	16, // 10: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	56, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	57, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	57, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	58, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	60, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	61, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	61, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	66, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	62, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
 	0,  // 16: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	57, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	57, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	60, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	63, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	61, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	61, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	67, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
 	1,  // 21: agentic.v1.SendMessageRequest.delivery:type_name -> agentic.v1.DeliveryMode
 	2,  // 22: agentic.v1.SendMessageResponse.outcome:type_name -> agentic.v1.DeliveryOutcome
-	57, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	57, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	64, // 25: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	64, // 26: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	65, // 27: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
-	40, // 28: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	66, // 29: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	67, // 30: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	68, // 31: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
-	3,  // 32: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	69, // 33: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	69, // 34: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	70, // 35: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	50, // 36: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	51, // 37: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	52, // 38: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	53, // 39: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	71, // 40: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	58, // 41: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	72, // 42: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	58, // 43: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	58, // 44: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	73, // 45: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	8,  // 46: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	12, // 47: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	14, // 48: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	17, // 49: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	19, // 50: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	21, // 51: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	23, // 52: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	25, // 53: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	27, // 54: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	29, // 55: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	31, // 56: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	33, // 57: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	35, // 58: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	37, // 59: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	39, // 60: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	42, // 61: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	44, // 62: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	46, // 63: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	48, // 64: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	54, // 65: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	6,  // 66: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
-	4,  // 67: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
-	10, // 68: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	13, // 69: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	15, // 70: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	18, // 71: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	20, // 72: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	22, // 73: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	24, // 74: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	26, // 75: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	28, // 76: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	30, // 77: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	32, // 78: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	34, // 79: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	36, // 80: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	38, // 81: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	41, // 82: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	43, // 83: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	45, // 84: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	47, // 85: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	49, // 86: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	55, // 87: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	7,  // 88: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
-	5,  // 89: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
-	68, // [68:90] is the sub-list for method output_type
-	46, // [46:68] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	61, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	61, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	61, // 25: agentic.v1.SetConfigOptionResponse.session:type_name -> agentic.v1.SessionInfo
+	61, // 26: agentic.v1.ForkSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	68, // 27: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	68, // 28: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	69, // 29: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	44, // 30: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	70, // 31: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	71, // 32: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	72, // 33: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	3,  // 34: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	73, // 35: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	73, // 36: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	74, // 37: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	54, // 38: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	55, // 39: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	56, // 40: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	57, // 41: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	75, // 42: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	62, // 43: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	76, // 44: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	62, // 45: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	62, // 46: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	77, // 47: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	8,  // 48: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	12, // 49: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	14, // 50: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	17, // 51: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	19, // 52: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	21, // 53: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	23, // 54: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	25, // 55: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	27, // 56: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	29, // 57: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	31, // 58: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	33, // 59: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	35, // 60: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	37, // 61: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	39, // 62: agentic.v1.AgenticService.SetConfigOption:input_type -> agentic.v1.SetConfigOptionRequest
+	41, // 63: agentic.v1.AgenticService.ForkSession:input_type -> agentic.v1.ForkSessionRequest
+	43, // 64: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	46, // 65: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	48, // 66: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	50, // 67: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	52, // 68: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	58, // 69: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	6,  // 70: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	4,  // 71: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
+	10, // 72: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	13, // 73: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	15, // 74: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	18, // 75: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	20, // 76: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	22, // 77: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	24, // 78: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	26, // 79: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	28, // 80: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	30, // 81: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	32, // 82: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	34, // 83: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	36, // 84: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	38, // 85: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	40, // 86: agentic.v1.AgenticService.SetConfigOption:output_type -> agentic.v1.SetConfigOptionResponse
+	42, // 87: agentic.v1.AgenticService.ForkSession:output_type -> agentic.v1.ForkSessionResponse
+	45, // 88: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	47, // 89: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	49, // 90: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	51, // 91: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	53, // 92: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	59, // 93: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	7,  // 94: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	5,  // 95: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
+	72, // [72:96] is the sub-list for method output_type
+	48, // [48:72] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -3866,15 +4085,15 @@ func file_agentic_v1_service_proto_init() {
 	file_agentic_v1_audit_proto_init()
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
-	file_agentic_v1_service_proto_msgTypes[35].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[39].OneofWrappers = []any{
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[44].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[48].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[45].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[49].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -3886,7 +4105,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   52,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,8 @@ const (
 	AgenticService_CancelMessage_FullMethodName      = "/agentic.v1.AgenticService/CancelMessage"
 	AgenticService_SetModel_FullMethodName           = "/agentic.v1.AgenticService/SetModel"
 	AgenticService_SetMode_FullMethodName            = "/agentic.v1.AgenticService/SetMode"
+	AgenticService_SetConfigOption_FullMethodName    = "/agentic.v1.AgenticService/SetConfigOption"
+	AgenticService_ForkSession_FullMethodName        = "/agentic.v1.AgenticService/ForkSession"
 	AgenticService_RespondPermission_FullMethodName  = "/agentic.v1.AgenticService/RespondPermission"
 	AgenticService_RespondElicitation_FullMethodName = "/agentic.v1.AgenticService/RespondElicitation"
 	AgenticService_ListMessages_FullMethodName       = "/agentic.v1.AgenticService/ListMessages"
@@ -109,6 +111,16 @@ type AgenticServiceClient interface {
 	SetModel(ctx context.Context, in *SetModelRequest, opts ...grpc.CallOption) (*SetModelResponse, error)
 	// Chooses a mode from SessionInfo.available_modes.
 	SetMode(ctx context.Context, in *SetModeRequest, opts ...grpc.CallOption) (*SetModeResponse, error)
+	// Sets one of SessionInfo.config_options: a select to one of its choices' values, a
+	// boolean to "true" or "false". An id or value the session does not offer is
+	// INVALID_ARGUMENT; an agent that has none, FAILED_PRECONDITION (UNSUPPORTED).
+	SetConfigOption(ctx context.Context, in *SetConfigOptionRequest, opts ...grpc.CallOption) (*SetConfigOptionResponse, error)
+	// Starts a new session, owned by the caller, with the history of a live session, in
+	// its workspace, additional directories, MCP servers and mode, where its agent
+	// offers forking (ACP session/fork); otherwise FAILED_PRECONDITION (UNSUPPORTED). The
+	// original goes on unchanged. The fork's stored history (ListMessages) starts empty:
+	// the history it was forked with is the agent's.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
 	// Answers a pending permission request. The first answer decides. Answering again
 	// with the same answer is OK and returns the decision; another answer after the
 	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
@@ -287,6 +299,26 @@ func (c *agenticServiceClient) SetMode(ctx context.Context, in *SetModeRequest, 
 	return out, nil
 }
 
+func (c *agenticServiceClient) SetConfigOption(ctx context.Context, in *SetConfigOptionRequest, opts ...grpc.CallOption) (*SetConfigOptionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetConfigOptionResponse)
+	err := c.cc.Invoke(ctx, AgenticService_SetConfigOption_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agenticServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, AgenticService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agenticServiceClient) RespondPermission(ctx context.Context, in *RespondPermissionRequest, opts ...grpc.CallOption) (*RespondPermissionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RespondPermissionResponse)
@@ -442,6 +474,16 @@ type AgenticServiceServer interface {
 	SetModel(context.Context, *SetModelRequest) (*SetModelResponse, error)
 	// Chooses a mode from SessionInfo.available_modes.
 	SetMode(context.Context, *SetModeRequest) (*SetModeResponse, error)
+	// Sets one of SessionInfo.config_options: a select to one of its choices' values, a
+	// boolean to "true" or "false". An id or value the session does not offer is
+	// INVALID_ARGUMENT; an agent that has none, FAILED_PRECONDITION (UNSUPPORTED).
+	SetConfigOption(context.Context, *SetConfigOptionRequest) (*SetConfigOptionResponse, error)
+	// Starts a new session, owned by the caller, with the history of a live session, in
+	// its workspace, additional directories, MCP servers and mode, where its agent
+	// offers forking (ACP session/fork); otherwise FAILED_PRECONDITION (UNSUPPORTED). The
+	// original goes on unchanged. The fork's stored history (ListMessages) starts empty:
+	// the history it was forked with is the agent's.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
 	// Answers a pending permission request. The first answer decides. Answering again
 	// with the same answer is OK and returns the decision; another answer after the
 	// decision is FAILED_PRECONDITION (PERMISSION_ALREADY_DECIDED) with the decision.
@@ -521,6 +563,12 @@ func (UnimplementedAgenticServiceServer) SetModel(context.Context, *SetModelRequ
 }
 func (UnimplementedAgenticServiceServer) SetMode(context.Context, *SetModeRequest) (*SetModeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetMode not implemented")
+}
+func (UnimplementedAgenticServiceServer) SetConfigOption(context.Context, *SetConfigOptionRequest) (*SetConfigOptionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetConfigOption not implemented")
+}
+func (UnimplementedAgenticServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
 }
 func (UnimplementedAgenticServiceServer) RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RespondPermission not implemented")
@@ -819,6 +867,42 @@ func _AgenticService_SetMode_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgenticService_SetConfigOption_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetConfigOptionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).SetConfigOption(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_SetConfigOption_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).SetConfigOption(ctx, req.(*SetConfigOptionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgenticService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgenticService_RespondPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RespondPermissionRequest)
 	if err := dec(in); err != nil {
@@ -1018,6 +1102,14 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetMode",
 			Handler:    _AgenticService_SetMode_Handler,
+		},
+		{
+			MethodName: "SetConfigOption",
+			Handler:    _AgenticService_SetConfigOption_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _AgenticService_ForkSession_Handler,
 		},
 		{
 			MethodName: "RespondPermission",

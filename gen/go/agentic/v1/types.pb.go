@@ -207,6 +207,58 @@ func (SessionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
+// How a config option is set.
+type ConfigOptionType int32
+
+const (
+	ConfigOptionType_CONFIG_OPTION_TYPE_UNSPECIFIED ConfigOptionType = 0
+	// One of its choices.
+	ConfigOptionType_CONFIG_OPTION_TYPE_SELECT ConfigOptionType = 1
+	// On or off: "true" or "false".
+	ConfigOptionType_CONFIG_OPTION_TYPE_BOOLEAN ConfigOptionType = 2
+)
+
+// Enum value maps for ConfigOptionType.
+var (
+	ConfigOptionType_name = map[int32]string{
+		0: "CONFIG_OPTION_TYPE_UNSPECIFIED",
+		1: "CONFIG_OPTION_TYPE_SELECT",
+		2: "CONFIG_OPTION_TYPE_BOOLEAN",
+	}
+	ConfigOptionType_value = map[string]int32{
+		"CONFIG_OPTION_TYPE_UNSPECIFIED": 0,
+		"CONFIG_OPTION_TYPE_SELECT":      1,
+		"CONFIG_OPTION_TYPE_BOOLEAN":     2,
+	}
+)
+
+func (x ConfigOptionType) Enum() *ConfigOptionType {
+	p := new(ConfigOptionType)
+	*p = x
+	return p
+}
+
+func (x ConfigOptionType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConfigOptionType) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_types_proto_enumTypes[3].Descriptor()
+}
+
+func (ConfigOptionType) Type() protoreflect.EnumType {
+	return &file_agentic_v1_types_proto_enumTypes[3]
+}
+
+func (x ConfigOptionType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConfigOptionType.Descriptor instead.
+func (ConfigOptionType) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
 // What a grant of a session's ACL allows.
 type SessionAccess int32
 
@@ -214,8 +266,8 @@ const (
 	SessionAccess_SESSION_ACCESS_UNSPECIFIED SessionAccess = 0
 	// GetSession, ListMessages, GetMessage, its events and its audit entries.
 	SessionAccess_SESSION_ACCESS_READ SessionAccess = 1
-	// Read, plus SendMessage, CancelMessage, SetModel, SetMode, RespondPermission,
-	// RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
+	// Read, plus SendMessage, CancelMessage, SetModel, SetMode, SetConfigOption,
+	// ForkSession, RespondPermission, RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
 	SessionAccess_SESSION_ACCESS_WRITE SessionAccess = 2
 )
 
@@ -244,11 +296,11 @@ func (x SessionAccess) String() string {
 }
 
 func (SessionAccess) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[3].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[4].Descriptor()
 }
 
 func (SessionAccess) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[3]
+	return &file_agentic_v1_types_proto_enumTypes[4]
 }
 
 func (x SessionAccess) Number() protoreflect.EnumNumber {
@@ -257,7 +309,7 @@ func (x SessionAccess) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionAccess.Descriptor instead.
 func (SessionAccess) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 // How risky a shell command is, as classified by the server.
@@ -300,11 +352,11 @@ func (x RiskLevel) String() string {
 }
 
 func (RiskLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[4].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[5].Descriptor()
 }
 
 func (RiskLevel) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[4]
+	return &file_agentic_v1_types_proto_enumTypes[5]
 }
 
 func (x RiskLevel) Number() protoreflect.EnumNumber {
@@ -313,7 +365,7 @@ func (x RiskLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RiskLevel.Descriptor instead.
 func (RiskLevel) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 // What kind of access a permission request is for.
@@ -357,11 +409,11 @@ func (x PermissionType) String() string {
 }
 
 func (PermissionType) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[5].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[6].Descriptor()
 }
 
 func (PermissionType) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[5]
+	return &file_agentic_v1_types_proto_enumTypes[6]
 }
 
 func (x PermissionType) Number() protoreflect.EnumNumber {
@@ -370,7 +422,7 @@ func (x PermissionType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionType.Descriptor instead.
 func (PermissionType) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 // The kind of an answer option, as ACP defines them.
@@ -413,11 +465,11 @@ func (x PermissionOptionKind) String() string {
 }
 
 func (PermissionOptionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[6].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[7].Descriptor()
 }
 
 func (PermissionOptionKind) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[6]
+	return &file_agentic_v1_types_proto_enumTypes[7]
 }
 
 func (x PermissionOptionKind) Number() protoreflect.EnumNumber {
@@ -426,7 +478,7 @@ func (x PermissionOptionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionOptionKind.Descriptor instead.
 func (PermissionOptionKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 // How an elicitation asks for input.
@@ -466,11 +518,11 @@ func (x ElicitationMode) String() string {
 }
 
 func (ElicitationMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[7].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[8].Descriptor()
 }
 
 func (ElicitationMode) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[7]
+	return &file_agentic_v1_types_proto_enumTypes[8]
 }
 
 func (x ElicitationMode) Number() protoreflect.EnumNumber {
@@ -479,7 +531,7 @@ func (x ElicitationMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ElicitationMode.Descriptor instead.
 func (ElicitationMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 // The answer to an elicitation.
@@ -522,11 +574,11 @@ func (x ElicitationAction) String() string {
 }
 
 func (ElicitationAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[8].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[9].Descriptor()
 }
 
 func (ElicitationAction) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[8]
+	return &file_agentic_v1_types_proto_enumTypes[9]
 }
 
 func (x ElicitationAction) Number() protoreflect.EnumNumber {
@@ -535,7 +587,7 @@ func (x ElicitationAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ElicitationAction.Descriptor instead.
 func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 // The category of a tool call (ACP ToolKind).
@@ -596,11 +648,11 @@ func (x ToolKind) String() string {
 }
 
 func (ToolKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[9].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[10].Descriptor()
 }
 
 func (ToolKind) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[9]
+	return &file_agentic_v1_types_proto_enumTypes[10]
 }
 
 func (x ToolKind) Number() protoreflect.EnumNumber {
@@ -609,7 +661,7 @@ func (x ToolKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolKind.Descriptor instead.
 func (ToolKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 // Where a tool call is in its life.
@@ -655,11 +707,11 @@ func (x ToolStatus) String() string {
 }
 
 func (ToolStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[10].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[11].Descriptor()
 }
 
 func (ToolStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[10]
+	return &file_agentic_v1_types_proto_enumTypes[11]
 }
 
 func (x ToolStatus) Number() protoreflect.EnumNumber {
@@ -668,7 +720,7 @@ func (x ToolStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolStatus.Descriptor instead.
 func (ToolStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 type PlanEntryStatus int32
@@ -707,11 +759,11 @@ func (x PlanEntryStatus) String() string {
 }
 
 func (PlanEntryStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[11].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[12].Descriptor()
 }
 
 func (PlanEntryStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[11]
+	return &file_agentic_v1_types_proto_enumTypes[12]
 }
 
 func (x PlanEntryStatus) Number() protoreflect.EnumNumber {
@@ -720,7 +772,7 @@ func (x PlanEntryStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlanEntryStatus.Descriptor instead.
 func (PlanEntryStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 type PlanEntryPriority int32
@@ -759,11 +811,11 @@ func (x PlanEntryPriority) String() string {
 }
 
 func (PlanEntryPriority) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[12].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[13].Descriptor()
 }
 
 func (PlanEntryPriority) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[12]
+	return &file_agentic_v1_types_proto_enumTypes[13]
 }
 
 func (x PlanEntryPriority) Number() protoreflect.EnumNumber {
@@ -772,7 +824,7 @@ func (x PlanEntryPriority) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlanEntryPriority.Descriptor instead.
 func (PlanEntryPriority) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 type MessageRole int32
@@ -811,11 +863,11 @@ func (x MessageRole) String() string {
 }
 
 func (MessageRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[13].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[14].Descriptor()
 }
 
 func (MessageRole) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[13]
+	return &file_agentic_v1_types_proto_enumTypes[14]
 }
 
 func (x MessageRole) Number() protoreflect.EnumNumber {
@@ -824,7 +876,7 @@ func (x MessageRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageRole.Descriptor instead.
 func (MessageRole) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 // Whether a stored message is whole.
@@ -868,11 +920,11 @@ func (x MessageStatus) String() string {
 }
 
 func (MessageStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[14].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[15].Descriptor()
 }
 
 func (MessageStatus) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[14]
+	return &file_agentic_v1_types_proto_enumTypes[15]
 }
 
 func (x MessageStatus) Number() protoreflect.EnumNumber {
@@ -881,7 +933,7 @@ func (x MessageStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageStatus.Descriptor instead.
 func (MessageStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 // Why a turn ended (ACP StopReason).
@@ -937,11 +989,11 @@ func (x StopReason) String() string {
 }
 
 func (StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentic_v1_types_proto_enumTypes[15].Descriptor()
+	return file_agentic_v1_types_proto_enumTypes[16].Descriptor()
 }
 
 func (StopReason) Type() protoreflect.EnumType {
-	return &file_agentic_v1_types_proto_enumTypes[15]
+	return &file_agentic_v1_types_proto_enumTypes[16]
 }
 
 func (x StopReason) Number() protoreflect.EnumNumber {
@@ -950,7 +1002,7 @@ func (x StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StopReason.Descriptor instead.
 func (StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 // An authentication method advertised by an ACP agent.
@@ -1511,6 +1563,173 @@ func (x *Model) GetDescription() string {
 	return ""
 }
 
+// A setting of a session that its agent defines (ACP session config options), such as
+// a reasoning effort or a fast mode. Set it with SetConfigOption.
+type ConfigOption struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// What it sets: "mode", "model", "thought_level", or the agent's own category.
+	Category string           `protobuf:"bytes,4,opt,name=category,proto3" json:"category,omitempty"`
+	Type     ConfigOptionType `protobuf:"varint,5,opt,name=type,proto3,enum=agentic.v1.ConfigOptionType" json:"type,omitempty"`
+	// A select's value (one of choices), or "true" or "false" for a boolean.
+	CurrentValue string `protobuf:"bytes,6,opt,name=current_value,json=currentValue,proto3" json:"current_value,omitempty"`
+	// A select's values; none for a boolean.
+	Choices       []*ConfigChoice `protobuf:"bytes,7,rep,name=choices,proto3" json:"choices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigOption) Reset() {
+	*x = ConfigOption{}
+	mi := &file_agentic_v1_types_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigOption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigOption) ProtoMessage() {}
+
+func (x *ConfigOption) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigOption.ProtoReflect.Descriptor instead.
+func (*ConfigOption) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ConfigOption) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetType() ConfigOptionType {
+	if x != nil {
+		return x.Type
+	}
+	return ConfigOptionType_CONFIG_OPTION_TYPE_UNSPECIFIED
+}
+
+func (x *ConfigOption) GetCurrentValue() string {
+	if x != nil {
+		return x.CurrentValue
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetChoices() []*ConfigChoice {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
+// One value of a select config option.
+type ConfigChoice struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Value       string                 `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The name of the group the agent lists it under, if it groups them.
+	Group         string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigChoice) Reset() {
+	*x = ConfigChoice{}
+	mi := &file_agentic_v1_types_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigChoice) ProtoMessage() {}
+
+func (x *ConfigChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_types_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigChoice.ProtoReflect.Descriptor instead.
+func (*ConfigChoice) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConfigChoice) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *ConfigChoice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigChoice) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ConfigChoice) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 // A slash command an ACP agent accepts (send it as text, `/name input`).
 type Command struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1524,7 +1743,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_agentic_v1_types_proto_msgTypes[6]
+	mi := &file_agentic_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1755,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[6]
+	mi := &file_agentic_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1768,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Command) GetName() string {
@@ -1594,7 +1813,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[7]
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1825,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[7]
+	mi := &file_agentic_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1838,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TokenUsage) GetInputTokens() int64 {
@@ -1739,13 +1958,17 @@ type SessionInfo struct {
 	// Messages waiting for the running turn to end, in the order they will run (the first
 	// runs next). Filled by GetSession; MESSAGE_QUEUED and MESSAGE_DEQUEUED keep it current.
 	QueuedMessages []*QueuedMessage `protobuf:"bytes,27,rep,name=queued_messages,json=queuedMessages,proto3" json:"queued_messages,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The settings the agent defines for the session, with their values (SetConfigOption).
+	// Modes and models the agent offers as config options are also in available_modes
+	// and available_models.
+	ConfigOptions []*ConfigOption `protobuf:"bytes,28,rep,name=config_options,json=configOptions,proto3" json:"config_options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[8]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1980,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[8]
+	mi := &file_agentic_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1993,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -1962,6 +2185,13 @@ func (x *SessionInfo) GetQueuedMessages() []*QueuedMessage {
 	return nil
 }
 
+func (x *SessionInfo) GetConfigOptions() []*ConfigOption {
+	if x != nil {
+		return x.ConfigOptions
+	}
+	return nil
+}
+
 // One entry of a session's ACL: a principal, or every principal in a group.
 type SessionGrant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1977,7 +2207,7 @@ type SessionGrant struct {
 
 func (x *SessionGrant) Reset() {
 	*x = SessionGrant{}
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2219,7 @@ func (x *SessionGrant) String() string {
 func (*SessionGrant) ProtoMessage() {}
 
 func (x *SessionGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[9]
+	mi := &file_agentic_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2232,7 @@ func (x *SessionGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionGrant.ProtoReflect.Descriptor instead.
 func (*SessionGrant) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionGrant) GetGrantee() isSessionGrant_Grantee {
@@ -2071,7 +2301,7 @@ type QueuedMessage struct {
 
 func (x *QueuedMessage) Reset() {
 	*x = QueuedMessage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2313,7 @@ func (x *QueuedMessage) String() string {
 func (*QueuedMessage) ProtoMessage() {}
 
 func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[10]
+	mi := &file_agentic_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2326,7 @@ func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuedMessage.ProtoReflect.Descriptor instead.
 func (*QueuedMessage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QueuedMessage) GetMessageId() string {
@@ -2155,7 +2385,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2397,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[11]
+	mi := &file_agentic_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2410,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *McpServer) GetName() string {
@@ -2247,7 +2477,7 @@ type McpStdioServer struct {
 
 func (x *McpStdioServer) Reset() {
 	*x = McpStdioServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2489,7 @@ func (x *McpStdioServer) String() string {
 func (*McpStdioServer) ProtoMessage() {}
 
 func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[12]
+	mi := &file_agentic_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2502,7 @@ func (x *McpStdioServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpStdioServer.ProtoReflect.Descriptor instead.
 func (*McpStdioServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *McpStdioServer) GetCommand() string {
@@ -2309,7 +2539,7 @@ type McpHttpServer struct {
 
 func (x *McpHttpServer) Reset() {
 	*x = McpHttpServer{}
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2551,7 @@ func (x *McpHttpServer) String() string {
 func (*McpHttpServer) ProtoMessage() {}
 
 func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[13]
+	mi := &file_agentic_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2564,7 @@ func (x *McpHttpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpHttpServer.ProtoReflect.Descriptor instead.
 func (*McpHttpServer) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *McpHttpServer) GetUrl() string {
@@ -2367,7 +2597,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2609,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[14]
+	mi := &file_agentic_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2622,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ImageContent) GetSource() isImageContent_Source {
@@ -2475,7 +2705,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2717,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[15]
+	mi := &file_agentic_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2730,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FileContent) GetPath() string {
@@ -2540,7 +2770,7 @@ type EmbeddedResource struct {
 
 func (x *EmbeddedResource) Reset() {
 	*x = EmbeddedResource{}
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2782,7 @@ func (x *EmbeddedResource) String() string {
 func (*EmbeddedResource) ProtoMessage() {}
 
 func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[16]
+	mi := &file_agentic_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2795,7 @@ func (x *EmbeddedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddedResource.ProtoReflect.Descriptor instead.
 func (*EmbeddedResource) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EmbeddedResource) GetUri() string {
@@ -2639,7 +2869,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2881,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[17]
+	mi := &file_agentic_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2894,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ContentPart) GetPart() isContentPart_Part {
@@ -2749,7 +2979,7 @@ type MessageContent struct {
 
 func (x *MessageContent) Reset() {
 	*x = MessageContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2991,7 @@ func (x *MessageContent) String() string {
 func (*MessageContent) ProtoMessage() {}
 
 func (x *MessageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[18]
+	mi := &file_agentic_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +3004,7 @@ func (x *MessageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageContent.ProtoReflect.Descriptor instead.
 func (*MessageContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MessageContent) GetParts() []*ContentPart {
@@ -2804,7 +3034,7 @@ type CommandInfo struct {
 
 func (x *CommandInfo) Reset() {
 	*x = CommandInfo{}
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +3046,7 @@ func (x *CommandInfo) String() string {
 func (*CommandInfo) ProtoMessage() {}
 
 func (x *CommandInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[19]
+	mi := &file_agentic_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +3059,7 @@ func (x *CommandInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandInfo.ProtoReflect.Descriptor instead.
 func (*CommandInfo) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommandInfo) GetCommand() string {
@@ -2886,7 +3116,7 @@ type PermissionOption struct {
 
 func (x *PermissionOption) Reset() {
 	*x = PermissionOption{}
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3128,7 @@ func (x *PermissionOption) String() string {
 func (*PermissionOption) ProtoMessage() {}
 
 func (x *PermissionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[20]
+	mi := &file_agentic_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3141,7 @@ func (x *PermissionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionOption.ProtoReflect.Descriptor instead.
 func (*PermissionOption) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PermissionOption) GetOptionId() string {
@@ -2966,7 +3196,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3208,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[21]
+	mi := &file_agentic_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3221,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PermissionRequest) GetPermissionId() string {
@@ -3111,7 +3341,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3353,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[22]
+	mi := &file_agentic_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3366,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ElicitationRequest) GetElicitationId() string {
@@ -3207,7 +3437,7 @@ type ToolLocation struct {
 
 func (x *ToolLocation) Reset() {
 	*x = ToolLocation{}
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3449,7 @@ func (x *ToolLocation) String() string {
 func (*ToolLocation) ProtoMessage() {}
 
 func (x *ToolLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[23]
+	mi := &file_agentic_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3462,7 @@ func (x *ToolLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolLocation.ProtoReflect.Descriptor instead.
 func (*ToolLocation) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolLocation) GetPath() string {
@@ -3262,7 +3492,7 @@ type DiffBlock struct {
 
 func (x *DiffBlock) Reset() {
 	*x = DiffBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3504,7 @@ func (x *DiffBlock) String() string {
 func (*DiffBlock) ProtoMessage() {}
 
 func (x *DiffBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[24]
+	mi := &file_agentic_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3517,7 @@ func (x *DiffBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBlock.ProtoReflect.Descriptor instead.
 func (*DiffBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DiffBlock) GetPath() string {
@@ -3334,7 +3564,7 @@ type TerminalBlock struct {
 
 func (x *TerminalBlock) Reset() {
 	*x = TerminalBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3346,7 +3576,7 @@ func (x *TerminalBlock) String() string {
 func (*TerminalBlock) ProtoMessage() {}
 
 func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[25]
+	mi := &file_agentic_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3359,7 +3589,7 @@ func (x *TerminalBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalBlock.ProtoReflect.Descriptor instead.
 func (*TerminalBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TerminalBlock) GetTerminalId() string {
@@ -3428,7 +3658,7 @@ type ToolContent struct {
 
 func (x *ToolContent) Reset() {
 	*x = ToolContent{}
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3440,7 +3670,7 @@ func (x *ToolContent) String() string {
 func (*ToolContent) ProtoMessage() {}
 
 func (x *ToolContent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[26]
+	mi := &file_agentic_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3453,7 +3683,7 @@ func (x *ToolContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolContent.ProtoReflect.Descriptor instead.
 func (*ToolContent) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolContent) GetContent() isToolContent_Content {
@@ -3567,7 +3797,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3809,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[27]
+	mi := &file_agentic_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3822,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ToolCall) GetToolId() string {
@@ -3681,7 +3911,7 @@ type TextBlock struct {
 
 func (x *TextBlock) Reset() {
 	*x = TextBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3923,7 @@ func (x *TextBlock) String() string {
 func (*TextBlock) ProtoMessage() {}
 
 func (x *TextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[28]
+	mi := &file_agentic_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3936,7 @@ func (x *TextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextBlock.ProtoReflect.Descriptor instead.
 func (*TextBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TextBlock) GetText() string {
@@ -3727,7 +3957,7 @@ type ReasoningBlock struct {
 
 func (x *ReasoningBlock) Reset() {
 	*x = ReasoningBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3739,7 +3969,7 @@ func (x *ReasoningBlock) String() string {
 func (*ReasoningBlock) ProtoMessage() {}
 
 func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[29]
+	mi := &file_agentic_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3752,7 +3982,7 @@ func (x *ReasoningBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningBlock.ProtoReflect.Descriptor instead.
 func (*ReasoningBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReasoningBlock) GetText() string {
@@ -3772,7 +4002,7 @@ type ErrorBlock struct {
 
 func (x *ErrorBlock) Reset() {
 	*x = ErrorBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3784,7 +4014,7 @@ func (x *ErrorBlock) String() string {
 func (*ErrorBlock) ProtoMessage() {}
 
 func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[30]
+	mi := &file_agentic_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3797,7 +4027,7 @@ func (x *ErrorBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBlock.ProtoReflect.Descriptor instead.
 func (*ErrorBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ErrorBlock) GetMessage() string {
@@ -3828,7 +4058,7 @@ type ImageBlock struct {
 
 func (x *ImageBlock) Reset() {
 	*x = ImageBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +4070,7 @@ func (x *ImageBlock) String() string {
 func (*ImageBlock) ProtoMessage() {}
 
 func (x *ImageBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[31]
+	mi := &file_agentic_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +4083,7 @@ func (x *ImageBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageBlock.ProtoReflect.Descriptor instead.
 func (*ImageBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImageBlock) GetMimeType() string {
@@ -3919,7 +4149,7 @@ type ActionBlock struct {
 
 func (x *ActionBlock) Reset() {
 	*x = ActionBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4161,7 @@ func (x *ActionBlock) String() string {
 func (*ActionBlock) ProtoMessage() {}
 
 func (x *ActionBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[32]
+	mi := &file_agentic_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4174,7 @@ func (x *ActionBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionBlock.ProtoReflect.Descriptor instead.
 func (*ActionBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ActionBlock) GetActionType() string {
@@ -3979,7 +4209,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3991,7 +4221,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[33]
+	mi := &file_agentic_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4004,7 +4234,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SearchResult) GetTitle() string {
@@ -4038,7 +4268,7 @@ type SearchBlock struct {
 
 func (x *SearchBlock) Reset() {
 	*x = SearchBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4280,7 @@ func (x *SearchBlock) String() string {
 func (*SearchBlock) ProtoMessage() {}
 
 func (x *SearchBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[34]
+	mi := &file_agentic_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4293,7 @@ func (x *SearchBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBlock.ProtoReflect.Descriptor instead.
 func (*SearchBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SearchBlock) GetQuery() string {
@@ -4092,7 +4322,7 @@ type McpUiResourceBlock struct {
 
 func (x *McpUiResourceBlock) Reset() {
 	*x = McpUiResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4334,7 @@ func (x *McpUiResourceBlock) String() string {
 func (*McpUiResourceBlock) ProtoMessage() {}
 
 func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[35]
+	mi := &file_agentic_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4347,7 @@ func (x *McpUiResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpUiResourceBlock.ProtoReflect.Descriptor instead.
 func (*McpUiResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *McpUiResourceBlock) GetUri() string {
@@ -4152,7 +4382,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4394,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[36]
+	mi := &file_agentic_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4407,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PlanEntry) GetContent() string {
@@ -4211,7 +4441,7 @@ type PlanBlock struct {
 
 func (x *PlanBlock) Reset() {
 	*x = PlanBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4453,7 @@ func (x *PlanBlock) String() string {
 func (*PlanBlock) ProtoMessage() {}
 
 func (x *PlanBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[37]
+	mi := &file_agentic_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4466,7 @@ func (x *PlanBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanBlock.ProtoReflect.Descriptor instead.
 func (*PlanBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PlanBlock) GetEntries() []*PlanEntry {
@@ -4260,7 +4490,7 @@ type ResourceBlock struct {
 
 func (x *ResourceBlock) Reset() {
 	*x = ResourceBlock{}
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4502,7 @@ func (x *ResourceBlock) String() string {
 func (*ResourceBlock) ProtoMessage() {}
 
 func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[38]
+	mi := &file_agentic_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4515,7 @@ func (x *ResourceBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceBlock.ProtoReflect.Descriptor instead.
 func (*ResourceBlock) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResourceBlock) GetUri() string {
@@ -4347,7 +4577,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_agentic_v1_types_proto_msgTypes[39]
+	mi := &file_agentic_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4359,7 +4589,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[39]
+	mi := &file_agentic_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4372,7 +4602,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Block) GetContent() isBlock_Content {
@@ -4584,7 +4814,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agentic_v1_types_proto_msgTypes[40]
+	mi := &file_agentic_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4596,7 +4826,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_types_proto_msgTypes[40]
+	mi := &file_agentic_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4609,7 +4839,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SessionMessage) GetMessageId() string {
@@ -4720,7 +4950,20 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"^\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xfb\x01\n" +
+	"\fConfigOption\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1a\n" +
+	"\bcategory\x18\x04 \x01(\tR\bcategory\x120\n" +
+	"\x04type\x18\x05 \x01(\x0e2\x1c.agentic.v1.ConfigOptionTypeR\x04type\x12#\n" +
+	"\rcurrent_value\x18\x06 \x01(\tR\fcurrentValue\x122\n" +
+	"\achoices\x18\a \x03(\v2\x18.agentic.v1.ConfigChoiceR\achoices\"p\n" +
+	"\fConfigChoice\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\tR\x05value\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\tR\x05group\"^\n" +
 	"\aCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1d\n" +
@@ -4744,7 +4987,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x11_reasoning_tokensB\x0f\n" +
 	"\r_context_usedB\x0f\n" +
 	"\r_context_sizeB\a\n" +
-	"\x05_cost\"\xba\n" +
+	"\x05_cost\"\xfb\n" +
 	"\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
@@ -4777,7 +5020,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x14pending_elicitations\x18\x18 \x03(\v2\x1e.agentic.v1.ElicitationRequestR\x13pendingElicitations\x12\x14\n" +
 	"\x05owner\x18\x19 \x01(\tR\x05owner\x12*\n" +
 	"\x03acl\x18\x1a \x03(\v2\x18.agentic.v1.SessionGrantR\x03acl\x12B\n" +
-	"\x0fqueued_messages\x18\x1b \x03(\v2\x19.agentic.v1.QueuedMessageR\x0equeuedMessages\"\x84\x01\n" +
+	"\x0fqueued_messages\x18\x1b \x03(\v2\x19.agentic.v1.QueuedMessageR\x0equeuedMessages\x12?\n" +
+	"\x0econfig_options\x18\x1c \x03(\v2\x18.agentic.v1.ConfigOptionR\rconfigOptions\"\x84\x01\n" +
 	"\fSessionGrant\x12\x1e\n" +
 	"\tprincipal\x18\x01 \x01(\tH\x00R\tprincipal\x12\x16\n" +
 	"\x05group\x18\x02 \x01(\tH\x00R\x05group\x121\n" +
@@ -5003,7 +5247,11 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x19SESSION_STATUS_GENERATING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATUS_PAUSED\x10\x03\x12\x18\n" +
 	"\x14SESSION_STATUS_ERROR\x10\x04\x12\x19\n" +
-	"\x15SESSION_STATUS_CLOSED\x10\x05*b\n" +
+	"\x15SESSION_STATUS_CLOSED\x10\x05*u\n" +
+	"\x10ConfigOptionType\x12\"\n" +
+	"\x1eCONFIG_OPTION_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19CONFIG_OPTION_TYPE_SELECT\x10\x01\x12\x1e\n" +
+	"\x1aCONFIG_OPTION_TYPE_BOOLEAN\x10\x02*b\n" +
 	"\rSessionAccess\x12\x1e\n" +
 	"\x1aSESSION_ACCESS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_ACCESS_READ\x10\x01\x12\x18\n" +
@@ -5104,152 +5352,158 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_types_proto_rawDescData
 }
 
-var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
-var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
+var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
 	(AgentStatus)(0),              // 1: agentic.v1.AgentStatus
 	(SessionStatus)(0),            // 2: agentic.v1.SessionStatus
-	(SessionAccess)(0),            // 3: agentic.v1.SessionAccess
-	(RiskLevel)(0),                // 4: agentic.v1.RiskLevel
-	(PermissionType)(0),           // 5: agentic.v1.PermissionType
-	(PermissionOptionKind)(0),     // 6: agentic.v1.PermissionOptionKind
-	(ElicitationMode)(0),          // 7: agentic.v1.ElicitationMode
-	(ElicitationAction)(0),        // 8: agentic.v1.ElicitationAction
-	(ToolKind)(0),                 // 9: agentic.v1.ToolKind
-	(ToolStatus)(0),               // 10: agentic.v1.ToolStatus
-	(PlanEntryStatus)(0),          // 11: agentic.v1.PlanEntryStatus
-	(PlanEntryPriority)(0),        // 12: agentic.v1.PlanEntryPriority
-	(MessageRole)(0),              // 13: agentic.v1.MessageRole
-	(MessageStatus)(0),            // 14: agentic.v1.MessageStatus
-	(StopReason)(0),               // 15: agentic.v1.StopReason
-	(*AuthMethod)(nil),            // 16: agentic.v1.AuthMethod
-	(*Capabilities)(nil),          // 17: agentic.v1.Capabilities
-	(*AgentInfo)(nil),             // 18: agentic.v1.AgentInfo
-	(*Implementation)(nil),        // 19: agentic.v1.Implementation
-	(*Mode)(nil),                  // 20: agentic.v1.Mode
-	(*Model)(nil),                 // 21: agentic.v1.Model
-	(*Command)(nil),               // 22: agentic.v1.Command
-	(*TokenUsage)(nil),            // 23: agentic.v1.TokenUsage
-	(*SessionInfo)(nil),           // 24: agentic.v1.SessionInfo
-	(*SessionGrant)(nil),          // 25: agentic.v1.SessionGrant
-	(*QueuedMessage)(nil),         // 26: agentic.v1.QueuedMessage
-	(*McpServer)(nil),             // 27: agentic.v1.McpServer
-	(*McpStdioServer)(nil),        // 28: agentic.v1.McpStdioServer
-	(*McpHttpServer)(nil),         // 29: agentic.v1.McpHttpServer
-	(*ImageContent)(nil),          // 30: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 31: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 32: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 33: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 34: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 35: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 36: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 37: agentic.v1.PermissionRequest
-	(*ElicitationRequest)(nil),    // 38: agentic.v1.ElicitationRequest
-	(*ToolLocation)(nil),          // 39: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 40: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 41: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 42: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 43: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 44: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 45: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 46: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 47: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 48: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 49: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 50: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 51: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 52: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 53: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 54: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 55: agentic.v1.Block
-	(*SessionMessage)(nil),        // 56: agentic.v1.SessionMessage
-	nil,                           // 57: agentic.v1.McpStdioServer.EnvEntry
-	nil,                           // 58: agentic.v1.McpHttpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 59: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 60: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 61: google.protobuf.Struct
-	(ErrorReason)(0),              // 62: agentic.v1.ErrorReason
+	(ConfigOptionType)(0),         // 3: agentic.v1.ConfigOptionType
+	(SessionAccess)(0),            // 4: agentic.v1.SessionAccess
+	(RiskLevel)(0),                // 5: agentic.v1.RiskLevel
+	(PermissionType)(0),           // 6: agentic.v1.PermissionType
+	(PermissionOptionKind)(0),     // 7: agentic.v1.PermissionOptionKind
+	(ElicitationMode)(0),          // 8: agentic.v1.ElicitationMode
+	(ElicitationAction)(0),        // 9: agentic.v1.ElicitationAction
+	(ToolKind)(0),                 // 10: agentic.v1.ToolKind
+	(ToolStatus)(0),               // 11: agentic.v1.ToolStatus
+	(PlanEntryStatus)(0),          // 12: agentic.v1.PlanEntryStatus
+	(PlanEntryPriority)(0),        // 13: agentic.v1.PlanEntryPriority
+	(MessageRole)(0),              // 14: agentic.v1.MessageRole
+	(MessageStatus)(0),            // 15: agentic.v1.MessageStatus
+	(StopReason)(0),               // 16: agentic.v1.StopReason
+	(*AuthMethod)(nil),            // 17: agentic.v1.AuthMethod
+	(*Capabilities)(nil),          // 18: agentic.v1.Capabilities
+	(*AgentInfo)(nil),             // 19: agentic.v1.AgentInfo
+	(*Implementation)(nil),        // 20: agentic.v1.Implementation
+	(*Mode)(nil),                  // 21: agentic.v1.Mode
+	(*Model)(nil),                 // 22: agentic.v1.Model
+	(*ConfigOption)(nil),          // 23: agentic.v1.ConfigOption
+	(*ConfigChoice)(nil),          // 24: agentic.v1.ConfigChoice
+	(*Command)(nil),               // 25: agentic.v1.Command
+	(*TokenUsage)(nil),            // 26: agentic.v1.TokenUsage
+	(*SessionInfo)(nil),           // 27: agentic.v1.SessionInfo
+	(*SessionGrant)(nil),          // 28: agentic.v1.SessionGrant
+	(*QueuedMessage)(nil),         // 29: agentic.v1.QueuedMessage
+	(*McpServer)(nil),             // 30: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 31: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 32: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 33: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 34: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 35: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 36: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 37: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 38: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 39: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 40: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),    // 41: agentic.v1.ElicitationRequest
+	(*ToolLocation)(nil),          // 42: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 43: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 44: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 45: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 46: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 47: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 48: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 49: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 50: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 51: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 52: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 53: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 54: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 55: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 56: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 57: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 58: agentic.v1.Block
+	(*SessionMessage)(nil),        // 59: agentic.v1.SessionMessage
+	nil,                           // 60: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 61: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 62: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 63: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 64: google.protobuf.Struct
+	(ErrorReason)(0),              // 65: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
 	1,  // 1: agentic.v1.AgentInfo.status:type_name -> agentic.v1.AgentStatus
-	16, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
-	17, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
-	19, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
-	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	59, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	59, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
-	20, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
-	21, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
-	22, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
-	17, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
-	23, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	37, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	38, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
-	25, // 15: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
-	26, // 16: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
-	3,  // 17: agentic.v1.SessionGrant.access:type_name -> agentic.v1.SessionAccess
-	34, // 18: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
-	59, // 19: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
-	28, // 20: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
-	29, // 21: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
-	57, // 22: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
-	58, // 23: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
-	30, // 24: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	31, // 25: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	32, // 26: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	33, // 27: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
-	4,  // 28: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
-	6,  // 29: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
-	5,  // 30: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	35, // 31: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	36, // 32: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	60, // 33: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	59, // 34: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	7,  // 35: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	61, // 36: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	59, // 37: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	40, // 38: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	41, // 39: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	47, // 40: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	54, // 41: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	9,  // 42: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	10, // 43: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	60, // 44: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	60, // 45: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	39, // 46: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	42, // 47: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	35, // 48: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	62, // 49: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	37, // 50: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	49, // 51: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	11, // 52: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	12, // 53: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	52, // 54: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	44, // 55: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	45, // 56: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	43, // 57: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	46, // 58: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	47, // 59: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	48, // 60: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	50, // 61: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	51, // 62: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	53, // 63: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	40, // 64: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	41, // 65: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	54, // 66: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	13, // 67: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	14, // 68: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	55, // 69: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	59, // 70: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	15, // 71: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	23, // 72: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	73, // [73:73] is the sub-list for method output_type
-	73, // [73:73] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	17, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
+	18, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
+	20, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
+	3,  // 5: agentic.v1.ConfigOption.type:type_name -> agentic.v1.ConfigOptionType
+	24, // 6: agentic.v1.ConfigOption.choices:type_name -> agentic.v1.ConfigChoice
+	2,  // 7: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
+	62, // 8: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	62, // 9: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	21, // 10: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
+	22, // 11: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
+	25, // 12: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
+	18, // 13: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
+	26, // 14: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
+	40, // 15: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	41, // 16: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
+	28, // 17: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
+	29, // 18: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
+	23, // 19: agentic.v1.SessionInfo.config_options:type_name -> agentic.v1.ConfigOption
+	4,  // 20: agentic.v1.SessionGrant.access:type_name -> agentic.v1.SessionAccess
+	37, // 21: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
+	62, // 22: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
+	31, // 23: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	32, // 24: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	60, // 25: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	61, // 26: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	33, // 27: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	34, // 28: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	35, // 29: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	36, // 30: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	5,  // 31: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
+	7,  // 32: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
+	6,  // 33: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
+	38, // 34: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	39, // 35: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	63, // 36: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	62, // 37: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	8,  // 38: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
+	64, // 39: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	62, // 40: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	43, // 41: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	44, // 42: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	50, // 43: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	57, // 44: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	10, // 45: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	11, // 46: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	63, // 47: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	63, // 48: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	42, // 49: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	45, // 50: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	38, // 51: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	65, // 52: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	40, // 53: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	52, // 54: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	12, // 55: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	13, // 56: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	55, // 57: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	47, // 58: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	48, // 59: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	46, // 60: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	49, // 61: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	50, // 62: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	51, // 63: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	53, // 64: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	54, // 65: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	56, // 66: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	43, // 67: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	44, // 68: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	57, // 69: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	14, // 70: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	15, // 71: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	58, // 72: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	62, // 73: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	16, // 74: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	26, // 75: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }
@@ -5258,43 +5512,43 @@ func file_agentic_v1_types_proto_init() {
 		return
 	}
 	file_agentic_v1_errors_proto_init()
-	file_agentic_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[9].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[11].OneofWrappers = []any{
 		(*SessionGrant_Principal)(nil),
 		(*SessionGrant_Group)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[11].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[13].OneofWrappers = []any{
 		(*McpServer_Stdio)(nil),
 		(*McpServer_Http)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[14].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[16].OneofWrappers = []any{
 		(*ImageContent_Url)(nil),
 		(*ImageContent_Data)(nil),
 		(*ImageContent_FilePath)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[16].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[18].OneofWrappers = []any{
 		(*EmbeddedResource_Text)(nil),
 		(*EmbeddedResource_Blob)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[17].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[19].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Image)(nil),
 		(*ContentPart_File)(nil),
 		(*ContentPart_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[25].OneofWrappers = []any{}
-	file_agentic_v1_types_proto_msgTypes[26].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[27].OneofWrappers = []any{}
+	file_agentic_v1_types_proto_msgTypes[28].OneofWrappers = []any{
 		(*ToolContent_Text)(nil),
 		(*ToolContent_Diff)(nil),
 		(*ToolContent_Terminal)(nil),
 		(*ToolContent_Image)(nil),
 		(*ToolContent_Resource)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[31].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[33].OneofWrappers = []any{
 		(*ImageBlock_Url)(nil),
 		(*ImageBlock_Data)(nil),
 	}
-	file_agentic_v1_types_proto_msgTypes[39].OneofWrappers = []any{
+	file_agentic_v1_types_proto_msgTypes[41].OneofWrappers = []any{
 		(*Block_Text)(nil),
 		(*Block_Reasoning)(nil),
 		(*Block_Tool)(nil),
@@ -5313,8 +5567,8 @@ func file_agentic_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
-			NumEnums:      16,
-			NumMessages:   43,
+			NumEnums:      17,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

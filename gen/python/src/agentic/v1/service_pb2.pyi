@@ -126,6 +126,18 @@ class EventBatch(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[_events_pb2.AgenticEvent]
     def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.AgenticEvent, _Mapping]]] = ...) -> None: ...
 
+class ForkSessionRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _types_pb2.SessionInfo
+    def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
+
 class GetAgentRequest(_message.Message):
     __slots__ = ["agent_id"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -421,6 +433,22 @@ class SessionConfig(_message.Message):
     title: str
     workspace: str
     def __init__(self, workspace: _Optional[str] = ..., model_id: _Optional[str] = ..., mode_id: _Optional[str] = ..., title: _Optional[str] = ..., mcp_servers: _Optional[_Iterable[_Union[_types_pb2.McpServer, _Mapping]]] = ..., additional_directories: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetConfigOptionRequest(_message.Message):
+    __slots__ = ["config_id", "session_id", "value"]
+    CONFIG_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    config_id: str
+    session_id: str
+    value: str
+    def __init__(self, session_id: _Optional[str] = ..., config_id: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class SetConfigOptionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _types_pb2.SessionInfo
+    def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
 class SetModeRequest(_message.Message):
     __slots__ = ["mode_id", "session_id"]

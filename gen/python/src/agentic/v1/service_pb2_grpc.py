@@ -101,6 +101,16 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.SetModeRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.SetModeResponse.FromString,
                 )
+        self.SetConfigOption = channel.unary_unary(
+                '/agentic.v1.AgenticService/SetConfigOption',
+                request_serializer=agentic_dot_v1_dot_service__pb2.SetConfigOptionRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.SetConfigOptionResponse.FromString,
+                )
+        self.ForkSession = channel.unary_unary(
+                '/agentic.v1.AgenticService/ForkSession',
+                request_serializer=agentic_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
+                )
         self.RespondPermission = channel.unary_unary(
                 '/agentic.v1.AgenticService/RespondPermission',
                 request_serializer=agentic_dot_v1_dot_service__pb2.RespondPermissionRequest.SerializeToString,
@@ -277,6 +287,26 @@ class AgenticServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetConfigOption(self, request, context):
+        """Sets one of SessionInfo.config_options: a select to one of its choices' values, a
+        boolean to "true" or "false". An id or value the session does not offer is
+        INVALID_ARGUMENT; an agent that has none, FAILED_PRECONDITION (UNSUPPORTED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkSession(self, request, context):
+        """Starts a new session, owned by the caller, with the history of a live session, in
+        its workspace, additional directories, MCP servers and mode, where its agent
+        offers forking (ACP session/fork); otherwise FAILED_PRECONDITION (UNSUPPORTED). The
+        original goes on unchanged. The fork's stored history (ListMessages) starts empty:
+        the history it was forked with is the agent's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RespondPermission(self, request, context):
         """Answers a pending permission request. The first answer decides. Answering again
         with the same answer is OK and returns the decision; another answer after the
@@ -417,6 +447,16 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     servicer.SetMode,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.SetModeRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.SetModeResponse.SerializeToString,
+            ),
+            'SetConfigOption': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetConfigOption,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.SetConfigOptionRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.SetConfigOptionResponse.SerializeToString,
+            ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.ForkSessionRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.ForkSessionResponse.SerializeToString,
             ),
             'RespondPermission': grpc.unary_unary_rpc_method_handler(
                     servicer.RespondPermission,
@@ -720,6 +760,40 @@ class AgenticService(object):
         return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/SetMode',
             agentic_dot_v1_dot_service__pb2.SetModeRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.SetModeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetConfigOption(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/SetConfigOption',
+            agentic_dot_v1_dot_service__pb2.SetConfigOptionRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.SetConfigOptionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/ForkSession',
+            agentic_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

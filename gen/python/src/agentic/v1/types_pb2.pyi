@@ -17,6 +17,9 @@ AGENT_STATUS_UNSPECIFIED: AgentStatus
 AGENT_TYPE_ACP: AgentType
 AGENT_TYPE_DEEPCHAT: AgentType
 AGENT_TYPE_UNSPECIFIED: AgentType
+CONFIG_OPTION_TYPE_BOOLEAN: ConfigOptionType
+CONFIG_OPTION_TYPE_SELECT: ConfigOptionType
+CONFIG_OPTION_TYPE_UNSPECIFIED: ConfigOptionType
 DESCRIPTOR: _descriptor.FileDescriptor
 ELICITATION_ACTION_ACCEPT: ElicitationAction
 ELICITATION_ACTION_CANCEL: ElicitationAction
@@ -223,6 +226,36 @@ class CommandInfo(_message.Message):
     signature: str
     suggestion: str
     def __init__(self, command: _Optional[str] = ..., risk_level: _Optional[_Union[RiskLevel, str]] = ..., reason: _Optional[str] = ..., suggestion: _Optional[str] = ..., signature: _Optional[str] = ..., base_command: _Optional[str] = ...) -> None: ...
+
+class ConfigChoice(_message.Message):
+    __slots__ = ["description", "group", "name", "value"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    group: str
+    name: str
+    value: str
+    def __init__(self, value: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class ConfigOption(_message.Message):
+    __slots__ = ["category", "choices", "current_value", "description", "id", "name", "type"]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    category: str
+    choices: _containers.RepeatedCompositeFieldContainer[ConfigChoice]
+    current_value: str
+    description: str
+    id: str
+    name: str
+    type: ConfigOptionType
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., category: _Optional[str] = ..., type: _Optional[_Union[ConfigOptionType, str]] = ..., current_value: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ConfigChoice, _Mapping]]] = ...) -> None: ...
 
 class ContentPart(_message.Message):
     __slots__ = ["file", "image", "resource", "text"]
@@ -525,7 +558,7 @@ class SessionGrant(_message.Message):
     def __init__(self, principal: _Optional[str] = ..., group: _Optional[str] = ..., access: _Optional[_Union[SessionAccess, str]] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ["acl", "additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "owner", "pending_elicitations", "pending_permissions", "queued_messages", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
+    __slots__ = ["acl", "additional_directories", "agent_id", "agent_session_id", "available_commands", "available_models", "available_modes", "capabilities", "config_options", "create_time", "current_mode_id", "current_model_id", "last_sequence", "mcp_server_names", "message_count", "message_in_flight", "message_in_flight_first_sequence", "owner", "pending_elicitations", "pending_permissions", "queued_messages", "session_id", "status", "status_reason", "title", "update_time", "usage", "workspace"]
     ACL_FIELD_NUMBER: _ClassVar[int]
     ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -534,6 +567,7 @@ class SessionInfo(_message.Message):
     AVAILABLE_MODELS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_MODES_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     CURRENT_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_MODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -561,6 +595,7 @@ class SessionInfo(_message.Message):
     available_models: _containers.RepeatedCompositeFieldContainer[Model]
     available_modes: _containers.RepeatedCompositeFieldContainer[Mode]
     capabilities: Capabilities
+    config_options: _containers.RepeatedCompositeFieldContainer[ConfigOption]
     create_time: _timestamp_pb2.Timestamp
     current_mode_id: str
     current_model_id: str
@@ -580,7 +615,7 @@ class SessionInfo(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     usage: TokenUsage
     workspace: str
-    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ..., owner: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[SessionGrant, _Mapping]]] = ..., queued_messages: _Optional[_Iterable[_Union[QueuedMessage, _Mapping]]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ..., owner: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[SessionGrant, _Mapping]]] = ..., queued_messages: _Optional[_Iterable[_Union[QueuedMessage, _Mapping]]] = ..., config_options: _Optional[_Iterable[_Union[ConfigOption, _Mapping]]] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
     __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]
@@ -703,6 +738,9 @@ class AgentStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ConfigOptionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SessionAccess(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -926,6 +926,86 @@ export declare type SetModeResponse = Message<"agentic.v1.SetModeResponse"> & {
 export declare const SetModeResponseSchema: GenMessage<SetModeResponse>;
 
 /**
+ * @generated from message agentic.v1.SetConfigOptionRequest
+ */
+export declare type SetConfigOptionRequest = Message<"agentic.v1.SetConfigOptionRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * ConfigOption.id.
+   *
+   * @generated from field: string config_id = 2;
+   */
+  configId: string;
+
+  /**
+   * @generated from field: string value = 3;
+   */
+  value: string;
+};
+
+/**
+ * Describes the message agentic.v1.SetConfigOptionRequest.
+ * Use `create(SetConfigOptionRequestSchema)` to create a new message.
+ */
+export declare const SetConfigOptionRequestSchema: GenMessage<SetConfigOptionRequest>;
+
+/**
+ * @generated from message agentic.v1.SetConfigOptionResponse
+ */
+export declare type SetConfigOptionResponse = Message<"agentic.v1.SetConfigOptionResponse"> & {
+  /**
+   * @generated from field: agentic.v1.SessionInfo session = 1;
+   */
+  session?: SessionInfo | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.SetConfigOptionResponse.
+ * Use `create(SetConfigOptionResponseSchema)` to create a new message.
+ */
+export declare const SetConfigOptionResponseSchema: GenMessage<SetConfigOptionResponse>;
+
+/**
+ * @generated from message agentic.v1.ForkSessionRequest
+ */
+export declare type ForkSessionRequest = Message<"agentic.v1.ForkSessionRequest"> & {
+  /**
+   * The session to fork.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message agentic.v1.ForkSessionRequest.
+ * Use `create(ForkSessionRequestSchema)` to create a new message.
+ */
+export declare const ForkSessionRequestSchema: GenMessage<ForkSessionRequest>;
+
+/**
+ * @generated from message agentic.v1.ForkSessionResponse
+ */
+export declare type ForkSessionResponse = Message<"agentic.v1.ForkSessionResponse"> & {
+  /**
+   * The new session.
+   *
+   * @generated from field: agentic.v1.SessionInfo session = 1;
+   */
+  session?: SessionInfo | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.ForkSessionResponse.
+ * Use `create(ForkSessionResponseSchema)` to create a new message.
+ */
+export declare const ForkSessionResponseSchema: GenMessage<ForkSessionResponse>;
+
+/**
  * @generated from message agentic.v1.RespondPermissionRequest
  */
 export declare type RespondPermissionRequest = Message<"agentic.v1.RespondPermissionRequest"> & {
@@ -1487,8 +1567,8 @@ export enum SessionView {
 
   /**
    * Identity, status, workspace, title, times, current mode and model ids, message
-   * count and the message in flight. The available lists, commands, capabilities,
-   * usage and pending permissions are left empty.
+   * count and the message in flight. The available lists, commands, config options,
+   * capabilities, usage and pending permissions are left empty.
    *
    * @generated from enum value: SESSION_VIEW_BASIC = 1;
    */
@@ -1799,6 +1879,32 @@ export declare const AgenticService: GenService<{
     methodKind: "unary";
     input: typeof SetModeRequestSchema;
     output: typeof SetModeResponseSchema;
+  },
+  /**
+   * Sets one of SessionInfo.config_options: a select to one of its choices' values, a
+   * boolean to "true" or "false". An id or value the session does not offer is
+   * INVALID_ARGUMENT; an agent that has none, FAILED_PRECONDITION (UNSUPPORTED).
+   *
+   * @generated from rpc agentic.v1.AgenticService.SetConfigOption
+   */
+  setConfigOption: {
+    methodKind: "unary";
+    input: typeof SetConfigOptionRequestSchema;
+    output: typeof SetConfigOptionResponseSchema;
+  },
+  /**
+   * Starts a new session, owned by the caller, with the history of a live session, in
+   * its workspace, additional directories, MCP servers and mode, where its agent
+   * offers forking (ACP session/fork); otherwise FAILED_PRECONDITION (UNSUPPORTED). The
+   * original goes on unchanged. The fork's stored history (ListMessages) starts empty:
+   * the history it was forked with is the agent's.
+   *
+   * @generated from rpc agentic.v1.AgenticService.ForkSession
+   */
+  forkSession: {
+    methodKind: "unary";
+    input: typeof ForkSessionRequestSchema;
+    output: typeof ForkSessionResponseSchema;
   },
   /**
    * Answers a pending permission request. The first answer decides. Answering again

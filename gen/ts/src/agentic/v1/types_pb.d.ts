@@ -335,6 +335,96 @@ export declare type Model = Message<"agentic.v1.Model"> & {
 export declare const ModelSchema: GenMessage<Model>;
 
 /**
+ * A setting of a session that its agent defines (ACP session config options), such as
+ * a reasoning effort or a fast mode. Set it with SetConfigOption.
+ *
+ * @generated from message agentic.v1.ConfigOption
+ */
+export declare type ConfigOption = Message<"agentic.v1.ConfigOption"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string description = 3;
+   */
+  description: string;
+
+  /**
+   * What it sets: "mode", "model", "thought_level", or the agent's own category.
+   *
+   * @generated from field: string category = 4;
+   */
+  category: string;
+
+  /**
+   * @generated from field: agentic.v1.ConfigOptionType type = 5;
+   */
+  type: ConfigOptionType;
+
+  /**
+   * A select's value (one of choices), or "true" or "false" for a boolean.
+   *
+   * @generated from field: string current_value = 6;
+   */
+  currentValue: string;
+
+  /**
+   * A select's values; none for a boolean.
+   *
+   * @generated from field: repeated agentic.v1.ConfigChoice choices = 7;
+   */
+  choices: ConfigChoice[];
+};
+
+/**
+ * Describes the message agentic.v1.ConfigOption.
+ * Use `create(ConfigOptionSchema)` to create a new message.
+ */
+export declare const ConfigOptionSchema: GenMessage<ConfigOption>;
+
+/**
+ * One value of a select config option.
+ *
+ * @generated from message agentic.v1.ConfigChoice
+ */
+export declare type ConfigChoice = Message<"agentic.v1.ConfigChoice"> & {
+  /**
+   * @generated from field: string value = 1;
+   */
+  value: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string description = 3;
+   */
+  description: string;
+
+  /**
+   * The name of the group the agent lists it under, if it groups them.
+   *
+   * @generated from field: string group = 4;
+   */
+  group: string;
+};
+
+/**
+ * Describes the message agentic.v1.ConfigChoice.
+ * Use `create(ConfigChoiceSchema)` to create a new message.
+ */
+export declare const ConfigChoiceSchema: GenMessage<ConfigChoice>;
+
+/**
  * A slash command an ACP agent accepts (send it as text, `/name input`).
  *
  * @generated from message agentic.v1.Command
@@ -606,6 +696,15 @@ export declare type SessionInfo = Message<"agentic.v1.SessionInfo"> & {
    * @generated from field: repeated agentic.v1.QueuedMessage queued_messages = 27;
    */
   queuedMessages: QueuedMessage[];
+
+  /**
+   * The settings the agent defines for the session, with their values (SetConfigOption).
+   * Modes and models the agent offers as config options are also in available_modes
+   * and available_models.
+   *
+   * @generated from field: repeated agentic.v1.ConfigOption config_options = 28;
+   */
+  configOptions: ConfigOption[];
 };
 
 /**
@@ -2029,6 +2128,37 @@ export enum SessionStatus {
 export declare const SessionStatusSchema: GenEnum<SessionStatus>;
 
 /**
+ * How a config option is set.
+ *
+ * @generated from enum agentic.v1.ConfigOptionType
+ */
+export enum ConfigOptionType {
+  /**
+   * @generated from enum value: CONFIG_OPTION_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * One of its choices.
+   *
+   * @generated from enum value: CONFIG_OPTION_TYPE_SELECT = 1;
+   */
+  SELECT = 1,
+
+  /**
+   * On or off: "true" or "false".
+   *
+   * @generated from enum value: CONFIG_OPTION_TYPE_BOOLEAN = 2;
+   */
+  BOOLEAN = 2,
+}
+
+/**
+ * Describes the enum agentic.v1.ConfigOptionType.
+ */
+export declare const ConfigOptionTypeSchema: GenEnum<ConfigOptionType>;
+
+/**
  * What a grant of a session's ACL allows.
  *
  * @generated from enum agentic.v1.SessionAccess
@@ -2047,8 +2177,8 @@ export enum SessionAccess {
   READ = 1,
 
   /**
-   * Read, plus SendMessage, CancelMessage, SetModel, SetMode, RespondPermission,
-   * RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
+   * Read, plus SendMessage, CancelMessage, SetModel, SetMode, SetConfigOption,
+   * ForkSession, RespondPermission, RespondElicitation, LoadSession and CloseSession. The caller still needs the scope.
    *
    * @generated from enum value: SESSION_ACCESS_WRITE = 2;
    */
