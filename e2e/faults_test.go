@@ -245,8 +245,8 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 	wantStatus := agenticv1.MessageStatus_MESSAGE_STATUS_COMPLETE
 	if f.ownerOnly {
 		wantStatus = agenticv1.MessageStatus_MESSAGE_STATUS_INCOMPLETE
-		if lostAt < 0 || end.GetStopReason() != agenticv1.StopReason_STOP_REASON_ERROR || holder != "b" {
-			t.Errorf("A cut off: the reply ends with stop reason %s (ERROR owner_lost at %d), the lease is %q's; want ERROR owner_lost, then MESSAGE_END with ERROR, and b's lease",
+		if lostAt < 0 || end.GetStopReason() != agenticv1.StopReason_STOP_REASON_INTERRUPTED || holder != "b" {
+			t.Errorf("A cut off: the reply ends with stop reason %s (ERROR owner_lost at %d), the lease is %q's; want ERROR owner_lost, then MESSAGE_END INTERRUPTED, and b's lease",
 				end.GetStopReason(), lostAt, holder)
 		}
 	} else {
