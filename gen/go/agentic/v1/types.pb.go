@@ -953,6 +953,70 @@ func (StopReason) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
+// Which events a webhook is told of.
+type WebhookEvent int32
+
+const (
+	WebhookEvent_WEBHOOK_EVENT_UNSPECIFIED WebhookEvent = 0
+	// A permission request waits for an answer (TOOL_PERMISSION_REQUIRED).
+	WebhookEvent_WEBHOOK_EVENT_PERMISSION_REQUIRED WebhookEvent = 1
+	// An agent asks the user for input (ELICITATION_REQUIRED).
+	WebhookEvent_WEBHOOK_EVENT_ELICITATION_REQUIRED WebhookEvent = 2
+	// An assistant message ended: the turn is over (MESSAGE_END).
+	WebhookEvent_WEBHOOK_EVENT_TURN_ENDED WebhookEvent = 3
+	// An ERROR event.
+	WebhookEvent_WEBHOOK_EVENT_ERROR WebhookEvent = 4
+	// The session closed (SESSION_CLOSED).
+	WebhookEvent_WEBHOOK_EVENT_SESSION_CLOSED WebhookEvent = 5
+)
+
+// Enum value maps for WebhookEvent.
+var (
+	WebhookEvent_name = map[int32]string{
+		0: "WEBHOOK_EVENT_UNSPECIFIED",
+		1: "WEBHOOK_EVENT_PERMISSION_REQUIRED",
+		2: "WEBHOOK_EVENT_ELICITATION_REQUIRED",
+		3: "WEBHOOK_EVENT_TURN_ENDED",
+		4: "WEBHOOK_EVENT_ERROR",
+		5: "WEBHOOK_EVENT_SESSION_CLOSED",
+	}
+	WebhookEvent_value = map[string]int32{
+		"WEBHOOK_EVENT_UNSPECIFIED":          0,
+		"WEBHOOK_EVENT_PERMISSION_REQUIRED":  1,
+		"WEBHOOK_EVENT_ELICITATION_REQUIRED": 2,
+		"WEBHOOK_EVENT_TURN_ENDED":           3,
+		"WEBHOOK_EVENT_ERROR":                4,
+		"WEBHOOK_EVENT_SESSION_CLOSED":       5,
+	}
+)
+
+func (x WebhookEvent) Enum() *WebhookEvent {
+	p := new(WebhookEvent)
+	*p = x
+	return p
+}
+
+func (x WebhookEvent) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WebhookEvent) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_types_proto_enumTypes[16].Descriptor()
+}
+
+func (WebhookEvent) Type() protoreflect.EnumType {
+	return &file_agentic_v1_types_proto_enumTypes[16]
+}
+
+func (x WebhookEvent) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WebhookEvent.Descriptor instead.
+func (WebhookEvent) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
+}
+
 // An authentication method advertised by an ACP agent.
 type AuthMethod struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5086,7 +5150,14 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x13STOP_REASON_REFUSAL\x10\x04\x12\x19\n" +
 	"\x15STOP_REASON_CANCELLED\x10\x05\x12\x15\n" +
 	"\x11STOP_REASON_ERROR\x10\x06\x12\x1b\n" +
-	"\x17STOP_REASON_INTERRUPTED\x10\aB\x9f\x01\n" +
+	"\x17STOP_REASON_INTERRUPTED\x10\a*\xd5\x01\n" +
+	"\fWebhookEvent\x12\x1d\n" +
+	"\x19WEBHOOK_EVENT_UNSPECIFIED\x10\x00\x12%\n" +
+	"!WEBHOOK_EVENT_PERMISSION_REQUIRED\x10\x01\x12&\n" +
+	"\"WEBHOOK_EVENT_ELICITATION_REQUIRED\x10\x02\x12\x1c\n" +
+	"\x18WEBHOOK_EVENT_TURN_ENDED\x10\x03\x12\x17\n" +
+	"\x13WEBHOOK_EVENT_ERROR\x10\x04\x12 \n" +
+	"\x1cWEBHOOK_EVENT_SESSION_CLOSED\x10\x05B\x9f\x01\n" +
 	"\x0ecom.agentic.v1B\n" +
 	"TypesProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
@@ -5104,7 +5175,7 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_types_proto_rawDescData
 }
 
-var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
 var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
@@ -5123,128 +5194,129 @@ var file_agentic_v1_types_proto_goTypes = []any{
 	(MessageRole)(0),              // 13: agentic.v1.MessageRole
 	(MessageStatus)(0),            // 14: agentic.v1.MessageStatus
 	(StopReason)(0),               // 15: agentic.v1.StopReason
-	(*AuthMethod)(nil),            // 16: agentic.v1.AuthMethod
-	(*Capabilities)(nil),          // 17: agentic.v1.Capabilities
-	(*AgentInfo)(nil),             // 18: agentic.v1.AgentInfo
-	(*Implementation)(nil),        // 19: agentic.v1.Implementation
-	(*Mode)(nil),                  // 20: agentic.v1.Mode
-	(*Model)(nil),                 // 21: agentic.v1.Model
-	(*Command)(nil),               // 22: agentic.v1.Command
-	(*TokenUsage)(nil),            // 23: agentic.v1.TokenUsage
-	(*SessionInfo)(nil),           // 24: agentic.v1.SessionInfo
-	(*SessionGrant)(nil),          // 25: agentic.v1.SessionGrant
-	(*QueuedMessage)(nil),         // 26: agentic.v1.QueuedMessage
-	(*McpServer)(nil),             // 27: agentic.v1.McpServer
-	(*McpStdioServer)(nil),        // 28: agentic.v1.McpStdioServer
-	(*McpHttpServer)(nil),         // 29: agentic.v1.McpHttpServer
-	(*ImageContent)(nil),          // 30: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 31: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 32: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 33: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 34: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 35: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 36: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 37: agentic.v1.PermissionRequest
-	(*ElicitationRequest)(nil),    // 38: agentic.v1.ElicitationRequest
-	(*ToolLocation)(nil),          // 39: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 40: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 41: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 42: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 43: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 44: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 45: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 46: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 47: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 48: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 49: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 50: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 51: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 52: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 53: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 54: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 55: agentic.v1.Block
-	(*SessionMessage)(nil),        // 56: agentic.v1.SessionMessage
-	nil,                           // 57: agentic.v1.McpStdioServer.EnvEntry
-	nil,                           // 58: agentic.v1.McpHttpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 59: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 60: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 61: google.protobuf.Struct
-	(ErrorReason)(0),              // 62: agentic.v1.ErrorReason
+	(WebhookEvent)(0),             // 16: agentic.v1.WebhookEvent
+	(*AuthMethod)(nil),            // 17: agentic.v1.AuthMethod
+	(*Capabilities)(nil),          // 18: agentic.v1.Capabilities
+	(*AgentInfo)(nil),             // 19: agentic.v1.AgentInfo
+	(*Implementation)(nil),        // 20: agentic.v1.Implementation
+	(*Mode)(nil),                  // 21: agentic.v1.Mode
+	(*Model)(nil),                 // 22: agentic.v1.Model
+	(*Command)(nil),               // 23: agentic.v1.Command
+	(*TokenUsage)(nil),            // 24: agentic.v1.TokenUsage
+	(*SessionInfo)(nil),           // 25: agentic.v1.SessionInfo
+	(*SessionGrant)(nil),          // 26: agentic.v1.SessionGrant
+	(*QueuedMessage)(nil),         // 27: agentic.v1.QueuedMessage
+	(*McpServer)(nil),             // 28: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 29: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 30: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 31: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 32: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 33: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 34: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 35: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 36: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 37: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 38: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),    // 39: agentic.v1.ElicitationRequest
+	(*ToolLocation)(nil),          // 40: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 41: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 42: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 43: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 44: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 45: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 46: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 47: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 48: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 49: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 50: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 51: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 52: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 53: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 54: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 55: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 56: agentic.v1.Block
+	(*SessionMessage)(nil),        // 57: agentic.v1.SessionMessage
+	nil,                           // 58: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 59: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 60: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 61: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 62: google.protobuf.Struct
+	(ErrorReason)(0),              // 63: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
 	1,  // 1: agentic.v1.AgentInfo.status:type_name -> agentic.v1.AgentStatus
-	16, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
-	17, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
-	19, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
+	17, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
+	18, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
+	20, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
 	2,  // 5: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	59, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	59, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
-	20, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
-	21, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
-	22, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
-	17, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
-	23, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	37, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	38, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
-	25, // 15: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
-	26, // 16: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
+	60, // 6: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	60, // 7: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	21, // 8: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
+	22, // 9: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
+	23, // 10: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
+	18, // 11: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
+	24, // 12: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
+	38, // 13: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	39, // 14: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
+	26, // 15: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
+	27, // 16: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
 	3,  // 17: agentic.v1.SessionGrant.access:type_name -> agentic.v1.SessionAccess
-	34, // 18: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
-	59, // 19: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
-	28, // 20: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
-	29, // 21: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
-	57, // 22: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
-	58, // 23: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
-	30, // 24: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	31, // 25: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	32, // 26: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	33, // 27: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	35, // 18: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
+	60, // 19: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
+	29, // 20: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	30, // 21: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	58, // 22: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	59, // 23: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	31, // 24: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	32, // 25: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	33, // 26: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	34, // 27: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
 	4,  // 28: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
 	6,  // 29: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
 	5,  // 30: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	35, // 31: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	36, // 32: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	60, // 33: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	59, // 34: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	36, // 31: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	37, // 32: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	61, // 33: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	60, // 34: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
 	7,  // 35: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	61, // 36: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	59, // 37: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	40, // 38: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	41, // 39: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	47, // 40: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	54, // 41: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	62, // 36: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	60, // 37: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	41, // 38: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	42, // 39: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	48, // 40: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	55, // 41: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
 	9,  // 42: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
 	10, // 43: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	60, // 44: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	60, // 45: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	39, // 46: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	42, // 47: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	35, // 48: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	62, // 49: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	37, // 50: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	49, // 51: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	61, // 44: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	61, // 45: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	40, // 46: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	43, // 47: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	36, // 48: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	63, // 49: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	38, // 50: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	50, // 51: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
 	11, // 52: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
 	12, // 53: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	52, // 54: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	44, // 55: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	45, // 56: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	43, // 57: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	46, // 58: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	47, // 59: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	48, // 60: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	50, // 61: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	51, // 62: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	53, // 63: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	40, // 64: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	41, // 65: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	54, // 66: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	53, // 54: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	45, // 55: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	46, // 56: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	44, // 57: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	47, // 58: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	48, // 59: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	49, // 60: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	51, // 61: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	52, // 62: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	54, // 63: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	41, // 64: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	42, // 65: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	55, // 66: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
 	13, // 67: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
 	14, // 68: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	55, // 69: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	59, // 70: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	56, // 69: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	60, // 70: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
 	15, // 71: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	23, // 72: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	24, // 72: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
 	73, // [73:73] is the sub-list for method output_type
 	73, // [73:73] is the sub-list for method input_type
 	73, // [73:73] is the sub-list for extension type_name
@@ -5313,7 +5385,7 @@ func file_agentic_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
-			NumEnums:      16,
+			NumEnums:      17,
 			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
