@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -191,7 +192,7 @@ func (n *Notifier) record(d *delivery, outcome Outcome, status int, err error) R
 // redact keeps a hook's URL, whose path or query may be its secret (many services
 // put the key there), out of an error that quotes it.
 func redact(err error, rawURL string) string {
-	return string(bytes.ReplaceAll([]byte(err.Error()), []byte(rawURL), []byte("<hook url>")))
+	return strings.ReplaceAll(err.Error(), rawURL, "<hook url>")
 }
 
 // keep records records; a failure is logged, and delivery goes on.

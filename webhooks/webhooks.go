@@ -282,7 +282,7 @@ func (n *Notifier) CheckSessionHook(h SessionHook) error {
 	if err := CheckURL(h.URL); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(n.sessionURLs, func(p string) bool { return strings.HasPrefix(h.URL, p) }) {
+	if !slices.ContainsFunc(n.sessionURLs, func(p string) bool { return allowedBy(h.URL, p) }) {
 		return fmt.Errorf("%w: %q starts with none of the server's session_webhooks.allowed_urls", ErrURLNotAllowed, h.URL)
 	}
 	for _, k := range h.Kinds {
@@ -291,6 +291,19 @@ func (n *Notifier) CheckSessionHook(h SessionHook) error {
 		}
 	}
 	return nil
+}
+
+// allowedBy reports whether a URL is under an allowed prefix: the same scheme and host
+// (compared parsed, so that "https://allowed.example@elsewhere/" or
+// "https://allowed.example.elsewhere/" do not pass for "https://allowed.example") and a
+// path that starts with the prefix's.
+func allowedBy(raw, prefix string) bool {
+	u, err := url.Parse(raw)
+	p, perr := url.Parse(prefix)
+	if err != nil || perr != nil || u.User != nil {
+		return false
+	}
+	return u.Scheme == p.Scheme && u.Host == p.Host && strings.HasPrefix(u.Path, p.Path) && (p.RawQuery == "" || u.RawQuery == p.RawQuery)
 }
 
 // WatchSession sends the session's events of the hook's kinds to its own hook too,

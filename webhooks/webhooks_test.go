@@ -275,7 +275,7 @@ func TestNeverAnsweredIsGivenUp(t *testing.T) {
 	defer srv.Close()
 	defer close(stop)
 	rec := newRecorder()
-	opts := fast(Options{Hooks: []Hook{{URL: srv.URL, Secret: secret}}, Recorder: rec, MaxAttempts: 3})
+	opts := fast(Options{Hooks: []Hook{{URL: srv.URL + "/?key=" + leak, Secret: secret}}, Recorder: rec, MaxAttempts: 3})
 	opts.AttemptTimeout = 50 * time.Millisecond
 	n, err := New(opts)
 	if err != nil {
@@ -292,8 +292,8 @@ func TestNeverAnsweredIsGivenUp(t *testing.T) {
 		if i == 2 {
 			want = GaveUp
 		}
-		if r.Outcome != want || r.Attempt != i+1 || r.Kind != SessionClosed || r.Err == "" {
-			t.Errorf("record %d %+v: want outcome %d of attempt %d with why", i, r, want, i+1)
+		if r.Outcome != want || r.Attempt != i+1 || r.Kind != SessionClosed || r.Err == "" || strings.Contains(r.Err, leak) {
+			t.Errorf("record %d %+v: want outcome %d of attempt %d with why, without the URL's key", i, r, want, i+1)
 		}
 	}
 }
@@ -337,6 +337,8 @@ func TestSessionHooks(t *testing.T) {
 		{SessionHook{URL: "http://elsewhere.example/allowed/"}, ErrURLNotAllowed},
 		{SessionHook{URL: ownSrv.URL + "/other"}, ErrURLNotAllowed},
 		{SessionHook{URL: "ftp://x/"}, ErrBadURL},
+		{SessionHook{URL: strings.Replace(ownSrv.URL, "http://", "http://evil.example@", 1) + "/allowed/"}, ErrURLNotAllowed},
+		{SessionHook{URL: ownSrv.URL + "0/allowed/"}, ErrURLNotAllowed},
 		{SessionHook{URL: ownSrv.URL + "/allowed/x", Kinds: []Kind{"nonsense"}}, ErrUnknownKind},
 	} {
 		if err := n.CheckSessionHook(c.hook); !errors.Is(err, c.want) {
@@ -471,5 +473,25 @@ func TestSignMatchesTheRecipe(t *testing.T) {
 	mac.Write([]byte(`1700000000.{"a":1}`))
 	if want := "t=1700000000,v1=" + hex.EncodeToString(mac.Sum(nil)); got != want {
 		t.Fatalf("Sign = %s, want %s", got, want)
+	}
+}
+
+// An allowed prefix without a path still pins the host: a longer host name or user info
+// before another host does not pass for it.
+func TestAllowedURLsPinTheHost(t *testing.T) {
+	n, err := New(Options{SessionURLs: []string{"https://hooks.example.com"}, SessionSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for url, want := range map[string]error{
+		"https://hooks.example.com/x":          nil,
+		"https://hooks.example.com.evil.net/x": ErrURLNotAllowed,
+		"https://hooks.example.com@evil.net/x": ErrURLNotAllowed,
+		"http://hooks.example.com/x":           ErrURLNotAllowed,
+		"https://hooks.example.com:8443/x":     ErrURLNotAllowed,
+	} {
+		if err := n.CheckSessionHook(SessionHook{URL: url}); !errors.Is(err, want) {
+			t.Errorf("%s: err %v, want %v", url, err, want)
+		}
 	}
 }
