@@ -24,6 +24,7 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/store"
+	"github.com/agenticd/agenticd/webhooks"
 )
 
 func TestMain(m *testing.M) {
@@ -82,6 +83,8 @@ type envOptions struct {
 	oidc       TokenVerifier
 	// tlsCert, tlsKey and clientCA serve TLS, asking for client certificates (GRPCOptions).
 	tlsCert, tlsKey, clientCA string
+	// webhooks takes sessions' own webhooks (Options); the test observes and runs it.
+	webhooks *webhooks.Notifier
 }
 
 func newEnv(t testing.TB, opts envOptions) *testEnv {
@@ -137,7 +140,7 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 		opts.token = testToken
 	}
 	e.token = opts.token
-	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, WebLogins: opts.webLogins, Logger: logger}),
+	srv, err := NewGRPCServer(New(Options{Registry: registry, Hub: e.hub, Roots: roots, WebLogins: opts.webLogins, Webhooks: opts.webhooks, Logger: logger}),
 		GRPCOptions{Credentials: Credentials{Tokens: []string{opts.token}, WebLogins: opts.webLogins, Principals: opts.principals, OIDC: opts.oidc}, Logger: logger,
 			Page: opts.page, AllowedOrigins: opts.allowedOrigins, TLSCertFile: opts.tlsCert, TLSKeyFile: opts.tlsKey, ClientCAFile: opts.clientCA, Answers: e.store})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/webhooks"
 )
 
 // ListSessions page sizes.
@@ -36,7 +37,10 @@ type Options struct {
 	// PageURL is where a browser on this machine reaches the page (scheme://host:port),
 	// once the server listens; nil or "": links carry only their path.
 	PageURL func() string
-	Logger  *slog.Logger
+	// Webhooks, when set, takes sessions' own webhooks (SessionConfig.webhook); nil:
+	// such a CreateSession is INVALID_ARGUMENT.
+	Webhooks *webhooks.Notifier
+	Logger   *slog.Logger
 }
 
 // Service implements agentic.v1.AgenticService. Every handler does the same three things
@@ -51,6 +55,7 @@ type Service struct {
 	roots     WorkspaceRoots
 	webLogins *WebLogins
 	pageURL   func() string
+	webhooks  *webhooks.Notifier
 	logger    *slog.Logger
 }
 
@@ -65,7 +70,8 @@ func New(opts Options) *Service {
 	if opts.Hub != nil && opts.Hub.queue != nil {
 		opts.Hub.queue.registry = opts.Registry
 	}
-	return &Service{registry: opts.Registry, hub: opts.Hub, roots: opts.Roots, webLogins: opts.WebLogins, pageURL: opts.PageURL, logger: logger}
+	return &Service{registry: opts.Registry, hub: opts.Hub, roots: opts.Roots, webLogins: opts.WebLogins, pageURL: opts.PageURL,
+		webhooks: opts.Webhooks, logger: logger}
 }
 
 // fail converts an error for the client, logging unexpected ones in full.

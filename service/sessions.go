@@ -52,6 +52,10 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if err := supportsSetup(p.Describe(ctx), servers, dirs); err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
+	hook, hasHook, err := s.sessionWebhook(cfg.GetWebhook())
+	if err != nil {
+		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
 	info, err := p.CreateSession(ctx, presenters.SessionConfig{
 		Workspace:             ws,
 		ModelID:               cfg.GetModelId(),
@@ -82,6 +86,13 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 			s.logger.ErrorContext(ctx, "could not close an unrecorded session", "session_id", info.SessionID, "agent_id", agentID, "err", closeErr)
 		}
 		return nil, s.fail(ctx, method, err, "agent_id", agentID, "session_id", info.SessionID)
+	}
+	if hasHook {
+		// Before the session is returned, so no turn of it can end unseen; nothing the
+		// session does before (its creation) is a notice.
+		if err := s.webhooks.WatchSession(info.SessionID, hook); err != nil {
+			s.logger.ErrorContext(ctx, "the session's webhook was checked but not taken", "session_id", info.SessionID, "agent_id", agentID, "err", err)
+		}
 	}
 	s.logger.InfoContext(ctx, "session created", "session_id", info.SessionID, "agent_id", agentID, "workspace", info.Workspace, "principal", callerOf(ctx).Name)
 	out := s.afterChange(info)

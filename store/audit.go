@@ -158,3 +158,26 @@ func (s *Store) PruneAudit(ctx context.Context, maxEntries int64, maxAge time.Du
 	}
 	return deleted, nil
 }
+
+// AppendAudit appends audit entries of their own, made of no event (a webhook's
+// deliveries), in one transaction.
+func (s *Store) AppendAudit(ctx context.Context, entries []AuditEntry) (err error) {
+	if len(entries) == 0 {
+		return nil
+	}
+	defer s.observeWrite("audit_append", time.Now())
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx, err := s.sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("append %d audit entries: %w", len(entries), err)
+	}
+	if err := appendAudit(ctx, tx, s.dialect, entries); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append %d audit entries: %w", len(entries), err)
+	}
+	return nil
+}

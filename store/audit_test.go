@@ -80,3 +80,19 @@ func TestAuditFiltersAndRetention(t *testing.T) {
 		}
 	})
 }
+
+// Entries made of no event (a webhook's deliveries) are appended on their own.
+func TestAppendAuditAlone(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		ctx := context.Background()
+		st, _ := e.openStore(t)
+		now := time.Now()
+		if err := st.AppendAudit(ctx, []AuditEntry{{Time: now, Kind: 12, SessionID: "s", AgentID: "a", Data: []byte("d1")}, {Time: now, Kind: 12, Data: []byte("d2")}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.AuditEntries(ctx, AuditFilter{Kinds: []int{12}}, 0)
+		if err != nil || len(got) != 2 || string(got[0].Data) != "d1" || got[1].SessionID != "" {
+			t.Fatalf("audit log %+v, %v; want both entries", got, err)
+		}
+	})
+}

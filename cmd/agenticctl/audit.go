@@ -200,9 +200,28 @@ func auditLine(e *pb.AuditEvent) string {
 		if el.GetReason() != "" {
 			detail += ": " + el.GetReason()
 		}
+	case *pb.AuditEvent_Webhook:
+		detail = webhookDetail(d.Webhook)
 	}
 	if detail = strings.TrimSpace(detail); detail != "" {
 		line += " " + detail
 	}
 	return line
+}
+
+// webhookDetail says what became of a webhook delivery: "turn_ended to ops (hooks.example.com)
+// delivered, attempt 1, HTTP 204", or how many were dropped.
+func webhookDetail(w *pb.AuditWebhook) string {
+	outcome := enumName(w.GetOutcome().String(), "WEBHOOK_OUTCOME_")
+	if w.GetOutcome() == pb.WebhookOutcome_WEBHOOK_OUTCOME_DROPPED {
+		return fmt.Sprintf("%d deliveries dropped: the queue was full", w.GetDropped())
+	}
+	detail := fmt.Sprintf("%s to %s (%s) %s, attempt %d", enumName(w.GetEvent().String(), "WEBHOOK_EVENT_"), w.GetHook(), w.GetHost(), outcome, w.GetAttempt())
+	if w.GetHttpStatus() != 0 {
+		detail += fmt.Sprintf(", HTTP %d", w.GetHttpStatus())
+	}
+	if w.GetError() != "" {
+		detail += ": " + w.GetError()
+	}
+	return detail
 }

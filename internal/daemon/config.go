@@ -114,6 +114,11 @@ type Config struct {
 	Limits LimitsConfig `yaml:"limits"`
 	// Metrics serves Prometheus metrics on a listener of its own (off by default).
 	Metrics MetricsConfig `yaml:"metrics"`
+	// Webhooks are where agenticd POSTs a signed notice when any session needs someone
+	// (a permission, an elicitation), ends a turn, fails or closes (webhooks.go).
+	Webhooks []WebhookConfig `yaml:"webhooks"`
+	// SessionWebhooks lets CreateSession give a session a webhook of its own.
+	SessionWebhooks SessionWebhooksConfig `yaml:"session_webhooks"`
 	// Agents are the agents to register, in order.
 	Agents []AgentConfig `yaml:"agents"`
 
@@ -330,6 +335,10 @@ func (c *Config) expandPaths() error {
 	for i := range c.Principals {
 		expand(&c.Principals[i].TokenFile)
 	}
+	for i := range c.Webhooks {
+		expand(&c.Webhooks[i].SecretFile)
+	}
+	expand(&c.SessionWebhooks.SecretFile)
 	for i := range c.WorkspaceRoots {
 		expand(&c.WorkspaceRoots[i])
 	}
@@ -464,6 +473,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Metrics.validate(c.Token); err != nil {
+		return err
+	}
+	if err := c.validateWebhooks(); err != nil {
 		return err
 	}
 	for _, o := range c.AllowedOrigins {

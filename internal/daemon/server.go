@@ -76,6 +76,10 @@ type Server struct {
 	stopQueue context.CancelFunc
 	queueDone chan struct{}
 
+	// The webhooks' delivering goroutine and its end (nil without webhooks).
+	stopWebhooks context.CancelFunc
+	webhooksDone chan struct{}
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -262,6 +266,20 @@ func (s *Server) build(ctx context.Context) error {
 			return err
 		}
 	}
+	notifier, err := cfg.webhookNotifier(st, s.logger)
+	if err != nil {
+		return err
+	}
+	observers := s.telemetry.observers()
+	if notifier != nil {
+		observers = append(observers, notifier)
+		webhooksCtx, stop := context.WithCancel(context.Background())
+		s.stopWebhooks, s.webhooksDone = stop, make(chan struct{})
+		go func() {
+			defer close(s.webhooksDone)
+			notifier.Run(webhooksCtx)
+		}()
+	}
 	hub, err := service.NewHub(ctx, service.HubOptions{
 		Capacity:          cfg.EventBuffer,
 		MaxBytes:          cfg.EventBufferBytes,
@@ -271,7 +289,7 @@ func (s *Server) build(ctx context.Context) error {
 		Log:               st,
 		LogRetention:      cfg.EventLog.retention(),
 		AuditRetention:    cfg.Audit.retention(),
-		Observers:         s.telemetry.observers(),
+		Observers:         observers,
 		Queue:             st,
 		Replica:           replicaID,
 		Logger:            s.logger,
@@ -326,7 +344,8 @@ func (s *Server) build(ctx context.Context) error {
 	if creds.OIDC, err = s.oidcVerifier(cfg); err != nil {
 		return err
 	}
-	svc := service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL, Logger: s.logger})
+	svc := service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL,
+		Webhooks: notifier, Logger: s.logger})
 	if replicas != nil {
 		hub.Queue().OnlyOwned(replicas.Owns)
 	}
@@ -527,6 +546,12 @@ func (s *Server) release(ctx context.Context) error {
 	// cancelled turn's last message, and their last events to the event log). The hub's
 	// log writer goes before it (Stop has closed the hub already, unless start-up failed).
 	wg.Wait()
+	if s.stopWebhooks != nil {
+		// After the agents, whose sessions' closing is a notice; before the database,
+		// where what was not delivered is recorded as given up.
+		s.stopWebhooks()
+		<-s.webhooksDone
+	}
 	if s.hub != nil {
 		s.hub.Close()
 	}

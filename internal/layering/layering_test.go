@@ -83,6 +83,8 @@ var rules = []rule{
 		allowing: func(_, dep string) bool { return under("sandbox")(dep) }},
 	{name: "the vocabulary in presenters/ imports no storage",
 		covers: is("presenters"), forbids: either(under("store"), orm)},
+	{name: "webhooks/ is an event observer beside metrics: no wire, no storage, no service",
+		covers: under("webhooks"), forbids: either(either(wire, external("google.golang.org/protobuf")), either(under("store", "service", "events"), orm))},
 }
 
 // pkg is what `go list -json` says of a package, as far as the rules need.
@@ -157,6 +159,7 @@ func TestRulesCatchBreaks(t *testing.T) {
 		{"presenters do not import each other", pkg{ImportPath: m("presenters/acp"), Deps: []string{m("presenters/deepchat")}}},
 		{"sandbox/ imports nothing of the project", pkg{ImportPath: m("sandbox"), Deps: []string{m("presenters/textutil")}}},
 		{"the vocabulary in presenters/ imports no storage", pkg{ImportPath: m("presenters"), Deps: []string{m("store")}}},
+		{"webhooks/ is an event observer beside metrics: no wire, no storage, no service", pkg{ImportPath: m("webhooks"), Deps: []string{m("store")}}},
 	} {
 		got := violations([]pkg{c.pkg}, rules)
 		if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, c.rule+":") }) {

@@ -23,6 +23,8 @@ import (
 const (
 	TokenFileName = "token"
 	SocketName    = "agenticd.sock"
+	// WebhookSecretFileName signs sessions' own webhooks (docs/webhooks.md).
+	WebhookSecretFileName = "webhook_secret"
 )
 
 // tokenBytes is the entropy of a generated token (hex-encoded, twice as many characters).
@@ -55,26 +57,42 @@ func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketNam
 // a new random token (a 0600 file) when there is none. A token file that others may read
 // is refused: it would let them in.
 func LoadOrCreateToken(dataDir string) (string, error) {
+	return loadOrCreate(dataDir, TokenFileName, "local token")
+}
+
+// WebhookSecretFile is the path of the secret that signs sessions' own webhooks in dataDir.
+func WebhookSecretFile(dataDir string) string { return filepath.Join(dataDir, WebhookSecretFileName) }
+
+// LoadOrCreateWebhookSecret is LoadOrCreateToken for the secret that signs sessions' own
+// webhooks: a receiver that has it could forge notices.
+func LoadOrCreateWebhookSecret(dataDir string) (string, error) {
+	return loadOrCreate(dataDir, WebhookSecretFileName, "webhook secret")
+}
+
+// loadOrCreate returns the secret in dataDir's file name, creating a random one when
+// there is none; what names it in errors.
+func loadOrCreate(dataDir, name, what string) (string, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fmt.Errorf("create data_dir: %w", err)
 	}
-	token, err := ReadToken(dataDir)
+	path := filepath.Join(dataDir, name)
+	secret, err := readSecret(path, what)
 	if !errors.Is(err, fs.ErrNotExist) {
-		return token, err
+		return secret, err
 	}
 	var raw [tokenBytes]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err
 	}
-	token = hex.EncodeToString(raw[:])
+	secret = hex.EncodeToString(raw[:])
 	// Written whole under a temporary name, then linked into place: a reader never sees
-	// half a token, and of two agenticd starting at once the second reads the first's.
-	tmp, err := os.CreateTemp(dataDir, ".token-*")
+	// half a secret, and of two agenticd starting at once the second reads the first's.
+	tmp, err := os.CreateTemp(dataDir, "."+name+"-*")
 	if err != nil {
-		return "", fmt.Errorf("write the local token: %w", err)
+		return "", fmt.Errorf("write the %s: %w", what, err)
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(token + "\n")
+	_, err = tmp.WriteString(secret + "\n")
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -82,19 +100,21 @@ func LoadOrCreateToken(dataDir string) (string, error) {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("write the local token: %w", err)
+		return "", fmt.Errorf("write the %s: %w", what, err)
 	}
-	if err := os.Link(tmp.Name(), TokenFile(dataDir)); errors.Is(err, fs.ErrExist) {
-		return ReadToken(dataDir)
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return readSecret(path, what)
 	} else if err != nil {
-		return "", fmt.Errorf("write the local token: %w", err)
+		return "", fmt.Errorf("write the %s: %w", what, err)
 	}
-	return token, nil
+	return secret, nil
 }
 
 // ReadToken reads the local token of dataDir (fs.ErrNotExist when there is none).
-func ReadToken(dataDir string) (string, error) {
-	path := TokenFile(dataDir)
+func ReadToken(dataDir string) (string, error) { return readSecret(TokenFile(dataDir), "local token") }
+
+// readSecret reads a secret file of the data dir, refusing one others may read.
+func readSecret(path, what string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -105,18 +125,18 @@ func ReadToken(dataDir string) (string, error) {
 		return "", err
 	}
 	if info.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("the local token %s may be read by other users (mode %v): run `chmod 600 %s`, or delete it and restart agenticd for a new one", path, info.Mode().Perm(), path)
+		return "", fmt.Errorf("the %s %s may be read by other users (mode %v): run `chmod 600 %s`, or delete it and restart agenticd for a new one", what, path, info.Mode().Perm(), path)
 	}
 	buf := make([]byte, 4*tokenBytes)
 	n, err := f.Read(buf)
 	if err != nil && n == 0 {
-		return "", fmt.Errorf("read the local token %s: %w", path, err)
+		return "", fmt.Errorf("read the %s %s: %w", what, path, err)
 	}
-	token := strings.TrimSpace(string(buf[:n]))
-	if token == "" {
-		return "", fmt.Errorf("the local token %s is empty: delete it and restart agenticd for a new one", path)
+	secret := strings.TrimSpace(string(buf[:n]))
+	if secret == "" {
+		return "", fmt.Errorf("the %s %s is empty: delete it and restart agenticd for a new one", what, path)
 	}
-	return token, nil
+	return secret, nil
 }
 
 // Addr is the local address of a connection accepted on the local socket: only

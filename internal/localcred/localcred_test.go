@@ -47,6 +47,28 @@ func TestTokenIsCreatedOnceAndPrivate(t *testing.T) {
 	}
 }
 
+// The webhook secret is a file of its own beside the token, made once, private.
+func TestWebhookSecretIsItsOwnAndPrivate(t *testing.T) {
+	dir := t.TempDir()
+	token, err := localcred.LoadOrCreateToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := localcred.LoadOrCreateWebhookSecret(dir)
+	if err != nil || len(secret) != 64 || secret == token {
+		t.Fatalf("webhook secret %q, %v: want 64 hex characters, not the token", secret, err)
+	}
+	if again, err := localcred.LoadOrCreateWebhookSecret(dir); err != nil || again != secret {
+		t.Fatalf("second start read %q, %v; want the first secret", again, err)
+	}
+	if err := os.Chmod(localcred.WebhookSecretFile(dir), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localcred.LoadOrCreateWebhookSecret(dir); err == nil || !strings.Contains(err.Error(), "webhook secret") {
+		t.Fatalf("a secret others may read: err %v, want a refusal naming the webhook secret", err)
+	}
+}
+
 func TestSocketAdmitsOnlyItsOwnUser(t *testing.T) {
 	// Not t.TempDir(): another user must be able to walk to it.
 	dir, err := os.MkdirTemp("", "localcred-")

@@ -1,8 +1,8 @@
 // The audit trail of the open session: what its tool calls wrote and ran, what was
 // asked and who decided, read from ListAuditEvents when the panel is opened.
-import { AuditKind } from "../../gen/ts/src/agentic/v1/audit_pb.js";
+import { AuditKind, WebhookOutcome } from "../../gen/ts/src/agentic/v1/audit_pb.js";
 import type { AuditEvent } from "../../gen/ts/src/agentic/v1/audit_pb.js";
-import { ElicitationAction } from "../../gen/ts/src/agentic/v1/types_pb.js";
+import { ElicitationAction, WebhookEvent } from "../../gen/ts/src/agentic/v1/types_pb.js";
 import { client, describe, who } from "./api.js";
 import { enumName, h } from "./dom.js";
 
@@ -26,6 +26,12 @@ function summary(e: AuditEvent): string {
       if (e.kind !== AuditKind.ELICITATION_RESOLVED) return d.value.message || d.value.url;
       const fields = d.value.answeredFields.length > 0 ? ` (${d.value.answeredFields.join(", ")})` : "";
       return `${d.value.message}: ${enumName(ElicitationAction, d.value.action)}${fields}${d.value.reason !== "" ? ` — ${d.value.reason}` : ""}`;
+    }
+    case "webhook": {
+      const w = d.value;
+      if (w.outcome === WebhookOutcome.DROPPED) return `${w.dropped} webhook deliveries dropped: the queue was full`;
+      const status = w.httpStatus !== 0 ? `, HTTP ${w.httpStatus}` : "";
+      return `${enumName(WebhookEvent, w.event)} to ${w.hook} (${w.host}): ${enumName(WebhookOutcome, w.outcome)}, attempt ${w.attempt}${status}${w.error !== "" ? ` — ${w.error}` : ""}`;
     }
     default:
       return "";

@@ -48,6 +48,9 @@ const (
 	AuditKind_AUDIT_KIND_ELICITATION_REQUESTED AuditKind = 10
 	// An elicitation was resolved: AuditElicitation, with who resolved it.
 	AuditKind_AUDIT_KIND_ELICITATION_RESOLVED AuditKind = 11
+	// A webhook delivery was made, failed, given up or dropped: AuditWebhook. Its
+	// event_sequence is the event the delivery tells of (0 for DROPPED).
+	AuditKind_AUDIT_KIND_WEBHOOK_DELIVERY AuditKind = 12
 )
 
 // Enum value maps for AuditKind.
@@ -65,6 +68,7 @@ var (
 		9:  "AUDIT_KIND_POLICY_DENIAL",
 		10: "AUDIT_KIND_ELICITATION_REQUESTED",
 		11: "AUDIT_KIND_ELICITATION_RESOLVED",
+		12: "AUDIT_KIND_WEBHOOK_DELIVERY",
 	}
 	AuditKind_value = map[string]int32{
 		"AUDIT_KIND_UNSPECIFIED":           0,
@@ -79,6 +83,7 @@ var (
 		"AUDIT_KIND_POLICY_DENIAL":         9,
 		"AUDIT_KIND_ELICITATION_REQUESTED": 10,
 		"AUDIT_KIND_ELICITATION_RESOLVED":  11,
+		"AUDIT_KIND_WEBHOOK_DELIVERY":      12,
 	}
 )
 
@@ -163,6 +168,67 @@ func (AuditSource) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_audit_proto_rawDescGZIP(), []int{1}
 }
 
+// What became of a webhook delivery (docs/webhooks.md).
+type WebhookOutcome int32
+
+const (
+	WebhookOutcome_WEBHOOK_OUTCOME_UNSPECIFIED WebhookOutcome = 0
+	// The receiver answered 2xx.
+	WebhookOutcome_WEBHOOK_OUTCOME_DELIVERED WebhookOutcome = 1
+	// One attempt failed (no answer, or not 2xx); another follows.
+	WebhookOutcome_WEBHOOK_OUTCOME_FAILED WebhookOutcome = 2
+	// The last attempt failed, or the server stopped: no further attempt.
+	WebhookOutcome_WEBHOOK_OUTCOME_GAVE_UP WebhookOutcome = 3
+	// The server's queue of deliveries was full: the deliveries counted in dropped were
+	// never attempted.
+	WebhookOutcome_WEBHOOK_OUTCOME_DROPPED WebhookOutcome = 4
+)
+
+// Enum value maps for WebhookOutcome.
+var (
+	WebhookOutcome_name = map[int32]string{
+		0: "WEBHOOK_OUTCOME_UNSPECIFIED",
+		1: "WEBHOOK_OUTCOME_DELIVERED",
+		2: "WEBHOOK_OUTCOME_FAILED",
+		3: "WEBHOOK_OUTCOME_GAVE_UP",
+		4: "WEBHOOK_OUTCOME_DROPPED",
+	}
+	WebhookOutcome_value = map[string]int32{
+		"WEBHOOK_OUTCOME_UNSPECIFIED": 0,
+		"WEBHOOK_OUTCOME_DELIVERED":   1,
+		"WEBHOOK_OUTCOME_FAILED":      2,
+		"WEBHOOK_OUTCOME_GAVE_UP":     3,
+		"WEBHOOK_OUTCOME_DROPPED":     4,
+	}
+)
+
+func (x WebhookOutcome) Enum() *WebhookOutcome {
+	p := new(WebhookOutcome)
+	*p = x
+	return p
+}
+
+func (x WebhookOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WebhookOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_audit_proto_enumTypes[2].Descriptor()
+}
+
+func (WebhookOutcome) Type() protoreflect.EnumType {
+	return &file_agentic_v1_audit_proto_enumTypes[2]
+}
+
+func (x WebhookOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WebhookOutcome.Descriptor instead.
+func (WebhookOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_audit_proto_rawDescGZIP(), []int{2}
+}
+
 // One entry of the audit log. Entries are appended in the order their events were
 // published, in the same transaction as the event log, and never changed.
 type AuditEvent struct {
@@ -192,6 +258,7 @@ type AuditEvent struct {
 	//	*AuditEvent_Permission
 	//	*AuditEvent_Denial
 	//	*AuditEvent_Elicitation
+	//	*AuditEvent_Webhook
 	Detail        isAuditEvent_Detail `protobuf_oneof:"detail"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -351,6 +418,15 @@ func (x *AuditEvent) GetElicitation() *AuditElicitation {
 	return nil
 }
 
+func (x *AuditEvent) GetWebhook() *AuditWebhook {
+	if x != nil {
+		if x, ok := x.Detail.(*AuditEvent_Webhook); ok {
+			return x.Webhook
+		}
+	}
+	return nil
+}
+
 type isAuditEvent_Detail interface {
 	isAuditEvent_Detail()
 }
@@ -379,6 +455,10 @@ type AuditEvent_Elicitation struct {
 	Elicitation *AuditElicitation `protobuf:"bytes,15,opt,name=elicitation,proto3,oneof"`
 }
 
+type AuditEvent_Webhook struct {
+	Webhook *AuditWebhook `protobuf:"bytes,17,opt,name=webhook,proto3,oneof"`
+}
+
 func (*AuditEvent_Session) isAuditEvent_Detail() {}
 
 func (*AuditEvent_FileWrite) isAuditEvent_Detail() {}
@@ -390,6 +470,8 @@ func (*AuditEvent_Permission) isAuditEvent_Detail() {}
 func (*AuditEvent_Denial) isAuditEvent_Detail() {}
 
 func (*AuditEvent_Elicitation) isAuditEvent_Detail() {}
+
+func (*AuditEvent_Webhook) isAuditEvent_Detail() {}
 
 type AuditSession struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -906,12 +988,129 @@ func (x *AuditElicitation) GetClientIdentity() string {
 	return ""
 }
 
+// One webhook delivery attempt or its end. The body sent is not kept: it holds only
+// ids, the event type and times, all in the entry already.
+type AuditWebhook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Agenticd-Delivery header: one id for all attempts of a delivery.
+	DeliveryId string `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// The hook's name (config webhooks[].name, or "session" for a session's own hook) and
+	// its URL's host; the rest of the URL may hold a secret and is not kept.
+	Hook    string         `protobuf:"bytes,2,opt,name=hook,proto3" json:"hook,omitempty"`
+	Host    string         `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Event   WebhookEvent   `protobuf:"varint,4,opt,name=event,proto3,enum=agentic.v1.WebhookEvent" json:"event,omitempty"`
+	Outcome WebhookOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=agentic.v1.WebhookOutcome" json:"outcome,omitempty"`
+	// Which attempt this was, from 1 (0 for DROPPED).
+	Attempt int32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The receiver's HTTP status; 0 when none came.
+	HttpStatus int32 `protobuf:"varint,7,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	// Why the attempt failed (a network error, a timeout, a status), or why it was given up.
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// For DROPPED: how many deliveries were dropped since the last entry said so.
+	Dropped       int64 `protobuf:"varint,9,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditWebhook) Reset() {
+	*x = AuditWebhook{}
+	mi := &file_agentic_v1_audit_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditWebhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditWebhook) ProtoMessage() {}
+
+func (x *AuditWebhook) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_audit_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditWebhook.ProtoReflect.Descriptor instead.
+func (*AuditWebhook) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_audit_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AuditWebhook) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *AuditWebhook) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *AuditWebhook) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *AuditWebhook) GetEvent() WebhookEvent {
+	if x != nil {
+		return x.Event
+	}
+	return WebhookEvent_WEBHOOK_EVENT_UNSPECIFIED
+}
+
+func (x *AuditWebhook) GetOutcome() WebhookOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return WebhookOutcome_WEBHOOK_OUTCOME_UNSPECIFIED
+}
+
+func (x *AuditWebhook) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *AuditWebhook) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *AuditWebhook) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *AuditWebhook) GetDropped() int64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 var File_agentic_v1_audit_proto protoreflect.FileDescriptor
 
 const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"\x16agentic/v1/audit.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa7\x05\n" +
+	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x05\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
@@ -933,7 +1132,8 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"permission\x18\r \x01(\v2\x1b.agentic.v1.AuditPermissionH\x00R\n" +
 	"permission\x121\n" +
 	"\x06denial\x18\x0e \x01(\v2\x17.agentic.v1.AuditDenialH\x00R\x06denial\x12@\n" +
-	"\velicitation\x18\x0f \x01(\v2\x1c.agentic.v1.AuditElicitationH\x00R\velicitationB\b\n" +
+	"\velicitation\x18\x0f \x01(\v2\x1c.agentic.v1.AuditElicitationH\x00R\velicitation\x124\n" +
+	"\awebhook\x18\x11 \x01(\v2\x18.agentic.v1.AuditWebhookH\x00R\awebhookB\b\n" +
 	"\x06detail\"D\n" +
 	"\fAuditSession\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x16\n" +
@@ -983,7 +1183,19 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\x0fanswered_fields\x18\b \x03(\tR\x0eansweredFields\x12%\n" +
 	"\x0eclient_address\x18\t \x01(\tR\rclientAddress\x12'\n" +
 	"\x0fclient_identity\x18\n" +
-	" \x01(\tR\x0eclientIdentity*\x89\x03\n" +
+	" \x01(\tR\x0eclientIdentity\"\xa8\x02\n" +
+	"\fAuditWebhook\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x12\x12\n" +
+	"\x04hook\x18\x02 \x01(\tR\x04hook\x12\x12\n" +
+	"\x04host\x18\x03 \x01(\tR\x04host\x12.\n" +
+	"\x05event\x18\x04 \x01(\x0e2\x18.agentic.v1.WebhookEventR\x05event\x124\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x1a.agentic.v1.WebhookOutcomeR\aoutcome\x12\x18\n" +
+	"\aattempt\x18\x06 \x01(\x05R\aattempt\x12\x1f\n" +
+	"\vhttp_status\x18\a \x01(\x05R\n" +
+	"httpStatus\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x18\n" +
+	"\adropped\x18\t \x01(\x03R\adropped*\xaa\x03\n" +
 	"\tAuditKind\x12\x1a\n" +
 	"\x16AUDIT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aAUDIT_KIND_SESSION_CREATED\x10\x01\x12\x1d\n" +
@@ -997,11 +1209,18 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\x18AUDIT_KIND_POLICY_DENIAL\x10\t\x12$\n" +
 	" AUDIT_KIND_ELICITATION_REQUESTED\x10\n" +
 	"\x12#\n" +
-	"\x1fAUDIT_KIND_ELICITATION_RESOLVED\x10\v*a\n" +
+	"\x1fAUDIT_KIND_ELICITATION_RESOLVED\x10\v\x12\x1f\n" +
+	"\x1bAUDIT_KIND_WEBHOOK_DELIVERY\x10\f*a\n" +
 	"\vAuditSource\x12\x1c\n" +
 	"\x18AUDIT_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15AUDIT_SOURCE_OBSERVED\x10\x01\x12\x19\n" +
-	"\x15AUDIT_SOURCE_REPORTED\x10\x02B\x9f\x01\n" +
+	"\x15AUDIT_SOURCE_REPORTED\x10\x02*\xa6\x01\n" +
+	"\x0eWebhookOutcome\x12\x1f\n" +
+	"\x1bWEBHOOK_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19WEBHOOK_OUTCOME_DELIVERED\x10\x01\x12\x1a\n" +
+	"\x16WEBHOOK_OUTCOME_FAILED\x10\x02\x12\x1b\n" +
+	"\x17WEBHOOK_OUTCOME_GAVE_UP\x10\x03\x12\x1b\n" +
+	"\x17WEBHOOK_OUTCOME_DROPPED\x10\x04B\x9f\x01\n" +
 	"\x0ecom.agentic.v1B\n" +
 	"AuditProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
@@ -1019,49 +1238,55 @@ func file_agentic_v1_audit_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_audit_proto_rawDescData
 }
 
-var file_agentic_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentic_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_agentic_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_agentic_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentic_v1_audit_proto_goTypes = []any{
 	(AuditKind)(0),                // 0: agentic.v1.AuditKind
 	(AuditSource)(0),              // 1: agentic.v1.AuditSource
-	(*AuditEvent)(nil),            // 2: agentic.v1.AuditEvent
-	(*AuditSession)(nil),          // 3: agentic.v1.AuditSession
-	(*AuditFileWrite)(nil),        // 4: agentic.v1.AuditFileWrite
-	(*AuditCommand)(nil),          // 5: agentic.v1.AuditCommand
-	(*AuditPermission)(nil),       // 6: agentic.v1.AuditPermission
-	(*AuditDenial)(nil),           // 7: agentic.v1.AuditDenial
-	(*AuditElicitation)(nil),      // 8: agentic.v1.AuditElicitation
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
-	(ToolStatus)(0),               // 11: agentic.v1.ToolStatus
-	(PermissionType)(0),           // 12: agentic.v1.PermissionType
-	(PermissionDecider)(0),        // 13: agentic.v1.PermissionDecider
-	(ElicitationMode)(0),          // 14: agentic.v1.ElicitationMode
-	(ElicitationAction)(0),        // 15: agentic.v1.ElicitationAction
-	(ElicitationDecider)(0),       // 16: agentic.v1.ElicitationDecider
+	(WebhookOutcome)(0),           // 2: agentic.v1.WebhookOutcome
+	(*AuditEvent)(nil),            // 3: agentic.v1.AuditEvent
+	(*AuditSession)(nil),          // 4: agentic.v1.AuditSession
+	(*AuditFileWrite)(nil),        // 5: agentic.v1.AuditFileWrite
+	(*AuditCommand)(nil),          // 6: agentic.v1.AuditCommand
+	(*AuditPermission)(nil),       // 7: agentic.v1.AuditPermission
+	(*AuditDenial)(nil),           // 8: agentic.v1.AuditDenial
+	(*AuditElicitation)(nil),      // 9: agentic.v1.AuditElicitation
+	(*AuditWebhook)(nil),          // 10: agentic.v1.AuditWebhook
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(ToolStatus)(0),               // 13: agentic.v1.ToolStatus
+	(PermissionType)(0),           // 14: agentic.v1.PermissionType
+	(PermissionDecider)(0),        // 15: agentic.v1.PermissionDecider
+	(ElicitationMode)(0),          // 16: agentic.v1.ElicitationMode
+	(ElicitationAction)(0),        // 17: agentic.v1.ElicitationAction
+	(ElicitationDecider)(0),       // 18: agentic.v1.ElicitationDecider
+	(WebhookEvent)(0),             // 19: agentic.v1.WebhookEvent
 }
 var file_agentic_v1_audit_proto_depIdxs = []int32{
-	9,  // 0: agentic.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	11, // 0: agentic.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
 	0,  // 1: agentic.v1.AuditEvent.kind:type_name -> agentic.v1.AuditKind
 	1,  // 2: agentic.v1.AuditEvent.source:type_name -> agentic.v1.AuditSource
-	3,  // 3: agentic.v1.AuditEvent.session:type_name -> agentic.v1.AuditSession
-	4,  // 4: agentic.v1.AuditEvent.file_write:type_name -> agentic.v1.AuditFileWrite
-	5,  // 5: agentic.v1.AuditEvent.command:type_name -> agentic.v1.AuditCommand
-	6,  // 6: agentic.v1.AuditEvent.permission:type_name -> agentic.v1.AuditPermission
-	7,  // 7: agentic.v1.AuditEvent.denial:type_name -> agentic.v1.AuditDenial
-	8,  // 8: agentic.v1.AuditEvent.elicitation:type_name -> agentic.v1.AuditElicitation
-	10, // 9: agentic.v1.AuditCommand.duration:type_name -> google.protobuf.Duration
-	11, // 10: agentic.v1.AuditCommand.status:type_name -> agentic.v1.ToolStatus
-	12, // 11: agentic.v1.AuditPermission.permission_type:type_name -> agentic.v1.PermissionType
-	13, // 12: agentic.v1.AuditPermission.decided_by:type_name -> agentic.v1.PermissionDecider
-	14, // 13: agentic.v1.AuditElicitation.mode:type_name -> agentic.v1.ElicitationMode
-	15, // 14: agentic.v1.AuditElicitation.action:type_name -> agentic.v1.ElicitationAction
-	16, // 15: agentic.v1.AuditElicitation.decided_by:type_name -> agentic.v1.ElicitationDecider
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 3: agentic.v1.AuditEvent.session:type_name -> agentic.v1.AuditSession
+	5,  // 4: agentic.v1.AuditEvent.file_write:type_name -> agentic.v1.AuditFileWrite
+	6,  // 5: agentic.v1.AuditEvent.command:type_name -> agentic.v1.AuditCommand
+	7,  // 6: agentic.v1.AuditEvent.permission:type_name -> agentic.v1.AuditPermission
+	8,  // 7: agentic.v1.AuditEvent.denial:type_name -> agentic.v1.AuditDenial
+	9,  // 8: agentic.v1.AuditEvent.elicitation:type_name -> agentic.v1.AuditElicitation
+	10, // 9: agentic.v1.AuditEvent.webhook:type_name -> agentic.v1.AuditWebhook
+	12, // 10: agentic.v1.AuditCommand.duration:type_name -> google.protobuf.Duration
+	13, // 11: agentic.v1.AuditCommand.status:type_name -> agentic.v1.ToolStatus
+	14, // 12: agentic.v1.AuditPermission.permission_type:type_name -> agentic.v1.PermissionType
+	15, // 13: agentic.v1.AuditPermission.decided_by:type_name -> agentic.v1.PermissionDecider
+	16, // 14: agentic.v1.AuditElicitation.mode:type_name -> agentic.v1.ElicitationMode
+	17, // 15: agentic.v1.AuditElicitation.action:type_name -> agentic.v1.ElicitationAction
+	18, // 16: agentic.v1.AuditElicitation.decided_by:type_name -> agentic.v1.ElicitationDecider
+	19, // 17: agentic.v1.AuditWebhook.event:type_name -> agentic.v1.WebhookEvent
+	2,  // 18: agentic.v1.AuditWebhook.outcome:type_name -> agentic.v1.WebhookOutcome
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_audit_proto_init() }
@@ -1078,6 +1303,7 @@ func file_agentic_v1_audit_proto_init() {
 		(*AuditEvent_Permission)(nil),
 		(*AuditEvent_Denial)(nil),
 		(*AuditEvent_Elicitation)(nil),
+		(*AuditEvent_Webhook)(nil),
 	}
 	file_agentic_v1_audit_proto_msgTypes[2].OneofWrappers = []any{}
 	file_agentic_v1_audit_proto_msgTypes[3].OneofWrappers = []any{}
@@ -1086,8 +1312,8 @@ func file_agentic_v1_audit_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_audit_proto_rawDesc), len(file_agentic_v1_audit_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   7,
+			NumEnums:      3,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -953,8 +953,16 @@ type SessionConfig struct {
 	// Further absolute directories the session works in, each under one of the server's
 	// workspace_roots, confined like the workspace (Capabilities.supports_additional_directories).
 	AdditionalDirectories []string `protobuf:"bytes,6,rep,name=additional_directories,json=additionalDirectories,proto3" json:"additional_directories,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Where to POST a signed notice of this session's events (docs/webhooks.md), besides
+	// the server's configured webhooks, until the session closes (kept in memory by the
+	// server that created it: not across a restart). Refused with INVALID_ARGUMENT unless
+	// the URL is under one of the server's session_webhooks.allowed_urls (same scheme and
+	// host, path prefix). Deliveries are signed with the server's session webhook secret,
+	// which the API never returns (GetSession does not show the hook either): the
+	// operator gives it to the receiver.
+	Webhook       *SessionWebhook `protobuf:"bytes,7,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionConfig) Reset() {
@@ -1029,6 +1037,68 @@ func (x *SessionConfig) GetAdditionalDirectories() []string {
 	return nil
 }
 
+func (x *SessionConfig) GetWebhook() *SessionWebhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+// A session's own webhook.
+type SessionWebhook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An http or https URL.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// The events to POST; empty for all of them.
+	Events        []WebhookEvent `protobuf:"varint,2,rep,packed,name=events,proto3,enum=agentic.v1.WebhookEvent" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionWebhook) Reset() {
+	*x = SessionWebhook{}
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionWebhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionWebhook) ProtoMessage() {}
+
+func (x *SessionWebhook) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionWebhook.ProtoReflect.Descriptor instead.
+func (*SessionWebhook) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SessionWebhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *SessionWebhook) GetEvents() []WebhookEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 type CreateSessionRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
@@ -1043,7 +1113,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1125,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[13]
+	mi := &file_agentic_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1138,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSessionRequest) GetAgentId() string {
@@ -1108,7 +1178,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1190,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[14]
+	mi := &file_agentic_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1203,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateSessionResponse) GetSession() *SessionInfo {
@@ -1152,7 +1222,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1234,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[15]
+	mi := &file_agentic_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1247,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1196,7 +1266,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1278,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[16]
+	mi := &file_agentic_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1291,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionResponse) GetSession() *SessionInfo {
@@ -1252,7 +1322,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1334,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[17]
+	mi := &file_agentic_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1347,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSessionsRequest) GetAgentId() string {
@@ -1340,7 +1410,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1422,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[18]
+	mi := &file_agentic_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1435,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -1395,7 +1465,7 @@ type LoadSessionRequest struct {
 
 func (x *LoadSessionRequest) Reset() {
 	*x = LoadSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1477,7 @@ func (x *LoadSessionRequest) String() string {
 func (*LoadSessionRequest) ProtoMessage() {}
 
 func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[19]
+	mi := &file_agentic_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1490,7 @@ func (x *LoadSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionRequest.ProtoReflect.Descriptor instead.
 func (*LoadSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LoadSessionRequest) GetSessionId() string {
@@ -1453,7 +1523,7 @@ type LoadSessionResponse struct {
 
 func (x *LoadSessionResponse) Reset() {
 	*x = LoadSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1535,7 @@ func (x *LoadSessionResponse) String() string {
 func (*LoadSessionResponse) ProtoMessage() {}
 
 func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[20]
+	mi := &file_agentic_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1548,7 @@ func (x *LoadSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSessionResponse.ProtoReflect.Descriptor instead.
 func (*LoadSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LoadSessionResponse) GetSession() *SessionInfo {
@@ -1497,7 +1567,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1579,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[21]
+	mi := &file_agentic_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1592,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1540,7 +1610,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1622,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[22]
+	mi := &file_agentic_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1635,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 type DeleteSessionRequest struct {
@@ -1580,7 +1650,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1662,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[23]
+	mi := &file_agentic_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1675,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1630,7 +1700,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1712,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[24]
+	mi := &file_agentic_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1725,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 type LogoutAgentRequest struct {
@@ -1668,7 +1738,7 @@ type LogoutAgentRequest struct {
 
 func (x *LogoutAgentRequest) Reset() {
 	*x = LogoutAgentRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1750,7 @@ func (x *LogoutAgentRequest) String() string {
 func (*LogoutAgentRequest) ProtoMessage() {}
 
 func (x *LogoutAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[25]
+	mi := &file_agentic_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1763,7 @@ func (x *LogoutAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutAgentRequest.ProtoReflect.Descriptor instead.
 func (*LogoutAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LogoutAgentRequest) GetAgentId() string {
@@ -1713,7 +1783,7 @@ type LogoutAgentResponse struct {
 
 func (x *LogoutAgentResponse) Reset() {
 	*x = LogoutAgentResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1795,7 @@ func (x *LogoutAgentResponse) String() string {
 func (*LogoutAgentResponse) ProtoMessage() {}
 
 func (x *LogoutAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[26]
+	mi := &file_agentic_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1808,7 @@ func (x *LogoutAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutAgentResponse.ProtoReflect.Descriptor instead.
 func (*LogoutAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LogoutAgentResponse) GetAgent() *AgentInfo {
@@ -1771,7 +1841,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1853,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[27]
+	mi := &file_agentic_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1866,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -1857,7 +1927,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +1939,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[28]
+	mi := &file_agentic_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +1952,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SendMessageResponse) GetMessageId() string {
@@ -1932,7 +2002,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2014,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[29]
+	mi := &file_agentic_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2027,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelMessageRequest) GetSessionId() string {
@@ -1992,7 +2062,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2074,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[30]
+	mi := &file_agentic_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2087,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelMessageResponse) GetMessageId() string {
@@ -2037,7 +2107,7 @@ type SetModelRequest struct {
 
 func (x *SetModelRequest) Reset() {
 	*x = SetModelRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2119,7 @@ func (x *SetModelRequest) String() string {
 func (*SetModelRequest) ProtoMessage() {}
 
 func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[31]
+	mi := &file_agentic_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2132,7 @@ func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
 func (*SetModelRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetModelRequest) GetSessionId() string {
@@ -2088,7 +2158,7 @@ type SetModelResponse struct {
 
 func (x *SetModelResponse) Reset() {
 	*x = SetModelResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2170,7 @@ func (x *SetModelResponse) String() string {
 func (*SetModelResponse) ProtoMessage() {}
 
 func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[32]
+	mi := &file_agentic_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2183,7 @@ func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
 func (*SetModelResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetModelResponse) GetSession() *SessionInfo {
@@ -2133,7 +2203,7 @@ type SetModeRequest struct {
 
 func (x *SetModeRequest) Reset() {
 	*x = SetModeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2215,7 @@ func (x *SetModeRequest) String() string {
 func (*SetModeRequest) ProtoMessage() {}
 
 func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[33]
+	mi := &file_agentic_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2228,7 @@ func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeRequest.ProtoReflect.Descriptor instead.
 func (*SetModeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetModeRequest) GetSessionId() string {
@@ -2184,7 +2254,7 @@ type SetModeResponse struct {
 
 func (x *SetModeResponse) Reset() {
 	*x = SetModeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2266,7 @@ func (x *SetModeResponse) String() string {
 func (*SetModeResponse) ProtoMessage() {}
 
 func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[34]
+	mi := &file_agentic_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2279,7 @@ func (x *SetModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeResponse.ProtoReflect.Descriptor instead.
 func (*SetModeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetModeResponse) GetSession() *SessionInfo {
@@ -2231,7 +2301,7 @@ type SetConfigOptionRequest struct {
 
 func (x *SetConfigOptionRequest) Reset() {
 	*x = SetConfigOptionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2313,7 @@ func (x *SetConfigOptionRequest) String() string {
 func (*SetConfigOptionRequest) ProtoMessage() {}
 
 func (x *SetConfigOptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[35]
+	mi := &file_agentic_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2326,7 @@ func (x *SetConfigOptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigOptionRequest.ProtoReflect.Descriptor instead.
 func (*SetConfigOptionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetConfigOptionRequest) GetSessionId() string {
@@ -2289,7 +2359,7 @@ type SetConfigOptionResponse struct {
 
 func (x *SetConfigOptionResponse) Reset() {
 	*x = SetConfigOptionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2371,7 @@ func (x *SetConfigOptionResponse) String() string {
 func (*SetConfigOptionResponse) ProtoMessage() {}
 
 func (x *SetConfigOptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[36]
+	mi := &file_agentic_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2384,7 @@ func (x *SetConfigOptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigOptionResponse.ProtoReflect.Descriptor instead.
 func (*SetConfigOptionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetConfigOptionResponse) GetSession() *SessionInfo {
@@ -2334,7 +2404,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2416,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[37]
+	mi := &file_agentic_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2429,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -2379,7 +2449,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2461,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[38]
+	mi := &file_agentic_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2474,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ForkSessionResponse) GetSession() *SessionInfo {
@@ -2432,7 +2502,7 @@ type RespondPermissionRequest struct {
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2514,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[39]
+	mi := &file_agentic_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2527,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -2539,7 +2609,7 @@ type PermissionDecision struct {
 
 func (x *PermissionDecision) Reset() {
 	*x = PermissionDecision{}
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2551,7 +2621,7 @@ func (x *PermissionDecision) String() string {
 func (*PermissionDecision) ProtoMessage() {}
 
 func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[40]
+	mi := &file_agentic_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2564,7 +2634,7 @@ func (x *PermissionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDecision.ProtoReflect.Descriptor instead.
 func (*PermissionDecision) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PermissionDecision) GetPermissionId() string {
@@ -2611,7 +2681,7 @@ type RespondPermissionResponse struct {
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2693,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[41]
+	mi := &file_agentic_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2706,7 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RespondPermissionResponse) GetDecision() *PermissionDecision {
@@ -2663,7 +2733,7 @@ type RespondElicitationRequest struct {
 
 func (x *RespondElicitationRequest) Reset() {
 	*x = RespondElicitationRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2745,7 @@ func (x *RespondElicitationRequest) String() string {
 func (*RespondElicitationRequest) ProtoMessage() {}
 
 func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[42]
+	mi := &file_agentic_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2758,7 @@ func (x *RespondElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationRequest.ProtoReflect.Descriptor instead.
 func (*RespondElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RespondElicitationRequest) GetSessionId() string {
@@ -2735,7 +2805,7 @@ type RespondElicitationResponse struct {
 
 func (x *RespondElicitationResponse) Reset() {
 	*x = RespondElicitationResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2817,7 @@ func (x *RespondElicitationResponse) String() string {
 func (*RespondElicitationResponse) ProtoMessage() {}
 
 func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[43]
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2830,7 @@ func (x *RespondElicitationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondElicitationResponse.ProtoReflect.Descriptor instead.
 func (*RespondElicitationResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RespondElicitationResponse) GetResolution() *ElicitationResolved {
@@ -2785,7 +2855,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2867,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2880,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2852,7 +2922,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2934,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2947,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*SessionMessage {
@@ -2904,7 +2974,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +2986,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +2999,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetMessageRequest) GetSessionId() string {
@@ -2955,7 +3025,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3037,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3050,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetMessageResponse) GetMessage() *SessionMessage {
@@ -3020,7 +3090,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3102,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3115,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -3140,7 +3210,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3152,7 +3222,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3165,7 +3235,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -3255,7 +3325,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3337,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3350,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -3299,7 +3369,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3381,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3394,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -3344,7 +3414,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[52]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3426,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[52]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3439,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -3393,7 +3463,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[53]
+	mi := &file_agentic_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3475,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[53]
+	mi := &file_agentic_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3488,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -3456,7 +3526,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[54]
+	mi := &file_agentic_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3538,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[54]
+	mi := &file_agentic_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3551,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -3545,7 +3615,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[55]
+	mi := &file_agentic_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3627,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[55]
+	mi := &file_agentic_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3640,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3634,7 +3704,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x0fGetAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"?\n" +
 	"\x10GetAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"\xe6\x01\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.agentic.v1.AgentInfoR\x05agent\"\x9c\x02\n" +
 	"\rSessionConfig\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x19\n" +
 	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x17\n" +
@@ -3642,7 +3712,11 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x05title\x18\x04 \x01(\tR\x05title\x126\n" +
 	"\vmcp_servers\x18\x05 \x03(\v2\x15.agentic.v1.McpServerR\n" +
 	"mcpServers\x125\n" +
-	"\x16additional_directories\x18\x06 \x03(\tR\x15additionalDirectories\"\xaf\x01\n" +
+	"\x16additional_directories\x18\x06 \x03(\tR\x15additionalDirectories\x124\n" +
+	"\awebhook\x18\a \x01(\v2\x1a.agentic.v1.SessionWebhookR\awebhook\"T\n" +
+	"\x0eSessionWebhook\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x120\n" +
+	"\x06events\x18\x02 \x03(\x0e2\x18.agentic.v1.WebhookEventR\x06events\"\xaf\x01\n" +
 	"\x14CreateSessionRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x121\n" +
 	"\x06config\x18\x02 \x01(\v2\x19.agentic.v1.SessionConfigR\x06config\x12\x1d\n" +
@@ -3892,7 +3966,7 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
 	(DeliveryMode)(0),                  // 1: agentic.v1.DeliveryMode
@@ -3911,170 +3985,174 @@ var file_agentic_v1_service_proto_goTypes = []any{
 	(*GetAgentRequest)(nil),            // 14: agentic.v1.GetAgentRequest
 	(*GetAgentResponse)(nil),           // 15: agentic.v1.GetAgentResponse
 	(*SessionConfig)(nil),              // 16: agentic.v1.SessionConfig
-	(*CreateSessionRequest)(nil),       // 17: agentic.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 18: agentic.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 19: agentic.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 20: agentic.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 21: agentic.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 22: agentic.v1.ListSessionsResponse
-	(*LoadSessionRequest)(nil),         // 23: agentic.v1.LoadSessionRequest
-	(*LoadSessionResponse)(nil),        // 24: agentic.v1.LoadSessionResponse
-	(*CloseSessionRequest)(nil),        // 25: agentic.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),       // 26: agentic.v1.CloseSessionResponse
-	(*DeleteSessionRequest)(nil),       // 27: agentic.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 28: agentic.v1.DeleteSessionResponse
-	(*LogoutAgentRequest)(nil),         // 29: agentic.v1.LogoutAgentRequest
-	(*LogoutAgentResponse)(nil),        // 30: agentic.v1.LogoutAgentResponse
-	(*SendMessageRequest)(nil),         // 31: agentic.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),        // 32: agentic.v1.SendMessageResponse
-	(*CancelMessageRequest)(nil),       // 33: agentic.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),      // 34: agentic.v1.CancelMessageResponse
-	(*SetModelRequest)(nil),            // 35: agentic.v1.SetModelRequest
-	(*SetModelResponse)(nil),           // 36: agentic.v1.SetModelResponse
-	(*SetModeRequest)(nil),             // 37: agentic.v1.SetModeRequest
-	(*SetModeResponse)(nil),            // 38: agentic.v1.SetModeResponse
-	(*SetConfigOptionRequest)(nil),     // 39: agentic.v1.SetConfigOptionRequest
-	(*SetConfigOptionResponse)(nil),    // 40: agentic.v1.SetConfigOptionResponse
-	(*ForkSessionRequest)(nil),         // 41: agentic.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),        // 42: agentic.v1.ForkSessionResponse
-	(*RespondPermissionRequest)(nil),   // 43: agentic.v1.RespondPermissionRequest
-	(*PermissionDecision)(nil),         // 44: agentic.v1.PermissionDecision
-	(*RespondPermissionResponse)(nil),  // 45: agentic.v1.RespondPermissionResponse
-	(*RespondElicitationRequest)(nil),  // 46: agentic.v1.RespondElicitationRequest
-	(*RespondElicitationResponse)(nil), // 47: agentic.v1.RespondElicitationResponse
-	(*ListMessagesRequest)(nil),        // 48: agentic.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 49: agentic.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 50: agentic.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 51: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 52: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 53: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 54: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 55: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 56: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 57: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 58: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 59: agentic.v1.ListAuditEventsResponse
-	(*SessionGrant)(nil),               // 60: agentic.v1.SessionGrant
-	(*SessionInfo)(nil),                // 61: agentic.v1.SessionInfo
-	(*timestamppb.Timestamp)(nil),      // 62: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 63: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 64: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 65: agentic.v1.McpServer
-	(SessionStatus)(0),                 // 66: agentic.v1.SessionStatus
-	(*MessageContent)(nil),             // 67: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 68: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 69: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 70: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 71: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 72: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 73: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 74: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 75: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 76: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 77: agentic.v1.AuditEvent
+	(*SessionWebhook)(nil),             // 17: agentic.v1.SessionWebhook
+	(*CreateSessionRequest)(nil),       // 18: agentic.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 19: agentic.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 20: agentic.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 21: agentic.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 22: agentic.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 23: agentic.v1.ListSessionsResponse
+	(*LoadSessionRequest)(nil),         // 24: agentic.v1.LoadSessionRequest
+	(*LoadSessionResponse)(nil),        // 25: agentic.v1.LoadSessionResponse
+	(*CloseSessionRequest)(nil),        // 26: agentic.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 27: agentic.v1.CloseSessionResponse
+	(*DeleteSessionRequest)(nil),       // 28: agentic.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 29: agentic.v1.DeleteSessionResponse
+	(*LogoutAgentRequest)(nil),         // 30: agentic.v1.LogoutAgentRequest
+	(*LogoutAgentResponse)(nil),        // 31: agentic.v1.LogoutAgentResponse
+	(*SendMessageRequest)(nil),         // 32: agentic.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 33: agentic.v1.SendMessageResponse
+	(*CancelMessageRequest)(nil),       // 34: agentic.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 35: agentic.v1.CancelMessageResponse
+	(*SetModelRequest)(nil),            // 36: agentic.v1.SetModelRequest
+	(*SetModelResponse)(nil),           // 37: agentic.v1.SetModelResponse
+	(*SetModeRequest)(nil),             // 38: agentic.v1.SetModeRequest
+	(*SetModeResponse)(nil),            // 39: agentic.v1.SetModeResponse
+	(*SetConfigOptionRequest)(nil),     // 40: agentic.v1.SetConfigOptionRequest
+	(*SetConfigOptionResponse)(nil),    // 41: agentic.v1.SetConfigOptionResponse
+	(*ForkSessionRequest)(nil),         // 42: agentic.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),        // 43: agentic.v1.ForkSessionResponse
+	(*RespondPermissionRequest)(nil),   // 44: agentic.v1.RespondPermissionRequest
+	(*PermissionDecision)(nil),         // 45: agentic.v1.PermissionDecision
+	(*RespondPermissionResponse)(nil),  // 46: agentic.v1.RespondPermissionResponse
+	(*RespondElicitationRequest)(nil),  // 47: agentic.v1.RespondElicitationRequest
+	(*RespondElicitationResponse)(nil), // 48: agentic.v1.RespondElicitationResponse
+	(*ListMessagesRequest)(nil),        // 49: agentic.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 50: agentic.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 51: agentic.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 52: agentic.v1.GetMessageResponse
+	(*SubscribeRequest)(nil),           // 53: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 54: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 55: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 56: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 57: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 58: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 59: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 60: agentic.v1.ListAuditEventsResponse
+	(*SessionGrant)(nil),               // 61: agentic.v1.SessionGrant
+	(*SessionInfo)(nil),                // 62: agentic.v1.SessionInfo
+	(*timestamppb.Timestamp)(nil),      // 63: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 64: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 65: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 66: agentic.v1.McpServer
+	(WebhookEvent)(0),                  // 67: agentic.v1.WebhookEvent
+	(SessionStatus)(0),                 // 68: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 69: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 70: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 71: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 72: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 73: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 74: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 75: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 76: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 77: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 78: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 79: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	60, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	61, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	63, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	63, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	61, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	62, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	63, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	64, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	64, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	9,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
 	11, // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
-	64, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	64, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	65, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
-	16, // 10: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	60, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	61, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	61, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	66, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	62, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
-	0,  // 16: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	61, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	61, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	64, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	67, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
-	1,  // 21: agentic.v1.SendMessageRequest.delivery:type_name -> agentic.v1.DeliveryMode
-	2,  // 22: agentic.v1.SendMessageResponse.outcome:type_name -> agentic.v1.DeliveryOutcome
-	61, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	61, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	61, // 25: agentic.v1.SetConfigOptionResponse.session:type_name -> agentic.v1.SessionInfo
-	61, // 26: agentic.v1.ForkSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	68, // 27: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	68, // 28: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	69, // 29: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
-	44, // 30: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	70, // 31: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	71, // 32: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	72, // 33: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
-	3,  // 34: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	73, // 35: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	73, // 36: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	74, // 37: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	54, // 38: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	55, // 39: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	56, // 40: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	57, // 41: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	75, // 42: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	62, // 43: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	76, // 44: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	62, // 45: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	62, // 46: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	77, // 47: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	8,  // 48: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	12, // 49: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	14, // 50: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	17, // 51: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	19, // 52: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	21, // 53: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	23, // 54: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	25, // 55: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	27, // 56: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	29, // 57: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	31, // 58: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	33, // 59: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	35, // 60: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	37, // 61: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	39, // 62: agentic.v1.AgenticService.SetConfigOption:input_type -> agentic.v1.SetConfigOptionRequest
-	41, // 63: agentic.v1.AgenticService.ForkSession:input_type -> agentic.v1.ForkSessionRequest
-	43, // 64: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	46, // 65: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	48, // 66: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	50, // 67: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	52, // 68: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	58, // 69: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	6,  // 70: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
-	4,  // 71: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
-	10, // 72: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	13, // 73: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	15, // 74: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	18, // 75: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	20, // 76: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	22, // 77: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	24, // 78: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	26, // 79: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	28, // 80: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	30, // 81: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	32, // 82: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	34, // 83: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	36, // 84: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	38, // 85: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	40, // 86: agentic.v1.AgenticService.SetConfigOption:output_type -> agentic.v1.SetConfigOptionResponse
-	42, // 87: agentic.v1.AgenticService.ForkSession:output_type -> agentic.v1.ForkSessionResponse
-	45, // 88: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	47, // 89: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	49, // 90: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	51, // 91: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	53, // 92: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	59, // 93: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	7,  // 94: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
-	5,  // 95: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
-	72, // [72:96] is the sub-list for method output_type
-	48, // [48:72] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	65, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	65, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	66, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	17, // 10: agentic.v1.SessionConfig.webhook:type_name -> agentic.v1.SessionWebhook
+	67, // 11: agentic.v1.SessionWebhook.events:type_name -> agentic.v1.WebhookEvent
+	16, // 12: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
+	61, // 13: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	62, // 14: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 15: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	68, // 16: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	63, // 17: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	0,  // 18: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
+	62, // 19: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	62, // 20: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	65, // 21: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	69, // 22: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	1,  // 23: agentic.v1.SendMessageRequest.delivery:type_name -> agentic.v1.DeliveryMode
+	2,  // 24: agentic.v1.SendMessageResponse.outcome:type_name -> agentic.v1.DeliveryOutcome
+	62, // 25: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 26: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 27: agentic.v1.SetConfigOptionResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 28: agentic.v1.ForkSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	70, // 29: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	70, // 30: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	71, // 31: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	45, // 32: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
+	72, // 33: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	73, // 34: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	74, // 35: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	3,  // 36: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
+	75, // 37: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	75, // 38: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	76, // 39: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	55, // 40: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	56, // 41: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	57, // 42: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	58, // 43: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	77, // 44: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	63, // 45: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	78, // 46: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	63, // 47: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	63, // 48: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	79, // 49: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	8,  // 50: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	12, // 51: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	14, // 52: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	18, // 53: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	20, // 54: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	22, // 55: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	24, // 56: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	26, // 57: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	28, // 58: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	30, // 59: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	32, // 60: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	34, // 61: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	36, // 62: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	38, // 63: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	40, // 64: agentic.v1.AgenticService.SetConfigOption:input_type -> agentic.v1.SetConfigOptionRequest
+	42, // 65: agentic.v1.AgenticService.ForkSession:input_type -> agentic.v1.ForkSessionRequest
+	44, // 66: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	47, // 67: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	49, // 68: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	51, // 69: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	53, // 70: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	59, // 71: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	6,  // 72: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	4,  // 73: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
+	10, // 74: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	13, // 75: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	15, // 76: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	19, // 77: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	21, // 78: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	23, // 79: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	25, // 80: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	27, // 81: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	29, // 82: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	31, // 83: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	33, // 84: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	35, // 85: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	37, // 86: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	39, // 87: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	41, // 88: agentic.v1.AgenticService.SetConfigOption:output_type -> agentic.v1.SetConfigOptionResponse
+	43, // 89: agentic.v1.AgenticService.ForkSession:output_type -> agentic.v1.ForkSessionResponse
+	46, // 90: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	48, // 91: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	50, // 92: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	52, // 93: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	54, // 94: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	60, // 95: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	7,  // 96: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	5,  // 97: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
+	74, // [74:98] is the sub-list for method output_type
+	50, // [50:74] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -4085,15 +4163,15 @@ func file_agentic_v1_service_proto_init() {
 	file_agentic_v1_audit_proto_init()
 	file_agentic_v1_events_proto_init()
 	file_agentic_v1_types_proto_init()
-	file_agentic_v1_service_proto_msgTypes[39].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[40].OneofWrappers = []any{
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[48].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[49].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[49].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[50].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -4105,7 +4183,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1005,6 +1005,70 @@ func (StopReason) EnumDescriptor() ([]byte, []int) {
 	return file_agentic_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
+// Which events a webhook is told of.
+type WebhookEvent int32
+
+const (
+	WebhookEvent_WEBHOOK_EVENT_UNSPECIFIED WebhookEvent = 0
+	// A permission request waits for an answer (TOOL_PERMISSION_REQUIRED).
+	WebhookEvent_WEBHOOK_EVENT_PERMISSION_REQUIRED WebhookEvent = 1
+	// An agent asks the user for input (ELICITATION_REQUIRED).
+	WebhookEvent_WEBHOOK_EVENT_ELICITATION_REQUIRED WebhookEvent = 2
+	// An assistant message ended: the turn is over (MESSAGE_END).
+	WebhookEvent_WEBHOOK_EVENT_TURN_ENDED WebhookEvent = 3
+	// An ERROR event.
+	WebhookEvent_WEBHOOK_EVENT_ERROR WebhookEvent = 4
+	// The session closed (SESSION_CLOSED).
+	WebhookEvent_WEBHOOK_EVENT_SESSION_CLOSED WebhookEvent = 5
+)
+
+// Enum value maps for WebhookEvent.
+var (
+	WebhookEvent_name = map[int32]string{
+		0: "WEBHOOK_EVENT_UNSPECIFIED",
+		1: "WEBHOOK_EVENT_PERMISSION_REQUIRED",
+		2: "WEBHOOK_EVENT_ELICITATION_REQUIRED",
+		3: "WEBHOOK_EVENT_TURN_ENDED",
+		4: "WEBHOOK_EVENT_ERROR",
+		5: "WEBHOOK_EVENT_SESSION_CLOSED",
+	}
+	WebhookEvent_value = map[string]int32{
+		"WEBHOOK_EVENT_UNSPECIFIED":          0,
+		"WEBHOOK_EVENT_PERMISSION_REQUIRED":  1,
+		"WEBHOOK_EVENT_ELICITATION_REQUIRED": 2,
+		"WEBHOOK_EVENT_TURN_ENDED":           3,
+		"WEBHOOK_EVENT_ERROR":                4,
+		"WEBHOOK_EVENT_SESSION_CLOSED":       5,
+	}
+)
+
+func (x WebhookEvent) Enum() *WebhookEvent {
+	p := new(WebhookEvent)
+	*p = x
+	return p
+}
+
+func (x WebhookEvent) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WebhookEvent) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentic_v1_types_proto_enumTypes[17].Descriptor()
+}
+
+func (WebhookEvent) Type() protoreflect.EnumType {
+	return &file_agentic_v1_types_proto_enumTypes[17]
+}
+
+func (x WebhookEvent) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WebhookEvent.Descriptor instead.
+func (WebhookEvent) EnumDescriptor() ([]byte, []int) {
+	return file_agentic_v1_types_proto_rawDescGZIP(), []int{17}
+}
+
 // An authentication method advertised by an ACP agent.
 type AuthMethod struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5334,7 +5398,14 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\x13STOP_REASON_REFUSAL\x10\x04\x12\x19\n" +
 	"\x15STOP_REASON_CANCELLED\x10\x05\x12\x15\n" +
 	"\x11STOP_REASON_ERROR\x10\x06\x12\x1b\n" +
-	"\x17STOP_REASON_INTERRUPTED\x10\aB\x9f\x01\n" +
+	"\x17STOP_REASON_INTERRUPTED\x10\a*\xd5\x01\n" +
+	"\fWebhookEvent\x12\x1d\n" +
+	"\x19WEBHOOK_EVENT_UNSPECIFIED\x10\x00\x12%\n" +
+	"!WEBHOOK_EVENT_PERMISSION_REQUIRED\x10\x01\x12&\n" +
+	"\"WEBHOOK_EVENT_ELICITATION_REQUIRED\x10\x02\x12\x1c\n" +
+	"\x18WEBHOOK_EVENT_TURN_ENDED\x10\x03\x12\x17\n" +
+	"\x13WEBHOOK_EVENT_ERROR\x10\x04\x12 \n" +
+	"\x1cWEBHOOK_EVENT_SESSION_CLOSED\x10\x05B\x9f\x01\n" +
 	"\x0ecom.agentic.v1B\n" +
 	"TypesProtoP\x01Z8github.com/agenticd/agenticd/gen/go/agentic/v1;agenticv1\xa2\x02\x03AXX\xaa\x02\n" +
 	"Agentic.V1\xca\x02\n" +
@@ -5352,7 +5423,7 @@ func file_agentic_v1_types_proto_rawDescGZIP() []byte {
 	return file_agentic_v1_types_proto_rawDescData
 }
 
-var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
+var file_agentic_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 18)
 var file_agentic_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_agentic_v1_types_proto_goTypes = []any{
 	(AgentType)(0),                // 0: agentic.v1.AgentType
@@ -5372,133 +5443,134 @@ var file_agentic_v1_types_proto_goTypes = []any{
 	(MessageRole)(0),              // 14: agentic.v1.MessageRole
 	(MessageStatus)(0),            // 15: agentic.v1.MessageStatus
 	(StopReason)(0),               // 16: agentic.v1.StopReason
-	(*AuthMethod)(nil),            // 17: agentic.v1.AuthMethod
-	(*Capabilities)(nil),          // 18: agentic.v1.Capabilities
-	(*AgentInfo)(nil),             // 19: agentic.v1.AgentInfo
-	(*Implementation)(nil),        // 20: agentic.v1.Implementation
-	(*Mode)(nil),                  // 21: agentic.v1.Mode
-	(*Model)(nil),                 // 22: agentic.v1.Model
-	(*ConfigOption)(nil),          // 23: agentic.v1.ConfigOption
-	(*ConfigChoice)(nil),          // 24: agentic.v1.ConfigChoice
-	(*Command)(nil),               // 25: agentic.v1.Command
-	(*TokenUsage)(nil),            // 26: agentic.v1.TokenUsage
-	(*SessionInfo)(nil),           // 27: agentic.v1.SessionInfo
-	(*SessionGrant)(nil),          // 28: agentic.v1.SessionGrant
-	(*QueuedMessage)(nil),         // 29: agentic.v1.QueuedMessage
-	(*McpServer)(nil),             // 30: agentic.v1.McpServer
-	(*McpStdioServer)(nil),        // 31: agentic.v1.McpStdioServer
-	(*McpHttpServer)(nil),         // 32: agentic.v1.McpHttpServer
-	(*ImageContent)(nil),          // 33: agentic.v1.ImageContent
-	(*FileContent)(nil),           // 34: agentic.v1.FileContent
-	(*EmbeddedResource)(nil),      // 35: agentic.v1.EmbeddedResource
-	(*ContentPart)(nil),           // 36: agentic.v1.ContentPart
-	(*MessageContent)(nil),        // 37: agentic.v1.MessageContent
-	(*CommandInfo)(nil),           // 38: agentic.v1.CommandInfo
-	(*PermissionOption)(nil),      // 39: agentic.v1.PermissionOption
-	(*PermissionRequest)(nil),     // 40: agentic.v1.PermissionRequest
-	(*ElicitationRequest)(nil),    // 41: agentic.v1.ElicitationRequest
-	(*ToolLocation)(nil),          // 42: agentic.v1.ToolLocation
-	(*DiffBlock)(nil),             // 43: agentic.v1.DiffBlock
-	(*TerminalBlock)(nil),         // 44: agentic.v1.TerminalBlock
-	(*ToolContent)(nil),           // 45: agentic.v1.ToolContent
-	(*ToolCall)(nil),              // 46: agentic.v1.ToolCall
-	(*TextBlock)(nil),             // 47: agentic.v1.TextBlock
-	(*ReasoningBlock)(nil),        // 48: agentic.v1.ReasoningBlock
-	(*ErrorBlock)(nil),            // 49: agentic.v1.ErrorBlock
-	(*ImageBlock)(nil),            // 50: agentic.v1.ImageBlock
-	(*ActionBlock)(nil),           // 51: agentic.v1.ActionBlock
-	(*SearchResult)(nil),          // 52: agentic.v1.SearchResult
-	(*SearchBlock)(nil),           // 53: agentic.v1.SearchBlock
-	(*McpUiResourceBlock)(nil),    // 54: agentic.v1.McpUiResourceBlock
-	(*PlanEntry)(nil),             // 55: agentic.v1.PlanEntry
-	(*PlanBlock)(nil),             // 56: agentic.v1.PlanBlock
-	(*ResourceBlock)(nil),         // 57: agentic.v1.ResourceBlock
-	(*Block)(nil),                 // 58: agentic.v1.Block
-	(*SessionMessage)(nil),        // 59: agentic.v1.SessionMessage
-	nil,                           // 60: agentic.v1.McpStdioServer.EnvEntry
-	nil,                           // 61: agentic.v1.McpHttpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 62: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 63: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 64: google.protobuf.Struct
-	(ErrorReason)(0),              // 65: agentic.v1.ErrorReason
+	(WebhookEvent)(0),             // 17: agentic.v1.WebhookEvent
+	(*AuthMethod)(nil),            // 18: agentic.v1.AuthMethod
+	(*Capabilities)(nil),          // 19: agentic.v1.Capabilities
+	(*AgentInfo)(nil),             // 20: agentic.v1.AgentInfo
+	(*Implementation)(nil),        // 21: agentic.v1.Implementation
+	(*Mode)(nil),                  // 22: agentic.v1.Mode
+	(*Model)(nil),                 // 23: agentic.v1.Model
+	(*ConfigOption)(nil),          // 24: agentic.v1.ConfigOption
+	(*ConfigChoice)(nil),          // 25: agentic.v1.ConfigChoice
+	(*Command)(nil),               // 26: agentic.v1.Command
+	(*TokenUsage)(nil),            // 27: agentic.v1.TokenUsage
+	(*SessionInfo)(nil),           // 28: agentic.v1.SessionInfo
+	(*SessionGrant)(nil),          // 29: agentic.v1.SessionGrant
+	(*QueuedMessage)(nil),         // 30: agentic.v1.QueuedMessage
+	(*McpServer)(nil),             // 31: agentic.v1.McpServer
+	(*McpStdioServer)(nil),        // 32: agentic.v1.McpStdioServer
+	(*McpHttpServer)(nil),         // 33: agentic.v1.McpHttpServer
+	(*ImageContent)(nil),          // 34: agentic.v1.ImageContent
+	(*FileContent)(nil),           // 35: agentic.v1.FileContent
+	(*EmbeddedResource)(nil),      // 36: agentic.v1.EmbeddedResource
+	(*ContentPart)(nil),           // 37: agentic.v1.ContentPart
+	(*MessageContent)(nil),        // 38: agentic.v1.MessageContent
+	(*CommandInfo)(nil),           // 39: agentic.v1.CommandInfo
+	(*PermissionOption)(nil),      // 40: agentic.v1.PermissionOption
+	(*PermissionRequest)(nil),     // 41: agentic.v1.PermissionRequest
+	(*ElicitationRequest)(nil),    // 42: agentic.v1.ElicitationRequest
+	(*ToolLocation)(nil),          // 43: agentic.v1.ToolLocation
+	(*DiffBlock)(nil),             // 44: agentic.v1.DiffBlock
+	(*TerminalBlock)(nil),         // 45: agentic.v1.TerminalBlock
+	(*ToolContent)(nil),           // 46: agentic.v1.ToolContent
+	(*ToolCall)(nil),              // 47: agentic.v1.ToolCall
+	(*TextBlock)(nil),             // 48: agentic.v1.TextBlock
+	(*ReasoningBlock)(nil),        // 49: agentic.v1.ReasoningBlock
+	(*ErrorBlock)(nil),            // 50: agentic.v1.ErrorBlock
+	(*ImageBlock)(nil),            // 51: agentic.v1.ImageBlock
+	(*ActionBlock)(nil),           // 52: agentic.v1.ActionBlock
+	(*SearchResult)(nil),          // 53: agentic.v1.SearchResult
+	(*SearchBlock)(nil),           // 54: agentic.v1.SearchBlock
+	(*McpUiResourceBlock)(nil),    // 55: agentic.v1.McpUiResourceBlock
+	(*PlanEntry)(nil),             // 56: agentic.v1.PlanEntry
+	(*PlanBlock)(nil),             // 57: agentic.v1.PlanBlock
+	(*ResourceBlock)(nil),         // 58: agentic.v1.ResourceBlock
+	(*Block)(nil),                 // 59: agentic.v1.Block
+	(*SessionMessage)(nil),        // 60: agentic.v1.SessionMessage
+	nil,                           // 61: agentic.v1.McpStdioServer.EnvEntry
+	nil,                           // 62: agentic.v1.McpHttpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 64: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 65: google.protobuf.Struct
+	(ErrorReason)(0),              // 66: agentic.v1.ErrorReason
 }
 var file_agentic_v1_types_proto_depIdxs = []int32{
 	0,  // 0: agentic.v1.AgentInfo.type:type_name -> agentic.v1.AgentType
 	1,  // 1: agentic.v1.AgentInfo.status:type_name -> agentic.v1.AgentStatus
-	17, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
-	18, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
-	20, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
+	18, // 2: agentic.v1.AgentInfo.auth_methods:type_name -> agentic.v1.AuthMethod
+	19, // 3: agentic.v1.AgentInfo.capabilities:type_name -> agentic.v1.Capabilities
+	21, // 4: agentic.v1.AgentInfo.implementation:type_name -> agentic.v1.Implementation
 	3,  // 5: agentic.v1.ConfigOption.type:type_name -> agentic.v1.ConfigOptionType
-	24, // 6: agentic.v1.ConfigOption.choices:type_name -> agentic.v1.ConfigChoice
+	25, // 6: agentic.v1.ConfigOption.choices:type_name -> agentic.v1.ConfigChoice
 	2,  // 7: agentic.v1.SessionInfo.status:type_name -> agentic.v1.SessionStatus
-	62, // 8: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
-	62, // 9: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
-	21, // 10: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
-	22, // 11: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
-	25, // 12: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
-	18, // 13: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
-	26, // 14: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
-	40, // 15: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
-	41, // 16: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
-	28, // 17: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
-	29, // 18: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
-	23, // 19: agentic.v1.SessionInfo.config_options:type_name -> agentic.v1.ConfigOption
+	63, // 8: agentic.v1.SessionInfo.create_time:type_name -> google.protobuf.Timestamp
+	63, // 9: agentic.v1.SessionInfo.update_time:type_name -> google.protobuf.Timestamp
+	22, // 10: agentic.v1.SessionInfo.available_modes:type_name -> agentic.v1.Mode
+	23, // 11: agentic.v1.SessionInfo.available_models:type_name -> agentic.v1.Model
+	26, // 12: agentic.v1.SessionInfo.available_commands:type_name -> agentic.v1.Command
+	19, // 13: agentic.v1.SessionInfo.capabilities:type_name -> agentic.v1.Capabilities
+	27, // 14: agentic.v1.SessionInfo.usage:type_name -> agentic.v1.TokenUsage
+	41, // 15: agentic.v1.SessionInfo.pending_permissions:type_name -> agentic.v1.PermissionRequest
+	42, // 16: agentic.v1.SessionInfo.pending_elicitations:type_name -> agentic.v1.ElicitationRequest
+	29, // 17: agentic.v1.SessionInfo.acl:type_name -> agentic.v1.SessionGrant
+	30, // 18: agentic.v1.SessionInfo.queued_messages:type_name -> agentic.v1.QueuedMessage
+	24, // 19: agentic.v1.SessionInfo.config_options:type_name -> agentic.v1.ConfigOption
 	4,  // 20: agentic.v1.SessionGrant.access:type_name -> agentic.v1.SessionAccess
-	37, // 21: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
-	62, // 22: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
-	31, // 23: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
-	32, // 24: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
-	60, // 25: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
-	61, // 26: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
-	33, // 27: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
-	34, // 28: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
-	35, // 29: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
-	36, // 30: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
+	38, // 21: agentic.v1.QueuedMessage.content:type_name -> agentic.v1.MessageContent
+	63, // 22: agentic.v1.QueuedMessage.queue_time:type_name -> google.protobuf.Timestamp
+	32, // 23: agentic.v1.McpServer.stdio:type_name -> agentic.v1.McpStdioServer
+	33, // 24: agentic.v1.McpServer.http:type_name -> agentic.v1.McpHttpServer
+	61, // 25: agentic.v1.McpStdioServer.env:type_name -> agentic.v1.McpStdioServer.EnvEntry
+	62, // 26: agentic.v1.McpHttpServer.headers:type_name -> agentic.v1.McpHttpServer.HeadersEntry
+	34, // 27: agentic.v1.ContentPart.image:type_name -> agentic.v1.ImageContent
+	35, // 28: agentic.v1.ContentPart.file:type_name -> agentic.v1.FileContent
+	36, // 29: agentic.v1.ContentPart.resource:type_name -> agentic.v1.EmbeddedResource
+	37, // 30: agentic.v1.MessageContent.parts:type_name -> agentic.v1.ContentPart
 	5,  // 31: agentic.v1.CommandInfo.risk_level:type_name -> agentic.v1.RiskLevel
 	7,  // 32: agentic.v1.PermissionOption.kind:type_name -> agentic.v1.PermissionOptionKind
 	6,  // 33: agentic.v1.PermissionRequest.permission_type:type_name -> agentic.v1.PermissionType
-	38, // 34: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
-	39, // 35: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
-	63, // 36: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
-	62, // 37: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
+	39, // 34: agentic.v1.PermissionRequest.command_info:type_name -> agentic.v1.CommandInfo
+	40, // 35: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
+	64, // 36: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
+	63, // 37: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
 	8,  // 38: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	64, // 39: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	62, // 40: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	43, // 41: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	44, // 42: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	50, // 43: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	57, // 44: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	65, // 39: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	63, // 40: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	44, // 41: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	45, // 42: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	51, // 43: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	58, // 44: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
 	10, // 45: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
 	11, // 46: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	63, // 47: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	63, // 48: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	42, // 49: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	45, // 50: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	38, // 51: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	65, // 52: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	40, // 53: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	52, // 54: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	64, // 47: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	64, // 48: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	43, // 49: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	46, // 50: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	39, // 51: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	66, // 52: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	41, // 53: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	53, // 54: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
 	12, // 55: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
 	13, // 56: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	55, // 57: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	47, // 58: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	48, // 59: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	46, // 60: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	49, // 61: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	50, // 62: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	51, // 63: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	53, // 64: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	54, // 65: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	56, // 66: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	43, // 67: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	44, // 68: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	57, // 69: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	56, // 57: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	48, // 58: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	49, // 59: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	47, // 60: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	50, // 61: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	51, // 62: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	52, // 63: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	54, // 64: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	55, // 65: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	57, // 66: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	44, // 67: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	45, // 68: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	58, // 69: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
 	14, // 70: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
 	15, // 71: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	58, // 72: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	62, // 73: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	59, // 72: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	63, // 73: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
 	16, // 74: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	26, // 75: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	27, // 75: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
 	76, // [76:76] is the sub-list for method output_type
 	76, // [76:76] is the sub-list for method input_type
 	76, // [76:76] is the sub-list for extension type_name
@@ -5567,7 +5639,7 @@ func file_agentic_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_types_proto_rawDesc), len(file_agentic_v1_types_proto_rawDesc)),
-			NumEnums:      17,
+			NumEnums:      18,
 			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -20,10 +20,16 @@ AUDIT_KIND_SESSION_CREATED: AuditKind
 AUDIT_KIND_SESSION_DELETED: AuditKind
 AUDIT_KIND_SESSION_LOADED: AuditKind
 AUDIT_KIND_UNSPECIFIED: AuditKind
+AUDIT_KIND_WEBHOOK_DELIVERY: AuditKind
 AUDIT_SOURCE_OBSERVED: AuditSource
 AUDIT_SOURCE_REPORTED: AuditSource
 AUDIT_SOURCE_UNSPECIFIED: AuditSource
 DESCRIPTOR: _descriptor.FileDescriptor
+WEBHOOK_OUTCOME_DELIVERED: WebhookOutcome
+WEBHOOK_OUTCOME_DROPPED: WebhookOutcome
+WEBHOOK_OUTCOME_FAILED: WebhookOutcome
+WEBHOOK_OUTCOME_GAVE_UP: WebhookOutcome
+WEBHOOK_OUTCOME_UNSPECIFIED: WebhookOutcome
 
 class AuditCommand(_message.Message):
     __slots__ = ["command_line", "cwd", "duration", "exit_code", "status"]
@@ -72,7 +78,7 @@ class AuditElicitation(_message.Message):
     def __init__(self, elicitation_id: _Optional[str] = ..., message: _Optional[str] = ..., mode: _Optional[_Union[_types_pb2.ElicitationMode, str]] = ..., url: _Optional[str] = ..., action: _Optional[_Union[_types_pb2.ElicitationAction, str]] = ..., decided_by: _Optional[_Union[_events_pb2.ElicitationDecider, str]] = ..., reason: _Optional[str] = ..., answered_fields: _Optional[_Iterable[str]] = ..., client_address: _Optional[str] = ..., client_identity: _Optional[str] = ...) -> None: ...
 
 class AuditEvent(_message.Message):
-    __slots__ = ["agent_id", "command", "denial", "elicitation", "event_sequence", "file_write", "id", "kind", "permission", "principal", "session", "session_id", "source", "time", "tool_id"]
+    __slots__ = ["agent_id", "command", "denial", "elicitation", "event_sequence", "file_write", "id", "kind", "permission", "principal", "session", "session_id", "source", "time", "tool_id", "webhook"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     DENIAL_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +94,7 @@ class AuditEvent(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     command: AuditCommand
     denial: AuditDenial
@@ -103,7 +110,8 @@ class AuditEvent(_message.Message):
     source: AuditSource
     time: _timestamp_pb2.Timestamp
     tool_id: str
-    def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., source: _Optional[_Union[AuditSource, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., event_sequence: _Optional[int] = ..., principal: _Optional[str] = ..., session: _Optional[_Union[AuditSession, _Mapping]] = ..., file_write: _Optional[_Union[AuditFileWrite, _Mapping]] = ..., command: _Optional[_Union[AuditCommand, _Mapping]] = ..., permission: _Optional[_Union[AuditPermission, _Mapping]] = ..., denial: _Optional[_Union[AuditDenial, _Mapping]] = ..., elicitation: _Optional[_Union[AuditElicitation, _Mapping]] = ...) -> None: ...
+    webhook: AuditWebhook
+    def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., source: _Optional[_Union[AuditSource, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., event_sequence: _Optional[int] = ..., principal: _Optional[str] = ..., session: _Optional[_Union[AuditSession, _Mapping]] = ..., file_write: _Optional[_Union[AuditFileWrite, _Mapping]] = ..., command: _Optional[_Union[AuditCommand, _Mapping]] = ..., permission: _Optional[_Union[AuditPermission, _Mapping]] = ..., denial: _Optional[_Union[AuditDenial, _Mapping]] = ..., elicitation: _Optional[_Union[AuditElicitation, _Mapping]] = ..., webhook: _Optional[_Union[AuditWebhook, _Mapping]] = ...) -> None: ...
 
 class AuditFileWrite(_message.Message):
     __slots__ = ["bytes", "deleted", "path", "sha256", "tool_title"]
@@ -153,8 +161,33 @@ class AuditSession(_message.Message):
     workspace: str
     def __init__(self, workspace: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class AuditWebhook(_message.Message):
+    __slots__ = ["attempt", "delivery_id", "dropped", "error", "event", "hook", "host", "http_status", "outcome"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_ID_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    HOOK_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    delivery_id: str
+    dropped: int
+    error: str
+    event: _types_pb2.WebhookEvent
+    hook: str
+    host: str
+    http_status: int
+    outcome: WebhookOutcome
+    def __init__(self, delivery_id: _Optional[str] = ..., hook: _Optional[str] = ..., host: _Optional[str] = ..., event: _Optional[_Union[_types_pb2.WebhookEvent, str]] = ..., outcome: _Optional[_Union[WebhookOutcome, str]] = ..., attempt: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., dropped: _Optional[int] = ...) -> None: ...
+
 class AuditKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class AuditSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class WebhookOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

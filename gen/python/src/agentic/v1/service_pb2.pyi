@@ -419,20 +419,30 @@ class ServerLimits(_message.Message):
     def __init__(self, max_event_bytes: _Optional[int] = ..., default_page_size: _Optional[int] = ..., max_page_size: _Optional[int] = ..., max_response_bytes: _Optional[int] = ..., request_id_ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., subscriber_queue: _Optional[int] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["additional_directories", "mcp_servers", "mode_id", "model_id", "title", "workspace"]
+    __slots__ = ["additional_directories", "mcp_servers", "mode_id", "model_id", "title", "webhook", "workspace"]
     ADDITIONAL_DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     additional_directories: _containers.RepeatedScalarFieldContainer[str]
     mcp_servers: _containers.RepeatedCompositeFieldContainer[_types_pb2.McpServer]
     mode_id: str
     model_id: str
     title: str
+    webhook: SessionWebhook
     workspace: str
-    def __init__(self, workspace: _Optional[str] = ..., model_id: _Optional[str] = ..., mode_id: _Optional[str] = ..., title: _Optional[str] = ..., mcp_servers: _Optional[_Iterable[_Union[_types_pb2.McpServer, _Mapping]]] = ..., additional_directories: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, workspace: _Optional[str] = ..., model_id: _Optional[str] = ..., mode_id: _Optional[str] = ..., title: _Optional[str] = ..., mcp_servers: _Optional[_Iterable[_Union[_types_pb2.McpServer, _Mapping]]] = ..., additional_directories: _Optional[_Iterable[str]] = ..., webhook: _Optional[_Union[SessionWebhook, _Mapping]] = ...) -> None: ...
+
+class SessionWebhook(_message.Message):
+    __slots__ = ["events", "url"]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedScalarFieldContainer[_types_pb2.WebhookEvent]
+    url: str
+    def __init__(self, url: _Optional[str] = ..., events: _Optional[_Iterable[_Union[_types_pb2.WebhookEvent, str]]] = ...) -> None: ...
 
 class SetConfigOptionRequest(_message.Message):
     __slots__ = ["config_id", "session_id", "value"]

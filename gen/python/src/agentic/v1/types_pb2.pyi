@@ -94,6 +94,12 @@ TOOL_STATUS_FAILED: ToolStatus
 TOOL_STATUS_IN_PROGRESS: ToolStatus
 TOOL_STATUS_PENDING: ToolStatus
 TOOL_STATUS_UNSPECIFIED: ToolStatus
+WEBHOOK_EVENT_ELICITATION_REQUIRED: WebhookEvent
+WEBHOOK_EVENT_ERROR: WebhookEvent
+WEBHOOK_EVENT_PERMISSION_REQUIRED: WebhookEvent
+WEBHOOK_EVENT_SESSION_CLOSED: WebhookEvent
+WEBHOOK_EVENT_TURN_ENDED: WebhookEvent
+WEBHOOK_EVENT_UNSPECIFIED: WebhookEvent
 
 class ActionBlock(_message.Message):
     __slots__ = ["action_type", "description", "permission"]
@@ -780,4 +786,7 @@ class MessageStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class StopReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class WebhookEvent(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -5,7 +5,7 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { ElicitationAction, ElicitationMode, PermissionType, ToolStatus } from "./types_pb.js";
+import type { ElicitationAction, ElicitationMode, PermissionType, ToolStatus, WebhookEvent } from "./types_pb.js";
 import type { ElicitationDecider, PermissionDecider } from "./events_pb.js";
 
 /**
@@ -116,6 +116,12 @@ export declare type AuditEvent = Message<"agentic.v1.AuditEvent"> & {
      */
     value: AuditElicitation;
     case: "elicitation";
+  } | {
+    /**
+     * @generated from field: agentic.v1.AuditWebhook webhook = 17;
+     */
+    value: AuditWebhook;
+    case: "webhook";
   } | { case: undefined; value?: undefined };
 };
 
@@ -401,6 +407,78 @@ export declare type AuditElicitation = Message<"agentic.v1.AuditElicitation"> & 
 export declare const AuditElicitationSchema: GenMessage<AuditElicitation>;
 
 /**
+ * One webhook delivery attempt or its end. The body sent is not kept: it holds only
+ * ids, the event type and times, all in the entry already.
+ *
+ * @generated from message agentic.v1.AuditWebhook
+ */
+export declare type AuditWebhook = Message<"agentic.v1.AuditWebhook"> & {
+  /**
+   * The Agenticd-Delivery header: one id for all attempts of a delivery.
+   *
+   * @generated from field: string delivery_id = 1;
+   */
+  deliveryId: string;
+
+  /**
+   * The hook's name (config webhooks[].name, or "session" for a session's own hook) and
+   * its URL's host; the rest of the URL may hold a secret and is not kept.
+   *
+   * @generated from field: string hook = 2;
+   */
+  hook: string;
+
+  /**
+   * @generated from field: string host = 3;
+   */
+  host: string;
+
+  /**
+   * @generated from field: agentic.v1.WebhookEvent event = 4;
+   */
+  event: WebhookEvent;
+
+  /**
+   * @generated from field: agentic.v1.WebhookOutcome outcome = 5;
+   */
+  outcome: WebhookOutcome;
+
+  /**
+   * Which attempt this was, from 1 (0 for DROPPED).
+   *
+   * @generated from field: int32 attempt = 6;
+   */
+  attempt: number;
+
+  /**
+   * The receiver's HTTP status; 0 when none came.
+   *
+   * @generated from field: int32 http_status = 7;
+   */
+  httpStatus: number;
+
+  /**
+   * Why the attempt failed (a network error, a timeout, a status), or why it was given up.
+   *
+   * @generated from field: string error = 8;
+   */
+  error: string;
+
+  /**
+   * For DROPPED: how many deliveries were dropped since the last entry said so.
+   *
+   * @generated from field: int64 dropped = 9;
+   */
+  dropped: bigint;
+};
+
+/**
+ * Describes the message agentic.v1.AuditWebhook.
+ * Use `create(AuditWebhookSchema)` to create a new message.
+ */
+export declare const AuditWebhookSchema: GenMessage<AuditWebhook>;
+
+/**
  * What an audit entry records.
  *
  * @generated from enum agentic.v1.AuditKind
@@ -482,6 +560,14 @@ export enum AuditKind {
    * @generated from enum value: AUDIT_KIND_ELICITATION_RESOLVED = 11;
    */
   ELICITATION_RESOLVED = 11,
+
+  /**
+   * A webhook delivery was made, failed, given up or dropped: AuditWebhook. Its
+   * event_sequence is the event the delivery tells of (0 for DROPPED).
+   *
+   * @generated from enum value: AUDIT_KIND_WEBHOOK_DELIVERY = 12;
+   */
+  WEBHOOK_DELIVERY = 12,
 }
 
 /**
@@ -521,4 +607,50 @@ export enum AuditSource {
  * Describes the enum agentic.v1.AuditSource.
  */
 export declare const AuditSourceSchema: GenEnum<AuditSource>;
+
+/**
+ * What became of a webhook delivery (docs/webhooks.md).
+ *
+ * @generated from enum agentic.v1.WebhookOutcome
+ */
+export enum WebhookOutcome {
+  /**
+   * @generated from enum value: WEBHOOK_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The receiver answered 2xx.
+   *
+   * @generated from enum value: WEBHOOK_OUTCOME_DELIVERED = 1;
+   */
+  DELIVERED = 1,
+
+  /**
+   * One attempt failed (no answer, or not 2xx); another follows.
+   *
+   * @generated from enum value: WEBHOOK_OUTCOME_FAILED = 2;
+   */
+  FAILED = 2,
+
+  /**
+   * The last attempt failed, or the server stopped: no further attempt.
+   *
+   * @generated from enum value: WEBHOOK_OUTCOME_GAVE_UP = 3;
+   */
+  GAVE_UP = 3,
+
+  /**
+   * The server's queue of deliveries was full: the deliveries counted in dropped were
+   * never attempted.
+   *
+   * @generated from enum value: WEBHOOK_OUTCOME_DROPPED = 4;
+   */
+  DROPPED = 4,
+}
+
+/**
+ * Describes the enum agentic.v1.WebhookOutcome.
+ */
+export declare const WebhookOutcomeSchema: GenEnum<WebhookOutcome>;
 

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
-import type { AgentInfo, ElicitationAction, McpServer, MessageContent, PermissionOptionKind, SessionGrant, SessionInfo, SessionMessage, SessionStatus } from "./types_pb.js";
+import type { AgentInfo, ElicitationAction, McpServer, MessageContent, PermissionOptionKind, SessionGrant, SessionInfo, SessionMessage, SessionStatus, WebhookEvent } from "./types_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import type { AgenticEvent, AgenticEventType, ElicitationResolved, PermissionDecider } from "./events_pb.js";
 import type { AuditEvent, AuditKind } from "./audit_pb.js";
@@ -385,6 +385,19 @@ export declare type SessionConfig = Message<"agentic.v1.SessionConfig"> & {
    * @generated from field: repeated string additional_directories = 6;
    */
   additionalDirectories: string[];
+
+  /**
+   * Where to POST a signed notice of this session's events (docs/webhooks.md), besides
+   * the server's configured webhooks, until the session closes (kept in memory by the
+   * server that created it: not across a restart). Refused with INVALID_ARGUMENT unless
+   * the URL is under one of the server's session_webhooks.allowed_urls (same scheme and
+   * host, path prefix). Deliveries are signed with the server's session webhook secret,
+   * which the API never returns (GetSession does not show the hook either): the
+   * operator gives it to the receiver.
+   *
+   * @generated from field: agentic.v1.SessionWebhook webhook = 7;
+   */
+  webhook?: SessionWebhook | undefined;
 };
 
 /**
@@ -392,6 +405,33 @@ export declare type SessionConfig = Message<"agentic.v1.SessionConfig"> & {
  * Use `create(SessionConfigSchema)` to create a new message.
  */
 export declare const SessionConfigSchema: GenMessage<SessionConfig>;
+
+/**
+ * A session's own webhook.
+ *
+ * @generated from message agentic.v1.SessionWebhook
+ */
+export declare type SessionWebhook = Message<"agentic.v1.SessionWebhook"> & {
+  /**
+   * An http or https URL.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * The events to POST; empty for all of them.
+   *
+   * @generated from field: repeated agentic.v1.WebhookEvent events = 2;
+   */
+  events: WebhookEvent[];
+};
+
+/**
+ * Describes the message agentic.v1.SessionWebhook.
+ * Use `create(SessionWebhookSchema)` to create a new message.
+ */
+export declare const SessionWebhookSchema: GenMessage<SessionWebhook>;
 
 /**
  * @generated from message agentic.v1.CreateSessionRequest

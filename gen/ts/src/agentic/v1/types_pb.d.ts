@@ -2669,3 +2669,55 @@ export enum StopReason {
  */
 export declare const StopReasonSchema: GenEnum<StopReason>;
 
+/**
+ * Which events a webhook is told of.
+ *
+ * @generated from enum agentic.v1.WebhookEvent
+ */
+export enum WebhookEvent {
+  /**
+   * @generated from enum value: WEBHOOK_EVENT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A permission request waits for an answer (TOOL_PERMISSION_REQUIRED).
+   *
+   * @generated from enum value: WEBHOOK_EVENT_PERMISSION_REQUIRED = 1;
+   */
+  PERMISSION_REQUIRED = 1,
+
+  /**
+   * An agent asks the user for input (ELICITATION_REQUIRED).
+   *
+   * @generated from enum value: WEBHOOK_EVENT_ELICITATION_REQUIRED = 2;
+   */
+  ELICITATION_REQUIRED = 2,
+
+  /**
+   * An assistant message ended: the turn is over (MESSAGE_END).
+   *
+   * @generated from enum value: WEBHOOK_EVENT_TURN_ENDED = 3;
+   */
+  TURN_ENDED = 3,
+
+  /**
+   * An ERROR event.
+   *
+   * @generated from enum value: WEBHOOK_EVENT_ERROR = 4;
+   */
+  ERROR = 4,
+
+  /**
+   * The session closed (SESSION_CLOSED).
+   *
+   * @generated from enum value: WEBHOOK_EVENT_SESSION_CLOSED = 5;
+   */
+  SESSION_CLOSED = 5,
+}
+
+/**
+ * Describes the enum agentic.v1.WebhookEvent.
+ */
+export declare const WebhookEventSchema: GenEnum<WebhookEvent>;
+
