@@ -386,6 +386,7 @@ func commandInfoToPB(c *presenters.CommandInfo) *pb.CommandInfo {
 		Suggestion:  clean(c.Suggestion),
 		Signature:   clean(c.Signature),
 		BaseCommand: clean(c.BaseCommand),
+		Cwd:         clean(c.Cwd),
 	}
 }
 
@@ -406,6 +407,9 @@ func permissionRequestToPB(r presenters.PermissionRequest) *pb.PermissionRequest
 	}
 	for _, o := range r.Options {
 		out.Options = append(out.Options, &pb.PermissionOption{OptionId: clean(o.ID), Name: clean(o.Name), Kind: optionKinds[o.Kind]})
+	}
+	for i := range r.Diffs {
+		out.Diffs = append(out.Diffs, diffToPB(&r.Diffs[i]))
 	}
 	return out
 }
