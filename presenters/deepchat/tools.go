@@ -413,9 +413,11 @@ func prepareRun(r *turnRun, args json.RawMessage) (toolPlan, error) {
 	if len(title) < len(a.Command) {
 		title += "…"
 	}
+	// The description leaves the risk out: clients show command's, and would show it
+	// twice.
 	return toolPlan{
 		title:       "Run " + title,
-		description: fmt.Sprintf("run `%s` in %s (%s risk: %s)", a.Command, absCwd, info.RiskLevel, info.Reason),
+		description: fmt.Sprintf("run `%s` in %s", a.Command, absCwd),
 		paths:       []string{absCwd}, locations: []presenters.ToolLocation{{Path: absCwd}}, command: &info,
 		run: func(ctx context.Context, report func([]presenters.ToolContent)) (toolOutput, error) {
 			return r.runCommand(ctx, a.Command, a.Cwd, timeout, report)
