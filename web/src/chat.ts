@@ -11,6 +11,7 @@ import {
   MessageRole,
   MessageStatus,
   PermissionOptionKind,
+  RiskLevel,
   SessionStatus,
   StopReason,
 } from "../../gen/ts/src/agentic/v1/types_pb.js";
@@ -32,7 +33,7 @@ import { renderElicitation } from "./elicitation.js";
 import { Follower } from "./follow.js";
 import { flushMarkdown, MarkdownPart, onMarkdownRendered } from "./markdown.js";
 import { Outbox } from "./outbox.js";
-import { renderBlock, renderPlan, renderTool, usageText } from "./render.js";
+import { renderBlock, renderDiff, renderPlan, renderTool, usageText } from "./render.js";
 
 /** Asks the person for the token; resolves once one was given. */
 export type AskToken = () => Promise<void>;
@@ -560,9 +561,17 @@ export class ChatView {
       { class: "permission", role: "group", "data-testid": "permission", "data-permission-id": p.permissionId, "data-message-id": p.messageId, "aria-label": `permission for ${p.toolName || p.toolId}` },
       h("div", { class: "permission-title" }, p.description || `${p.toolName || p.toolId} wants permission`),
       p.commandInfo !== undefined && p.commandInfo.command !== ""
-        ? h("div", {}, h("code", {}, p.commandInfo.command), h("span", { class: "muted" }, ` risk: ${p.commandInfo.reason}`))
+        ? h(
+            "div",
+            { "data-testid": "permission-command" },
+            h("code", {}, p.commandInfo.command),
+            p.commandInfo.cwd !== "" ? h("span", { class: "muted" }, ` in ${p.commandInfo.cwd}`) : null,
+            h("span", { class: "muted" }, ` risk ${enumName(RiskLevel, p.commandInfo.riskLevel)}: ${p.commandInfo.reason}`),
+          )
         : null,
       p.paths.length > 0 ? h("div", { class: "muted" }, p.paths.join(", ")) : null,
+      // What the tool would change, above the answers: seen before it is allowed.
+      p.diffs.length > 0 ? h("div", { class: "permission-diffs" }, ...p.diffs.map(renderDiff)) : null,
     );
     const buttons = h("div", { class: "permission-options" });
     for (const o of p.options) {
