@@ -128,7 +128,15 @@ func (s *session) steer(ctx context.Context, content presenters.MessageContent, 
 	defer s.mu.Unlock()
 	user := presenters.Message{ID: cmp.Or(opts.UserMessageID, s.p.newID()), SessionID: s.id, Role: presenters.RoleUser,
 		Status: presenters.MessageComplete, Blocks: userBlocks, CreatedAt: time.Now()}
-	for _, b := range userBlocks {
+	s.echoUserLocked(user)
+	s.emit.MessageSteered(t.assistantID, user.ID)
+	return presenters.SendResult{MessageID: t.assistantID, UserMessageID: user.ID}, nil
+}
+
+// echoUserLocked sends a user message to subscribers as it is stored, and stores it
+// (s.mu held).
+func (s *session) echoUserLocked(user presenters.Message) {
+	for _, b := range user.Blocks {
 		if b.Type == presenters.BlockText {
 			s.emit.MessageDelta(user.ID, presenters.RoleUser, b.Text)
 		} else {
@@ -137,6 +145,4 @@ func (s *session) steer(ctx context.Context, content presenters.MessageContent, 
 	}
 	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: user.ID, Role: presenters.RoleUser})
 	s.p.persist.saveMessages(user)
-	s.emit.MessageSteered(t.assistantID, user.ID)
-	return presenters.SendResult{MessageID: t.assistantID, UserMessageID: user.ID}, nil
 }
