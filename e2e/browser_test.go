@@ -51,7 +51,8 @@ var browserScript = fmt.Sprintf(`{
    {"content": "Say so", "status": "pending", "priority": "low"}]}},
  {"update": {"sessionUpdate": "tool_call", "toolCallId": "write-notes", "title": "Write NOTES.md", "kind": "edit", "status": "pending",
    "locations": [{"path": "{cwd}/NOTES.md"}]}},
- {"permission": {"toolCall": {"toolCallId": "write-notes"},
+ {"permission": {"toolCall": {"toolCallId": "write-notes",
+   "content": [{"type": "diff", "path": "{cwd}/NOTES.md", "oldText": "old notes\n", "newText": "new notes\n"}]},
    "onAllow": [
      {"write": {"path": "{cwd}/NOTES.md", "content": "new notes\n"}},
      {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "write-notes", "status": "completed",
@@ -108,6 +109,18 @@ func TestBrowserWholeTurn(t *testing.T) {
 	page.waitVisible("the plan", `[data-role=assistant] [data-testid=plan] li:nth-child(2)`)
 	page.waitVisible("the pending tool", `[data-testid=tool][data-tool-id=write-notes][data-status=pending]`)
 
+	// The change is shown, highlighted, above the answers, before anyone allows it.
+	page.waitVisible("the diff to approve", `[data-testid=permission] [data-testid=diff]`)
+	asked := get(page, "read the diff to approve", chromedp.Evaluate[string](`(() => {
+		const card = document.querySelector('[data-testid=permission]');
+		const diff = card.querySelector('[data-testid=diff]');
+		const first = card.querySelector('[data-testid=permission-option]');
+		const above = (diff.compareDocumentPosition(first) & Node.DOCUMENT_POSITION_FOLLOWING) !== 0;
+		return [diff.querySelector('.del')?.textContent, diff.querySelector('.add')?.textContent, above].join('|');
+	})()`))
+	if asked != "- old notes\n|+ new notes\n|true" {
+		t.Errorf("the permission request's diff reads %q; want the old line marked removed, the new one added, above the answers", asked)
+	}
 	page.run("allow the tool", chromedp.Click(`[data-testid=permission] [data-option-kind=allow_once]`))
 	page.waitVisible("the finished tool", `[data-testid=tool][data-tool-id=write-notes][data-status=completed]`)
 	diff := get(page, "read the diff", chromedp.Text(`[data-testid=tool][data-tool-id=write-notes] [data-testid=diff]`))

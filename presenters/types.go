@@ -396,6 +396,8 @@ type CommandInfo struct {
 	Suggestion  string
 	Signature   string
 	BaseCommand string
+	// Cwd is the directory the command runs in, when known.
+	Cwd string
 }
 
 type PermissionType string
@@ -441,6 +443,8 @@ type PermissionRequest struct {
 	Arguments      json.RawMessage // raw JSON as the agent sent it (object, array or string)
 	MessageID      string
 	RequestedAt    time.Time
+	// Diffs are the file changes the call would make, shown before anyone answers.
+	Diffs []DiffBlock
 }
 
 // Option returns the option with the given id.

@@ -66,10 +66,11 @@ type notedAnswer struct {
 	at                           time.Time
 }
 
-// toolStart is when an open tool call started.
+// toolStart is when an open tool call started, and whether its permission was denied.
 type toolStart struct {
-	key string
-	at  time.Time
+	key    string
+	at     time.Time
+	denied bool
 }
 
 func newAuditor() *auditor {
@@ -310,6 +311,7 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 		return []*pb.AuditEvent{e}
 	case *pb.AgenticEvent_ToolPermissionDenied:
 		d := p.ToolPermissionDenied
+		a.denied(le.SessionID, d.GetToolId(), le.Time)
 		out := []*pb.AuditEvent{a.decided(le, entry(pb.AuditKind_AUDIT_KIND_PERMISSION_DECIDED, observed, d.GetToolId()),
 			d.GetPermissionId(), d.GetOptionId(), false, d.GetDecidedBy(), d.GetReason(), d.GetPrincipal())}
 		if d.GetDecidedBy() == pb.PermissionDecider_PERMISSION_DECIDER_POLICY {
@@ -349,14 +351,24 @@ func (a *auditor) started(sessionID, toolID string, at time.Time) {
 	a.toolStarts[key] = a.startOrder.PushBack(toolStart{key: key, at: at})
 }
 
+// denied notes that an open tool call's permission was denied (a request may come
+// before its tool call starts), so that its command entry says it never ran.
+func (a *auditor) denied(sessionID, toolID string, at time.Time) {
+	a.started(sessionID, toolID, at)
+	el := a.toolStarts[sessionID+"\x00"+toolID]
+	ts := el.Value.(toolStart)
+	ts.denied = true
+	el.Value = ts
+}
+
 // toolEnded makes the entries of a finished tool call: each file it wrote (from its
 // diffs), or the command it ran.
 func (a *auditor) toolEnded(le events.LoggedEvent, tool *pb.ToolCall, entry func(pb.AuditKind, pb.AuditSource, string) *pb.AuditEvent) []*pb.AuditEvent {
 	key := le.SessionID + "\x00" + tool.GetToolId()
-	var start time.Time
+	var ts toolStart
 	el, started := a.toolStarts[key]
 	if started {
-		start = a.startOrder.Remove(el).(toolStart).at
+		ts = a.startOrder.Remove(el).(toolStart)
 		delete(a.toolStarts, key)
 	}
 	source := sourceOf(le.AgentID)
@@ -369,8 +381,11 @@ func (a *auditor) toolEnded(le events.LoggedEvent, tool *pb.ToolCall, entry func
 				c.ExitCode = t.ExitCode
 			}
 		}
-		if started {
-			c.Duration = durationpb.New(le.Time.Sub(start))
+		switch {
+		case ts.denied && tool.GetStatus() != pb.ToolStatus_TOOL_STATUS_COMPLETED:
+			c.Denied = true
+		case started:
+			c.Duration = durationpb.New(le.Time.Sub(ts.at))
 		}
 		e := entry(pb.AuditKind_AUDIT_KIND_COMMAND, source, tool.GetToolId())
 		e.Detail = &pb.AuditEvent_Command{Command: c}

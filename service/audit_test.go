@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func TestAuditRecordsASession(t *testing.T) {
 		}
 	}
 	cmd := got[1].GetCommand()
-	if cmd.GetCommandLine() != "go test ./..." || cmd.GetCwd() != "/w" || cmd.ExitCode == nil || cmd.GetExitCode() != 3 || cmd.GetDuration() == nil {
+	if cmd.GetCommandLine() != "go test ./..." || cmd.GetCwd() != "/w" || cmd.ExitCode == nil || cmd.GetExitCode() != 3 || cmd.GetDuration() == nil || cmd.GetDenied() {
 		t.Errorf("command entry %v", cmd)
 	}
 	sum := sha256.Sum256([]byte("package main\n"))
@@ -130,6 +131,40 @@ func TestAuditRecordsASession(t *testing.T) {
 	future, err := e.client.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{StartTime: timestamppb.New(time.Now().Add(time.Hour))})
 	if err != nil || len(future.GetEvents()) != 0 {
 		t.Errorf("entries from the future: %v, %v", future, err)
+	}
+}
+
+// A command whose permission was denied never ran, and its entry says so, whether the
+// request came before its tool call (as ACP agents ask) or during it.
+func TestAuditMarksADeniedCommand(t *testing.T) {
+	e := newEnv(t, envOptions{eventLog: true})
+	id := e.createSession(t, fakeID).GetSessionId()
+	em := presenters.NewEmitter(e.hub, fakeID, id)
+	for _, before := range []bool{true, false} {
+		toolID := fmt.Sprint("before-", before)
+		run := presenters.ToolCall{ToolID: toolID, Kind: presenters.ToolExecute, Status: presenters.ToolPending,
+			Arguments: json.RawMessage(`{"command":"rm -rf build"}`)}
+		deny := func() {
+			em.PermissionDenied(presenters.PermissionDecision{RequestID: "p-" + toolID, ToolID: toolID, OptionID: "reject", DecidedBy: presenters.DecidedByUser})
+		}
+		if before {
+			deny()
+		}
+		em.ToolStart("m1", run)
+		if !before {
+			deny()
+		}
+		run.Status = presenters.ToolFailed
+		em.ToolEnd("m1", run)
+	}
+	got := auditEntries(t, e, &pb.ListAuditEventsRequest{SessionIds: []string{id}, Kinds: []pb.AuditKind{pb.AuditKind_AUDIT_KIND_COMMAND}}, 2)
+	if len(got) != 2 {
+		t.Fatalf("command entries %v", got)
+	}
+	for _, entry := range got {
+		if c := entry.GetCommand(); !c.GetDenied() || c.GetDuration() != nil || c.GetCommandLine() != "rm -rf build" {
+			t.Errorf("denied command entry %v", c)
+		}
 	}
 }
 

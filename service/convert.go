@@ -411,6 +411,7 @@ func commandInfoToPB(c *presenters.CommandInfo) *pb.CommandInfo {
 		Suggestion:  clean(c.Suggestion),
 		Signature:   clean(c.Signature),
 		BaseCommand: clean(c.BaseCommand),
+		Cwd:         clean(c.Cwd),
 	}
 }
 
@@ -431,6 +432,9 @@ func permissionRequestToPB(r presenters.PermissionRequest) *pb.PermissionRequest
 	}
 	for _, o := range r.Options {
 		out.Options = append(out.Options, &pb.PermissionOption{OptionId: clean(o.ID), Name: clean(o.Name), Kind: optionKinds[o.Kind]})
+	}
+	for i := range r.Diffs {
+		out.Diffs = append(out.Diffs, diffToPB(&r.Diffs[i]))
 	}
 	return out
 }

@@ -195,6 +195,16 @@ func TestBlockToPB(t *testing.T) {
 	}
 }
 
+func TestPermissionRequestToPBCarriesWhatIsAboutToHappen(t *testing.T) {
+	got := permissionRequestToPB(presenters.PermissionRequest{RequestID: "r",
+		CommandInfo: &presenters.CommandInfo{Command: "make test", Cwd: "/ws/sub"},
+		Diffs:       []presenters.DiffBlock{{Path: "/ws/a.go", OldText: "a", NewText: "b"}, {Path: "/ws/new.go", NewText: "n"}}})
+	if got.GetCommandInfo().GetCwd() != "/ws/sub" || len(got.GetDiffs()) != 2 || got.GetDiffs()[0].GetPath() != "/ws/a.go" ||
+		got.GetDiffs()[0].GetOldText() != "a" || got.GetDiffs()[1].GetNewText() != "n" {
+		t.Errorf("request = %v", got)
+	}
+}
+
 func TestSessionInfoToPBIsComplete(t *testing.T) {
 	info := presenters.SessionInfo{
 		SessionID: "s", AgentSessionID: "agent-side", AgentID: "a", Status: presenters.SessionPaused, StatusReason: "r", Workspace: "/w", Title: "t",

@@ -45,6 +45,7 @@ type storedCommandInfo struct {
 	Suggestion  string `json:"Suggestion"`
 	Signature   string `json:"Signature"`
 	BaseCommand string `json:"BaseCommand"`
+	Cwd         string `json:"Cwd,omitempty"`
 }
 
 type storedDiff struct {
@@ -102,6 +103,7 @@ type storedPermission struct {
 	ServerName     string             `json:"ServerName"`
 	MessageID      string             `json:"MessageID"`
 	RequestedAt    time.Time          `json:"RequestedAt"`
+	Diffs          []storedDiff       `json:"Diffs,omitempty"`
 }
 
 type storedOption struct {
@@ -188,12 +190,12 @@ func (c storedToolContent) load() presenters.ToolContent {
 
 func storeCommandInfo(c presenters.CommandInfo) storedCommandInfo {
 	return storedCommandInfo{Command: c.Command, RiskLevel: string(c.RiskLevel), Reason: c.Reason, Suggestion: c.Suggestion,
-		Signature: c.Signature, BaseCommand: c.BaseCommand}
+		Signature: c.Signature, BaseCommand: c.BaseCommand, Cwd: c.Cwd}
 }
 
 func (c storedCommandInfo) load() presenters.CommandInfo {
 	return presenters.CommandInfo{Command: c.Command, RiskLevel: presenters.RiskLevel(c.RiskLevel), Reason: c.Reason,
-		Suggestion: c.Suggestion, Signature: c.Signature, BaseCommand: c.BaseCommand}
+		Suggestion: c.Suggestion, Signature: c.Signature, BaseCommand: c.BaseCommand, Cwd: c.Cwd}
 }
 
 func storeDiff(d presenters.DiffBlock) storedDiff {
@@ -269,7 +271,8 @@ func storePermission(p presenters.PermissionRequest) storedPermission {
 		Options: convert(p.Options, func(o presenters.PermissionOption) storedOption {
 			return storedOption{ID: o.ID, Name: o.Name, Kind: string(o.Kind)}
 		}),
-		Rememberable: p.Rememberable, ServerName: p.ServerName, MessageID: p.MessageID, RequestedAt: p.RequestedAt}
+		Rememberable: p.Rememberable, ServerName: p.ServerName, MessageID: p.MessageID, RequestedAt: p.RequestedAt,
+		Diffs: convert(p.Diffs, storeDiff)}
 }
 
 func (p storedPermission) load() presenters.PermissionRequest {
@@ -279,7 +282,8 @@ func (p storedPermission) load() presenters.PermissionRequest {
 		Options: convert(p.Options, func(o storedOption) presenters.PermissionOption {
 			return presenters.PermissionOption{ID: o.ID, Name: o.Name, Kind: presenters.PermissionOptionKind(o.Kind)}
 		}),
-		Rememberable: p.Rememberable, ServerName: p.ServerName, MessageID: p.MessageID, RequestedAt: p.RequestedAt}
+		Rememberable: p.Rememberable, ServerName: p.ServerName, MessageID: p.MessageID, RequestedAt: p.RequestedAt,
+		Diffs: convert(p.Diffs, storedDiff.load)}
 }
 
 func storeSearch(s presenters.SearchBlock) storedSearch {

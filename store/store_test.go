@@ -264,8 +264,8 @@ func everyBlock() []presenters.Block {
 		{Type: presenters.BlockImage, Image: &presenters.ImageBlock{MimeType: "image/jpeg", URL: "https://example.com/x.jpg"}},
 		{Type: presenters.BlockAction, Action: &presenters.ActionBlock{ActionType: "permission_request", Description: "asked", Permission: &presenters.PermissionRequest{
 			RequestID: "r1", ToolID: "call_1", ToolName: "run_command", PermissionType: presenters.PermissionCommand,
-			Description: "run ls", CommandInfo: &presenters.CommandInfo{Command: "ls", RiskLevel: presenters.RiskMedium},
-			Paths: []string{"/ws"}, Options: []presenters.PermissionOption{{ID: "allow_once", Name: "Allow once", Kind: presenters.AllowOnce}},
+			Description: "run ls", CommandInfo: &presenters.CommandInfo{Command: "ls", RiskLevel: presenters.RiskMedium, Cwd: "/ws"},
+			Paths: []string{"/ws"}, Diffs: []presenters.DiffBlock{{Path: "/ws/a.go", OldText: "a", NewText: "b"}}, Options: []presenters.PermissionOption{{ID: "allow_once", Name: "Allow once", Kind: presenters.AllowOnce}},
 			Rememberable: true, ServerName: "srv", Arguments: json.RawMessage(`{"command":  "ls"}`), MessageID: "m", RequestedAt: requested,
 		}}},
 		{Type: presenters.BlockAction, Action: &presenters.ActionBlock{ActionType: "max_tool_rounds", Description: "stopped after 25 tool rounds"}},

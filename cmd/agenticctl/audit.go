@@ -156,6 +156,9 @@ func auditLine(e *pb.AuditEvent) string {
 		if cmd.GetCwd() != "" {
 			detail += " in " + cmd.GetCwd()
 		}
+		if cmd.GetDenied() {
+			detail += " denied: it never ran"
+		}
 		if cmd.ExitCode != nil {
 			detail += fmt.Sprintf(" exit %d", cmd.GetExitCode())
 		}

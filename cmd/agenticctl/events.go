@@ -328,7 +328,11 @@ func describePermission(r *pb.PermissionRequest) string {
 		b.WriteString(" — " + r.GetDescription())
 	}
 	if ci := r.GetCommandInfo(); ci != nil {
-		fmt.Fprintf(&b, " (command %q, risk %s", ci.GetCommand(), enumName(ci.GetRiskLevel().String(), "RISK_LEVEL_"))
+		fmt.Fprintf(&b, " (command %q", ci.GetCommand())
+		if ci.GetCwd() != "" {
+			b.WriteString(" in " + ci.GetCwd())
+		}
+		fmt.Fprintf(&b, ", risk %s", enumName(ci.GetRiskLevel().String(), "RISK_LEVEL_"))
 		if ci.GetReason() != "" {
 			b.WriteString(": " + ci.GetReason())
 		}

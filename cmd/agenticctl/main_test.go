@@ -131,6 +131,7 @@ func (a *scriptedAgent) SendMessage(_ context.Context, id string, c presenters.M
 	em.MessageDelta(reply, presenters.RoleAssistant, "Hello ")
 	em.ToolStart(reply, presenters.ToolCall{ToolID: "t1", Title: "Edit notes.txt", Kind: presenters.ToolEdit, Status: presenters.ToolPending})
 	em.PermissionRequired(presenters.PermissionRequest{RequestID: permission, ToolID: "t1", ToolName: "edit", MessageID: reply,
+		Diffs:   []presenters.DiffBlock{{Path: "notes.txt", OldText: "old note\n", NewText: "new note\n"}},
 		Options: []presenters.PermissionOption{{ID: "yes", Kind: presenters.AllowOnce}, {ID: "no", Kind: presenters.RejectOnce}}})
 	return presenters.SendResult{MessageID: reply, UserMessageID: "u1"}, nil
 }
@@ -370,7 +371,9 @@ func TestSendApproveAll(t *testing.T) {
 	if code != 0 || out != "Hello world\n" {
 		t.Fatalf("send: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	for _, want := range []string{"→ Edit notes.txt", "? permission r1", "yes=allow_once", "permission_granted r1 option=yes", "← Edit notes.txt [edit, completed]"} {
+	// The change is shown before the answer, plain: stderr is not a terminal here.
+	for _, want := range []string{"→ Edit notes.txt", "? permission r1", "yes=allow_once", "no=reject_once\n  --- notes.txt\n  +++ notes.txt\n  @@ -1,1 +1,1 @@\n  -old note\n  +new note\n",
+		"permission_granted r1 option=yes", "← Edit notes.txt [edit, completed]"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr %q lacks %q", errOut, want)
 		}

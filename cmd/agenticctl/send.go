@@ -419,6 +419,11 @@ func (t *turn) permission(r *pb.PermissionRequest) error {
 		return nil
 	}
 	t.note("? permission %s: %s", r.GetPermissionId(), describePermission(r))
+	// What the tool would change, before anyone decides.
+	if len(r.GetDiffs()) > 0 {
+		t.startLine()
+		writeDiffs(t.c.stderr, r.GetDiffs(), t.ticker != nil, diffLineLimit)
+	}
 	switch {
 	case t.approve, t.deny:
 		done, err := t.c.respond(t.sessionID, r.GetPermissionId(), t.approve, r.GetOptions())

@@ -81,6 +81,8 @@ type session struct {
 	mcpServers []sdk.McpServer
 	dirs       []string
 	canceled   chan struct{} // closed by session/cancel during a turn
+	// steered carries the prompts of _session/steering requests to the running turn.
+	steered chan []sdk.ContentBlock
 }
 
 type agent struct {
@@ -156,7 +158,12 @@ func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.In
 	// Report what the client declared, for tests of the declared capabilities.
 	declared, _ := json.Marshal(p.ClientCapabilities)
 	log.Printf("client capabilities %s", declared)
+	var meta map[string]any
+	if spec.Steering {
+		meta = map[string]any{"steering": map[string]any{"supported": true}}
+	}
 	return sdk.InitializeResponse{
+		Meta:              meta,
 		ProtocolVersion:   sdk.ProtocolVersionNumber,
 		AgentCapabilities: caps,
 		AgentInfo:         &sdk.Implementation{Name: name, Version: "1.0.0", Title: nonEmpty(spec.Title)},
@@ -190,7 +197,7 @@ func (a *agent) Authenticate(ctx context.Context, p sdk.AuthenticateRequest) (sd
 }
 
 func (a *agent) newSession(id sdk.SessionId, cwd string, servers []sdk.McpServer, dirs []string) (*session, error) {
-	s := &session{id: id, cwd: cwd, mcpServers: servers, dirs: dirs}
+	s := &session{id: id, cwd: cwd, mcpServers: servers, dirs: dirs, steered: make(chan []sdk.ContentBlock, 8)}
 	// Report what the client passed, for tests of MCP servers and additional directories.
 	setup, _ := json.Marshal(map[string]any{"mcpServers": servers, "additionalDirectories": dirs})
 	log.Printf("session %s setup %s", id, setup)

@@ -53,6 +53,9 @@ type AgentSpec struct {
 	// StartShell runs `sh -c StartShell` during initialize, as agents create their state
 	// at start; its output goes to stderr, and if it fails the agent exits with status 1.
 	StartShell string `json:"startShell"`
+	// Steering advertises _session/steering (_meta.steering.supported), as
+	// claude-agent-acp and codex-acp do (steer.go).
+	Steering bool `json:"steering"`
 }
 
 // SessionSpec shapes the answers of session/new, session/load and session/resume.
@@ -90,6 +93,9 @@ type Step struct {
 	Sleep string `json:"sleep,omitempty"`
 	// WaitCancel blocks until session/cancel arrives for this session.
 	WaitCancel bool `json:"waitCancel,omitempty"`
+	// WaitSteer blocks until a _session/steering message arrives for this session, then
+	// answers it with the text chunk "steered: <its text>".
+	WaitSteer bool `json:"waitSteer,omitempty"`
 	// EchoPrompt sends the prompt's content blocks back as one text chunk of JSON.
 	EchoPrompt bool `json:"echoPrompt,omitempty"`
 	// EchoMeta sends the session/prompt request's _meta back as one text chunk of JSON.

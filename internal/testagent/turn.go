@@ -145,6 +145,19 @@ func (t *turn) step(ctx context.Context, st Step) (bool, error) {
 	case st.WaitCancel:
 		<-ctx.Done()
 		return false, nil
+	case st.WaitSteer:
+		select {
+		case prompt := <-t.s.steered:
+			var text []string
+			for _, b := range prompt {
+				if b.Text != nil {
+					text = append(text, b.Text.Text)
+				}
+			}
+			return false, t.send(sdk.UpdateAgentMessageText("steered: " + strings.Join(text, " ")))
+		case <-ctx.Done():
+			return false, nil
+		}
 	case st.EchoPrompt:
 		b, err := json.Marshal(t.prompt)
 		if err != nil {

@@ -43,9 +43,10 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 		ToolName:       call.ToolName,
 		PermissionType: permissionType(call.Kind),
 		Description:    call.Title,
-		CommandInfo:    call.CommandInfo,
+		CommandInfo:    requestCommand(call),
 		Arguments:      call.Arguments,
 		RequestedAt:    time.Now(),
+		Diffs:          requestDiffs(call),
 	}
 	paths, pathsErr := targetPaths(call)
 	pr.Paths = paths

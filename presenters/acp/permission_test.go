@@ -458,3 +458,37 @@ func TestPolicyWithoutAWorkspaceRefuses(t *testing.T) {
 		t.Fatalf("decision %+v (decided %v): want the reject option by policy, with a reason", d, decided)
 	}
 }
+
+// A permission request shows what the tool call announces it will do: the diff
+// content of an edit (also when the request arrives before its tool_call) and the
+// command line and directory of a command.
+func TestPermissionRequestCarriesTheDiffAndTheCommand(t *testing.T) {
+	h := newHarness(t)
+	p := h.presenter(h.config(`{"turns": [[
+	 {"permission": {"toolCall": {"toolCallId": "e1", "title": "Edit a.txt", "kind": "edit",
+	   "content": [{"type": "diff", "path": "{cwd}/a.txt", "oldText": "old\n", "newText": "new\n"}, {"type": "diff", "path": "{cwd}/n.txt", "newText": "n"}]}, "report": true}},
+	 {"permission": {"toolCall": {"toolCallId": "c1", "title": "Run", "kind": "execute", "rawInput": {"command": ["make", "test"], "cwd": "{cwd}/sub"}}, "report": true}}
+	]]}`))
+	s := h.create(p)
+	res, from := h.send(p, s.SessionID, "edit and run")
+	edit := h.permissionRequired(s.SessionID, from)
+	want := []presenters.DiffBlock{{Path: filepath.Join(h.ws, "a.txt"), OldText: "old\n", NewText: "new\n"}, {Path: filepath.Join(h.ws, "n.txt"), NewText: "n"}}
+	if !reflect.DeepEqual(edit.Diffs, want) {
+		t.Fatalf("edit request diffs %+v, want %+v", edit.Diffs, want)
+	}
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: edit.RequestID, OptionID: "reject"}); err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := h.rec.waitFrom(t, from, "the command's request", func(ev presenters.Event) bool {
+		r, ok := ev.Payload.(presenters.PermissionRequiredPayload)
+		return ok && r.Request.ToolID == "c1"
+	})
+	run := ev.Payload.(presenters.PermissionRequiredPayload).Request
+	if run.CommandInfo == nil || run.CommandInfo.Command != "make test" || run.CommandInfo.Cwd != filepath.Join(h.ws, "sub") || len(run.Diffs) != 0 {
+		t.Fatalf("command request %+v (command info %+v)", run, run.CommandInfo)
+	}
+	if err := p.RespondPermission(testContext(t), s.SessionID, presenters.PermissionResponse{RequestID: run.RequestID, OptionID: "reject"}); err != nil {
+		t.Fatal(err)
+	}
+	h.finish(s.SessionID, res, from)
+}

@@ -344,15 +344,7 @@ func (s *session) send(ctx context.Context, content presenters.MessageContent, o
 	now := time.Now()
 	user := presenters.Message{ID: t.userMsgID, SessionID: s.id, Role: presenters.RoleUser,
 		Status: presenters.MessageComplete, Blocks: userBlocks, CreatedAt: now}
-	for _, b := range userBlocks {
-		if b.Type == presenters.BlockText {
-			s.emit.MessageDelta(user.ID, presenters.RoleUser, b.Text)
-		} else {
-			s.emit.MessageBlock(user.ID, presenters.RoleUser, b)
-		}
-	}
-	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: user.ID, Role: presenters.RoleUser})
-	s.p.persist.saveMessages(user)
+	s.echoUserLocked(user)
 	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
 
 	old := s.info

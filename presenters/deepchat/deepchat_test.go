@@ -224,6 +224,11 @@ func TestWriteAskedUnderBalancedAndGranted(t *testing.T) {
 		req.MessageID != res.MessageID || len(req.Paths) != 1 || !strings.HasSuffix(req.Paths[0], "/main.go") {
 		t.Fatalf("request = %+v", req)
 	}
+	// The person sees the change before answering.
+	if len(req.Diffs) != 1 || req.Diffs[0].Path != req.Paths[0] || req.Diffs[0].OldText != "package main\n\nfunc main() {}\n" ||
+		req.Diffs[0].NewText != "package main\n\nfunc main() { println(1) }\n" {
+		t.Fatalf("request diffs = %+v", req.Diffs)
+	}
 	var opts []string
 	for _, o := range req.Options {
 		opts = append(opts, o.ID+"="+string(o.Kind))
@@ -279,6 +284,40 @@ func TestWriteAskedUnderBalancedAndGranted(t *testing.T) {
 	}
 }
 
+func TestWriteAskedWithTheDiffOfTheFileAsItIs(t *testing.T) {
+	h := newHarness(t)
+	h.writeFile("notes.txt", "old\n")
+	info := h.createSession(ModeBalanced)
+	h.llm.script(
+		toolReply("call_w", "write_file", `{"path":"notes.txt","content":"new\n"}`),
+		toolReply("call_n", "write_file", `{"path":"fresh.txt","content":"hi\n"}`),
+		toolReply("call_x", "edit_file", `{"path":"notes.txt","old_string":"absent","new_string":"x"}`),
+		textReply("Done."),
+	)
+	res := h.send(info.SessionID, "write")
+	var diffs [][]presenters.DiffBlock
+	for _, id := range []string{"call_w", "call_n", "call_x"} {
+		ev := h.rec.waitFor(t, "permission required for "+id, func(ev presenters.Event) bool {
+			p, ok := ev.Payload.(presenters.PermissionRequiredPayload)
+			return ok && p.Request.ToolID == id
+		})
+		req := ev.Payload.(presenters.PermissionRequiredPayload).Request
+		diffs = append(diffs, req.Diffs)
+		h.respond(info.SessionID, req.RequestID, OptionAllowOnce)
+	}
+	h.waitEnd(res.MessageID)
+	if len(diffs[0]) != 1 || !strings.HasSuffix(diffs[0][0].Path, "/notes.txt") || diffs[0][0].OldText != "old\n" || diffs[0][0].NewText != "new\n" {
+		t.Fatalf("overwrite diffs = %+v", diffs[0])
+	}
+	if len(diffs[1]) != 1 || diffs[1][0].OldText != "" || diffs[1][0].NewText != "hi\n" {
+		t.Fatalf("new file diffs = %+v", diffs[1])
+	}
+	// An edit that does not apply has nothing to show; it fails when it runs.
+	if len(diffs[2]) != 0 {
+		t.Fatalf("diffs of an edit that does not apply = %+v", diffs[2])
+	}
+}
+
 func TestWriteNotAskedUnderPermissive(t *testing.T) {
 	h := newHarness(t)
 	info := h.createSession(ModePermissive)
@@ -304,7 +343,8 @@ func TestDeniedToolReturnsDenialAndTheModelContinues(t *testing.T) {
 	res := h.send(info.SessionID, "clean up")
 	req := h.rec.waitFor(t, "permission required", isPermissionRequired).Payload.(presenters.PermissionRequiredPayload).Request
 	if req.PermissionType != presenters.PermissionCommand || req.CommandInfo == nil || req.CommandInfo.RiskLevel != presenters.RiskHigh ||
-		req.CommandInfo.Signature != "rm -rf" || req.CommandInfo.BaseCommand != "rm" {
+		req.CommandInfo.Signature != "rm -rf" || req.CommandInfo.BaseCommand != "rm" || req.CommandInfo.Cwd != h.workspace || len(req.Diffs) != 0 ||
+		strings.Contains(req.Description, "risk") {
 		t.Fatalf("request = %+v / %+v", req, req.CommandInfo)
 	}
 	h.respond(info.SessionID, req.RequestID, OptionRejectOnce)

@@ -69,7 +69,7 @@ func (r *turnRun) authorize(ctx context.Context, tc presenters.ToolCall, spec *t
 		RequestID: newID(), ToolID: tc.ToolID, ToolName: tc.ToolName, PermissionType: spec.permission,
 		Description: plan.description, CommandInfo: plan.command, Paths: plan.paths,
 		Options: permissionOptions(rememberable), Rememberable: rememberable, Arguments: tc.Arguments, ServerName: spec.server,
-		MessageID: r.reply.ID, RequestedAt: time.Now(),
+		MessageID: r.reply.ID, RequestedAt: time.Now(), Diffs: plan.diffs,
 	}
 	pending := &pendingPermission{req: req, answer: make(chan presenters.PermissionOption, 1)}
 	r.t.pending[req.RequestID] = pending

@@ -46,6 +46,9 @@ type toolPlan struct {
 	paths       []string
 	locations   []presenters.ToolLocation
 	command     *presenters.CommandInfo
+	// diffs are the file changes the call would make, as planned: shown with the
+	// permission request. The file may still change before the call runs.
+	diffs []presenters.DiffBlock
 	// run performs the call; report publishes progress (new tool content).
 	run func(ctx context.Context, report func([]presenters.ToolContent)) (toolOutput, error)
 }
@@ -215,9 +218,10 @@ func prepareWrite(r *turnRun, args json.RawMessage) (toolPlan, error) {
 	if err != nil {
 		return toolPlan{}, err
 	}
+	current, _ := r.currentText(a.Path)
 	return toolPlan{
 		title: "Write " + a.Path, description: fmt.Sprintf("write %d bytes to %s", len(*a.Content), abs), paths: []string{abs},
-		locations: []presenters.ToolLocation{{Path: abs}},
+		locations: []presenters.ToolLocation{{Path: abs}}, diffs: []presenters.DiffBlock{*boundedDiff(abs, current, *a.Content)},
 		run: func(ctx context.Context, _ func([]presenters.ToolContent)) (toolOutput, error) {
 			old, existed := r.currentText(a.Path)
 			if err := r.ws.WriteTextFile(a.Path, *a.Content); err != nil {
@@ -252,31 +256,28 @@ func prepareEdit(r *turnRun, args json.RawMessage) (toolPlan, error) {
 	if err != nil {
 		return toolPlan{}, err
 	}
+	// An edit that would not apply as the file is now is still asked for (the file may
+	// change before it runs); it then shows no diff, and fails when it runs.
+	var diffs []presenters.DiffBlock
+	if current, ok := r.currentText(a.Path); ok {
+		if updated, _, err := replaceIn(current, a.Path, a.OldString, a.NewString, a.ReplaceAll); err == nil {
+			diffs = []presenters.DiffBlock{*boundedDiff(abs, current, updated)}
+		}
+	}
 	return toolPlan{
 		title: "Edit " + a.Path, description: "edit " + abs, paths: []string{abs},
-		locations: []presenters.ToolLocation{{Path: abs}},
+		locations: []presenters.ToolLocation{{Path: abs}}, diffs: diffs,
 		run: func(ctx context.Context, _ func([]presenters.ToolContent)) (toolOutput, error) {
 			old, err := r.ws.ReadTextFile(a.Path, sandbox.ReadOptions{})
 			if err != nil {
 				return toolOutput{}, err
 			}
-			n := strings.Count(old, a.OldString)
-			switch {
-			case n == 0:
-				return toolOutput{}, fmt.Errorf("old_string was not found in %s; read the file and copy the exact text, whitespace included", a.Path)
-			case n > 1 && !a.ReplaceAll:
-				return toolOutput{}, fmt.Errorf("old_string occurs %d times in %s; include more surrounding text to make it unique, or set replace_all", n, a.Path)
-			}
-			limit := 1
-			if a.ReplaceAll {
-				limit = -1
-			}
-			updated := strings.Replace(old, a.OldString, a.NewString, limit)
-			if err := r.ws.WriteTextFile(a.Path, updated); err != nil {
+			updated, n, err := replaceIn(old, a.Path, a.OldString, a.NewString, a.ReplaceAll)
+			if err != nil {
 				return toolOutput{}, err
 			}
-			if !a.ReplaceAll {
-				n = 1
+			if err := r.ws.WriteTextFile(a.Path, updated); err != nil {
+				return toolOutput{}, err
 			}
 			return toolOutput{
 				text:    fmt.Sprintf("Replaced %d occurrence(s) in %s.", n, a.Path),
@@ -284,6 +285,23 @@ func prepareEdit(r *turnRun, args json.RawMessage) (toolPlan, error) {
 			}, nil
 		},
 	}, nil
+}
+
+// replaceIn replaces oldString in text (once, or every occurrence with all) and
+// returns the new text and the number of replacements; oldString must occur, and only
+// once unless all is set.
+func replaceIn(text, path, oldString, newString string, all bool) (string, int, error) {
+	n := strings.Count(text, oldString)
+	switch {
+	case n == 0:
+		return "", 0, fmt.Errorf("old_string was not found in %s; read the file and copy the exact text, whitespace included", path)
+	case n > 1 && !all:
+		return "", 0, fmt.Errorf("old_string occurs %d times in %s; include more surrounding text to make it unique, or set replace_all", n, path)
+	}
+	if !all {
+		return strings.Replace(text, oldString, newString, 1), 1, nil
+	}
+	return strings.ReplaceAll(text, oldString, newString), n, nil
 }
 
 func prepareList(r *turnRun, args json.RawMessage) (toolPlan, error) {
@@ -386,6 +404,7 @@ func prepareRun(r *turnRun, args json.RawMessage) (toolPlan, error) {
 		return toolPlan{}, err
 	}
 	info := r.p.classifier.ClassifyIn(a.Command, r.ws.Root(), absCwd)
+	info.Cwd = absCwd
 	timeout := r.p.cfg.CommandTimeout
 	if a.TimeoutSeconds > 0 && time.Duration(a.TimeoutSeconds)*time.Second < timeout {
 		timeout = time.Duration(a.TimeoutSeconds) * time.Second
@@ -394,9 +413,11 @@ func prepareRun(r *turnRun, args json.RawMessage) (toolPlan, error) {
 	if len(title) < len(a.Command) {
 		title += "…"
 	}
+	// The description leaves the risk out: clients show command's, and would show it
+	// twice.
 	return toolPlan{
 		title:       "Run " + title,
-		description: fmt.Sprintf("run `%s` in %s (%s risk: %s)", a.Command, absCwd, info.RiskLevel, info.Reason),
+		description: fmt.Sprintf("run `%s` in %s", a.Command, absCwd),
 		paths:       []string{absCwd}, locations: []presenters.ToolLocation{{Path: absCwd}}, command: &info,
 		run: func(ctx context.Context, report func([]presenters.ToolContent)) (toolOutput, error) {
 			return r.runCommand(ctx, a.Command, a.Cwd, timeout, report)

@@ -5,6 +5,7 @@
 // subscribes from the snapshot's point, replaying a reply in flight from its start.
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { AgenticEvent } from "../../gen/ts/src/agentic/v1/events_pb.js";
+import { DeliveryMode } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import type { SubscribeResponse } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import {
   ConfigOptionType,
@@ -12,6 +13,7 @@ import {
   MessageRole,
   MessageStatus,
   PermissionOptionKind,
+  RiskLevel,
   SessionStatus,
   StopReason,
 } from "../../gen/ts/src/agentic/v1/types_pb.js";
@@ -20,6 +22,7 @@ import type {
   ConfigOption,
   ElicitationRequest,
   PermissionRequest,
+  QueuedMessage,
   SessionInfo,
   SessionMessage,
   TokenUsage,
@@ -34,7 +37,7 @@ import { renderElicitation } from "./elicitation.js";
 import { Follower } from "./follow.js";
 import { flushMarkdown, MarkdownPart, onMarkdownRendered } from "./markdown.js";
 import { Outbox } from "./outbox.js";
-import { renderBlock, renderPlan, renderTool, usageText } from "./render.js";
+import { renderBlock, renderDiff, renderPlan, renderTool, usageText } from "./render.js";
 
 /** Asks the person for the token; resolves once one was given. */
 export type AskToken = () => Promise<void>;
@@ -158,6 +161,13 @@ function carryTerminalOutput(old: HTMLElement, fresh: HTMLElement): void {
   }
 }
 
+// The delivery selector's values.
+const deliveryModes: Record<string, DeliveryMode> = {
+  queue: DeliveryMode.QUEUE,
+  steer: DeliveryMode.STEER,
+  interrupt: DeliveryMode.INTERRUPT,
+};
+
 const stateOfStatus: Record<number, string> = {
   [MessageStatus.COMPLETE]: "complete",
   [MessageStatus.INCOMPLETE]: "incomplete",
@@ -235,6 +245,8 @@ export class ChatView {
   private deleteTimer = 0;
   private readonly composer = byId<HTMLFormElement>("composer");
   private readonly input = byId<HTMLTextAreaElement>("message-input");
+  private readonly delivery = byId<HTMLSelectElement>("delivery");
+  private readonly queue = byId("queue");
   private readonly error = byId("chat-error");
 
   constructor(
@@ -384,6 +396,7 @@ export class ChatView {
     this.lastSeq = replayInFlight ? session.messageInFlightFirstSequence - 1n : session.lastSequence;
     this.inFlightExpired = false;
     this.renderHeader();
+    this.renderQueue();
     // An opened session shows its end.
     flushMarkdown();
     this.follower.toEnd();
@@ -462,6 +475,7 @@ export class ChatView {
       case "sessionUpdated":
         if (p.value.session !== undefined) mergeSession(s, p.value.session, p.value.updateMask?.paths ?? []);
         this.renderHeader();
+        this.renderQueue();
         break;
       case "statusChanged":
         s.status = p.value.status;
@@ -509,6 +523,14 @@ export class ChatView {
         break;
       case "elicitationResolved":
         this.elicitationResolved(p.value.elicitationId, enumName(ElicitationAction, p.value.action), p.value.reason, p.value.principal);
+        break;
+      case "messageQueued":
+        if (p.value.message !== undefined) s.queuedMessages = [...s.queuedMessages, p.value.message];
+        this.renderQueue();
+        break;
+      case "messageDequeued":
+        s.queuedMessages = s.queuedMessages.filter((q) => q.messageId !== p.value.messageId);
+        this.renderQueue();
         break;
       case "error":
         this.showError(p.value.message);
@@ -574,9 +596,17 @@ export class ChatView {
       { class: "permission", role: "group", "data-testid": "permission", "data-permission-id": p.permissionId, "data-message-id": p.messageId, "aria-label": `permission for ${p.toolName || p.toolId}` },
       h("div", { class: "permission-title" }, p.description || `${p.toolName || p.toolId} wants permission`),
       p.commandInfo !== undefined && p.commandInfo.command !== ""
-        ? h("div", {}, h("code", {}, p.commandInfo.command), h("span", { class: "muted" }, ` risk: ${p.commandInfo.reason}`))
+        ? h(
+            "div",
+            { "data-testid": "permission-command" },
+            h("code", {}, p.commandInfo.command),
+            p.commandInfo.cwd !== "" ? h("span", { class: "muted" }, ` in ${p.commandInfo.cwd}`) : null,
+            h("span", { class: "muted" }, ` risk ${enumName(RiskLevel, p.commandInfo.riskLevel)}: ${p.commandInfo.reason}`),
+          )
         : null,
       p.paths.length > 0 ? h("div", { class: "muted" }, p.paths.join(", ")) : null,
+      // What the tool would change, above the answers: seen before it is allowed.
+      p.diffs.length > 0 ? h("div", { class: "permission-diffs" }, ...p.diffs.map(renderDiff)) : null,
     );
     const buttons = h("div", { class: "permission-options" });
     for (const o of p.options) {
@@ -628,7 +658,39 @@ export class ChatView {
     // The outbox sends it now, or shows it waiting while the server is away.
     this.input.value = "";
     this.error.textContent = "";
-    this.outbox.send(this.sessionId, text);
+    this.outbox.send(this.sessionId, text, deliveryModes[this.delivery.value] ?? DeliveryMode.QUEUE);
+  }
+
+  /** Shows the messages waiting in the session's queue, each with a way to take it out. */
+  private renderQueue(): void {
+    const queued = this.session?.queuedMessages ?? [];
+    this.queue.replaceChildren(
+      ...queued.map((q) => {
+        const remove = h("button", { type: "button", class: "small", "data-testid": "queued-remove" }, "Remove");
+        remove.addEventListener("click", () => void this.removeQueued(q, remove));
+        const text = q.content?.parts.map((part) => (part.part.case === "text" ? part.part.value : "")).join(" ") ?? "";
+        return h(
+          "li",
+          { "data-testid": "queued-message", "data-message-id": q.messageId },
+          h("span", { class: "muted small" }, "queued: "),
+          h("span", { class: "queued-text" }, text),
+          q.reason !== "" ? h("span", { class: "muted small" }, ` (${q.reason})`) : null,
+          " ",
+          remove,
+        );
+      }),
+    );
+  }
+
+  private async removeQueued(q: QueuedMessage, button: HTMLButtonElement): Promise<void> {
+    button.disabled = true;
+    try {
+      // Its MESSAGE_DEQUEUED takes it off the list.
+      await client.cancelMessage({ sessionId: this.sessionId, messageId: q.userMessageId, requestId: uuid() });
+    } catch (err) {
+      button.disabled = false;
+      await this.failed(err);
+    }
   }
 
   private addElicitation(r: ElicitationRequest): void {

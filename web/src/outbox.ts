@@ -2,6 +2,7 @@
 // wait, can be taken back, and go out in order as soon as the server is back, each with
 // the ids chosen when it was written: a repeat of one the server already took is
 // answered as that one (request_id) or refused as taken (message_id), never run twice.
+import type { DeliveryMode } from "../../gen/ts/src/agentic/v1/service_pb.js";
 import { client, isNetworkError, reasonOf, uuid } from "./api.js";
 import { isDown, onBack } from "./connection.js";
 import { h } from "./dom.js";
@@ -9,6 +10,8 @@ import { h } from "./dom.js";
 export interface Outgoing {
   readonly sessionId: string;
   readonly text: string;
+  // What to do with it while a turn runs.
+  readonly delivery: DeliveryMode;
   requestId: string;
   readonly messageId: string;
   readonly userMessageId: string;
@@ -32,8 +35,8 @@ export class Outbox {
   }
 
   /** Sends text to the session now, or keeps it until the server is back. */
-  send(sessionId: string, text: string): void {
-    this.items.push({ sessionId, text, requestId: uuid(), messageId: uuid(), userMessageId: uuid() });
+  send(sessionId: string, text: string, delivery: DeliveryMode): void {
+    this.items.push({ sessionId, text, delivery, requestId: uuid(), messageId: uuid(), userMessageId: uuid() });
     this.render();
     void this.drain();
   }
@@ -79,6 +82,7 @@ export class Outbox {
           await client.sendMessage({
             sessionId: m.sessionId,
             content: { parts: [{ part: { case: "text", value: m.text } }] },
+            delivery: m.delivery,
             requestId: m.requestId,
             messageId: m.messageId,
             userMessageId: m.userMessageId,

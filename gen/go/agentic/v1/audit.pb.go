@@ -613,8 +613,11 @@ type AuditCommand struct {
 	// Unset when the command did not exit (killed, cancelled) or the agent did not say.
 	ExitCode *int32 `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
 	// From the tool call's start to its end.
-	Duration      *durationpb.Duration `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
-	Status        ToolStatus           `protobuf:"varint,5,opt,name=status,proto3,enum=agentic.v1.ToolStatus" json:"status,omitempty"`
+	Duration *durationpb.Duration `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
+	Status   ToolStatus           `protobuf:"varint,5,opt,name=status,proto3,enum=agentic.v1.ToolStatus" json:"status,omitempty"`
+	// The command never ran: its permission request was denied (by a person or the
+	// policy), or cancelled.
+	Denied        bool `protobuf:"varint,6,opt,name=denied,proto3" json:"denied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +685,13 @@ func (x *AuditCommand) GetStatus() ToolStatus {
 		return x.Status
 	}
 	return ToolStatus_TOOL_STATUS_UNSPECIFIED
+}
+
+func (x *AuditCommand) GetDenied() bool {
+	if x != nil {
+		return x.Denied
+	}
+	return false
 }
 
 type AuditPermission struct {
@@ -1145,13 +1155,14 @@ const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x1d\n" +
 	"\n" +
 	"tool_title\x18\x05 \x01(\tR\ttoolTitleB\b\n" +
-	"\x06_bytes\"\xda\x01\n" +
+	"\x06_bytes\"\xf2\x01\n" +
 	"\fAuditCommand\x12!\n" +
 	"\fcommand_line\x18\x01 \x01(\tR\vcommandLine\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12 \n" +
 	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x125\n" +
 	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12.\n" +
-	"\x06status\x18\x05 \x01(\x0e2\x16.agentic.v1.ToolStatusR\x06statusB\f\n" +
+	"\x06status\x18\x05 \x01(\x0e2\x16.agentic.v1.ToolStatusR\x06status\x12\x16\n" +
+	"\x06denied\x18\x06 \x01(\bR\x06deniedB\f\n" +
 	"\n" +
 	"_exit_code\"\xb3\x03\n" +
 	"\x0fAuditPermission\x12#\n" +

@@ -3091,7 +3091,10 @@ type CommandInfo struct {
 	// A normalized form used by "allow always" (e.g. `git push --force`).
 	Signature string `protobuf:"bytes,5,opt,name=signature,proto3" json:"signature,omitempty"`
 	// The program that runs (e.g. `rm`).
-	BaseCommand   string `protobuf:"bytes,6,opt,name=base_command,json=baseCommand,proto3" json:"base_command,omitempty"`
+	BaseCommand string `protobuf:"bytes,6,opt,name=base_command,json=baseCommand,proto3" json:"base_command,omitempty"`
+	// The directory it runs in, when known: absolute for DeepChat, as the agent gave it
+	// for ACP agents.
+	Cwd           string `protobuf:"bytes,7,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3164,6 +3167,13 @@ func (x *CommandInfo) GetSignature() string {
 func (x *CommandInfo) GetBaseCommand() string {
 	if x != nil {
 		return x.BaseCommand
+	}
+	return ""
+}
+
+func (x *CommandInfo) GetCwd() string {
+	if x != nil {
+		return x.Cwd
 	}
 	return ""
 }
@@ -3252,8 +3262,12 @@ type PermissionRequest struct {
 	// The tool's arguments as the agent sent them.
 	Arguments *structpb.Value `protobuf:"bytes,11,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The assistant message the tool call belongs to.
-	MessageId     string                 `protobuf:"bytes,12,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	RequestTime   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	MessageId   string                 `protobuf:"bytes,12,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	RequestTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	// The file changes the tool would make, so that a person sees them before answering:
+	// each file's path, its text now (empty for a new file) and its text after. A large
+	// change is cut to the changed region with some context around it.
+	Diffs         []*DiffBlock `protobuf:"bytes,14,rep,name=diffs,proto3" json:"diffs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3375,6 +3389,13 @@ func (x *PermissionRequest) GetMessageId() string {
 func (x *PermissionRequest) GetRequestTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RequestTime
+	}
+	return nil
+}
+
+func (x *PermissionRequest) GetDiffs() []*DiffBlock {
+	if x != nil {
+		return x.Diffs
 	}
 	return nil
 }
@@ -5141,7 +5162,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\bresource\x18\x04 \x01(\v2\x1c.agentic.v1.EmbeddedResourceH\x00R\bresourceB\x06\n" +
 	"\x04part\"?\n" +
 	"\x0eMessageContent\x12-\n" +
-	"\x05parts\x18\x01 \x03(\v2\x17.agentic.v1.ContentPartR\x05parts\"\xd6\x01\n" +
+	"\x05parts\x18\x01 \x03(\v2\x17.agentic.v1.ContentPartR\x05parts\"\xe8\x01\n" +
 	"\vCommandInfo\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x124\n" +
 	"\n" +
@@ -5151,11 +5172,12 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"suggestion\x18\x04 \x01(\tR\n" +
 	"suggestion\x12\x1c\n" +
 	"\tsignature\x18\x05 \x01(\tR\tsignature\x12!\n" +
-	"\fbase_command\x18\x06 \x01(\tR\vbaseCommand\"y\n" +
+	"\fbase_command\x18\x06 \x01(\tR\vbaseCommand\x12\x10\n" +
+	"\x03cwd\x18\a \x01(\tR\x03cwd\"y\n" +
 	"\x10PermissionOption\x12\x1b\n" +
 	"\toption_id\x18\x01 \x01(\tR\boptionId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x124\n" +
-	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xb8\x04\n" +
+	"\x04kind\x18\x03 \x01(\x0e2 .agentic.v1.PermissionOptionKindR\x04kind\"\xe5\x04\n" +
 	"\x11PermissionRequest\x12#\n" +
 	"\rpermission_id\x18\x01 \x01(\tR\fpermissionId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1b\n" +
@@ -5172,7 +5194,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\targuments\x18\v \x01(\v2\x16.google.protobuf.ValueR\targuments\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\f \x01(\tR\tmessageId\x12=\n" +
-	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\"\xd3\x02\n" +
+	"\frequest_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\x12+\n" +
+	"\x05diffs\x18\x0e \x03(\v2\x15.agentic.v1.DiffBlockR\x05diffs\"\xd3\x02\n" +
 	"\x12ElicitationRequest\x12%\n" +
 	"\x0eelicitation_id\x18\x01 \x01(\tR\relicitationId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1d\n" +
@@ -5533,49 +5556,50 @@ var file_agentic_v1_types_proto_depIdxs = []int32{
 	40, // 35: agentic.v1.PermissionRequest.options:type_name -> agentic.v1.PermissionOption
 	64, // 36: agentic.v1.PermissionRequest.arguments:type_name -> google.protobuf.Value
 	63, // 37: agentic.v1.PermissionRequest.request_time:type_name -> google.protobuf.Timestamp
-	8,  // 38: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
-	65, // 39: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	63, // 40: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
-	44, // 41: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
-	45, // 42: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
-	51, // 43: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
-	58, // 44: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
-	10, // 45: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
-	11, // 46: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
-	64, // 47: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
-	64, // 48: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
-	43, // 49: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
-	46, // 50: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
-	39, // 51: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
-	66, // 52: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
-	41, // 53: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
-	53, // 54: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
-	12, // 55: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
-	13, // 56: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
-	56, // 57: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
-	48, // 58: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
-	49, // 59: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
-	47, // 60: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
-	50, // 61: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
-	51, // 62: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
-	52, // 63: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
-	54, // 64: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
-	55, // 65: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
-	57, // 66: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
-	44, // 67: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
-	45, // 68: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
-	58, // 69: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
-	14, // 70: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
-	15, // 71: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
-	59, // 72: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
-	63, // 73: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
-	16, // 74: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
-	27, // 75: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	44, // 38: agentic.v1.PermissionRequest.diffs:type_name -> agentic.v1.DiffBlock
+	8,  // 39: agentic.v1.ElicitationRequest.mode:type_name -> agentic.v1.ElicitationMode
+	65, // 40: agentic.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	63, // 41: agentic.v1.ElicitationRequest.request_time:type_name -> google.protobuf.Timestamp
+	44, // 42: agentic.v1.ToolContent.diff:type_name -> agentic.v1.DiffBlock
+	45, // 43: agentic.v1.ToolContent.terminal:type_name -> agentic.v1.TerminalBlock
+	51, // 44: agentic.v1.ToolContent.image:type_name -> agentic.v1.ImageBlock
+	58, // 45: agentic.v1.ToolContent.resource:type_name -> agentic.v1.ResourceBlock
+	10, // 46: agentic.v1.ToolCall.kind:type_name -> agentic.v1.ToolKind
+	11, // 47: agentic.v1.ToolCall.status:type_name -> agentic.v1.ToolStatus
+	64, // 48: agentic.v1.ToolCall.arguments:type_name -> google.protobuf.Value
+	64, // 49: agentic.v1.ToolCall.result:type_name -> google.protobuf.Value
+	43, // 50: agentic.v1.ToolCall.locations:type_name -> agentic.v1.ToolLocation
+	46, // 51: agentic.v1.ToolCall.content:type_name -> agentic.v1.ToolContent
+	39, // 52: agentic.v1.ToolCall.command_info:type_name -> agentic.v1.CommandInfo
+	66, // 53: agentic.v1.ErrorBlock.reason:type_name -> agentic.v1.ErrorReason
+	41, // 54: agentic.v1.ActionBlock.permission:type_name -> agentic.v1.PermissionRequest
+	53, // 55: agentic.v1.SearchBlock.results:type_name -> agentic.v1.SearchResult
+	12, // 56: agentic.v1.PlanEntry.status:type_name -> agentic.v1.PlanEntryStatus
+	13, // 57: agentic.v1.PlanEntry.priority:type_name -> agentic.v1.PlanEntryPriority
+	56, // 58: agentic.v1.PlanBlock.entries:type_name -> agentic.v1.PlanEntry
+	48, // 59: agentic.v1.Block.text:type_name -> agentic.v1.TextBlock
+	49, // 60: agentic.v1.Block.reasoning:type_name -> agentic.v1.ReasoningBlock
+	47, // 61: agentic.v1.Block.tool:type_name -> agentic.v1.ToolCall
+	50, // 62: agentic.v1.Block.error:type_name -> agentic.v1.ErrorBlock
+	51, // 63: agentic.v1.Block.image:type_name -> agentic.v1.ImageBlock
+	52, // 64: agentic.v1.Block.action:type_name -> agentic.v1.ActionBlock
+	54, // 65: agentic.v1.Block.search:type_name -> agentic.v1.SearchBlock
+	55, // 66: agentic.v1.Block.mcp_ui_resource:type_name -> agentic.v1.McpUiResourceBlock
+	57, // 67: agentic.v1.Block.plan:type_name -> agentic.v1.PlanBlock
+	44, // 68: agentic.v1.Block.diff:type_name -> agentic.v1.DiffBlock
+	45, // 69: agentic.v1.Block.terminal:type_name -> agentic.v1.TerminalBlock
+	58, // 70: agentic.v1.Block.resource:type_name -> agentic.v1.ResourceBlock
+	14, // 71: agentic.v1.SessionMessage.role:type_name -> agentic.v1.MessageRole
+	15, // 72: agentic.v1.SessionMessage.status:type_name -> agentic.v1.MessageStatus
+	59, // 73: agentic.v1.SessionMessage.blocks:type_name -> agentic.v1.Block
+	63, // 74: agentic.v1.SessionMessage.create_time:type_name -> google.protobuf.Timestamp
+	16, // 75: agentic.v1.SessionMessage.stop_reason:type_name -> agentic.v1.StopReason
+	27, // 76: agentic.v1.SessionMessage.usage:type_name -> agentic.v1.TokenUsage
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_types_proto_init() }

@@ -32,18 +32,20 @@ WEBHOOK_OUTCOME_GAVE_UP: WebhookOutcome
 WEBHOOK_OUTCOME_UNSPECIFIED: WebhookOutcome
 
 class AuditCommand(_message.Message):
-    __slots__ = ["command_line", "cwd", "duration", "exit_code", "status"]
+    __slots__ = ["command_line", "cwd", "denied", "duration", "exit_code", "status"]
     COMMAND_LINE_FIELD_NUMBER: _ClassVar[int]
     CWD_FIELD_NUMBER: _ClassVar[int]
+    DENIED_FIELD_NUMBER: _ClassVar[int]
     DURATION_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     command_line: str
     cwd: str
+    denied: bool
     duration: _duration_pb2.Duration
     exit_code: int
     status: _types_pb2.ToolStatus
-    def __init__(self, command_line: _Optional[str] = ..., cwd: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., status: _Optional[_Union[_types_pb2.ToolStatus, str]] = ...) -> None: ...
+    def __init__(self, command_line: _Optional[str] = ..., cwd: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., status: _Optional[_Union[_types_pb2.ToolStatus, str]] = ..., denied: bool = ...) -> None: ...
 
 class AuditDenial(_message.Message):
     __slots__ = ["permission_id", "reason"]

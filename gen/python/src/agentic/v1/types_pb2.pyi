@@ -218,20 +218,22 @@ class Command(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_hint: _Optional[str] = ...) -> None: ...
 
 class CommandInfo(_message.Message):
-    __slots__ = ["base_command", "command", "reason", "risk_level", "signature", "suggestion"]
+    __slots__ = ["base_command", "command", "cwd", "reason", "risk_level", "signature", "suggestion"]
     BASE_COMMAND_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RISK_LEVEL_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     SUGGESTION_FIELD_NUMBER: _ClassVar[int]
     base_command: str
     command: str
+    cwd: str
     reason: str
     risk_level: RiskLevel
     signature: str
     suggestion: str
-    def __init__(self, command: _Optional[str] = ..., risk_level: _Optional[_Union[RiskLevel, str]] = ..., reason: _Optional[str] = ..., suggestion: _Optional[str] = ..., signature: _Optional[str] = ..., base_command: _Optional[str] = ...) -> None: ...
+    def __init__(self, command: _Optional[str] = ..., risk_level: _Optional[_Union[RiskLevel, str]] = ..., reason: _Optional[str] = ..., suggestion: _Optional[str] = ..., signature: _Optional[str] = ..., base_command: _Optional[str] = ..., cwd: _Optional[str] = ...) -> None: ...
 
 class ConfigChoice(_message.Message):
     __slots__ = ["description", "group", "name", "value"]
@@ -456,10 +458,11 @@ class PermissionOption(_message.Message):
     def __init__(self, option_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[PermissionOptionKind, str]] = ...) -> None: ...
 
 class PermissionRequest(_message.Message):
-    __slots__ = ["arguments", "command_info", "description", "message_id", "options", "paths", "permission_id", "permission_type", "rememberable", "request_time", "server_name", "tool_id", "tool_name"]
+    __slots__ = ["arguments", "command_info", "description", "diffs", "message_id", "options", "paths", "permission_id", "permission_type", "rememberable", "request_time", "server_name", "tool_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     COMMAND_INFO_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    DIFFS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
@@ -473,6 +476,7 @@ class PermissionRequest(_message.Message):
     arguments: _struct_pb2.Value
     command_info: CommandInfo
     description: str
+    diffs: _containers.RepeatedCompositeFieldContainer[DiffBlock]
     message_id: str
     options: _containers.RepeatedCompositeFieldContainer[PermissionOption]
     paths: _containers.RepeatedScalarFieldContainer[str]
@@ -483,7 +487,7 @@ class PermissionRequest(_message.Message):
     server_name: str
     tool_id: str
     tool_name: str
-    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., permission_type: _Optional[_Union[PermissionType, str]] = ..., description: _Optional[str] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ..., paths: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PermissionOption, _Mapping]]] = ..., rememberable: bool = ..., server_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., message_id: _Optional[str] = ..., request_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, permission_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., permission_type: _Optional[_Union[PermissionType, str]] = ..., description: _Optional[str] = ..., command_info: _Optional[_Union[CommandInfo, _Mapping]] = ..., paths: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PermissionOption, _Mapping]]] = ..., rememberable: bool = ..., server_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., message_id: _Optional[str] = ..., request_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., diffs: _Optional[_Iterable[_Union[DiffBlock, _Mapping]]] = ...) -> None: ...
 
 class PlanBlock(_message.Message):
     __slots__ = ["entries"]

@@ -229,6 +229,14 @@ export declare type AuditCommand = Message<"agentic.v1.AuditCommand"> & {
    * @generated from field: agentic.v1.ToolStatus status = 5;
    */
   status: ToolStatus;
+
+  /**
+   * The command never ran: its permission request was denied (by a person or the
+   * policy), or cancelled.
+   *
+   * @generated from field: bool denied = 6;
+   */
+  denied: boolean;
 };
 
 /**

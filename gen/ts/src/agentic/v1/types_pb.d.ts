@@ -1122,6 +1122,14 @@ export declare type CommandInfo = Message<"agentic.v1.CommandInfo"> & {
    * @generated from field: string base_command = 6;
    */
   baseCommand: string;
+
+  /**
+   * The directory it runs in, when known: absolute for DeepChat, as the agent gave it
+   * for ACP agents.
+   *
+   * @generated from field: string cwd = 7;
+   */
+  cwd: string;
 };
 
 /**
@@ -1246,6 +1254,15 @@ export declare type PermissionRequest = Message<"agentic.v1.PermissionRequest"> 
    * @generated from field: google.protobuf.Timestamp request_time = 13;
    */
   requestTime?: Timestamp | undefined;
+
+  /**
+   * The file changes the tool would make, so that a person sees them before answering:
+   * each file's path, its text now (empty for a new file) and its text after. A large
+   * change is cut to the changed region with some context around it.
+   *
+   * @generated from field: repeated agentic.v1.DiffBlock diffs = 14;
+   */
+  diffs: DiffBlock[];
 };
 
 /**
