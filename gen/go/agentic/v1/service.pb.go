@@ -2795,6 +2795,104 @@ func (x *GetMessageResponse) GetMessage() *SessionMessage {
 	return nil
 }
 
+type WaitMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MessageId     string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitMessageRequest) Reset() {
+	*x = WaitMessageRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitMessageRequest) ProtoMessage() {}
+
+func (x *WaitMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitMessageRequest.ProtoReflect.Descriptor instead.
+func (*WaitMessageRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *WaitMessageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WaitMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+type WaitMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message as stored once it ended: status COMPLETE, CANCELLED, ERROR or
+	// INCOMPLETE (interrupted), with its stop_reason.
+	Message       *SessionMessage `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitMessageResponse) Reset() {
+	*x = WaitMessageResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitMessageResponse) ProtoMessage() {}
+
+func (x *WaitMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitMessageResponse.ProtoReflect.Descriptor instead.
+func (*WaitMessageResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *WaitMessageResponse) GetMessage() *SessionMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these sessions (empty: all).
@@ -2825,7 +2923,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2935,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[44]
+	mi := &file_agentic_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2948,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -2945,7 +3043,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3055,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[45]
+	mi := &file_agentic_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3068,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -3060,7 +3158,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3170,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[46]
+	mi := &file_agentic_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3183,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -3104,7 +3202,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3214,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[47]
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3227,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -3149,7 +3247,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3259,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[48]
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3272,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -3185,15 +3283,20 @@ func (x *CaughtUp) GetSequence() uint64 {
 }
 
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ServerTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// The stream's resume point: every event up to this sequence that the stream's
+	// filters match has been sent (the ones they drop included, so it moves on with other
+	// sessions' traffic). Resume with after_sequence = sequence; it is never older than
+	// the last event, bookmark or caught_up of the stream.
+	Sequence      uint64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3308,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3321,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -3226,6 +3329,13 @@ func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
 		return x.ServerTime
 	}
 	return nil
+}
+
+func (x *Heartbeat) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
 }
 
 type ListAuditEventsRequest struct {
@@ -3239,17 +3349,20 @@ type ListAuditEventsRequest struct {
 	// Only entries at or after start_time and before end_time (unset: unbounded).
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	EndTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	// Only entries with a larger id.
+	// Only entries with a larger id: to follow the log as it grows.
 	AfterId uint64 `protobuf:"varint,6,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
 	// At most this many (0: GetServerInfo's default_page_size; at most max_page_size).
-	PageSize      int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token, with the same filters (after_id
+	// included); opaque. Empty: the first page.
+	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3374,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3387,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -3326,19 +3439,29 @@ func (x *ListAuditEventsRequest) GetPageSize() int32 {
 	return 0
 }
 
+func (x *ListAuditEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListAuditEventsResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*AuditEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	// Whether more entries match after the last one returned: call again with after_id
-	// = that entry's id.
-	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// Whether more entries match after the last one returned (then next_page_token is
+	// set): call again with page_token, or with after_id = that entry's id.
+	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// Continues the listing with the same filters; empty on the last page. Opaque: pass
+	// it back unchanged.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3473,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3486,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3378,6 +3501,13 @@ func (x *ListAuditEventsResponse) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *ListAuditEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_agentic_v1_service_proto protoreflect.FileDescriptor
@@ -3569,6 +3699,13 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x02 \x01(\tR\tmessageId\"J\n" +
 	"\x12GetMessageResponse\x124\n" +
+	"\amessage\x18\x01 \x01(\v2\x1a.agentic.v1.SessionMessageR\amessage\"R\n" +
+	"\x12WaitMessageRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"K\n" +
+	"\x13WaitMessageResponse\x124\n" +
 	"\amessage\x18\x01 \x01(\v2\x1a.agentic.v1.SessionMessageR\amessage\"\x82\x02\n" +
 	"\x10SubscribeRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
@@ -3592,10 +3729,11 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\bBookmark\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\"&\n" +
 	"\bCaughtUp\x12\x1a\n" +
-	"\bsequence\x18\x01 \x01(\x04R\bsequence\"H\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"d\n" +
 	"\tHeartbeat\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"\xad\x02\n" +
+	"serverTime\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\"\xcc\x02\n" +
 	"\x16ListAuditEventsRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1b\n" +
@@ -3605,10 +3743,13 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x19\n" +
 	"\bafter_id\x18\x06 \x01(\x04R\aafterId\x12\x1b\n" +
-	"\tpage_size\x18\a \x01(\x05R\bpageSize\"]\n" +
+	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\"\x85\x01\n" +
 	"\x17ListAuditEventsResponse\x12.\n" +
 	"\x06events\x18\x01 \x03(\v2\x16.agentic.v1.AuditEventR\x06events\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more*Z\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken*Z\n" +
 	"\vSessionView\x12\x1c\n" +
 	"\x18SESSION_VIEW_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_VIEW_BASIC\x10\x01\x12\x15\n" +
@@ -3626,7 +3767,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xa5\x0e\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xf5\x0e\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -3648,7 +3789,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x12RespondElicitation\x12%.agentic.v1.RespondElicitationRequest\x1a&.agentic.v1.RespondElicitationResponse\x12Q\n" +
 	"\fListMessages\x12\x1f.agentic.v1.ListMessagesRequest\x1a .agentic.v1.ListMessagesResponse\x12K\n" +
 	"\n" +
-	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12J\n" +
+	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12N\n" +
+	"\vWaitMessage\x12\x1e.agentic.v1.WaitMessageRequest\x1a\x1f.agentic.v1.WaitMessageResponse\x12J\n" +
 	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x1d.agentic.v1.SubscribeResponse0\x01\x12Z\n" +
 	"\x0fListAuditEvents\x12\".agentic.v1.ListAuditEventsRequest\x1a#.agentic.v1.ListAuditEventsResponse\x12W\n" +
 	"\x0eCreateWebLogin\x12!.agentic.v1.CreateWebLoginRequest\x1a\".agentic.v1.CreateWebLoginResponse\x12Q\n" +
@@ -3670,7 +3812,7 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
 	(DeliveryMode)(0),                  // 1: agentic.v1.DeliveryMode
@@ -3720,129 +3862,134 @@ var file_agentic_v1_service_proto_goTypes = []any{
 	(*ListMessagesResponse)(nil),       // 45: agentic.v1.ListMessagesResponse
 	(*GetMessageRequest)(nil),          // 46: agentic.v1.GetMessageRequest
 	(*GetMessageResponse)(nil),         // 47: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 48: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 49: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 50: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 51: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 52: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 53: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 54: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 55: agentic.v1.ListAuditEventsResponse
-	(*SessionGrant)(nil),               // 56: agentic.v1.SessionGrant
-	(*SessionInfo)(nil),                // 57: agentic.v1.SessionInfo
-	(*timestamppb.Timestamp)(nil),      // 58: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 60: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 61: agentic.v1.McpServer
-	(SessionStatus)(0),                 // 62: agentic.v1.SessionStatus
-	(*MessageContent)(nil),             // 63: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 64: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 65: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 66: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 67: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 68: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 69: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 70: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 71: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 72: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 73: agentic.v1.AuditEvent
+	(*WaitMessageRequest)(nil),         // 48: agentic.v1.WaitMessageRequest
+	(*WaitMessageResponse)(nil),        // 49: agentic.v1.WaitMessageResponse
+	(*SubscribeRequest)(nil),           // 50: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 51: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 52: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 53: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 54: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 55: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 56: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 57: agentic.v1.ListAuditEventsResponse
+	(*SessionGrant)(nil),               // 58: agentic.v1.SessionGrant
+	(*SessionInfo)(nil),                // 59: agentic.v1.SessionInfo
+	(*timestamppb.Timestamp)(nil),      // 60: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 61: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 62: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 63: agentic.v1.McpServer
+	(SessionStatus)(0),                 // 64: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 65: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 66: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 67: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 68: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 69: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 70: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 71: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 72: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 73: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 74: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 75: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	56, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	57, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	58, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	59, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	59, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	58, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	59, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	60, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	61, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	61, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	9,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
 	11, // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
-	60, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	60, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	61, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	62, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	62, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	63, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
 	16, // 10: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	56, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	57, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	57, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	58, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	58, // 11: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	59, // 12: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	59, // 13: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 14: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	60, // 15: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
 	0,  // 16: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	57, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	57, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	60, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	63, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	59, // 17: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	59, // 18: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	62, // 19: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	65, // 20: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
 	1,  // 21: agentic.v1.SendMessageRequest.delivery:type_name -> agentic.v1.DeliveryMode
 	2,  // 22: agentic.v1.SendMessageResponse.outcome:type_name -> agentic.v1.DeliveryOutcome
-	57, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	57, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	64, // 25: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	64, // 26: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	65, // 27: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	59, // 23: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	59, // 24: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	66, // 25: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	66, // 26: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	67, // 27: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
 	40, // 28: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	66, // 29: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	67, // 30: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	68, // 31: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	68, // 29: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	69, // 30: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	70, // 31: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
 	3,  // 32: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	69, // 33: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	69, // 34: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	70, // 35: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	50, // 36: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	51, // 37: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	52, // 38: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	53, // 39: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	71, // 40: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	58, // 41: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	72, // 42: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	58, // 43: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	58, // 44: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	73, // 45: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	8,  // 46: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	12, // 47: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	14, // 48: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	17, // 49: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	19, // 50: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	21, // 51: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	23, // 52: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	25, // 53: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	27, // 54: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	29, // 55: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	31, // 56: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	33, // 57: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	35, // 58: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	37, // 59: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	39, // 60: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	42, // 61: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	44, // 62: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	46, // 63: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	48, // 64: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	54, // 65: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	6,  // 66: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
-	4,  // 67: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
-	10, // 68: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	13, // 69: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	15, // 70: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	18, // 71: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	20, // 72: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	22, // 73: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	24, // 74: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	26, // 75: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	28, // 76: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	30, // 77: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	32, // 78: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	34, // 79: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	36, // 80: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	38, // 81: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	41, // 82: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	43, // 83: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	45, // 84: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	47, // 85: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	49, // 86: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	55, // 87: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	7,  // 88: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
-	5,  // 89: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
-	68, // [68:90] is the sub-list for method output_type
-	46, // [46:68] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	71, // 33: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	71, // 34: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	71, // 35: agentic.v1.WaitMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	72, // 36: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	52, // 37: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	53, // 38: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	54, // 39: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	55, // 40: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	73, // 41: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	60, // 42: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	74, // 43: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	60, // 44: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	60, // 45: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	75, // 46: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	8,  // 47: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	12, // 48: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	14, // 49: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	17, // 50: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	19, // 51: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	21, // 52: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	23, // 53: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	25, // 54: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	27, // 55: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	29, // 56: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	31, // 57: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	33, // 58: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	35, // 59: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	37, // 60: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	39, // 61: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	42, // 62: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	44, // 63: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	46, // 64: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	48, // 65: agentic.v1.AgenticService.WaitMessage:input_type -> agentic.v1.WaitMessageRequest
+	50, // 66: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	56, // 67: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	6,  // 68: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	4,  // 69: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
+	10, // 70: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	13, // 71: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	15, // 72: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	18, // 73: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	20, // 74: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	22, // 75: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	24, // 76: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	26, // 77: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	28, // 78: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	30, // 79: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	32, // 80: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	34, // 81: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	36, // 82: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	38, // 83: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	41, // 84: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	43, // 85: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	45, // 86: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	47, // 87: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	49, // 88: agentic.v1.AgenticService.WaitMessage:output_type -> agentic.v1.WaitMessageResponse
+	51, // 89: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	57, // 90: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	7,  // 91: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	5,  // 92: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
+	70, // [70:93] is the sub-list for method output_type
+	47, // [47:70] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -3857,11 +4004,11 @@ func file_agentic_v1_service_proto_init() {
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[44].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[46].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[45].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[47].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -3873,7 +4020,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
