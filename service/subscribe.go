@@ -98,7 +98,10 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			}
 		}
 		if len(batch.Events) == 0 && batch.Bookmark == 0 && !batch.ReplayEnded { // the silence timer fired
-			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{ServerTime: timestamppb.Now()}}}); err != nil {
+			// The resume point rides along, so a filtered stream that sees nothing for long
+			// still holds a point inside the ring.
+			hb := &pb.Heartbeat{ServerTime: timestamppb.Now(), Sequence: sub.Settled()}
+			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: hb}}); err != nil {
 				return err
 			}
 		}
