@@ -1237,7 +1237,7 @@ type ListSessionsRequest struct {
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// At most this many (default and cap in ServerLimits).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// From a previous response's next_page_token, with the same filters.
+	// From a previous response's next_page_token, with the same filters; opaque.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only sessions in one of these statuses; empty for all.
 	Statuses []SessionStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=agentic.v1.SessionStatus" json:"statuses,omitempty"`
@@ -2581,7 +2581,8 @@ type ListMessagesRequest struct {
 	// At most this many (default and cap in ServerLimits). A page also ends before it
 	// would exceed ServerLimits.max_response_bytes.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// From a previous response's next_page_token, with the same session and order.
+	// From a previous response's next_page_token, with the same session and order;
+	// opaque.
 	PageToken     string       `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	Order         MessageOrder `protobuf:"varint,4,opt,name=order,proto3,enum=agentic.v1.MessageOrder" json:"order,omitempty"`
 	unknownFields protoimpl.UnknownFields

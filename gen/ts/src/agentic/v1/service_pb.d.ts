@@ -495,7 +495,7 @@ export declare type ListSessionsRequest = Message<"agentic.v1.ListSessionsReques
   pageSize: number;
 
   /**
-   * From a previous response's next_page_token, with the same filters.
+   * From a previous response's next_page_token, with the same filters; opaque.
    *
    * @generated from field: string page_token = 3;
    */
@@ -1109,7 +1109,8 @@ export declare type ListMessagesRequest = Message<"agentic.v1.ListMessagesReques
   pageSize: number;
 
   /**
-   * From a previous response's next_page_token, with the same session and order.
+   * From a previous response's next_page_token, with the same session and order;
+   * opaque.
    *
    * @generated from field: string page_token = 3;
    */
