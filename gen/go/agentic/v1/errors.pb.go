@@ -113,6 +113,10 @@ const (
 	ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW ErrorReason = 21
 	// RESOURCE_EXHAUSTED: the session runs as many terminals as it may.
 	ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS ErrorReason = 22
+	// RESOURCE_EXHAUSTED: the request message is larger than the server accepts (4 MiB,
+	// on every protocol); it cannot succeed as it is, so do not retry it unchanged.
+	// Metadata: limit_bytes.
+	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 33
 	// UNAVAILABLE: the agent's process is gone or not answering; retrying may start it.
 	ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE ErrorReason = 23
 	// UNAVAILABLE: the server is stopping. Metadata: last_sequence, on streams.
@@ -197,6 +201,7 @@ var (
 		20: "ERROR_REASON_RESUME_POINT_UNKNOWN",
 		21: "ERROR_REASON_SUBSCRIBER_TOO_SLOW",
 		22: "ERROR_REASON_TOO_MANY_TERMINALS",
+		33: "ERROR_REASON_REQUEST_TOO_LARGE",
 		23: "ERROR_REASON_AGENT_UNAVAILABLE",
 		24: "ERROR_REASON_SHUTTING_DOWN",
 		31: "ERROR_REASON_SESSION_OWNER_UNAVAILABLE",
@@ -247,6 +252,7 @@ var (
 		"ERROR_REASON_RESUME_POINT_UNKNOWN":         20,
 		"ERROR_REASON_SUBSCRIBER_TOO_SLOW":          21,
 		"ERROR_REASON_TOO_MANY_TERMINALS":           22,
+		"ERROR_REASON_REQUEST_TOO_LARGE":            33,
 		"ERROR_REASON_AGENT_UNAVAILABLE":            23,
 		"ERROR_REASON_SHUTTING_DOWN":                24,
 		"ERROR_REASON_SESSION_OWNER_UNAVAILABLE":    31,
@@ -303,7 +309,7 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\xd4\r\n" +
+	"agentic.v1*\xf8\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
@@ -333,6 +339,7 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	"!ERROR_REASON_RESUME_POINT_UNKNOWN\x10\x14\x12$\n" +
 	" ERROR_REASON_SUBSCRIBER_TOO_SLOW\x10\x15\x12#\n" +
 	"\x1fERROR_REASON_TOO_MANY_TERMINALS\x10\x16\x12\"\n" +
+	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10!\x12\"\n" +
 	"\x1eERROR_REASON_AGENT_UNAVAILABLE\x10\x17\x12\x1e\n" +
 	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x18\x12*\n" +
 	"&ERROR_REASON_SESSION_OWNER_UNAVAILABLE\x10\x1f\x12\x1a\n" +

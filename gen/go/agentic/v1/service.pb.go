@@ -944,7 +944,8 @@ type SessionConfig struct {
 	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// From the agent's modes; empty for the default (DeepChat: balanced).
 	ModeId string `protobuf:"bytes,3,opt,name=mode_id,json=modeId,proto3" json:"mode_id,omitempty"`
-	Title  string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// At most 1024 bytes of UTF-8; a longer one is INVALID_ARGUMENT.
+	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
 	// MCP servers for this session, besides the agent's configured ones. Refused with
 	// FAILED_PRECONDITION (UNSUPPORTED) by an agent without Capabilities.supports_mcp; an
 	// http server for an agent without supports_mcp_http is left out, with an ERROR event

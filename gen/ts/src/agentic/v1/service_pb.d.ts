@@ -364,6 +364,8 @@ export declare type SessionConfig = Message<"agentic.v1.SessionConfig"> & {
   modeId: string;
 
   /**
+   * At most 1024 bytes of UTF-8; a longer one is INVALID_ARGUMENT.
+   *
    * @generated from field: string title = 4;
    */
   title: string;
