@@ -2,7 +2,6 @@ package service
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -107,9 +106,10 @@ func (c connectVersionDefault) ServeHTTP(w http.ResponseWriter, r *http.Request)
 
 // connectChecks refuses, as Connect errors with the details every error carries, what
 // the gateway would otherwise answer in plain text or with the web page: a Connect
-// request of another protocol version or with a malformed timeout, and one whose message
-// is over maxRequestBytes (the gateway's buffer limit would say UNAVAILABLE, a code that
-// invites retrying what cannot succeed).
+// request of another protocol version or with a malformed timeout, and a unary one whose
+// message is over maxRequestBytes (the gateway buffers it to transcode, and its buffer
+// limit would say UNAVAILABLE, a code that invites retrying what cannot succeed). A
+// streaming request's messages pass on to the gRPC server, whose codec refuses them.
 type connectChecks struct {
 	next   http.Handler
 	errors *connect.ErrorWriter
@@ -134,8 +134,6 @@ func (c connectChecks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = requestTooLarge(maxRequestBytes, fmt.Sprintf("the body has %d bytes", r.ContentLength))
 	case unary && r.Method == http.MethodPost:
 		err = boundUnaryBody(r)
-	case streaming:
-		err = checkFirstEnvelope(r)
 	}
 	if err != nil {
 		_ = c.errors.Write(w, r, asConnectError(err))
@@ -144,8 +142,8 @@ func (c connectChecks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.next.ServeHTTP(w, r)
 }
 
-// envelopeBytes is the prefix of each message of a streaming Connect (or gRPC) body: a
-// flags byte and a 4-byte length.
+// envelopeBytes is the prefix of each message of a streaming Connect body: a flags byte
+// and a 4-byte length.
 const envelopeBytes = 5
 
 // connectContentType says whether a content type is the Connect protocol's, unary or
@@ -176,28 +174,6 @@ func boundUnaryBody(r *http.Request) error {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil
-}
-
-// checkFirstEnvelope reads the length in the first message's envelope of a streaming
-// body (the request of a server stream is its only message) and refuses one over the
-// limit before the gateway buffers it; the prefix is put back.
-func checkFirstEnvelope(r *http.Request) error {
-	var prefix [envelopeBytes]byte
-	n, err := io.ReadFull(r.Body, prefix[:])
-	body := r.Body
-	r.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(prefix[:n]), body), Closer: body}
-	if err != nil {
-		return nil // too short for an envelope: the gateway says what is wrong
-	}
-	if size := binary.BigEndian.Uint32(prefix[1:]); size > maxRequestBytes {
-		return requestTooLarge(maxRequestBytes, fmt.Sprintf("the request message has %d bytes", size))
-	}
-	return nil
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
 }
 
 // isRPCPath reports whether path has the shape of an RPC's: /package.Service/Method.

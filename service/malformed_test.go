@@ -1,8 +1,10 @@
 package service
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -193,4 +195,58 @@ func connectCodeName(c codes.Code) string {
 		return "resource_exhausted"
 	}
 	return strings.ToLower(c.String())
+}
+
+// A Connect request over the size limit whose body's length is not told in advance
+// (chunked) is RESOURCE_EXHAUSTED with its reason too: unary, as a Connect error; a
+// stream's, also when its length is known, in the stream's end message.
+func TestConnectOverSizeLimitChunked(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	client := e.httpClient(t, false)
+	unary := io.MultiReader(bytes.NewReader(mustMarshal(&pb.GetSessionRequest{SessionId: strings.Repeat("a", maxRequestBytes)})))
+	resp := post(t, client, rpcURL("GetSession"), "application/proto", nil, nil) // warms the connection
+	readAll(t, resp.Body)
+	req, err := http.NewRequest(http.MethodPost, rpcURL("GetSession"), unary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/proto")
+	if resp, err = client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	var ce connectError
+	if err := json.Unmarshal(readAll(t, resp.Body), &ce); err != nil || ce.Code != "resource_exhausted" || ce.errorInfo(t).GetReason() != "REQUEST_TOO_LARGE" {
+		t.Errorf("chunked unary: HTTP %s %+v (%v), want resource_exhausted with REQUEST_TOO_LARGE", resp.Status, ce, err)
+	}
+	resp.Body.Close()
+	big := envelope(0, mustMarshal(&pb.SubscribeRequest{SessionIds: []string{strings.Repeat("s", maxRequestBytes)}}))
+	for _, known := range []bool{true, false} {
+		var body io.Reader = bytes.NewReader(big)
+		if !known {
+			body = io.MultiReader(body) // hides the length: the request is chunked
+		}
+		req, err := http.NewRequest(http.MethodPost, rpcURL("Subscribe"), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/connect+proto")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames := readFrames(t, resp.Body)
+		resp.Body.Close()
+		if len(frames) != 1 || frames[0].flags&0x02 == 0 {
+			t.Fatalf("length known %v: HTTP %s, %d frames; want one end message", known, resp.Status, len(frames))
+		}
+		var end struct {
+			Error connectError `json:"error"`
+		}
+		if err := json.Unmarshal(frames[0].data, &end); err != nil {
+			t.Fatalf("end message %.300s: %v", frames[0].data, err)
+		}
+		if end.Error.Code != "resource_exhausted" || end.Error.errorInfo(t).GetReason() != "REQUEST_TOO_LARGE" {
+			t.Errorf("length known %v: %+v, want resource_exhausted with REQUEST_TOO_LARGE", known, end.Error)
+		}
+	}
 }
