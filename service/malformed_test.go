@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -249,4 +250,15 @@ func TestConnectOverSizeLimitChunked(t *testing.T) {
 			t.Errorf("length known %v: %+v, want resource_exhausted with REQUEST_TOO_LARGE", known, end.Error)
 		}
 	}
+}
+
+// A 1 MiB metadata value on a connection's first call gets the call's answer on native
+// gRPC, not a closed connection: the connection is routed by the start of its headers.
+func TestLargeMetadataOnFirstCall(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	conn := dialBufconn(t, e.lis, e.token)
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(bg, "x-big", strings.Repeat("b", 1<<20))
+	_, err := pb.NewAgenticServiceClient(conn).GetSession(ctx, &pb.GetSessionRequest{SessionId: "nope"})
+	wantMalformed(t, status.Convert(err), codes.NotFound, "SESSION_NOT_FOUND", "")
 }
