@@ -288,6 +288,22 @@ func (s *Subscription[T]) CaughtUp() (seq uint64, ok bool) {
 // bookmarked, or CaughtUp reported; the start point before any.
 func (s *Subscription[T]) Last() uint64 { return s.last }
 
+// Settled is Last moved up to the hub's newest sequence when nothing waits for the
+// subscription: once the replay is over and its queue is empty, every event it matches
+// up to the newest has been taken, and the ones it skipped since its last bookmark are
+// passed too. A subscriber told this point (a heartbeat) may resume from it although
+// no bookmark came. Call it between NextBatch calls, from the same goroutine.
+func (s *Subscription[T]) Settled() uint64 {
+	h := s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.caughtUp && !s.overflowed && s.pending == nil && len(s.ch) == 0 && h.next > 0 {
+		s.last = max(s.last, h.next-1)
+		s.skipped, s.skippedBytes = 0, 0
+	}
+	return s.last
+}
+
 // Close removes the subscription from the hub (a no-op when the hub already ended it).
 func (s *Subscription[T]) Close() {
 	h := s.hub

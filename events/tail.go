@@ -451,6 +451,10 @@ func (t *Tail[T]) CaughtUp() (seq uint64, ok bool) {
 // several, an event below it that a hub with an older block logs later is not.
 func (t *Tail[T]) Last() uint64 { return t.last }
 
+// Settled is Last: a tail knows only what it read from the log, and an event a replica
+// logs later may still fall below the newest sequence it could name.
+func (t *Tail[T]) Settled() uint64 { return t.last }
+
 // Close ends the tail and unregisters it from the hub's wake-ups; NextBatch then returns a
 // *ClosedError.
 func (t *Tail[T]) Close() {

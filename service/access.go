@@ -22,6 +22,7 @@ var methodScopes = map[string]Scopes{
 	pb.AgenticService_ListSessions_FullMethodName:       ScopeRead,
 	pb.AgenticService_ListMessages_FullMethodName:       ScopeRead,
 	pb.AgenticService_GetMessage_FullMethodName:         ScopeRead,
+	pb.AgenticService_WaitMessage_FullMethodName:        ScopeRead,
 	pb.AgenticService_Subscribe_FullMethodName:          ScopeRead,
 	pb.AgenticService_ListAuditEvents_FullMethodName:    ScopeRead,
 	pb.AgenticService_CreateWebLogin_FullMethodName:     0, // signs a browser in as the caller
@@ -67,6 +68,7 @@ var sessionNeeds = map[string]access{
 	pb.AgenticService_GetSession_FullMethodName:         accessRead,
 	pb.AgenticService_ListMessages_FullMethodName:       accessRead,
 	pb.AgenticService_GetMessage_FullMethodName:         accessRead,
+	pb.AgenticService_WaitMessage_FullMethodName:        accessRead,
 	pb.AgenticService_LoadSession_FullMethodName:        accessWrite,
 	pb.AgenticService_CloseSession_FullMethodName:       accessWrite,
 	pb.AgenticService_SendMessage_FullMethodName:        accessWrite,

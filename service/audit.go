@@ -5,7 +5,9 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -241,8 +243,11 @@ func (a *auditor) fromEvent(le events.LoggedEvent, ev *pb.AgenticEvent) []*pb.Au
 	// it: entries of the agent's acts name that principal.
 	turn := a.turns[le.SessionID]
 	entry := func(kind pb.AuditKind, source pb.AuditSource, toolID string) *pb.AuditEvent {
-		return &pb.AuditEvent{Time: timestamppb.New(le.Time), Kind: kind, Source: source, SessionId: le.SessionID,
+		e := &pb.AuditEvent{EventTime: timestamppb.New(le.Time), Kind: kind, Source: source, SessionId: le.SessionID,
 			AgentId: le.AgentID, ToolId: toolID, EventSequence: le.Sequence, Principal: turn}
+		//lint:ignore SA1019 both names of the time are kept, for clients that still read the old one
+		e.Time = e.EventTime
+		return e
 	}
 	observed := pb.AuditSource_AUDIT_SOURCE_OBSERVED
 	switch p := ev.GetPayload().(type) {
@@ -460,6 +465,14 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *pb.ListAuditEventsRe
 	}
 	f := store.AuditFilter{SessionIDs: req.GetSessionIds(), AgentIDs: req.GetAgentIds(), AfterID: req.GetAfterId(),
 		Reader: callerOf(ctx).reader()}
+	fingerprint := auditFingerprint(req)
+	if req.GetPageToken() != "" {
+		after, err := decodeAuditPageToken(req.GetPageToken(), fingerprint)
+		if err != nil {
+			return nil, s.fail(ctx, method, inField("page_token", err))
+		}
+		f.AfterID = after
+	}
 	for i, k := range req.GetKinds() {
 		if _, known := pb.AuditKind_name[int32(k)]; !known || k == pb.AuditKind_AUDIT_KIND_UNSPECIFIED {
 			return nil, s.fail(ctx, method, invalidField(fmt.Sprintf("kinds[%d]", i), "kinds[%d] is %d, not a kind of audit entry: use the AuditKind values (SESSION_CREATED ... POLICY_DENIAL)", i, k))
@@ -493,7 +506,65 @@ func (s *Service) ListAuditEvents(ctx context.Context, req *pb.ListAuditEventsRe
 			return nil, s.fail(ctx, method, fmt.Errorf("audit entry %d: %w", r.ID, err))
 		}
 		e.Id = r.ID
+		fillAuditTimes(&e)
 		resp.Events = append(resp.Events, &e)
 	}
+	if resp.More {
+		resp.NextPageToken = encodeAuditPageToken(resp.Events[len(resp.Events)-1].GetId(), fingerprint)
+	}
 	return resp, nil
+}
+
+// fillAuditTimes gives an entry both names of its time: entries stored before
+// event_time existed have only time.
+func fillAuditTimes(e *pb.AuditEvent) {
+	//lint:ignore SA1019 the deprecated name stays filled for the clients that read it
+	old := e.Time
+	switch {
+	case e.EventTime == nil:
+		e.EventTime = old
+	case old == nil:
+		//lint:ignore SA1019 as above
+		e.Time = e.EventTime
+	}
+}
+
+// auditPageToken is where a ListAuditEvents page continues: after an entry id, under the
+// filters it was issued for. Opaque to clients like the other lists' tokens (base64url
+// of this as JSON); the kind and the filters let a token given to another listing be
+// refused rather than misread.
+type auditPageToken struct {
+	Kind    string `json:"k"`
+	After   uint64 `json:"a"`
+	Filters string `json:"f"`
+}
+
+const auditPageTokenKind = "audit"
+
+// auditFingerprint identifies a ListAuditEvents request's filters (after_id included:
+// a token continues the listing that started there).
+func auditFingerprint(req *pb.ListAuditEventsRequest) string {
+	raw, _ := json.Marshal([]any{req.GetSessionIds(), req.GetAgentIds(), req.GetKinds(),
+		req.GetStartTime().AsTime().UnixNano(), req.GetStartTime() != nil,
+		req.GetEndTime().AsTime().UnixNano(), req.GetEndTime() != nil, req.GetAfterId()}) // cannot fail
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}
+
+func encodeAuditPageToken(after uint64, filters string) string {
+	raw, _ := json.Marshal(auditPageToken{Kind: auditPageTokenKind, After: after, Filters: filters}) // cannot fail
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// decodeAuditPageToken returns the entry id a page continues after; filters is the
+// request's fingerprint, which must be the token's.
+func decodeAuditPageToken(token, filters string) (uint64, error) {
+	var t auditPageToken
+	if !decodeToken(token, &t) || t.Kind != auditPageTokenKind || t.After == 0 {
+		return 0, invalidArgument("page_token %q is not one ListAuditEvents issued; pass next_page_token from the previous response unchanged, or leave it empty for the first page", token)
+	}
+	if t.Filters != filters {
+		return 0, invalidArgument("page_token was issued for other filters (session_ids, agent_ids, kinds, start_time, end_time, after_id); keep the filters while paging, or start again without page_token")
+	}
+	return t.After, nil
 }

@@ -128,6 +128,48 @@ func TestAuditRecordsASession(t *testing.T) {
 	if err != nil || len(rest.GetEvents()) != len(want)-3 || rest.GetMore() {
 		t.Errorf("the rest after id %d: %d entries, more %v, %v", page.GetEvents()[2].GetId(), len(rest.GetEvents()), rest.GetMore(), err)
 	}
+	// The same pages through page_token, which continues with the filters it was issued
+	// for and only those.
+	var tokened []*pb.AuditEvent
+	req := &pb.ListAuditEventsRequest{SessionIds: []string{id}, PageSize: 3}
+	for pages := 0; ; pages++ {
+		if pages > len(want) {
+			t.Fatalf("no end after %d pages", pages)
+		}
+		p, err := e.client.ListAuditEvents(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokened = append(tokened, p.GetEvents()...)
+		if p.GetMore() != (p.GetNextPageToken() != "") {
+			t.Fatalf("more %v with next_page_token %q", p.GetMore(), p.GetNextPageToken())
+		}
+		if p.GetNextPageToken() == "" {
+			break
+		}
+		req.PageToken = p.GetNextPageToken()
+	}
+	if len(tokened) != len(want) || tokened[3].GetId() != rest.GetEvents()[0].GetId() {
+		t.Errorf("paged with page_token: %v, want %v", kinds(tokened), want)
+	}
+	for _, bad := range []*pb.ListAuditEventsRequest{
+		{PageToken: page.GetNextPageToken()}, // issued for other filters
+		{SessionIds: []string{id}, PageToken: "nope"},
+		{SessionIds: []string{id}, PageToken: encodeSessionPageToken(store.SessionCursor{UpdatedUnixNano: 1, SessionID: id}, "")},
+	} {
+		_, err := e.client.ListAuditEvents(ctx, bad)
+		wantCode(t, err, codes.InvalidArgument)
+		if f := violatedField(err); f != "page_token" {
+			t.Errorf("page_token %q: BadRequest names %q", bad.GetPageToken(), f)
+		}
+	}
+	for _, ev := range tokened {
+		//lint:ignore SA1019 the deprecated name must stay filled
+		old := ev.GetTime()
+		if ev.GetEventTime() == nil || !proto.Equal(ev.GetEventTime(), old) {
+			t.Errorf("entry %d: event_time %v, time %v; want both, equal", ev.GetId(), ev.GetEventTime(), old)
+		}
+	}
 	future, err := e.client.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{StartTime: timestamppb.New(time.Now().Add(time.Hour))})
 	if err != nil || len(future.GetEvents()) != 0 {
 		t.Errorf("entries from the future: %v, %v", future, err)
@@ -273,5 +315,21 @@ func TestAuditEntriesOfARetriedBatch(t *testing.T) {
 	}
 	if d := e.GetCommand().GetDuration().AsDuration(); d != 2*time.Second {
 		t.Errorf("the retried command's duration %v, want 2s", d)
+	}
+}
+
+// An entry stored before event_time existed has only time: it is listed with both.
+func TestAuditTimesFilled(t *testing.T) {
+	at := timestamppb.New(time.Unix(1700000000, 5))
+	old := &pb.AuditEvent{Time: at} //lint:ignore SA1019 an entry as stored before event_time
+	fillAuditTimes(old)
+	if !proto.Equal(old.GetEventTime(), at) {
+		t.Errorf("event_time %v, want %v", old.GetEventTime(), at)
+	}
+	current := &pb.AuditEvent{EventTime: at}
+	fillAuditTimes(current)
+	//lint:ignore SA1019 the deprecated name must stay filled
+	if got := current.GetTime(); !proto.Equal(got, at) {
+		t.Errorf("time %v, want %v", got, at)
 	}
 }

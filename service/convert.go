@@ -3,6 +3,8 @@ package service
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -758,6 +760,9 @@ func contentFromPB(c *pb.MessageContent) (presenters.MessageContent, error) {
 func imageFromPB(i int, img *pb.ImageContent) (presenters.Image, error) {
 	switch src := img.GetSource().(type) {
 	case *pb.ImageContent_Url:
+		if err := checkDataURL(src.Url); err != nil {
+			return presenters.Image{}, invalidField(fmt.Sprintf("content.parts[%d].image.url", i), "content.parts[%d].image.url is a data URL that does not decode (%v): send data:<mime type>;base64,<standard base64>, or the bytes in image.data", i, err)
+		}
 		return presenters.Image{Kind: presenters.ImageURL, Data: src.Url, MimeType: img.GetMimeType()}, nil
 	case *pb.ImageContent_Data:
 		if img.GetMimeType() == "" {
@@ -768,6 +773,26 @@ func imageFromPB(i int, img *pb.ImageContent) (presenters.Image, error) {
 		return presenters.Image{Kind: presenters.ImageFile, Data: src.FilePath, MimeType: img.GetMimeType()}, nil
 	}
 	return presenters.Image{}, invalidArgument("content.parts[%d].image: set one of url, data or file_path", i)
+}
+
+// checkDataURL refuses a data URL (RFC 2397) whose base64 payload does not decode: the
+// agent would get an image it cannot read, or the provider refuse the whole turn. Other
+// URLs are the agent's to fetch.
+func checkDataURL(url string) error {
+	if len(url) < len("data:") || !strings.EqualFold(url[:len("data:")], "data:") {
+		return nil
+	}
+	meta, data, ok := strings.Cut(url[len("data:"):], ",")
+	if !ok {
+		return errors.New("no comma ends its media type")
+	}
+	if !strings.HasSuffix(strings.ToLower(meta), ";base64") {
+		return nil
+	}
+	if _, err := base64.StdEncoding.DecodeString(data); err != nil {
+		return err
+	}
+	return nil
 }
 
 func resourceFromPB(i int, r *pb.EmbeddedResource) (presenters.Resource, error) {

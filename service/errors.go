@@ -82,6 +82,7 @@ var reasonCodes = map[pb.ErrorReason]codes.Code{
 	pb.ErrorReason_ERROR_REASON_RESUME_POINT_UNKNOWN:         codes.OutOfRange,
 	pb.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW:          codes.ResourceExhausted,
 	pb.ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS:           codes.ResourceExhausted,
+	pb.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE:            codes.ResourceExhausted,
 	pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE:            codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:                codes.Unavailable,
 	pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE:    codes.Unavailable,
@@ -402,6 +403,9 @@ var codeReasons = map[codes.Code]pb.ErrorReason{
 	codes.DeadlineExceeded: pb.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED,
 	codes.Unimplemented:    pb.ErrorReason_ERROR_REASON_UNSUPPORTED,
 	codes.Unavailable:      pb.ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE,
+	// gRPC's own RESOURCE_EXHAUSTED refuses a message over the size limit; the server's
+	// other ones (a slow subscriber, terminals) carry their reasons.
+	codes.ResourceExhausted: pb.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE,
 }
 
 // withDetails is st with an ErrorInfo (and, for INVALID_ARGUMENT, a BadRequest naming
@@ -551,4 +555,12 @@ func longestRun(s string) int {
 		longest = max(longest, run)
 	}
 	return longest
+}
+
+// requestTooLarge is the error of a request message over limit bytes, which grpc-go (its
+// default receive limit) or the HTTP gateway refused before any handler ran.
+func requestTooLarge(limit int, msg string) error {
+	return withReason(pb.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE,
+		fmt.Errorf("%s: the request is larger than the %d bytes agenticd accepts; send a smaller one (retrying it unchanged cannot succeed)", msg, limit),
+		"limit_bytes", fmt.Sprint(limit))
 }

@@ -1,24 +1,43 @@
 package service
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
 	"github.com/rs/cors"
 	"google.golang.org/grpc"
+
+	"github.com/agenticd/agenticd/presenters"
 )
 
 // maxTranscodedMessageBytes bounds one message the gateway holds to translate between
 // Connect or gRPC-Web and gRPC, as grpc-go bounds a message it receives by default
 // (4 MiB): a request is held whole before any interceptor (the token's included) runs,
 // and the server sizes its responses and events for clients with that default.
-const maxTranscodedMessageBytes = 4 << 20
+const maxTranscodedMessageBytes = maxRequestBytes
+
+// maxRequestBytes is the largest request message agenticd accepts on every protocol
+// (grpc-go's default receive limit); a larger one is RESOURCE_EXHAUSTED with reason
+// REQUEST_TOO_LARGE.
+const maxRequestBytes = 4 << 20
+
+// maxWireRequestBytes is grpc-go's receive limit on the server: above maxRequestBytes,
+// so that the codec refuses a message over that with the details every error carries
+// (invalidUTF8Requests.unmarshal). A message over this one grpc-go refuses itself,
+// before reading it and before any interceptor, with RESOURCE_EXHAUSTED and no
+// details; raising it further would let an unauthenticated caller make the server
+// hold that much per request.
+const maxWireRequestBytes = 2 * maxRequestBytes
 
 // corsMaxAge is how long a browser may cache a preflight's answer.
 const corsMaxAge = 2 * time.Hour
@@ -53,7 +72,7 @@ func httpGateway(g *grpc.Server, page, acp http.Handler, logins *WebLogins, secu
 	if err != nil {
 		return nil, fmt.Errorf("the Connect and gRPC-Web gateway: %w", err)
 	}
-	var handler http.Handler = connectVersionDefault{next: transcoder}
+	var handler http.Handler = connectChecks{next: connectVersionDefault{next: transcoder}, errors: connect.NewErrorWriter()}
 	if len(allowedOrigins) > 0 {
 		handler = cors.New(cors.Options{
 			AllowedOrigins: allowedOrigins,
@@ -83,6 +102,78 @@ func (c connectVersionDefault) ServeHTTP(w http.ResponseWriter, r *http.Request)
 		}
 	}
 	c.next.ServeHTTP(w, r)
+}
+
+// connectChecks refuses, as Connect errors with the details every error carries, what
+// the gateway would otherwise answer in plain text or with the web page: a Connect
+// request of another protocol version or with a malformed timeout, and a unary one whose
+// message is over maxRequestBytes (the gateway buffers it to transcode, and its buffer
+// limit would say UNAVAILABLE, a code that invites retrying what cannot succeed). A
+// streaming request's messages pass on to the gRPC server, whose codec refuses them.
+type connectChecks struct {
+	next   http.Handler
+	errors *connect.ErrorWriter
+}
+
+// connectTimeout is a valid Connect-Timeout-Ms: at most 10 digits.
+var connectTimeout = regexp.MustCompile(`^[0-9]{1,10}$`)
+
+func (c connectChecks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	unary, streaming := connectContentType(r.Header.Get("Content-Type"))
+	if !isRPCPath(r.URL.Path) || (!unary && !streaming) {
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	var err error
+	switch v, t := r.Header.Get("Connect-Protocol-Version"), r.Header.Get("Connect-Timeout-Ms"); {
+	case v != "" && v != "1":
+		err = invalidArgument("the Connect-Protocol-Version header is %q: agenticd speaks version 1 of the Connect protocol; send 1, or leave the header out", v)
+	case len(r.Header.Values("Connect-Timeout-Ms")) > 0 && !connectTimeout.MatchString(t):
+		err = invalidArgument("the Connect-Timeout-Ms header is %q: give the timeout in milliseconds, a whole number of at most 10 digits, or leave the header out", t)
+	case unary && r.ContentLength > maxRequestBytes, streaming && r.ContentLength > maxRequestBytes+envelopeBytes:
+		err = requestTooLarge(maxRequestBytes, fmt.Sprintf("the body has %d bytes", r.ContentLength))
+	case unary && r.Method == http.MethodPost:
+		err = boundUnaryBody(r)
+	}
+	if err != nil {
+		_ = c.errors.Write(w, r, asConnectError(err))
+		return
+	}
+	c.next.ServeHTTP(w, r)
+}
+
+// envelopeBytes is the prefix of each message of a streaming Connect body: a flags byte
+// and a 4-byte length.
+const envelopeBytes = 5
+
+// connectContentType says whether a content type is the Connect protocol's, unary or
+// streaming.
+func connectContentType(ct string) (unary, streaming bool) {
+	ct, _, _ = strings.Cut(strings.ToLower(ct), ";")
+	switch strings.TrimSpace(ct) {
+	case "application/json", "application/proto":
+		return true, false
+	case "application/connect+json", "application/connect+proto":
+		return false, true
+	}
+	return false, false
+}
+
+// boundUnaryBody reads a unary body of unknown length up to the limit: over it, the
+// request is too large; under it, the body is put back for the gateway.
+func boundUnaryBody(r *http.Request) error {
+	if r.ContentLength >= 0 {
+		return nil // checked against the limit already; the gateway reads it
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
+	if err != nil {
+		return fmt.Errorf("%w: the request body could not be read: %v", presenters.ErrInvalidArgument, err)
+	}
+	if len(body) > maxRequestBytes {
+		return requestTooLarge(maxRequestBytes, "the body has more bytes than that")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return nil
 }
 
 // isRPCPath reports whether path has the shape of an RPC's: /package.Service/Method.

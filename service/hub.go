@@ -350,6 +350,7 @@ type eventSource interface {
 	NextBatch(ctx context.Context, idle <-chan time.Time, maxEvents, maxBytes int, dst []*encodedEvent) (events.Batch[*encodedEvent], error)
 	CaughtUp() (uint64, bool)
 	Last() uint64
+	Settled() uint64
 	Close()
 }
 

@@ -29,6 +29,7 @@ func serverOptions(creds Credentials, sessions sessionReach, kept AnswerStore, l
 		answers: newAnswers(kept, logger, requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
 		frameCodecOption(invalid),
+		grpc.MaxRecvMsgSize(maxWireRequestBytes),
 		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.reachUnary, ic.logUnary, ic.idempotentUnary),
 		grpc.ChainStreamInterceptor(ic.detailsStream, ic.recoverStream, ic.utf8Stream, ic.authStream, ic.logStream),
 	}

@@ -21,21 +21,36 @@ import (
 // so the codec hands such a request on empty, noted here, and the interceptors
 // (utf8Unary, utf8Stream) refuse it with INVALID_ARGUMENT saying what was wrong.
 type invalidUTF8Requests struct {
-	faults sync.Map // the request (a pointer) -> what was wrong with it
+	faults sync.Map // the request (a pointer) -> what was wrong with it: a message, or an error
 }
 
-// take forgets a request and returns its INVALID_ARGUMENT if the codec noted it.
+// take forgets a request and returns its refusal if the codec noted it.
 func (r *invalidUTF8Requests) take(req any) error {
 	fault, ok := r.faults.LoadAndDelete(req)
 	if !ok {
 		return nil
 	}
-	return status.Error(codes.InvalidArgument, fault.(string))
+	if msg, ok := fault.(string); ok {
+		return status.Error(codes.InvalidArgument, msg)
+	}
+	st, _ := toStatus(fault.(error))
+	return st.Err()
 }
 
 // unmarshal decodes data into v with the proto codec; a request that does not decode is
 // reset, noted, and not an error.
+//
+// A request over maxRequestBytes is noted too, as too large: grpc-go's own refusal of
+// one (its receive limit, maxWireRequestBytes here) comes before any interceptor and
+// carries no details, so its limit is set above ours and this one refuses first.
 func (r *invalidUTF8Requests) unmarshal(codec encoding.CodecV2, data mem.BufferSlice, v any) error {
+	if n := data.Len(); n > maxRequestBytes {
+		if msg, ok := v.(proto.Message); ok {
+			proto.Reset(msg)
+			r.faults.Store(v, requestTooLarge(maxRequestBytes, fmt.Sprintf("the request message has %d bytes", n)))
+			return nil
+		}
+	}
 	err := codec.Unmarshal(data, v)
 	if err == nil {
 		return nil

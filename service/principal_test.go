@@ -123,6 +123,8 @@ func TestPrincipalsKeepToTheirSessions(t *testing.T) {
 			wantRefused(t, err, connect.CodeNotFound, pb.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND, map[string]string{"session_id": id})
 			_, err = call[pb.SendMessageRequest, pb.SendMessageResponse](t, bob, "SendMessage", textMessage(id, "hi"))
 			wantRefused(t, err, connect.CodeNotFound, pb.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND, nil)
+			_, err = call[pb.WaitMessageRequest, pb.WaitMessageResponse](t, bob, "WaitMessage", &pb.WaitMessageRequest{SessionId: id, MessageId: "m1"})
+			wantRefused(t, err, connect.CodeNotFound, pb.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND, map[string]string{"session_id": id})
 			// Carol may not write at all: the scope is named.
 			_, err = call[pb.SendMessageRequest, pb.SendMessageResponse](t, carol, "SendMessage", textMessage(id, "hi"))
 			wantRefused(t, err, connect.CodePermissionDenied, pb.ErrorReason_ERROR_REASON_SCOPE_MISSING, map[string]string{"scope": "write", "principal": "carol"})

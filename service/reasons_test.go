@@ -318,6 +318,10 @@ func TestEveryStatusReason(t *testing.T) {
 			Action: pb.ElicitationAction_ELICITATION_ACTION_DECLINE})
 		wantReason(t, err, codes.FailedPrecondition, reason("ELICITATION_ALREADY_RESOLVED"), "", "action", "decided_by")
 	})
+	t.Run("REQUEST_TOO_LARGE", func(t *testing.T) {
+		_, err := e.client.GetSession(bg, &pb.GetSessionRequest{SessionId: strings.Repeat("a", maxRequestBytes)})
+		wantReason(t, err, codes.ResourceExhausted, reason("REQUEST_TOO_LARGE"), "", "limit_bytes")
+	})
 	t.Run("CANCELLED", func(t *testing.T) {
 		failSend(t, fmt.Errorf("the turn was cancelled: %w", presenters.ErrCancelled))
 		wantReason(t, send(), codes.Canceled, reason("CANCELLED"), "")

@@ -385,6 +385,7 @@ var sessionMethods = map[string]sessionCall{
 	pb.AgenticService_GetSession_FullMethodName:         callRead,
 	pb.AgenticService_ListMessages_FullMethodName:       callRead,
 	pb.AgenticService_GetMessage_FullMethodName:         callRead,
+	pb.AgenticService_WaitMessage_FullMethodName:        callRead,
 	pb.AgenticService_CloseSession_FullMethodName:       callEnd,
 	pb.AgenticService_DeleteSession_FullMethodName:      callEnd,
 	pb.AgenticService_LoadSession_FullMethodName:        callLoad,

@@ -281,6 +281,10 @@ func TestSessionRPCsValidateSessionID(t *testing.T) {
 			_, err := e.client.GetMessage(bg, &pb.GetMessageRequest{SessionId: id, MessageId: "m1"})
 			return err
 		},
+		"WaitMessage": func(id string) error {
+			_, err := e.client.WaitMessage(bg, &pb.WaitMessageRequest{SessionId: id, MessageId: "m1"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

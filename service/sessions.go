@@ -19,6 +19,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// maxTitleBytes bounds a session title a client gives: it is stored, listed with every
+// session and echoed in events, so a page of sessions must not be carried by titles.
+const maxTitleBytes = 1024
+
 func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionRequest) (*pb.CreateSessionResponse, error) {
 	const method = "CreateSession"
 	agentID, cfg := req.GetAgentId(), req.GetConfig()
@@ -27,6 +31,9 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	}
 	if err := required("config.workspace", cfg.GetWorkspace(), "an absolute directory under one of the server's workspace_roots"); err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	}
+	if n := len(cfg.GetTitle()); n > maxTitleBytes {
+		return nil, s.fail(ctx, method, invalidField("config.title", "config.title has %d bytes, more than the %d a title may have: shorten it", n, maxTitleBytes), "agent_id", agentID)
 	}
 	// The one place a path a client sent becomes a workspace: presenters get it opened.
 	ws, err := s.roots.Open(cfg.GetWorkspace())

@@ -31,8 +31,13 @@ func (c strictJSON) Unmarshal(data []byte, msg proto.Message) error {
 // undecodableRequest is err as the Connect error of a body that did not decode, with
 // the details every error carries.
 func undecodableRequest(err error) error {
-	st, _ := toStatus(invalidField("body", "%v", err))
-	ce := connect.NewError(connect.CodeInvalidArgument, errors.New(st.Message()))
+	return asConnectError(invalidField("body", "%v", err))
+}
+
+// asConnectError is err as a Connect error, with its status's code and details.
+func asConnectError(err error) *connect.Error {
+	st, _ := toStatus(err)
+	ce := connect.NewError(connect.Code(st.Code()), errors.New(st.Message())) // Connect's codes are gRPC's
 	for _, d := range st.Details() {
 		if m, ok := d.(proto.Message); ok {
 			if detail, derr := connect.NewErrorDetail(m); derr == nil {

@@ -102,8 +102,10 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			if s.hub.cutOff.Load() {
 				return s.fail(ctx, method, &cutOffError{Last: sub.Last(), err: store.ErrUnavailable}, "last_sequence", sub.Last())
 			}
-			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: &pb.Heartbeat{
-				ServerTime: timestamppb.Now(), LastSequence: sub.Last()}}}); err != nil {
+			// The resume point rides along, so a filtered stream that sees nothing for long
+			// still holds a point inside the ring.
+			hb := &pb.Heartbeat{ServerTime: timestamppb.Now(), Sequence: sub.Settled()}
+			if err := send(&pb.SubscribeResponse{Frame: &pb.SubscribeResponse_Heartbeat{Heartbeat: hb}}); err != nil {
 				return err
 			}
 		}

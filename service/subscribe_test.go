@@ -474,8 +474,8 @@ func TestSubscribeHeartbeats(t *testing.T) {
 	last := caughtUp.GetSequence() // where a resume would start
 	for i := range 3 {
 		hb := recvFrame(t, stream).GetHeartbeat()
-		if hb == nil || hb.GetServerTime() == nil || hb.GetLastSequence() != last {
-			t.Fatalf("frame %d of the silence: %v, want a heartbeat with last_sequence %d", i, hb, last)
+		if hb == nil || hb.GetServerTime() == nil || hb.GetSequence() != last {
+			t.Fatalf("frame %d of the silence: %v, want a heartbeat with sequence %d", i, hb, last)
 		}
 		if i == 1 {
 			last = publishDeltas(e.hub, fakeID, "s", 1)[0]
@@ -580,5 +580,44 @@ func TestSubscribeOldestHeld(t *testing.T) {
 	seq := publishDeltas(e.hub, fakeID, "s", 1)[0]
 	if ev := recv(t, stream); ev.GetSequence() != seq {
 		t.Errorf("live event %d, want %d", ev.GetSequence(), seq)
+	}
+}
+
+// A heartbeat carries the stream's resume point: for a stream filtered on session A
+// while only B's events pass (too few for a bookmark), the newest sequence, from which
+// it resumes with nothing lost and nothing repeated.
+func TestSubscribeHeartbeatCarriesResumePoint(t *testing.T) {
+	e := newEnv(t, envOptions{hub: HubOptions{HeartbeatInterval: 20 * time.Millisecond}})
+	e.storeSessions(t, fakeID, "A", "B")
+	stream := e.subscribeLive(t, &pb.SubscribeRequest{SessionIds: []string{"A"}})
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	first := publishDeltas(e.hub, fakeID, "A", 1)[0]
+	publishDeltas(e.hub, fakeID, "B", 10)
+	newest := e.hub.LastSequence()
+	var resume uint64
+	for frames := 0; resume != newest; frames++ {
+		if frames == 100 {
+			t.Fatalf("100 frames, the last heartbeat at %d; want one at the newest sequence %d", resume, newest)
+		}
+		frame := recvFrame(t, stream)
+		if seqs := frameSequences(frame); len(seqs) > 0 && (len(seqs) != 1 || seqs[0] != first) {
+			t.Fatalf("events %v, want only A's %d", seqs, first)
+		}
+		if frame.GetBookmark() != nil {
+			t.Fatalf("a bookmark after 10 skipped events: %v", frame)
+		}
+		if hb := frame.GetHeartbeat(); hb != nil {
+			if hb.GetSequence() < resume || hb.GetSequence() > newest {
+				t.Fatalf("heartbeat at %d after %d (newest %d)", hb.GetSequence(), resume, newest)
+			}
+			resume = hb.GetSequence()
+		}
+	}
+	second := publishDeltas(e.hub, fakeID, "A", 1)[0]
+	resumed := e.subscribe(t, &pb.SubscribeRequest{SessionIds: []string{"A"}, Start: after(resume)})
+	if got := frameSequences(recvFrame(t, resumed)); len(got) != 1 || got[0] != second {
+		t.Fatalf("resumed at heartbeat %d: %v, want only %d", resume, got, second)
 	}
 }

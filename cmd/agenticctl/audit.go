@@ -132,7 +132,7 @@ func auditLine(e *pb.AuditEvent) string {
 		about = "agent " + e.GetAgentId()
 	}
 	kind := enumName(e.GetKind().String(), "AUDIT_KIND_")
-	line := fmt.Sprintf("%d %s %s %s", e.GetId(), e.GetTime().AsTime().Local().Format(time.DateTime), about, kind)
+	line := fmt.Sprintf("%d %s %s %s", e.GetId(), e.GetEventTime().AsTime().Local().Format(time.DateTime), about, kind)
 	if e.GetSource() == pb.AuditSource_AUDIT_SOURCE_REPORTED {
 		line += " (reported by the agent)"
 	}

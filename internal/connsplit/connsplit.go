@@ -233,40 +233,61 @@ func (s *Splitter) classify(c net.Conn) (*listener, net.Conn, error) {
 	if err := s.clearDeadline(c); err != nil {
 		return nil, nil, err
 	}
+	// The first request's header block is decoded as its frames come, and the connection
+	// routed as soon as its method and content type are known: a large header further on
+	// (a big metadata value) is then the server's to answer, not a reason to close.
 	framer := http2.NewFramer(io.Discard, &limitedTee{r: c, w: &read, limit: maxSniffBytes})
-	framer.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var method, contentType string
+	headers := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		switch f.Name {
+		case ":method":
+			method = f.Value
+		case "content-type":
+			contentType = f.Value
+		}
+	})
+	route := func() (*listener, net.Conn, error) {
+		if isGRPC(method, contentType) {
+			return s.grpc, s.replay(c, read.Bytes(), false), nil
+		}
+		return s.http, s.replay(c, read.Bytes(), true), nil
+	}
+	inHeaders := false
 	for {
 		f, err := framer.ReadFrame()
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading an HTTP/2 client's first frames: %w", err)
 		}
+		var fragment []byte
+		var end bool
 		switch f := f.(type) {
 		case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PriorityFrame:
-			continue
-		case *http2.MetaHeadersFrame:
-			if isGRPC(f.PseudoValue("method"), headerValue(f, "content-type")) {
+			if !inHeaders {
+				continue
+			}
+			return s.grpc, s.replay(c, read.Bytes(), false), nil
+		case *http2.HeadersFrame:
+			fragment, end = f.HeaderBlockFragment(), f.HeadersEnded()
+		case *http2.ContinuationFrame:
+			if !inHeaders {
 				return s.grpc, s.replay(c, read.Bytes(), false), nil
 			}
-			return s.http, s.replay(c, read.Bytes(), true), nil
+			fragment, end = f.HeaderBlockFragment(), f.HeadersEnded()
 		default:
 			return s.grpc, s.replay(c, read.Bytes(), false), nil
+		}
+		inHeaders = true
+		if _, err := headers.Write(fragment); err != nil {
+			return nil, nil, fmt.Errorf("reading an HTTP/2 client's first request headers: %w", err)
+		}
+		if end || (method != "" && contentType != "") {
+			return route()
 		}
 	}
 }
 
 func (s *Splitter) clearDeadline(c net.Conn) error {
 	return c.SetReadDeadline(time.Time{})
-}
-
-// headerValue is the first value of a request's header (lowercase name, as HTTP/2
-// sends names).
-func headerValue(f *http2.MetaHeadersFrame, name string) string {
-	for _, hf := range f.RegularFields() {
-		if hf.Name == name {
-			return hf.Value
-		}
-	}
-	return ""
 }
 
 // isGRPC tells a native gRPC request from the rest: gRPC-Web's content types start

@@ -73,7 +73,7 @@ export class AuditPanel {
       for (;;) {
         const page = await client.listAuditEvents({ sessionIds: [id], afterId: after }, { signal: stop.signal });
         for (const e of page.events) {
-          const time = e.time !== undefined ? new Date(Number(e.time.seconds) * 1000).toLocaleTimeString() : "";
+          const time = e.eventTime !== undefined ? new Date(Number(e.eventTime.seconds) * 1000).toLocaleTimeString() : "";
           rows.push(
             h("li", { "data-testid": "audit-entry", "data-kind": enumName(AuditKind, e.kind) },
               h("span", { class: "muted small" }, time), " ",

@@ -233,9 +233,15 @@ func (WebhookOutcome) EnumDescriptor() ([]byte, []int) {
 // published, in the same transaction as the event log, and never changed.
 type AuditEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Rising: page with ListAuditEventsRequest.after_id.
-	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Time      *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// Rising: follow the log with ListAuditEventsRequest.after_id.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Deprecated: the same as event_time, which the API's other times are named like;
+	// both are filled.
+	//
+	// Deprecated: Marked as deprecated in agentic/v1/audit.proto.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// When it happened: the time of its event.
+	EventTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
 	Kind      AuditKind              `protobuf:"varint,3,opt,name=kind,proto3,enum=agentic.v1.AuditKind" json:"kind,omitempty"`
 	Source    AuditSource            `protobuf:"varint,4,opt,name=source,proto3,enum=agentic.v1.AuditSource" json:"source,omitempty"`
 	SessionId string                 `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -301,9 +307,17 @@ func (x *AuditEvent) GetId() uint64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in agentic/v1/audit.proto.
 func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditEvent) GetEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EventTime
 	}
 	return nil
 }
@@ -1120,11 +1134,13 @@ var File_agentic_v1_audit_proto protoreflect.FileDescriptor
 const file_agentic_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"\x16agentic/v1/audit.proto\x12\n" +
-	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x05\n" +
+	"agentic.v1\x1a\x17agentic/v1/events.proto\x1a\x16agentic/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x06\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
-	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12)\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\x04time\x129\n" +
+	"\n" +
+	"event_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\x12)\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x15.agentic.v1.AuditKindR\x04kind\x12/\n" +
 	"\x06source\x18\x04 \x01(\x0e2\x17.agentic.v1.AuditSourceR\x06source\x12\x1d\n" +
 	"\n" +
@@ -1275,29 +1291,30 @@ var file_agentic_v1_audit_proto_goTypes = []any{
 }
 var file_agentic_v1_audit_proto_depIdxs = []int32{
 	11, // 0: agentic.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 1: agentic.v1.AuditEvent.kind:type_name -> agentic.v1.AuditKind
-	1,  // 2: agentic.v1.AuditEvent.source:type_name -> agentic.v1.AuditSource
-	4,  // 3: agentic.v1.AuditEvent.session:type_name -> agentic.v1.AuditSession
-	5,  // 4: agentic.v1.AuditEvent.file_write:type_name -> agentic.v1.AuditFileWrite
-	6,  // 5: agentic.v1.AuditEvent.command:type_name -> agentic.v1.AuditCommand
-	7,  // 6: agentic.v1.AuditEvent.permission:type_name -> agentic.v1.AuditPermission
-	8,  // 7: agentic.v1.AuditEvent.denial:type_name -> agentic.v1.AuditDenial
-	9,  // 8: agentic.v1.AuditEvent.elicitation:type_name -> agentic.v1.AuditElicitation
-	10, // 9: agentic.v1.AuditEvent.webhook:type_name -> agentic.v1.AuditWebhook
-	12, // 10: agentic.v1.AuditCommand.duration:type_name -> google.protobuf.Duration
-	13, // 11: agentic.v1.AuditCommand.status:type_name -> agentic.v1.ToolStatus
-	14, // 12: agentic.v1.AuditPermission.permission_type:type_name -> agentic.v1.PermissionType
-	15, // 13: agentic.v1.AuditPermission.decided_by:type_name -> agentic.v1.PermissionDecider
-	16, // 14: agentic.v1.AuditElicitation.mode:type_name -> agentic.v1.ElicitationMode
-	17, // 15: agentic.v1.AuditElicitation.action:type_name -> agentic.v1.ElicitationAction
-	18, // 16: agentic.v1.AuditElicitation.decided_by:type_name -> agentic.v1.ElicitationDecider
-	19, // 17: agentic.v1.AuditWebhook.event:type_name -> agentic.v1.WebhookEvent
-	2,  // 18: agentic.v1.AuditWebhook.outcome:type_name -> agentic.v1.WebhookOutcome
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	11, // 1: agentic.v1.AuditEvent.event_time:type_name -> google.protobuf.Timestamp
+	0,  // 2: agentic.v1.AuditEvent.kind:type_name -> agentic.v1.AuditKind
+	1,  // 3: agentic.v1.AuditEvent.source:type_name -> agentic.v1.AuditSource
+	4,  // 4: agentic.v1.AuditEvent.session:type_name -> agentic.v1.AuditSession
+	5,  // 5: agentic.v1.AuditEvent.file_write:type_name -> agentic.v1.AuditFileWrite
+	6,  // 6: agentic.v1.AuditEvent.command:type_name -> agentic.v1.AuditCommand
+	7,  // 7: agentic.v1.AuditEvent.permission:type_name -> agentic.v1.AuditPermission
+	8,  // 8: agentic.v1.AuditEvent.denial:type_name -> agentic.v1.AuditDenial
+	9,  // 9: agentic.v1.AuditEvent.elicitation:type_name -> agentic.v1.AuditElicitation
+	10, // 10: agentic.v1.AuditEvent.webhook:type_name -> agentic.v1.AuditWebhook
+	12, // 11: agentic.v1.AuditCommand.duration:type_name -> google.protobuf.Duration
+	13, // 12: agentic.v1.AuditCommand.status:type_name -> agentic.v1.ToolStatus
+	14, // 13: agentic.v1.AuditPermission.permission_type:type_name -> agentic.v1.PermissionType
+	15, // 14: agentic.v1.AuditPermission.decided_by:type_name -> agentic.v1.PermissionDecider
+	16, // 15: agentic.v1.AuditElicitation.mode:type_name -> agentic.v1.ElicitationMode
+	17, // 16: agentic.v1.AuditElicitation.action:type_name -> agentic.v1.ElicitationAction
+	18, // 17: agentic.v1.AuditElicitation.decided_by:type_name -> agentic.v1.ElicitationDecider
+	19, // 18: agentic.v1.AuditWebhook.event:type_name -> agentic.v1.WebhookEvent
+	2,  // 19: agentic.v1.AuditWebhook.outcome:type_name -> agentic.v1.WebhookOutcome
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_audit_proto_init() }

@@ -113,6 +113,10 @@ const (
 	ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW ErrorReason = 21
 	// RESOURCE_EXHAUSTED: the session runs as many terminals as it may.
 	ErrorReason_ERROR_REASON_TOO_MANY_TERMINALS ErrorReason = 22
+	// RESOURCE_EXHAUSTED: the request message is larger than the server accepts (4 MiB,
+	// on every protocol); it cannot succeed as it is, so do not retry it unchanged.
+	// Metadata: limit_bytes.
+	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 33
 	// UNAVAILABLE: the agent's process is gone or not answering; retrying may start it.
 	ErrorReason_ERROR_REASON_AGENT_UNAVAILABLE ErrorReason = 23
 	// UNAVAILABLE: the server is stopping. Metadata: last_sequence, on streams.
@@ -126,7 +130,7 @@ const (
 	// one database), or the database refused the write for now (restarting, read-only).
 	// Nothing was lost: retry. On streams the stream ends with it when the replica can no
 	// longer vouch for what it sends. Metadata: last_sequence, on streams.
-	ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE ErrorReason = 33
+	ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE ErrorReason = 34
 	// CANCELLED / DEADLINE_EXCEEDED: the client's call ended first.
 	ErrorReason_ERROR_REASON_CANCELLED         ErrorReason = 25
 	ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED ErrorReason = 26
@@ -202,10 +206,11 @@ var (
 		20: "ERROR_REASON_RESUME_POINT_UNKNOWN",
 		21: "ERROR_REASON_SUBSCRIBER_TOO_SLOW",
 		22: "ERROR_REASON_TOO_MANY_TERMINALS",
+		33: "ERROR_REASON_REQUEST_TOO_LARGE",
 		23: "ERROR_REASON_AGENT_UNAVAILABLE",
 		24: "ERROR_REASON_SHUTTING_DOWN",
 		31: "ERROR_REASON_SESSION_OWNER_UNAVAILABLE",
-		33: "ERROR_REASON_DATABASE_UNAVAILABLE",
+		34: "ERROR_REASON_DATABASE_UNAVAILABLE",
 		25: "ERROR_REASON_CANCELLED",
 		26: "ERROR_REASON_DEADLINE_EXCEEDED",
 		27: "ERROR_REASON_INTERNAL",
@@ -253,10 +258,11 @@ var (
 		"ERROR_REASON_RESUME_POINT_UNKNOWN":         20,
 		"ERROR_REASON_SUBSCRIBER_TOO_SLOW":          21,
 		"ERROR_REASON_TOO_MANY_TERMINALS":           22,
+		"ERROR_REASON_REQUEST_TOO_LARGE":            33,
 		"ERROR_REASON_AGENT_UNAVAILABLE":            23,
 		"ERROR_REASON_SHUTTING_DOWN":                24,
 		"ERROR_REASON_SESSION_OWNER_UNAVAILABLE":    31,
-		"ERROR_REASON_DATABASE_UNAVAILABLE":         33,
+		"ERROR_REASON_DATABASE_UNAVAILABLE":         34,
 		"ERROR_REASON_CANCELLED":                    25,
 		"ERROR_REASON_DEADLINE_EXCEEDED":            26,
 		"ERROR_REASON_INTERNAL":                     27,
@@ -310,7 +316,7 @@ var File_agentic_v1_errors_proto protoreflect.FileDescriptor
 const file_agentic_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x17agentic/v1/errors.proto\x12\n" +
-	"agentic.v1*\xfb\r\n" +
+	"agentic.v1*\x9f\x0e\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n" +
@@ -340,10 +346,11 @@ const file_agentic_v1_errors_proto_rawDesc = "" +
 	"!ERROR_REASON_RESUME_POINT_UNKNOWN\x10\x14\x12$\n" +
 	" ERROR_REASON_SUBSCRIBER_TOO_SLOW\x10\x15\x12#\n" +
 	"\x1fERROR_REASON_TOO_MANY_TERMINALS\x10\x16\x12\"\n" +
+	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10!\x12\"\n" +
 	"\x1eERROR_REASON_AGENT_UNAVAILABLE\x10\x17\x12\x1e\n" +
 	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x18\x12*\n" +
 	"&ERROR_REASON_SESSION_OWNER_UNAVAILABLE\x10\x1f\x12%\n" +
-	"!ERROR_REASON_DATABASE_UNAVAILABLE\x10!\x12\x1a\n" +
+	"!ERROR_REASON_DATABASE_UNAVAILABLE\x10\"\x12\x1a\n" +
 	"\x16ERROR_REASON_CANCELLED\x10\x19\x12\"\n" +
 	"\x1eERROR_REASON_DEADLINE_EXCEEDED\x10\x1a\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x1b\x12\x1e\n" +

@@ -944,7 +944,8 @@ type SessionConfig struct {
 	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// From the agent's modes; empty for the default (DeepChat: balanced).
 	ModeId string `protobuf:"bytes,3,opt,name=mode_id,json=modeId,proto3" json:"mode_id,omitempty"`
-	Title  string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// At most 1024 bytes of UTF-8; a longer one is INVALID_ARGUMENT.
+	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
 	// MCP servers for this session, besides the agent's configured ones. Refused with
 	// FAILED_PRECONDITION (UNSUPPORTED) by an agent without Capabilities.supports_mcp; an
 	// http server for an agent without supports_mcp_http is left out, with an ERROR event
@@ -1307,7 +1308,7 @@ type ListSessionsRequest struct {
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// At most this many (default and cap in ServerLimits).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// From a previous response's next_page_token, with the same filters.
+	// From a previous response's next_page_token, with the same filters; opaque.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only sessions in one of these statuses; empty for all.
 	Statuses []SessionStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=agentic.v1.SessionStatus" json:"statuses,omitempty"`
@@ -2846,7 +2847,8 @@ type ListMessagesRequest struct {
 	// At most this many (default and cap in ServerLimits). A page also ends before it
 	// would exceed ServerLimits.max_response_bytes.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// From a previous response's next_page_token, with the same session and order.
+	// From a previous response's next_page_token, with the same session and order;
+	// opaque.
 	PageToken     string       `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	Order         MessageOrder `protobuf:"varint,4,opt,name=order,proto3,enum=agentic.v1.MessageOrder" json:"order,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3060,6 +3062,104 @@ func (x *GetMessageResponse) GetMessage() *SessionMessage {
 	return nil
 }
 
+type WaitMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MessageId     string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitMessageRequest) Reset() {
+	*x = WaitMessageRequest{}
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitMessageRequest) ProtoMessage() {}
+
+func (x *WaitMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitMessageRequest.ProtoReflect.Descriptor instead.
+func (*WaitMessageRequest) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *WaitMessageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WaitMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+type WaitMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message as stored once it ended: status COMPLETE, CANCELLED, ERROR or
+	// INCOMPLETE (interrupted), with its stop_reason.
+	Message       *SessionMessage `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitMessageResponse) Reset() {
+	*x = WaitMessageResponse{}
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitMessageResponse) ProtoMessage() {}
+
+func (x *WaitMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitMessageResponse.ProtoReflect.Descriptor instead.
+func (*WaitMessageResponse) Descriptor() ([]byte, []int) {
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *WaitMessageResponse) GetMessage() *SessionMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these sessions (empty: all).
@@ -3090,7 +3190,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3202,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[49]
+	mi := &file_agentic_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3215,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SubscribeRequest) GetSessionIds() []string {
@@ -3210,7 +3310,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3322,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[50]
+	mi := &file_agentic_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3335,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SubscribeResponse) GetFrame() isSubscribeResponse_Frame {
@@ -3325,7 +3425,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3337,7 +3437,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[51]
+	mi := &file_agentic_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3350,7 +3450,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EventBatch) GetEvents() []*AgenticEvent {
@@ -3369,7 +3469,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_agentic_v1_service_proto_msgTypes[52]
+	mi := &file_agentic_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3481,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[52]
+	mi := &file_agentic_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3494,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Bookmark) GetSequence() uint64 {
@@ -3414,7 +3514,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentic_v1_service_proto_msgTypes[53]
+	mi := &file_agentic_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3526,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[53]
+	mi := &file_agentic_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3539,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CaughtUp) GetSequence() uint64 {
@@ -3452,18 +3552,20 @@ func (x *CaughtUp) GetSequence() uint64 {
 type Heartbeat struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ServerTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
-	// The stream's resume point: a stream resumed with after_sequence set to it misses
-	// nothing this one would have sent. A heartbeat vouches that nothing up to now is
-	// missing; a replica that can no longer vouch (cut off from its database) ends the
-	// stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
-	LastSequence  uint64 `protobuf:"varint,2,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// The stream's resume point: every event up to this sequence that the stream's
+	// filters match has been sent (the ones they drop included, so it moves on with other
+	// sessions' traffic). Resume with after_sequence = sequence; it is never older than
+	// the last event, bookmark or caught_up of the stream. A heartbeat vouches that nothing
+	// up to now is missing; a replica that can no longer vouch (cut off from its database)
+	// ends the stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
+	Sequence      uint64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentic_v1_service_proto_msgTypes[54]
+	mi := &file_agentic_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3577,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[54]
+	mi := &file_agentic_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3590,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -3498,9 +3600,9 @@ func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *Heartbeat) GetLastSequence() uint64 {
+func (x *Heartbeat) GetSequence() uint64 {
 	if x != nil {
-		return x.LastSequence
+		return x.Sequence
 	}
 	return 0
 }
@@ -3516,17 +3618,20 @@ type ListAuditEventsRequest struct {
 	// Only entries at or after start_time and before end_time (unset: unbounded).
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	EndTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	// Only entries with a larger id.
+	// Only entries with a larger id: to follow the log as it grows.
 	AfterId uint64 `protobuf:"varint,6,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
 	// At most this many (0: GetServerInfo's default_page_size; at most max_page_size).
-	PageSize      int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token, with the same filters (after_id
+	// included); opaque. Empty: the first page.
+	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_agentic_v1_service_proto_msgTypes[55]
+	mi := &file_agentic_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3643,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[55]
+	mi := &file_agentic_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3656,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListAuditEventsRequest) GetSessionIds() []string {
@@ -3603,19 +3708,29 @@ func (x *ListAuditEventsRequest) GetPageSize() int32 {
 	return 0
 }
 
+func (x *ListAuditEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListAuditEventsResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*AuditEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	// Whether more entries match after the last one returned: call again with after_id
-	// = that entry's id.
-	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// Whether more entries match after the last one returned (then next_page_token is
+	// set): call again with page_token, or with after_id = that entry's id.
+	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// Continues the listing with the same filters; empty on the last page. Opaque: pass
+	// it back unchanged.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_agentic_v1_service_proto_msgTypes[56]
+	mi := &file_agentic_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3742,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentic_v1_service_proto_msgTypes[56]
+	mi := &file_agentic_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3755,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentic_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_agentic_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3655,6 +3770,13 @@ func (x *ListAuditEventsResponse) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *ListAuditEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_agentic_v1_service_proto protoreflect.FileDescriptor
@@ -3862,6 +3984,13 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x02 \x01(\tR\tmessageId\"J\n" +
 	"\x12GetMessageResponse\x124\n" +
+	"\amessage\x18\x01 \x01(\v2\x1a.agentic.v1.SessionMessageR\amessage\"R\n" +
+	"\x12WaitMessageRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"K\n" +
+	"\x13WaitMessageResponse\x124\n" +
 	"\amessage\x18\x01 \x01(\v2\x1a.agentic.v1.SessionMessageR\amessage\"\x82\x02\n" +
 	"\x10SubscribeRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
@@ -3885,11 +4014,11 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\bBookmark\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\"&\n" +
 	"\bCaughtUp\x12\x1a\n" +
-	"\bsequence\x18\x01 \x01(\x04R\bsequence\"m\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"d\n" +
 	"\tHeartbeat\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\x12#\n" +
-	"\rlast_sequence\x18\x02 \x01(\x04R\flastSequence\"\xad\x02\n" +
+	"serverTime\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\"\xcc\x02\n" +
 	"\x16ListAuditEventsRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1b\n" +
@@ -3899,10 +4028,13 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x19\n" +
 	"\bafter_id\x18\x06 \x01(\x04R\aafterId\x12\x1b\n" +
-	"\tpage_size\x18\a \x01(\x05R\bpageSize\"]\n" +
+	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\"\x85\x01\n" +
 	"\x17ListAuditEventsResponse\x12.\n" +
 	"\x06events\x18\x01 \x03(\v2\x16.agentic.v1.AuditEventR\x06events\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more*Z\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken*Z\n" +
 	"\vSessionView\x12\x1c\n" +
 	"\x18SESSION_VIEW_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_VIEW_BASIC\x10\x01\x12\x15\n" +
@@ -3920,7 +4052,7 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\fMessageOrder\x12\x1d\n" +
 	"\x19MESSAGE_ORDER_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aMESSAGE_ORDER_OLDEST_FIRST\x10\x01\x12\x1e\n" +
-	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xd1\x0f\n" +
+	"\x1aMESSAGE_ORDER_NEWEST_FIRST\x10\x022\xa1\x10\n" +
 	"\x0eAgenticService\x12T\n" +
 	"\rGetServerInfo\x12 .agentic.v1.GetServerInfoRequest\x1a!.agentic.v1.GetServerInfoResponse\x12K\n" +
 	"\n" +
@@ -3944,7 +4076,8 @@ const file_agentic_v1_service_proto_rawDesc = "" +
 	"\x12RespondElicitation\x12%.agentic.v1.RespondElicitationRequest\x1a&.agentic.v1.RespondElicitationResponse\x12Q\n" +
 	"\fListMessages\x12\x1f.agentic.v1.ListMessagesRequest\x1a .agentic.v1.ListMessagesResponse\x12K\n" +
 	"\n" +
-	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12J\n" +
+	"GetMessage\x12\x1d.agentic.v1.GetMessageRequest\x1a\x1e.agentic.v1.GetMessageResponse\x12N\n" +
+	"\vWaitMessage\x12\x1e.agentic.v1.WaitMessageRequest\x1a\x1f.agentic.v1.WaitMessageResponse\x12J\n" +
 	"\tSubscribe\x12\x1c.agentic.v1.SubscribeRequest\x1a\x1d.agentic.v1.SubscribeResponse0\x01\x12Z\n" +
 	"\x0fListAuditEvents\x12\".agentic.v1.ListAuditEventsRequest\x1a#.agentic.v1.ListAuditEventsResponse\x12W\n" +
 	"\x0eCreateWebLogin\x12!.agentic.v1.CreateWebLoginRequest\x1a\".agentic.v1.CreateWebLoginResponse\x12Q\n" +
@@ -3966,7 +4099,7 @@ func file_agentic_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentic_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_agentic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_agentic_v1_service_proto_goTypes = []any{
 	(SessionView)(0),                   // 0: agentic.v1.SessionView
 	(DeliveryMode)(0),                  // 1: agentic.v1.DeliveryMode
@@ -4021,138 +4154,143 @@ var file_agentic_v1_service_proto_goTypes = []any{
 	(*ListMessagesResponse)(nil),       // 50: agentic.v1.ListMessagesResponse
 	(*GetMessageRequest)(nil),          // 51: agentic.v1.GetMessageRequest
 	(*GetMessageResponse)(nil),         // 52: agentic.v1.GetMessageResponse
-	(*SubscribeRequest)(nil),           // 53: agentic.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),          // 54: agentic.v1.SubscribeResponse
-	(*EventBatch)(nil),                 // 55: agentic.v1.EventBatch
-	(*Bookmark)(nil),                   // 56: agentic.v1.Bookmark
-	(*CaughtUp)(nil),                   // 57: agentic.v1.CaughtUp
-	(*Heartbeat)(nil),                  // 58: agentic.v1.Heartbeat
-	(*ListAuditEventsRequest)(nil),     // 59: agentic.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),    // 60: agentic.v1.ListAuditEventsResponse
-	(*SessionGrant)(nil),               // 61: agentic.v1.SessionGrant
-	(*SessionInfo)(nil),                // 62: agentic.v1.SessionInfo
-	(*timestamppb.Timestamp)(nil),      // 63: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 64: google.protobuf.Duration
-	(*AgentInfo)(nil),                  // 65: agentic.v1.AgentInfo
-	(*McpServer)(nil),                  // 66: agentic.v1.McpServer
-	(WebhookEvent)(0),                  // 67: agentic.v1.WebhookEvent
-	(SessionStatus)(0),                 // 68: agentic.v1.SessionStatus
-	(*MessageContent)(nil),             // 69: agentic.v1.MessageContent
-	(PermissionOptionKind)(0),          // 70: agentic.v1.PermissionOptionKind
-	(PermissionDecider)(0),             // 71: agentic.v1.PermissionDecider
-	(ElicitationAction)(0),             // 72: agentic.v1.ElicitationAction
-	(*structpb.Struct)(nil),            // 73: google.protobuf.Struct
-	(*ElicitationResolved)(nil),        // 74: agentic.v1.ElicitationResolved
-	(*SessionMessage)(nil),             // 75: agentic.v1.SessionMessage
-	(AgenticEventType)(0),              // 76: agentic.v1.AgenticEventType
-	(*AgenticEvent)(nil),               // 77: agentic.v1.AgenticEvent
-	(AuditKind)(0),                     // 78: agentic.v1.AuditKind
-	(*AuditEvent)(nil),                 // 79: agentic.v1.AuditEvent
+	(*WaitMessageRequest)(nil),         // 53: agentic.v1.WaitMessageRequest
+	(*WaitMessageResponse)(nil),        // 54: agentic.v1.WaitMessageResponse
+	(*SubscribeRequest)(nil),           // 55: agentic.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),          // 56: agentic.v1.SubscribeResponse
+	(*EventBatch)(nil),                 // 57: agentic.v1.EventBatch
+	(*Bookmark)(nil),                   // 58: agentic.v1.Bookmark
+	(*CaughtUp)(nil),                   // 59: agentic.v1.CaughtUp
+	(*Heartbeat)(nil),                  // 60: agentic.v1.Heartbeat
+	(*ListAuditEventsRequest)(nil),     // 61: agentic.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 62: agentic.v1.ListAuditEventsResponse
+	(*SessionGrant)(nil),               // 63: agentic.v1.SessionGrant
+	(*SessionInfo)(nil),                // 64: agentic.v1.SessionInfo
+	(*timestamppb.Timestamp)(nil),      // 65: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 66: google.protobuf.Duration
+	(*AgentInfo)(nil),                  // 67: agentic.v1.AgentInfo
+	(*McpServer)(nil),                  // 68: agentic.v1.McpServer
+	(WebhookEvent)(0),                  // 69: agentic.v1.WebhookEvent
+	(SessionStatus)(0),                 // 70: agentic.v1.SessionStatus
+	(*MessageContent)(nil),             // 71: agentic.v1.MessageContent
+	(PermissionOptionKind)(0),          // 72: agentic.v1.PermissionOptionKind
+	(PermissionDecider)(0),             // 73: agentic.v1.PermissionDecider
+	(ElicitationAction)(0),             // 74: agentic.v1.ElicitationAction
+	(*structpb.Struct)(nil),            // 75: google.protobuf.Struct
+	(*ElicitationResolved)(nil),        // 76: agentic.v1.ElicitationResolved
+	(*SessionMessage)(nil),             // 77: agentic.v1.SessionMessage
+	(AgenticEventType)(0),              // 78: agentic.v1.AgenticEventType
+	(*AgenticEvent)(nil),               // 79: agentic.v1.AgenticEvent
+	(AuditKind)(0),                     // 80: agentic.v1.AuditKind
+	(*AuditEvent)(nil),                 // 81: agentic.v1.AuditEvent
 }
 var file_agentic_v1_service_proto_depIdxs = []int32{
-	61, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	62, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	63, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
-	64, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
-	64, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	63, // 0: agentic.v1.ShareSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	64, // 1: agentic.v1.ShareSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	65, // 2: agentic.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	66, // 3: agentic.v1.ServerLimits.request_id_ttl:type_name -> google.protobuf.Duration
+	66, // 4: agentic.v1.ServerLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	9,  // 5: agentic.v1.GetServerInfoResponse.limits:type_name -> agentic.v1.ServerLimits
 	11, // 6: agentic.v1.GetServerInfoResponse.caller:type_name -> agentic.v1.Caller
-	65, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
-	65, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	66, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
+	67, // 7: agentic.v1.ListAgentsResponse.agents:type_name -> agentic.v1.AgentInfo
+	67, // 8: agentic.v1.GetAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	68, // 9: agentic.v1.SessionConfig.mcp_servers:type_name -> agentic.v1.McpServer
 	17, // 10: agentic.v1.SessionConfig.webhook:type_name -> agentic.v1.SessionWebhook
-	67, // 11: agentic.v1.SessionWebhook.events:type_name -> agentic.v1.WebhookEvent
+	69, // 11: agentic.v1.SessionWebhook.events:type_name -> agentic.v1.WebhookEvent
 	16, // 12: agentic.v1.CreateSessionRequest.config:type_name -> agentic.v1.SessionConfig
-	61, // 13: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
-	62, // 14: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 15: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	68, // 16: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
-	63, // 17: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
+	63, // 13: agentic.v1.CreateSessionRequest.acl:type_name -> agentic.v1.SessionGrant
+	64, // 14: agentic.v1.CreateSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 15: agentic.v1.GetSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	70, // 16: agentic.v1.ListSessionsRequest.statuses:type_name -> agentic.v1.SessionStatus
+	65, // 17: agentic.v1.ListSessionsRequest.updated_after:type_name -> google.protobuf.Timestamp
 	0,  // 18: agentic.v1.ListSessionsRequest.view:type_name -> agentic.v1.SessionView
-	62, // 19: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
-	62, // 20: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	65, // 21: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
-	69, // 22: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
+	64, // 19: agentic.v1.ListSessionsResponse.sessions:type_name -> agentic.v1.SessionInfo
+	64, // 20: agentic.v1.LoadSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	67, // 21: agentic.v1.LogoutAgentResponse.agent:type_name -> agentic.v1.AgentInfo
+	71, // 22: agentic.v1.SendMessageRequest.content:type_name -> agentic.v1.MessageContent
 	1,  // 23: agentic.v1.SendMessageRequest.delivery:type_name -> agentic.v1.DeliveryMode
 	2,  // 24: agentic.v1.SendMessageResponse.outcome:type_name -> agentic.v1.DeliveryOutcome
-	62, // 25: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 26: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 27: agentic.v1.SetConfigOptionResponse.session:type_name -> agentic.v1.SessionInfo
-	62, // 28: agentic.v1.ForkSessionResponse.session:type_name -> agentic.v1.SessionInfo
-	70, // 29: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	70, // 30: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
-	71, // 31: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
+	64, // 25: agentic.v1.SetModelResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 26: agentic.v1.SetModeResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 27: agentic.v1.SetConfigOptionResponse.session:type_name -> agentic.v1.SessionInfo
+	64, // 28: agentic.v1.ForkSessionResponse.session:type_name -> agentic.v1.SessionInfo
+	72, // 29: agentic.v1.RespondPermissionRequest.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	72, // 30: agentic.v1.PermissionDecision.option_kind:type_name -> agentic.v1.PermissionOptionKind
+	73, // 31: agentic.v1.PermissionDecision.decided_by:type_name -> agentic.v1.PermissionDecider
 	45, // 32: agentic.v1.RespondPermissionResponse.decision:type_name -> agentic.v1.PermissionDecision
-	72, // 33: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
-	73, // 34: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
-	74, // 35: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
+	74, // 33: agentic.v1.RespondElicitationRequest.action:type_name -> agentic.v1.ElicitationAction
+	75, // 34: agentic.v1.RespondElicitationRequest.content:type_name -> google.protobuf.Struct
+	76, // 35: agentic.v1.RespondElicitationResponse.resolution:type_name -> agentic.v1.ElicitationResolved
 	3,  // 36: agentic.v1.ListMessagesRequest.order:type_name -> agentic.v1.MessageOrder
-	75, // 37: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
-	75, // 38: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
-	76, // 39: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
-	55, // 40: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
-	56, // 41: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
-	57, // 42: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
-	58, // 43: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
-	77, // 44: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
-	63, // 45: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	78, // 46: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
-	63, // 47: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	63, // 48: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
-	79, // 49: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
-	8,  // 50: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
-	12, // 51: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
-	14, // 52: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
-	18, // 53: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
-	20, // 54: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
-	22, // 55: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
-	24, // 56: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
-	26, // 57: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
-	28, // 58: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
-	30, // 59: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
-	32, // 60: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
-	34, // 61: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
-	36, // 62: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
-	38, // 63: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
-	40, // 64: agentic.v1.AgenticService.SetConfigOption:input_type -> agentic.v1.SetConfigOptionRequest
-	42, // 65: agentic.v1.AgenticService.ForkSession:input_type -> agentic.v1.ForkSessionRequest
-	44, // 66: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
-	47, // 67: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
-	49, // 68: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
-	51, // 69: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
-	53, // 70: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
-	59, // 71: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
-	6,  // 72: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
-	4,  // 73: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
-	10, // 74: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
-	13, // 75: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
-	15, // 76: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
-	19, // 77: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
-	21, // 78: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
-	23, // 79: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
-	25, // 80: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
-	27, // 81: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
-	29, // 82: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
-	31, // 83: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
-	33, // 84: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
-	35, // 85: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
-	37, // 86: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
-	39, // 87: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
-	41, // 88: agentic.v1.AgenticService.SetConfigOption:output_type -> agentic.v1.SetConfigOptionResponse
-	43, // 89: agentic.v1.AgenticService.ForkSession:output_type -> agentic.v1.ForkSessionResponse
-	46, // 90: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
-	48, // 91: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
-	50, // 92: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
-	52, // 93: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
-	54, // 94: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
-	60, // 95: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
-	7,  // 96: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
-	5,  // 97: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
-	74, // [74:98] is the sub-list for method output_type
-	50, // [50:74] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	77, // 37: agentic.v1.ListMessagesResponse.messages:type_name -> agentic.v1.SessionMessage
+	77, // 38: agentic.v1.GetMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	77, // 39: agentic.v1.WaitMessageResponse.message:type_name -> agentic.v1.SessionMessage
+	78, // 40: agentic.v1.SubscribeRequest.types:type_name -> agentic.v1.AgenticEventType
+	57, // 41: agentic.v1.SubscribeResponse.events:type_name -> agentic.v1.EventBatch
+	58, // 42: agentic.v1.SubscribeResponse.bookmark:type_name -> agentic.v1.Bookmark
+	59, // 43: agentic.v1.SubscribeResponse.caught_up:type_name -> agentic.v1.CaughtUp
+	60, // 44: agentic.v1.SubscribeResponse.heartbeat:type_name -> agentic.v1.Heartbeat
+	79, // 45: agentic.v1.EventBatch.events:type_name -> agentic.v1.AgenticEvent
+	65, // 46: agentic.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	80, // 47: agentic.v1.ListAuditEventsRequest.kinds:type_name -> agentic.v1.AuditKind
+	65, // 48: agentic.v1.ListAuditEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	65, // 49: agentic.v1.ListAuditEventsRequest.end_time:type_name -> google.protobuf.Timestamp
+	81, // 50: agentic.v1.ListAuditEventsResponse.events:type_name -> agentic.v1.AuditEvent
+	8,  // 51: agentic.v1.AgenticService.GetServerInfo:input_type -> agentic.v1.GetServerInfoRequest
+	12, // 52: agentic.v1.AgenticService.ListAgents:input_type -> agentic.v1.ListAgentsRequest
+	14, // 53: agentic.v1.AgenticService.GetAgent:input_type -> agentic.v1.GetAgentRequest
+	18, // 54: agentic.v1.AgenticService.CreateSession:input_type -> agentic.v1.CreateSessionRequest
+	20, // 55: agentic.v1.AgenticService.GetSession:input_type -> agentic.v1.GetSessionRequest
+	22, // 56: agentic.v1.AgenticService.ListSessions:input_type -> agentic.v1.ListSessionsRequest
+	24, // 57: agentic.v1.AgenticService.LoadSession:input_type -> agentic.v1.LoadSessionRequest
+	26, // 58: agentic.v1.AgenticService.CloseSession:input_type -> agentic.v1.CloseSessionRequest
+	28, // 59: agentic.v1.AgenticService.DeleteSession:input_type -> agentic.v1.DeleteSessionRequest
+	30, // 60: agentic.v1.AgenticService.LogoutAgent:input_type -> agentic.v1.LogoutAgentRequest
+	32, // 61: agentic.v1.AgenticService.SendMessage:input_type -> agentic.v1.SendMessageRequest
+	34, // 62: agentic.v1.AgenticService.CancelMessage:input_type -> agentic.v1.CancelMessageRequest
+	36, // 63: agentic.v1.AgenticService.SetModel:input_type -> agentic.v1.SetModelRequest
+	38, // 64: agentic.v1.AgenticService.SetMode:input_type -> agentic.v1.SetModeRequest
+	40, // 65: agentic.v1.AgenticService.SetConfigOption:input_type -> agentic.v1.SetConfigOptionRequest
+	42, // 66: agentic.v1.AgenticService.ForkSession:input_type -> agentic.v1.ForkSessionRequest
+	44, // 67: agentic.v1.AgenticService.RespondPermission:input_type -> agentic.v1.RespondPermissionRequest
+	47, // 68: agentic.v1.AgenticService.RespondElicitation:input_type -> agentic.v1.RespondElicitationRequest
+	49, // 69: agentic.v1.AgenticService.ListMessages:input_type -> agentic.v1.ListMessagesRequest
+	51, // 70: agentic.v1.AgenticService.GetMessage:input_type -> agentic.v1.GetMessageRequest
+	53, // 71: agentic.v1.AgenticService.WaitMessage:input_type -> agentic.v1.WaitMessageRequest
+	55, // 72: agentic.v1.AgenticService.Subscribe:input_type -> agentic.v1.SubscribeRequest
+	61, // 73: agentic.v1.AgenticService.ListAuditEvents:input_type -> agentic.v1.ListAuditEventsRequest
+	6,  // 74: agentic.v1.AgenticService.CreateWebLogin:input_type -> agentic.v1.CreateWebLoginRequest
+	4,  // 75: agentic.v1.AgenticService.ShareSession:input_type -> agentic.v1.ShareSessionRequest
+	10, // 76: agentic.v1.AgenticService.GetServerInfo:output_type -> agentic.v1.GetServerInfoResponse
+	13, // 77: agentic.v1.AgenticService.ListAgents:output_type -> agentic.v1.ListAgentsResponse
+	15, // 78: agentic.v1.AgenticService.GetAgent:output_type -> agentic.v1.GetAgentResponse
+	19, // 79: agentic.v1.AgenticService.CreateSession:output_type -> agentic.v1.CreateSessionResponse
+	21, // 80: agentic.v1.AgenticService.GetSession:output_type -> agentic.v1.GetSessionResponse
+	23, // 81: agentic.v1.AgenticService.ListSessions:output_type -> agentic.v1.ListSessionsResponse
+	25, // 82: agentic.v1.AgenticService.LoadSession:output_type -> agentic.v1.LoadSessionResponse
+	27, // 83: agentic.v1.AgenticService.CloseSession:output_type -> agentic.v1.CloseSessionResponse
+	29, // 84: agentic.v1.AgenticService.DeleteSession:output_type -> agentic.v1.DeleteSessionResponse
+	31, // 85: agentic.v1.AgenticService.LogoutAgent:output_type -> agentic.v1.LogoutAgentResponse
+	33, // 86: agentic.v1.AgenticService.SendMessage:output_type -> agentic.v1.SendMessageResponse
+	35, // 87: agentic.v1.AgenticService.CancelMessage:output_type -> agentic.v1.CancelMessageResponse
+	37, // 88: agentic.v1.AgenticService.SetModel:output_type -> agentic.v1.SetModelResponse
+	39, // 89: agentic.v1.AgenticService.SetMode:output_type -> agentic.v1.SetModeResponse
+	41, // 90: agentic.v1.AgenticService.SetConfigOption:output_type -> agentic.v1.SetConfigOptionResponse
+	43, // 91: agentic.v1.AgenticService.ForkSession:output_type -> agentic.v1.ForkSessionResponse
+	46, // 92: agentic.v1.AgenticService.RespondPermission:output_type -> agentic.v1.RespondPermissionResponse
+	48, // 93: agentic.v1.AgenticService.RespondElicitation:output_type -> agentic.v1.RespondElicitationResponse
+	50, // 94: agentic.v1.AgenticService.ListMessages:output_type -> agentic.v1.ListMessagesResponse
+	52, // 95: agentic.v1.AgenticService.GetMessage:output_type -> agentic.v1.GetMessageResponse
+	54, // 96: agentic.v1.AgenticService.WaitMessage:output_type -> agentic.v1.WaitMessageResponse
+	56, // 97: agentic.v1.AgenticService.Subscribe:output_type -> agentic.v1.SubscribeResponse
+	62, // 98: agentic.v1.AgenticService.ListAuditEvents:output_type -> agentic.v1.ListAuditEventsResponse
+	7,  // 99: agentic.v1.AgenticService.CreateWebLogin:output_type -> agentic.v1.CreateWebLoginResponse
+	5,  // 100: agentic.v1.AgenticService.ShareSession:output_type -> agentic.v1.ShareSessionResponse
+	76, // [76:101] is the sub-list for method output_type
+	51, // [51:76] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_agentic_v1_service_proto_init() }
@@ -4167,11 +4305,11 @@ func file_agentic_v1_service_proto_init() {
 		(*RespondPermissionRequest_OptionId)(nil),
 		(*RespondPermissionRequest_OptionKind)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[49].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[51].OneofWrappers = []any{
 		(*SubscribeRequest_AfterSequence)(nil),
 		(*SubscribeRequest_OldestHeld)(nil),
 	}
-	file_agentic_v1_service_proto_msgTypes[50].OneofWrappers = []any{
+	file_agentic_v1_service_proto_msgTypes[52].OneofWrappers = []any{
 		(*SubscribeResponse_Events)(nil),
 		(*SubscribeResponse_Bookmark)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
@@ -4183,7 +4321,7 @@ func file_agentic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentic_v1_service_proto_rawDesc), len(file_agentic_v1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   57,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	AgenticService_RespondElicitation_FullMethodName = "/agentic.v1.AgenticService/RespondElicitation"
 	AgenticService_ListMessages_FullMethodName       = "/agentic.v1.AgenticService/ListMessages"
 	AgenticService_GetMessage_FullMethodName         = "/agentic.v1.AgenticService/GetMessage"
+	AgenticService_WaitMessage_FullMethodName        = "/agentic.v1.AgenticService/WaitMessage"
 	AgenticService_Subscribe_FullMethodName          = "/agentic.v1.AgenticService/Subscribe"
 	AgenticService_ListAuditEvents_FullMethodName    = "/agentic.v1.AgenticService/ListAuditEvents"
 	AgenticService_CreateWebLogin_FullMethodName     = "/agentic.v1.AgenticService/CreateWebLogin"
@@ -134,13 +135,23 @@ type AgenticServiceClient interface {
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// One stored message.
 	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error)
+	// Waits until a message has ended (its MESSAGE_END, or the end of a turn a crash
+	// interrupted) and returns it as stored, for a client that wants a turn's result
+	// without a stream. A message that ended before the call returns at once; one not
+	// stored yet (a queued message, a turn just sent) is waited for. Set a deadline:
+	// without one the call waits as long as the message runs. When the deadline passes
+	// first, DEADLINE_EXCEEDED; call again to keep waiting. A message the session never
+	// gets stays unknown until the deadline: choose message_id with SendMessage to know it.
+	// Needs read access to the session, like GetMessage.
+	WaitMessage(ctx context.Context, in *WaitMessageRequest, opts ...grpc.CallOption) (*WaitMessageResponse, error)
 	// Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
 	// filtered, optionally resuming. Response headers are sent once the subscription is
 	// registered: a client that waits for them knows every event published afterwards
 	// will reach it.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
-	// Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
-	// calling again with after_id = the last id received.
+	// Audit log entries, oldest first, filtered, a page at a time: page with page_token
+	// like the other lists. Follow new entries by calling again with after_id = the last
+	// id received (next_page_token is empty once the entries run out).
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
 	// Makes a one-time link that signs a browser in to the web page (agenticctl web):
 	// opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
@@ -359,6 +370,16 @@ func (c *agenticServiceClient) GetMessage(ctx context.Context, in *GetMessageReq
 	return out, nil
 }
 
+func (c *agenticServiceClient) WaitMessage(ctx context.Context, in *WaitMessageRequest, opts ...grpc.CallOption) (*WaitMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitMessageResponse)
+	err := c.cc.Invoke(ctx, AgenticService_WaitMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agenticServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &AgenticService_ServiceDesc.Streams[0], AgenticService_Subscribe_FullMethodName, cOpts...)
@@ -497,13 +518,23 @@ type AgenticServiceServer interface {
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// One stored message.
 	GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error)
+	// Waits until a message has ended (its MESSAGE_END, or the end of a turn a crash
+	// interrupted) and returns it as stored, for a client that wants a turn's result
+	// without a stream. A message that ended before the call returns at once; one not
+	// stored yet (a queued message, a turn just sent) is waited for. Set a deadline:
+	// without one the call waits as long as the message runs. When the deadline passes
+	// first, DEADLINE_EXCEEDED; call again to keep waiting. A message the session never
+	// gets stays unknown until the deadline: choose message_id with SendMessage to know it.
+	// Needs read access to the session, like GetMessage.
+	WaitMessage(context.Context, *WaitMessageRequest) (*WaitMessageResponse, error)
 	// Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
 	// filtered, optionally resuming. Response headers are sent once the subscription is
 	// registered: a client that waits for them knows every event published afterwards
 	// will reach it.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
-	// Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
-	// calling again with after_id = the last id received.
+	// Audit log entries, oldest first, filtered, a page at a time: page with page_token
+	// like the other lists. Follow new entries by calling again with after_id = the last
+	// id received (next_page_token is empty once the entries run out).
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
 	// Makes a one-time link that signs a browser in to the web page (agenticctl web):
 	// opening it sets an HttpOnly, SameSite=Strict cookie that stands for the caller's
@@ -581,6 +612,9 @@ func (UnimplementedAgenticServiceServer) ListMessages(context.Context, *ListMess
 }
 func (UnimplementedAgenticServiceServer) GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedAgenticServiceServer) WaitMessage(context.Context, *WaitMessageRequest) (*WaitMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitMessage not implemented")
 }
 func (UnimplementedAgenticServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
@@ -975,6 +1009,24 @@ func _AgenticService_GetMessage_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgenticService_WaitMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgenticServiceServer).WaitMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgenticService_WaitMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgenticServiceServer).WaitMessage(ctx, req.(*WaitMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgenticService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(SubscribeRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1126,6 +1178,10 @@ var AgenticService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMessage",
 			Handler:    _AgenticService_GetMessage_Handler,
+		},
+		{
+			MethodName: "WaitMessage",
+			Handler:    _AgenticService_WaitMessage_Handler,
 		},
 		{
 			MethodName: "ListAuditEvents",

@@ -2735,7 +2735,8 @@ type isImageContent_Source interface {
 }
 
 type ImageContent_Url struct {
-	// An http(s) or data URL.
+	// An http(s) or data URL. A base64 data URL must decode (standard alphabet,
+	// padded), or the message is INVALID_ARGUMENT.
 	Url string `protobuf:"bytes,1,opt,name=url,proto3,oneof"`
 }
 

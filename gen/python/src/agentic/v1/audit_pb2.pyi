@@ -80,12 +80,13 @@ class AuditElicitation(_message.Message):
     def __init__(self, elicitation_id: _Optional[str] = ..., message: _Optional[str] = ..., mode: _Optional[_Union[_types_pb2.ElicitationMode, str]] = ..., url: _Optional[str] = ..., action: _Optional[_Union[_types_pb2.ElicitationAction, str]] = ..., decided_by: _Optional[_Union[_events_pb2.ElicitationDecider, str]] = ..., reason: _Optional[str] = ..., answered_fields: _Optional[_Iterable[str]] = ..., client_address: _Optional[str] = ..., client_identity: _Optional[str] = ...) -> None: ...
 
 class AuditEvent(_message.Message):
-    __slots__ = ["agent_id", "command", "denial", "elicitation", "event_sequence", "file_write", "id", "kind", "permission", "principal", "session", "session_id", "source", "time", "tool_id", "webhook"]
+    __slots__ = ["agent_id", "command", "denial", "elicitation", "event_sequence", "event_time", "file_write", "id", "kind", "permission", "principal", "session", "session_id", "source", "time", "tool_id", "webhook"]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     DENIAL_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     EVENT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
     FILE_WRITE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +103,7 @@ class AuditEvent(_message.Message):
     denial: AuditDenial
     elicitation: AuditElicitation
     event_sequence: int
+    event_time: _timestamp_pb2.Timestamp
     file_write: AuditFileWrite
     id: int
     kind: AuditKind
@@ -113,7 +115,7 @@ class AuditEvent(_message.Message):
     time: _timestamp_pb2.Timestamp
     tool_id: str
     webhook: AuditWebhook
-    def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., source: _Optional[_Union[AuditSource, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., event_sequence: _Optional[int] = ..., principal: _Optional[str] = ..., session: _Optional[_Union[AuditSession, _Mapping]] = ..., file_write: _Optional[_Union[AuditFileWrite, _Mapping]] = ..., command: _Optional[_Union[AuditCommand, _Mapping]] = ..., permission: _Optional[_Union[AuditPermission, _Mapping]] = ..., denial: _Optional[_Union[AuditDenial, _Mapping]] = ..., elicitation: _Optional[_Union[AuditElicitation, _Mapping]] = ..., webhook: _Optional[_Union[AuditWebhook, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., event_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., source: _Optional[_Union[AuditSource, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., event_sequence: _Optional[int] = ..., principal: _Optional[str] = ..., session: _Optional[_Union[AuditSession, _Mapping]] = ..., file_write: _Optional[_Union[AuditFileWrite, _Mapping]] = ..., command: _Optional[_Union[AuditCommand, _Mapping]] = ..., permission: _Optional[_Union[AuditPermission, _Mapping]] = ..., denial: _Optional[_Union[AuditDenial, _Mapping]] = ..., elicitation: _Optional[_Union[AuditElicitation, _Mapping]] = ..., webhook: _Optional[_Union[AuditWebhook, _Mapping]] = ...) -> None: ...
 
 class AuditFileWrite(_message.Message):
     __slots__ = ["bytes", "deleted", "path", "sha256", "tool_title"]

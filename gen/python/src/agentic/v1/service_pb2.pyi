@@ -201,12 +201,12 @@ class GetSessionResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_types_pb2.SessionInfo, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ["last_sequence", "server_time"]
-    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ["sequence", "server_time"]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
-    last_sequence: int
+    sequence: int
     server_time: _timestamp_pb2.Timestamp
-    def __init__(self, server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = []
@@ -219,12 +219,13 @@ class ListAgentsResponse(_message.Message):
     def __init__(self, agents: _Optional[_Iterable[_Union[_types_pb2.AgentInfo, _Mapping]]] = ...) -> None: ...
 
 class ListAuditEventsRequest(_message.Message):
-    __slots__ = ["after_id", "agent_ids", "end_time", "kinds", "page_size", "session_ids", "start_time"]
+    __slots__ = ["after_id", "agent_ids", "end_time", "kinds", "page_size", "page_token", "session_ids", "start_time"]
     AFTER_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     after_id: int
@@ -232,17 +233,20 @@ class ListAuditEventsRequest(_message.Message):
     end_time: _timestamp_pb2.Timestamp
     kinds: _containers.RepeatedScalarFieldContainer[_audit_pb2.AuditKind]
     page_size: int
+    page_token: str
     session_ids: _containers.RepeatedScalarFieldContainer[str]
     start_time: _timestamp_pb2.Timestamp
-    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., agent_ids: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[_audit_pb2.AuditKind, str]]] = ..., start_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., after_id: _Optional[int] = ..., page_size: _Optional[int] = ...) -> None: ...
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., agent_ids: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[_audit_pb2.AuditKind, str]]] = ..., start_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., after_id: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListAuditEventsResponse(_message.Message):
-    __slots__ = ["events", "more"]
+    __slots__ = ["events", "more", "next_page_token"]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[_audit_pb2.AuditEvent]
     more: bool
-    def __init__(self, events: _Optional[_Iterable[_Union[_audit_pb2.AuditEvent, _Mapping]]] = ..., more: bool = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, events: _Optional[_Iterable[_Union[_audit_pb2.AuditEvent, _Mapping]]] = ..., more: bool = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListMessagesRequest(_message.Message):
     __slots__ = ["order", "page_size", "page_token", "session_id"]
@@ -529,6 +533,20 @@ class SubscribeResponse(_message.Message):
     events: EventBatch
     heartbeat: Heartbeat
     def __init__(self, events: _Optional[_Union[EventBatch, _Mapping]] = ..., bookmark: _Optional[_Union[Bookmark, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class WaitMessageRequest(_message.Message):
+    __slots__ = ["message_id", "session_id"]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
+
+class WaitMessageResponse(_message.Message):
+    __slots__ = ["message"]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    message: _types_pb2.SessionMessage
+    def __init__(self, message: _Optional[_Union[_types_pb2.SessionMessage, _Mapping]] = ...) -> None: ...
 
 class SessionView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

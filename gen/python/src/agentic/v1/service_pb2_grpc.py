@@ -131,6 +131,11 @@ class AgenticServiceStub(object):
                 request_serializer=agentic_dot_v1_dot_service__pb2.GetMessageRequest.SerializeToString,
                 response_deserializer=agentic_dot_v1_dot_service__pb2.GetMessageResponse.FromString,
                 )
+        self.WaitMessage = channel.unary_unary(
+                '/agentic.v1.AgenticService/WaitMessage',
+                request_serializer=agentic_dot_v1_dot_service__pb2.WaitMessageRequest.SerializeToString,
+                response_deserializer=agentic_dot_v1_dot_service__pb2.WaitMessageResponse.FromString,
+                )
         self.Subscribe = channel.unary_stream(
                 '/agentic.v1.AgenticService/Subscribe',
                 request_serializer=agentic_dot_v1_dot_service__pb2.SubscribeRequest.SerializeToString,
@@ -340,6 +345,20 @@ class AgenticServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitMessage(self, request, context):
+        """Waits until a message has ended (its MESSAGE_END, or the end of a turn a crash
+        interrupted) and returns it as stored, for a client that wants a turn's result
+        without a stream. A message that ended before the call returns at once; one not
+        stored yet (a queued message, a turn just sent) is waited for. Set a deadline:
+        without one the call waits as long as the message runs. When the deadline passes
+        first, DEADLINE_EXCEEDED; call again to keep waiting. A message the session never
+        gets stays unknown until the deadline: choose message_id with SendMessage to know it.
+        Needs read access to the session, like GetMessage.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Subscribe(self, request, context):
         """Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
         filtered, optionally resuming. Response headers are sent once the subscription is
@@ -351,8 +370,9 @@ class AgenticServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def ListAuditEvents(self, request, context):
-        """Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
-        calling again with after_id = the last id received.
+        """Audit log entries, oldest first, filtered, a page at a time: page with page_token
+        like the other lists. Follow new entries by calling again with after_id = the last
+        id received (next_page_token is empty once the entries run out).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -477,6 +497,11 @@ def add_AgenticServiceServicer_to_server(servicer, server):
                     servicer.GetMessage,
                     request_deserializer=agentic_dot_v1_dot_service__pb2.GetMessageRequest.FromString,
                     response_serializer=agentic_dot_v1_dot_service__pb2.GetMessageResponse.SerializeToString,
+            ),
+            'WaitMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitMessage,
+                    request_deserializer=agentic_dot_v1_dot_service__pb2.WaitMessageRequest.FromString,
+                    response_serializer=agentic_dot_v1_dot_service__pb2.WaitMessageResponse.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
                     servicer.Subscribe,
@@ -862,6 +887,23 @@ class AgenticService(object):
         return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/GetMessage',
             agentic_dot_v1_dot_service__pb2.GetMessageRequest.SerializeToString,
             agentic_dot_v1_dot_service__pb2.GetMessageResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WaitMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentic.v1.AgenticService/WaitMessage',
+            agentic_dot_v1_dot_service__pb2.WaitMessageRequest.SerializeToString,
+            agentic_dot_v1_dot_service__pb2.WaitMessageResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

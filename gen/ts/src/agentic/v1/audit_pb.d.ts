@@ -21,16 +21,27 @@ export declare const file_agentic_v1_audit: GenFile;
  */
 export declare type AuditEvent = Message<"agentic.v1.AuditEvent"> & {
   /**
-   * Rising: page with ListAuditEventsRequest.after_id.
+   * Rising: follow the log with ListAuditEventsRequest.after_id.
    *
    * @generated from field: uint64 id = 1;
    */
   id: bigint;
 
   /**
-   * @generated from field: google.protobuf.Timestamp time = 2;
+   * Deprecated: the same as event_time, which the API's other times are named like;
+   * both are filled.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 2 [deprecated = true];
+   * @deprecated
    */
   time?: Timestamp | undefined;
+
+  /**
+   * When it happened: the time of its event.
+   *
+   * @generated from field: google.protobuf.Timestamp event_time = 18;
+   */
+  eventTime?: Timestamp | undefined;
 
   /**
    * @generated from field: agentic.v1.AuditKind kind = 3;

@@ -238,6 +238,15 @@ export enum ErrorReason {
   TOO_MANY_TERMINALS = 22,
 
   /**
+   * RESOURCE_EXHAUSTED: the request message is larger than the server accepts (4 MiB,
+   * on every protocol); it cannot succeed as it is, so do not retry it unchanged.
+   * Metadata: limit_bytes.
+   *
+   * @generated from enum value: ERROR_REASON_REQUEST_TOO_LARGE = 33;
+   */
+  REQUEST_TOO_LARGE = 33,
+
+  /**
    * UNAVAILABLE: the agent's process is gone or not answering; retrying may start it.
    *
    * @generated from enum value: ERROR_REASON_AGENT_UNAVAILABLE = 23;
@@ -267,9 +276,9 @@ export enum ErrorReason {
    * Nothing was lost: retry. On streams the stream ends with it when the replica can no
    * longer vouch for what it sends. Metadata: last_sequence, on streams.
    *
-   * @generated from enum value: ERROR_REASON_DATABASE_UNAVAILABLE = 33;
+   * @generated from enum value: ERROR_REASON_DATABASE_UNAVAILABLE = 34;
    */
-  DATABASE_UNAVAILABLE = 33,
+  DATABASE_UNAVAILABLE = 34,
 
   /**
    * CANCELLED / DEADLINE_EXCEEDED: the client's call ended first.

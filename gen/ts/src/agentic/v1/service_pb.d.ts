@@ -364,6 +364,8 @@ export declare type SessionConfig = Message<"agentic.v1.SessionConfig"> & {
   modeId: string;
 
   /**
+   * At most 1024 bytes of UTF-8; a longer one is INVALID_ARGUMENT.
+   *
    * @generated from field: string title = 4;
    */
   title: string;
@@ -535,7 +537,7 @@ export declare type ListSessionsRequest = Message<"agentic.v1.ListSessionsReques
   pageSize: number;
 
   /**
-   * From a previous response's next_page_token, with the same filters.
+   * From a previous response's next_page_token, with the same filters; opaque.
    *
    * @generated from field: string page_token = 3;
    */
@@ -1229,7 +1231,8 @@ export declare type ListMessagesRequest = Message<"agentic.v1.ListMessagesReques
   pageSize: number;
 
   /**
-   * From a previous response's next_page_token, with the same session and order.
+   * From a previous response's next_page_token, with the same session and order;
+   * opaque.
    *
    * @generated from field: string page_token = 3;
    */
@@ -1306,6 +1309,46 @@ export declare type GetMessageResponse = Message<"agentic.v1.GetMessageResponse"
  * Use `create(GetMessageResponseSchema)` to create a new message.
  */
 export declare const GetMessageResponseSchema: GenMessage<GetMessageResponse>;
+
+/**
+ * @generated from message agentic.v1.WaitMessageRequest
+ */
+export declare type WaitMessageRequest = Message<"agentic.v1.WaitMessageRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message agentic.v1.WaitMessageRequest.
+ * Use `create(WaitMessageRequestSchema)` to create a new message.
+ */
+export declare const WaitMessageRequestSchema: GenMessage<WaitMessageRequest>;
+
+/**
+ * @generated from message agentic.v1.WaitMessageResponse
+ */
+export declare type WaitMessageResponse = Message<"agentic.v1.WaitMessageResponse"> & {
+  /**
+   * The message as stored once it ended: status COMPLETE, CANCELLED, ERROR or
+   * INCOMPLETE (interrupted), with its stop_reason.
+   *
+   * @generated from field: agentic.v1.SessionMessage message = 1;
+   */
+  message?: SessionMessage | undefined;
+};
+
+/**
+ * Describes the message agentic.v1.WaitMessageResponse.
+ * Use `create(WaitMessageResponseSchema)` to create a new message.
+ */
+export declare const WaitMessageResponseSchema: GenMessage<WaitMessageResponse>;
 
 /**
  * @generated from message agentic.v1.SubscribeRequest
@@ -1494,14 +1537,16 @@ export declare type Heartbeat = Message<"agentic.v1.Heartbeat"> & {
   serverTime?: Timestamp | undefined;
 
   /**
-   * The stream's resume point: a stream resumed with after_sequence set to it misses
-   * nothing this one would have sent. A heartbeat vouches that nothing up to now is
-   * missing; a replica that can no longer vouch (cut off from its database) ends the
-   * stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
+   * The stream's resume point: every event up to this sequence that the stream's
+   * filters match has been sent (the ones they drop included, so it moves on with other
+   * sessions' traffic). Resume with after_sequence = sequence; it is never older than
+   * the last event, bookmark or caught_up of the stream. A heartbeat vouches that nothing
+   * up to now is missing; a replica that can no longer vouch (cut off from its database)
+   * ends the stream with UNAVAILABLE DATABASE_UNAVAILABLE and last_sequence instead.
    *
-   * @generated from field: uint64 last_sequence = 2;
+   * @generated from field: uint64 sequence = 2;
    */
-  lastSequence: bigint;
+  sequence: bigint;
 };
 
 /**
@@ -1548,7 +1593,7 @@ export declare type ListAuditEventsRequest = Message<"agentic.v1.ListAuditEvents
   endTime?: Timestamp | undefined;
 
   /**
-   * Only entries with a larger id.
+   * Only entries with a larger id: to follow the log as it grows.
    *
    * @generated from field: uint64 after_id = 6;
    */
@@ -1560,6 +1605,14 @@ export declare type ListAuditEventsRequest = Message<"agentic.v1.ListAuditEvents
    * @generated from field: int32 page_size = 7;
    */
   pageSize: number;
+
+  /**
+   * From a previous response's next_page_token, with the same filters (after_id
+   * included); opaque. Empty: the first page.
+   *
+   * @generated from field: string page_token = 8;
+   */
+  pageToken: string;
 };
 
 /**
@@ -1578,12 +1631,20 @@ export declare type ListAuditEventsResponse = Message<"agentic.v1.ListAuditEvent
   events: AuditEvent[];
 
   /**
-   * Whether more entries match after the last one returned: call again with after_id
-   * = that entry's id.
+   * Whether more entries match after the last one returned (then next_page_token is
+   * set): call again with page_token, or with after_id = that entry's id.
    *
    * @generated from field: bool more = 2;
    */
   more: boolean;
+
+  /**
+   * Continues the listing with the same filters; empty on the last page. Opaque: pass
+   * it back unchanged.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -1992,6 +2053,23 @@ export declare const AgenticService: GenService<{
     output: typeof GetMessageResponseSchema;
   },
   /**
+   * Waits until a message has ended (its MESSAGE_END, or the end of a turn a crash
+   * interrupted) and returns it as stored, for a client that wants a turn's result
+   * without a stream. A message that ended before the call returns at once; one not
+   * stored yet (a queued message, a turn just sent) is waited for. Set a deadline:
+   * without one the call waits as long as the message runs. When the deadline passes
+   * first, DEADLINE_EXCEEDED; call again to keep waiting. A message the session never
+   * gets stays unknown until the deadline: choose message_id with SendMessage to know it.
+   * Needs read access to the session, like GetMessage.
+   *
+   * @generated from rpc agentic.v1.AgenticService.WaitMessage
+   */
+  waitMessage: {
+    methodKind: "unary";
+    input: typeof WaitMessageRequestSchema;
+    output: typeof WaitMessageResponseSchema;
+  },
+  /**
    * Streams frames: events, bookmarks, a caught-up marker and heartbeats, optionally
    * filtered, optionally resuming. Response headers are sent once the subscription is
    * registered: a client that waits for them knows every event published afterwards
@@ -2005,8 +2083,9 @@ export declare const AgenticService: GenService<{
     output: typeof SubscribeResponseSchema;
   },
   /**
-   * Audit log entries, oldest first, filtered, a page at a time. Follow new entries by
-   * calling again with after_id = the last id received.
+   * Audit log entries, oldest first, filtered, a page at a time: page with page_token
+   * like the other lists. Follow new entries by calling again with after_id = the last
+   * id received (next_page_token is empty once the entries run out).
    *
    * @generated from rpc agentic.v1.AgenticService.ListAuditEvents
    */

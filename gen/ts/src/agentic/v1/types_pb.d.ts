@@ -908,7 +908,8 @@ export declare type ImageContent = Message<"agentic.v1.ImageContent"> & {
    */
   source: {
     /**
-     * An http(s) or data URL.
+     * An http(s) or data URL. A base64 data URL must decode (standard alphabet,
+     * padded), or the message is INVALID_ARGUMENT.
      *
      * @generated from field: string url = 1;
      */
