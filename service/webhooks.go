@@ -41,11 +41,13 @@ var webhookOutcomes = map[webhooks.Outcome]pb.WebhookOutcome{
 func (a webhookAudit) RecordDeliveries(ctx context.Context, records []webhooks.Record) error {
 	entries := make([]store.AuditEntry, 0, len(records))
 	for _, r := range records {
-		e := &pb.AuditEvent{Time: timestamppb.New(r.Time), Kind: pb.AuditKind_AUDIT_KIND_WEBHOOK_DELIVERY,
+		e := &pb.AuditEvent{EventTime: timestamppb.New(r.Time), Kind: pb.AuditKind_AUDIT_KIND_WEBHOOK_DELIVERY,
 			Source: pb.AuditSource_AUDIT_SOURCE_OBSERVED, SessionId: r.SessionID, AgentId: r.AgentID, EventSequence: r.Sequence,
 			Detail: &pb.AuditEvent_Webhook{Webhook: &pb.AuditWebhook{DeliveryId: r.DeliveryID, Hook: r.Hook, Host: r.Host,
 				Event: webhookKinds[r.Kind], Outcome: webhookOutcomes[r.Outcome], Attempt: int32(r.Attempt),
 				HttpStatus: int32(r.HTTPStatus), Error: r.Err, Dropped: r.Dropped}}}
+		//lint:ignore SA1019 both names of the time are kept, for clients that still read the old one
+		e.Time = e.EventTime
 		data, err := proto.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("encode a webhook audit entry: %w", err)

@@ -13,7 +13,7 @@ import (
 // A webhook delivery's line says what was told to whom, and what became of it.
 func TestAuditLineOfWebhookDeliveries(t *testing.T) {
 	entry := func(w *pb.AuditWebhook) *pb.AuditEvent {
-		return &pb.AuditEvent{Id: 9, Time: timestamppb.Now(), Kind: pb.AuditKind_AUDIT_KIND_WEBHOOK_DELIVERY, SessionId: "s1",
+		return &pb.AuditEvent{Id: 9, EventTime: timestamppb.Now(), Kind: pb.AuditKind_AUDIT_KIND_WEBHOOK_DELIVERY, SessionId: "s1",
 			Detail: &pb.AuditEvent_Webhook{Webhook: w}}
 	}
 	for _, c := range []struct {
@@ -35,7 +35,7 @@ func TestAuditLineOfWebhookDeliveries(t *testing.T) {
 }
 
 func TestAuditLineShowsADeniedCommandAsDenied(t *testing.T) {
-	e := &pb.AuditEvent{Id: 7, SessionId: "s", Kind: pb.AuditKind_AUDIT_KIND_COMMAND, Time: timestamppb.New(time.Unix(0, 0)),
+	e := &pb.AuditEvent{Id: 7, SessionId: "s", Kind: pb.AuditKind_AUDIT_KIND_COMMAND, EventTime: timestamppb.New(time.Unix(0, 0)),
 		Detail: &pb.AuditEvent_Command{Command: &pb.AuditCommand{CommandLine: "rm -rf build", Cwd: "/ws", Denied: true, Status: pb.ToolStatus_TOOL_STATUS_FAILED}}}
 	if got := auditLine(e); !strings.HasSuffix(got, ` s command "rm -rf build" in /ws denied: it never ran`) {
 		t.Fatalf("audit line %q", got)
