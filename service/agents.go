@@ -7,6 +7,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 func (s *Service) ListAgents(ctx context.Context, _ *pb.ListAgentsRequest) (*pb.ListAgentsResponse, error) {
@@ -66,5 +67,5 @@ func describeAgent(ctx context.Context, p presenters.Presenter) *pb.AgentInfo {
 	if info.ID == "" {
 		info.ID = p.AgentID()
 	}
-	return agentInfoToPB(info)
+	return wire.AgentInfoToPB(info)
 }

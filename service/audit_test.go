@@ -18,6 +18,7 @@ import (
 	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -294,7 +295,7 @@ func TestAuditEntriesOfARetriedBatch(t *testing.T) {
 		Arguments: json.RawMessage(`{"command":"make"}`)}
 	logged := func(seq uint64, at time.Time, p presenters.Payload) []events.LoggedEvent {
 		ev := presenters.Event{Sequence: seq, SessionID: "s", AgentID: fakeID, Time: at, Payload: p}
-		return []events.LoggedEvent{{Sequence: seq, SessionID: "s", AgentID: fakeID, Type: p.EventType(), Time: at, Data: encodeEvent(ev, discard)}}
+		return []events.LoggedEvent{{Sequence: seq, SessionID: "s", AgentID: fakeID, Type: p.EventType(), Time: at, Data: wire.Encode(ev, discard).Bytes()}}
 	}
 	if err := l.AppendEvents(context.Background(), logged(1, start, presenters.ToolStartPayload{MessageID: "m", Tool: tool})); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkHubPublish(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					var buf []*encodedEvent
+					var buf []*wire.Event
 					for {
 						batch, err := sub.NextBatch(bg, nil, maxBatchEvents, maxBatchBytes, buf)
 						if err != nil {
@@ -74,13 +75,13 @@ var _ pb.AgenticService_SubscribeServer = (*captureStream)(nil)
 func (s *captureStream) Send(*pb.SubscribeResponse) error { return nil }
 
 func (s *captureStream) SendMsg(m any) error {
-	if f, ok := m.(*encodedFrame); ok {
+	if f, ok := m.(*wire.Frame); ok {
 		s.buf = s.buf[:0]
-		for _, b := range f.slice {
+		for _, b := range f.BufferSlice() {
 			s.buf = append(s.buf, b.ReadOnlyData()...)
 		}
 		s.received.Store(lastFrameSequence(s.buf))
-		f.slice.Free() // as gRPC does once the frame is written
+		f.BufferSlice().Free() // as gRPC does once the frame is written
 	}
 	return nil
 }

@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 // Elicitations: an agent asks the user for input (a form, or a URL to open). They flow as
@@ -27,70 +26,6 @@ import (
 // agents never ask (DeepChat) do not implement it, and have nothing pending.
 type elicitationResponder interface {
 	RespondElicitation(ctx context.Context, sessionID string, resp presenters.ElicitationResponse) error
-}
-
-var (
-	elicitationModes = map[presenters.ElicitationMode]pb.ElicitationMode{
-		presenters.ElicitationForm: pb.ElicitationMode_ELICITATION_MODE_FORM,
-		presenters.ElicitationURL:  pb.ElicitationMode_ELICITATION_MODE_URL,
-	}
-	elicitationActions = map[presenters.ElicitationAction]pb.ElicitationAction{
-		presenters.ElicitationAccept:  pb.ElicitationAction_ELICITATION_ACTION_ACCEPT,
-		presenters.ElicitationDecline: pb.ElicitationAction_ELICITATION_ACTION_DECLINE,
-		presenters.ElicitationCancel:  pb.ElicitationAction_ELICITATION_ACTION_CANCEL,
-	}
-	elicitationDeciders = map[presenters.ElicitationDecider]pb.ElicitationDecider{
-		presenters.ElicitationByUser:      pb.ElicitationDecider_ELICITATION_DECIDER_USER,
-		presenters.ElicitationByAgent:     pb.ElicitationDecider_ELICITATION_DECIDER_AGENT,
-		presenters.ElicitationByCancelled: pb.ElicitationDecider_ELICITATION_DECIDER_CANCELLED,
-	}
-)
-
-func elicitationRequestToPB(r presenters.ElicitationRequest) *pb.ElicitationRequest {
-	return &pb.ElicitationRequest{
-		ElicitationId:   clean(r.ElicitationID),
-		ToolId:          clean(r.ToolID),
-		MessageId:       clean(r.MessageID),
-		Message:         clean(r.Message),
-		Mode:            elicitationModes[r.Mode],
-		RequestedSchema: structOf(r.RequestedSchema),
-		Url:             clean(r.URL),
-		RequestTime:     timestamp(r.RequestedAt),
-	}
-}
-
-func elicitationResolvedToPB(r presenters.ElicitationResolvedPayload) *pb.ElicitationResolved {
-	return &pb.ElicitationResolved{
-		ElicitationId: clean(r.ElicitationID),
-		ToolId:        clean(r.ToolID),
-		Action:        elicitationActions[r.Action],
-		Content:       structOf(r.Content),
-		DecidedBy:     elicitationDeciders[r.DecidedBy],
-		Reason:        clean(r.Reason),
-		Principal:     clean(r.Principal),
-	}
-}
-
-// structOf is decoded JSON as a Struct; nil for none (or for a value JSON never
-// decodes to, which Struct cannot carry).
-func structOf(m map[string]any) *structpb.Struct {
-	if m == nil {
-		return nil
-	}
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		return nil
-	}
-	return s
-}
-
-func elicitationActionFromPB(a pb.ElicitationAction) (presenters.ElicitationAction, bool) {
-	for k, v := range elicitationActions {
-		if v == a {
-			return k, true
-		}
-	}
-	return "", false
 }
 
 // elicitationResolution is how one elicitation was resolved, as the projection
@@ -166,7 +101,7 @@ func (s *Service) RespondElicitation(ctx context.Context, req *pb.RespondElicita
 	if err := required("elicitation_id", elicitationID, "the elicitation_id of an ELICITATION_REQUIRED event or of the session's pending_elicitations"); err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
-	action, ok := elicitationActionFromPB(req.GetAction())
+	action, ok := wire.ElicitationActionFromPB(req.GetAction())
 	if !ok {
 		return nil, s.fail(ctx, method, invalidField("action", "action must be set: ACCEPT (with the form's content), DECLINE or CANCEL"), "session_id", id)
 	}
@@ -212,12 +147,12 @@ func (s *Service) RespondElicitation(ctx context.Context, req *pb.RespondElicita
 		return nil, s.fail(ctx, method, elicitationNotPending(elicitationID, inField("action", err)), attrs...)
 	}
 	if r, ok := s.hub.elicitationResolution(id, elicitationID); ok {
-		return &pb.RespondElicitationResponse{Resolution: elicitationResolvedToPB(r)}, nil
+		return &pb.RespondElicitationResponse{Resolution: wire.ElicitationResolvedToPB(r)}, nil
 	}
 	if action != presenters.ElicitationAccept {
 		content = nil
 	}
-	return &pb.RespondElicitationResponse{Resolution: elicitationResolvedToPB(presenters.ElicitationResolvedPayload{
+	return &pb.RespondElicitationResponse{Resolution: wire.ElicitationResolvedToPB(presenters.ElicitationResolvedPayload{
 		ElicitationID: elicitationID, ToolID: pending.ToolID, Action: action, Content: content, DecidedBy: presenters.ElicitationByUser,
 	})}, nil
 }
@@ -228,13 +163,13 @@ func (s *Service) RespondElicitation(ctx context.Context, req *pb.RespondElicita
 func (s *Service) answeredAgainst(ctx context.Context, method string, attrs []any, a presenters.ElicitationResponse, r presenters.ElicitationResolvedPayload) (*pb.RespondElicitationResponse, error) {
 	same := a.Action == r.Action && (a.Action != presenters.ElicitationAccept || len(a.Content) == 0 && len(r.Content) == 0 || reflect.DeepEqual(a.Content, r.Content))
 	if same {
-		return &pb.RespondElicitationResponse{Resolution: elicitationResolvedToPB(r)}, nil
+		return &pb.RespondElicitationResponse{Resolution: wire.ElicitationResolvedToPB(r)}, nil
 	}
-	by := elicitationDeciders[r.DecidedBy]
+	by := wire.ElicitationDeciderToPB(r.DecidedBy)
 	err := withReason(pb.ErrorReason_ERROR_REASON_ELICITATION_ALREADY_RESOLVED,
 		fmt.Errorf("elicitation %q was already resolved (%s, by %s); answer %s comes too late: %w",
 			r.ElicitationID, r.Action, r.DecidedBy, a.Action, presenters.ErrFailedPrecondition),
-		"action", elicitationActions[r.Action].String(), "decided_by", by.String())
+		"action", wire.ElicitationActionToPB(r.Action).String(), "decided_by", by.String())
 	return nil, s.fail(ctx, method, err, attrs...)
 }
 

@@ -33,7 +33,7 @@ const maxRequestBytes = 4 << 20
 
 // maxWireRequestBytes is grpc-go's receive limit on the server: above maxRequestBytes,
 // so that the codec refuses a message over that with the details every error carries
-// (invalidUTF8Requests.unmarshal). A message over this one grpc-go refuses itself,
+// (wire.Requests). A message over this one grpc-go refuses itself,
 // before reading it and before any interceptor, with RESOURCE_EXHAUSTED and no
 // details; raising it further would let an unauthenticated caller make the server
 // hold that much per request.

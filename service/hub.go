@@ -10,6 +10,7 @@ import (
 
 	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -206,7 +207,7 @@ const agentEventsPrefix = "@replica:"
 // events are encoded once to wire bytes shared by every stream, and the projection of
 // each session's events that GetSession, ListSessions and RespondPermission read.
 type Hub struct {
-	events     *events.Hub[*encodedEvent]
+	events     *events.Hub[*wire.Event]
 	proj       *projection
 	heartbeat  time.Duration
 	replicated bool // subscriptions follow the log (HubOptions.Replica)
@@ -258,20 +259,20 @@ func NewHub(ctx context.Context, opts HubOptions) (*Hub, error) {
 		}
 		log = el
 	}
-	hub, err := events.New(ctx, events.Options[*encodedEvent]{
+	hub, err := events.New(ctx, events.Options[*wire.Event]{
 		Capacity:        opts.Capacity,
 		MaxBytes:        opts.MaxBytes,
 		SubscriberQueue: opts.SubscriberQueue,
 		Store:           opts.Store,
 		SequenceBlock:   opts.SequenceBlock,
 		ExclusiveBlocks: opts.Replica != "",
-		Encode:          func(ev presenters.Event) *encodedEvent { return newEncodedEvent(encodeEvent(ev, logger)) },
-		Size:            func(ev *encodedEvent) int { return len(ev.b) },
+		Encode:          func(ev presenters.Event) *wire.Event { return wire.Encode(ev, logger) },
+		Size:            func(ev *wire.Event) int { return len(ev.Bytes()) },
 		Observer:        observers{proj: proj, queue: h.queue, others: opts.Observers},
 		Log:             log,
 		// The log keeps an event's wire bytes as they are.
-		Marshal:      func(ev *encodedEvent) []byte { return ev.b },
-		Unmarshal:    newEncodedEvent,
+		Marshal:      func(ev *wire.Event) []byte { return ev.Bytes() },
+		Unmarshal:    wire.NewEvent,
 		LogRetention: opts.LogRetention,
 		Logger:       logger,
 	})
@@ -347,7 +348,7 @@ func (h *Hub) TrimHeld(maxBytes int64) int { return h.events.TrimHeld(maxBytes) 
 // eventSource is a subscription as Subscribe reads it: one that the hub feeds
 // (*events.Subscription), or one that follows the event log (*events.Tail).
 type eventSource interface {
-	NextBatch(ctx context.Context, idle <-chan time.Time, maxEvents, maxBytes int, dst []*encodedEvent) (events.Batch[*encodedEvent], error)
+	NextBatch(ctx context.Context, idle <-chan time.Time, maxEvents, maxBytes int, dst []*wire.Event) (events.Batch[*wire.Event], error)
 	CaughtUp() (uint64, bool)
 	Last() uint64
 	Settled() uint64
@@ -355,8 +356,8 @@ type eventSource interface {
 }
 
 var (
-	_ eventSource = (*events.Subscription[*encodedEvent])(nil)
-	_ eventSource = (*events.Tail[*encodedEvent])(nil)
+	_ eventSource = (*events.Subscription[*wire.Event])(nil)
+	_ eventSource = (*events.Tail[*wire.Event])(nil)
 )
 
 // subscribe registers a subscriber (events.Hub.Subscribe, or events.Hub.Tail for a

@@ -8,10 +8,11 @@ import (
 	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 // next takes one event from a subscription.
-func next(t *testing.T, sub eventSource) *encodedEvent {
+func next(t *testing.T, sub eventSource) *wire.Event {
 	t.Helper()
 	b, err := sub.NextBatch(bg, nil, 1, maxBatchBytes, nil)
 	if err != nil || len(b.Events) != 1 {
@@ -35,7 +36,7 @@ func TestHubSharesWireBytes(t *testing.T) {
 	seq := em.MessageDelta("m", presenters.RoleAssistant, "held once")
 	wire := next(t, live)
 	var got pb.AgenticEvent
-	if err := proto.Unmarshal(wire.b, &got); err != nil || got.GetSequence() != seq || got.GetSessionId() != "s" ||
+	if err := proto.Unmarshal(wire.Bytes(), &got); err != nil || got.GetSequence() != seq || got.GetSessionId() != "s" ||
 		got.GetAgentId() != "a" || got.GetMessageDelta().GetText() != "held once" || got.GetEventTime() == nil {
 		t.Fatalf("encoded event = %v, %v", &got, err)
 	}

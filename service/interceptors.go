@@ -2,12 +2,14 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/agenticd/agenticd/service/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
@@ -24,11 +26,14 @@ const healthPrefix = "/grpc.health.v1.Health/"
 // sessions is set), an access log at debug level, then the answers to repeated
 // request_ids (per principal; kept in kept too, when not nil).
 func serverOptions(creds Credentials, sessions sessionReach, kept AnswerStore, logger *slog.Logger) []grpc.ServerOption {
-	invalid := &invalidUTF8Requests{}
+	invalid := &wire.Requests{Limit: maxRequestBytes, TooLarge: func(n int) error {
+		st, _ := toStatus(requestTooLarge(maxRequestBytes, fmt.Sprintf("the request message has %d bytes", n)))
+		return st.Err()
+	}}
 	ic := interceptors{auth: newAuthenticator(creds), sessions: sessions, logger: logger, invalid: invalid,
 		answers: newAnswers(kept, logger, requestIDTTL, maxRememberedAnswers, maxRememberedBytes, time.Now)}
 	return []grpc.ServerOption{
-		frameCodecOption(invalid),
+		wire.CodecOption(invalid),
 		grpc.MaxRecvMsgSize(maxWireRequestBytes),
 		grpc.ChainUnaryInterceptor(ic.detailsUnary, ic.recoverUnary, ic.utf8Unary, ic.authUnary, ic.reachUnary, ic.logUnary, ic.idempotentUnary),
 		grpc.ChainStreamInterceptor(ic.detailsStream, ic.recoverStream, ic.utf8Stream, ic.authStream, ic.logStream),
@@ -39,7 +44,7 @@ type interceptors struct {
 	auth     *authenticator
 	sessions sessionReach // nil: no session checks (tests of the interceptors alone)
 	logger   *slog.Logger
-	invalid  *invalidUTF8Requests
+	invalid  *wire.Requests
 	answers  *answers
 }
 
@@ -112,9 +117,9 @@ func requestAttrs(req any) []any {
 }
 
 // utf8Unary refuses a request the codec found invalid UTF-8 in. It runs before the token
-// check so that every such request is taken out of invalidUTF8Requests.
+// check so that every such request is taken out of wire.Requests.
 func (ic interceptors) utf8Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	if err := ic.invalid.take(req); err != nil {
+	if err := ic.invalid.Take(req); err != nil {
 		ic.logger.DebugContext(ctx, "request refused", "method", info.FullMethod, "err", err)
 		return nil, err
 	}
@@ -129,14 +134,14 @@ func (ic interceptors) utf8Stream(srv any, ss grpc.ServerStream, _ *grpc.StreamS
 
 type utf8CheckedStream struct {
 	grpc.ServerStream
-	invalid *invalidUTF8Requests
+	invalid *wire.Requests
 }
 
 func (s utf8CheckedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return s.invalid.take(m)
+	return s.invalid.Take(m)
 }
 
 // authorize admits a caller with credentials (authenticator.authenticate) and the scope

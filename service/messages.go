@@ -11,14 +11,15 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
 // maxResponseBytes is where a ListMessages or ListSessions page stops adding items. One
-// stored message is cut to MaxEventBytes (messageForResponse), so a page always has
+// stored message is cut to wire.MaxEventBytes (messageForResponse), so a page always has
 // room for at least one, and never comes near the 4 MiB gRPC clients accept.
-const maxResponseBytes = MaxEventBytes
+const maxResponseBytes = wire.MaxEventBytes
 
 // messageReadChunk is how many messages ListMessages reads from the store at a time.
 const messageReadChunk = 32
@@ -158,16 +159,16 @@ func (s *Service) readMessages(ctx context.Context, sessionID string, q presente
 	return msgs, attrs, err
 }
 
-// messageForResponse converts a stored message, cut to MaxEventBytes (its largest texts
+// messageForResponse converts a stored message, cut to wire.MaxEventBytes (its largest texts
 // end with "[truncated: N bytes]"; a message that cannot be cut enough keeps only an
 // error block saying so), and returns its encoded size.
 func (s *Service) messageForResponse(ctx context.Context, m presenters.Message) (*pb.SessionMessage, int) {
-	out := messageToPB(m)
+	out := wire.MessageToPB(m)
 	size := proto.Size(out)
-	if size <= MaxEventBytes {
+	if size <= wire.MaxEventBytes {
 		return out, size
 	}
-	if !fitWithin(out, MaxEventBytes) {
+	if !wire.FitWithin(out, wire.MaxEventBytes) {
 		out.Blocks = []*pb.Block{{Content: &pb.Block_Error{Error: &pb.ErrorBlock{
 			Reason:  pb.ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE,
 			Message: fmt.Sprintf("this message takes %d bytes, more than one response may carry, even with its texts cut", size),

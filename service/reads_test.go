@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -438,7 +439,7 @@ func TestGetServerInfo(t *testing.T) {
 		t.Errorf("version %q", resp.GetVersion())
 	}
 	l := resp.GetLimits()
-	if l.GetMaxEventBytes() != MaxEventBytes || l.GetDefaultPageSize() != defaultPageSize || l.GetMaxPageSize() != maxPageSize ||
+	if l.GetMaxEventBytes() != wire.MaxEventBytes || l.GetDefaultPageSize() != defaultPageSize || l.GetMaxPageSize() != maxPageSize ||
 		l.GetMaxResponseBytes() != maxResponseBytes || l.GetRequestIdTtl().AsDuration() != requestIDTTL ||
 		l.GetHeartbeatInterval().AsDuration() != e.hub.HeartbeatInterval() || l.GetSubscriberQueue() != int32(e.hub.SubscriberQueue()) || l.GetSubscriberQueue() == 0 {
 		t.Errorf("limits = %v", l)

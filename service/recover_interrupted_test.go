@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -26,7 +25,7 @@ func (l *interruptedLog) append(sessionID, messageID string, replay bool, p pres
 	l.t.Helper()
 	l.next++
 	ev := presenters.Event{Sequence: l.next, SessionID: sessionID, AgentID: "acp.x", Time: time.Now(), Replay: replay, Payload: p}
-	data, err := proto.Marshal(eventToPB(ev))
+	data, err := wire.Encode(ev, discard).Bytes(), error(nil)
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/version"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 // features are what this server does beyond the core API, as GetServerInfo names them;
@@ -68,7 +69,7 @@ func (s *Service) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest)
 // serverLimits are the limits the handlers, the retry memory and the hub apply.
 func (s *Service) serverLimits() *pb.ServerLimits {
 	return &pb.ServerLimits{
-		MaxEventBytes:     MaxEventBytes,
+		MaxEventBytes:     wire.MaxEventBytes,
 		DefaultPageSize:   defaultPageSize,
 		MaxPageSize:       maxPageSize,
 		MaxResponseBytes:  maxResponseBytes,

@@ -1,7 +1,8 @@
 // Package service is agenticd's gRPC layer: the handlers of agentic.v1.AgenticService,
 // the registry of agents and session owners, the event hub, the interceptors, and the
-// conversion between the domain (presenters) and the wire. It is the only package that
-// knows gRPC status codes.
+// checks of what clients send; the wire encoding itself is service/wire. It is the only
+// package that chooses gRPC status codes (service/wire's codec only refuses a request
+// that does not decode, as INVALID_ARGUMENT).
 package service
 
 import (
@@ -11,6 +12,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/webhooks"
 )
 
@@ -133,7 +135,7 @@ func sessionToPB(info presenters.SessionInfo, snap sessionSnapshot) *pb.SessionI
 	if len(info.PendingElicitations) == 0 {
 		info.PendingElicitations = snap.Elicitations
 	}
-	out := sessionInfoToPB(info)
+	out := wire.SessionInfoToPB(info)
 	if info.MessageInFlight != "" && info.MessageInFlight == snap.InFlight {
 		out.MessageInFlightFirstSequence = snap.InFlightFirst
 	}

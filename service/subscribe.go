@@ -11,6 +11,7 @@ import (
 
 	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/store"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -23,6 +24,10 @@ const (
 	maxBatchEvents = 4096
 	maxBatchBytes  = 256 << 10
 )
+
+// A merged delta is no larger than the batch it came in, which keeps it under
+// wire.MaxEventBytes: this fails to compile should maxBatchBytes ever pass it.
+const _ = uint(wire.MaxEventBytes - maxBatchBytes)
 
 // Subscribe replays the held events after the start point, then streams live ones, until
 // the client leaves, the server stops, or the client falls a whole queue behind. Events
@@ -59,8 +64,8 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 		silence.Reset(interval)
 		return nil
 	}
-	var taken []*encodedEvent // reused: a frame copies the events' bytes, not this slice
-	frames := frameBuilder{merge: !req.GetUnmergedDeltas()}
+	var taken []*wire.Event // reused: a frame copies the events' bytes, not this slice
+	frames := wire.Frames{Merge: !req.GetUnmergedDeltas()}
 	visible := visibilityFor(callerOf(ctx), s.reach())
 	caughtUp := false
 	for {
@@ -88,7 +93,7 @@ func (s *Service) Subscribe(req *pb.SubscribeRequest, stream pb.AgenticService_S
 			}
 		}
 		if len(shown) > 0 {
-			if err := send(frames.frame(shown)); err != nil {
+			if err := send(frames.Frame(shown)); err != nil {
 				return err
 			}
 		}
@@ -136,7 +141,7 @@ func subscription(req *pb.SubscribeRequest) (events.Filter, events.Start, error)
 			}
 			wanted[t] = true
 		}
-		for pt, t := range eventTypes {
+		for pt, t := range wire.EventTypes() {
 			if wanted[t] {
 				f.Types = append(f.Types, pt)
 			}

@@ -11,6 +11,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
@@ -271,7 +272,7 @@ func (s *Service) RespondPermission(ctx context.Context, req *pb.RespondPermissi
 		}
 		ans.optionID = answer.OptionId
 	case *pb.RespondPermissionRequest_OptionKind:
-		k, ok := optionKindFromPB(answer.OptionKind)
+		k, ok := wire.OptionKindFromPB(answer.OptionKind)
 		if !ok {
 			return nil, s.fail(ctx, method, invalidField("option_kind", "option_kind must be set (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE or REJECT_ALWAYS)"), "session_id", id)
 		}
@@ -323,7 +324,7 @@ func (s *Service) RespondPermission(ctx context.Context, req *pb.RespondPermissi
 	return &pb.RespondPermissionResponse{Decision: &pb.PermissionDecision{
 		PermissionId: permissionID,
 		OptionId:     opt.ID,
-		OptionKind:   optionKinds[opt.Kind],
+		OptionKind:   wire.OptionKindToPB(opt.Kind),
 		Granted:      opt.Kind.Allows(),
 		DecidedBy:    pb.PermissionDecider_PERMISSION_DECIDER_USER,
 	}}, nil
@@ -373,9 +374,9 @@ func (d permissionDecision) toPB() *pb.PermissionDecision {
 	return &pb.PermissionDecision{
 		PermissionId: d.permissionID,
 		OptionId:     d.optionID,
-		OptionKind:   optionKinds[d.kind],
+		OptionKind:   wire.OptionKindToPB(d.kind),
 		Granted:      d.granted,
-		DecidedBy:    deciders[d.decidedBy],
+		DecidedBy:    wire.DeciderToPB(d.decidedBy),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 // How long a stream trusts what it learnt of a session's reach: a ShareSession (on any
@@ -41,15 +42,15 @@ func visibilityFor(p Principal, sessions sessionReach) *streamVisibility {
 
 // keep compacts evs to the events the principal may read (in place) and returns them,
 // with the sequence of the last event left out (0 when none was).
-func (v *streamVisibility) keep(ctx context.Context, evs []*encodedEvent) (kept []*encodedEvent, lastDropped uint64) {
+func (v *streamVisibility) keep(ctx context.Context, evs []*wire.Event) (kept []*wire.Event, lastDropped uint64) {
 	kept = evs[:0]
 	for _, ev := range evs {
-		seq, sessionID := eventHead(ev.b)
+		seq, sessionID := eventHead(ev.Bytes())
 		if sessionID == "" {
 			kept = append(kept, ev)
 			continue
 		}
-		if ok, unknown := v.readable(ctx, sessionID); ok || unknown && v.createdByReader(ev.b) {
+		if ok, unknown := v.readable(ctx, sessionID); ok || unknown && v.createdByReader(ev.Bytes()) {
 			kept = append(kept, ev)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 // unrecorded is a store that knows no session yet, as before CreateSession records one.
@@ -21,14 +22,14 @@ func (unrecorded) reach(context.Context, Principal, string) (access, error) {
 // the principal it names as owner, and for nobody else; other events of a session not
 // recorded yet are held back.
 func TestStreamKeepsTheCreatorsUnrecordedSession(t *testing.T) {
-	encode := func(ev *pb.AgenticEvent) *encodedEvent {
+	encode := func(ev *pb.AgenticEvent) *wire.Event {
 		b, err := proto.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newEncodedEvent(b)
+		return wire.NewEvent(b)
 	}
-	created := func(owner string) *encodedEvent {
+	created := func(owner string) *wire.Event {
 		return encode(&pb.AgenticEvent{Sequence: 1, SessionId: "s1", Payload: &pb.AgenticEvent_SessionCreated{
 			SessionCreated: &pb.SessionCreated{Session: &pb.SessionInfo{SessionId: "s1", Owner: owner}}}})
 	}
@@ -38,7 +39,7 @@ func TestStreamKeepsTheCreatorsUnrecordedSession(t *testing.T) {
 		kept  int
 	}{{"alice", 1}, {"bob", 0}, {"", 0}} {
 		v := visibilityFor(Principal{Name: "alice", Scopes: ScopeRead}, unrecorded{})
-		kept, _ := v.keep(context.Background(), []*encodedEvent{created(tc.owner), status})
+		kept, _ := v.keep(context.Background(), []*wire.Event{created(tc.owner), status})
 		if len(kept) != tc.kept {
 			t.Errorf("SESSION_CREATED owned by %q and a status change, for alice: %d kept; want %d", tc.owner, len(kept), tc.kept)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/agenticd/agenticd/events"
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 // Between two looks at the store while a message runs: the MESSAGE_END event wakes the
@@ -80,7 +81,7 @@ func (s *Service) waitMessage(ctx context.Context, sessionID, messageID string) 
 	recheck := time.NewTimer(waitRecheckFirst)
 	defer recheck.Stop()
 	interval := waitRecheckFirst
-	var taken []*encodedEvent
+	var taken []*wire.Event
 	for {
 		m, ok, readAttrs, err := s.ended(ctx, sessionID, messageID)
 		if err != nil || ok {
@@ -107,7 +108,7 @@ func (s *Service) waitMessage(ctx context.Context, sessionID, messageID string) 
 			woken = len(batch.Events) == 0 && batch.Bookmark == 0 && !batch.ReplayEnded // the timer fired
 			for _, ev := range batch.Events {
 				var e pb.AgenticEvent
-				if proto.Unmarshal(ev.b, &e) == nil && e.GetMessageEnd().GetMessageId() == messageID {
+				if proto.Unmarshal(ev.Bytes(), &e) == nil && e.GetMessageEnd().GetMessageId() == messageID {
 					woken = true
 				}
 			}

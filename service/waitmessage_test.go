@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service/wire"
 )
 
 // storedTurn is a fake agent's message as its store would have it, running until end.
@@ -66,7 +67,7 @@ func TestWaitMessageEndedBefore(t *testing.T) {
 		resp, err := e.client.WaitMessage(ctx, &pb.WaitMessageRequest{SessionId: id, MessageId: "m1"})
 		cancel()
 		if err != nil || resp.GetMessage().GetMessageId() != "m1" || resp.GetMessage().GetBlocks()[0].GetText().GetText() != "done" ||
-			resp.GetMessage().GetStatus() != messageStatuses[status] {
+			resp.GetMessage().GetStatus() != wire.MessageToPB(presenters.Message{Status: status}).GetStatus() {
 			t.Fatalf("%s: %v, %v", status, resp, err)
 		}
 	}

@@ -85,6 +85,9 @@ var rules = []rule{
 		covers: is("presenters"), forbids: either(under("store"), orm)},
 	{name: "webhooks/ is an event observer beside metrics: no wire, no storage, no service",
 		covers: under("webhooks"), forbids: either(either(wire, external("google.golang.org/protobuf")), either(under("store", "service", "events"), orm))},
+	{name: "service/wire, the wire encoding, imports neither store/ nor the rest of service/",
+		covers: under("service/wire"), forbids: either(under("store", "service"), orm),
+		allowing: func(_, dep string) bool { return under("service/wire")(dep) }},
 }
 
 // pkg is what `go list -json` says of a package, as far as the rules need.
@@ -160,6 +163,8 @@ func TestRulesCatchBreaks(t *testing.T) {
 		{"sandbox/ imports nothing of the project", pkg{ImportPath: m("sandbox"), Deps: []string{m("presenters/textutil")}}},
 		{"the vocabulary in presenters/ imports no storage", pkg{ImportPath: m("presenters"), Deps: []string{m("store")}}},
 		{"webhooks/ is an event observer beside metrics: no wire, no storage, no service", pkg{ImportPath: m("webhooks"), Deps: []string{m("store")}}},
+		{"service/wire, the wire encoding, imports neither store/ nor the rest of service/", pkg{ImportPath: m("service/wire"), Deps: []string{m("service")}}},
+		{"service/wire, the wire encoding, imports neither store/ nor the rest of service/", pkg{ImportPath: m("service/wire"), Deps: []string{m("store")}}},
 	} {
 		got := violations([]pkg{c.pkg}, rules)
 		if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, c.rule+":") }) {
@@ -171,6 +176,7 @@ func TestRulesCatchBreaks(t *testing.T) {
 		{ImportPath: m("presenters/acp"), Deps: []string{m("presenters"), m("store"), m("sandbox")}},
 		{ImportPath: m("sandbox"), Deps: []string{m("sandbox/confine")}},
 		{ImportPath: m("service"), Deps: []string{m("gen/go/agentic/v1"), "google.golang.org/grpc"}},
+		{ImportPath: m("service/wire"), Deps: []string{m("gen/go/agentic/v1"), m("presenters"), "google.golang.org/grpc"}},
 	}
 	if got := violations(allowed, rules); len(got) > 0 {
 		t.Errorf("allowed imports refused: %v", got)

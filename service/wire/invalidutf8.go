@@ -1,4 +1,4 @@
-package service
+package wire
 
 import (
 	"errors"
@@ -15,17 +15,22 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// invalidUTF8Requests holds the requests that did not decode: invalid UTF-8 in a string
+// Requests holds the requests that did not decode: invalid UTF-8 in a string
 // field (which proto3 refuses), a truncated field, an overlong varint. gRPC turns any
 // decoding error into INTERNAL before an interceptor runs, yet the fault is the client's:
-// so the codec hands such a request on empty, noted here, and the interceptors
-// (utf8Unary, utf8Stream) refuse it with INVALID_ARGUMENT saying what was wrong.
-type invalidUTF8Requests struct {
+// so the codec hands such a request on empty, noted here, and the service's interceptors
+// refuse it (Take) with INVALID_ARGUMENT saying what was wrong.
+type Requests struct {
+	// Limit is the largest request message accepted, in bytes; TooLarge is the refusal
+	// (a status error) of one of n bytes over it. A zero Limit accepts any size.
+	Limit    int
+	TooLarge func(n int) error
+
 	faults sync.Map // the request (a pointer) -> what was wrong with it: a message, or an error
 }
 
-// take forgets a request and returns its refusal if the codec noted it.
-func (r *invalidUTF8Requests) take(req any) error {
+// Take forgets a request and returns its refusal, a status error, if the codec noted it.
+func (r *Requests) Take(req any) error {
 	fault, ok := r.faults.LoadAndDelete(req)
 	if !ok {
 		return nil
@@ -33,21 +38,20 @@ func (r *invalidUTF8Requests) take(req any) error {
 	if msg, ok := fault.(string); ok {
 		return status.Error(codes.InvalidArgument, msg)
 	}
-	st, _ := toStatus(fault.(error))
-	return st.Err()
+	return fault.(error)
 }
 
 // unmarshal decodes data into v with the proto codec; a request that does not decode is
 // reset, noted, and not an error.
 //
-// A request over maxRequestBytes is noted too, as too large: grpc-go's own refusal of
-// one (its receive limit, maxWireRequestBytes here) comes before any interceptor and
+// A request over Limit is noted too, as too large: grpc-go's own refusal of
+// one (its receive limit, which the service sets) comes before any interceptor and
 // carries no details, so its limit is set above ours and this one refuses first.
-func (r *invalidUTF8Requests) unmarshal(codec encoding.CodecV2, data mem.BufferSlice, v any) error {
-	if n := data.Len(); n > maxRequestBytes {
+func (r *Requests) unmarshal(codec encoding.CodecV2, data mem.BufferSlice, v any) error {
+	if n := data.Len(); r.Limit > 0 && n > r.Limit {
 		if msg, ok := v.(proto.Message); ok {
 			proto.Reset(msg)
-			r.faults.Store(v, requestTooLarge(maxRequestBytes, fmt.Sprintf("the request message has %d bytes", n)))
+			r.faults.Store(v, r.TooLarge(n))
 			return nil
 		}
 	}

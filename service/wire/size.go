@@ -1,4 +1,4 @@
-package service
+package wire
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // or a whole GetMessages response, may take. gRPC clients refuse messages over 4 MiB by
 // default, and their refusal (RESOURCE_EXHAUSTED "received message larger than max")
 // would look like a slow subscriber's, so the server never sends one: an event or message
-// over this cap goes out with its largest texts cut (fitWithin), and 64 KiB stay free
+// over this cap goes out with its largest texts cut (FitWithin), and 64 KiB stay free
 // for the framing.
 const MaxEventBytes = 4<<20 - 64<<10
 
@@ -21,11 +21,11 @@ const MaxEventBytes = 4<<20 - 64<<10
 // marker fits in its place ("[truncated: 18446744073709551615 bytes]" is 40 bytes).
 const truncationSlack = 64
 
-// fitWithin cuts the largest strings of m, in place, until m encodes in at most limit
+// FitWithin cuts the largest strings of m, in place, until m encodes in at most limit
 // bytes. Each cut string keeps its beginning, up to a UTF-8 boundary, followed by
 // "[truncated: N bytes]" (N = the bytes removed). It reports false when cutting every
 // string longer than the marker is not enough (m is then partly cut).
-func fitWithin(m proto.Message, limit int) bool {
+func FitWithin(m proto.Message, limit int) bool {
 	size := proto.Size(m)
 	if size <= limit {
 		return true

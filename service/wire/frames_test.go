@@ -1,6 +1,7 @@
-package service
+package wire
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 )
 
 // decodeFrame reads a frame as any protobuf decoder would.
-func decodeFrame(t *testing.T, f *encodedFrame) []*pb.AgenticEvent {
+func decodeFrame(t *testing.T, f *Frame) []*pb.AgenticEvent {
 	t.Helper()
 	var got pb.SubscribeResponse
 	if err := proto.Unmarshal(f.slice.Materialize(), &got); err != nil {
@@ -103,36 +104,36 @@ func TestFrameMergesConsecutiveDeltasOfOneMessage(t *testing.T) {
 	domain = append(domain, replayed, delta(13, "s", "m2", presenters.RoleUser, " live again"),
 		delta(14, "s", "m3", presenters.RoleUser, " another message, as after a filtered-out MESSAGE_END"), otherAgent)
 
-	var evs []*encodedEvent
+	var evs []*Event
 	var want []*pb.AgenticEvent
 	for i, ev := range domain {
 		// Events as this server encodes them, and every other one in a field order of
 		// its own (what another encoder, say an older log's, may have written): both
 		// merge.
-		b := encodeEvent(ev, discard)
+		b := encodeEvent(ev, slog.New(slog.DiscardHandler))
 		if i%2 == 1 {
 			b = reordered(t, b)
 		}
-		evs = append(evs, newEncodedEvent(b))
+		evs = append(evs, NewEvent(b))
 		want = append(want, eventToPB(ev))
 	}
 
-	unmerged := frameBuilder{}
-	if got := decodeFrame(t, unmerged.frame(evs)); !protoSliceEqual(got, want) {
+	unmerged := Frames{}
+	if got := decodeFrame(t, unmerged.Frame(evs)); !protoSliceEqual(got, want) {
 		t.Errorf("unmerged frame:\n got %v\nwant %v", got, want)
 	}
 
-	merging := frameBuilder{merge: true}
+	merging := Frames{Merge: true}
 	wantMerged := mergedDeltas(want)
 	if len(wantMerged) != 10 {
 		t.Fatalf("the rule merged %d events into %d; the test expects 10", len(want), len(wantMerged))
 	}
 	for range 2 { // the builder's scratch space is reused
-		if got := decodeFrame(t, merging.frame(evs)); !protoSliceEqual(got, wantMerged) {
+		if got := decodeFrame(t, merging.Frame(evs)); !protoSliceEqual(got, wantMerged) {
 			t.Errorf("merged frame:\n got %v\nwant %v", got, wantMerged)
 		}
 	}
-	if got := decodeFrame(t, merging.frame(evs[:1])); !protoSliceEqual(got, want[:1]) {
+	if got := decodeFrame(t, merging.Frame(evs[:1])); !protoSliceEqual(got, want[:1]) {
 		t.Errorf("a frame of one event: %v", got)
 	}
 }
@@ -140,12 +141,12 @@ func TestFrameMergesConsecutiveDeltasOfOneMessage(t *testing.T) {
 // An encoding the builder does not fully understand (here an extra field a newer
 // encoder might add) is sent as it is and never merged: merging must not drop data.
 func TestFrameSendsUnknownEncodingsAsTheyAre(t *testing.T) {
-	first := encodeEvent(delta(1, "s", "m", presenters.RoleAssistant, "a"), discard)
-	odd := protowire.AppendTag(encodeEvent(delta(2, "s", "m", presenters.RoleAssistant, "b"), discard), 99, protowire.VarintType)
+	first := encodeEvent(delta(1, "s", "m", presenters.RoleAssistant, "a"), slog.New(slog.DiscardHandler))
+	odd := protowire.AppendTag(encodeEvent(delta(2, "s", "m", presenters.RoleAssistant, "b"), slog.New(slog.DiscardHandler)), 99, protowire.VarintType)
 	odd = protowire.AppendVarint(odd, 7)
-	last := encodeEvent(delta(3, "s", "m", presenters.RoleAssistant, "c"), discard)
-	f := frameBuilder{merge: true}
-	got := decodeFrame(t, f.frame([]*encodedEvent{newEncodedEvent(first), newEncodedEvent(odd), newEncodedEvent(last)}))
+	last := encodeEvent(delta(3, "s", "m", presenters.RoleAssistant, "c"), slog.New(slog.DiscardHandler))
+	f := Frames{Merge: true}
+	got := decodeFrame(t, f.Frame([]*Event{NewEvent(first), NewEvent(odd), NewEvent(last)}))
 	if len(got) != 3 || len(got[1].ProtoReflect().GetUnknown()) == 0 {
 		t.Fatalf("got %v; want the three events, the middle one with its unknown field", got)
 	}
@@ -153,7 +154,7 @@ func TestFrameSendsUnknownEncodingsAsTheyAre(t *testing.T) {
 		name string
 		b    []byte
 	}{
-		{"not a delta", encodeEvent(presenters.Event{Sequence: 1, SessionID: "s", Payload: presenters.StatusChangedPayload{Status: presenters.SessionIdle}}, discard)},
+		{"not a delta", encodeEvent(presenters.Event{Sequence: 1, SessionID: "s", Payload: presenters.StatusChangedPayload{Status: presenters.SessionIdle}}, slog.New(slog.DiscardHandler))},
 		{"a repeated field", protowire.AppendVarint(protowire.AppendTag(first, eventSequenceField, protowire.VarintType), 9)},
 		{"a field of another wire type", protowire.AppendBytes(protowire.AppendTag(first, eventReplayField, protowire.BytesType), nil)},
 		{"cut short", first[:len(first)-1]},
@@ -178,12 +179,12 @@ func protoSliceEqual(a, b []*pb.AgenticEvent) bool {
 
 // A large frame takes a buffer near its size, not gRPC's default 1 MiB tier.
 func TestFrameBufferFitsItsSize(t *testing.T) {
-	var evs []*encodedEvent
+	var evs []*Event
 	for i := range 40 {
-		evs = append(evs, newEncodedEvent(encodeEvent(delta(uint64(i+1), "s", "m", presenters.RoleAssistant, strings.Repeat("x", 1000)), discard)))
+		evs = append(evs, NewEvent(encodeEvent(delta(uint64(i+1), "s", "m", presenters.RoleAssistant, strings.Repeat("x", 1000)), slog.New(slog.DiscardHandler))))
 	}
-	f := frameBuilder{}
-	frame := f.frame(evs)
+	f := Frames{}
+	frame := f.Frame(evs)
 	defer frame.slice.Free()
 	if b := frame.slice[0].ReadOnlyData(); len(b) < 40_000 || cap(b) > 64<<10 {
 		t.Fatalf("a %d-byte frame in a buffer of %d", len(b), cap(b))

@@ -1,4 +1,9 @@
-package service
+// Package wire is agenticd's wire encoding of events: the conversion of the domain
+// (presenters) to protobuf (agentic.v1), each event encoded once for every subscriber
+// (Encode, Event), the batch frames built from those bytes (Frames, Frame), and the gRPC
+// codec that sends a Frame as it is and notes the requests that do not decode
+// (CodecOption, Requests). It knows neither the store nor the service's handlers.
+package wire
 
 import (
 	"fmt"
@@ -15,33 +20,35 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 )
 
-// encodedEvent is an AgenticEvent's wire bytes, encoded once and shared by every
-// subscriber: each stream's frames are built from them (frameBuilder) instead of
+// Event is an AgenticEvent's wire bytes, encoded once and shared by every
+// subscriber: each stream's frames are built from them (Frames) instead of
 // marshalling the event per stream. Nothing writes to b after it is made.
-type encodedEvent struct {
+type Event struct {
 	b       []byte
 	delta   deltaLayout // where a MESSAGE_DELTA's fields are in b, for merging
 	isDelta bool        // b is a MESSAGE_DELTA that parseDelta understood
 }
 
-func newEncodedEvent(b []byte) *encodedEvent {
-	ev := &encodedEvent{b: b}
+// NewEvent wraps an AgenticEvent's wire bytes, as Encode made them (or the store kept
+// them); b must not be written to afterwards.
+func NewEvent(b []byte) *Event {
+	ev := &Event{b: b}
 	ev.delta, ev.isDelta = parseDelta(b)
 	return ev
 }
 
-// encodedFrame is a message's wire bytes, which the codec below sends as they are.
-type encodedFrame struct{ slice mem.BufferSlice }
+// Frame is a message's wire bytes, which the codec below sends as they are.
+type Frame struct{ slice mem.BufferSlice }
 
-// frameCodec is gRPC's proto codec, except for encodedFrame and for requests with
-// invalid UTF-8 (invalidUTF8Requests).
+// frameCodec is gRPC's proto codec, except for Frame and for requests with
+// invalid UTF-8 (Requests).
 type frameCodec struct {
 	encoding.CodecV2
-	invalid *invalidUTF8Requests
+	invalid *Requests
 }
 
 func (c frameCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if f, ok := v.(*encodedFrame); ok {
+	if f, ok := v.(*Frame); ok {
 		return f.slice, nil
 	}
 	return c.CodecV2.Marshal(v)
@@ -51,11 +58,19 @@ func (c frameCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.invalid.unmarshal(c.CodecV2, data, v)
 }
 
-// frameCodecOption installs the codec on a server; it notes the requests with
+// CodecOption installs the codec on a server; it notes the requests with
 // invalid UTF-8 in invalid.
-func frameCodecOption(invalid *invalidUTF8Requests) grpc.ServerOption {
+func CodecOption(invalid *Requests) grpc.ServerOption {
 	return grpc.ForceServerCodecV2(frameCodec{CodecV2: encoding.GetCodecV2(protocodec.Name), invalid: invalid})
 }
+
+// Encode is an event's wire bytes, as every subscriber gets them.
+func Encode(ev presenters.Event, logger *slog.Logger) *Event {
+	return NewEvent(encodeEvent(ev, logger))
+}
+
+// Bytes is the event's wire bytes (an AgenticEvent); they must not be written to.
+func (ev *Event) Bytes() []byte { return ev.b }
 
 // encodeEvent marshals an event for every subscriber. One over MaxEventBytes is sent with
 // its largest texts cut; one that cannot be encoded at all (or cut small enough) is
@@ -84,7 +99,7 @@ func encodeEvent(ev presenters.Event, logger *slog.Logger) (encoded []byte) {
 	attrs := []any{"session_id", ev.SessionID, "agent_id", ev.AgentID, "sequence", ev.Sequence, "type", msg.GetType().String()}
 	if err == nil {
 		size := len(b)
-		if !fitWithin(msg, MaxEventBytes) {
+		if !FitWithin(msg, MaxEventBytes) {
 			err = fmt.Errorf("%d bytes, over the %d an event may take, and cutting its texts is not enough", size, MaxEventBytes)
 		} else if b, err = proto.Marshal(msg); err == nil {
 			logger.Warn("event over the size cap sent with its largest texts cut", append(attrs, "bytes", size)...)
@@ -113,3 +128,6 @@ func notSendable(ev presenters.Event, typ string) []byte {
 	})
 	return b
 }
+
+// BufferSlice is the frame's bytes, as the codec sends them; gRPC frees them once written.
+func (f *Frame) BufferSlice() mem.BufferSlice { return f.slice }

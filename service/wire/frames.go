@@ -1,4 +1,4 @@
-package service
+package wire
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ const frameTagSize = 1
 // deltaLayout locates the fields of an encoded MESSAGE_DELTA event in its bytes: whole
 // fields (tag included), but for text, which is the text alone. A field left out (proto3
 // leaves out zero values) is an empty span. It is worked out once per event
-// (newEncodedEvent) and kept with it, in offsets: 72 bytes, where slices would take 216.
+// (NewEvent) and kept with it, in offsets: 72 bytes, where slices would take 216.
 type deltaLayout struct {
 	head      [6]span // sequence, session_id, agent_id, event_time, type, replay
 	messageID span
@@ -117,7 +117,7 @@ func parseDelta(b []byte) (d deltaLayout, ok bool) {
 
 // continues reports whether delta ev continues delta prev's message: same session,
 // agent, message, role and replay mark.
-func (ev *encodedEvent) continues(prev *encodedEvent) bool {
+func (ev *Event) continues(prev *Event) bool {
 	a, b := &prev.delta, &ev.delta
 	same := func(x, y span) bool { return bytes.Equal(x.of(prev.b), y.of(ev.b)) }
 	return same(a.head[eventSessionIDField-1], b.head[eventSessionIDField-1]) &&
@@ -126,10 +126,10 @@ func (ev *encodedEvent) continues(prev *encodedEvent) bool {
 		same(a.messageID, b.messageID) && same(a.role, b.role)
 }
 
-// frameBuilder builds one stream's EventBatch frames; its scratch space is reused from
+// Frames builds one stream's EventBatch frames; its scratch space is reused from
 // frame to frame.
-type frameBuilder struct {
-	merge bool
+type Frames struct {
+	Merge bool       // join each run of one message's deltas into one MESSAGE_DELTA
 	runs  []frameRun // the events that go out as one, in order
 }
 
@@ -142,15 +142,15 @@ type frameRun struct {
 	text       int // merged: the joined text's length
 }
 
-// framePool holds frame buffers in tiers up to what a full batch needs (maxBatchBytes and
-// its framing fit 512 KiB). gRPC's default pool jumps from 32 KiB to 1 MiB, which a large
+// framePool holds frame buffers in tiers up to what a full batch needs (the service's
+// batch bound and its framing fit 512 KiB). gRPC's default pool jumps from 32 KiB to 1 MiB, which a large
 // frame would take, clear and, on a slow stream, hold until written.
 var framePool = mem.NewTieredBufferPool(4<<10, 16<<10, 32<<10, 64<<10, 128<<10, 256<<10, 512<<10)
 
-// frame is the SubscribeResponse whose EventBatch holds evs, deltas merged when the
+// Frame is the SubscribeResponse whose EventBatch holds evs, deltas merged when the
 // builder merges, in one buffer from framePool. gRPC returns it once written, so a
 // frame is sent once.
-func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
+func (f *Frames) Frame(evs []*Event) *Frame {
 	f.plan(evs)
 	batchLen := 0
 	for _, r := range f.runs {
@@ -171,19 +171,15 @@ func (f *frameBuilder) frame(evs []*encodedEvent) *encodedFrame {
 		}
 	}
 	*buf = b
-	return &encodedFrame{slice: mem.BufferSlice{mem.NewBuffer(buf, framePool)}}
+	return &Frame{slice: mem.BufferSlice{mem.NewBuffer(buf, framePool)}}
 }
 
-// A merged delta is no larger than the batch it came in, which keeps it under
-// MaxEventBytes: this fails to compile should maxBatchBytes ever pass it.
-const _ = uint(MaxEventBytes - maxBatchBytes)
-
 // plan splits evs into runs: a single event, or consecutive deltas of one message.
-func (f *frameBuilder) plan(evs []*encodedEvent) {
+func (f *Frames) plan(evs []*Event) {
 	f.runs = f.runs[:0]
 	for start := 0; start < len(evs); {
 		r := frameRun{start: start, end: start + 1, size: len(evs[start].b)}
-		if f.merge && evs[start].isDelta {
+		if f.Merge && evs[start].isDelta {
 			for r.end < len(evs) && evs[r.end].isDelta && evs[r.end].continues(evs[start]) {
 				r.end++
 			}
@@ -198,7 +194,7 @@ func (f *frameBuilder) plan(evs []*encodedEvent) {
 
 // sizeMerged works out the sizes of the one event a run of deltas goes out as: the last
 // delta's fields with every text of the run.
-func sizeMerged(run []*encodedEvent, r *frameRun) {
+func sizeMerged(run []*Event, r *frameRun) {
 	last := &run[len(run)-1].delta
 	for _, ev := range run {
 		r.text += ev.delta.text.len()
@@ -215,7 +211,7 @@ func sizeMerged(run []*encodedEvent, r *frameRun) {
 
 // appendMerged appends the one event a run of deltas goes out as: the last delta's
 // fields (its sequence and event_time among them) with every text of the run, in order.
-func appendMerged(b []byte, run []*encodedEvent, r frameRun) []byte {
+func appendMerged(b []byte, run []*Event, r frameRun) []byte {
 	last := run[len(run)-1]
 	for _, field := range last.delta.head {
 		b = append(b, field.of(last.b)...)
