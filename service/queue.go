@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/store"
 )
 
 // QueueStore keeps the queued messages; *store.Store is one.
@@ -31,7 +32,28 @@ const (
 	queueCallTimeout = time.Minute
 	// interruptTimeout bounds how long an INTERRUPT waits for the cancelled turn to end.
 	interruptTimeout = 30 * time.Second
+	// queueStoreTimeout bounds a caller's look at or write to the queue's store: a
+	// database behind a partition holds a query without answering or failing.
+	queueStoreTimeout = 5 * time.Second
 )
+
+// storeCall runs fn, a look at or write to the queue's store for a caller, within
+// queueStoreTimeout. A database that does not answer in time, and a replica that knows
+// it is cut off from its database, are UNAVAILABLE to the caller (DATABASE_UNAVAILABLE):
+// it sends again shortly, here or through another replica, instead of waiting out its
+// own deadline.
+func (q *Queue) storeCall(ctx context.Context, what string, fn func(context.Context) error) error {
+	if q.hub != nil && q.hub.cutOff.Load() {
+		return fmt.Errorf("%s: this replica cannot reach its database; send again shortly: %w", what, store.ErrUnavailable)
+	}
+	sctx, cancel := context.WithTimeout(ctx, queueStoreTimeout)
+	defer cancel()
+	err := fn(sctx)
+	if err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s: the database did not answer within %s; send again shortly: %w", what, queueStoreTimeout, store.ErrUnavailable)
+	}
+	return err
+}
 
 // Queue holds the messages sent while their session's turn ran, in the store, and starts
 // each one's turn when the turn before it has ended. It learns of turns' ends as an
@@ -304,7 +326,11 @@ func (q *Queue) deliver(ctx context.Context, p presenters.Presenter, sessionID s
 			}
 		}
 	}
-	queued, err := q.st.QueuedMessages(ctx, sessionID)
+	var queued []presenters.QueuedMessage
+	err := q.storeCall(ctx, "read the queue of session "+sessionID, func(ctx context.Context) (err error) {
+		queued, err = q.st.QueuedMessages(ctx, sessionID)
+		return err
+	})
 	if err != nil {
 		return delivery{}, err
 	}
@@ -375,10 +401,13 @@ func (q *Queue) enqueue(ctx context.Context, p presenters.Presenter, sessionID s
 	if m.UserMessageID == "" {
 		m.UserMessageID = uuid.Must(uuid.NewV7()).String()
 	}
-	if err := q.st.CheckMessageIDsFree(ctx, sessionID, m.UserMessageID, m.MessageID); err != nil {
-		return presenters.SendResult{}, err
-	}
-	if err := q.st.QueueMessage(ctx, m); err != nil {
+	err := q.storeCall(ctx, "queue a message of session "+sessionID, func(ctx context.Context) error {
+		if err := q.st.CheckMessageIDsFree(ctx, sessionID, m.UserMessageID, m.MessageID); err != nil {
+			return err
+		}
+		return q.st.QueueMessage(ctx, m)
+	})
+	if err != nil {
 		return presenters.SendResult{}, err
 	}
 	q.publish(sessionID, p.AgentID(), presenters.MessageQueuedPayload{Message: m})
@@ -394,7 +423,11 @@ func (q *Queue) enqueue(ctx context.Context, p presenters.Presenter, sessionID s
 func (q *Queue) remove(ctx context.Context, p presenters.Presenter, sessionID, id string) (presenters.QueuedMessage, bool, error) {
 	unlock := q.lockSession(sessionID)
 	defer unlock()
-	queued, err := q.st.QueuedMessages(ctx, sessionID)
+	var queued []presenters.QueuedMessage
+	err := q.storeCall(ctx, "read the queue of session "+sessionID, func(ctx context.Context) (err error) {
+		queued, err = q.st.QueuedMessages(ctx, sessionID)
+		return err
+	})
 	if err != nil {
 		return presenters.QueuedMessage{}, false, err
 	}
@@ -402,7 +435,11 @@ func (q *Queue) remove(ctx context.Context, p presenters.Presenter, sessionID, i
 		if m.MessageID != id && m.UserMessageID != id {
 			continue
 		}
-		removed, err := q.st.RemoveQueuedMessage(ctx, sessionID, id)
+		var removed bool
+		err := q.storeCall(ctx, "take a message out of the queue of session "+sessionID, func(ctx context.Context) (err error) {
+			removed, err = q.st.RemoveQueuedMessage(ctx, sessionID, id)
+			return err
+		})
 		if err != nil || !removed {
 			return m, false, err
 		}
