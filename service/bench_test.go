@@ -178,7 +178,7 @@ func BenchmarkSubscribeStream(b *testing.B) {
 			// One connection per subscriber, as separate clients would have.
 			streams := make([]*eventStream, subscribers)
 			for i := range streams {
-				conn := dialBufconn(b, e.lis, "")
+				conn := dialBufconn(b, e.lis, e.token)
 				defer func() { _ = conn.Close() }()
 				stream, err := pb.NewAgenticServiceClient(conn).Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{"s"}})
 				if err != nil {
@@ -324,7 +324,8 @@ func BenchmarkListSessions(b *testing.B) {
 			svc := New(Options{Registry: registry, Hub: hub, Logger: discard})
 			b.ReportAllocs()
 			for b.Loop() {
-				resp, err := svc.ListSessions(bg, &pb.ListSessionsRequest{PageSize: 1000})
+				// As the owner, who reads every session (the interceptors set the caller).
+				resp, err := svc.ListSessions(withPrincipal(bg, ownerPrincipal("test")), &pb.ListSessionsRequest{PageSize: 1000})
 				if err != nil || len(resp.GetSessions()) != 1000 || resp.GetSessions()[999].GetStatus() != pb.SessionStatus_SESSION_STATUS_IDLE {
 					b.Fatalf("%d sessions, %v", len(resp.GetSessions()), err)
 				}
