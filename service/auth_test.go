@@ -23,7 +23,7 @@ import (
 // refused on native gRPC and on the HTTP protocols.
 func TestEveryRPCNeedsCredentials(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	conn := dialBufconn(t, e.lis, "")
+	conn := dialListener(t, e.lis, "")
 	defer conn.Close()
 	_, err := pb.NewAgenticServiceClient(conn).CreateSession(bg, &pb.CreateSessionRequest{AgentId: fakeID,
 		Config: &pb.SessionConfig{Workspace: e.root}})
@@ -67,8 +67,8 @@ func TestLocalSocketNeedsNoToken(t *testing.T) {
 	if body := readAll(t, resp.Body); resp.StatusCode != http.StatusOK {
 		t.Fatalf("Connect on the local socket: %s %s", resp.Status, body)
 	}
-	// The same server over TCP (here its bufconn) still wants a token.
-	anon := dialBufconn(t, e.lis, "")
+	// The same server over TCP (loopback) still wants a token.
+	anon := dialListener(t, e.lis, "")
 	defer anon.Close()
 	_, err = pb.NewAgenticServiceClient(anon).ListAgents(bg, &pb.ListAgentsRequest{})
 	wantCode(t, err, codes.Unauthenticated)

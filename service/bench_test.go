@@ -163,7 +163,7 @@ func BenchmarkSubscribeHandler(b *testing.B) {
 }
 
 // BenchmarkSubscribeStream measures events from Publish to a client's Recv over a real
-// gRPC stream (bufconn), with 1 and 16 subscribers; ns/op is per event per run, events
+// gRPC stream (loopback TCP), with 1 and 16 subscribers; ns/op is per event per run, events
 // arriving in batches when the stream falls behind. The
 // publisher stays at most streamWindow events ahead of the slowest subscriber, so the
 // figure is throughput, never the overflow path.
@@ -178,7 +178,7 @@ func BenchmarkSubscribeStream(b *testing.B) {
 			// One connection per subscriber, as separate clients would have.
 			streams := make([]*eventStream, subscribers)
 			for i := range streams {
-				conn := dialBufconn(b, e.lis, e.token)
+				conn := dialListener(b, e.lis, e.token)
 				defer func() { _ = conn.Close() }()
 				stream, err := pb.NewAgenticServiceClient(conn).Subscribe(ctx, &pb.SubscribeRequest{SessionIds: []string{"s"}})
 				if err != nil {

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/localcred"
@@ -40,12 +39,12 @@ const (
 	otherID = "acp.fake.other"
 )
 
-// testEnv is the real Service on a real gRPC server over bufconn, with two fake agents, a
+// testEnv is the real Service on a real gRPC server over loopback TCP, with two fake agents, a
 // real SQLite file and real workspace roots.
 type testEnv struct {
 	client   pb.AgenticServiceClient
 	conn     *grpc.ClientConn
-	lis      *bufconn.Listener
+	lis      *loopbackListener
 	hub      *Hub
 	store    *store.Store
 	fake     *fakePresenter
@@ -146,7 +145,7 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
+	lis := listenLoopback(t)
 	e.lis = lis
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(lis) }()
@@ -159,7 +158,7 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 		servers++
 		go func() { served <- srv.ServeLocal(local) }()
 	}
-	e.conn = dialBufconn(t, lis, opts.token)
+	e.conn = dialListener(t, lis, opts.token)
 	e.client = pb.NewAgenticServiceClient(e.conn)
 	t.Cleanup(func() {
 		_ = e.conn.Close()
@@ -194,7 +193,34 @@ func openStore(t testing.TB) *store.Store {
 // testToken is the bearer token of a test env whose options name none.
 const testToken = "the-test-envs-token"
 
-func dialBufconn(t testing.TB, lis *bufconn.Listener, token string, extra ...grpc.DialOption) *grpc.ClientConn {
+// contextDialer is a listener tests connect to directly: a loopbackListener, or a bufconn
+// for a bare gRPC server.
+type contextDialer interface {
+	DialContext(ctx context.Context) (net.Conn, error)
+}
+
+// loopbackListener is a real TCP listener on 127.0.0.1 that tests dial by its address.
+// The env serves HTTP on it as well as gRPC, and bufconn does not do for that: its read
+// deadline timer can fire after the deadline was cleared, and net/http then takes the
+// stale timeout of an aborted background read for a broken connection and cancels the
+// request in flight.
+type loopbackListener struct{ net.Listener }
+
+func listenLoopback(t testing.TB) *loopbackListener {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &loopbackListener{Listener: lis}
+}
+
+func (l *loopbackListener) DialContext(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", l.Addr().String())
+}
+
+func dialListener(t testing.TB, lis contextDialer, token string, extra ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	opts := append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -203,7 +229,7 @@ func dialBufconn(t testing.TB, lis *bufconn.Listener, token string, extra ...grp
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
 	}
-	conn, err := grpc.NewClient("passthrough:///bufnet", opts...)
+	conn, err := grpc.NewClient("passthrough:///agenticd-test", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
 
-// httpClient talks to the env's server over its bufconn listener: HTTP/1.1, or HTTP/2 in
+// httpClient talks to the env's server over its loopback listener: HTTP/1.1, or HTTP/2 in
 // clear text with prior knowledge (h2c). It sends the env's token unless a request sets
 // Authorization itself.
 func (e *testEnv) httpClient(t *testing.T, h2c bool) *http.Client {

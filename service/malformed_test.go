@@ -256,7 +256,7 @@ func TestConnectOverSizeLimitChunked(t *testing.T) {
 // gRPC, not a closed connection: the connection is routed by the start of its headers.
 func TestLargeMetadataOnFirstCall(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	conn := dialBufconn(t, e.lis, e.token)
+	conn := dialListener(t, e.lis, e.token)
 	defer conn.Close()
 	ctx := metadata.AppendToOutgoingContext(bg, "x-big", strings.Repeat("b", 1<<20))
 	_, err := pb.NewAgenticServiceClient(conn).GetSession(ctx, &pb.GetSessionRequest{SessionId: "nope"})

@@ -110,7 +110,7 @@ func TestOIDCTokens(t *testing.T) {
 	is.addKey(t, "stranger", false)
 	e := newEnv(t, envOptions{oidc: is.verifier(t)})
 	callAs := func(token string) (*pb.GetServerInfoResponse, error) {
-		conn := dialBufconn(t, e.lis, token)
+		conn := dialListener(t, e.lis, token)
 		defer conn.Close()
 		return pb.NewAgenticServiceClient(conn).GetServerInfo(bg, &pb.GetServerInfoRequest{})
 	}

@@ -164,9 +164,9 @@ func textMessage(sessionID, text string) *pb.SendMessageRequest {
 // A stream without a filter and the audit log show a principal only its own sessions.
 func TestPrincipalsSeeOnlyTheirEventsAndAudit(t *testing.T) {
 	e := principalsEnv(t)
-	aliceConn := dialBufconn(t, e.lis, aliceToken)
+	aliceConn := dialListener(t, e.lis, aliceToken)
 	defer aliceConn.Close()
-	bobConn := dialBufconn(t, e.lis, bobToken)
+	bobConn := dialListener(t, e.lis, bobToken)
 	defer bobConn.Close()
 	alice, bob := pb.NewAgenticServiceClient(aliceConn), pb.NewAgenticServiceClient(bobConn)
 	ctx, cancel := context.WithCancel(bg)

@@ -129,11 +129,11 @@ func TestEveryStatusReason(t *testing.T) {
 	})
 	t.Run("TOKEN_INVALID", func(t *testing.T) {
 		guarded := newEnv(t, envOptions{token: "s3cret"})
-		conn := dialBufconn(t, guarded.lis, "")
+		conn := dialListener(t, guarded.lis, "")
 		defer func() { _ = conn.Close() }()
 		_, err := pb.NewAgenticServiceClient(conn).ListAgents(bg, &pb.ListAgentsRequest{})
 		wantReason(t, err, codes.Unauthenticated, reason("TOKEN_INVALID"), "")
-		wrong := dialBufconn(t, guarded.lis, "guess")
+		wrong := dialListener(t, guarded.lis, "guess")
 		defer func() { _ = wrong.Close() }()
 		_, err = pb.NewAgenticServiceClient(wrong).Subscribe(bg, &pb.SubscribeRequest{})
 		if err == nil {

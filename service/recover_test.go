@@ -107,7 +107,7 @@ func TestPanicInStreamBecomesInternal(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	conn := dialBufconn(t, lis, testToken)
+	conn := dialListener(t, lis, testToken)
 	defer func() { _ = conn.Close() }()
 	for range 2 { // the second stream shows that the server still serves
 		stream, err := conn.NewStream(bg, &grpc.StreamDesc{ServerStreams: true}, "/test.Panics/Stream")

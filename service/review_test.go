@@ -95,7 +95,7 @@ func TestCreateSessionRefusesAnotherAgentsSessionID(t *testing.T) {
 // RFC 6750: the scheme is case-insensitive.
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 	e := newEnv(t, envOptions{token: "t0ken"})
-	conn := dialBufconn(t, e.lis, "")
+	conn := dialListener(t, e.lis, "")
 	defer func() { _ = conn.Close() }()
 	client := pb.NewAgenticServiceClient(conn)
 	for value, want := range map[string]codes.Code{

@@ -718,7 +718,7 @@ func TestTokenInterceptor(t *testing.T) {
 	}
 	for name, token := range map[string]string{"missing": "", "wrong": "nope"} {
 		t.Run(name, func(t *testing.T) {
-			conn := dialBufconn(t, e.lis, token)
+			conn := dialListener(t, e.lis, token)
 			defer func() { _ = conn.Close() }()
 			_, err := pb.NewAgenticServiceClient(conn).ListAgents(bg, &pb.ListAgentsRequest{})
 			st := wantCode(t, err, codes.Unauthenticated)

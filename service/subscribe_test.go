@@ -230,7 +230,7 @@ func TestSubscribeOverflowThenResume(t *testing.T) {
 		t.Run(fmt.Sprintf("unmerged_deltas=%v", unmerged), func(t *testing.T) {
 			e := newEnv(t, envOptions{hub: HubOptions{SubscriberQueue: 4}})
 			// Small fixed flow-control windows, so that an unread stream backs up into the queue.
-			conn := dialBufconn(t, e.lis, e.token, grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
+			conn := dialListener(t, e.lis, e.token, grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
 			defer func() { _ = conn.Close() }()
 			client := pb.NewAgenticServiceClient(conn)
 			raw, err := client.Subscribe(t.Context(), &pb.SubscribeRequest{Start: after(e.hub.LastSequence()), UnmergedDeltas: unmerged})

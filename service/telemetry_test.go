@@ -11,7 +11,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/metrics"
@@ -49,11 +48,11 @@ func newTelemetryEnv(t *testing.T, m *metrics.Metrics, tp trace.TracerProvider) 
 		t.Fatal(err)
 	}
 	m.WatchHub(e.hub)
-	e.lis = bufconn.Listen(1 << 20)
+	e.lis = listenLoopback(t)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(e.lis) }()
 	e.token = testToken
-	e.conn = dialBufconn(t, e.lis, e.token)
+	e.conn = dialListener(t, e.lis, e.token)
 	e.client = pb.NewAgenticServiceClient(e.conn)
 	t.Cleanup(func() {
 		_ = e.conn.Close()

@@ -17,7 +17,7 @@ import (
 // started it.
 func TestEventsAndAuditNameThePrincipal(t *testing.T) {
 	e := principalsEnv(t)
-	conn := dialBufconn(t, e.lis, aliceToken)
+	conn := dialListener(t, e.lis, aliceToken)
 	defer conn.Close()
 	alice := pb.NewAgenticServiceClient(conn)
 	ctx, cancel := context.WithCancel(bg)
