@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agenticd/agenticd/store"
 )
@@ -48,6 +49,8 @@ func startAndStop(t *testing.T, cfg Config) {
 // A database with a damaged page in a table start-up does not read is refused at start,
 // naming the file and what to do, rather than served from and written into.
 func TestStartRefusesADamagedDatabase(t *testing.T) {
+	defer func(budget time.Duration) { integrityCheckBudget = budget }(integrityCheckBudget)
+	integrityCheckBudget = time.Minute
 	cfg := testConfig(t)
 	startAndStop(t, cfg)
 	path := filepath.Join(cfg.DataDir, DatabaseFile)
