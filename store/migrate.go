@@ -12,7 +12,8 @@ import (
 
 // migrations are applied in order, each once, each in its own transaction. Append only:
 // a released migration is never edited. Statements are separated by semicolons, so
-// none may contain one.
+// none may contain one. Each step is written once for both dialects: a word in braces
+// is a type its dialect spells its own way (dialectWords).
 var migrations = []string{
 	// 1: conversations, messages, blocks.
 	`
@@ -23,46 +24,46 @@ CREATE TABLE conversations (
 	title                     TEXT NOT NULL DEFAULT '',
 	model_id                  TEXT NOT NULL DEFAULT '',
 	mode_id                   TEXT NOT NULL DEFAULT '',
-	created_at                INTEGER NOT NULL,
-	updated_at                INTEGER NOT NULL,
-	closed                    INTEGER NOT NULL DEFAULT 0,
-	usage_input_tokens        INTEGER NOT NULL DEFAULT 0,
-	usage_output_tokens       INTEGER NOT NULL DEFAULT 0,
-	usage_total_tokens        INTEGER NOT NULL DEFAULT 0,
-	usage_cached_input_tokens INTEGER NOT NULL DEFAULT 0,
-	usage_reasoning_tokens    INTEGER NOT NULL DEFAULT 0,
-	usage_context_used        INTEGER NOT NULL DEFAULT 0,
-	usage_context_size        INTEGER NOT NULL DEFAULT 0,
-	usage_cost                REAL NOT NULL DEFAULT 0,
+	created_at                {int} NOT NULL,
+	updated_at                {int} NOT NULL,
+	closed                    {bool} NOT NULL DEFAULT {false},
+	usage_input_tokens        {int} NOT NULL DEFAULT 0,
+	usage_output_tokens       {int} NOT NULL DEFAULT 0,
+	usage_total_tokens        {int} NOT NULL DEFAULT 0,
+	usage_cached_input_tokens {int} NOT NULL DEFAULT 0,
+	usage_reasoning_tokens    {int} NOT NULL DEFAULT 0,
+	usage_context_used        {int} NOT NULL DEFAULT 0,
+	usage_context_size        {int} NOT NULL DEFAULT 0,
+	usage_cost                {real} NOT NULL DEFAULT 0,
 	usage_cost_currency       TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX conversations_by_agent ON conversations(agent_id, created_at);
 
 CREATE TABLE messages (
-	seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+	seq             {serial},
 	id              TEXT NOT NULL UNIQUE,
 	conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
 	role            TEXT NOT NULL,
 	status          TEXT NOT NULL,
 	stop_reason     TEXT NOT NULL DEFAULT '',
 	usage           TEXT,
-	created_at      INTEGER NOT NULL,
-	updated_at      INTEGER NOT NULL
+	created_at      {int} NOT NULL,
+	updated_at      {int} NOT NULL
 );
 CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
 CREATE INDEX messages_in_progress ON messages(status) WHERE status = 'in_progress';
 
 CREATE TABLE blocks (
-	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	id            {serial},
 	message_id    TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-	position      INTEGER NOT NULL,
+	position      {int} NOT NULL,
 	type          TEXT NOT NULL,
 	text          TEXT NOT NULL DEFAULT '',
 	tool_id       TEXT NOT NULL DEFAULT '',
 	tool_name     TEXT NOT NULL DEFAULT '',
 	tool_status   TEXT NOT NULL DEFAULT '',
-	raw_arguments BLOB,
-	raw_result    BLOB,
+	raw_arguments {blob},
+	raw_result    {blob},
 	payload       TEXT NOT NULL DEFAULT '',
 	UNIQUE (message_id, position)
 );
@@ -73,12 +74,12 @@ CREATE INDEX blocks_by_tool ON blocks(tool_id) WHERE tool_id <> '';
 	// migration are whole in the text column, with text_parts 0. Parts go with their
 	// block, and so with its message and conversation.
 	`
-ALTER TABLE blocks ADD COLUMN text_parts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE blocks ADD COLUMN text_parts {int} NOT NULL DEFAULT 0;
 
 CREATE TABLE block_text_parts (
 	message_id TEXT NOT NULL,
-	position   INTEGER NOT NULL,
-	part       INTEGER NOT NULL,
+	position   {int} NOT NULL,
+	part       {int} NOT NULL,
 	text       TEXT NOT NULL,
 	PRIMARY KEY (message_id, position, part),
 	FOREIGN KEY (message_id, position) REFERENCES blocks(message_id, position) ON DELETE CASCADE
@@ -90,7 +91,7 @@ CREATE TABLE block_text_parts (
 	`
 ALTER TABLE conversations ADD COLUMN agent_session_id TEXT NOT NULL DEFAULT '';
 UPDATE conversations SET agent_session_id = id;
-ALTER TABLE conversations ADD COLUMN usage_reported INTEGER;
+ALTER TABLE conversations ADD COLUMN usage_reported {int};
 `,
 	// 4: the event log (eventlog.go): every event published, as its subscribers got it,
 	// by its server-wide sequence. type is the payload's presenters.EventType, numbered as
@@ -99,13 +100,13 @@ ALTER TABLE conversations ADD COLUMN usage_reported INTEGER;
 	// session's rows itself, retention the rest.
 	`
 CREATE TABLE event_log (
-	sequence   INTEGER PRIMARY KEY,
+	sequence   {int} PRIMARY KEY,
 	session_id TEXT NOT NULL,
 	agent_id   TEXT NOT NULL,
-	type       INTEGER NOT NULL,
+	type       {int} NOT NULL,
 	message_id TEXT NOT NULL DEFAULT '',
-	time       INTEGER NOT NULL,
-	data       BLOB NOT NULL
+	time       {int} NOT NULL,
+	data       {blob} NOT NULL
 );
 CREATE UNIQUE INDEX event_log_by_session ON event_log(session_id, sequence);
 `,
@@ -124,12 +125,12 @@ CREATE TABLE session_setups (
 	// audit trail outlives the sessions it tells of, until retention drops it.
 	`
 CREATE TABLE audit_log (
-	id         INTEGER PRIMARY KEY AUTOINCREMENT,
-	time       INTEGER NOT NULL,
-	kind       INTEGER NOT NULL,
+	id         {serial},
+	time       {int} NOT NULL,
+	kind       {int} NOT NULL,
 	session_id TEXT NOT NULL,
 	agent_id   TEXT NOT NULL,
-	data       BLOB NOT NULL
+	data       {blob} NOT NULL
 );
 CREATE INDEX audit_log_by_session ON audit_log(session_id, id);
 CREATE INDEX audit_log_by_time ON audit_log(time);
@@ -143,7 +144,7 @@ CREATE TABLE session_leases (
 	session_id       TEXT PRIMARY KEY,
 	replica          TEXT NOT NULL,
 	address          TEXT NOT NULL,
-	expires_at       INTEGER NOT NULL,
+	expires_at       {int} NOT NULL,
 	previous_replica TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX session_leases_by_replica ON session_leases(replica);
@@ -152,154 +153,39 @@ CREATE INDEX session_leases_by_replica ON session_leases(replica);
 	// they were queued (position, a counter per database).
 	`
 CREATE TABLE queued_messages (
-	position        INTEGER PRIMARY KEY AUTOINCREMENT,
+	position        {serial},
 	session_id      TEXT NOT NULL,
 	message_id      TEXT NOT NULL UNIQUE,
 	user_message_id TEXT NOT NULL UNIQUE,
 	content         TEXT NOT NULL,
 	reason          TEXT NOT NULL DEFAULT '',
-	queued_at       INTEGER NOT NULL
+	queued_at       {int} NOT NULL
 );
 CREATE INDEX queued_messages_by_session ON queued_messages(session_id, position);
 `,
 }
 
-// postgresMigrations are migrations in Postgres's words, one for one: the same tables,
-// columns, keys and indexes, with Postgres's types (SQLite's INTEGER is 64 bits, so
-// BIGINT; its AUTOINCREMENT keys are identity columns; BLOB is BYTEA; closed, written
-// as a Go bool, is BOOLEAN). Append only, in step with migrations.
-var postgresMigrations = []string{
-	// 1
-	`
-CREATE TABLE conversations (
-	id                        TEXT PRIMARY KEY,
-	agent_id                  TEXT NOT NULL,
-	workspace                 TEXT NOT NULL DEFAULT '',
-	title                     TEXT NOT NULL DEFAULT '',
-	model_id                  TEXT NOT NULL DEFAULT '',
-	mode_id                   TEXT NOT NULL DEFAULT '',
-	created_at                BIGINT NOT NULL,
-	updated_at                BIGINT NOT NULL,
-	closed                    BOOLEAN NOT NULL DEFAULT FALSE,
-	usage_input_tokens        BIGINT NOT NULL DEFAULT 0,
-	usage_output_tokens       BIGINT NOT NULL DEFAULT 0,
-	usage_total_tokens        BIGINT NOT NULL DEFAULT 0,
-	usage_cached_input_tokens BIGINT NOT NULL DEFAULT 0,
-	usage_reasoning_tokens    BIGINT NOT NULL DEFAULT 0,
-	usage_context_used        BIGINT NOT NULL DEFAULT 0,
-	usage_context_size        BIGINT NOT NULL DEFAULT 0,
-	usage_cost                DOUBLE PRECISION NOT NULL DEFAULT 0,
-	usage_cost_currency       TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX conversations_by_agent ON conversations(agent_id, created_at);
+// dialectWords spell the braced words of migrations in each dialect. SQLite's INTEGER
+// is 64 bits, so Postgres's BIGINT; its AUTOINCREMENT keys are Postgres's identity
+// columns; BLOB is BYTEA; a flag written as a Go bool is BOOLEAN on Postgres and an
+// INTEGER on SQLite. The Postgres words were its separate migrations' before they were
+// written once, so a database migrated by either reads the same.
+var dialectWords = map[dialect]*strings.Replacer{
+	sqliteDialect: strings.NewReplacer(
+		"{int}", "INTEGER", "{serial}", "INTEGER PRIMARY KEY AUTOINCREMENT",
+		"{real}", "REAL", "{blob}", "BLOB", "{bool}", "INTEGER", "{false}", "0"),
+	postgresDialect: strings.NewReplacer(
+		"{int}", "BIGINT", "{serial}", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+		"{real}", "DOUBLE PRECISION", "{blob}", "BYTEA", "{bool}", "BOOLEAN", "{false}", "FALSE"),
+}
 
-CREATE TABLE messages (
-	seq             BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-	id              TEXT NOT NULL UNIQUE,
-	conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-	role            TEXT NOT NULL,
-	status          TEXT NOT NULL,
-	stop_reason     TEXT NOT NULL DEFAULT '',
-	usage           TEXT,
-	created_at      BIGINT NOT NULL,
-	updated_at      BIGINT NOT NULL
-);
-CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
-CREATE INDEX messages_in_progress ON messages(status) WHERE status = 'in_progress';
-
-CREATE TABLE blocks (
-	id            BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-	message_id    TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-	position      BIGINT NOT NULL,
-	type          TEXT NOT NULL,
-	text          TEXT NOT NULL DEFAULT '',
-	tool_id       TEXT NOT NULL DEFAULT '',
-	tool_name     TEXT NOT NULL DEFAULT '',
-	tool_status   TEXT NOT NULL DEFAULT '',
-	raw_arguments BYTEA,
-	raw_result    BYTEA,
-	payload       TEXT NOT NULL DEFAULT '',
-	UNIQUE (message_id, position)
-);
-CREATE INDEX blocks_by_tool ON blocks(tool_id) WHERE tool_id <> '';
-`,
-	// 2
-	`
-ALTER TABLE blocks ADD COLUMN text_parts BIGINT NOT NULL DEFAULT 0;
-
-CREATE TABLE block_text_parts (
-	message_id TEXT NOT NULL,
-	position   BIGINT NOT NULL,
-	part       BIGINT NOT NULL,
-	text       TEXT NOT NULL,
-	PRIMARY KEY (message_id, position, part),
-	FOREIGN KEY (message_id, position) REFERENCES blocks(message_id, position) ON DELETE CASCADE
-);
-`,
-	// 3
-	`
-ALTER TABLE conversations ADD COLUMN agent_session_id TEXT NOT NULL DEFAULT '';
-UPDATE conversations SET agent_session_id = id;
-ALTER TABLE conversations ADD COLUMN usage_reported BIGINT;
-`,
-	// 4
-	`
-CREATE TABLE event_log (
-	sequence   BIGINT PRIMARY KEY,
-	session_id TEXT NOT NULL,
-	agent_id   TEXT NOT NULL,
-	type       BIGINT NOT NULL,
-	message_id TEXT NOT NULL DEFAULT '',
-	time       BIGINT NOT NULL,
-	data       BYTEA NOT NULL
-);
-CREATE UNIQUE INDEX event_log_by_session ON event_log(session_id, sequence);
-`,
-	// 5
-	`
-CREATE TABLE session_setups (
-	session_id             TEXT PRIMARY KEY,
-	additional_directories TEXT NOT NULL DEFAULT '[]',
-	mcp_servers            TEXT NOT NULL DEFAULT '[]'
-);
-`,
-	// 6
-	`
-CREATE TABLE audit_log (
-	id         BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-	time       BIGINT NOT NULL,
-	kind       BIGINT NOT NULL,
-	session_id TEXT NOT NULL,
-	agent_id   TEXT NOT NULL,
-	data       BYTEA NOT NULL
-);
-CREATE INDEX audit_log_by_session ON audit_log(session_id, id);
-CREATE INDEX audit_log_by_time ON audit_log(time);
-`,
-	// 7
-	`
-CREATE TABLE session_leases (
-	session_id       TEXT PRIMARY KEY,
-	replica          TEXT NOT NULL,
-	address          TEXT NOT NULL,
-	expires_at       BIGINT NOT NULL,
-	previous_replica TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX session_leases_by_replica ON session_leases(replica);
-`,
-	// 8
-	`
-CREATE TABLE queued_messages (
-	position        BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-	session_id      TEXT NOT NULL,
-	message_id      TEXT NOT NULL UNIQUE,
-	user_message_id TEXT NOT NULL UNIQUE,
-	content         TEXT NOT NULL,
-	reason          TEXT NOT NULL DEFAULT '',
-	queued_at       BIGINT NOT NULL
-);
-CREATE INDEX queued_messages_by_session ON queued_messages(session_id, position);
-`,
+// migrationSteps are migrations in d's words.
+func migrationSteps(d dialect) []string {
+	steps := make([]string, len(migrations))
+	for i, m := range migrations {
+		steps[i] = dialectWords[d].Replace(m)
+	}
+	return steps
 }
 
 // migrationLockKey is the Postgres advisory lock migrate holds: any fixed number, the
@@ -357,9 +243,9 @@ func migrateLocked(db *gorm.DB) error {
 	if err := db.AutoMigrate(&SessionOwner{}, &sequenceFloor{}, &SessionGrant{}, &RequestAnswer{}); err != nil {
 		return fmt.Errorf("create the registry tables: %w", err)
 	}
-	steps, appliedAt := migrations, "INTEGER"
+	steps, appliedAt := migrationSteps(dialectOf(db)), "INTEGER"
 	if dialectOf(db) == postgresDialect {
-		steps, appliedAt = postgresMigrations, "BIGINT"
+		appliedAt = "BIGINT"
 	}
 	if err := db.Exec(`CREATE TABLE IF NOT EXISTS transcript_schema_migrations (
 		version    INTEGER PRIMARY KEY,

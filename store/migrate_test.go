@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 
@@ -122,10 +123,15 @@ func TestMigration4AddsTheEventLog(t *testing.T) {
 }
 
 // The Postgres schema has the SQLite schema's tables, columns (with their NOT NULLs) and
-// named indexes: the two lists of migrations stay in step.
+// named indexes, and every braced word of the migrations has its spelling in each
+// dialect.
 func TestPostgresSchemaMatchesSQLite(t *testing.T) {
-	if len(postgresMigrations) != len(migrations) {
-		t.Fatalf("%d Postgres migrations for %d SQLite ones", len(postgresMigrations), len(migrations))
+	for _, d := range []dialect{sqliteDialect, postgresDialect} {
+		for i, step := range migrationSteps(d) {
+			if word := regexp.MustCompile(`\{[a-z]+\}`).FindString(step); word != "" {
+				t.Fatalf("migration %d leaves %s unspelt in dialect %d", i+1, word, d)
+			}
+		}
 	}
 	shape := func(e engine) []string {
 		_, db := e.openStore(t)

@@ -112,8 +112,8 @@ func TestPostgresMigrationsRunOneAtATime(t *testing.T) {
 		}
 	}
 	versions := appliedVersions(t, holder)
-	if len(versions) != len(postgresMigrations) || versions[0] != 1 || versions[len(versions)-1] != len(postgresMigrations) {
-		t.Fatalf("applied versions %v; want 1 to %d, once each", versions, len(postgresMigrations))
+	if len(versions) != len(migrations) || versions[0] != 1 || versions[len(versions)-1] != len(migrations) {
+		t.Fatalf("applied versions %v; want 1 to %d, once each", versions, len(migrations))
 	}
 	// No one keeps the lock: it is free again.
 	var free bool
@@ -152,7 +152,7 @@ func TestPostgresMigratesStartedAtOnce(t *testing.T) {
 			t.Errorf("migrate: %v", err)
 		}
 	}
-	if versions := appliedVersions(t, dbs[0]); len(versions) != len(postgresMigrations) {
-		t.Fatalf("applied versions %v; want 1 to %d, once each", versions, len(postgresMigrations))
+	if versions := appliedVersions(t, dbs[0]); len(versions) != len(migrations) {
+		t.Fatalf("applied versions %v; want 1 to %d, once each", versions, len(migrations))
 	}
 }

@@ -405,7 +405,7 @@ func TestDeletingConversationDeletesParts(t *testing.T) {
 func TestFirstSchemaDatabaseReadsAfterMigration(t *testing.T) {
 	db := openDB(t, filepath.Join(t.TempDir(), "h.db"))
 	stmts := []string{`CREATE TABLE transcript_schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`}
-	stmts = append(stmts, strings.Split(migrations[0], ";")...)
+	stmts = append(stmts, strings.Split(migrationSteps(sqliteDialect)[0], ";")...)
 	stmts = append(stmts, `INSERT INTO transcript_schema_migrations VALUES (1, 0)`)
 	for _, stmt := range stmts {
 		if strings.TrimSpace(stmt) != "" {
