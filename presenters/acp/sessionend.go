@@ -1,0 +1,174 @@
+package acp
+
+import (
+	"context"
+	"fmt"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+// The end of a session's life on its agent process: closed by a client, shut down
+// with the presenter, or left by a process that stopped.
+
+// close ends a live session: its turn is cancelled, its terminals released, the agent
+// told (session/close when advertised). The history stays.
+func (s *session) close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.info.Status == presenters.SessionClosed {
+		s.mu.Unlock()
+		return nil
+	}
+	t := s.turn
+	s.mu.Unlock()
+	if t != nil {
+		if _, err := s.cancel(ctx, ""); err != nil {
+			return err
+		}
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return fmt.Errorf("closing session %s: %w", s.id, presenters.ErrCancelled)
+		}
+	}
+	s.mu.Lock()
+	s.cancelPendingLocked("the session was closed")
+	conn, acpID := s.conn, s.acpID
+	s.mu.Unlock()
+	if conn != nil {
+		conn.unregister(acpID)
+	}
+	s.mu.Lock()
+	if s.draining != nil {
+		s.draining.stopPrompt()
+		s.draining = nil
+	}
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
+	s.setStatus(presenters.SessionClosed, "closed by a client; reopen it with LoadSession")
+	s.emit.SessionClosed("closed by a client")
+	s.conv.Closed = true
+	s.storeConversationLocked()
+	s.mu.Unlock()
+	if conn != nil {
+		if conn.init.AgentCapabilities.SessionCapabilities.Close != nil && conn.alive() {
+			if _, err := conn.rpc.CloseSession(ctx, sdk.CloseSessionRequest{SessionId: acpID}); err != nil {
+				s.log.Warn("session/close failed", "err", err)
+			}
+		}
+	}
+	if terms != nil {
+		_ = terms.Close()
+	}
+	return nil
+}
+
+// shutdown ends the session because the presenter closes: a running turn is stored as
+// incomplete and ends with MESSAGE_END(cancelled).
+func (s *session) shutdown() {
+	s.mu.Lock()
+	t := s.turn
+	var wait <-chan struct{}
+	var msg presenters.Message
+	ending := t != nil && !t.finished
+	if ending {
+		t.stopPrompt()
+		msg, wait = s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageIncomplete, nil)
+	}
+	s.cancelPendingLocked("the server is shutting down")
+	conn, acpID := s.conn, s.acpID
+	s.mu.Unlock()
+	if conn != nil {
+		conn.unregister(acpID)
+	}
+	s.mu.Lock()
+	if s.draining != nil {
+		s.draining.stopPrompt()
+		s.draining = nil
+	}
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
+	s.mu.Unlock()
+	if terms != nil {
+		_ = terms.Close()
+	}
+	if ending {
+		<-wait
+		s.turnEnded(t, msg)
+	}
+}
+
+// connGone handles the end of the agent process the session lived on. After a crash
+// the session is in error; its turn ends with ERROR and MESSAGE_END(error), the message
+// stored first as for any turn.
+func (s *session) connGone(c *agentConn, crashed bool, reason string) {
+	s.mu.Lock()
+	if s.conn != c {
+		s.mu.Unlock()
+		return
+	}
+	t := s.turn
+	ending := t != nil && !t.finished
+	if crashed {
+		e := presenters.ErrorPayload{Code: "agent_crashed", Retryable: true,
+			Message: fmt.Sprintf("agent %s stopped: %s; reopen the session with LoadSession", s.p.cfg.ID, reason)}
+		if ending {
+			e.MessageID = t.assistantID
+		}
+		s.emit.Error(e)
+	}
+	var msg presenters.Message
+	var wait <-chan struct{}
+	if ending {
+		msg, wait = s.endTurnLocked(t, presenters.StopError, presenters.MessageError, nil)
+	}
+	s.cancelPendingLocked("the agent stopped")
+	acpID := s.acpID
+	s.mu.Unlock()
+	c.unregister(acpID)
+	s.mu.Lock()
+	s.draining = nil
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
+	s.mu.Unlock()
+
+	if ending {
+		<-wait
+	}
+	s.mu.Lock()
+	if ending {
+		s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: msg.ID, StopReason: msg.StopReason, Role: presenters.RoleAssistant})
+		if s.turn == t {
+			s.turn = nil
+			s.info.MessageInFlight = ""
+		}
+	}
+	if crashed {
+		s.setStatus(presenters.SessionError, reason)
+	}
+	s.mu.Unlock()
+	if ending {
+		close(t.done)
+	}
+	if terms != nil {
+		_ = terms.Close()
+	}
+}
+
+// detach unregisters a session that never became visible and releases its terminals.
+func (s *session) detach() {
+	s.mu.Lock()
+	conn, acpID := s.conn, s.acpID
+	s.mu.Unlock()
+	if conn != nil {
+		conn.unregister(acpID)
+	}
+	s.mu.Lock()
+	terms := s.terminals.live
+	s.conn, s.terminals.live = nil, nil
+	s.mu.Unlock()
+	if terms != nil {
+		_ = terms.Close()
+	}
+}
