@@ -78,22 +78,16 @@ func (p *Presenter) adopt(ctx context.Context, conn *agentConn, cfg presenters.S
 		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: agentCaps}
 	s.attachLocked(conn, acpID, ws, st, plan)
 	// An id the session does not offer fails before anyone can see the session.
-	if err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID); err != nil {
-		terms := s.terminals.live
-		s.conn, s.terminals.live = nil, nil
-		s.mu.Unlock()
-		_ = terms.Close()
+	err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID)
+	s.mu.Unlock()
+	if err != nil {
+		s.detach()
 		p.abandonAgentSession(conn, acpID)
 		return nil, err
 	}
-	s.mu.Unlock()
 	// Registered at once, so the updates the agent sends from now on reach the session.
 	if err := conn.register(acpID, s); err != nil {
-		s.mu.Lock()
-		terms := s.terminals.live
-		s.conn, s.terminals.live = nil, nil
-		s.mu.Unlock()
-		_ = terms.Close()
+		s.detach()
 		return nil, fmt.Errorf("%w: agent %s stopped while creating a session; try again", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
 	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {

@@ -7,6 +7,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/sandbox"
 )
 
 // The end of a session's life on its agent process: closed by a client, shut down
@@ -33,19 +34,7 @@ func (s *session) close(ctx context.Context) error {
 		}
 	}
 	s.mu.Lock()
-	s.cancelPendingLocked("the session was closed")
-	conn, acpID := s.conn, s.acpID
-	s.mu.Unlock()
-	if conn != nil {
-		conn.unregister(acpID)
-	}
-	s.mu.Lock()
-	if s.draining != nil {
-		s.draining.stopPrompt()
-		s.draining = nil
-	}
-	terms := s.terminals.live
-	s.conn, s.terminals.live = nil, nil
+	conn, acpID, terms := s.teardownLocked("the session was closed")
 	s.setStatus(presenters.SessionClosed, "closed by a client; reopen it with LoadSession")
 	s.emit.SessionClosed("closed by a client")
 	s.conv.Closed = true
@@ -58,9 +47,7 @@ func (s *session) close(ctx context.Context) error {
 			}
 		}
 	}
-	if terms != nil {
-		_ = terms.Close()
-	}
+	closeTerminals(terms)
 	return nil
 }
 
@@ -76,23 +63,9 @@ func (s *session) shutdown() {
 		t.stopPrompt()
 		msg, wait = s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageIncomplete, nil)
 	}
-	s.cancelPendingLocked("the server is shutting down")
-	conn, acpID := s.conn, s.acpID
+	_, _, terms := s.teardownLocked("the server is shutting down")
 	s.mu.Unlock()
-	if conn != nil {
-		conn.unregister(acpID)
-	}
-	s.mu.Lock()
-	if s.draining != nil {
-		s.draining.stopPrompt()
-		s.draining = nil
-	}
-	terms := s.terminals.live
-	s.conn, s.terminals.live = nil, nil
-	s.mu.Unlock()
-	if terms != nil {
-		_ = terms.Close()
-	}
+	closeTerminals(terms)
 	if ending {
 		<-wait
 		s.turnEnded(t, msg)
@@ -123,14 +96,7 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 	if ending {
 		msg, wait = s.endTurnLocked(t, presenters.StopError, presenters.MessageError, nil)
 	}
-	s.cancelPendingLocked("the agent stopped")
-	acpID := s.acpID
-	s.mu.Unlock()
-	c.unregister(acpID)
-	s.mu.Lock()
-	s.draining = nil
-	terms := s.terminals.live
-	s.conn, s.terminals.live = nil, nil
+	_, _, terms := s.teardownLocked("the agent stopped")
 	s.mu.Unlock()
 
 	if ending {
@@ -151,14 +117,27 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 	if ending {
 		close(t.done)
 	}
-	if terms != nil {
-		_ = terms.Close()
-	}
+	closeTerminals(terms)
 }
 
-// detach unregisters a session that never became visible and releases its terminals.
-func (s *session) detach() {
-	s.mu.Lock()
+// teardownLocked takes the session off its agent connection for good: pending requests
+// are answered cancelled with reason, a draining turn's Prompt is given up, and the
+// session is unbound (unbindLocked). s.mu is held, and released for a moment.
+func (s *session) teardownLocked(reason string) (*agentConn, sdk.SessionId, *sandbox.Terminals) {
+	s.cancelPendingLocked(reason)
+	conn, acpID, terms := s.unbindLocked()
+	if s.draining != nil {
+		s.draining.stopPrompt()
+		s.draining = nil
+	}
+	return conn, acpID, terms
+}
+
+// unbindLocked takes the session off its connection: the connection stops routing the
+// agent's messages and requests to it, and its terminals are handed back, to be closed
+// once s.mu is released. s.mu is held, and released while the connection's lock is
+// taken: register applies early updates under that lock, so it comes first.
+func (s *session) unbindLocked() (*agentConn, sdk.SessionId, *sandbox.Terminals) {
 	conn, acpID := s.conn, s.acpID
 	s.mu.Unlock()
 	if conn != nil {
@@ -167,7 +146,19 @@ func (s *session) detach() {
 	s.mu.Lock()
 	terms := s.terminals.live
 	s.conn, s.terminals.live = nil, nil
+	return conn, acpID, terms
+}
+
+// detach unbinds a session that never became visible and releases its terminals.
+func (s *session) detach() {
+	s.mu.Lock()
+	_, _, terms := s.unbindLocked()
 	s.mu.Unlock()
+	closeTerminals(terms)
+}
+
+// closeTerminals releases a session's terminals, if it had any.
+func closeTerminals(terms *sandbox.Terminals) {
 	if terms != nil {
 		_ = terms.Close()
 	}
