@@ -154,10 +154,10 @@ func (s *session) elicit(ctx context.Context, req presenters.ElicitationRequest,
 	s.mu.Lock()
 	req.ElicitationID = s.p.newID()
 	req.RequestedAt = time.Now()
-	if s.turn != nil && !s.turn.finished {
+	if s.phase.turnRuns() {
 		req.MessageID = s.turn.assistantID
 	}
-	if s.conn == nil || (s.turn != nil && s.turn.cancelled && !s.turn.finished) {
+	if !s.phase.bound() || s.phase == phaseCancelling {
 		s.mu.Unlock()
 		return elicitationResponse(presenters.ElicitationCancel, nil)
 	}

@@ -73,30 +73,33 @@ func (p *Presenter) adopt(ctx context.Context, conn *agentConn, cfg presenters.S
 	s.mu.Lock()
 	s.conv = conv
 	s.extra, s.mcp = cfg.AdditionalDirectories, cfg.MCPServers
-	s.unstored = true // until CreateConversation: updates arriving meanwhile are stored with it
 	s.info = presenters.SessionInfo{SessionID: id, AgentSessionID: string(acpID), AgentID: p.cfg.ID, Status: presenters.SessionIdle,
 		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: agentCaps}
 	s.attachLocked(conn, acpID, ws, st, plan)
+	// Until CreateConversation, updates arriving are only kept: they are stored with it.
+	s.setPhase(phaseCreating)
 	// An id the session does not offer fails before anyone can see the session.
 	err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID)
 	s.mu.Unlock()
 	if err != nil {
-		s.detach()
+		s.detach(phaseClosed)
 		p.abandonAgentSession(conn, acpID)
 		return nil, err
 	}
 	// Registered at once, so the updates the agent sends from now on reach the session.
 	if err := conn.register(acpID, s); err != nil {
-		s.detach()
+		s.detach(phaseClosed)
 		return nil, fmt.Errorf("%w: agent %s stopped while creating a session; try again", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
 	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {
-		s.detach()
+		s.detach(phaseClosed)
 		p.abandonAgentSession(conn, acpID)
 		return nil, fmt.Errorf("storing session %s: %w", id, err)
 	}
 	s.mu.Lock()
-	s.unstored = false
+	if s.phase == phaseCreating { // stored; else its agent stopped meanwhile (connGone)
+		s.setPhase(phaseIdle)
+	}
 	created := s.info
 	created.Owner = cfg.Creator
 	s.emit.SessionCreated(created)

@@ -51,7 +51,7 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 	paths, pathsErr := targetPaths(call)
 	pr.Paths = paths
 	pr.Options = offeredOptions(req.Options)
-	if s.turn != nil {
+	if s.phase.turnInFlight() {
 		pr.MessageID = s.turn.assistantID
 	}
 	// Without a running turn nobody can be asked and nothing may be allowed, whatever
@@ -102,9 +102,9 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 }
 
 // turnRunningLocked reports whether a prompt runs that a permission request can
-// belong to (s.mu held).
+// belong to: one not cancelled (s.mu held).
 func (s *session) turnRunningLocked() bool {
-	return s.conn != nil && s.turn != nil && !s.turn.cancelled && !s.turn.finished
+	return s.phase == phasePrompting
 }
 
 // workspaceLocked is the workspace (with the additional directories) the policy checks

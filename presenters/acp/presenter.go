@@ -471,10 +471,11 @@ func (p *Presenter) openableSession(ctx context.Context, id string) (*session, e
 	return s, nil
 }
 
-// forget drops a session that is neither live nor opening nor in error from memory.
+// forget drops a closed session from memory (one that is open, being opened or closed,
+// or failed stays).
 func (p *Presenter) forget(s *session) {
 	s.mu.Lock()
-	keep := s.conn != nil || s.opening != nil || s.info.Status == presenters.SessionError
+	keep := s.phase != phaseClosed
 	s.mu.Unlock()
 	if keep {
 		return

@@ -35,37 +35,14 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	// One reopening at a time: later callers wait for it and then see a live session.
-	s.mu.Lock()
-	waited := false
-	for s.opening != nil {
-		ch := s.opening
-		waited = true
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return presenters.SessionInfo{}, fmt.Errorf("waiting for session %s to reopen: %w", sessionID, presenters.ErrCancelled)
-		}
-		s.mu.Lock()
+	start, err := s.beginReopen(ctx)
+	if err != nil {
+		return presenters.SessionInfo{}, err
 	}
-	live := s.checkLiveLocked() == nil
-	if live && waited { // reopened by the call we waited for: it replayed the history
-		s.mu.Unlock()
+	switch start {
+	case reopenedByOther:
 		return s.snapshot(), nil
-	}
-	if !live {
-		opening := make(chan struct{})
-		s.opening = opening
-		defer func() {
-			s.mu.Lock()
-			s.opening = nil
-			s.mu.Unlock()
-			close(opening)
-		}()
-	}
-	s.mu.Unlock()
-	if live {
+	case reopenOpen:
 		n, err := s.replayStored(ctx, lc)
 		if err != nil {
 			return presenters.SessionInfo{}, err
@@ -73,6 +50,7 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 		s.emit.SessionReady(n)
 		return s.snapshot(), nil
 	}
+	defer s.endReopen()
 	conv, err := p.deps.Store.GetConversation(ctx, sessionID)
 	if err != nil {
 		return presenters.SessionInfo{}, err
@@ -152,12 +130,60 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 	return s.snapshot(), nil
 }
 
+// How a LoadSession goes on once no other reopening or teardown is under way.
+type reopenStart uint8
+
+const (
+	reopenNeeded    reopenStart = iota // this call reopens the session
+	reopenOpen                         // the session is open: its stored history is replayed
+	reopenedByOther                    // the call this one waited for reopened it, and replayed the history
+)
+
+// beginReopen waits for another LoadSession's reopening or a teardown to end, and for
+// an open session whose agent stopped to be torn down (connGone); then it starts
+// reopening the session unless it is open. One reopening at a time: later callers wait
+// for it and then see an open session.
+func (s *session) beginReopen(ctx context.Context) (reopenStart, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	waited := false
+	for s.phase.passing() || (s.phase.open() && !s.conn.alive()) {
+		waited = waited || s.phase.passing()
+		if err := s.awaitPhaseLocked(ctx); err != nil {
+			return 0, fmt.Errorf("waiting for session %s to reopen: %w", s.id, presenters.ErrCancelled)
+		}
+	}
+	switch {
+	case s.phase.open() && waited:
+		return reopenedByOther, nil
+	case s.phase.open():
+		return reopenOpen, nil
+	}
+	s.setPhase(phaseOpening)
+	return reopenNeeded, nil
+}
+
+// endReopen ends a reopening that did not open the session: it is closed again, or
+// failed when its status says it is in error.
+func (s *session) endReopen() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.phase != phaseOpening:
+	case s.info.Status == presenters.SessionError:
+		s.setPhase(phaseFailed)
+	default:
+		s.setPhase(phaseClosed)
+	}
+}
+
 // loadFromAgent runs session/load; the agent's replay streams through the normalizer
 // as events while it runs. The session is attached to its workspace before it is
 // registered, so that the agent's requests during the load can be served.
 func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.SessionId, dirs sessionDirs, plan mcpPlan) (sessionState, int64, error) {
 	s.mu.Lock()
 	s.attachSandboxLocked(conn, acpID, dirs.ws)
+	s.setPhase(phaseAttaching)
 	s.norm.startReplay()
 	s.mu.Unlock()
 	err := conn.register(acpID, s)
@@ -175,35 +201,39 @@ func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.
 	count := s.norm.endReplay(s.emitReplay)
 	s.mu.Unlock()
 	if err != nil {
-		s.detach()
+		s.detach(phaseOpening)
 		return sessionState{}, 0, err
 	}
 	return sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}, count, nil
 }
 
-// reopened makes a reopened session live and tells subscribers. A connection that
+// reopened makes a reopened session open and tells subscribers. A connection that
 // closed meanwhile refuses the session, which is then in error.
 func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState, plan mcpPlan) error {
 	s.mu.Lock()
 	old := s.info
 	s.attachLocked(conn, acpID, ws, st, plan)
+	s.setPhase(phaseAttaching)
 	s.mu.Unlock()
 	if err := conn.register(acpID, s); err != nil {
-		s.detach()
 		s.mu.Lock()
+		_, _, terms := s.unbindLocked()
 		s.setStatus(presenters.SessionError, "the agent stopped while the session was reopened; reopen it with LoadSession")
+		s.setPhase(phaseFailed)
 		s.mu.Unlock()
+		closeTerminals(terms)
 		return fmt.Errorf("%w: agent %s stopped while session %s was reopened; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID, s.id)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn != conn { // the agent stopped meanwhile: connGone reported it
+	if s.phase != phaseAttaching { // the agent stopped meanwhile: connGone reported it
 		return fmt.Errorf("%w: agent %s stopped while session %s was reopened; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID, s.id)
 	}
 	s.info.Workspace = ws.Root()
 	s.setStatus(presenters.SessionIdle, "")
 	s.publishPatch(old)
 	s.storeConversationLocked()
+	s.setPhase(phaseIdle)
 	return nil
 }
 

@@ -34,15 +34,19 @@ type session struct {
 	emitReplay  emitFunc
 	log         *slog.Logger
 
-	mu      sync.Mutex
-	conn    *agentConn // nil while not live (not loaded, closed, crashed)
-	acpID   sdk.SessionId
-	ws      *sandbox.Workspace
-	info    presenters.SessionInfo
-	conv    store.Conversation
-	norm    normalizer
-	turn    *turn
-	pending map[string]*pendingPermission
+	mu sync.Mutex
+	// phase is where the session is in its life (phase.go); phaseChanged, when someone
+	// waits for a transition, is closed at the next one.
+	phase        phase
+	phaseChanged chan struct{}
+	conn         *agentConn // while bound
+	acpID        sdk.SessionId
+	ws           *sandbox.Workspace
+	info         presenters.SessionInfo
+	conv         store.Conversation
+	norm         normalizer
+	turn         *turn // from send until the session is idle again
+	pending      map[string]*pendingPermission
 	// elicitations are the agent's questions waiting for an answer (elicitation.go).
 	elicitations map[string]*pendingElicitation
 
@@ -58,14 +62,6 @@ type session struct {
 
 	terminals sessionTerminals // read by norm for tool content that shows a terminal
 	following bool             // the terminal follower runs
-	// draining is a cancelled turn that was ended without the agent's answer: its
-	// Prompt is still awaited, its late updates are dropped and no turn may start.
-	draining *turn
-	// opening is closed when a LoadSession in progress ends; others wait for it.
-	opening chan struct{}
-	// unstored: CreateSession has not written the conversation yet (it writes the
-	// latest state when it does).
-	unstored bool
 }
 
 func newSession(p *Presenter, id string, acpID sdk.SessionId, ws *sandbox.Workspace) *session {
@@ -122,7 +118,7 @@ var errSessionNotOpen = errors.New("session is not open")
 func (s *session) sandbox() (*sandbox.Workspace, *sandbox.Terminals, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil || s.ws == nil || s.terminals.live == nil {
+	if !s.phase.bound() {
 		return nil, nil, fmt.Errorf("session %s: %w", s.id, errSessionNotOpen)
 	}
 	return s.ws, s.terminals.live, nil
@@ -147,7 +143,7 @@ func (s *session) checkLiveLocked() error {
 	switch {
 	case s.info.Status == presenters.SessionError:
 		return presenters.WithDetail(fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed), "session_id", s.id)
-	case s.conn == nil || s.info.Status == presenters.SessionClosed || !s.conn.alive():
+	case !s.phase.open() || !s.conn.alive():
 		return presenters.WithDetail(fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed), "session_id", s.id)
 	}
 	return nil
@@ -162,11 +158,11 @@ func (s *session) setStatus(st presenters.SessionStatus, reason string) {
 	s.emit.StatusChanged(st, reason)
 }
 
-// reportError emits an ERROR event for the running turn's message, if any.
+// reportError emits an ERROR event for the turn's message, if one is in flight.
 func (s *session) reportError(e presenters.ErrorPayload) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.turn != nil && e.MessageID == "" {
+	if s.phase.turnInFlight() && e.MessageID == "" {
 		e.MessageID = s.turn.assistantID
 	}
 	s.emit.Error(e)
@@ -177,7 +173,7 @@ func (s *session) reportError(e presenters.ErrorPayload) {
 func (s *session) applyExt(u extUpdate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining != nil {
+	if s.lateTurnLocked() {
 		s.log.Debug("dropping a late update of a cancelled turn", "kind", u.Kind)
 		return
 	}
@@ -192,7 +188,7 @@ func (s *session) applyExt(u extUpdate) {
 func (s *session) applyUpdate(u sdk.SessionUpdate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining != nil && !isSessionLevel(u) {
+	if s.lateTurnLocked() && !isSessionLevel(u) {
 		s.log.Debug("dropping a late update of a cancelled turn", "kind", updateKind(u))
 		return
 	}
@@ -275,9 +271,10 @@ func (s *session) publishPatch(old presenters.SessionInfo) {
 	s.storeConversationLocked()
 }
 
-// storeConversationLocked queues the conversation's current fields for the store.
+// storeConversationLocked queues the conversation's current fields for the store; a
+// session being created has none there yet (adopt stores it whole).
 func (s *session) storeConversationLocked() {
-	if s.unstored {
+	if s.phase == phaseCreating {
 		return
 	}
 	s.conv.Title = s.info.Title

@@ -13,17 +13,14 @@ import (
 // The end of a session's life on its agent process: closed by a client, shut down
 // with the presenter, or left by a process that stopped.
 
-// close ends a live session: its turn is cancelled, its terminals released, the agent
-// told (session/close when advertised). The history stays.
+// close ends a session: its turn is cancelled, its terminals released, the agent told
+// (session/close when advertised). The history stays. A session closed already, or
+// being reopened or torn down, is left to that.
 func (s *session) close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.info.Status == presenters.SessionClosed {
+	for s.phase.turnInFlight() {
+		t := s.turn
 		s.mu.Unlock()
-		return nil
-	}
-	t := s.turn
-	s.mu.Unlock()
-	if t != nil {
 		if _, err := s.cancel(ctx, ""); err != nil {
 			return err
 		}
@@ -32,13 +29,18 @@ func (s *session) close(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("closing session %s: %w", s.id, presenters.ErrCancelled)
 		}
+		s.mu.Lock()
 	}
-	s.mu.Lock()
+	if s.phase == phaseClosed || s.phase.passing() {
+		s.mu.Unlock()
+		return nil
+	}
 	conn, acpID, terms := s.teardownLocked("the session was closed")
 	s.setStatus(presenters.SessionClosed, "closed by a client; reopen it with LoadSession")
 	s.emit.SessionClosed("closed by a client")
 	s.conv.Closed = true
 	s.storeConversationLocked()
+	s.setPhase(phaseClosed)
 	s.mu.Unlock()
 	if conn != nil {
 		if conn.init.AgentCapabilities.SessionCapabilities.Close != nil && conn.alive() {
@@ -55,15 +57,22 @@ func (s *session) close(ctx context.Context) error {
 // incomplete and ends with MESSAGE_END(cancelled).
 func (s *session) shutdown() {
 	s.mu.Lock()
+	if !s.phase.bound() {
+		s.mu.Unlock()
+		return
+	}
 	t := s.turn
 	var wait <-chan struct{}
 	var msg presenters.Message
-	ending := t != nil && !t.finished
+	ending := s.phase.turnRuns()
 	if ending {
 		t.stopPrompt()
 		msg, wait = s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageIncomplete, nil)
 	}
 	_, _, terms := s.teardownLocked("the server is shutting down")
+	if s.phase == phaseClosing {
+		s.setPhase(phaseClosed)
+	}
 	s.mu.Unlock()
 	closeTerminals(terms)
 	if ending {
@@ -77,12 +86,12 @@ func (s *session) shutdown() {
 // stored first as for any turn.
 func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 	s.mu.Lock()
-	if s.conn != c {
+	if s.conn != c || !s.phase.bound() {
 		s.mu.Unlock()
 		return
 	}
 	t := s.turn
-	ending := t != nil && !t.finished
+	ending := s.phase.turnRuns()
 	if crashed {
 		e := presenters.ErrorPayload{Code: "agent_crashed", Retryable: true,
 			Message: fmt.Sprintf("agent %s stopped: %s; reopen the session with LoadSession", s.p.cfg.ID, reason)}
@@ -113,6 +122,13 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 	if crashed {
 		s.setStatus(presenters.SessionError, reason)
 	}
+	switch {
+	case s.phase != phaseClosing: // a LoadSession was attaching it: it fails
+	case crashed:
+		s.setPhase(phaseFailed)
+	default:
+		s.setPhase(phaseClosed)
+	}
 	s.mu.Unlock()
 	if ending {
 		close(t.done)
@@ -120,17 +136,26 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 	closeTerminals(terms)
 }
 
-// teardownLocked takes the session off its agent connection for good: pending requests
-// are answered cancelled with reason, a draining turn's Prompt is given up, and the
-// session is unbound (unbindLocked). s.mu is held, and released for a moment.
+// teardownLocked takes a bound session off its agent connection for good, into phase
+// closing (the caller ends it in closed or failed): pending requests are answered
+// cancelled with reason, a turn ended without the agent's answer stops awaiting it, and
+// the session is unbound (unbindLocked). A session a LoadSession is attaching goes back
+// to opening instead, and that LoadSession fails. s.mu is held, and released for a
+// moment.
 func (s *session) teardownLocked(reason string) (*agentConn, sdk.SessionId, *sandbox.Terminals) {
-	s.cancelPendingLocked(reason)
-	conn, acpID, terms := s.unbindLocked()
-	if s.draining != nil {
-		s.draining.stopPrompt()
-		s.draining = nil
+	if s.lateTurnLocked() {
+		s.turn.stopPrompt()
 	}
-	return conn, acpID, terms
+	if s.phase == phaseDraining {
+		s.turn = nil
+	}
+	if s.phase == phaseAttaching {
+		s.setPhase(phaseOpening)
+	} else {
+		s.setPhase(phaseClosing)
+	}
+	s.cancelPendingLocked(reason)
+	return s.unbindLocked()
 }
 
 // unbindLocked takes the session off its connection: the connection stops routing the
@@ -149,10 +174,12 @@ func (s *session) unbindLocked() (*agentConn, sdk.SessionId, *sandbox.Terminals)
 	return conn, acpID, terms
 }
 
-// detach unbinds a session that never became visible and releases its terminals.
-func (s *session) detach() {
+// detach unbinds a session that did not open (a new one that could not be made, or one
+// whose attach failed) into phase to, and releases its terminals.
+func (s *session) detach(to phase) {
 	s.mu.Lock()
 	_, _, terms := s.unbindLocked()
+	s.setPhase(to)
 	s.mu.Unlock()
 	closeTerminals(terms)
 }

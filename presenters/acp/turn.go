@@ -16,15 +16,14 @@ import (
 
 // A turn: one session/prompt, from SendMessage to MESSAGE_END, and its cancel.
 
-// turn is one running prompt.
+// turn is one prompt; the session's phase says how far it got.
 type turn struct {
 	userMsgID   string
 	assistantID string
 	stopPrompt  context.CancelFunc // gives up waiting for the agent's answer
 	grace       *time.Timer        // after a cancel: when to give up
-	cancelled   bool
-	finished    bool          // the message was finalized; only MESSAGE_END may follow
-	done        chan struct{} // closed after MESSAGE_END
+	answered    bool               // the agent's answer to its Prompt came (s.mu)
+	done        chan struct{}      // closed after MESSAGE_END
 }
 
 // send starts a turn, its messages under the ids opts chose (minted where empty).
@@ -63,6 +62,7 @@ func (s *session) send(ctx context.Context, content presenters.MessageContent, o
 	t := &turn{userMsgID: cmp.Or(opts.UserMessageID, s.p.newID()), assistantID: cmp.Or(opts.MessageID, s.p.newID()),
 		stopPrompt: stop, done: make(chan struct{})}
 	s.turn = t
+	s.setPhase(phasePrompting)
 	s.norm.startTurn(t.userMsgID, t.assistantID)
 
 	now := time.Now()
@@ -90,11 +90,11 @@ func (s *session) sendableLocked() error {
 	if err := s.checkLiveLocked(); err != nil {
 		return err
 	}
-	if s.turn != nil {
+	if s.phase.turnInFlight() {
 		return fmt.Errorf("session %s is still answering message %s; wait for its MESSAGE_END or cancel it: %w",
 			s.id, s.turn.assistantID, presenters.ErrSessionBusy)
 	}
-	if s.draining != nil {
+	if s.phase == phaseDraining {
 		return fmt.Errorf("session %s: the agent is still cancelling its last turn; try again shortly: %w", s.id, presenters.ErrSessionBusy)
 	}
 	return nil
@@ -113,12 +113,15 @@ func (s *session) runTurn(ctx context.Context, conn *agentConn, acpID sdk.Sessio
 }
 
 // finishTurn ends a turn with the agent's answer: the message is stored, then
-// MESSAGE_END is sent and the session is idle again.
+// MESSAGE_END is sent and the session is idle again. A turn ended already (after the
+// cancel grace, or by a teardown) only takes note that the answer came.
 func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) {
 	s.mu.Lock()
-	if t.finished {
-		if s.draining == t {
-			s.draining = nil
+	t.answered = true
+	if s.turn != t || !s.phase.turnRuns() {
+		if s.turn == t && s.phase == phaseDraining {
+			s.turn = nil
+			s.setPhase(phaseIdle)
 		}
 		s.mu.Unlock()
 		return
@@ -130,7 +133,7 @@ func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) 
 		usage = turnUsage(resp.Usage)
 	}
 	switch {
-	case t.cancelled:
+	case s.phase == phaseCancelling:
 		stop, status = presenters.StopCancelled, presenters.MessageCancelled
 	case promptErr != nil:
 		stop, status = presenters.StopError, presenters.MessageError
@@ -161,10 +164,10 @@ func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) 
 	s.turnEnded(t, msg)
 }
 
-// endTurnLocked finalizes the turn's message and queues it for the store; wait closes
-// when it was written (s.mu held).
+// endTurnLocked finalizes the running turn's message and queues it for the store; wait
+// closes when it was written (s.mu held). The session is ending.
 func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan struct{}) {
-	t.finished = true
+	s.setPhase(phaseEnding)
 	if t.grace != nil && t.grace.Stop() {
 		s.p.wg.Done() // it will not run
 	}
@@ -184,7 +187,8 @@ func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status pres
 	return final.Message, s.p.persist.saveUpdateWait(final)
 }
 
-// turnEnded sends MESSAGE_END and returns the session to idle.
+// turnEnded sends MESSAGE_END and returns an ending session to idle, or to draining
+// while the agent's answer is still awaited.
 func (s *session) turnEnded(t *turn, msg presenters.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -194,8 +198,16 @@ func (s *session) turnEnded(t *turn, msg presenters.Message) {
 		s.emit.SessionUpdated(presenters.SessionPatch{Usage: &u})
 	}
 	if s.turn == t {
-		s.turn = nil
 		s.info.MessageInFlight = ""
+		switch {
+		case s.phase == phaseEnding && !t.answered:
+			s.setPhase(phaseDraining)
+		case s.phase == phaseEnding:
+			s.turn = nil
+			s.setPhase(phaseIdle)
+		default: // torn down meanwhile
+			s.turn = nil
+		}
 	}
 	if s.info.Status == presenters.SessionGenerating || s.info.Status == presenters.SessionPaused {
 		s.setStatus(presenters.SessionIdle, "")
@@ -229,20 +241,22 @@ func optionalCount(v *int) *int64 {
 // ErrMessageNotRunning.
 func (s *session) cancel(ctx context.Context, messageID string) (string, error) {
 	s.mu.Lock()
-	t := s.turn
-	if t == nil || t.finished {
+	if !s.phase.turnRuns() {
 		s.mu.Unlock()
 		if messageID == "" {
 			return "", nil
 		}
 		return "", fmt.Errorf("message %s is not running in session %s: no turn runs: %w", messageID, s.id, presenters.ErrMessageNotRunning)
 	}
+	t := s.turn
 	if messageID != "" && messageID != t.assistantID {
 		s.mu.Unlock()
 		return "", fmt.Errorf("message %s is not running in session %s; the running one is %s: %w", messageID, s.id, t.assistantID, presenters.ErrMessageNotRunning)
 	}
-	first := !t.cancelled
-	t.cancelled = true
+	first := s.phase == phasePrompting
+	if first {
+		s.setPhase(phaseCancelling)
+	}
 	s.cancelPendingLocked("the turn was cancelled")
 	conn, acpID := s.conn, s.acpID
 	if first {
@@ -254,7 +268,7 @@ func (s *session) cancel(ctx context.Context, messageID string) (string, error) 
 		})
 	}
 	s.mu.Unlock()
-	if first && conn != nil {
+	if first {
 		if err := conn.rpc.Cancel(ctx, sdk.CancelNotification{SessionId: acpID}); err != nil {
 			s.log.Warn("sending session/cancel failed", "err", err)
 		}
@@ -263,16 +277,15 @@ func (s *session) cancel(ctx context.Context, messageID string) (string, error) 
 }
 
 // endCancelledTurn ends a cancelled turn whose agent did not answer within the grace:
-// MESSAGE_END(cancelled) now, while the Prompt is still awaited (see draining).
+// MESSAGE_END(cancelled) now, while the Prompt is still awaited (phaseDraining).
 func (s *session) endCancelledTurn(t *turn) {
 	s.mu.Lock()
-	if t.finished {
+	if s.turn != t || s.phase != phaseCancelling {
 		s.mu.Unlock()
 		return
 	}
 	s.log.Warn("the agent did not end a cancelled turn in time; ending it without the agent's answer")
 	msg, wait := s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageCancelled, nil)
-	s.draining = t
 	s.mu.Unlock()
 	<-wait
 	s.turnEnded(t, msg)
@@ -293,8 +306,7 @@ func (s *session) checkpoint() {
 
 // checkpointLocked is checkpoint with s.mu held.
 func (s *session) checkpointLocked() {
-	t := s.turn
-	if t == nil || t.finished || s.norm.msg == nil || !s.norm.msg.dirty {
+	if !s.phase.turnRuns() || s.norm.msg == nil || !s.norm.msg.dirty {
 		return
 	}
 	// Queued under s.mu, so a checkpoint is always queued before the next one and the
