@@ -9,6 +9,7 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/store"
 )
 
 // Reopening a session (LoadSession).
@@ -30,6 +31,8 @@ func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presen
 	return info, nil
 }
 
+// loadSession is LoadSession's steps: wait for another reopening, reopen the stored
+// directories, attach by session/load, else by session/resume or a new agent session.
 func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
 	s, err := p.openableSession(ctx, sessionID)
 	if err != nil {
@@ -51,79 +54,37 @@ func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presen
 		return s.snapshot(), nil
 	}
 	defer s.endReopen()
-	conv, err := p.deps.Store.GetConversation(ctx, sessionID)
+	conv, dirs, own, err := p.reopenDirectories(ctx, sessionID)
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-	// The stored directories are opened again: they may have gone or changed since the
-	// session last ran.
-	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, conv.Workspace)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	extraDirs, own, err := p.storedSetup(ctx, sessionID)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	extra, err := p.reopenDirs(sessionID, extraDirs)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	dirs := sessionDirs{ws: ws, extra: extra}
 	conn, err := p.ensureConn(ctx, dirs.scope(p.cfg, own))
 	if err != nil {
 		return presenters.SessionInfo{}, err
 	}
-
 	s.mu.Lock()
 	acpID := s.acpID
 	s.conv = conv
 	s.conv.Closed = false
-	s.extra, s.mcp = extra, own
+	s.extra, s.mcp = dirs.extra, own
 	s.mu.Unlock()
 
-	caps := conn.init.AgentCapabilities
-	plan := planMCP(p.mergedMCPServers(own), caps)
-	if caps.LoadSession {
-		st, count, err := s.loadFromAgent(ctx, conn, acpID, dirs, plan)
-		if err == nil {
-			if err := s.reopened(conn, acpID, ws, st, plan); err != nil {
-				return presenters.SessionInfo{}, err
-			}
-			s.emit.SessionReady(count)
-			s.reportLeftOut(plan)
-			return s.snapshot(), nil
-		}
-		if errors.Is(err, presenters.ErrAuthRequired) || !conn.alive() {
-			return presenters.SessionInfo{}, err
-		}
-		s.log.Warn("session/load failed; reopening from the stored transcript", "err", err)
-	}
-	var st sessionState
-	switch {
-	case caps.SessionCapabilities.Resume != nil:
-		resp, err := conn.rpc.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: plan.servers,
-			AdditionalDirectories: dirs.forAgent(caps)})
-		if err != nil {
-			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/resume", err)
-		}
-		st = sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}
-	default:
-		resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: plan.servers, AdditionalDirectories: dirs.forAgent(caps)})
-		if err != nil {
-			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/new", err)
-		}
-		s.log.Info("agent cannot load or resume sessions: reopened as a new agent session; the agent does not remember the earlier turns",
-			"acp_session_id", resp.SessionId)
-		acpID = resp.SessionId
-		st = sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}
-	}
-	if err := s.reopened(conn, acpID, ws, st, plan); err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	n, err := s.replayStored(ctx, lc)
+	plan := planMCP(p.mergedMCPServers(own), conn.init.AgentCapabilities)
+	n, loaded, err := s.attachByLoad(ctx, conn, acpID, dirs, plan)
 	if err != nil {
 		return presenters.SessionInfo{}, err
+	}
+	if !loaded {
+		acpID, st, err := s.resumeOrNew(ctx, conn, acpID, dirs, plan)
+		if err != nil {
+			return presenters.SessionInfo{}, err
+		}
+		if err := s.reopened(conn, acpID, dirs.ws, st, plan); err != nil {
+			return presenters.SessionInfo{}, err
+		}
+		if n, err = s.replayStored(ctx, lc); err != nil {
+			return presenters.SessionInfo{}, err
+		}
 	}
 	s.emit.SessionReady(n)
 	s.reportLeftOut(plan)
@@ -175,6 +136,73 @@ func (s *session) endReopen() {
 	default:
 		s.setPhase(phaseClosed)
 	}
+}
+
+// reopenDirectories reads a stored session and opens its workspace and additional
+// directories again: they may have gone or changed since the session last ran. It
+// returns the session's own MCP servers too.
+func (p *Presenter) reopenDirectories(ctx context.Context, sessionID string) (store.Conversation, sessionDirs, []presenters.MCPServer, error) {
+	conv, err := p.deps.Store.GetConversation(ctx, sessionID)
+	if err != nil {
+		return store.Conversation{}, sessionDirs{}, nil, err
+	}
+	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, conv.Workspace)
+	if err != nil {
+		return store.Conversation{}, sessionDirs{}, nil, err
+	}
+	extraDirs, own, err := p.storedSetup(ctx, sessionID)
+	if err != nil {
+		return store.Conversation{}, sessionDirs{}, nil, err
+	}
+	extra, err := p.reopenDirs(sessionID, extraDirs)
+	if err != nil {
+		return store.Conversation{}, sessionDirs{}, nil, err
+	}
+	return conv, sessionDirs{ws: ws, extra: extra}, own, nil
+}
+
+// attachByLoad reopens the session through session/load when the agent offers it: the
+// agent replays the history as events, and n is how many messages. It reports false
+// when the agent does not offer it, or its load failed in a way the other ways may not
+// (they use the stored transcript).
+func (s *session) attachByLoad(ctx context.Context, conn *agentConn, acpID sdk.SessionId, dirs sessionDirs, plan mcpPlan) (n int64, loaded bool, err error) {
+	if !conn.init.AgentCapabilities.LoadSession {
+		return 0, false, nil
+	}
+	st, n, err := s.loadFromAgent(ctx, conn, acpID, dirs, plan)
+	if err != nil {
+		if errors.Is(err, presenters.ErrAuthRequired) || !conn.alive() {
+			return 0, false, err
+		}
+		s.log.Warn("session/load failed; reopening from the stored transcript", "err", err)
+		return 0, false, nil
+	}
+	if err := s.reopened(conn, acpID, dirs.ws, st, plan); err != nil {
+		return 0, false, err
+	}
+	return n, true, nil
+}
+
+// resumeOrNew gets an agent session for a session the agent does not load: the same one
+// through session/resume when the agent offers it, else a new one (the agent then does
+// not remember the earlier turns; the store still has them).
+func (s *session) resumeOrNew(ctx context.Context, conn *agentConn, acpID sdk.SessionId, dirs sessionDirs, plan mcpPlan) (sdk.SessionId, sessionState, error) {
+	caps := conn.init.AgentCapabilities
+	if caps.SessionCapabilities.Resume != nil {
+		resp, err := conn.rpc.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: acpID, Cwd: dirs.ws.Root(), McpServers: plan.servers,
+			AdditionalDirectories: dirs.forAgent(caps)})
+		if err != nil {
+			return "", sessionState{}, s.p.sessionCallError(conn, "session/resume", err)
+		}
+		return acpID, sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}, nil
+	}
+	resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: dirs.ws.Root(), McpServers: plan.servers, AdditionalDirectories: dirs.forAgent(caps)})
+	if err != nil {
+		return "", sessionState{}, s.p.sessionCallError(conn, "session/new", err)
+	}
+	s.log.Info("agent cannot load or resume sessions: reopened as a new agent session; the agent does not remember the earlier turns",
+		"acp_session_id", resp.SessionId)
+	return resp.SessionId, sessionState{resp.Modes, conn.legacy.takeModels(resp.SessionId), resp.ConfigOptions}, nil
 }
 
 // loadFromAgent runs session/load; the agent's replay streams through the normalizer
