@@ -344,7 +344,7 @@ func (p *Presenter) start(ctx context.Context, scope procScope) (*agentConn, err
 			return nil, err
 		}
 	}
-	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "workspace", scope.workspace, "additional_directories", scope.extra,
+	p.log.Info("agent started", "pid", c.proc.Pid(), "workspace", scope.workspace, "additional_directories", scope.extra,
 		"implementation", impl.Name, "version", impl.Version)
 	if p.cfg.ImportSessions {
 		p.importSessions(ctx, c)
