@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agenticd/agenticd/internal/testlisten"
 	"github.com/agenticd/agenticd/internal/unprivileged"
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
@@ -210,21 +211,5 @@ func shortWorkspace(t *testing.T, opts Options) (*Workspace, *Terminals) {
 // socket's name, until the test ends.
 func serveUnix(t *testing.T, path string) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "greetings from %s\n", filepath.Base(path))
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
+	testlisten.Serve(t, "unix", path, func(c net.Conn) { fmt.Fprintf(c, "greetings from %s\n", filepath.Base(path)) })
 }
