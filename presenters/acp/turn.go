@@ -28,10 +28,7 @@ type turn struct {
 
 // send starts a turn, its messages under the ids opts chose (minted where empty).
 func (s *session) send(ctx context.Context, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
-	if content.Empty() {
-		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
-	}
-	if err := presenters.CheckSendOptions(opts); err != nil {
+	if err := presenters.CheckSend(content, opts); err != nil {
 		return presenters.SendResult{}, err
 	}
 	// Only this session's turns write its messages and one runs at a time, so an id
