@@ -86,19 +86,28 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 	}
 	s.mu.Unlock()
 
-	timer := time.NewTimer(s.p.cfg.PermissionTimeout)
-	defer timer.Stop()
-	var option string
-	select {
-	case option = <-pp.answer:
-	case <-ctx.Done():
-		s.resolve(pp, "", presenters.DecidedByCancelled, "the agent withdrew the request")
-		option = <-pp.answer
-	case <-timer.C:
-		s.resolve(pp, "", presenters.DecidedByCancelled, fmt.Sprintf("nobody answered within %s", s.p.cfg.PermissionTimeout))
-		option = <-pp.answer
-	}
+	option := awaitAnswer(ctx, pp.answer, s.p.cfg.PermissionTimeout, func(reason string) {
+		s.resolve(pp, "", presenters.DecidedByCancelled, reason)
+	})
 	return permissionResponse(option)
+}
+
+// awaitAnswer waits for the answer to a question a person was asked (a permission, an
+// elicitation): the first one sent on answer. When the agent withdraws the question
+// (ctx ends) or nobody answers within timeout, cancel resolves it with the reason, and
+// the answer that sends is returned.
+func awaitAnswer[T any](ctx context.Context, answer <-chan T, timeout time.Duration, cancel func(reason string)) T {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case a := <-answer:
+		return a
+	case <-ctx.Done():
+		cancel("the agent withdrew the request")
+	case <-timer.C:
+		cancel(fmt.Sprintf("nobody answered within %s", timeout))
+	}
+	return <-answer
 }
 
 // turnRunningLocked reports whether a prompt runs that a permission request can
