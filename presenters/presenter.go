@@ -112,6 +112,15 @@ type SendOptions struct {
 // maxMessageIDBytes bounds a client-chosen message id.
 const maxMessageIDBytes = 128
 
+// CheckSend checks a message before it is sent or steered into a turn: it has content,
+// and its client-chosen ids are well formed (CheckSendOptions).
+func CheckSend(content MessageContent, o SendOptions) error {
+	if content.Empty() {
+		return fmt.Errorf("the message is empty; send text, images, files or resources: %w", ErrInvalidArgument)
+	}
+	return CheckSendOptions(o)
+}
+
 // CheckSendOptions checks the form of client-chosen ids: each empty or 1 to 128 of
 // A-Z a-z 0-9 . _ : -, and the two different. Whether an id is taken is the store's to
 // say (ErrMessageIDInUse).

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,23 +313,7 @@ func TestConfinedTerminalCannotReachUnixSocketsOutside(t *testing.T) {
 	outside := filepath.Join(tr.outside, "agent.sock")
 	inside := filepath.Join(tr.wsDir, "dev.sock")
 	for _, path := range []string{outside, inside} {
-		l, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				fmt.Fprintf(c, "greetings from %s\n", filepath.Base(path))
-				c.Close()
-			}
-		}()
-		t.Cleanup(func() { l.Close(); <-done })
+		serveUnix(t, path)
 	}
 	connect := func(terms *Terminals, path string) string {
 		out, _ := shell(t, terms, fmt.Sprintf(`%s -I -S -c 'import socket, sys

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -24,27 +25,31 @@ type ProcessSpec struct {
 	// from agenticd's configuration, never for commands a request named: there it would
 	// open any file to reading.
 	Installed bool
+	// StderrLine gets each line the process writes to its stderr.
+	StderrLine func(line string)
 }
 
-// Process is a program started by Workspace.StartProcess: its own process group,
-// started in and confined to the workspace like the session's commands, with pipes for
-// stdin, stdout and stderr.
+// Process is a program in its own process group, with pipes for its standard streams:
+// an ACP agent (StartPiped) or a session's MCP server (Workspace.StartProcess). Its
+// stderr is read line by line for whoever started it; stdin and stdout are theirs.
+// Plain pipes, not exec's copying goroutines, so that Wait never races with a reader of
+// the last lines the process wrote.
 type Process struct {
 	Stdin  *os.File // ours to write; closing it is end of input
-	Stdout *os.File
-	Stderr *os.File
+	Stdout *os.File // ours to read
 
-	cmd     *exec.Cmd
-	release func()
-	exited  chan struct{}
-	exitErr error
+	cmd        *exec.Cmd
+	release    func()
+	exited     chan struct{}
+	exitErr    error // valid once exited is closed
+	stderr     *os.File
+	stderrRead chan struct{}
+	stderrErr  error // valid once stderrRead is closed
 }
 
 // StartProcess starts spec in the workspace root under the workspace's boundary (see
-// Roots.Confine; off when confinement is off). The process and what it starts share a
-// new process group that Stop kills; confined, nothing it starts outlives it, and the
-// kernel kills it if agenticd dies. The caller reads Stdout and Stderr until EOF and
-// calls Stop.
+// Roots.Confine; off when confinement is off), as StartPiped does. The caller reads
+// Stdout until EOF, and calls Stop and then Close.
 func (w *Workspace) StartProcess(spec ProcessSpec) (*Process, error) {
 	if err := w.checkIdentity(); err != nil {
 		return nil, err
@@ -64,21 +69,37 @@ func (w *Workspace) StartProcess(spec ProcessSpec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	cmd := &exec.Cmd{Path: path, Args: append([]string{spec.Command}, spec.Args...), Env: env, Dir: descriptorDir(dir, w.root)}
+	p, err := StartPiped(cmd, func(cmd *exec.Cmd) (func(), error) {
+		return w.opts.confine(cmd, w.root, ProcessPaths{}, spec.Installed)
+	}, spec.StderrLine)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: start %q: %v", ErrNotFound, spec.Command, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+	}
+	return p, nil
+}
+
+// StartPiped starts cmd, whose Path, Args, Env and Dir are set, with pipes for its
+// standard streams, in a new process group: Stop signals the whole group, and whatever
+// is left in it when the process exits is killed. If agenticd dies without cleaning up,
+// the kernel kills the process. confine puts cmd under its boundary before it starts (it
+// may rewrite cmd) and returns what to release once it has exited. Each line the process
+// writes to stderr goes to stderrLine, if set.
+func StartPiped(cmd *exec.Cmd, confine func(*exec.Cmd) (release func(), err error), stderrLine func(string)) (*Process, error) {
 	var pipes [6]*os.File // stdin r/w, stdout r/w, stderr r/w
 	for i := 0; i < len(pipes); i += 2 {
+		var err error
 		if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
 			closeFiles(pipes[:i]...)
-			return nil, fmt.Errorf("create pipes for %q: %w", spec.Command, err)
+			return nil, fmt.Errorf("create pipes: %w", err)
 		}
 	}
-	cmd := &exec.Cmd{
-		Path: path, Args: append([]string{spec.Command}, spec.Args...), Env: env, Dir: descriptorDir(dir, w.root),
-		Stdin: pipes[0], Stdout: pipes[3], Stderr: pipes[5],
-		// Setpgid: Stop kills the whole group. Pdeathsig: if agenticd dies without
-		// cleaning up, the kernel ends the process.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	}
-	release, err := w.opts.confine(cmd, w.root, ProcessPaths{}, spec.Installed)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pipes[0], pipes[3], pipes[5]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	release, err := confine(cmd)
 	if err != nil {
 		closeFiles(pipes[:]...)
 		return nil, err
@@ -86,14 +107,13 @@ func (w *Workspace) StartProcess(spec ProcessSpec) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		release()
 		closeFiles(pipes[:]...)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: start %q: %v", ErrNotFound, spec.Command, err)
-		}
-		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+		return nil, err
 	}
 	// The child holds its own copies; closing ours lets EOF arrive when it exits.
 	closeFiles(pipes[0], pipes[3], pipes[5])
-	p := &Process{Stdin: pipes[1], Stdout: pipes[2], Stderr: pipes[4], cmd: cmd, release: release, exited: make(chan struct{})}
+	p := &Process{Stdin: pipes[1], Stdout: pipes[2], cmd: cmd, release: release, exited: make(chan struct{}),
+		stderr: pipes[4], stderrRead: make(chan struct{})}
+	go p.readStderr(stderrLine)
 	go p.wait()
 	return p, nil
 }
@@ -106,8 +126,29 @@ func (p *Process) wait() {
 	close(p.exited)
 }
 
+func (p *Process) readStderr(line func(string)) {
+	defer close(p.stderrRead)
+	sc := bufio.NewScanner(p.stderr)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if line != nil {
+			line(sc.Text())
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
+		p.stderrErr = err
+	}
+}
+
+// Pid is the process's id, which is also its process group's.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited is closed once the process has exited and its group was killed.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// StderrRead is closed once all the process wrote to stderr was read, or Close gave up
+// waiting for it.
+func (p *Process) StderrRead() <-chan struct{} { return p.stderrRead }
 
 // ExitReason says how the process ended ("exited with status 1", "killed by signal
 // killed"); valid once Exited is closed.
@@ -128,9 +169,9 @@ func ExitReason(waitErr error) string {
 	return "exited with status 0"
 }
 
-// Stop ends the process: end of input first (well-behaved servers exit), then SIGTERM
-// to its group, then SIGKILL, each after grace or as soon as ctx ends. It returns once the
-// process has exited, and closes our ends of the pipes.
+// Stop ends the process: end of input first (well-behaved programs exit), then SIGTERM
+// to its group, then SIGKILL, each after grace or as soon as ctx ends. It returns once
+// the process has exited.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) {
 	_ = p.Stdin.Close()
 	pgid := p.cmd.Process.Pid
@@ -142,19 +183,37 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) {
 		select {
 		case <-p.exited:
 			t.Stop()
-			closeFiles(p.Stdout, p.Stderr)
 			return
 		case <-ctx.Done():
 			t.Stop()
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			<-p.exited
-			closeFiles(p.Stdout, p.Stderr)
 			return
 		case <-t.C:
 		}
 	}
 	<-p.exited
-	closeFiles(p.Stdout, p.Stderr)
+}
+
+// stderrDrain bounds how long Close waits for the rest of stderr: it reaches EOF when
+// the group is gone, but a process that escaped the group may hold it.
+const stderrDrain = time.Second
+
+// Close releases our ends of the pipes once the process has exited: stdin, stdout, and
+// stderr once what was written to it was read. It returns why reading stderr failed,
+// if it did.
+func (p *Process) Close() error {
+	closeFiles(p.Stdin, p.Stdout)
+	t := time.NewTimer(stderrDrain)
+	defer t.Stop()
+	select {
+	case <-p.stderrRead:
+	case <-t.C:
+		_ = p.stderr.Close()
+		<-p.stderrRead
+	}
+	_ = p.stderr.Close()
+	return p.stderrErr
 }
 
 // groupGoneTimeout bounds how long killGroup waits for a group to disappear.

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agenticd/agenticd/internal/testlisten"
 	"github.com/agenticd/agenticd/internal/unprivileged"
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
@@ -52,20 +52,20 @@ func TestConfinedCommandStartsInItsWorkspace(t *testing.T) {
 	}
 
 	// An MCP server.
-	proc, err := tr.ws.StartProcess(ProcessSpec{Command: "/bin/pwd"})
+	var stderr []string
+	proc, err := tr.ws.StartProcess(ProcessSpec{Command: "/bin/pwd", StderrLine: func(line string) { stderr = append(stderr, line) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	errDone := make(chan struct{})
-	go func() { defer close(errDone); io.Copy(&stderr, proc.Stderr) }()
 	stdout, _ := io.ReadAll(proc.Stdout)
-	<-errDone
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	proc.Stop(ctx, time.Second)
+	if err := proc.Close(); err != nil {
+		t.Errorf("reading the process's stderr: %v", err)
+	}
 	if reason := proc.ExitReason(); string(stdout) != tr.wsDir+"\n" || reason != "exited with status 0" {
-		t.Errorf("process: %s, printed %q (stderr %q); want %q", reason, stdout, stderr.String(), tr.wsDir+"\n")
+		t.Errorf("process: %s, printed %q (stderr %q); want %q", reason, stdout, stderr, tr.wsDir+"\n")
 	}
 
 	// An agent, started as the ACP presenter does.
@@ -211,21 +211,5 @@ func shortWorkspace(t *testing.T, opts Options) (*Workspace, *Terminals) {
 // socket's name, until the test ends.
 func serveUnix(t *testing.T, path string) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "greetings from %s\n", filepath.Base(path))
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
+	testlisten.Serve(t, "unix", path, func(c net.Conn) { fmt.Fprintf(c, "greetings from %s\n", filepath.Base(path)) })
 }

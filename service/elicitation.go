@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
@@ -28,14 +27,6 @@ type elicitationResponder interface {
 	RespondElicitation(ctx context.Context, sessionID string, resp presenters.ElicitationResponse) error
 }
 
-// elicitationResolution is how one elicitation was resolved, as the projection
-// remembers it.
-type elicitationResolution struct {
-	sessionID string
-	res       presenters.ElicitationResolvedPayload
-	at        time.Time
-}
-
 // removeElicitation drops a pending elicitation.
 func (st *sessionState) removeElicitation(id string) {
 	st.elicitations = slices.DeleteFunc(st.elicitations, func(r presenters.ElicitationRequest) bool { return r.ElicitationID == id })
@@ -46,34 +37,12 @@ func (st *sessionState) removeElicitation(id string) {
 
 // resolved remembers a resolution, for as long and as many as decisions.
 func (p *projection) resolved(sessionID string, r presenters.ElicitationResolvedPayload) {
-	key := decisionKey{sessionID, r.ElicitationID}
-	if e, ok := p.resolutions[key]; ok {
-		p.resolutionOrder.Remove(e)
-	}
-	p.resolutions[key] = p.resolutionOrder.PushBack(elicitationResolution{sessionID: sessionID, res: r, at: p.now()})
-	cutoff := p.now().Add(-decisionMemory)
-	for e := p.resolutionOrder.Front(); e != nil; e = p.resolutionOrder.Front() {
-		old := e.Value.(elicitationResolution)
-		if p.resolutionOrder.Len() <= maxDecisions && old.at.After(cutoff) {
-			return
-		}
-		p.resolutionOrder.Remove(e)
-		delete(p.resolutions, decisionKey{old.sessionID, old.res.ElicitationID})
-	}
+	p.resolutions.remember(decisionKey{sessionID, r.ElicitationID}, r, p.now())
 }
 
 // elicitationResolution returns how an elicitation was resolved, if that is remembered.
 func (h *Hub) elicitationResolution(sessionID, elicitationID string) (r presenters.ElicitationResolvedPayload, ok bool) {
-	h.events.View(func(uint64) {
-		e, found := h.proj.resolutions[decisionKey{sessionID, elicitationID}]
-		if !found {
-			return
-		}
-		rec := e.Value.(elicitationResolution)
-		if rec.at.After(h.proj.now().Add(-decisionMemory)) {
-			r, ok = rec.res, true
-		}
-	})
+	h.events.View(func(uint64) { r, ok = h.proj.resolutions.recall(decisionKey{sessionID, elicitationID}, h.proj.now()) })
 	return r, ok
 }
 

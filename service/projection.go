@@ -1,7 +1,6 @@
 package service
 
 import (
-	"container/list"
 	"time"
 
 	"github.com/agenticd/agenticd/events"
@@ -20,14 +19,11 @@ import (
 // at most maxDecisions), so that a RespondPermission repeated after the decision gets it.
 type projection struct {
 	sessions  map[string]*sessionState
-	decisions map[decisionKey]*list.Element // of permissionDecision, in decisionOrder
-	// decisionOrder holds the remembered decisions, oldest first.
-	decisionOrder *list.List
+	decisions *timedMemory[decisionKey, permissionDecision]
 	// resolutions are the elicitations' outcomes, remembered as decisions are
 	// (elicitation.go).
-	resolutions     map[decisionKey]*list.Element // of elicitationResolution
-	resolutionOrder *list.List
-	now             func() time.Time
+	resolutions *timedMemory[decisionKey, presenters.ElicitationResolvedPayload]
+	now         func() time.Time
 }
 
 // Decisions are remembered as long as a request_id is, so that a client repeating an
@@ -47,7 +43,6 @@ type permissionDecision struct {
 	kind         presenters.PermissionOptionKind // of optionID, when the request was seen
 	granted      bool
 	decidedBy    presenters.PermissionDecider
-	at           time.Time
 }
 
 var _ events.Observer = (*projection)(nil)
@@ -64,8 +59,8 @@ type sessionState struct {
 }
 
 func newProjection() *projection {
-	return &projection{sessions: make(map[string]*sessionState), decisions: make(map[decisionKey]*list.Element),
-		decisionOrder: list.New(), resolutions: make(map[decisionKey]*list.Element), resolutionOrder: list.New(), now: time.Now}
+	return &projection{sessions: make(map[string]*sessionState), decisions: newTimedMemory[decisionKey, permissionDecision](decisionMemory, maxDecisions),
+		resolutions: newTimedMemory[decisionKey, presenters.ElicitationResolvedPayload](decisionMemory, maxDecisions), now: time.Now}
 }
 
 // Published updates the session of ev; an agent's own events (no session) change none.
@@ -182,44 +177,17 @@ func (st *sessionState) removePending(requestID string) presenters.PermissionReq
 // decided remembers a decision; req is the request it decided, when it was seen pending
 // (it gives the kind of the option chosen).
 func (p *projection) decided(sessionID string, d presenters.PermissionDecision, granted bool, req presenters.PermissionRequest) {
-	key := decisionKey{sessionID, d.RequestID}
-	if e, ok := p.decisions[key]; ok {
-		p.decisionOrder.Remove(e)
-	}
 	rec := permissionDecision{sessionID: sessionID, permissionID: d.RequestID, optionID: d.OptionID,
-		granted: granted, decidedBy: d.DecidedBy, at: p.now()}
+		granted: granted, decidedBy: d.DecidedBy}
 	if opt, ok := req.Option(d.OptionID); ok {
 		rec.kind = opt.Kind
 	}
-	p.decisions[key] = p.decisionOrder.PushBack(rec)
-	p.forgetDecisions()
-}
-
-// forgetDecisions drops the decisions older than decisionMemory, and the oldest beyond
-// maxDecisions.
-func (p *projection) forgetDecisions() {
-	cutoff := p.now().Add(-decisionMemory)
-	for e := p.decisionOrder.Front(); e != nil; e = p.decisionOrder.Front() {
-		d := e.Value.(permissionDecision)
-		if p.decisionOrder.Len() <= maxDecisions && d.at.After(cutoff) {
-			return
-		}
-		p.decisionOrder.Remove(e)
-		delete(p.decisions, decisionKey{d.sessionID, d.permissionID})
-	}
+	p.decisions.remember(decisionKey{sessionID, d.RequestID}, rec, p.now())
 }
 
 // decision returns how a permission request was decided, if that is remembered.
 func (p *projection) decision(sessionID, permissionID string) (permissionDecision, bool) {
-	e, ok := p.decisions[decisionKey{sessionID, permissionID}]
-	if !ok {
-		return permissionDecision{}, false
-	}
-	d := e.Value.(permissionDecision)
-	if !d.at.After(p.now().Add(-decisionMemory)) {
-		return permissionDecision{}, false
-	}
-	return d, true
+	return p.decisions.recall(decisionKey{sessionID, permissionID}, p.now())
 }
 
 // permissionDecision returns how a permission request was decided, if the projection

@@ -155,7 +155,7 @@ func TestHubRemembersDecisions(t *testing.T) {
 		em.PermissionDenied(presenters.PermissionDecision{RequestID: fmt.Sprint("q", i), DecidedBy: presenters.DecidedByPolicy})
 	}
 	h.events.View(func(uint64) {
-		if n := len(h.proj.decisions); n != maxDecisions || h.proj.decisionOrder.Len() != maxDecisions {
+		if n := len(h.proj.decisions.byKey); n != maxDecisions || h.proj.decisions.order.Len() != maxDecisions {
 			t.Errorf("%d decisions remembered, want %d", n, maxDecisions)
 		}
 	})

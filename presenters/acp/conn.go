@@ -117,8 +117,8 @@ func dial(ctx context.Context, cfg Config, scope procScope, conf confiner, log *
 	}
 	handler := newClient(c)
 	c.legacy = newLegacyCalls()
-	c.stdin = &agentWriter{w: proc.stdin, legacy: c.legacy}
-	c.reader = newAgentReader(proc.stdout, handler, log)
+	c.stdin = &agentWriter{w: proc.Stdin, legacy: c.legacy}
+	c.reader = newAgentReader(proc.Stdout, handler, log)
 	c.reader.legacy = c.legacy
 	c.rpc = sdk.NewClientSideConnection(handler, c.stdin, c.reader)
 	c.rpc.SetLogger(log)
@@ -148,14 +148,14 @@ func dial(ctx context.Context, cfg Config, scope procScope, conf confiner, log *
 // ended when it did. It never shows the SDK's internals: those go to the log.
 func (c *agentConn) failReason(ctx context.Context, err error) string {
 	select {
-	case <-c.proc.exited:
+	case <-c.proc.Exited():
 		return c.goneReason()
 	case <-c.rpc.Done():
 		// Its output closed: the process is ending; wait a moment to say how.
 		t := time.NewTimer(time.Second)
 		defer t.Stop()
 		select {
-		case <-c.proc.exited:
+		case <-c.proc.Exited():
 		case <-t.C:
 		}
 		return c.goneReason()
@@ -173,7 +173,7 @@ func (c *agentConn) goneReason() string {
 		return err.Error() + "; it was stopped"
 	}
 	select {
-	case <-c.proc.exited:
+	case <-c.proc.Exited():
 	default:
 		return "the agent closed its connection"
 	}
@@ -181,9 +181,9 @@ func (c *agentConn) goneReason() string {
 		return "the agent closed its connection; it was stopped"
 	}
 	if c.stopping.Load() {
-		return "the agent process " + c.proc.exitReason()
+		return "the agent process " + c.proc.ExitReason()
 	}
-	return fmt.Sprintf("the agent process %s%s", c.proc.exitReason(), c.stderrNote())
+	return fmt.Sprintf("the agent process %s%s", c.proc.ExitReason(), c.stderrNote())
 }
 
 // stderrNote quotes the agent's last stderr lines and, when it ran confined, names the
@@ -192,7 +192,7 @@ func (c *agentConn) stderrNote() string {
 	// What it wrote just before it exited may still be in the pipe.
 	t := time.NewTimer(time.Second)
 	select {
-	case <-c.proc.stderrDone:
+	case <-c.proc.StderrRead():
 	case <-t.C:
 	}
 	t.Stop()
@@ -227,19 +227,18 @@ func (c *agentConn) stderrNote() string {
 // before exiting are still handled, then the pipes are released and the exit reported.
 func (c *agentConn) supervise() {
 	select {
-	case <-c.proc.exited:
+	case <-c.proc.Exited():
 	case <-c.rpc.Done():
 		t := time.NewTimer(exitAfterDisconnect)
 		select {
-		case <-c.proc.exited:
+		case <-c.proc.Exited():
 		case <-t.C:
 			c.disconnected.Store(true)
 			c.log.Error("the agent connection ended while its process runs; stopping it", "reason", c.goneReason())
-			c.proc.stop(context.Background(), time.Second)
+			c.proc.Stop(context.Background(), time.Second)
 		}
 		t.Stop()
 	}
-	c.proc.closePipes()
 	t := time.NewTimer(drainTimeout)
 	select {
 	case <-c.rpc.Done():
@@ -247,7 +246,10 @@ func (c *agentConn) supervise() {
 		c.log.Warn("the agent's output stayed open after it exited; closing it")
 	}
 	t.Stop()
-	_ = c.proc.stdout.Close() // ends a Read still waiting on a pipe held by an escaped process
+	// Closing stdout ends a Read still waiting on a pipe held by an escaped process.
+	if err := c.proc.Close(); err != nil {
+		c.log.Warn("reading agent stderr failed", "err", err)
+	}
 	<-c.rpc.Done()
 	c.mu.Lock()
 	c.closed = true
@@ -262,7 +264,7 @@ func (c *agentConn) supervise() {
 // alive reports whether the process still runs and the connection is open.
 func (c *agentConn) alive() bool {
 	select {
-	case <-c.proc.exited:
+	case <-c.proc.Exited():
 		return false
 	case <-c.rpc.Done():
 		return false
@@ -274,7 +276,7 @@ func (c *agentConn) alive() bool {
 // stop ends the process and waits until its exit was handled (or ctx ends).
 func (c *agentConn) stop(ctx context.Context) {
 	c.stopping.Store(true)
-	c.proc.stop(ctx, 2*time.Second)
+	c.proc.Stop(ctx, 2*time.Second)
 	select {
 	case <-c.gone:
 	case <-ctx.Done():

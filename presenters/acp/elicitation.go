@@ -154,10 +154,10 @@ func (s *session) elicit(ctx context.Context, req presenters.ElicitationRequest,
 	s.mu.Lock()
 	req.ElicitationID = s.p.newID()
 	req.RequestedAt = time.Now()
-	if s.turn != nil && !s.turn.finished {
+	if s.phase.turnRuns() {
 		req.MessageID = s.turn.assistantID
 	}
-	if s.conn == nil || (s.turn != nil && s.turn.cancelled && !s.turn.finished) {
+	if !s.phase.bound() || s.phase == phaseCancelling {
 		s.mu.Unlock()
 		return elicitationResponse(presenters.ElicitationCancel, nil)
 	}
@@ -173,19 +173,9 @@ func (s *session) elicit(ctx context.Context, req presenters.ElicitationRequest,
 	}
 	s.mu.Unlock()
 
-	timeout := s.p.cfg.PermissionTimeout
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var res presenters.ElicitationResolvedPayload
-	select {
-	case res = <-pe.answer:
-	case <-ctx.Done():
-		s.resolveElicitation(pe, presenters.ElicitationCancel, nil, presenters.ElicitationByCancelled, "the agent withdrew the request")
-		res = <-pe.answer
-	case <-timer.C:
-		s.resolveElicitation(pe, presenters.ElicitationCancel, nil, presenters.ElicitationByCancelled, fmt.Sprintf("nobody answered within %s", timeout))
-		res = <-pe.answer
-	}
+	res := awaitAnswer(ctx, pe.answer, s.p.cfg.PermissionTimeout, func(reason string) {
+		s.resolveElicitation(pe, presenters.ElicitationCancel, nil, presenters.ElicitationByCancelled, reason)
+	})
 	return elicitationResponse(res.Action, res.Content)
 }
 

@@ -73,36 +73,33 @@ func (p *Presenter) adopt(ctx context.Context, conn *agentConn, cfg presenters.S
 	s.mu.Lock()
 	s.conv = conv
 	s.extra, s.mcp = cfg.AdditionalDirectories, cfg.MCPServers
-	s.unstored = true // until CreateConversation: updates arriving meanwhile are stored with it
 	s.info = presenters.SessionInfo{SessionID: id, AgentSessionID: string(acpID), AgentID: p.cfg.ID, Status: presenters.SessionIdle,
 		Workspace: ws.Root(), Title: cfg.Title, CreatedAt: now, UpdatedAt: now, Capabilities: agentCaps}
 	s.attachLocked(conn, acpID, ws, st, plan)
+	// Until CreateConversation, updates arriving are only kept: they are stored with it.
+	s.setPhase(phaseCreating)
 	// An id the session does not offer fails before anyone can see the session.
-	if err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID); err != nil {
-		terms := s.terminals.live
-		s.conn, s.terminals.live = nil, nil
-		s.mu.Unlock()
-		_ = terms.Close()
+	err := s.checkModeModelLocked(cfg.ModeID, cfg.ModelID)
+	s.mu.Unlock()
+	if err != nil {
+		s.detach(phaseClosed)
 		p.abandonAgentSession(conn, acpID)
 		return nil, err
 	}
-	s.mu.Unlock()
 	// Registered at once, so the updates the agent sends from now on reach the session.
 	if err := conn.register(acpID, s); err != nil {
-		s.mu.Lock()
-		terms := s.terminals.live
-		s.conn, s.terminals.live = nil, nil
-		s.mu.Unlock()
-		_ = terms.Close()
+		s.detach(phaseClosed)
 		return nil, fmt.Errorf("%w: agent %s stopped while creating a session; try again", presenters.ErrAgentUnavailable, p.cfg.ID)
 	}
 	if err := p.deps.Store.CreateConversation(ctx, conv); err != nil {
-		s.detach()
+		s.detach(phaseClosed)
 		p.abandonAgentSession(conn, acpID)
 		return nil, fmt.Errorf("storing session %s: %w", id, err)
 	}
 	s.mu.Lock()
-	s.unstored = false
+	if s.phase == phaseCreating { // stored; else its agent stopped meanwhile (connGone)
+		s.setPhase(phaseIdle)
+	}
 	created := s.info
 	created.Owner = cfg.Creator
 	s.emit.SessionCreated(created)
@@ -140,23 +137,6 @@ func (p *Presenter) settle(ctx context.Context, s *session, cfg presenters.Sessi
 	s.storeConversationLocked()
 	s.mu.Unlock()
 	return s.snapshot(), nil
-}
-
-// detach unregisters a session that never became visible and releases its terminals.
-func (s *session) detach() {
-	s.mu.Lock()
-	conn, acpID := s.conn, s.acpID
-	s.mu.Unlock()
-	if conn != nil {
-		conn.unregister(acpID)
-	}
-	s.mu.Lock()
-	terms := s.terminals.live
-	s.conn, s.terminals.live = nil, nil
-	s.mu.Unlock()
-	if terms != nil {
-		_ = terms.Close()
-	}
 }
 
 // abandonAgentSession tells the agent (session/close, when it advertises it) that a
@@ -205,225 +185,4 @@ func (p *Presenter) sessionCallError(conn *agentConn, method string, err error) 
 		return fmt.Errorf("%s: %w", method, presenters.ErrCancelled)
 	}
 	return fmt.Errorf("%w: agent %s refused %s: %s", presenters.ErrAgentUnavailable, p.cfg.ID, method, agentErrorText(p.log, err))
-}
-
-// LoadSession reopens a session. A live one just replays its stored history. Else the
-// agent gets session/load when it advertises it (its replay streams as events);
-// otherwise the stored transcript is replayed and the agent session reattached with
-// session/resume when advertised, or replaced by a new one (the agent then does not
-// remember the conversation, but its history stays in the store).
-func (p *Presenter) LoadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
-	info, err := p.loadSession(ctx, sessionID, lc)
-	if err != nil {
-		return info, err
-	}
-	// The stored count, as GetSession reports it: what a client can page through.
-	if n, err := p.deps.Store.CountMessages(ctx, sessionID); err == nil {
-		info.MessageCount = n
-	}
-	return info, nil
-}
-
-func (p *Presenter) loadSession(ctx context.Context, sessionID string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
-	s, err := p.openableSession(ctx, sessionID)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	// One reopening at a time: later callers wait for it and then see a live session.
-	s.mu.Lock()
-	waited := false
-	for s.opening != nil {
-		ch := s.opening
-		waited = true
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return presenters.SessionInfo{}, fmt.Errorf("waiting for session %s to reopen: %w", sessionID, presenters.ErrCancelled)
-		}
-		s.mu.Lock()
-	}
-	live := s.checkLiveLocked() == nil
-	if live && waited { // reopened by the call we waited for: it replayed the history
-		s.mu.Unlock()
-		return s.snapshot(), nil
-	}
-	if !live {
-		opening := make(chan struct{})
-		s.opening = opening
-		defer func() {
-			s.mu.Lock()
-			s.opening = nil
-			s.mu.Unlock()
-			close(opening)
-		}()
-	}
-	s.mu.Unlock()
-	if live {
-		n, err := s.replayStored(ctx, lc)
-		if err != nil {
-			return presenters.SessionInfo{}, err
-		}
-		s.emit.SessionReady(n)
-		return s.snapshot(), nil
-	}
-	conv, err := p.deps.Store.GetConversation(ctx, sessionID)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	// The stored directories are opened again: they may have gone or changed since the
-	// session last ran.
-	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, conv.Workspace)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	extraDirs, own, err := p.storedSetup(ctx, sessionID)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	extra, err := p.reopenDirs(sessionID, extraDirs)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	dirs := sessionDirs{ws: ws, extra: extra}
-	conn, err := p.ensureConn(ctx, dirs.scope(p.cfg, own))
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-
-	s.mu.Lock()
-	acpID := s.acpID
-	s.conv = conv
-	s.conv.Closed = false
-	s.extra, s.mcp = extra, own
-	s.mu.Unlock()
-
-	caps := conn.init.AgentCapabilities
-	plan := planMCP(p.mergedMCPServers(own), caps)
-	if caps.LoadSession {
-		st, count, err := s.loadFromAgent(ctx, conn, acpID, dirs, plan)
-		if err == nil {
-			if err := s.reopened(conn, acpID, ws, st, plan); err != nil {
-				return presenters.SessionInfo{}, err
-			}
-			s.emit.SessionReady(count)
-			s.reportLeftOut(plan)
-			return s.snapshot(), nil
-		}
-		if errors.Is(err, presenters.ErrAuthRequired) || !conn.alive() {
-			return presenters.SessionInfo{}, err
-		}
-		s.log.Warn("session/load failed; reopening from the stored transcript", "err", err)
-	}
-	var st sessionState
-	switch {
-	case caps.SessionCapabilities.Resume != nil:
-		resp, err := conn.rpc.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: acpID, Cwd: ws.Root(), McpServers: plan.servers,
-			AdditionalDirectories: dirs.forAgent(caps)})
-		if err != nil {
-			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/resume", err)
-		}
-		st = sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}
-	default:
-		resp, err := conn.rpc.NewSession(ctx, sdk.NewSessionRequest{Cwd: ws.Root(), McpServers: plan.servers, AdditionalDirectories: dirs.forAgent(caps)})
-		if err != nil {
-			return presenters.SessionInfo{}, p.sessionCallError(conn, "session/new", err)
-		}
-		s.log.Info("agent cannot load or resume sessions: reopened as a new agent session; the agent does not remember the earlier turns",
-			"acp_session_id", resp.SessionId)
-		acpID = resp.SessionId
-		st = sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}
-	}
-	if err := s.reopened(conn, acpID, ws, st, plan); err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	n, err := s.replayStored(ctx, lc)
-	if err != nil {
-		return presenters.SessionInfo{}, err
-	}
-	s.emit.SessionReady(n)
-	s.reportLeftOut(plan)
-	return s.snapshot(), nil
-}
-
-// loadFromAgent runs session/load; the agent's replay streams through the normalizer
-// as events while it runs. The session is attached to its workspace before it is
-// registered, so that the agent's requests during the load can be served.
-func (s *session) loadFromAgent(ctx context.Context, conn *agentConn, acpID sdk.SessionId, dirs sessionDirs, plan mcpPlan) (sessionState, int64, error) {
-	s.mu.Lock()
-	s.attachSandboxLocked(conn, acpID, dirs.ws)
-	s.norm.startReplay()
-	s.mu.Unlock()
-	err := conn.register(acpID, s)
-	var resp sdk.LoadSessionResponse
-	if err == nil {
-		resp, err = conn.rpc.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: acpID, Cwd: dirs.ws.Root(), McpServers: plan.servers,
-			AdditionalDirectories: dirs.forAgent(conn.init.AgentCapabilities)})
-		if err != nil {
-			err = s.p.sessionCallError(conn, "session/load", err)
-		}
-	} else {
-		err = fmt.Errorf("%w: agent %s stopped before session/load; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID)
-	}
-	s.mu.Lock()
-	count := s.norm.endReplay(s.emitReplay)
-	s.mu.Unlock()
-	if err != nil {
-		s.detach()
-		return sessionState{}, 0, err
-	}
-	return sessionState{resp.Modes, conn.legacy.takeModels(acpID), resp.ConfigOptions}, count, nil
-}
-
-// reopened makes a reopened session live and tells subscribers. A connection that
-// closed meanwhile refuses the session, which is then in error.
-func (s *session) reopened(conn *agentConn, acpID sdk.SessionId, ws *sandbox.Workspace, st sessionState, plan mcpPlan) error {
-	s.mu.Lock()
-	old := s.info
-	s.attachLocked(conn, acpID, ws, st, plan)
-	s.mu.Unlock()
-	if err := conn.register(acpID, s); err != nil {
-		s.detach()
-		s.mu.Lock()
-		s.setStatus(presenters.SessionError, "the agent stopped while the session was reopened; reopen it with LoadSession")
-		s.mu.Unlock()
-		return fmt.Errorf("%w: agent %s stopped while session %s was reopened; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID, s.id)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn != conn { // the agent stopped meanwhile: connGone reported it
-		return fmt.Errorf("%w: agent %s stopped while session %s was reopened; try again", presenters.ErrAgentUnavailable, s.p.cfg.ID, s.id)
-	}
-	s.info.Workspace = ws.Root()
-	s.setStatus(presenters.SessionIdle, "")
-	s.publishPatch(old)
-	s.storeConversationLocked()
-	return nil
-}
-
-// replayStored streams the stored history as events marked replay (text as deltas,
-// every other block as a block, then MESSAGE_END per message) and returns how many
-// messages.
-func (s *session) replayStored(ctx context.Context, lc presenters.LoadContext) (int64, error) {
-	msgs, err := s.p.deps.Store.Messages(ctx, s.id, presenters.MessageQuery{Limit: lc.MaxHistory})
-	if err != nil {
-		return 0, err
-	}
-	emit := s.emit.Replaying()
-	var n int64
-	for _, m := range msgs {
-		if m.Role == presenters.RoleSystem && !lc.IncludeSystemMessages {
-			continue
-		}
-		for _, b := range m.Blocks {
-			if b.Type == presenters.BlockText {
-				emit.MessageDelta(m.ID, m.Role, b.Text)
-			} else {
-				emit.MessageBlock(m.ID, m.Role, b)
-			}
-		}
-		emit.MessageEnd(presenters.MessageEndPayload{MessageID: m.ID, StopReason: m.StopReason, Usage: m.Usage, Role: m.Role})
-		n++
-	}
-	return n, nil
 }

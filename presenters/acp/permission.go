@@ -51,7 +51,7 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 	paths, pathsErr := targetPaths(call)
 	pr.Paths = paths
 	pr.Options = offeredOptions(req.Options)
-	if s.turn != nil {
+	if s.phase.turnInFlight() {
 		pr.MessageID = s.turn.assistantID
 	}
 	// Without a running turn nobody can be asked and nothing may be allowed, whatever
@@ -86,25 +86,34 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 	}
 	s.mu.Unlock()
 
-	timer := time.NewTimer(s.p.cfg.PermissionTimeout)
-	defer timer.Stop()
-	var option string
-	select {
-	case option = <-pp.answer:
-	case <-ctx.Done():
-		s.resolve(pp, "", presenters.DecidedByCancelled, "the agent withdrew the request")
-		option = <-pp.answer
-	case <-timer.C:
-		s.resolve(pp, "", presenters.DecidedByCancelled, fmt.Sprintf("nobody answered within %s", s.p.cfg.PermissionTimeout))
-		option = <-pp.answer
-	}
+	option := awaitAnswer(ctx, pp.answer, s.p.cfg.PermissionTimeout, func(reason string) {
+		s.resolve(pp, "", presenters.DecidedByCancelled, reason)
+	})
 	return permissionResponse(option)
 }
 
+// awaitAnswer waits for the answer to a question a person was asked (a permission, an
+// elicitation): the first one sent on answer. When the agent withdraws the question
+// (ctx ends) or nobody answers within timeout, cancel resolves it with the reason, and
+// the answer that sends is returned.
+func awaitAnswer[T any](ctx context.Context, answer <-chan T, timeout time.Duration, cancel func(reason string)) T {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case a := <-answer:
+		return a
+	case <-ctx.Done():
+		cancel("the agent withdrew the request")
+	case <-timer.C:
+		cancel(fmt.Sprintf("nobody answered within %s", timeout))
+	}
+	return <-answer
+}
+
 // turnRunningLocked reports whether a prompt runs that a permission request can
-// belong to (s.mu held).
+// belong to: one not cancelled (s.mu held).
 func (s *session) turnRunningLocked() bool {
-	return s.conn != nil && s.turn != nil && !s.turn.cancelled && !s.turn.finished
+	return s.phase == phasePrompting
 }
 
 // workspaceLocked is the workspace (with the additional directories) the policy checks

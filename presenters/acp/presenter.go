@@ -344,7 +344,7 @@ func (p *Presenter) start(ctx context.Context, scope procScope) (*agentConn, err
 			return nil, err
 		}
 	}
-	p.log.Info("agent started", "pid", c.proc.cmd.Process.Pid, "workspace", scope.workspace, "additional_directories", scope.extra,
+	p.log.Info("agent started", "pid", c.proc.Pid(), "workspace", scope.workspace, "additional_directories", scope.extra,
 		"implementation", impl.Name, "version", impl.Version)
 	if p.cfg.ImportSessions {
 		p.importSessions(ctx, c)
@@ -471,10 +471,11 @@ func (p *Presenter) openableSession(ctx context.Context, id string) (*session, e
 	return s, nil
 }
 
-// forget drops a session that is neither live nor opening nor in error from memory.
+// forget drops a closed session from memory (one that is open, being opened or closed,
+// or failed stays).
 func (p *Presenter) forget(s *session) {
 	s.mu.Lock()
-	keep := s.conn != nil || s.opening != nil || s.info.Status == presenters.SessionError
+	keep := s.phase != phaseClosed
 	s.mu.Unlock()
 	if keep {
 		return

@@ -69,7 +69,7 @@ func TestAgentThatClosesItsConnectionButLives(t *testing.T) {
 	p := h.presenter(h.config(`{"turns": [[{"text": "bye"}, {"closeOutput": true}], [{"text": "new agent"}]]}`))
 	s := h.create(p)
 	p.mu.Lock()
-	pid := soleConnLocked(p).proc.cmd.Process.Pid
+	pid := soleConnLocked(p).proc.Pid()
 	p.mu.Unlock()
 	res, from := h.send(p, s.SessionID, "go")
 	got := afterPreamble(t, h.finish(s.SessionID, res, from))

@@ -1,13 +1,11 @@
 package acp
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/store"
-	"github.com/agenticd/agenticd/tracing/tracecontext"
 )
 
 // session is one agenticd session of an ACP agent. Its id is minted by agenticd;
@@ -37,15 +34,19 @@ type session struct {
 	emitReplay  emitFunc
 	log         *slog.Logger
 
-	mu      sync.Mutex
-	conn    *agentConn // nil while not live (not loaded, closed, crashed)
-	acpID   sdk.SessionId
-	ws      *sandbox.Workspace
-	info    presenters.SessionInfo
-	conv    store.Conversation
-	norm    normalizer
-	turn    *turn
-	pending map[string]*pendingPermission
+	mu sync.Mutex
+	// phase is where the session is in its life (phase.go); phaseChanged, when someone
+	// waits for a transition, is closed at the next one.
+	phase        phase
+	phaseChanged chan struct{}
+	conn         *agentConn // while bound
+	acpID        sdk.SessionId
+	ws           *sandbox.Workspace
+	info         presenters.SessionInfo
+	conv         store.Conversation
+	norm         normalizer
+	turn         *turn // from send until the session is idle again
+	pending      map[string]*pendingPermission
 	// elicitations are the agent's questions waiting for an answer (elicitation.go).
 	elicitations map[string]*pendingElicitation
 
@@ -61,25 +62,6 @@ type session struct {
 
 	terminals sessionTerminals // read by norm for tool content that shows a terminal
 	following bool             // the terminal follower runs
-	// draining is a cancelled turn that was ended without the agent's answer: its
-	// Prompt is still awaited, its late updates are dropped and no turn may start.
-	draining *turn
-	// opening is closed when a LoadSession in progress ends; others wait for it.
-	opening chan struct{}
-	// unstored: CreateSession has not written the conversation yet (it writes the
-	// latest state when it does).
-	unstored bool
-}
-
-// turn is one running prompt.
-type turn struct {
-	userMsgID   string
-	assistantID string
-	stopPrompt  context.CancelFunc // gives up waiting for the agent's answer
-	grace       *time.Timer        // after a cancel: when to give up
-	cancelled   bool
-	finished    bool          // the message was finalized; only MESSAGE_END may follow
-	done        chan struct{} // closed after MESSAGE_END
 }
 
 func newSession(p *Presenter, id string, acpID sdk.SessionId, ws *sandbox.Workspace) *session {
@@ -136,7 +118,7 @@ var errSessionNotOpen = errors.New("session is not open")
 func (s *session) sandbox() (*sandbox.Workspace, *sandbox.Terminals, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil || s.ws == nil || s.terminals.live == nil {
+	if !s.phase.bound() {
 		return nil, nil, fmt.Errorf("session %s: %w", s.id, errSessionNotOpen)
 	}
 	return s.ws, s.terminals.live, nil
@@ -161,7 +143,7 @@ func (s *session) checkLiveLocked() error {
 	switch {
 	case s.info.Status == presenters.SessionError:
 		return presenters.WithDetail(fmt.Errorf("session %s is in error (%s); reopen it with LoadSession: %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed), "session_id", s.id)
-	case s.conn == nil || s.info.Status == presenters.SessionClosed || !s.conn.alive():
+	case !s.phase.open() || !s.conn.alive():
 		return presenters.WithDetail(fmt.Errorf("session %s is not open (%s): %w", s.id, s.info.StatusReason, presenters.ErrSessionClosed), "session_id", s.id)
 	}
 	return nil
@@ -176,11 +158,11 @@ func (s *session) setStatus(st presenters.SessionStatus, reason string) {
 	s.emit.StatusChanged(st, reason)
 }
 
-// reportError emits an ERROR event for the running turn's message, if any.
+// reportError emits an ERROR event for the turn's message, if one is in flight.
 func (s *session) reportError(e presenters.ErrorPayload) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.turn != nil && e.MessageID == "" {
+	if s.phase.turnInFlight() && e.MessageID == "" {
 		e.MessageID = s.turn.assistantID
 	}
 	s.emit.Error(e)
@@ -191,7 +173,7 @@ func (s *session) reportError(e presenters.ErrorPayload) {
 func (s *session) applyExt(u extUpdate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining != nil {
+	if s.lateTurnLocked() {
 		s.log.Debug("dropping a late update of a cancelled turn", "kind", u.Kind)
 		return
 	}
@@ -206,7 +188,7 @@ func (s *session) applyExt(u extUpdate) {
 func (s *session) applyUpdate(u sdk.SessionUpdate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining != nil && !isSessionLevel(u) {
+	if s.lateTurnLocked() && !isSessionLevel(u) {
 		s.log.Debug("dropping a late update of a cancelled turn", "kind", updateKind(u))
 		return
 	}
@@ -289,9 +271,10 @@ func (s *session) publishPatch(old presenters.SessionInfo) {
 	s.storeConversationLocked()
 }
 
-// storeConversationLocked queues the conversation's current fields for the store.
+// storeConversationLocked queues the conversation's current fields for the store; a
+// session being created has none there yet (adopt stores it whole).
 func (s *session) storeConversationLocked() {
-	if s.unstored {
+	if s.phase == phaseCreating {
 		return
 	}
 	s.conv.Title = s.info.Title
@@ -301,263 +284,6 @@ func (s *session) storeConversationLocked() {
 	s.conv.AgentSessionID = string(s.acpID)
 	s.conv.UpdatedAt = time.Now()
 	s.p.persist.saveConversation(s.conv)
-}
-
-// send starts a turn, its messages under the ids opts chose (minted where empty).
-func (s *session) send(ctx context.Context, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
-	if content.Empty() {
-		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
-	}
-	if err := presenters.CheckSendOptions(opts); err != nil {
-		return presenters.SendResult{}, err
-	}
-	// Only this session's turns write its messages and one runs at a time, so an id
-	// free now is still free when the turn below stores it (a send racing this one finds
-	// the session busy).
-	if err := s.p.deps.Store.CheckMessageIDsFree(ctx, s.id, opts.UserMessageID, opts.MessageID); err != nil {
-		return presenters.SendResult{}, err
-	}
-	s.mu.Lock()
-	if err := s.sendableLocked(); err != nil {
-		s.mu.Unlock()
-		return presenters.SendResult{}, err
-	}
-	ws, caps := s.ws, s.conn.init.AgentCapabilities.PromptCapabilities
-	s.mu.Unlock()
-	// Reading attached files is I/O: not under s.mu, which SessionUpdate needs.
-	prompt, userBlocks, err := promptContent(content, ws, caps, s.p.cfg.ID)
-	if err != nil {
-		return presenters.SendResult{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.sendableLocked(); err != nil {
-		return presenters.SendResult{}, err
-	}
-	// The turn outlives the call, but keeps its values: the turn's trace span.
-	turnCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	t := &turn{userMsgID: cmp.Or(opts.UserMessageID, s.p.newID()), assistantID: cmp.Or(opts.MessageID, s.p.newID()),
-		stopPrompt: stop, done: make(chan struct{})}
-	s.turn = t
-	s.norm.startTurn(t.userMsgID, t.assistantID)
-
-	now := time.Now()
-	user := presenters.Message{ID: t.userMsgID, SessionID: s.id, Role: presenters.RoleUser,
-		Status: presenters.MessageComplete, Blocks: userBlocks, CreatedAt: now}
-	s.echoUserLocked(user)
-	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
-
-	old := s.info
-	if s.info.Title == "" {
-		s.info.Title = presenters.TitleFrom(content)
-	}
-	s.info.UpdatedAt = now
-	s.publishPatch(old)
-	s.info.MessageInFlight = t.assistantID
-	s.setStatus(presenters.SessionGenerating, "")
-
-	s.p.wg.Add(1)
-	go s.runTurn(turnCtx, s.conn, s.acpID, t, prompt)
-	return presenters.SendResult{MessageID: t.assistantID, UserMessageID: t.userMsgID}, nil
-}
-
-// sendableLocked says why a turn cannot start now, if it cannot (s.mu held).
-func (s *session) sendableLocked() error {
-	if err := s.checkLiveLocked(); err != nil {
-		return err
-	}
-	if s.turn != nil {
-		return fmt.Errorf("session %s is still answering message %s; wait for its MESSAGE_END or cancel it: %w",
-			s.id, s.turn.assistantID, presenters.ErrSessionBusy)
-	}
-	if s.draining != nil {
-		return fmt.Errorf("session %s: the agent is still cancelling its last turn; try again shortly: %w", s.id, presenters.ErrSessionBusy)
-	}
-	return nil
-}
-
-// runTurn sends session/prompt and ends the turn with the agent's answer.
-func (s *session) runTurn(ctx context.Context, conn *agentConn, acpID sdk.SessionId, t *turn, prompt []sdk.ContentBlock) {
-	defer s.p.wg.Done()
-	defer t.stopPrompt()
-	resp, err := conn.rpc.Prompt(ctx, sdk.PromptRequest{SessionId: acpID, Prompt: prompt, Meta: tracecontext.ACPMeta(ctx)})
-	if err != nil && !conn.alive() {
-		// The agent is gone: the crash (or shutdown) handling ends the turn.
-		<-conn.gone
-	}
-	s.finishTurn(t, resp, err)
-}
-
-// finishTurn ends a turn with the agent's answer: the message is stored, then
-// MESSAGE_END is sent and the session is idle again.
-func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) {
-	s.mu.Lock()
-	if t.finished {
-		if s.draining == t {
-			s.draining = nil
-		}
-		s.mu.Unlock()
-		return
-	}
-	stop, status := presenters.StopReason(resp.StopReason), presenters.MessageComplete
-	var usage *presenters.TokenUsage
-	authFailed := false
-	if promptErr == nil && resp.Usage != nil {
-		usage = turnUsage(resp.Usage)
-	}
-	switch {
-	case t.cancelled:
-		stop, status = presenters.StopCancelled, presenters.MessageCancelled
-	case promptErr != nil:
-		stop, status = presenters.StopError, presenters.MessageError
-		authFailed = isAuthRequired(promptErr)
-		e := presenters.ErrorPayload{Code: "agent_error", MessageID: t.assistantID, Retryable: true,
-			Message: "the agent failed the turn: " + agentErrorText(s.log, promptErr)}
-		if authFailed {
-			e.Code, e.Retryable = "agent_auth_required", false
-			e.Message = "the agent requires authentication; set auth_method in its config (see ListAgents for its methods)"
-		}
-		s.emit.Error(e)
-	default:
-		switch stop {
-		case presenters.StopEndTurn, presenters.StopMaxTokens, presenters.StopMaxTurnRequests, presenters.StopRefusal:
-		case presenters.StopCancelled:
-			status = presenters.MessageCancelled
-		default:
-			s.log.Warn("agent ended a turn with an unknown stop reason", "stop_reason", resp.StopReason)
-			stop = presenters.StopEndTurn
-		}
-	}
-	msg, wait := s.endTurnLocked(t, stop, status, usage)
-	s.mu.Unlock()
-	if authFailed {
-		_ = s.p.needsAuth(promptErr)
-	}
-	<-wait // durable before MESSAGE_END
-	s.turnEnded(t, msg)
-}
-
-// endTurnLocked finalizes the turn's message and queues it for the store; wait closes
-// when it was written (s.mu held).
-func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan struct{}) {
-	t.finished = true
-	if t.grace != nil && t.grace.Stop() {
-		s.p.wg.Done() // it will not run
-	}
-	// No tool call stays pending past its turn (an agent may end a turn after a
-	// refused permission without ending the tool).
-	s.norm.endUnfinished(s.emitPayload)
-	s.cancelPendingLocked("the turn ended")
-	final := s.norm.endTurn().update(status)
-	final.StopReason, final.Usage = stop, usage
-	if usage != nil {
-		s.info.Usage = s.info.Usage.Add(*usage)
-	}
-	s.info.UpdatedAt = time.Now()
-	s.storeConversationLocked()
-	// The message's text is only what came since the last checkpoint: callers read its
-	// id, stop reason and usage.
-	return final.Message, s.p.persist.saveUpdateWait(final)
-}
-
-// turnEnded sends MESSAGE_END and returns the session to idle.
-func (s *session) turnEnded(t *turn, msg presenters.Message) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: msg.ID, StopReason: msg.StopReason, Usage: msg.Usage, Role: presenters.RoleAssistant})
-	if msg.Usage != nil {
-		u := s.info.Usage
-		s.emit.SessionUpdated(presenters.SessionPatch{Usage: &u})
-	}
-	if s.turn == t {
-		s.turn = nil
-		s.info.MessageInFlight = ""
-	}
-	if s.info.Status == presenters.SessionGenerating || s.info.Status == presenters.SessionPaused {
-		s.setStatus(presenters.SessionIdle, "")
-	}
-	close(t.done)
-}
-
-// turnUsage is a prompt answer's usage: its three required counts are reported, zero
-// or not; the optional ones only when present.
-func turnUsage(u *sdk.Usage) *presenters.TokenUsage {
-	return &presenters.TokenUsage{
-		InputTokens:       presenters.Reported(int64(u.InputTokens)),
-		OutputTokens:      presenters.Reported(int64(u.OutputTokens)),
-		TotalTokens:       presenters.Reported(int64(u.TotalTokens)),
-		CachedInputTokens: optionalCount(u.CachedReadTokens),
-		ReasoningTokens:   optionalCount(u.ThoughtTokens),
-	}
-}
-
-func optionalCount(v *int) *int64 {
-	if v == nil {
-		return nil
-	}
-	return presenters.Reported(int64(*v))
-}
-
-// cancel cancels the running turn and returns its message id: pending permissions are
-// answered cancelled and the agent gets session/cancel. The turn still ends with
-// MESSAGE_END(cancelled); if the agent does not answer within cancelGrace, without its
-// answer. messageID names the turn (empty: whatever runs); naming another one is
-// ErrMessageNotRunning.
-func (s *session) cancel(ctx context.Context, messageID string) (string, error) {
-	s.mu.Lock()
-	t := s.turn
-	if t == nil || t.finished {
-		s.mu.Unlock()
-		if messageID == "" {
-			return "", nil
-		}
-		return "", fmt.Errorf("message %s is not running in session %s: no turn runs: %w", messageID, s.id, presenters.ErrMessageNotRunning)
-	}
-	if messageID != "" && messageID != t.assistantID {
-		s.mu.Unlock()
-		return "", fmt.Errorf("message %s is not running in session %s; the running one is %s: %w", messageID, s.id, t.assistantID, presenters.ErrMessageNotRunning)
-	}
-	first := !t.cancelled
-	t.cancelled = true
-	s.cancelPendingLocked("the turn was cancelled")
-	conn, acpID := s.conn, s.acpID
-	if first {
-		// Owned by p.wg from here: done when it ran, or when endTurnLocked stopped it.
-		s.p.wg.Add(1)
-		t.grace = time.AfterFunc(s.p.cancelGrace, func() {
-			defer s.p.wg.Done()
-			s.endCancelledTurn(t)
-		})
-	}
-	s.mu.Unlock()
-	if first && conn != nil {
-		if err := conn.rpc.Cancel(ctx, sdk.CancelNotification{SessionId: acpID}); err != nil {
-			s.log.Warn("sending session/cancel failed", "err", err)
-		}
-	}
-	return t.assistantID, nil
-}
-
-// endCancelledTurn ends a cancelled turn whose agent did not answer within the grace:
-// MESSAGE_END(cancelled) now, while the Prompt is still awaited (see draining).
-func (s *session) endCancelledTurn(t *turn) {
-	s.mu.Lock()
-	if t.finished {
-		s.mu.Unlock()
-		return
-	}
-	s.log.Warn("the agent did not end a cancelled turn in time; ending it without the agent's answer")
-	msg, wait := s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageCancelled, nil)
-	s.draining = t
-	s.mu.Unlock()
-	<-wait
-	s.turnEnded(t, msg)
-}
-
-// isSessionLevel reports whether an update belongs to the session rather than a turn.
-func isSessionLevel(u sdk.SessionUpdate) bool {
-	kind := updateKind(u)
-	return strings.HasSuffix(kind, "_update") && kind != "tool_call_update"
 }
 
 // liveConn returns the connection and agent session id of a live session, or why it
@@ -590,166 +316,4 @@ func (s *session) agentCallError(conn *agentConn, method string, err error) erro
 		return fmt.Errorf("%s: %w", method, presenters.ErrCancelled)
 	}
 	return fmt.Errorf("agent %s failed %s: %s: %w", s.p.cfg.ID, method, agentErrorText(s.log, err), presenters.ErrFailedPrecondition)
-}
-
-// close ends a live session: its turn is cancelled, its terminals released, the agent
-// told (session/close when advertised). The history stays.
-func (s *session) close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.info.Status == presenters.SessionClosed {
-		s.mu.Unlock()
-		return nil
-	}
-	t := s.turn
-	s.mu.Unlock()
-	if t != nil {
-		if _, err := s.cancel(ctx, ""); err != nil {
-			return err
-		}
-		select {
-		case <-t.done:
-		case <-ctx.Done():
-			return fmt.Errorf("closing session %s: %w", s.id, presenters.ErrCancelled)
-		}
-	}
-	s.mu.Lock()
-	s.cancelPendingLocked("the session was closed")
-	conn, acpID := s.conn, s.acpID
-	s.mu.Unlock()
-	if conn != nil {
-		conn.unregister(acpID)
-	}
-	s.mu.Lock()
-	if s.draining != nil {
-		s.draining.stopPrompt()
-		s.draining = nil
-	}
-	terms := s.terminals.live
-	s.conn, s.terminals.live = nil, nil
-	s.setStatus(presenters.SessionClosed, "closed by a client; reopen it with LoadSession")
-	s.emit.SessionClosed("closed by a client")
-	s.conv.Closed = true
-	s.storeConversationLocked()
-	s.mu.Unlock()
-	if conn != nil {
-		if conn.init.AgentCapabilities.SessionCapabilities.Close != nil && conn.alive() {
-			if _, err := conn.rpc.CloseSession(ctx, sdk.CloseSessionRequest{SessionId: acpID}); err != nil {
-				s.log.Warn("session/close failed", "err", err)
-			}
-		}
-	}
-	if terms != nil {
-		_ = terms.Close()
-	}
-	return nil
-}
-
-// shutdown ends the session because the presenter closes: a running turn is stored as
-// incomplete and ends with MESSAGE_END(cancelled).
-func (s *session) shutdown() {
-	s.mu.Lock()
-	t := s.turn
-	var wait <-chan struct{}
-	var msg presenters.Message
-	ending := t != nil && !t.finished
-	if ending {
-		t.stopPrompt()
-		msg, wait = s.endTurnLocked(t, presenters.StopCancelled, presenters.MessageIncomplete, nil)
-	}
-	s.cancelPendingLocked("the server is shutting down")
-	conn, acpID := s.conn, s.acpID
-	s.mu.Unlock()
-	if conn != nil {
-		conn.unregister(acpID)
-	}
-	s.mu.Lock()
-	if s.draining != nil {
-		s.draining.stopPrompt()
-		s.draining = nil
-	}
-	terms := s.terminals.live
-	s.conn, s.terminals.live = nil, nil
-	s.mu.Unlock()
-	if terms != nil {
-		_ = terms.Close()
-	}
-	if ending {
-		<-wait
-		s.turnEnded(t, msg)
-	}
-}
-
-// connGone handles the end of the agent process the session lived on. After a crash
-// the session is in error; its turn ends with ERROR and MESSAGE_END(error), the message
-// stored first as for any turn.
-func (s *session) connGone(c *agentConn, crashed bool, reason string) {
-	s.mu.Lock()
-	if s.conn != c {
-		s.mu.Unlock()
-		return
-	}
-	t := s.turn
-	ending := t != nil && !t.finished
-	if crashed {
-		e := presenters.ErrorPayload{Code: "agent_crashed", Retryable: true,
-			Message: fmt.Sprintf("agent %s stopped: %s; reopen the session with LoadSession", s.p.cfg.ID, reason)}
-		if ending {
-			e.MessageID = t.assistantID
-		}
-		s.emit.Error(e)
-	}
-	var msg presenters.Message
-	var wait <-chan struct{}
-	if ending {
-		msg, wait = s.endTurnLocked(t, presenters.StopError, presenters.MessageError, nil)
-	}
-	s.cancelPendingLocked("the agent stopped")
-	acpID := s.acpID
-	s.mu.Unlock()
-	c.unregister(acpID)
-	s.mu.Lock()
-	s.draining = nil
-	terms := s.terminals.live
-	s.conn, s.terminals.live = nil, nil
-	s.mu.Unlock()
-
-	if ending {
-		<-wait
-	}
-	s.mu.Lock()
-	if ending {
-		s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: msg.ID, StopReason: msg.StopReason, Role: presenters.RoleAssistant})
-		if s.turn == t {
-			s.turn = nil
-			s.info.MessageInFlight = ""
-		}
-	}
-	if crashed {
-		s.setStatus(presenters.SessionError, reason)
-	}
-	s.mu.Unlock()
-	if ending {
-		close(t.done)
-	}
-	if terms != nil {
-		_ = terms.Close()
-	}
-}
-
-// checkpoint stores the running turn's message as it stands, if it changed.
-func (s *session) checkpoint() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.checkpointLocked()
-}
-
-// checkpointLocked is checkpoint with s.mu held.
-func (s *session) checkpointLocked() {
-	t := s.turn
-	if t == nil || t.finished || s.norm.msg == nil || !s.norm.msg.dirty {
-		return
-	}
-	// Queued under s.mu, so a checkpoint is always queued before the next one and the
-	// final version: each appends to what the one before stored.
-	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
 }

@@ -74,10 +74,7 @@ func (p *Presenter) Steer(ctx context.Context, sessionID string, content present
 }
 
 func (s *session) steer(ctx context.Context, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
-	if content.Empty() {
-		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
-	}
-	if err := presenters.CheckSendOptions(opts); err != nil {
+	if err := presenters.CheckSend(content, opts); err != nil {
 		return presenters.SendResult{}, err
 	}
 	s.mu.Lock()

@@ -19,7 +19,7 @@ func pidsByWorkspace(p *Presenter) map[string]int {
 	defer p.mu.Unlock()
 	out := map[string]int{}
 	for ws, c := range p.conns {
-		out[ws] = c.proc.cmd.Process.Pid
+		out[ws] = c.proc.Pid()
 	}
 	return out
 }

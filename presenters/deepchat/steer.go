@@ -16,24 +16,14 @@ var _ presenters.Steerer = (*Presenter)(nil)
 // the model had meant to stop. A turn past its last model call takes none
 // (ErrMessageNotRunning): the service then queues the message.
 func (p *Presenter) Steer(ctx context.Context, sessionID string, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
-	if content.Empty() {
-		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
-	}
-	if err := presenters.CheckSendOptions(opts); err != nil {
+	if err := presenters.CheckSend(content, opts); err != nil {
 		return presenters.SendResult{}, err
 	}
 	s := p.registered(sessionID)
 	if s == nil {
 		return presenters.SendResult{}, fmt.Errorf("no turn runs in session %s: %w", sessionID, presenters.ErrMessageNotRunning)
 	}
-	s.mu.Lock()
-	workspace := s.conv.Workspace
-	s.mu.Unlock()
-	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, workspace)
-	if err != nil {
-		return presenters.SendResult{}, err
-	}
-	blocks, err := userBlocks(ws, content)
+	_, blocks, err := p.userBlocksOf(s, sessionID, content)
 	if err != nil {
 		return presenters.SendResult{}, err
 	}

@@ -49,13 +49,26 @@ func (t *turn) removePending(id string) {
 	}
 }
 
+// userBlocksOf is content as the blocks of a user message of session s, its attachments
+// read in the session's workspace, which it returns too. That is opened again for every
+// message, from the stored directory: it may have gone or been swapped since the last
+// turn, or since before a restart.
+func (p *Presenter) userBlocksOf(s *session, sessionID string, content presenters.MessageContent) (*sandbox.Workspace, []presenters.Block, error) {
+	s.mu.Lock()
+	workspace := s.conv.Workspace
+	s.mu.Unlock()
+	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	blocks, err := userBlocks(ws, content)
+	return ws, blocks, err
+}
+
 // SendMessage stores the user's message and an in-progress assistant message, under
 // the ids opts chose (minted where empty), starts the turn and returns at once.
 func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content presenters.MessageContent, opts presenters.SendOptions) (presenters.SendResult, error) {
-	if content.Empty() {
-		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
-	}
-	if err := presenters.CheckSendOptions(opts); err != nil {
+	if err := presenters.CheckSend(content, opts); err != nil {
 		return presenters.SendResult{}, err
 	}
 	if reason := p.readiness(); reason != "" {
@@ -65,16 +78,7 @@ func (p *Presenter) SendMessage(ctx context.Context, sessionID string, content p
 	if err != nil {
 		return presenters.SendResult{}, err
 	}
-	s.mu.Lock()
-	workspace := s.conv.Workspace
-	s.mu.Unlock()
-	// Opened again for every turn, from the stored directory: the directory may have
-	// gone or been swapped since the last turn, or since before a restart.
-	ws, err := presenters.ReopenWorkspace(p.deps.Roots, sessionID, workspace)
-	if err != nil {
-		return presenters.SendResult{}, err
-	}
-	blocks, err := userBlocks(ws, content)
+	ws, blocks, err := p.userBlocksOf(s, sessionID, content)
 	if err != nil {
 		return presenters.SendResult{}, err
 	}

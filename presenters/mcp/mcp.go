@@ -14,7 +14,6 @@
 package mcp
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,9 +253,9 @@ type server struct {
 
 // conn is a live connection to a server.
 type conn struct {
-	session    *sdk.ClientSession
-	proc       *sandbox.Process // nil for an HTTP server
-	stderrDone chan struct{}
+	session *sdk.ClientSession
+	proc    *sandbox.Process // nil for an HTTP server
+	log     *slog.Logger
 }
 
 // connected returns the live connection, connecting first if there is none; s.mu is held.
@@ -290,19 +288,19 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 			s.log.Info("MCP server's tool list changed")
 		},
 	})
-	c := &conn{}
+	c := &conn{log: s.log}
 	var transport sdk.Transport
 	if s.cfg.IsHTTP() {
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, MaxRetries: -1,
 			HTTPClient: &http.Client{Transport: headerTransport{base: s.transport, headers: s.cfg.Headers}}}
 	} else {
-		proc, err := s.starter.StartProcess(sandbox.ProcessSpec{Command: s.cfg.Command, Args: s.cfg.Args, Env: s.cfg.Env, Installed: s.cfg.Configured})
+		proc, err := s.starter.StartProcess(sandbox.ProcessSpec{Command: s.cfg.Command, Args: s.cfg.Args, Env: s.cfg.Env, Installed: s.cfg.Configured,
+			StderrLine: func(line string) { s.log.Info("MCP server stderr", "line", line) }})
 		if err != nil {
 			s.log.Warn("MCP server could not be started", "err", err)
 			return nil, fmt.Errorf("%w: %s could not be started (%v); check its command in the MCP server settings", ErrServerFailed, s.cfg.Name, err)
 		}
-		c.proc, c.stderrDone = proc, make(chan struct{})
-		go logStderr(proc.Stderr, s.log, c.stderrDone)
+		c.proc = proc
 		transport = &sdk.IOTransport{Reader: proc.Stdout, Writer: proc.Stdin}
 	}
 	session, err := client.Connect(ctx, transport, nil)
@@ -347,7 +345,8 @@ func (c *conn) alive() bool {
 	}
 }
 
-// stop ends the connection and the process; it returns once the process is gone.
+// stop ends the connection and the process; it returns once the process is gone and
+// its pipes are closed.
 func (c *conn) stop() {
 	if c.proc != nil {
 		c.proc.Stop(context.Background(), stopGrace)
@@ -355,8 +354,10 @@ func (c *conn) stop() {
 	if c.session != nil {
 		_ = c.session.Close()
 	}
-	if c.stderrDone != nil {
-		<-c.stderrDone
+	if c.proc != nil {
+		if err := c.proc.Close(); err != nil {
+			c.log.Warn("reading the MCP server's stderr failed", "err", err)
+		}
 	}
 }
 
@@ -457,19 +458,6 @@ func (s *server) close() {
 	if s.conn != nil {
 		s.conn.stop()
 		s.conn = nil
-	}
-}
-
-// logStderr logs a server's stderr line by line until it ends.
-func logStderr(stderr *os.File, log *slog.Logger, done chan struct{}) {
-	defer close(done)
-	sc := bufio.NewScanner(stderr)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		log.Info("MCP server stderr", "line", sc.Text())
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
-		log.Warn("reading the MCP server's stderr failed", "err", err)
 	}
 }
 

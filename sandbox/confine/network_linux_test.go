@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agenticd/agenticd/internal/testlisten"
 	"github.com/agenticd/agenticd/internal/unprivileged"
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
@@ -14,26 +15,7 @@ import (
 // test ends, and returns the port.
 func listenLoopback(t *testing.T) uint16 {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-	})
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
+	return uint16(testlisten.Serve(t, "tcp4", "127.0.0.1:0", nil).(*net.TCPAddr).Port)
 }
 
 // With a network policy a confined command connects only to the listed TCP port, on
