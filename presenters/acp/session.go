@@ -300,7 +300,7 @@ func (s *session) storeConversationLocked() {
 	s.conv.Usage = s.info.Usage
 	s.conv.AgentSessionID = string(s.acpID)
 	s.conv.UpdatedAt = time.Now()
-	s.p.persist.saveConversation(s.conv)
+	s.p.persist.SaveConversation(s.conv)
 }
 
 // send starts a turn, its messages under the ids opts chose (minted where empty).
@@ -345,7 +345,7 @@ func (s *session) send(ctx context.Context, content presenters.MessageContent, o
 	user := presenters.Message{ID: t.userMsgID, SessionID: s.id, Role: presenters.RoleUser,
 		Status: presenters.MessageComplete, Blocks: userBlocks, CreatedAt: now}
 	s.echoUserLocked(user)
-	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
+	s.p.persist.SaveUpdate(s.norm.msg.update(store.StatusInProgress))
 
 	old := s.info
 	if s.info.Title == "" {
@@ -439,7 +439,7 @@ func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) 
 
 // endTurnLocked finalizes the turn's message and queues it for the store; wait closes
 // when it was written (s.mu held).
-func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan struct{}) {
+func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan error) {
 	t.finished = true
 	if t.grace != nil && t.grace.Stop() {
 		s.p.wg.Done() // it will not run
@@ -457,7 +457,7 @@ func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status pres
 	s.storeConversationLocked()
 	// The message's text is only what came since the last checkpoint: callers read its
 	// id, stop reason and usage.
-	return final.Message, s.p.persist.saveUpdateWait(final)
+	return final.Message, s.p.persist.SaveUpdateWait(final)
 }
 
 // turnEnded sends MESSAGE_END and returns the session to idle.
@@ -649,7 +649,7 @@ func (s *session) close(ctx context.Context) error {
 func (s *session) shutdown() {
 	s.mu.Lock()
 	t := s.turn
-	var wait <-chan struct{}
+	var wait <-chan error
 	var msg presenters.Message
 	ending := t != nil && !t.finished
 	if ending {
@@ -699,7 +699,7 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 		s.emit.Error(e)
 	}
 	var msg presenters.Message
-	var wait <-chan struct{}
+	var wait <-chan error
 	if ending {
 		msg, wait = s.endTurnLocked(t, presenters.StopError, presenters.MessageError, nil)
 	}
@@ -751,5 +751,5 @@ func (s *session) checkpointLocked() {
 	}
 	// Queued under s.mu, so a checkpoint is always queued before the next one and the
 	// final version: each appends to what the one before stored.
-	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
+	s.p.persist.SaveUpdate(s.norm.msg.update(store.StatusInProgress))
 }
