@@ -616,12 +616,13 @@ func (p *Presenter) stopToolsIfClosed(s *session) bool {
 // storeClose writes the close of an idle session (s.mu held, s.closed set), then
 // unregisters it and emits SESSION_CLOSED. On failure the session stays open. The write
 // comes before unregistering, so a SendMessage that loads the session afresh finds it
-// closed.
+// closed. A write fenced out because another replica took the session over closes it
+// here only: it is that replica's, open, and this one lets go of it.
 func (p *Presenter) storeClose(ctx context.Context, s *session) error {
 	conv := s.conv
 	conv.Closed = true
 	conv.UpdatedAt = time.Now()
-	if err := p.deps.Store.UpdateConversation(ctx, conv); err != nil {
+	if err := p.deps.Store.UpdateConversation(ctx, conv); err != nil && !errors.Is(err, store.ErrFenced) {
 		s.closed = false
 		return err
 	}

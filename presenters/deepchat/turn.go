@@ -373,7 +373,8 @@ func (r *turnRun) checkpoint() {
 // new turn. Through a database outage the reply's write is tried again until it lands,
 // so that what is stored is what the stream showed, and the turn's end waits for it;
 // the session stays busy meanwhile. The session's row (its usage, its time, and a close
-// CloseSession asked for meanwhile) is written after it. When that stored a close, the
+// CloseSession asked for meanwhile) is written after it. When that stored a close, or
+// another replica took the session over (the close is then this replica's alone), the
 // session is unregistered and SESSION_CLOSED sent.
 func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status presenters.MessageStatus, failure *presenters.ErrorPayload) {
 	if failure != nil {
@@ -406,9 +407,9 @@ func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status
 	}
 	switch {
 	case errors.Is(saved, store.ErrFenced):
-		// Another replica took the session over; it ends and stores the reply itself,
-		// and this replica lets go of the session.
-		conv.Closed = false
+		// Another replica took the session over: it ends and stores the reply itself,
+		// and a close asked for meanwhile (this replica letting go) closes the session
+		// here only, as storeClose does.
 	case saved != nil:
 		r.log.Error("could not save the reply", "err", saved)
 		r.em.Error(presenters.ErrorPayload{Code: "storage_failed", MessageID: m.ID,
