@@ -417,7 +417,7 @@ func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status
 		conv.Closed = false
 	default:
 		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
-		if err := r.p.deps.Store.UpdateConversation(commitCtx, conv); err != nil {
+		if err := r.p.deps.Store.UpdateConversation(commitCtx, conv); err != nil && !errors.Is(err, store.ErrFenced) {
 			r.log.Warn("the reply is saved, but not the session's usage and time, nor a close asked for during the turn", "err", err)
 			conv.Closed = false
 		}
