@@ -83,13 +83,13 @@ func (g *replicaGroup) start(t *testing.T, id string, agent daemon.AgentConfig, 
 	return p
 }
 
-// startWith runs one replica named id with agent on the database at dsn (the group's
+// startWith runs one replica named id with agents on the database at dsn (the group's
 // through a proxy, or as another role), with heartbeats every half second so that a
 // stream it can no longer vouch for ends soon.
-func (g *replicaGroup) startWith(t *testing.T, id string, agent daemon.AgentConfig, dsn string) *agenticdProcess {
+func (g *replicaGroup) startWith(t *testing.T, id, dsn string, agents ...daemon.AgentConfig) *agenticdProcess {
 	t.Helper()
 	cfg := daemon.Config{Listen: freeLoopbackAddr(t), DataDir: t.TempDir(), WorkspaceRoots: []string{g.root}, LogLevel: "debug",
-		Database: dsn, Token: replicasToken, Replica: daemon.ReplicaConfig{ID: id, LeaseTTL: replicaTTL}, Agents: []daemon.AgentConfig{agent},
+		Database: dsn, Token: replicasToken, Replica: daemon.ReplicaConfig{ID: id, LeaseTTL: replicaTTL}, Agents: agents,
 		HeartbeatInterval: 500 * time.Millisecond}
 	p := startAgenticdProcess(t, g.bin, cfg)
 	t.Cleanup(func() {

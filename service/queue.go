@@ -32,27 +32,17 @@ const (
 	queueCallTimeout = time.Minute
 	// interruptTimeout bounds how long an INTERRUPT waits for the cancelled turn to end.
 	interruptTimeout = 30 * time.Second
-	// queueStoreTimeout bounds a caller's look at or write to the queue's store: a
-	// database behind a partition holds a query without answering or failing.
-	queueStoreTimeout = 5 * time.Second
 )
 
-// storeCall runs fn, a look at or write to the queue's store for a caller, within
-// queueStoreTimeout. A database that does not answer in time, and a replica that knows
-// it is cut off from its database, are UNAVAILABLE to the caller (DATABASE_UNAVAILABLE):
-// it sends again shortly, here or through another replica, instead of waiting out its
-// own deadline.
+// storeCall runs fn, a look at or write to the queue's store for a caller. A replica
+// that knows it is cut off from its database answers at once what the store answers once
+// a call runs out of its bound: UNAVAILABLE (DATABASE_UNAVAILABLE), so that the caller
+// sends again shortly, here or through another replica.
 func (q *Queue) storeCall(ctx context.Context, what string, fn func(context.Context) error) error {
 	if q.hub != nil && q.hub.cutOff.Load() {
 		return fmt.Errorf("%s: this replica cannot reach its database; send again shortly: %w", what, store.ErrUnavailable)
 	}
-	sctx, cancel := context.WithTimeout(ctx, queueStoreTimeout)
-	defer cancel()
-	err := fn(sctx)
-	if err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%s: the database did not answer within %s; send again shortly: %w", what, queueStoreTimeout, store.ErrUnavailable)
-	}
-	return err
+	return fn(ctx)
 }
 
 // Queue holds the messages sent while their session's turn ran, in the store, and starts

@@ -65,7 +65,9 @@ func readableBy(column string, r Reader) (string, []any) {
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
 // SessionGrants returns the ACLs of sessions, by session id, each sorted by grantee.
-func (s *Store) SessionGrants(ctx context.Context, sessionIDs []string) (map[string][]SessionGrant, error) {
+func (s *Store) SessionGrants(ctx context.Context, sessionIDs []string) (_ map[string][]SessionGrant, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	out := make(map[string][]SessionGrant)
 	for part := range slices.Chunk(sessionIDs, idBatch) {
 		var rows []SessionGrant
@@ -81,8 +83,10 @@ func (s *Store) SessionGrants(ctx context.Context, sessionIDs []string) (map[str
 
 // SetSessionGrants replaces a session's ACL; presenters.ErrNotFound when the session is
 // unknown.
-func (s *Store) SetSessionGrants(ctx context.Context, sessionID string, grants []SessionGrant) error {
-	err := s.write(ctx, func(tx *gorm.DB) error {
+func (s *Store) SetSessionGrants(ctx context.Context, sessionID string, grants []SessionGrant) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
+	err = s.write(ctx, func(tx *gorm.DB) error {
 		var n int64
 		if err := tx.Model(&SessionOwner{}).Where("session_id = ?", sessionID).Count(&n).Error; err != nil {
 			return err
@@ -108,7 +112,9 @@ func (s *Store) SetSessionGrants(ctx context.Context, sessionID string, grants [
 }
 
 // CountSessions counts the sessions a reader may read; nil counts them all.
-func (s *Store) CountSessions(ctx context.Context, r *Reader) (int64, error) {
+func (s *Store) CountSessions(ctx context.Context, r *Reader) (_ int64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	q := s.db.WithContext(ctx).Model(&SessionOwner{})
 	if r != nil {
 		cond, args := readableBy("session_id", *r)
@@ -123,7 +129,9 @@ func (s *Store) CountSessions(ctx context.Context, r *Reader) (int64, error) {
 
 // SessionCreators returns the creators of sessions, by session id; unknown ids are
 // left out.
-func (s *Store) SessionCreators(ctx context.Context, sessionIDs []string) (map[string]string, error) {
+func (s *Store) SessionCreators(ctx context.Context, sessionIDs []string) (_ map[string]string, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	out := make(map[string]string, len(sessionIDs))
 	for part := range slices.Chunk(sessionIDs, idBatch) {
 		var rows []SessionOwner

@@ -11,7 +11,9 @@ import (
 // not owners, because a presenter stores a session's conversation before the service
 // records its owner, so a session being created is known here first. One query per 500
 // ids.
-func (s *Store) KnownAgentSessions(ctx context.Context, agentID string, agentSessionIDs []string) (map[string]bool, error) {
+func (s *Store) KnownAgentSessions(ctx context.Context, agentID string, agentSessionIDs []string) (_ map[string]bool, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	known := make(map[string]bool)
 	for part := range slices.Chunk(agentSessionIDs, idBatch) {
 		var ids []string

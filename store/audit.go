@@ -52,7 +52,9 @@ func appendAudit(ctx context.Context, tx *sql.Tx, d dialect, entries []AuditEntr
 }
 
 // AuditEntries returns up to limit entries matching f, oldest (lowest id) first.
-func (s *Store) AuditEntries(ctx context.Context, f AuditFilter, limit int) ([]AuditEntry, error) {
+func (s *Store) AuditEntries(ctx context.Context, f AuditFilter, limit int) (_ []AuditEntry, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var (
 		where []string
 		args  []any
@@ -125,7 +127,9 @@ func (s *Store) AuditEntries(ctx context.Context, f AuditFilter, limit int) ([]A
 // PruneAudit applies the audit log's retention: at most maxEntries entries and none older
 // than maxAge (0 or less: no bound), the oldest going first, in transactions of at most
 // pruneRows rows. It returns how many entries went.
-func (s *Store) PruneAudit(ctx context.Context, maxEntries int64, maxAge time.Duration) (int64, error) {
+func (s *Store) PruneAudit(ctx context.Context, maxEntries int64, maxAge time.Duration) (_ int64, err error) {
+	ctx, done := s.longCall(ctx)
+	defer done(&err)
 	var keepFrom int64 // the lowest id every bound keeps
 	db := s.db.WithContext(ctx)
 	if maxEntries > 0 {
@@ -162,12 +166,17 @@ func (s *Store) PruneAudit(ctx context.Context, maxEntries int64, maxAge time.Du
 // AppendAudit appends audit entries of their own, made of no event (a webhook's
 // deliveries), in one transaction.
 func (s *Store) AppendAudit(ctx context.Context, entries []AuditEntry) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if len(entries) == 0 {
 		return nil
 	}
 	defer s.observeWrite("audit_append", time.Now())
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return fmt.Errorf("append %d audit entries: %w", len(entries), err)
+	}
+	defer unlock()
 	tx, err := s.sqlDB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("append %d audit entries: %w", len(entries), err)

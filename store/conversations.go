@@ -75,7 +75,9 @@ func (r conversationRow) conversation() Conversation {
 
 // CreateConversation stores a new conversation. Zero times are set to now.
 // ErrConversationExists when the id is taken.
-func (s *Store) CreateConversation(ctx context.Context, c Conversation) error {
+func (s *Store) CreateConversation(ctx context.Context, c Conversation) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if c.ID == "" || c.AgentID == "" {
 		return fmt.Errorf("create conversation: id and agent id are required: %w", presenters.ErrInvalidArgument)
 	}
@@ -91,7 +93,7 @@ func (s *Store) CreateConversation(ctx context.Context, c Conversation) error {
 	}
 	args := append([]any{c.ID, c.AgentID, c.AgentSessionID, c.Workspace, c.Title, c.ModelID, c.ModeID,
 		c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), c.Closed}, usageColumns(c.Usage)...)
-	_, err := s.writeStmt(ctx, s.insertConversationStmt, args...)
+	_, err = s.writeStmt(ctx, s.insertConversationStmt, args...)
 	if isDuplicate(err) {
 		return fmt.Errorf("conversation %s: %w", c.ID, ErrConversationExists)
 	}
@@ -102,9 +104,11 @@ func (s *Store) CreateConversation(ctx context.Context, c Conversation) error {
 }
 
 // GetConversation returns one conversation; presenters.ErrNotFound if it is not stored.
-func (s *Store) GetConversation(ctx context.Context, id string) (Conversation, error) {
+func (s *Store) GetConversation(ctx context.Context, id string) (_ Conversation, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var rows []conversationRow
-	err := s.db.WithContext(ctx).Raw(`SELECT `+conversationColumns+` FROM conversations WHERE id = ?`, id).
+	err = s.db.WithContext(ctx).Raw(`SELECT `+conversationColumns+` FROM conversations WHERE id = ?`, id).
 		Scan(&rows).Error
 	if err != nil {
 		return Conversation{}, fmt.Errorf("read conversation %s: %w", id, err)
@@ -120,7 +124,9 @@ const idBatch = 500
 
 // GetConversations returns the stored conversations among ids, in any order; an id not
 // stored is left out. One query per 500 ids.
-func (s *Store) GetConversations(ctx context.Context, ids []string) ([]Conversation, error) {
+func (s *Store) GetConversations(ctx context.Context, ids []string) (_ []Conversation, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	out := make([]Conversation, 0, len(ids))
 	for part := range slices.Chunk(ids, idBatch) {
 		var rows []conversationRow
@@ -138,7 +144,9 @@ func (s *Store) GetConversations(ctx context.Context, ids []string) ([]Conversat
 
 // CountMessagesOf returns the number of stored messages of each of the sessions; one
 // with none is absent from the map. One query per 500 ids.
-func (s *Store) CountMessagesOf(ctx context.Context, sessionIDs []string) (map[string]int64, error) {
+func (s *Store) CountMessagesOf(ctx context.Context, sessionIDs []string) (_ map[string]int64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	out := make(map[string]int64, len(sessionIDs))
 	for part := range slices.Chunk(sessionIDs, idBatch) {
 		var rows []messageCount
@@ -161,7 +169,9 @@ type messageCount struct {
 
 // UpdateConversation writes every mutable field of c (all but ID, AgentID, CreatedAt).
 // A zero UpdatedAt is set to now. presenters.ErrNotFound if it is not stored.
-func (s *Store) UpdateConversation(ctx context.Context, c Conversation) error {
+func (s *Store) UpdateConversation(ctx context.Context, c Conversation) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if s.fence != "" && s.dialect == postgresDialect {
 		// A replica's: fenced like its message writes (a session it lost is not closed
 		// or retitled under its new owner).

@@ -12,8 +12,10 @@ import (
 // its setup, its queued messages, its owner record and ACL, and its lease. Deleting a session that has none of them is
 // no error. Its stored message ids are free again afterwards (an id a check let through
 // in the last minutes stays claimed until its claim expires).
-func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
-	err := s.write(ctx, func(tx *gorm.DB) error {
+func (s *Store) DeleteSession(ctx context.Context, sessionID string) (err error) {
+	ctx, done := s.longCall(ctx)
+	defer done(&err)
+	err = s.write(ctx, func(tx *gorm.DB) error {
 		for _, stmt := range []string{
 			`DELETE FROM conversations WHERE id = ?`,
 			`DELETE FROM event_log WHERE session_id = ?`,

@@ -53,6 +53,8 @@ func (s *Store) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
 // lease rows stay locked until it commits, so no take-over lands between the check and
 // the write.
 func (s *Store) AppendFenced(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -67,7 +69,11 @@ func (s *Store) AppendFenced(ctx context.Context, batch []LoggedEvent, audit []A
 // the prepared statement, the rest through one statement of its own.
 func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []AuditEntry, replica string) (fenced []string, err error) {
 	defer s.observeWrite("event_log_append", time.Now())
-	defer s.lockUnshared()()
+	unlock, err := s.lockUnshared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	tx, err := s.sqlDB.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -230,7 +236,9 @@ const loggedEventColumns = `sequence, session_id, agent_id, type, message_id, ti
 
 // ReadEvents returns up to limit logged events with a sequence in (after, until], oldest
 // first, that match the filter. until 0 is no upper bound, nor is a limit of 0 or less.
-func (s *Store) ReadEvents(ctx context.Context, after, until uint64, f EventFilter, limit int) ([]LoggedEvent, error) {
+func (s *Store) ReadEvents(ctx context.Context, after, until uint64, f EventFilter, limit int) (_ []LoggedEvent, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var where strings.Builder
 	where.WriteString(`sequence > ?`)
 	args := []any{int64(after)}
@@ -261,7 +269,9 @@ func (s *Store) ReadEvents(ctx context.Context, after, until uint64, f EventFilt
 // It reads the session's events (event_log_by_session) and keeps the message's: an index
 // on message_id cost a fifth of the log's write time in a flood, for a read that runs only
 // at start-up after a crash.
-func (s *Store) MessageEvents(ctx context.Context, sessionID, messageID string) ([]LoggedEvent, error) {
+func (s *Store) MessageEvents(ctx context.Context, sessionID, messageID string) (_ []LoggedEvent, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if messageID == "" {
 		return nil, errors.New("read a message's logged events: empty message id")
 	}
@@ -295,6 +305,8 @@ func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]L
 
 // EventLogRange is the oldest and newest logged sequence (0, 0 when the log is empty).
 func (s *Store) EventLogRange(ctx context.Context) (oldest, newest uint64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var r struct{ Oldest, Newest int64 }
 	if err := s.db.WithContext(ctx).Raw(`SELECT COALESCE(MIN(sequence), 0) AS oldest, COALESCE(MAX(sequence), 0) AS newest FROM event_log`).Scan(&r).Error; err != nil {
 		return 0, 0, fmt.Errorf("read the event log's range: %w", err)
@@ -311,7 +323,9 @@ const pruneRows = 5000
 // deletes the oldest first, so what remains is always the newest part of the log; by age
 // it stops at the first event young enough (event times rise with their sequences, but
 // for steps of the clock). It returns how many events went.
-func (s *Store) PruneEvents(ctx context.Context, maxEvents int64, maxBytes int64, maxAge time.Duration) (int64, error) {
+func (s *Store) PruneEvents(ctx context.Context, maxEvents int64, maxBytes int64, maxAge time.Duration) (_ int64, err error) {
+	ctx, done := s.longCall(ctx)
+	defer done(&err)
 	// keepFrom is the oldest sequence every bound lets stay; the reads happen outside the
 	// write lock (WAL readers do not block writers), so they cost the other writers nothing.
 	keepFrom, err := s.pruneCutoff(ctx, maxEvents, maxBytes, maxAge)

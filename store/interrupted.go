@@ -22,13 +22,17 @@ type InterruptedMessage struct {
 // MarkInterrupted turns every message still in progress (left by a crash) into an
 // incomplete one, and its unfinished tool calls into cancelled ones. Call it at
 // start-up, before any turn runs. It returns the messages it changed, oldest first.
-func (s *Store) MarkInterrupted(ctx context.Context) ([]InterruptedMessage, error) {
+func (s *Store) MarkInterrupted(ctx context.Context) (_ []InterruptedMessage, err error) {
+	ctx, done := s.longCall(ctx)
+	defer done(&err)
 	return s.markInterrupted(ctx, "")
 }
 
 // MarkSessionInterrupted is MarkInterrupted for one session: for a replica that takes
 // over a session whose owner died, while other replicas' turns run on.
-func (s *Store) MarkSessionInterrupted(ctx context.Context, sessionID string) ([]InterruptedMessage, error) {
+func (s *Store) MarkSessionInterrupted(ctx context.Context, sessionID string) (_ []InterruptedMessage, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if sessionID == "" {
 		return nil, errors.New("mark a session's interrupted messages: empty session id")
 	}
@@ -87,9 +91,11 @@ func (s *Store) markInterrupted(ctx context.Context, sessionID string) ([]Interr
 // first, that are stored finished while the event log holds events of theirs but not
 // their MESSAGE_END: a replica stored the turn's end and lost the session before the
 // event announcing it reached the log. Its subscribers never saw the turn end.
-func (s *Store) UnendedMessages(ctx context.Context, sessionID string, limit int) ([]InterruptedMessage, error) {
+func (s *Store) UnendedMessages(ctx context.Context, sessionID string, limit int) (_ []InterruptedMessage, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var ids []string
-	err := s.db.WithContext(ctx).Raw(`SELECT id FROM (SELECT m.id, m.seq FROM messages m
+	err = s.db.WithContext(ctx).Raw(`SELECT id FROM (SELECT m.id, m.seq FROM messages m
 		WHERE m.conversation_id = ? AND m.role = ? AND m.status NOT IN (?, ?)
 		AND EXISTS (SELECT 1 FROM event_log e WHERE e.session_id = m.conversation_id AND e.message_id = m.id)
 		AND NOT EXISTS (SELECT 1 FROM event_log e WHERE e.session_id = m.conversation_id AND e.message_id = m.id AND e.type = ?)
@@ -109,7 +115,9 @@ func (s *Store) UnendedMessages(ctx context.Context, sessionID string, limit int
 // MarkMessagesInterrupted makes the session's messages incomplete, whatever their status,
 // and their unfinished tool calls cancelled (as MarkInterrupted does for messages in
 // progress): for UnendedMessages, whose stored end no subscriber saw.
-func (s *Store) MarkMessagesInterrupted(ctx context.Context, sessionID string, msgs []InterruptedMessage) error {
+func (s *Store) MarkMessagesInterrupted(ctx context.Context, sessionID string, msgs []InterruptedMessage) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -117,7 +125,7 @@ func (s *Store) MarkMessagesInterrupted(ctx context.Context, sessionID string, m
 	for i, m := range msgs {
 		ids[i] = m.MessageID
 	}
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err = s.write(ctx, func(tx *gorm.DB) error {
 		for _, id := range ids {
 			delete(s.committed, id)
 		}

@@ -54,7 +54,9 @@ func (d dialect) nowNanos() string {
 // when it is free, expired or the replica's own (a renewal). When another replica's lease
 // has not expired, it returns that lease and an error wrapping ErrLeaseHeld, so that the
 // caller can forward to its Address.
-func (s *Store) AcquireLease(ctx context.Context, sessionID, replica, address string, ttl time.Duration) (Lease, error) {
+func (s *Store) AcquireLease(ctx context.Context, sessionID, replica, address string, ttl time.Duration) (_ Lease, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if sessionID == "" || replica == "" || ttl <= 0 {
 		return Lease{}, fmt.Errorf("acquire the lease of session %q for replica %q for %s: the session, the replica and a positive ttl are required", sessionID, replica, ttl)
 	}
@@ -99,7 +101,11 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, replica, address st
 // writeRow runs one write statement that returns a row, and scans it into dest.
 func (s *Store) writeRow(ctx context.Context, query string, args []any, dest ...any) error {
 	defer s.observeWrite("statement", time.Now())
-	defer s.lockUnshared()()
+	unlock, err := s.lockUnshared(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return s.sqlDB.QueryRowContext(ctx, query, args...).Scan(dest...)
 }
 
@@ -107,27 +113,32 @@ func (s *Store) writeRow(ctx context.Context, query string, args []any, dest ...
 // state (committed), and returns its release. On Postgres it takes nothing: the server
 // orders concurrent writers itself, and a lease renewal must not queue behind an append
 // stuck on a connection that stopped answering.
-func (s *Store) lockUnshared() func() {
+func (s *Store) lockUnshared(ctx context.Context) (unlock func(), err error) {
 	if s.dialect == postgresDialect {
-		return func() {}
+		return func() {}, nil
 	}
-	s.writeMu.Lock()
-	return s.writeMu.Unlock
+	return s.lockWrite(ctx)
 }
 
 // writeUnshared is write for a transaction that touches none of the store's own state.
 func (s *Store) writeUnshared(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	defer s.observeWrite("transaction", time.Now())
-	defer s.lockUnshared()()
+	unlock, err := s.lockUnshared(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return s.db.WithContext(ctx).Transaction(fn)
 }
 
 // SessionLease returns the session's lease, expired or not; ErrNoLease when there is
 // none.
-func (s *Store) SessionLease(ctx context.Context, sessionID string) (Lease, error) {
+func (s *Store) SessionLease(ctx context.Context, sessionID string) (_ Lease, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	l := Lease{SessionID: sessionID}
 	var expires int64
-	err := s.sqlDB.QueryRowContext(ctx, s.dialect.rebind(`SELECT replica, address, expires_at, expires_at <= `+s.dialect.nowNanos()+`
+	err = s.sqlDB.QueryRowContext(ctx, s.dialect.rebind(`SELECT replica, address, expires_at, expires_at <= `+s.dialect.nowNanos()+`
 		FROM session_leases WHERE session_id = ?`), sessionID).Scan(&l.Replica, &l.Address, &expires, &l.Expired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Lease{}, fmt.Errorf("session %s: %w", sessionID, ErrNoLease)
@@ -144,14 +155,16 @@ func (s *Store) SessionLease(ctx context.Context, sessionID string) (Lease, erro
 // that ran out while the database was away is the replica's again when it comes back, so
 // an outage alone robs no healthy owner. It returns the sessions whose leases it
 // extended.
-func (s *Store) RenewLeases(ctx context.Context, replica string, ttl time.Duration) ([]string, error) {
+func (s *Store) RenewLeases(ctx context.Context, replica string, ttl time.Duration) (_ []string, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if ttl <= 0 {
 		return nil, fmt.Errorf("renew the leases of replica %s for %s: the ttl must be positive", replica, ttl)
 	}
 	now := s.dialect.nowNanos()
 	var renewed []string
 	// A released lease expires at 0 (ReleaseLeases), which no clock reaches.
-	err := s.writeUnshared(ctx, func(tx *gorm.DB) error {
+	err = s.writeUnshared(ctx, func(tx *gorm.DB) error {
 		return tx.Raw(`UPDATE session_leases SET expires_at = `+now+` + ? WHERE replica = ? AND expires_at > 0 RETURNING session_id`,
 			ttl.Nanoseconds(), replica).Scan(&renewed).Error
 	})
@@ -164,8 +177,10 @@ func (s *Store) RenewLeases(ctx context.Context, replica string, ttl time.Durati
 // ReleaseLeases gives up the replica's leases on the sessions, or all of its leases when
 // none are named (on a graceful stop): they expire at once, their rows still naming the
 // replica. Leases the replica does not hold stay as they are.
-func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error {
-	err := s.writeUnshared(ctx, func(tx *gorm.DB) error {
+func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
+	err = s.writeUnshared(ctx, func(tx *gorm.DB) error {
 		// Expired, not deleted: the row keeps naming its last holder, which the fence of
 		// another replica's appends reads (AppendFenced).
 		if len(sessionIDs) == 0 {
@@ -187,9 +202,11 @@ func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ..
 // LapsedWithReplyInProgress returns up to limit sessions whose lease has expired while a
 // reply of theirs is still in progress: turns a dead replica left running, which another
 // replica should end (by taking the session over) without waiting for a call.
-func (s *Store) LapsedWithReplyInProgress(ctx context.Context, limit int) ([]string, error) {
+func (s *Store) LapsedWithReplyInProgress(ctx context.Context, limit int) (_ []string, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var ids []string
-	err := s.db.WithContext(ctx).Raw(`SELECT l.session_id FROM session_leases l
+	err = s.db.WithContext(ctx).Raw(`SELECT l.session_id FROM session_leases l
 		WHERE l.expires_at <= `+s.dialect.nowNanos()+`
 		AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = l.session_id AND m.status = ?)
 		ORDER BY l.expires_at LIMIT ?`, string(StatusInProgress), limit).Scan(&ids).Error

@@ -54,7 +54,9 @@ func (c *messageIDClaims) claim(id, sessionID string, now time.Time) bool {
 // are skipped) that a stored message has, or that another session's check let through
 // and may not have stored yet. Message ids are one namespace in the store (a message
 // keeps its id for life), so an id taken in another session is taken too.
-func (s *Store) CheckMessageIDsFree(ctx context.Context, sessionID string, ids ...string) error {
+func (s *Store) CheckMessageIDsFree(ctx context.Context, sessionID string, ids ...string) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	for _, id := range ids {
 		if id == "" {
 			continue

@@ -13,7 +13,9 @@ import (
 // Messages returns the messages of a conversation that q selects, oldest first.
 // presenters.ErrNotFound for an unknown session, or an after- or before-message the
 // session does not hold.
-func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.MessageQuery) ([]presenters.Message, error) {
+func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.MessageQuery) (_ []presenters.Message, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var limit any = q.Limit
 	if q.Limit <= 0 {
 		limit = s.dialect.noLimit()
@@ -153,7 +155,9 @@ func (s *Store) explainEmpty(ctx context.Context, sessionID string, bounds ...st
 }
 
 // CountMessages returns how many messages a conversation holds (0 for an unknown one).
-func (s *Store) CountMessages(ctx context.Context, sessionID string) (int64, error) {
+func (s *Store) CountMessages(ctx context.Context, sessionID string) (_ int64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var n int64
 	if err := s.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM messages WHERE conversation_id = ?`, sessionID).Scan(&n).Error; err != nil {
 		return 0, fmt.Errorf("count messages of session %s: %w", sessionID, err)
@@ -163,7 +167,9 @@ func (s *Store) CountMessages(ctx context.Context, sessionID string) (int64, err
 
 // MessageStamp returns the stored updated_at of a message (Unix nanoseconds), which a
 // save with a MessageUpdate.Stamp sets to that stamp; 0 when the message is not stored.
-func (s *Store) MessageStamp(ctx context.Context, messageID string) (int64, error) {
+func (s *Store) MessageStamp(ctx context.Context, messageID string) (_ int64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var stamps []int64
 	if err := s.db.WithContext(ctx).Raw(`SELECT updated_at FROM messages WHERE id = ?`, messageID).Scan(&stamps).Error; err != nil {
 		return 0, fmt.Errorf("read the stamp of message %s: %w", messageID, err)

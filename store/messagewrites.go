@@ -34,13 +34,17 @@ func (s *Store) SaveMessage(ctx context.Context, m presenters.Message) error {
 }
 
 // SaveMessages upserts several whole messages in one transaction (all or none).
-func (s *Store) SaveMessages(ctx context.Context, msgs ...presenters.Message) error {
+func (s *Store) SaveMessages(ctx context.Context, msgs ...presenters.Message) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	return s.writeMessages(ctx, wholeMessages(msgs), nil)
 }
 
 // SaveTurn writes the conversation (as UpdateConversation does) and upserts messages in
 // one transaction, so a turn's end costs one commit.
-func (s *Store) SaveTurn(ctx context.Context, c Conversation, msgs ...presenters.Message) error {
+func (s *Store) SaveTurn(ctx context.Context, c Conversation, msgs ...presenters.Message) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	return s.writeMessages(ctx, wholeMessages(msgs), func(tx *gorm.DB) error { return updateConversation(tx, c) })
 }
 
@@ -62,7 +66,9 @@ type MessageUpdate struct {
 
 // UpdateMessages saves updates in order in one transaction (all or none); an update
 // without Appended is a whole save, as SaveMessage.
-func (s *Store) UpdateMessages(ctx context.Context, updates ...MessageUpdate) error {
+func (s *Store) UpdateMessages(ctx context.Context, updates ...MessageUpdate) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	return s.writeMessages(ctx, updates, nil)
 }
 
@@ -78,10 +84,13 @@ func wholeMessages(msgs []presenters.Message) []MessageUpdate {
 // what was committed.
 func (s *Store) writeMessages(ctx context.Context, updates []MessageUpdate, first func(tx *gorm.DB) error) error {
 	defer s.observeWrite("messages", time.Now())
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	saved := make(map[string][]storedRow, len(updates)) // what this transaction wrote, by message
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := s.checkFence(tx, updates); err != nil {
 			return err
 		}

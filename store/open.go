@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+	"golang.org/x/sync/semaphore"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -56,7 +56,7 @@ func OpenSQLite(path string) (*gorm.DB, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open history database %s: journal mode is %q, not WAL; put the data dir on a local file system", path, mode)
 	}
-	if err := db.Use(&writeGate{}); err != nil {
+	if err := db.Use(writeGate{newWriteGate()}); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open history database %s: %w", path, err)
 	}
@@ -65,26 +65,45 @@ func OpenSQLite(path string) (*gorm.DB, error) {
 
 // writeGate is the one write lock of a database opened by OpenSQLite, kept as a GORM
 // plugin so that everyone holding the *gorm.DB finds the same one (WriteLock).
-type writeGate struct{ sync.Mutex }
+type writeGate struct{ *WriteGate }
 
 const writeGateName = "agenticd:write-gate"
 
-func (*writeGate) Name() string              { return writeGateName }
-func (*writeGate) Initialize(*gorm.DB) error { return nil }
+func (writeGate) Name() string              { return writeGateName }
+func (writeGate) Initialize(*gorm.DB) error { return nil }
+
+// WriteGate is a write lock that a writer may give up waiting for: Lock returns when the
+// writer's context ends first, so a caller queued behind a write that stalled (a
+// database that stopped answering) leaves when its own time is up instead of when the
+// stalled write ends. Waiters get it first come, first served.
+type WriteGate struct{ sem *semaphore.Weighted }
+
+func newWriteGate() *WriteGate { return &WriteGate{sem: semaphore.NewWeighted(1)} }
+
+// Lock takes the lock, or returns ctx's error when ctx ends first (without it).
+func (g *WriteGate) Lock(ctx context.Context) error {
+	if err := g.sem.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("wait for the database's write lock: %w", err)
+	}
+	return nil
+}
+
+// Unlock releases the lock Lock took.
+func (g *WriteGate) Unlock() { g.sem.Release(1) }
 
 // WriteLock returns the lock that every writer of the database takes around a write
 // transaction or a single write statement. SQLite has one writer at a time anyway; a
 // writer that finds the database locked waits in SQLite's busy handler, which sleeps
 // whole milliseconds per try, and concurrent writers (session owners, each presenter's
 // history, the sequence floor) used to meet there several times per session. Queued on
-// this mutex instead, the next writer starts as soon as the last one commits; every Store
+// this lock instead, the next writer starts as soon as the last one commits; every Store
 // on the same database shares it. A database not opened by OpenSQLite gets a lock of its
 // own per call (its callers then serialize only their own writes).
-func WriteLock(db *gorm.DB) sync.Locker {
-	if g, ok := db.Config.Plugins[writeGateName].(*writeGate); ok {
-		return g
+func WriteLock(db *gorm.DB) *WriteGate {
+	if g, ok := db.Config.Plugins[writeGateName].(writeGate); ok {
+		return g.WriteGate
 	}
-	return new(sync.Mutex)
+	return newWriteGate()
 }
 
 // OpenPostgres connects to the Postgres database at dsn (a postgres:// URL or key=value

@@ -49,9 +49,11 @@ const insertSessionOwnerSQL = `INSERT INTO session_owners (session_id, agent_id,
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
 // SequenceFloor returns the stored floor (0 on a new database).
-func (s *Store) SequenceFloor(ctx context.Context) (uint64, error) {
+func (s *Store) SequenceFloor(ctx context.Context) (_ uint64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var row sequenceFloor
-	err := s.db.WithContext(ctx).Take(&row, 1).Error
+	err = s.db.WithContext(ctx).Take(&row, 1).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return 0, nil
 	}
@@ -60,9 +62,14 @@ func (s *Store) SequenceFloor(ctx context.Context) (uint64, error) {
 
 // SetSequenceFloor raises the stored floor to floor; it never lowers it, so that writes
 // landing out of order leave the highest.
-func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "id"}},
 		DoUpdates: clause.Set{{Column: clause.Column{Name: "floor"},
@@ -74,7 +81,9 @@ func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
 // same agent stays as it is; one by another agent is an error wrapping
 // presenters.ErrFailedPrecondition (session ids are one namespace across agents, and the
 // first owner keeps its session).
-func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) error {
+func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if rec.Creator == "" {
 		rec.Creator = OwnerPrincipal
 	}
@@ -101,9 +110,11 @@ func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) error {
 }
 
 // SessionOwner returns a session's owner record; presenters.ErrNotFound when unknown.
-func (s *Store) SessionOwner(ctx context.Context, sessionID string) (SessionOwner, error) {
+func (s *Store) SessionOwner(ctx context.Context, sessionID string) (_ SessionOwner, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var rec SessionOwner
-	err := s.db.WithContext(ctx).Where("session_id = ?", sessionID).Take(&rec).Error
+	err = s.db.WithContext(ctx).Where("session_id = ?", sessionID).Take(&rec).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return rec, fmt.Errorf("%w: unknown session %q; ListSessions shows the sessions this server knows", presenters.ErrNotFound, sessionID)
 	}
@@ -115,7 +126,9 @@ func (s *Store) SessionOwner(ctx context.Context, sessionID string) (SessionOwne
 
 // KnownSessions returns which of the session ids have an owner record. One query per
 // 500 ids.
-func (s *Store) KnownSessions(ctx context.Context, sessionIDs []string) (map[string]bool, error) {
+func (s *Store) KnownSessions(ctx context.Context, sessionIDs []string) (_ map[string]bool, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	known := make(map[string]bool, len(sessionIDs))
 	for part := range slices.Chunk(sessionIDs, idBatch) {
 		var found []string
@@ -166,7 +179,9 @@ const listedUpdatedAt = `COALESCE(c.updated_at, o.created_unix_nano)`
 // first (ties by session id, ascending), after the cursor (nil: from the start). A
 // session updated between two calls moves to the front, so a walk through the pages
 // may miss or repeat it; UpdatedAfter catches up with what changed.
-func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, after *SessionCursor) ([]ListedSession, error) {
+func (s *Store) ListSessions(ctx context.Context, f SessionFilter, limit int, after *SessionCursor) (_ []ListedSession, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var where []string
 	var args []any
 	if f.AgentID != "" {

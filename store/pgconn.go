@@ -23,10 +23,16 @@ type PostgresLimits struct {
 	Stall time.Duration
 	// Statement is the server's statement_timeout: no statement runs longer.
 	Statement time.Duration
+	// Call bounds each call of a Store on the database, its wait for the write lock
+	// included, whatever the caller's own deadline: a server cut off by a partition
+	// neither answers nor fails, and no setting on the server ends a wait the server does
+	// not know of. A call that runs out of it fails with ErrUnavailable, to be tried
+	// again. 0 is no bound but the caller's.
+	Call time.Duration
 }
 
 // DefaultPostgresLimits are the limits of OpenPostgres.
-var DefaultPostgresLimits = PostgresLimits{Stall: 5 * time.Second, Statement: 30 * time.Second}
+var DefaultPostgresLimits = PostgresLimits{Stall: 5 * time.Second, Statement: 30 * time.Second, Call: 10 * time.Second}
 
 // postgresConfig is the pgx configuration of dsn with the limits applied: each server
 // setting the connection string does not set itself, and a dialer with keepalives and a

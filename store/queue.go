@@ -29,7 +29,9 @@ type contentPartJSON struct {
 var ErrQueuedIDTaken = fmt.Errorf("queued message id taken: %w", presenters.ErrMessageIDInUse)
 
 // QueueMessage appends a message to its session's queue.
-func (s *Store) QueueMessage(ctx context.Context, m presenters.QueuedMessage) error {
+func (s *Store) QueueMessage(ctx context.Context, m presenters.QueuedMessage) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	parts := make([]contentPartJSON, len(m.Content.Parts))
 	for i, p := range m.Content.Parts {
 		parts[i] = contentPartJSON(p)
@@ -60,7 +62,9 @@ func (s *Store) QueueMessage(ctx context.Context, m presenters.QueuedMessage) er
 }
 
 // QueuedMessages lists a session's queue, oldest first.
-func (s *Store) QueuedMessages(ctx context.Context, sessionID string) ([]presenters.QueuedMessage, error) {
+func (s *Store) QueuedMessages(ctx context.Context, sessionID string) (_ []presenters.QueuedMessage, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	rows, err := s.sqlDB.QueryContext(ctx, s.dialect.rebind(`SELECT session_id, message_id, user_message_id, content, reason, queued_at
 		FROM queued_messages WHERE session_id = ? ORDER BY position`), sessionID)
 	if err != nil {
@@ -94,7 +98,9 @@ func (s *Store) QueuedMessages(ctx context.Context, sessionID string) ([]present
 }
 
 // QueuedSessions lists the sessions with queued messages.
-func (s *Store) QueuedSessions(ctx context.Context) ([]string, error) {
+func (s *Store) QueuedSessions(ctx context.Context) (_ []string, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var ids []string
 	if err := s.db.WithContext(ctx).Raw(`SELECT DISTINCT session_id FROM queued_messages ORDER BY session_id`).Scan(&ids).Error; err != nil {
 		return nil, fmt.Errorf("list the sessions with queued messages: %w", err)
@@ -104,9 +110,11 @@ func (s *Store) QueuedSessions(ctx context.Context) ([]string, error) {
 
 // RemoveQueuedMessage takes a message out of its session's queue; id is its message_id
 // or user_message_id. It reports whether the message was queued.
-func (s *Store) RemoveQueuedMessage(ctx context.Context, sessionID, id string) (bool, error) {
+func (s *Store) RemoveQueuedMessage(ctx context.Context, sessionID, id string) (_ bool, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	var removed int64
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err = s.write(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec(`DELETE FROM queued_messages WHERE session_id = ? AND (message_id = ? OR user_message_id = ?)`, sessionID, id, id)
 		removed = res.RowsAffected
 		return res.Error

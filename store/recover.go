@@ -21,9 +21,14 @@ import (
 // presenters checkpoint a reply in progress now and then, so the stored text can lag what
 // was already sent; a message still being written must not be given to it.
 // presenters.ErrNotFound when the session does not hold the message.
-func (s *Store) ExtendMessageText(ctx context.Context, sessionID, messageID, text string) (int, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+func (s *Store) ExtendMessageText(ctx context.Context, sessionID, messageID, text string) (_ int, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	// Read under the write lock: no writer can change the message between this read and
 	// the write below.
 	msgs, err := s.Messages(ctx, sessionID, presenters.MessageQuery{MessageID: messageID})
@@ -78,9 +83,14 @@ func (s *Store) ExtendMessageText(ctx context.Context, sessionID, messageID, tex
 // It is for a reply taken over from a replica that stored more of it than reached the
 // event log (its appends were fenced out, or it stalled): subscribers saw only what the
 // log holds. presenters.ErrNotFound when the session does not hold the message.
-func (s *Store) CutMessageText(ctx context.Context, sessionID, messageID, text string) (int, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+func (s *Store) CutMessageText(ctx context.Context, sessionID, messageID, text string) (_ int, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	msgs, err := s.Messages(ctx, sessionID, presenters.MessageQuery{MessageID: messageID})
 	if err != nil {
 		return 0, err

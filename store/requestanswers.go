@@ -34,8 +34,10 @@ const pruneAnswersEvery = time.Minute
 
 // SaveRequestAnswer keeps a's answer unless an unexpired one is already kept under its
 // request id (the first answer stands); now and then it deletes the expired ones.
-func (s *Store) SaveRequestAnswer(ctx context.Context, a RequestAnswer, now time.Time) error {
-	err := s.write(ctx, func(tx *gorm.DB) error {
+func (s *Store) SaveRequestAnswer(ctx context.Context, a RequestAnswer, now time.Time) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
+	err = s.write(ctx, func(tx *gorm.DB) error {
 		err := tx.Exec(`INSERT INTO request_answers (request_id, method, fingerprint, response, status, expires_unix_nano)
 			VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (request_id) DO UPDATE SET method = excluded.method, fingerprint = excluded.fingerprint,
@@ -60,6 +62,8 @@ func (s *Store) SaveRequestAnswer(ctx context.Context, a RequestAnswer, now time
 // LookupRequestAnswer returns the answer kept under requestID that has not expired at
 // now; ok is false when there is none.
 func (s *Store) LookupRequestAnswer(ctx context.Context, requestID string, now time.Time) (a RequestAnswer, ok bool, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	err = s.db.WithContext(ctx).Where("request_id = ? AND expires_unix_nano > ?", requestID, now.UnixNano()).Take(&a).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return RequestAnswer{}, false, nil

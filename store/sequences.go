@@ -13,6 +13,8 @@ import (
 // event log's newest sequence when that is above the floor, so it never hands out a
 // sequence a hub that kept no floor may have logged.
 func (s *Store) ReserveSequences(ctx context.Context, n uint64) (first uint64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if n == 0 || n > math.MaxInt64/2 {
 		return 0, fmt.Errorf("reserve %d event sequences: the count must be between 1 and 2^62", n)
 	}

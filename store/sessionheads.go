@@ -19,7 +19,9 @@ const sessionsPerRead = 64
 // SessionHeads returns the newest logged sequence of each session with events the filter
 // matches; sessions with none are absent. Named sessions are looked up one by one in
 // event_log_by_session; without names it groups the whole log.
-func (s *Store) SessionHeads(ctx context.Context, f EventFilter) (map[string]uint64, error) {
+func (s *Store) SessionHeads(ctx context.Context, f EventFilter) (_ map[string]uint64, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	where, args := f.agentAndTypeConditions()
 	heads := make(map[string]uint64)
 	scan := func(query string, args []any) error {
@@ -66,7 +68,9 @@ func (s *Store) SessionHeads(ctx context.Context, f EventFilter) (map[string]uin
 // a sequence above the session's entry there, that match the filter's agents and types
 // (its sessions are those of after), oldest first; limit 0 or less is no limit. What it
 // returns of each session is the start of what that session has above its entry.
-func (s *Store) ReadSessionEvents(ctx context.Context, after map[string]uint64, f EventFilter, limit int) ([]LoggedEvent, error) {
+func (s *Store) ReadSessionEvents(ctx context.Context, after map[string]uint64, f EventFilter, limit int) (_ []LoggedEvent, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	cond, condArgs := f.agentAndTypeConditions()
 	limitClause := ""
 	if limit > 0 {

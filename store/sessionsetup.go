@@ -34,7 +34,9 @@ type mcpServerJSON struct {
 
 // SaveSessionSetup stores a session's setup, replacing what was stored for it. A setup
 // with neither directories nor servers stores nothing (SessionSetup reads it as empty).
-func (s *Store) SaveSessionSetup(ctx context.Context, setup SessionSetup) error {
+func (s *Store) SaveSessionSetup(ctx context.Context, setup SessionSetup) (err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	if len(setup.AdditionalDirectories) == 0 && len(setup.MCPServers) == 0 {
 		return nil
 	}
@@ -59,10 +61,12 @@ func (s *Store) SaveSessionSetup(ctx context.Context, setup SessionSetup) error 
 
 // SessionSetup returns what SaveSessionSetup stored for a session; a session with none
 // stored has an empty setup, and no error.
-func (s *Store) SessionSetup(ctx context.Context, sessionID string) (SessionSetup, error) {
+func (s *Store) SessionSetup(ctx context.Context, sessionID string) (_ SessionSetup, err error) {
+	ctx, done := s.call(ctx)
+	defer done(&err)
 	setup := SessionSetup{SessionID: sessionID}
 	var dirs, servers string
-	err := s.sqlDB.QueryRowContext(ctx, s.dialect.rebind(`SELECT additional_directories, mcp_servers FROM session_setups WHERE session_id = ?`), sessionID).Scan(&dirs, &servers)
+	err = s.sqlDB.QueryRowContext(ctx, s.dialect.rebind(`SELECT additional_directories, mcp_servers FROM session_setups WHERE session_id = ?`), sessionID).Scan(&dirs, &servers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return setup, nil
 	}

@@ -27,7 +27,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,10 +41,14 @@ const StatusInProgress presenters.MessageStatus = "in_progress"
 
 // Store reads and writes the history and the registry's tables. It is safe for
 // concurrent use; its writes are serialized with every other writer of the database
-// (WriteLock).
+// (WriteLock). Every call honours its context, waiting for the write lock included, and
+// on Postgres none waits on the database longer than PostgresLimits.Call.
 type Store struct {
 	db      *gorm.DB
-	writeMu sync.Locker // WriteLock(db)
+	writeMu *WriteGate // WriteLock(db)
+	// callBound is PostgresLimits.Call and longBound PostgresLimits.Statement on
+	// Postgres (call, longCall); both are 0 on SQLite: a local file cannot be cut off.
+	callBound, longBound time.Duration
 	// ownsDB is set by Open: Close then closes the database too.
 	ownsDB bool
 	// Prepared once for the statements every session runs (creating and closing it, and
@@ -113,6 +116,10 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		return nil, fmt.Errorf("history database: %w", err)
 	}
 	s := &Store{db: db, sqlDB: sqlDB, dialect: dialectOf(db), writeMu: WriteLock(db), committed: make(map[string][]storedRow)}
+	if s.dialect == postgresDialect {
+		limits := limitsOf(db)
+		s.callBound, s.longBound = limits.Call, max(limits.Statement, limits.Call)
+	}
 	prepare := []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -158,19 +165,64 @@ func (s *Store) closeStatements() error {
 	return errors.Join(errs...)
 }
 
+// errCallBound is the cause of a call's context that ran out of the store's bound.
+var errCallBound = errors.New("the store's bound of one call ran out")
+
+// call bounds one call of the store (callBound) and returns its context and what ends
+// it, which the call defers with its error: an error of a call that ran out of the bound,
+// its caller's context still live, becomes ErrUnavailable, for the caller to try again
+// (here, or on another replica) instead of waiting out a deadline of its own.
+func (s *Store) call(ctx context.Context) (context.Context, func(*error)) {
+	return s.callWithin(ctx, s.callBound)
+}
+
+// longCall is call for the calls whose work grows with the database (retention,
+// deleting a session, marking every reply interrupted at start-up): they get the
+// server's statement timeout, PostgresLimits.Statement.
+func (s *Store) longCall(ctx context.Context) (context.Context, func(*error)) {
+	return s.callWithin(ctx, s.longBound)
+}
+
+func (s *Store) callWithin(ctx context.Context, bound time.Duration) (context.Context, func(*error)) {
+	if bound <= 0 {
+		return ctx, func(*error) {}
+	}
+	bounded, cancel := context.WithTimeoutCause(ctx, bound, errCallBound)
+	return bounded, func(err *error) {
+		if *err != nil && ctx.Err() == nil && errors.Is(context.Cause(bounded), errCallBound) && !errors.Is(*err, ErrUnavailable) {
+			*err = fmt.Errorf("%w; the database did not answer within %s: %w", *err, bound, ErrUnavailable)
+		}
+		cancel()
+	}
+}
+
+// lockWrite takes the write lock, or fails when ctx ends first.
+func (s *Store) lockWrite(ctx context.Context) (unlock func(), err error) {
+	if err := s.writeMu.Lock(ctx); err != nil {
+		return nil, err
+	}
+	return s.writeMu.Unlock, nil
+}
+
 // writeStmt runs one prepared write statement on its own: a single statement is a
 // transaction of its own in SQLite, so it needs no BEGIN and COMMIT round trips.
 func (s *Store) writeStmt(ctx context.Context, stmt *sql.Stmt, args ...any) (sql.Result, error) {
 	defer s.observeWrite("statement", time.Now())
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	return stmt.ExecContext(ctx, args...)
 }
 
 // write runs fn in one write transaction.
 func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	defer s.observeWrite("transaction", time.Now())
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return s.db.WithContext(ctx).Transaction(fn)
 }

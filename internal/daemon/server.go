@@ -451,10 +451,14 @@ func (s *Server) openStore(ctx context.Context) (*store.Store, error) {
 
 // postgresLimits bound a stalled connection to a fifth of the lease ttl (between 1 s and
 // 5 s): a transaction cut off mid-way lets go of the lease rows it locked well before
-// another replica may take the sessions over.
+// another replica may take the sessions over. A store call gets twice that, and at most
+// two thirds of the ttl, so that a caller of a replica cut off from the database hears
+// UNAVAILABLE within a lease ttl (and tries again, by then perhaps on the replica that
+// took its session over).
 func postgresLimits(ttl time.Duration) store.PostgresLimits {
 	limits := store.DefaultPostgresLimits
 	limits.Stall = min(max(ttl/5, time.Second), limits.Stall)
+	limits.Call = min(2*limits.Stall, ttl*2/3)
 	return limits
 }
 

@@ -341,22 +341,22 @@ func TestDocsNameWhatExists(t *testing.T) {
 func TestCheckerCatchesWhatIsMissing(t *testing.T) {
 	r := load(t)
 	for span, wantProblem := range map[string]bool{
-		"service/nothing_here.go":   true,
-		"acp/lifecycle.go":          false,
-		"acp/nowhere.go":            true,
-		"docs/ARCHITECTURE.md":      false,
-		"Subscription.Next":         true,
-		"Subscription.NextBatch":    false,
-		"persister.saveMessageWait": true,
-		"persister.saveUpdateWait":  false,
-		"MarkInterrupted":           false,
-		"markNothingAtAll":          true,
-		"os.Unsetenv":               false,
-		"max_procs":                 false,
-		"SESSION_BUSY":              false,
-		"sessionId":                 false,
-		"/proc/self/environ":        false,
-		"session/new":               false,
+		"service/nothing_here.go": true,
+		"acp/lifecycle.go":        false,
+		"acp/nowhere.go":          true,
+		"docs/ARCHITECTURE.md":    false,
+		"Subscription.Next":       true,
+		"Subscription.NextBatch":  false,
+		"Writer.SaveMessageWait":  true,
+		"Writer.SaveUpdateWait":   false,
+		"MarkInterrupted":         false,
+		"markNothingAtAll":        true,
+		"os.Unsetenv":             false,
+		"max_procs":               false,
+		"SESSION_BUSY":            false,
+		"sessionId":               false,
+		"/proc/self/environ":      false,
+		"session/new":             false,
 	} {
 		if got := r.problem(span) != ""; got != wantProblem {
 			t.Errorf("`%s`: problem %q, want a problem: %v", span, r.problem(span), wantProblem)

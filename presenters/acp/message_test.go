@@ -3,11 +3,9 @@ package acp
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -97,43 +95,6 @@ func TestBuilderUpdatesMakeTheMessageAndForgetTheText(t *testing.T) {
 	}
 }
 
-// An update whose write fails is written with the next one: the builder no longer holds
-// its text, so dropping it would leave a hole in the stored reply.
-func TestFailedUpdateIsWrittenWithTheNext(t *testing.T) {
-	st, db := openTestStore(t)
-	for _, stmt := range []string{
-		`CREATE TABLE fail_writes (x INTEGER)`,
-		`CREATE TRIGGER fail_block_insert BEFORE INSERT ON blocks WHEN EXISTS (SELECT 1 FROM fail_writes) BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`,
-		`CREATE TRIGGER fail_block_update BEFORE UPDATE ON blocks WHEN EXISTS (SELECT 1 FROM fail_writes) BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`,
-	} {
-		if err := db.Exec(stmt).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	w := newPersister(st, slog.New(slog.DiscardHandler))
-	m := newMessageBuilder("a1", "c1", presenters.RoleAssistant)
-	checkpoint := func(text string) {
-		m.appendText(presenters.BlockText, text)
-		w.saveUpdate(m.update(store.StatusInProgress))
-		w.flush(false)
-	}
-	checkpoint("one ")
-	if err := db.Exec(`INSERT INTO fail_writes VALUES (1)`).Error; err != nil {
-		t.Fatal(err)
-	}
-	checkpoint("two ")
-	if got := storedBlocks(t, st, "a1"); len(got) != 1 || got[0] != "text:one " {
-		t.Fatalf("stored %q while writes fail", got)
-	}
-	if err := db.Exec(`DELETE FROM fail_writes`).Error; err != nil {
-		t.Fatal(err)
-	}
-	checkpoint("three")
-	if got := storedBlocks(t, st, "a1"); len(got) != 1 || got[0] != "text:one two three" {
-		t.Fatalf("stored %q, want the text whole", got)
-	}
-}
-
 // In a flood the running turn checkpoints every checkpointBytes of text, not only every
 // checkpointEvery: the builder holds less than that of the reply, the store the rest.
 func TestFloodCheckpointsByBytes(t *testing.T) {
@@ -174,106 +135,4 @@ func TestFloodCheckpointsByBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.finish(s.SessionID, res, from)
-}
-
-// A failed write is tried again on its own, without waiting for another write to come,
-// and the waiter of a turn's final state is told only once it is stored: MESSAGE_END
-// waits for it.
-func TestFailedWriteIsRetriedAloneAndWaitedFor(t *testing.T) {
-	st, db := openTestStore(t)
-	for _, stmt := range []string{
-		`CREATE TABLE fail_writes (x INTEGER)`,
-		`CREATE TRIGGER fail_block_insert BEFORE INSERT ON blocks WHEN EXISTS (SELECT 1 FROM fail_writes) BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`,
-		`CREATE TRIGGER fail_block_update BEFORE UPDATE ON blocks WHEN EXISTS (SELECT 1 FROM fail_writes) BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`,
-		`INSERT INTO fail_writes VALUES (1)`,
-	} {
-		if err := db.Exec(stmt).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	retries := make(chan struct{}, 100)
-	log := slog.New(&notingHandler{note: func(r slog.Record) {
-		if strings.Contains(r.Message, "trying again") {
-			select {
-			case retries <- struct{}{}:
-			default:
-			}
-		}
-	}})
-	w := newPersister(st, log)
-	var running sync.WaitGroup
-	running.Add(1)
-	go func() { defer running.Done(); w.run() }()
-	defer func() { w.close(); running.Wait() }()
-	m := newMessageBuilder("a1", "c1", presenters.RoleAssistant)
-	m.appendText(presenters.BlockText, "the whole reply")
-	final := m.update(presenters.MessageComplete)
-	done := w.saveUpdateWait(final)
-	for range 2 { // the first write and a retry that no other write set off
-		select {
-		case <-retries:
-		case <-time.After(waitLimit):
-			t.Fatal("the failed write was not tried again")
-		}
-	}
-	select {
-	case <-done:
-		t.Fatal("the waiter of the final state was told while its write fails")
-	default:
-	}
-	if err := db.Exec(`DELETE FROM fail_writes`).Error; err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(waitLimit):
-		t.Fatal("the final state was not stored once writes work again")
-	}
-	if got := storedBlocks(t, st, "a1"); len(got) != 1 || got[0] != "text:the whole reply" {
-		t.Fatalf("stored %q, want the reply once", got)
-	}
-}
-
-// notingHandler hands every record to note.
-type notingHandler struct{ note func(slog.Record) }
-
-func (h *notingHandler) Enabled(context.Context, slog.Level) bool      { return true }
-func (h *notingHandler) Handle(_ context.Context, r slog.Record) error { h.note(r); return nil }
-func (h *notingHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
-func (h *notingHandler) WithGroup(string) slog.Handler                 { return h }
-
-// A write that failed may have committed all the same (its answer lost with the
-// connection): sent again, its appended text would be stored twice. The persister reads
-// the message's stamp back first and sends only what did not land.
-func TestWriteThatLandedIsNotSentAgain(t *testing.T) {
-	st, _ := openTestStore(t)
-	w := newPersister(st, slog.New(slog.DiscardHandler))
-	m := newMessageBuilder("a1", "c1", presenters.RoleAssistant)
-	m.appendText(presenters.BlockText, "one ")
-	w.saveUpdate(m.update(store.StatusInProgress))
-	w.flush(false)
-	// The next write commits, but its writer is told it failed.
-	m.appendText(presenters.BlockText, "two ")
-	landed := m.update(store.StatusInProgress)
-	landed.Stamp = time.Now().UnixNano()
-	if err := st.UpdateMessages(context.Background(), landed); err != nil {
-		t.Fatal(err)
-	}
-	m.appendText(presenters.BlockText, "three")
-	job := &writeJob{msgs: []store.MessageUpdate{landed, m.update(presenters.MessageComplete)}, unsure: landed.Stamp, sent: 1}
-	if err := w.write(job); err != nil {
-		t.Fatal(err)
-	}
-	if got := storedBlocks(t, st, "a1"); len(got) != 1 || got[0] != "text:one two three" {
-		t.Fatalf("stored %q, want each text once", got)
-	}
-	// One that did not land is sent again.
-	m.appendText(presenters.BlockText, " four")
-	lost := m.update(presenters.MessageComplete)
-	if err := w.write(&writeJob{msgs: []store.MessageUpdate{lost}, unsure: 1, sent: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if got := storedBlocks(t, st, "a1"); len(got) != 1 || got[0] != "text:one two three four" {
-		t.Fatalf("stored %q, want the write that did not land sent again", got)
-	}
 }

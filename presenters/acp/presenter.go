@@ -14,6 +14,7 @@ import (
 
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/risk"
+	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -26,7 +27,7 @@ type Presenter struct {
 	classifier *risk.Classifier
 	deps       Deps
 	log        *slog.Logger
-	persist    *persister
+	persist    *transcript.Writer
 
 	closing     chan struct{} // closed by Close: background loops end
 	cancelGrace time.Duration
@@ -75,6 +76,11 @@ const (
 	cancelGrace = 10 * time.Second
 	// checkpointEvery is how often a running turn's message is written to the store.
 	checkpointEvery = 2 * time.Second
+	// checkpointBytes is how much new text of a running turn makes it checkpoint before
+	// checkpointEvery is up: in a flood the text not stored yet is all the builder holds
+	// of the reply, so this bounds its memory (a flood of 25 MB/s would otherwise hold
+	// 50 MB between two timed checkpoints). Each checkpoint is one write transaction.
+	checkpointBytes = 1 << 20
 )
 
 // New validates cfg and returns a presenter; the agent starts on first use.
@@ -110,9 +116,9 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		conns:       map[string]*agentConn{},
 		starting:    map[string]chan struct{}{},
 	}
-	p.persist = newPersister(deps.Store, log)
+	p.persist = transcript.New(deps.Store, log)
 	p.wg.Add(2)
-	go func() { defer p.wg.Done(); p.persist.run() }()
+	go func() { defer p.wg.Done(); p.persist.Run() }()
 	go func() { defer p.wg.Done(); p.checkpointLoop() }()
 	return p, nil
 }
@@ -683,6 +689,9 @@ func (p *Presenter) Close(ctx context.Context) error {
 		conns = append(conns, c)
 	}
 	p.mu.Unlock()
+	// The writer stops retrying first: a turn's end that shutdown waits for is then
+	// written once, in the session, and a database that is away cannot hold the close.
+	p.persist.Close()
 	for _, s := range sessions {
 		s.shutdown()
 	}
@@ -691,7 +700,6 @@ func (p *Presenter) Close(ctx context.Context) error {
 		stops.Go(func() { c.stop(ctx) })
 	}
 	stops.Wait()
-	p.persist.close()
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
 	select {

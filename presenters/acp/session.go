@@ -283,7 +283,7 @@ func (s *session) storeConversationLocked() {
 	s.conv.Usage = s.info.Usage
 	s.conv.AgentSessionID = string(s.acpID)
 	s.conv.UpdatedAt = time.Now()
-	s.p.persist.saveConversation(s.conv)
+	s.p.persist.SaveConversation(s.conv)
 }
 
 // liveConn returns the connection and agent session id of a live session, or why it

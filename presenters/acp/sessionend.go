@@ -62,7 +62,7 @@ func (s *session) shutdown() {
 		return
 	}
 	t := s.turn
-	var wait <-chan struct{}
+	var wait <-chan error
 	var msg presenters.Message
 	ending := s.phase.turnRuns()
 	if ending {
@@ -101,7 +101,7 @@ func (s *session) connGone(c *agentConn, crashed bool, reason string) {
 		s.emit.Error(e)
 	}
 	var msg presenters.Message
-	var wait <-chan struct{}
+	var wait <-chan error
 	if ending {
 		msg, wait = s.endTurnLocked(t, presenters.StopError, presenters.MessageError, nil)
 	}

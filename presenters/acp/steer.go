@@ -141,5 +141,5 @@ func (s *session) echoUserLocked(user presenters.Message) {
 		}
 	}
 	s.emit.MessageEnd(presenters.MessageEndPayload{MessageID: user.ID, Role: presenters.RoleUser})
-	s.p.persist.saveMessages(user)
+	s.p.persist.SaveMessages(user)
 }

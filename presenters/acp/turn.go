@@ -66,7 +66,7 @@ func (s *session) send(ctx context.Context, content presenters.MessageContent, o
 	user := presenters.Message{ID: t.userMsgID, SessionID: s.id, Role: presenters.RoleUser,
 		Status: presenters.MessageComplete, Blocks: userBlocks, CreatedAt: now}
 	s.echoUserLocked(user)
-	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
+	s.p.persist.SaveUpdate(s.norm.msg.update(store.StatusInProgress))
 
 	old := s.info
 	if s.info.Title == "" {
@@ -163,7 +163,7 @@ func (s *session) finishTurn(t *turn, resp sdk.PromptResponse, promptErr error) 
 
 // endTurnLocked finalizes the running turn's message and queues it for the store; wait
 // closes when it was written (s.mu held). The session is ending.
-func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan struct{}) {
+func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status presenters.MessageStatus, usage *presenters.TokenUsage) (presenters.Message, <-chan error) {
 	s.setPhase(phaseEnding)
 	if t.grace != nil && t.grace.Stop() {
 		s.p.wg.Done() // it will not run
@@ -181,7 +181,7 @@ func (s *session) endTurnLocked(t *turn, stop presenters.StopReason, status pres
 	s.storeConversationLocked()
 	// The message's text is only what came since the last checkpoint: callers read its
 	// id, stop reason and usage.
-	return final.Message, s.p.persist.saveUpdateWait(final)
+	return final.Message, s.p.persist.SaveUpdateWait(final)
 }
 
 // turnEnded sends MESSAGE_END and returns an ending session to idle, or to draining
@@ -308,5 +308,5 @@ func (s *session) checkpointLocked() {
 	}
 	// Queued under s.mu, so a checkpoint is always queued before the next one and the
 	// final version: each appends to what the one before stored.
-	s.p.persist.saveUpdate(s.norm.msg.update(store.StatusInProgress))
+	s.p.persist.SaveUpdate(s.norm.msg.update(store.StatusInProgress))
 }

@@ -11,10 +11,13 @@
 //     commands are never rememberable.
 //   - The API key is read from the variable named by api_key_env on every request.
 //   - An idle session holds no goroutine and no buffer: only a small struct, loaded
-//     lazily from SQLite. A turn owns one goroutine, which ends with the turn.
+//     lazily from SQLite. A turn owns one goroutine, which ends with the turn; the
+//     presenter owns one more, its transcript writer.
 //   - Text deltas are coalesced in memory; the partial reply is checkpointed at most
-//     every checkpointInterval or checkpointBytes, and the finished message is committed
-//     before MESSAGE_END is published.
+//     every checkpointInterval or checkpointBytes, through the transcript writer
+//     (presenters/transcript), so that a database that is away holds up no turn. The
+//     finished message is stored before MESSAGE_END is published: through an outage
+//     its write is tried again until it lands, and the turn's end waits for it.
 //   - No event or stored block carries a whole large file (bounds.go): a diff side over
 //     256 KiB becomes an excerpt around the change with marker lines saying what was
 //     left out; an image attached from a workspace file is stored with its file:// URL
@@ -25,8 +28,9 @@
 //     event or the history.
 //   - ERROR events say what happened and what to do, naming the provider by host only;
 //     URLs, addresses, network and database errors go to the log with session_id.
-//   - CloseSession cancels the running turn; the turn's final commit also stores the
-//     close. Close (shutdown) cancels every turn and waits for each to commit.
+//   - CloseSession cancels the running turn; the turn's end also stores the close.
+//     Close (shutdown) cancels every turn and waits for each to store its reply (tried
+//     once each: a database that is away cannot hold the shutdown).
 //   - MCP servers (the agent's configured ones, and a session's own, which replace a
 //     configured one of the same name) are connected at the session's first turn, a
 //     stdio one started confined to the workspace, and stopped with the session. Their
@@ -53,6 +57,7 @@ import (
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/presenters/mcp"
 	"github.com/agenticd/agenticd/presenters/risk"
+	"github.com/agenticd/agenticd/presenters/transcript"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -76,6 +81,8 @@ type Presenter struct {
 	client       *providerClient
 	models       []presenters.Model
 	defaultModel string
+	// transcript writes checkpoints and final replies; its goroutine runs until Close.
+	transcript *transcript.Writer
 
 	// now is the clock that spaces checkpoints of partial replies (tests replace it).
 	now func() time.Time
@@ -170,6 +177,8 @@ func New(cfg Config, deps Deps) (*Presenter, error) {
 		backoff: func(attempt int) time.Duration { return time.Duration(attempt+1) * time.Second },
 		sleep:   sleepContext,
 	}
+	p.transcript = transcript.New(deps.Store, p.log)
+	go p.transcript.Run()
 	return p, nil
 }
 
@@ -607,12 +616,13 @@ func (p *Presenter) stopToolsIfClosed(s *session) bool {
 // storeClose writes the close of an idle session (s.mu held, s.closed set), then
 // unregisters it and emits SESSION_CLOSED. On failure the session stays open. The write
 // comes before unregistering, so a SendMessage that loads the session afresh finds it
-// closed.
+// closed. A write fenced out because another replica took the session over closes it
+// here only: it is that replica's, open, and this one lets go of it.
 func (p *Presenter) storeClose(ctx context.Context, s *session) error {
 	conv := s.conv
 	conv.Closed = true
 	conv.UpdatedAt = time.Now()
-	if err := p.deps.Store.UpdateConversation(ctx, conv); err != nil {
+	if err := p.deps.Store.UpdateConversation(ctx, conv); err != nil && !errors.Is(err, store.ErrFenced) {
 		s.closed = false
 		return err
 	}
@@ -694,11 +704,11 @@ func (p *Presenter) GetMessages(ctx context.Context, sessionID string, q present
 	return msgs, err
 }
 
-// Close cancels every running turn and waits until each has committed its partial reply
+// Close cancels every running turn and waits until each has stored its partial reply
 // and sent MESSAGE_END, then releases idle HTTP connections. Sessions stay open in
 // SQLite. It waits whatever its context says: a cancelled turn ends promptly (the
 // provider request is aborted, a running command killed, a permission wait given up;
-// the final write is bounded by finalCommitTimeout), and the history must be written
+// the final write is tried once, bounded by the store), and the history must be written
 // before the database closes.
 func (p *Presenter) Close(context.Context) error {
 	p.mu.Lock()
@@ -715,6 +725,9 @@ func (p *Presenter) Close(context.Context) error {
 		}
 		s.mu.Unlock()
 	}
+	// The writer stops retrying first: the cancelled turns' replies are then written
+	// once each, by their turns, and a database that is away cannot hold the shutdown.
+	p.transcript.Close()
 	p.turns.Wait()
 	var wg sync.WaitGroup
 	for _, s := range sessions {

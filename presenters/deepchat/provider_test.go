@@ -3,9 +3,11 @@ package deepchat
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -112,14 +114,27 @@ func TestErrorEventsKeepInternalsInTheLog(t *testing.T) {
 	t.Run("history not saved", func(t *testing.T) {
 		h := newHarness(t)
 		info := h.createSession("")
-		// Every update of a stored message fails: the final commit of the turn does.
+		// Every update of a stored message fails: the reply's write is tried again, and
+		// the turn waits for it, until a shutdown gives it up.
 		err := h.db.Exec(`CREATE TRIGGER refuse_message_updates BEFORE UPDATE ON messages
 			BEGIN SELECT RAISE(ABORT, 'internal table detail'); END`).Error
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.llm.script(textReply("answer"))
-		h.turn(info.SessionID, "hi")
+		res := h.send(info.SessionID, "hi")
+		for deadline := time.Now().Add(waitLimit); strings.Count(h.logs.String(), "trying again") < 2; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the reply's write was not tried again; log:\n%s", h.logs.String())
+			}
+		}
+		if slices.ContainsFunc(h.rec.all(), isEnd(res.MessageID)) {
+			t.Fatal("MESSAGE_END was sent while the reply could not be stored")
+		}
+		if err := h.p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h.waitEnd(res.MessageID)
 		errs := ofType[presenters.ErrorPayload](h.rec.all())
 		if len(errs) != 1 || errs[0].Code != "storage_failed" || strings.Contains(errs[0].Message, "internal table detail") ||
 			!strings.Contains(errs[0].Message, "data directory") {

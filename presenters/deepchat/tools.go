@@ -528,7 +528,7 @@ func (r *turnRun) runTool(ctx context.Context, call toolCall) string {
 		tc.Status = presenters.ToolFailed
 		tc.Error = "permission denied: " + why
 		text := "The user did not allow this tool call (" + why + "). Do not repeat it unchanged; continue without it or ask the user."
-		return r.settleTool(ctx, idx, tc, text)
+		return r.settleTool(idx, tc, text)
 	}
 	tc.Status = presenters.ToolInProgress
 	r.setTool(idx, tc)
@@ -562,7 +562,7 @@ func (r *turnRun) endTool(ctx context.Context, idx int, tc presenters.ToolCall, 
 	default:
 		tc.Status = presenters.ToolCompleted
 	}
-	text = r.settleTool(ctx, idx, tc, text)
+	text = r.settleTool(idx, tc, text)
 	for _, b := range out.blocks {
 		r.addBlock(b)
 		r.em.MessageBlock(r.reply.ID, presenters.RoleAssistant, b)
@@ -571,12 +571,12 @@ func (r *turnRun) endTool(ctx context.Context, idx int, tc presenters.ToolCall, 
 }
 
 // settleTool records the final tool state, publishes TOOL_END and checkpoints the reply.
-func (r *turnRun) settleTool(ctx context.Context, idx int, tc presenters.ToolCall, text string) string {
+func (r *turnRun) settleTool(idx int, tc presenters.ToolCall, text string) string {
 	text = capOutput(text)
 	tc.Result, _ = json.Marshal(text)
 	r.setTool(idx, tc)
 	r.em.ToolEnd(r.reply.ID, tc)
-	r.checkpoint(ctx)
+	r.checkpoint()
 	return text
 }
 

@@ -20,8 +20,8 @@ import (
 const (
 	checkpointInterval = time.Second
 	checkpointBytes    = 512 << 10
-	// finalCommitTimeout bounds the last write of a turn, which runs even when the turn
-	// was cancelled.
+	// finalCommitTimeout bounds the write of the session's row at a turn's end, which
+	// runs even when the turn was cancelled.
 	finalCommitTimeout = 30 * time.Second
 )
 
@@ -228,11 +228,11 @@ func (r *turnRun) loop(ctx context.Context) (presenters.StopReason, presenters.M
 		res, err := r.p.client.stream(ctx, req, streamHandler{
 			text: func(s string) {
 				roundText.WriteString(s)
-				r.appendText(ctx, presenters.BlockText, s)
+				r.appendText(presenters.BlockText, s)
 				r.em.MessageDelta(r.reply.ID, presenters.RoleAssistant, s)
 			},
 			reasoning: func(s string) {
-				r.appendText(ctx, presenters.BlockReasoning, s)
+				r.appendText(presenters.BlockReasoning, s)
 				r.em.MessageBlock(r.reply.ID, presenters.RoleAssistant, presenters.Block{Type: presenters.BlockReasoning, Text: s})
 			},
 		})
@@ -325,7 +325,7 @@ func (r *turnRun) addUsage(u presenters.TokenUsage) {
 
 // appendText adds streamed text to the trailing block of its type, opening one if the
 // trailing block is of another type.
-func (r *turnRun) appendText(ctx context.Context, typ presenters.BlockType, s string) {
+func (r *turnRun) appendText(typ presenters.BlockType, s string) {
 	if r.open == nil || r.openType != typ {
 		r.closeOpen()
 		r.open, r.openType = &strings.Builder{}, typ
@@ -333,7 +333,7 @@ func (r *turnRun) appendText(ctx context.Context, typ presenters.BlockType, s st
 	r.open.WriteString(s)
 	r.unsaved += len(s)
 	if r.unsaved >= checkpointBytes || r.p.now().Sub(r.lastSave) >= checkpointInterval {
-		r.checkpoint(ctx)
+		r.checkpoint()
 	}
 }
 
@@ -362,21 +362,24 @@ func (r *turnRun) snapshot() presenters.Message {
 	return m
 }
 
-// checkpoint saves the partial reply, still marked in progress. A failure is logged and
-// the turn goes on: the final commit will try again.
-func (r *turnRun) checkpoint(ctx context.Context) {
+// checkpoint queues the partial reply, still marked in progress, for the transcript
+// writer; the turn goes on without waiting for it. A newer checkpoint, or the final
+// reply, replaces one not written yet.
+func (r *turnRun) checkpoint() {
 	m := r.snapshot()
 	m.Status = store.StatusInProgress
 	r.lastSave, r.unsaved = r.p.now(), 0
-	if err := r.p.deps.Store.SaveMessage(context.WithoutCancel(ctx), m); err != nil {
-		r.log.Warn("checkpoint of partial reply failed", "err", err)
-	}
+	r.p.transcript.SaveMessages(m)
 }
 
-// finish commits the reply, then ends the turn: MESSAGE_END, the usage update and the
-// status change are published after the commit and before the session takes a new turn.
-// When CloseSession closed the session meanwhile, the same commit stores the close, and
-// the session is unregistered and SESSION_CLOSED sent.
+// finish stores the reply, then ends the turn: MESSAGE_END, the usage update and the
+// status change are published after the reply is stored and before the session takes a
+// new turn. Through a database outage the reply's write is tried again until it lands,
+// so that what is stored is what the stream showed, and the turn's end waits for it;
+// the session stays busy meanwhile. The session's row (its usage, its time, and a close
+// CloseSession asked for meanwhile) is written after it. When that stored a close, or
+// another replica took the session over (the close is then this replica's alone), the
+// session is unregistered and SESSION_CLOSED sent.
 func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status presenters.MessageStatus, failure *presenters.ErrorPayload) {
 	if failure != nil {
 		r.em.Error(*failure)
@@ -396,28 +399,37 @@ func (r *turnRun) finish(ctx context.Context, stop presenters.StopReason, status
 			m.Blocks[i].Tool = &tc
 		}
 	}
-	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
-	defer cancel()
+	saved := <-r.p.transcript.SaveUpdateWait(store.MessageUpdate{Message: m})
 
 	s := r.s
 	s.mu.Lock()
 	conv := s.conv
-	now := time.Now()
-	conv.UpdatedAt = now
+	conv.UpdatedAt = time.Now()
 	conv.Closed = s.closed
 	if r.usage != nil {
 		conv.Usage = conv.Usage.Add(*r.usage)
 	}
-	closed := false
-	if err := r.p.deps.Store.SaveTurn(commitCtx, conv, m); err != nil {
-		r.log.Error("could not save the reply", "err", err)
+	switch {
+	case errors.Is(saved, store.ErrFenced):
+		// Another replica took the session over: it ends and stores the reply itself,
+		// and a close asked for meanwhile (this replica letting go) closes the session
+		// here only, as storeClose does.
+	case saved != nil:
+		r.log.Error("could not save the reply", "err", saved)
 		r.em.Error(presenters.ErrorPayload{Code: "storage_failed", MessageID: m.ID,
 			Message: "the reply could not be saved to the history database; check the data directory's disk space and permissions"})
-		s.closed = false // a close that was not stored did not happen
-	} else {
-		s.conv = conv
-		closed = conv.Closed
+		conv.Closed = false
+	default:
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
+		if err := r.p.deps.Store.UpdateConversation(commitCtx, conv); err != nil && !errors.Is(err, store.ErrFenced) {
+			r.log.Warn("the reply is saved, but not the session's usage and time, nor a close asked for during the turn", "err", err)
+			conv.Closed = false
+		}
+		cancel()
 	}
+	s.closed = conv.Closed // a close that was not stored did not happen
+	s.conv = conv
+	closed := conv.Closed
 	s.turn = nil
 	newStatus, reason := presenters.SessionIdle, ""
 	if failure != nil {

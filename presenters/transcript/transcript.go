@@ -1,4 +1,9 @@
-package acp
+// Package transcript writes what presenters keep of their sessions, conversations and
+// messages, to the store off their event paths, and keeps trying through a database
+// outage: a presenter queues a write and goes on, and waits only for a turn's final
+// state, which must be stored before the turn's end is announced. The ACP and DeepChat
+// presenters share it.
+package transcript
 
 import (
 	"context"
@@ -11,36 +16,49 @@ import (
 	"github.com/agenticd/agenticd/store"
 )
 
-// persister writes transcripts off the notification path. Queuing never blocks; a
-// newer version of a queued conversation, or a whole message, replaces the older one in
-// place, while a message update that appends text (messageBuilder.update) joins the ones
-// queued before it, so the store sees at most one write per message per batch, in
-// first-queued order (which is the order messages take in their conversation). A write
-// that fails but may succeed later (the database is away) is queued again, ahead of what
-// came since for the same message, and tried again on its own after a pause, until it
-// lands: updates that append text are the only copy of that text outside the event log,
-// and a turn's final state must be stored before its end is announced (its waiters are
-// told only then). Each message write is stamped (store.MessageUpdate.Stamp); before a
-// failed one is sent again the stamp is read back, so that a write that committed though
-// its answer was lost is not appended twice. A write the store refuses, or fences out
-// because another replica took the session over, is dropped.
-type persister struct {
-	store *store.Store
+// Store is what the writer writes to; *store.Store is one.
+type Store interface {
+	UpdateConversation(ctx context.Context, c store.Conversation) error
+	UpdateMessages(ctx context.Context, updates ...store.MessageUpdate) error
+	MessageStamp(ctx context.Context, messageID string) (int64, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Writer writes transcripts off the notification path. Queuing never blocks; a newer
+// version of a queued conversation, or a whole message, replaces the older one in place,
+// while a message update that appends text joins the ones queued before it, so the store
+// sees at most one write per message per batch, in first-queued order (which is the
+// order messages take in their conversation). A write that fails but may succeed later
+// (the database is away) is queued again, ahead of what came since for the same message,
+// and tried again on its own after a pause, until it lands: updates that append text are
+// the only copy of that text outside the event log, and a turn's final state must be
+// stored before its end is announced (its waiters are told only then). Each message
+// write is stamped (store.MessageUpdate.Stamp); before a failed one is sent again the
+// stamp is read back, so that a write that committed though its answer was lost is not
+// appended twice. A write the store refuses, or fences out because another replica took
+// the session over, is dropped.
+//
+// Run owns the goroutine that writes; Close ends it.
+type Writer struct {
+	store Store
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	order   []string
-	jobs    map[string]*writeJob
-	closed  bool
-	wake    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
+	mu    sync.Mutex
+	order []string
+	jobs  map[string]*writeJob
+	// closing is set by Close; closed once Run wrote the last of the queue and returned:
+	// from then on writes happen in their callers.
+	closing, closed bool
+	wake            chan struct{}
+	stop            chan struct{}
+	stopped         chan struct{}
 }
 
 type writeJob struct {
 	conv    *store.Conversation
 	msgs    []store.MessageUpdate // of one message, in order
-	waiters []chan struct{}
+	waiters []chan<- error
 	// unsure is the stamp of the last write of the first sent of msgs that failed: it may
 	// have committed all the same (the connection lost the answer), which is read back
 	// before they are sent again, so that their text is appended once.
@@ -61,19 +79,14 @@ func (j *writeJob) appends() bool {
 // writeTimeout bounds one store write.
 const writeTimeout = 30 * time.Second
 
-// checkpointBytes is how much new text of a running turn makes it checkpoint before
-// checkpointEvery is up: in a flood the text not stored yet is all the builder holds of
-// the reply, so this bounds its memory (a flood of 25 MB/s would otherwise hold 50 MB
-// between two timed checkpoints). Each checkpoint is one write transaction.
-const checkpointBytes = 1 << 20
-
-func newPersister(store *store.Store, log *slog.Logger) *persister {
-	return &persister{store: store, log: log, jobs: map[string]*writeJob{},
+// New returns a writer to st; Run starts it.
+func New(st Store, log *slog.Logger) *Writer {
+	return &Writer{store: st, log: log, jobs: map[string]*writeJob{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 }
 
-// queue adds or replaces a job; done (if not nil) closes once it was written.
-func (w *persister) queue(key string, conv *store.Conversation, msg *store.MessageUpdate, done chan struct{}) {
+// queue adds or replaces a job; done (if not nil) gets the outcome of its write.
+func (w *Writer) queue(key string, conv *store.Conversation, msg *store.MessageUpdate, done chan<- error) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -81,9 +94,9 @@ func (w *persister) queue(key string, conv *store.Conversation, msg *store.Messa
 		if msg != nil {
 			j.msgs = []store.MessageUpdate{*msg}
 		}
-		_ = w.write(j) // logged; nothing is left to retry it
+		err := w.write(j) // logged; nothing is left to retry it
 		if done != nil {
-			close(done)
+			done <- err
 		}
 		return
 	}
@@ -111,26 +124,29 @@ func (w *persister) queue(key string, conv *store.Conversation, msg *store.Messa
 	}
 }
 
-// saveMessages queues whole messages.
-func (w *persister) saveMessages(msgs ...presenters.Message) {
+// SaveMessages queues whole messages.
+func (w *Writer) SaveMessages(msgs ...presenters.Message) {
 	for _, m := range msgs {
 		w.queue("m:"+m.ID, nil, &store.MessageUpdate{Message: m}, nil)
 	}
 }
 
-// saveUpdate queues an update of a message (messageBuilder.update).
-func (w *persister) saveUpdate(u store.MessageUpdate) {
+// SaveUpdate queues an update of a message (a whole message when it appends nothing).
+func (w *Writer) SaveUpdate(u store.MessageUpdate) {
 	w.queue("m:"+u.ID, nil, &u, nil)
 }
 
-// saveUpdateWait queues u; the channel closes once it was written (or its write failed).
-func (w *persister) saveUpdateWait(u store.MessageUpdate) <-chan struct{} {
-	done := make(chan struct{})
+// SaveUpdateWait queues u; the channel gets nil once it was written, or the error for
+// which it was given up: the store refused it, another replica took the session over
+// (store.ErrFenced), or the writer closed while it failed.
+func (w *Writer) SaveUpdateWait(u store.MessageUpdate) <-chan error {
+	done := make(chan error, 1)
 	w.queue("m:"+u.ID, nil, &u, done)
 	return done
 }
 
-func (w *persister) saveConversation(c store.Conversation) {
+// SaveConversation queues a conversation's row.
+func (w *Writer) SaveConversation(c store.Conversation) {
 	w.queue("c:"+c.ID, &c, nil, nil)
 }
 
@@ -140,7 +156,8 @@ const (
 	retryLast  = 2 * time.Second
 )
 
-func (w *persister) run() {
+// Run writes what is queued until Close.
+func (w *Writer) Run() {
 	defer close(w.stopped)
 	delay := retryFirst
 	var retry <-chan time.Time // set while failed writes wait
@@ -149,7 +166,7 @@ func (w *persister) run() {
 		case <-w.wake:
 		case <-retry:
 		case <-w.stop:
-			w.flush(true)
+			w.drain()
 			return
 		}
 		if w.flush(false) {
@@ -162,7 +179,7 @@ func (w *persister) run() {
 
 // flush writes what is queued and reports whether writes that failed wait to be tried
 // again; stopping, it gives them up instead.
-func (w *persister) flush(stopping bool) (failed bool) {
+func (w *Writer) flush(stopping bool) (failed bool) {
 	w.mu.Lock()
 	order, jobs := w.order, w.jobs
 	w.order, w.jobs = nil, map[string]*writeJob{}
@@ -176,16 +193,30 @@ func (w *persister) flush(stopping bool) (failed bool) {
 			continue
 		}
 		for _, done := range j.waiters {
-			close(done)
+			done <- err
 		}
 	}
 	return failed
 }
 
+// drain writes what is queued, once, until nothing is, and then lets the callers write.
+func (w *Writer) drain() {
+	for {
+		w.flush(true)
+		w.mu.Lock()
+		if len(w.order) == 0 {
+			w.closed = true
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+	}
+}
+
 // requeue puts a job whose write failed back ahead of what was queued since for the same
 // conversation or message: a newer whole version replaces it, updates that append text
 // go after it. Its waiters wait on.
-func (w *persister) requeue(key string, failed *writeJob) {
+func (w *Writer) requeue(key string, failed *writeJob) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	j := w.jobs[key]
@@ -210,7 +241,7 @@ func retryable(err error) bool {
 }
 
 // write stores the job, logging a failure.
-func (w *persister) write(j *writeJob) error {
+func (w *Writer) write(j *writeJob) error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
 	switch {
@@ -250,7 +281,7 @@ func (w *persister) write(j *writeJob) error {
 
 // logFailure logs a failed write: a warning when it is tried again or fenced out, an
 // error when it is given up.
-func (w *persister) logFailure(msg string, err error, attrs ...any) {
+func (w *Writer) logFailure(msg string, err error, attrs ...any) {
 	attrs = append(attrs, "err", err)
 	switch {
 	case errors.Is(err, store.ErrFenced):
@@ -262,15 +293,15 @@ func (w *persister) logFailure(msg string, err error, attrs ...any) {
 	}
 }
 
-// close writes what is queued and stops; later writes happen at once, in the caller.
-func (w *persister) close() {
+// Close writes what is queued and stops Run, giving up writes that fail; later writes
+// happen at once, in the caller, tried once.
+func (w *Writer) Close() {
 	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	w.closed = true
+	closing := w.closing
+	w.closing = true
 	w.mu.Unlock()
-	close(w.stop)
+	if !closing {
+		close(w.stop)
+	}
 	<-w.stopped
 }
