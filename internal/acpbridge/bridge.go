@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -51,6 +52,8 @@ type bridge struct {
 	sessions map[string]*session
 }
 
+var _ acp.Agent = (*bridge)(nil)
+
 // followStart asks Serve to follow a session's events after a sequence.
 type followStart struct {
 	s     *session
@@ -73,7 +76,7 @@ func Serve(ctx context.Context, opts Options, w io.Writer, r io.ReadCloser) erro
 		follow: make(chan followStart), sessions: map[string]*session{}}
 	// The SDK reads at once; nothing may reach b before b.conn is set.
 	ready := make(chan struct{})
-	b.conn = acp.NewAgentSideConnection(b, w, gatedReader{r: r, ready: ready})
+	b.conn = acp.NewAgentSideConnection(b, editorWriter{w: w}, newEditorReader(r, ready))
 	b.conn.SetLogger(b.log)
 	close(ready)
 
@@ -200,7 +203,8 @@ func (b *bridge) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.N
 	if s == nil {
 		return acp.NewSessionResponse{}, ctx.Err()
 	}
-	return acp.NewSessionResponse{SessionId: acp.SessionId(info.GetSessionId()), Modes: modeState(info), ConfigOptions: configOptions(info)}, nil
+	return acp.NewSessionResponse{SessionId: acp.SessionId(info.GetSessionId()), Modes: modeState(info), ConfigOptions: configOptions(info),
+		Meta: modelsMeta(info)}, nil
 }
 
 // attach follows a session's events from its snapshot on; replayed names the messages
@@ -292,7 +296,7 @@ func (b *bridge) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp
 	if b.attach(ctx, info, replayed) == nil {
 		return acp.LoadSessionResponse{}, ctx.Err()
 	}
-	return acp.LoadSessionResponse{Modes: modeState(info), ConfigOptions: configOptions(info)}, nil
+	return acp.LoadSessionResponse{Modes: modeState(info), ConfigOptions: configOptions(info), Meta: modelsMeta(info)}, nil
 }
 
 func (b *bridge) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
@@ -342,29 +346,37 @@ func (b *bridge) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest
 }
 
 func (b *bridge) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	v := p.ValueId
-	if v == nil {
-		return acp.SetSessionConfigOptionResponse{}, &acp.RequestError{Code: codeInvalidParams, Message: "agenticd's config options are selects: mode and model"}
+	var sessionID, configID, value string
+	switch {
+	case p.ValueId != nil:
+		sessionID, configID, value = string(p.ValueId.SessionId), string(p.ValueId.ConfigId), string(p.ValueId.Value)
+	case p.Boolean != nil:
+		sessionID, configID, value = string(p.Boolean.SessionId), string(p.Boolean.ConfigId), strconv.FormatBool(p.Boolean.Value)
+	default:
+		return acp.SetSessionConfigOptionResponse{}, &acp.RequestError{Code: codeInvalidParams, Message: "a config option's value is a select's value id or a boolean"}
 	}
 	cctx, cancel := b.call(ctx)
 	defer cancel()
 	var info *pb.SessionInfo
-	switch v.ConfigId {
+	switch configID {
 	case configMode:
-		resp, err := b.opts.Client.SetMode(cctx, &pb.SetModeRequest{SessionId: string(v.SessionId), ModeId: string(v.Value)})
+		resp, err := b.opts.Client.SetMode(cctx, &pb.SetModeRequest{SessionId: sessionID, ModeId: value})
 		if err != nil {
 			return acp.SetSessionConfigOptionResponse{}, b.requestError(err)
 		}
 		info = resp.GetSession()
 	case configModel:
-		resp, err := b.opts.Client.SetModel(cctx, &pb.SetModelRequest{SessionId: string(v.SessionId), ModelId: string(v.Value)})
+		resp, err := b.opts.Client.SetModel(cctx, &pb.SetModelRequest{SessionId: sessionID, ModelId: value})
 		if err != nil {
 			return acp.SetSessionConfigOptionResponse{}, b.requestError(err)
 		}
 		info = resp.GetSession()
 	default:
-		return acp.SetSessionConfigOptionResponse{}, &acp.RequestError{Code: codeInvalidParams,
-			Message: fmt.Sprintf("unknown config option %q: agenticd offers %q and %q", v.ConfigId, configMode, configModel)}
+		resp, err := b.opts.Client.SetConfigOption(cctx, &pb.SetConfigOptionRequest{SessionId: sessionID, ConfigId: configID, Value: value})
+		if err != nil {
+			return acp.SetSessionConfigOptionResponse{}, b.requestError(err)
+		}
+		info = resp.GetSession()
 	}
 	return acp.SetSessionConfigOptionResponse{ConfigOptions: configOptions(info)}, nil
 }
@@ -426,15 +438,4 @@ func (b *bridge) Cancel(ctx context.Context, p acp.CancelNotification) error {
 		}
 	}
 	return nil
-}
-
-// gatedReader holds reads until ready is closed.
-type gatedReader struct {
-	r     io.Reader
-	ready <-chan struct{}
-}
-
-func (g gatedReader) Read(p []byte) (int, error) {
-	<-g.ready
-	return g.r.Read(p)
 }

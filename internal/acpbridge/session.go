@@ -339,6 +339,9 @@ func (s *session) updated(ctx context.Context, u *pb.SessionUpdated) {
 		case "available_models":
 			s.info.AvailableModels = info.GetAvailableModels()
 			configChanged = true
+		case "config_options":
+			s.info.ConfigOptions = info.GetConfigOptions()
+			configChanged = true
 		case "title":
 			s.send(ctx, acp.SessionUpdate{SessionInfoUpdate: &acp.SessionSessionInfoUpdate{Title: new(info.GetTitle())}})
 		case "usage":
