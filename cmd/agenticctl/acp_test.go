@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -496,5 +498,46 @@ func TestACPOverWebSocket(t *testing.T) {
 	}
 	if !diff {
 		t.Error("the editor got no tool_call_update with the diff")
+	}
+}
+
+// An editor that ends its agent with SIGTERM, its end of stdin still open, sees it end.
+func TestACPEndsOnSIGTERM(t *testing.T) {
+	d := startAgenticd(t, loadScript)
+	ctl := buildTool(t, t.TempDir(), "agenticctl", ".")
+	cmd := exec.Command(ctl, "--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", acpAgentID)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// An answer shows agenticctl reads stdin before the signal comes.
+	if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, `"agentInfo"`) {
+		t.Fatalf("initialize: %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("agenticctl acp after SIGTERM: %v; want a clean exit", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatal("agenticctl acp did not end within 30s of SIGTERM while stdin stayed open")
 	}
 }
