@@ -16,6 +16,8 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
@@ -433,7 +435,13 @@ func (b *bridge) Cancel(ctx context.Context, p acp.CancelNotification) error {
 	cctx, cancel := b.call(ctx)
 	defer cancel()
 	for _, id := range s.running() {
-		if _, err := b.opts.Client.CancelMessage(cctx, &pb.CancelMessageRequest{SessionId: s.id, MessageId: id, RequestId: uuid.NewString()}); err != nil {
+		_, err := b.opts.Client.CancelMessage(cctx, &pb.CancelMessageRequest{SessionId: s.id, MessageId: id, RequestId: uuid.NewString()})
+		switch {
+		case status.Code(err) == codes.FailedPrecondition:
+			// The SDK cancels the prompt's context on session/cancel too, and Prompt
+			// cancels the turn then: the two race, and one finds it ended.
+			b.log.Debug("session/cancel: the turn ended already", "session_id", s.id, "message_id", id, "err", err)
+		case err != nil:
 			b.log.Warn("session/cancel", "session_id", s.id, "message_id", id, "err", err)
 		}
 	}
