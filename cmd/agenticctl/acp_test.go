@@ -541,3 +541,21 @@ func TestACPEndsOnSIGTERM(t *testing.T) {
 		t.Fatal("agenticctl acp did not end within 30s of SIGTERM while stdin stayed open")
 	}
 }
+
+// An agent that needs a login it does not have: session/new fails with auth_required
+// and says where the login belongs.
+func TestACPAgentNeedsLogin(t *testing.T) {
+	d := startAgenticd(t, `{"agent": {"requireAuth": true, "authMethods": [{"id": "login", "name": "Log in", "description": "run the agent's login"}]}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := d.editor(t, acpAgentID)
+	init := e.initialize(t, ctx)
+	if len(init.AuthMethods) != 0 {
+		t.Errorf("initialize offers auth methods %+v; agenticd's credentials travel with the connection", init.AuthMethods)
+	}
+	_, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || re.Code != -32000 || !strings.Contains(re.Message, "agenticd's config") {
+		t.Errorf("session/new of an agent that needs a login: %v; want auth_required saying to log in through agenticd's config", err)
+	}
+}
