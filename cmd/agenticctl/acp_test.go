@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -188,13 +189,19 @@ type editor struct {
 
 func (d *agenticd) editor(t *testing.T, agent string) *editor {
 	t.Helper()
+	return d.editorAt(t, d.addr, agent)
+}
+
+// editorAt is an editor whose agenticctl dials addr.
+func (d *agenticd) editorAt(t *testing.T, addr, agent string) *editor {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer outW.Close()
-		run([]string{"--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", agent}, inR, outW, io.Discard)
+		run([]string{"--addr", addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", agent}, inR, outW, io.Discard)
 	}()
 	e := &editor{}
 	e.conn = acp.NewClientSideConnection(e, inW, outR)
@@ -539,6 +546,156 @@ func TestACPEndsOnSIGTERM(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 		t.Fatal("agenticctl acp did not end within 30s of SIGTERM while stdin stayed open")
+	}
+}
+
+// cutProxy forwards TCP connections to target until cut, which closes them and turns
+// new ones away until mend.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]bool
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.setCut(true)
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		for _, pair := range [][2]net.Conn{{c, up}, {up, c}} {
+			p.wg.Go(func() {
+				_, _ = io.Copy(pair[0], pair[1])
+				_ = pair[0].Close()
+				_ = pair[1].Close()
+			})
+		}
+	}
+}
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// reconnectScript: a turn says "one ", waits for a permission and then says the rest.
+const reconnectScript = `{"turns": [[
+  {"text": "one "},
+  {"permission": {"toolCall": {"toolCallId": "go-on", "title": "Go on"}, "onAllow": [{"text": "two "}, {"text": "three"}]}},
+  {"stop": "end_turn"}
+]]}`
+
+// The editor's connection to agenticd breaks in the middle of a turn, which goes on
+// meanwhile (another client answers its permission request); when agenticd can be
+// reached again, the editor gets the rest of the turn, nothing twice, and its prompt
+// ends. After agenticd restarts, the editor's next prompt reopens the session.
+func TestACPReconnectsAndReopens(t *testing.T) {
+	d := startAgenticd(t, reconnectScript)
+	proxy := startCutProxy(t, d.addr)
+	events := d.subscribe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := d.editorAt(t, proxy.ln.Addr().String(), acpAgentID)
+	e.initialize(t, ctx)
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	type result struct {
+		resp acp.PromptResponse
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+		res <- result{resp, err}
+	}()
+	var permID string
+	events.waitFor(t, "TOOL_PERMISSION_REQUIRED", func(ev *pb.AgenticEvent) bool {
+		permID = ev.GetToolPermissionRequired().GetRequest().GetPermissionId()
+		return permID != ""
+	})
+	e.waitText(t, "agent", "one ")
+
+	proxy.setCut(true)
+	api := d.apiClient(t)
+	if _, err := api.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: string(sess.SessionId), PermissionId: permID,
+		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE}}); err != nil {
+		t.Fatal(err)
+	}
+	events.waitFor(t, "MESSAGE_END of the turn", func(ev *pb.AgenticEvent) bool {
+		return ev.GetSessionId() == string(sess.SessionId) && ev.GetMessageEnd().GetRole() == pb.MessageRole_MESSAGE_ROLE_ASSISTANT
+	})
+	if got := e.text("agent"); got != "one " {
+		t.Fatalf("the editor got %q while cut off", got)
+	}
+	proxy.setCut(false)
+
+	if r := <-res; r.err != nil || r.resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt across the break: %+v, %v; want end_turn", r.resp, r.err)
+	}
+	if got := e.text("agent"); got != "one two three" {
+		t.Errorf("the editor got %q across the break; want every chunk once, in order", got)
+	}
+
+	// The restarted agenticd has the session stored, not open: the prompt reopens it, and
+	// the agent (a new process, whose script starts again) asks again, the editor this
+	// time answering.
+	d.stop(t)
+	d.cfg.Listen = d.addr
+	d.start(t)
+	e.mu.Lock()
+	e.answer = func(p acp.RequestPermissionRequest) acp.RequestPermissionResponse {
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(p.Options[0].OptionId)}
+	}
+	e.mu.Unlock()
+	resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("again")}})
+	if err != nil || resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after agenticd restarted: %+v, %v", resp, err)
+	}
+	if got := e.text("agent"); got != "one two threeone two three" {
+		t.Errorf("the editor got %q; want the second turn once, and the history the reopening replays left out", got)
 	}
 }
 

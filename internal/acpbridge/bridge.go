@@ -395,9 +395,20 @@ func (b *bridge) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRes
 	end := s.expect(msgID, userID)
 	defer s.forget(msgID)
 	cctx, cancel := b.call(ctx)
-	_, err = b.opts.Client.SendMessage(cctx, &pb.SendMessageRequest{
+	req := &pb.SendMessageRequest{
 		SessionId: s.id, Content: promptContent(p.Prompt), RequestId: uuid.NewString(), MessageId: msgID, UserMessageId: userID,
-	})
+	}
+	_, err = b.opts.Client.SendMessage(cctx, req)
+	if st, _ := status.FromError(err); reasonIs(st, pb.ErrorReason_ERROR_REASON_SESSION_CLOSED) {
+		// agenticd restarted, or the agent stopped, since the editor opened the session:
+		// reopen it, as agenticctl send does. Its replay is not sent again (handle).
+		if _, lerr := b.opts.Client.LoadSession(cctx, &pb.LoadSessionRequest{SessionId: s.id}); lerr != nil {
+			b.log.Warn("reopening the session for a prompt", "session_id", s.id, "err", lerr)
+		} else {
+			req.RequestId = uuid.NewString()
+			_, err = b.opts.Client.SendMessage(cctx, req)
+		}
+	}
 	cancel()
 	if err != nil {
 		return acp.PromptResponse{}, b.requestError(err)
