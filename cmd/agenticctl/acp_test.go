@@ -699,6 +699,117 @@ func TestACPReconnectsAndReopens(t *testing.T) {
 	}
 }
 
+// stateScript: modes and a command offered at start; a turn that titles the session,
+// reports its context window, runs a command in a terminal (served by agenticd) and ends
+// with token counts; a turn that fails.
+const stateScript = `{
+  "session": {
+    "modes": {"currentModeId": "code", "availableModes": [{"id": "code", "name": "Code"}, {"id": "plan", "name": "Plan"}]},
+    "afterNew": [{"update": {"sessionUpdate": "available_commands_update", "availableCommands": [{"name": "review", "description": "Review the change"}]}}]
+  },
+  "turns": [
+    [{"update": {"sessionUpdate": "session_info_update", "title": "Fixing the build"}},
+     {"update": {"sessionUpdate": "usage_update", "used": 1000, "size": 200000, "cost": {"amount": 0.5, "currency": "USD"}}},
+     {"terminal": {"command": "echo", "args": ["from the terminal"], "toolCallId": "run-echo"}},
+     {"text": "ok"},
+     {"stop": "end_turn", "usage": {"inputTokens": 12, "outputTokens": 34, "totalTokens": 46}}],
+    [{"text": "trying"}, {"fail": {"code": -32603, "message": "the model is overloaded"}}]
+  ]
+}`
+
+// waitUpdate waits until some update the editor got satisfies ok.
+func (e *editor) waitUpdate(t *testing.T, what string, ok func(acp.SessionUpdate) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		e.mu.Lock()
+		found := slices.ContainsFunc(e.updates, ok)
+		e.mu.Unlock()
+		if found {
+			return
+		}
+	}
+	t.Fatalf("the editor got no %s within 30s", what)
+}
+
+// The session's state reaches the editor as ACP updates (commands, mode, title, context
+// window, a terminal's output), its mode changes both ways, a prompt's answer carries the
+// turn's token counts, a failed turn fails the prompt with the agent's words, and
+// session/close lets go of the session without closing it for others.
+func TestACPSessionState(t *testing.T) {
+	d := startAgenticd(t, stateScript)
+	api := d.apiClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := d.editor(t, acpAgentID)
+	e.initialize(t, ctx)
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	id := string(sess.SessionId)
+	if sess.Modes == nil || sess.Modes.CurrentModeId != "code" || len(sess.Modes.AvailableModes) != 2 {
+		t.Errorf("session/new's modes: %+v", sess.Modes)
+	}
+	e.waitUpdate(t, "available_commands_update with review", func(u acp.SessionUpdate) bool {
+		return u.AvailableCommandsUpdate != nil && len(u.AvailableCommandsUpdate.AvailableCommands) == 1 &&
+			u.AvailableCommandsUpdate.AvailableCommands[0].Name == "review"
+	})
+
+	if _, err := e.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "plan"}); err != nil {
+		t.Fatalf("session/set_mode: %v", err)
+	}
+	if got, err := api.GetSession(ctx, &pb.GetSessionRequest{SessionId: id}); err != nil || got.GetSession().GetCurrentModeId() != "plan" {
+		t.Errorf("mode after session/set_mode: %q, %v", got.GetSession().GetCurrentModeId(), err)
+	}
+	e.waitUpdate(t, "current_mode_update plan", func(u acp.SessionUpdate) bool {
+		return u.CurrentModeUpdate != nil && u.CurrentModeUpdate.CurrentModeId == "plan"
+	})
+	set, err := e.conn.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{SessionId: sess.SessionId, ConfigId: "mode", Value: "code"}})
+	if err != nil || len(set.ConfigOptions) == 0 || set.ConfigOptions[0].Select == nil || set.ConfigOptions[0].Select.CurrentValue != "code" {
+		t.Errorf("session/set_config_option mode code: %+v, %v", set, err)
+	}
+
+	resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("fix it")}})
+	if err != nil || resp.StopReason != acp.StopReasonEndTurn || resp.Usage == nil || resp.Usage.InputTokens != 12 || resp.Usage.OutputTokens != 34 || resp.Usage.TotalTokens != 46 {
+		t.Fatalf("prompt: %+v (usage %+v), %v; want end_turn with 12/34/46 tokens", resp, resp.Usage, err)
+	}
+	e.waitUpdate(t, "session_info_update with the title", func(u acp.SessionUpdate) bool {
+		return u.SessionInfoUpdate != nil && u.SessionInfoUpdate.Title != nil && *u.SessionInfoUpdate.Title == "Fixing the build"
+	})
+	e.waitUpdate(t, "usage_update 1000 of 200000, 0.5 USD", func(u acp.SessionUpdate) bool {
+		return u.UsageUpdate != nil && u.UsageUpdate.Used == 1000 && u.UsageUpdate.Size == 200000 && u.UsageUpdate.Cost != nil && u.UsageUpdate.Cost.Amount == 0.5
+	})
+	e.waitUpdate(t, "the terminal's output in the tool call", func(u acp.SessionUpdate) bool {
+		var content []acp.ToolCallContent
+		switch {
+		case u.ToolCall != nil && u.ToolCall.ToolCallId == "run-echo":
+			content = u.ToolCall.Content
+		case u.ToolCallUpdate != nil && u.ToolCallUpdate.ToolCallId == "run-echo":
+			content = u.ToolCallUpdate.Content
+		}
+		return slices.ContainsFunc(content, func(c acp.ToolCallContent) bool {
+			return c.Content != nil && c.Content.Content.Text != nil && strings.Contains(c.Content.Content.Text.Text, "from the terminal\n")
+		})
+	})
+
+	_, err = e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("again")}})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "the model is overloaded") {
+		t.Errorf("prompt of a turn that fails: %v; want the agent's error", err)
+	}
+
+	if _, err := e.conn.CloseSession(ctx, acp.CloseSessionRequest{SessionId: sess.SessionId}); err != nil {
+		t.Fatalf("session/close: %v", err)
+	}
+	_, err = e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("more")}})
+	if !errors.As(err, &re) || re.Code != -32002 || !strings.Contains(re.Message, "session/load") {
+		t.Errorf("prompt after session/close: %v; want resource not found, naming session/load", err)
+	}
+	if got, err := api.GetSession(ctx, &pb.GetSessionRequest{SessionId: id}); err != nil || got.GetSession().GetStatus() == pb.SessionStatus_SESSION_STATUS_CLOSED {
+		t.Errorf("after session/close, agenticd's session: %v, %v; want it kept open for others", got.GetSession().GetStatus(), err)
+	}
+}
+
 // An agent that needs a login it does not have: session/new fails with auth_required
 // and says where the login belongs.
 func TestACPAgentNeedsLogin(t *testing.T) {
