@@ -827,3 +827,83 @@ func TestACPAgentNeedsLogin(t *testing.T) {
 		t.Errorf("session/new of an agent that needs a login: %v; want auth_required saying to log in through agenticd's config", err)
 	}
 }
+
+// contentScript: an agent that takes images and embedded context; its first turn says
+// what the session was opened with and what the prompt held, its second waits for a
+// permission.
+const contentScript = `{
+  "agent": {"image": true, "embeddedContext": true},
+  "turns": [
+    [{"echoSetup": true}, {"echoPrompt": true}],
+    [{"text": "Working."}, {"permission": {"toolCall": {"toolCallId": "go-on", "title": "Go on"}, "report": true}}, {"stop": "end_turn"}]
+  ]
+}`
+
+// The editor's MCP servers and prompt content (text, image, embedded resource, resource
+// link) reach the agent; a permission request that waits when an editor opens the session
+// is put to it, and its answer decides it.
+func TestACPPromptContentAndPendingPermission(t *testing.T) {
+	d := startAgenticd(t, contentScript)
+	events := d.subscribe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// agenticd knows an agent's capabilities once it has started it.
+	d.newSession(t)
+	e := d.editor(t, acpAgentID)
+	init := e.initialize(t, ctx)
+	if !init.AgentCapabilities.PromptCapabilities.Image || !init.AgentCapabilities.PromptCapabilities.EmbeddedContext {
+		t.Errorf("initialize's prompt capabilities %+v; want the agent's images and embedded context", init.AgentCapabilities.PromptCapabilities)
+	}
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{{Stdio: &acp.McpServerStdio{
+		Name: "files", Command: "/usr/bin/env", Args: []string{"true"}, Env: []acp.EnvVariable{{Name: "MODE", Value: "ro"}}}}}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	png := "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{
+		acp.TextBlock("look at these"),
+		acp.ImageBlock(png, "image/png"),
+		acp.ResourceBlock(acp.EmbeddedResourceResource{TextResourceContents: &acp.TextResourceContents{Uri: "file:///notes.txt", Text: "embedded words"}}),
+		acp.ResourceLinkBlock("README.md", "file://"+filepath.Join(d.ws, "README.md")),
+	}})
+	if err != nil || resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v, %v", resp, err)
+	}
+	got := e.text("agent")
+	for _, want := range []string{`"name":"files"`, `"command":"/usr/bin/env"`, `"MODE"`,
+		`"text":"look at these"`, `"type":"image"`, png, `"embedded words"`, "README.md"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("what the agent got lacks %s:\n%s", want, got)
+		}
+	}
+
+	// A turn started elsewhere waits for a permission; an editor opening the session is
+	// asked, and answers.
+	sent := make(chan string, 1)
+	go func() {
+		_, out, _ := d.ctl("send", string(sess.SessionId), "go on")
+		sent <- out
+	}()
+	events.waitFor(t, "TOOL_PERMISSION_REQUIRED", func(ev *pb.AgenticEvent) bool { return ev.GetToolPermissionRequired() != nil })
+	other := d.editor(t, acpAgentID)
+	other.answer = func(p acp.RequestPermissionRequest) acp.RequestPermissionResponse {
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(p.Options[0].OptionId)}
+	}
+	other.initialize(t, ctx)
+	if _, err := other.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sess.SessionId, Cwd: d.ws, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("session/load: %v", err)
+	}
+	select {
+	case out := <-sent:
+		if !strings.Contains(out, "permission: allow") {
+			t.Errorf("the turn started elsewhere printed %q; want it allowed by the editor", out)
+		}
+	case <-ctx.Done():
+		t.Fatal("the turn started elsewhere did not end")
+	}
+	other.mu.Lock()
+	defer other.mu.Unlock()
+	if len(other.asked) != 1 || other.asked[0].ToolCall.Title == nil || *other.asked[0].ToolCall.Title != "Go on" {
+		t.Errorf("the editor that opened the session was asked %+v", other.asked)
+	}
+}
