@@ -16,6 +16,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -398,7 +399,7 @@ func (b *bridge) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRes
 	req := &pb.SendMessageRequest{
 		SessionId: s.id, Content: promptContent(p.Prompt), RequestId: uuid.NewString(), MessageId: msgID, UserMessageId: userID,
 	}
-	_, err = b.opts.Client.SendMessage(cctx, req)
+	err = b.send(cctx, req)
 	if st, _ := status.FromError(err); reasonIs(st, pb.ErrorReason_ERROR_REASON_SESSION_CLOSED) {
 		// agenticd restarted, or the agent stopped, since the editor opened the session:
 		// reopen it, as agenticctl send does. Its replay is not sent again (handle).
@@ -406,7 +407,7 @@ func (b *bridge) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRes
 			b.log.Warn("reopening the session for a prompt", "session_id", s.id, "err", lerr)
 		} else {
 			req.RequestId = uuid.NewString()
-			_, err = b.opts.Client.SendMessage(cctx, req)
+			err = b.send(cctx, req)
 		}
 	}
 	cancel()
@@ -435,6 +436,29 @@ func (b *bridge) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRes
 		return e.response(userID)
 	case <-cctx.Done():
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	}
+}
+
+// send calls SendMessage. While agenticd cannot be reached or is stopping (a restart, a
+// broken connection), it waits for agenticd and sends again, for up to LostTurnAfter: the
+// request id makes a repeat safe.
+func (b *bridge) send(ctx context.Context, req *pb.SendMessageRequest) error {
+	give := time.Now().Add(b.opts.LostTurnAfter)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, give)
+		_, err := b.opts.Client.SendMessage(wctx, req, grpc.WaitForReady(true))
+		cancel()
+		st, _ := status.FromError(err)
+		retry := st.Code() == codes.Unavailable && (reasonOf(st) == "" || reasonIs(st, pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN))
+		if !retry || !time.Now().Before(give) {
+			return err
+		}
+		b.log.Debug("agenticd unreachable; sending the prompt again", "err", err)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
 	}
 }
 
