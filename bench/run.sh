@@ -35,9 +35,10 @@ fi
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "build bin/agenticd, bin/agentic-bench, bin/testagent"
+step "build bin/agenticd, bin/agenticctl, bin/agentic-bench, bin/testagent"
 go build -o bin/agentic-bench ./bench/agentic-bench || { echo "bench: bench/agentic-bench does not build" >&2; exit 1; }
 go build -o bin/agenticd ./cmd/agenticd || echo "bench: cmd/agenticd does not build; its rows will say not available" >&2
+go build -o bin/agenticctl ./cmd/agenticctl || echo "bench: cmd/agenticctl does not build; the ACP bridge's stdio row will say not available" >&2
 go build -o bin/testagent ./internal/testagent || echo "bench: the test agent does not build; ACP rows will say not available" >&2
 
 ab() {
@@ -74,6 +75,15 @@ else
 	ab latency -rate 1000 -seconds 5 -subs 16 -runs "$acp_runs"
 	ab latency -rate 1000 -seconds 5 -subs 16 -shared-conn -runs "$acp_runs"
 	ab tools -calls 2000 -runs "$runs"
+fi
+
+step "ACP bridge (an editor through agenticctl acp on stdio and through /acp/v1, against a gRPC Subscribe of the same session)"
+if [[ $quick == 1 ]]; then
+	ab acp-bridge -transport stdio -rate 1000 -seconds 2 -runs 1
+	ab acp-bridge -transport websocket -rate 1000 -seconds 2 -runs 1
+else
+	ab acp-bridge -transport stdio -rate 1000 -seconds 5 -runs "$acp_runs"
+	ab acp-bridge -transport websocket -rate 1000 -seconds 5 -runs "$acp_runs"
 fi
 
 step "Protocols (Subscribe to one subscriber over native gRPC, Connect JSON and gRPC-Web on HTTP/1.1)"

@@ -14,6 +14,7 @@
 //	agentic-bench eventlog [-count 100000 -big-count 100000 -idle 1m]  event log: write transactions, size, resume from it; RSS through and after a 1 KiB flood
 //	agentic-bench postgres [-sessions 3000 -pairs 1000 -chunks 10000]  session and DeepChat figures on SQLite and on Postgres (one replica), side by side
 //	agentic-bench replicas [-only latency,failover -ttls 3s,15s]  replicas on one Postgres: cross-replica Subscribe latency; failover time after a kill -9
+//	agentic-bench acp-bridge [-transport stdio|websocket -rate 1000]  an ACP editor through agenticctl acp or /acp/v1: added latency per update over Subscribe
 //	agentic-bench report  -results FILE ...                  write docs/BENCHMARKS.md
 //	agentic-bench relay   -listen ADDR -agent BIN [-wait]    a plain gRPC fan-out to compare with (run by latency and flood)
 //
@@ -35,7 +36,7 @@ func main() {
 	// -inprocess runs agenticd here, which re-executes this binary to confine agents.
 	confine.MaybeRunInit()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|confinement|eventlog|protocols|postgres|replicas|report [flags]; see -h of each")
+		fmt.Fprintln(os.Stderr, "usage: agentic-bench flood|latency|tools|deepchat-reply|sessions|startup|confinement|eventlog|protocols|postgres|replicas|acp-bridge|report [flags]; see -h of each")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -52,6 +53,7 @@ func main() {
 		"protocols":      protocolsCmd,
 		"postgres":       postgresCmd,
 		"replicas":       replicasCmd,
+		"acp-bridge":     acpBridgeCmd,
 		"relay":          relayCmd,
 		"report":         func(_ context.Context, args []string) error { return reportCmd(args) },
 	}

@@ -47,6 +47,8 @@ func reportCmd(args []string) error {
 		"with gRPC clients on loopback unless a row says in-process. " +
 		"Subscribers take agenticd's default, in which the deltas of one message that already wait for a stream together go out as one event (their texts joined): " +
 		"an ACP row's events/s counts the agent's chunks a subscriber received, however many gRPC events carried them; rows marked \"unmerged deltas\" subscribe with `unmerged_deltas` and get one gRPC event per chunk, as do the Protocols rows and the Replicas rows (per-event latency, chunk counts). " +
+		"The ACP bridge rows put an editor in front of agenticd as editors meet it (an acp-go-sdk client through `agenticctl acp` on stdio, or through agenticd's `/acp/v1` WebSocket) " +
+		"and a plain gRPC subscriber on the same session; the editor prompts a paced, stamped flood, and each chunk's receive time at the editor minus at the subscriber is what the bridge added to that update. " +
 		"The Protocols rows read the same unpaced flood through one Subscribe stream in each protocol agenticd's port speaks: native gRPC (the generated Go client, HTTP/2), " +
 		"Connect with JSON and gRPC-Web with binary proto (plain net/http over HTTP/1.1, as a browser without HTTP/2 to agenticd sends them, through the server's transcoding gateway); " +
 		"one bin/agenticd per run serves a turn in each, and each ratio is to native gRPC in the same run. Each turn is read live (no faster than the agent writes: " +

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -30,10 +31,16 @@ func cmdACP(c *cli, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	stdin, ok := c.stdin.(io.ReadCloser)
-	if !ok {
+	var stdin io.ReadCloser
+	switch in := c.stdin.(type) {
+	case *os.File:
+		stdin = closableStdin(in)
+	case io.ReadCloser:
+		stdin = in
+	default:
 		stdin = io.NopCloser(c.stdin)
 	}
+	defer stdin.Close()
 	return acpbridge.Serve(ctx, acpbridge.Options{
 		AgentID:     *agent,
 		Client:      c.client,

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,13 +189,19 @@ type editor struct {
 
 func (d *agenticd) editor(t *testing.T, agent string) *editor {
 	t.Helper()
+	return d.editorAt(t, d.addr, agent)
+}
+
+// editorAt is an editor whose agenticctl dials addr.
+func (d *agenticd) editorAt(t *testing.T, addr, agent string) *editor {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer outW.Close()
-		run([]string{"--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", agent}, inR, outW, io.Discard)
+		run([]string{"--addr", addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", agent}, inR, outW, io.Discard)
 	}()
 	e := &editor{}
 	e.conn = acp.NewClientSideConnection(e, inW, outR)
@@ -496,5 +505,405 @@ func TestACPOverWebSocket(t *testing.T) {
 	}
 	if !diff {
 		t.Error("the editor got no tool_call_update with the diff")
+	}
+}
+
+// An editor that ends its agent with SIGTERM, its end of stdin still open, sees it end.
+func TestACPEndsOnSIGTERM(t *testing.T) {
+	d := startAgenticd(t, loadScript)
+	ctl := buildTool(t, t.TempDir(), "agenticctl", ".")
+	cmd := exec.Command(ctl, "--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", acpAgentID)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// An answer shows agenticctl reads stdin before the signal comes.
+	if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, `"agentInfo"`) {
+		t.Fatalf("initialize: %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("agenticctl acp after SIGTERM: %v; want a clean exit", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatal("agenticctl acp did not end within 30s of SIGTERM while stdin stayed open")
+	}
+}
+
+// cutProxy forwards TCP connections to target until cut, which closes them and turns
+// new ones away until mend.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]bool
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.setCut(true)
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		for _, pair := range [][2]net.Conn{{c, up}, {up, c}} {
+			p.wg.Go(func() {
+				_, _ = io.Copy(pair[0], pair[1])
+				_ = pair[0].Close()
+				_ = pair[1].Close()
+			})
+		}
+	}
+}
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// reconnectScript: a turn says "one ", waits for a permission and then says the rest.
+const reconnectScript = `{"turns": [[
+  {"text": "one "},
+  {"permission": {"toolCall": {"toolCallId": "go-on", "title": "Go on"}, "onAllow": [{"text": "two "}, {"text": "three"}]}},
+  {"stop": "end_turn"}
+]]}`
+
+// The editor's connection to agenticd breaks in the middle of a turn, which goes on
+// meanwhile (another client answers its permission request); when agenticd can be
+// reached again, the editor gets the rest of the turn, nothing twice, and its prompt
+// ends. After agenticd restarts, the editor's next prompt reopens the session.
+func TestACPReconnectsAndReopens(t *testing.T) {
+	d := startAgenticd(t, reconnectScript)
+	proxy := startCutProxy(t, d.addr)
+	events := d.subscribe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := d.editorAt(t, proxy.ln.Addr().String(), acpAgentID)
+	e.initialize(t, ctx)
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	type result struct {
+		resp acp.PromptResponse
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+		res <- result{resp, err}
+	}()
+	var permID string
+	events.waitFor(t, "TOOL_PERMISSION_REQUIRED", func(ev *pb.AgenticEvent) bool {
+		permID = ev.GetToolPermissionRequired().GetRequest().GetPermissionId()
+		return permID != ""
+	})
+	e.waitText(t, "agent", "one ")
+
+	proxy.setCut(true)
+	api := d.apiClient(t)
+	if _, err := api.RespondPermission(ctx, &pb.RespondPermissionRequest{SessionId: string(sess.SessionId), PermissionId: permID,
+		Answer: &pb.RespondPermissionRequest_OptionKind{OptionKind: pb.PermissionOptionKind_PERMISSION_OPTION_KIND_ALLOW_ONCE}}); err != nil {
+		t.Fatal(err)
+	}
+	events.waitFor(t, "MESSAGE_END of the turn", func(ev *pb.AgenticEvent) bool {
+		return ev.GetSessionId() == string(sess.SessionId) && ev.GetMessageEnd().GetRole() == pb.MessageRole_MESSAGE_ROLE_ASSISTANT
+	})
+	if got := e.text("agent"); got != "one " {
+		t.Fatalf("the editor got %q while cut off", got)
+	}
+	proxy.setCut(false)
+
+	if r := <-res; r.err != nil || r.resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt across the break: %+v, %v; want end_turn", r.resp, r.err)
+	}
+	if got := e.text("agent"); got != "one two three" {
+		t.Errorf("the editor got %q across the break; want every chunk once, in order", got)
+	}
+
+	// The restarted agenticd has the session stored, not open: the prompt reopens it, and
+	// the agent (a new process, whose script starts again) asks again, the editor this
+	// time answering.
+	d.stop(t)
+	d.cfg.Listen = d.addr
+	d.start(t)
+	e.mu.Lock()
+	e.answer = func(p acp.RequestPermissionRequest) acp.RequestPermissionResponse {
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(p.Options[0].OptionId)}
+	}
+	e.mu.Unlock()
+	resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("again")}})
+	if err != nil || resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after agenticd restarted: %+v, %v", resp, err)
+	}
+	if got := e.text("agent"); got != "one two threeone two three" {
+		t.Errorf("the editor got %q; want the second turn once, and the history the reopening replays left out", got)
+	}
+}
+
+// stateScript: modes and a command offered at start; a turn that titles the session,
+// reports its context window, runs a command in a terminal (served by agenticd) and ends
+// with token counts; a turn that fails.
+const stateScript = `{
+  "session": {
+    "modes": {"currentModeId": "code", "availableModes": [{"id": "code", "name": "Code"}, {"id": "plan", "name": "Plan"}]},
+    "afterNew": [{"update": {"sessionUpdate": "available_commands_update", "availableCommands": [{"name": "review", "description": "Review the change"}]}}]
+  },
+  "turns": [
+    [{"update": {"sessionUpdate": "session_info_update", "title": "Fixing the build"}},
+     {"update": {"sessionUpdate": "usage_update", "used": 1000, "size": 200000, "cost": {"amount": 0.5, "currency": "USD"}}},
+     {"terminal": {"command": "echo", "args": ["from the terminal"], "toolCallId": "run-echo"}},
+     {"text": "ok"},
+     {"stop": "end_turn", "usage": {"inputTokens": 12, "outputTokens": 34, "totalTokens": 46}}],
+    [{"text": "trying"}, {"fail": {"code": -32603, "message": "the model is overloaded"}}]
+  ]
+}`
+
+// waitUpdate waits until some update the editor got satisfies ok.
+func (e *editor) waitUpdate(t *testing.T, what string, ok func(acp.SessionUpdate) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		e.mu.Lock()
+		found := slices.ContainsFunc(e.updates, ok)
+		e.mu.Unlock()
+		if found {
+			return
+		}
+	}
+	t.Fatalf("the editor got no %s within 30s", what)
+}
+
+// The session's state reaches the editor as ACP updates (commands, mode, title, context
+// window, a terminal's output), its mode changes both ways, a prompt's answer carries the
+// turn's token counts, a failed turn fails the prompt with the agent's words, and
+// session/close lets go of the session without closing it for others.
+func TestACPSessionState(t *testing.T) {
+	d := startAgenticd(t, stateScript)
+	api := d.apiClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := d.editor(t, acpAgentID)
+	e.initialize(t, ctx)
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	id := string(sess.SessionId)
+	if sess.Modes == nil || sess.Modes.CurrentModeId != "code" || len(sess.Modes.AvailableModes) != 2 {
+		t.Errorf("session/new's modes: %+v", sess.Modes)
+	}
+	e.waitUpdate(t, "available_commands_update with review", func(u acp.SessionUpdate) bool {
+		return u.AvailableCommandsUpdate != nil && len(u.AvailableCommandsUpdate.AvailableCommands) == 1 &&
+			u.AvailableCommandsUpdate.AvailableCommands[0].Name == "review"
+	})
+
+	if _, err := e.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "plan"}); err != nil {
+		t.Fatalf("session/set_mode: %v", err)
+	}
+	if got, err := api.GetSession(ctx, &pb.GetSessionRequest{SessionId: id}); err != nil || got.GetSession().GetCurrentModeId() != "plan" {
+		t.Errorf("mode after session/set_mode: %q, %v", got.GetSession().GetCurrentModeId(), err)
+	}
+	e.waitUpdate(t, "current_mode_update plan", func(u acp.SessionUpdate) bool {
+		return u.CurrentModeUpdate != nil && u.CurrentModeUpdate.CurrentModeId == "plan"
+	})
+	set, err := e.conn.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{SessionId: sess.SessionId, ConfigId: "mode", Value: "code"}})
+	if err != nil || len(set.ConfigOptions) == 0 || set.ConfigOptions[0].Select == nil || set.ConfigOptions[0].Select.CurrentValue != "code" {
+		t.Errorf("session/set_config_option mode code: %+v, %v", set, err)
+	}
+
+	resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("fix it")}})
+	if err != nil || resp.StopReason != acp.StopReasonEndTurn || resp.Usage == nil || resp.Usage.InputTokens != 12 || resp.Usage.OutputTokens != 34 || resp.Usage.TotalTokens != 46 {
+		t.Fatalf("prompt: %+v (usage %+v), %v; want end_turn with 12/34/46 tokens", resp, resp.Usage, err)
+	}
+	e.waitUpdate(t, "session_info_update with the title", func(u acp.SessionUpdate) bool {
+		return u.SessionInfoUpdate != nil && u.SessionInfoUpdate.Title != nil && *u.SessionInfoUpdate.Title == "Fixing the build"
+	})
+	e.waitUpdate(t, "usage_update 1000 of 200000, 0.5 USD", func(u acp.SessionUpdate) bool {
+		return u.UsageUpdate != nil && u.UsageUpdate.Used == 1000 && u.UsageUpdate.Size == 200000 && u.UsageUpdate.Cost != nil && u.UsageUpdate.Cost.Amount == 0.5
+	})
+	e.waitUpdate(t, "the terminal's output in the tool call", func(u acp.SessionUpdate) bool {
+		var content []acp.ToolCallContent
+		switch {
+		case u.ToolCall != nil && u.ToolCall.ToolCallId == "run-echo":
+			content = u.ToolCall.Content
+		case u.ToolCallUpdate != nil && u.ToolCallUpdate.ToolCallId == "run-echo":
+			content = u.ToolCallUpdate.Content
+		}
+		return slices.ContainsFunc(content, func(c acp.ToolCallContent) bool {
+			return c.Content != nil && c.Content.Content.Text != nil && strings.Contains(c.Content.Content.Text.Text, "from the terminal\n")
+		})
+	})
+
+	_, err = e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("again")}})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "the model is overloaded") {
+		t.Errorf("prompt of a turn that fails: %v; want the agent's error", err)
+	}
+
+	if _, err := e.conn.CloseSession(ctx, acp.CloseSessionRequest{SessionId: sess.SessionId}); err != nil {
+		t.Fatalf("session/close: %v", err)
+	}
+	_, err = e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("more")}})
+	if !errors.As(err, &re) || re.Code != -32002 || !strings.Contains(re.Message, "session/load") {
+		t.Errorf("prompt after session/close: %v; want resource not found, naming session/load", err)
+	}
+	if got, err := api.GetSession(ctx, &pb.GetSessionRequest{SessionId: id}); err != nil || got.GetSession().GetStatus() == pb.SessionStatus_SESSION_STATUS_CLOSED {
+		t.Errorf("after session/close, agenticd's session: %v, %v; want it kept open for others", got.GetSession().GetStatus(), err)
+	}
+}
+
+// An agent that needs a login it does not have: session/new fails with auth_required
+// and says where the login belongs.
+func TestACPAgentNeedsLogin(t *testing.T) {
+	d := startAgenticd(t, `{"agent": {"requireAuth": true, "authMethods": [{"id": "login", "name": "Log in", "description": "run the agent's login"}]}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := d.editor(t, acpAgentID)
+	init := e.initialize(t, ctx)
+	if len(init.AuthMethods) != 0 {
+		t.Errorf("initialize offers auth methods %+v; agenticd's credentials travel with the connection", init.AuthMethods)
+	}
+	_, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{}})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || re.Code != -32000 || !strings.Contains(re.Message, "agenticd's config") {
+		t.Errorf("session/new of an agent that needs a login: %v; want auth_required saying to log in through agenticd's config", err)
+	}
+}
+
+// contentScript: an agent that takes images and embedded context; its first turn says
+// what the session was opened with and what the prompt held, its second waits for a
+// permission.
+const contentScript = `{
+  "agent": {"image": true, "embeddedContext": true},
+  "turns": [
+    [{"echoSetup": true}, {"echoPrompt": true}],
+    [{"text": "Working."}, {"permission": {"toolCall": {"toolCallId": "go-on", "title": "Go on"}, "report": true}}, {"stop": "end_turn"}]
+  ]
+}`
+
+// The editor's MCP servers and prompt content (text, image, embedded resource, resource
+// link) reach the agent; a permission request that waits when an editor opens the session
+// is put to it, and its answer decides it.
+func TestACPPromptContentAndPendingPermission(t *testing.T) {
+	d := startAgenticd(t, contentScript)
+	events := d.subscribe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// agenticd knows an agent's capabilities once it has started it.
+	d.newSession(t)
+	e := d.editor(t, acpAgentID)
+	init := e.initialize(t, ctx)
+	if !init.AgentCapabilities.PromptCapabilities.Image || !init.AgentCapabilities.PromptCapabilities.EmbeddedContext {
+		t.Errorf("initialize's prompt capabilities %+v; want the agent's images and embedded context", init.AgentCapabilities.PromptCapabilities)
+	}
+	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: d.ws, McpServers: []acp.McpServer{{Stdio: &acp.McpServerStdio{
+		Name: "files", Command: "/usr/bin/env", Args: []string{"true"}, Env: []acp.EnvVariable{{Name: "MODE", Value: "ro"}}}}}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	png := "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	resp, err := e.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{
+		acp.TextBlock("look at these"),
+		acp.ImageBlock(png, "image/png"),
+		acp.ResourceBlock(acp.EmbeddedResourceResource{TextResourceContents: &acp.TextResourceContents{Uri: "file:///notes.txt", Text: "embedded words"}}),
+		acp.ResourceLinkBlock("README.md", "file://"+filepath.Join(d.ws, "README.md")),
+	}})
+	if err != nil || resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v, %v", resp, err)
+	}
+	got := e.text("agent")
+	for _, want := range []string{`"name":"files"`, `"command":"/usr/bin/env"`, `"MODE"`,
+		`"text":"look at these"`, `"type":"image"`, png, `"embedded words"`, "README.md"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("what the agent got lacks %s:\n%s", want, got)
+		}
+	}
+
+	// A turn started elsewhere waits for a permission; an editor opening the session is
+	// asked, and answers.
+	sent := make(chan string, 1)
+	go func() {
+		_, out, _ := d.ctl("send", string(sess.SessionId), "go on")
+		sent <- out
+	}()
+	events.waitFor(t, "TOOL_PERMISSION_REQUIRED", func(ev *pb.AgenticEvent) bool { return ev.GetToolPermissionRequired() != nil })
+	other := d.editor(t, acpAgentID)
+	other.answer = func(p acp.RequestPermissionRequest) acp.RequestPermissionResponse {
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(p.Options[0].OptionId)}
+	}
+	other.initialize(t, ctx)
+	if _, err := other.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sess.SessionId, Cwd: d.ws, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("session/load: %v", err)
+	}
+	select {
+	case out := <-sent:
+		if !strings.Contains(out, "permission: allow") {
+			t.Errorf("the turn started elsewhere printed %q; want it allowed by the editor", out)
+		}
+	case <-ctx.Done():
+		t.Fatal("the turn started elsewhere did not end")
+	}
+	other.mu.Lock()
+	defer other.mu.Unlock()
+	if len(other.asked) != 1 || other.asked[0].ToolCall.Title == nil || *other.asked[0].ToolCall.Title != "Go on" {
+		t.Errorf("the editor that opened the session was asked %+v", other.asked)
 	}
 }

@@ -32,8 +32,9 @@ type agenticd struct {
 	addr string
 }
 
-// startAgenticd runs agenticd with the test agent playing script; it stops with the test.
-func startAgenticd(t *testing.T, script string) *agenticd {
+// startAgenticd runs agenticd with the test agent playing script, its config changed by
+// configure; it stops with the test.
+func startAgenticd(t *testing.T, script string, configure ...func(*daemon.Config)) *agenticd {
 	t.Helper()
 	dir := t.TempDir()
 	agent := filepath.Join(dir, "testagent")
@@ -53,6 +54,9 @@ func startAgenticd(t *testing.T, script string) *agenticd {
 		Agents: []daemon.AgentConfig{{ID: acpAgentID, Type: presenters.AgentTypeACP, Command: agent,
 			Env: map[string]string{"TESTAGENT_SCRIPT": scriptPath}, ReadPaths: []string{filepath.Dir(scriptPath)}}},
 	}}
+	for _, c := range configure {
+		c(&d.cfg)
+	}
 	if err := os.Mkdir(d.ws, 0o755); err != nil {
 		t.Fatal(err)
 	}

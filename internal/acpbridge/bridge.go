@@ -10,11 +10,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 )
@@ -51,6 +55,8 @@ type bridge struct {
 	sessions map[string]*session
 }
 
+var _ acp.Agent = (*bridge)(nil)
+
 // followStart asks Serve to follow a session's events after a sequence.
 type followStart struct {
 	s     *session
@@ -73,7 +79,7 @@ func Serve(ctx context.Context, opts Options, w io.Writer, r io.ReadCloser) erro
 		follow: make(chan followStart), sessions: map[string]*session{}}
 	// The SDK reads at once; nothing may reach b before b.conn is set.
 	ready := make(chan struct{})
-	b.conn = acp.NewAgentSideConnection(b, w, gatedReader{r: r, ready: ready})
+	b.conn = acp.NewAgentSideConnection(b, editorWriter{w: w}, newEditorReader(r, ready))
 	b.conn.SetLogger(b.log)
 	close(ready)
 
@@ -200,7 +206,8 @@ func (b *bridge) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.N
 	if s == nil {
 		return acp.NewSessionResponse{}, ctx.Err()
 	}
-	return acp.NewSessionResponse{SessionId: acp.SessionId(info.GetSessionId()), Modes: modeState(info), ConfigOptions: configOptions(info)}, nil
+	return acp.NewSessionResponse{SessionId: acp.SessionId(info.GetSessionId()), Modes: modeState(info), ConfigOptions: configOptions(info),
+		Meta: modelsMeta(info)}, nil
 }
 
 // attach follows a session's events from its snapshot on; replayed names the messages
@@ -292,7 +299,7 @@ func (b *bridge) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp
 	if b.attach(ctx, info, replayed) == nil {
 		return acp.LoadSessionResponse{}, ctx.Err()
 	}
-	return acp.LoadSessionResponse{Modes: modeState(info), ConfigOptions: configOptions(info)}, nil
+	return acp.LoadSessionResponse{Modes: modeState(info), ConfigOptions: configOptions(info), Meta: modelsMeta(info)}, nil
 }
 
 func (b *bridge) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
@@ -342,29 +349,37 @@ func (b *bridge) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest
 }
 
 func (b *bridge) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	v := p.ValueId
-	if v == nil {
-		return acp.SetSessionConfigOptionResponse{}, &acp.RequestError{Code: codeInvalidParams, Message: "agenticd's config options are selects: mode and model"}
+	var sessionID, configID, value string
+	switch {
+	case p.ValueId != nil:
+		sessionID, configID, value = string(p.ValueId.SessionId), string(p.ValueId.ConfigId), string(p.ValueId.Value)
+	case p.Boolean != nil:
+		sessionID, configID, value = string(p.Boolean.SessionId), string(p.Boolean.ConfigId), strconv.FormatBool(p.Boolean.Value)
+	default:
+		return acp.SetSessionConfigOptionResponse{}, &acp.RequestError{Code: codeInvalidParams, Message: "a config option's value is a select's value id or a boolean"}
 	}
 	cctx, cancel := b.call(ctx)
 	defer cancel()
 	var info *pb.SessionInfo
-	switch v.ConfigId {
+	switch configID {
 	case configMode:
-		resp, err := b.opts.Client.SetMode(cctx, &pb.SetModeRequest{SessionId: string(v.SessionId), ModeId: string(v.Value)})
+		resp, err := b.opts.Client.SetMode(cctx, &pb.SetModeRequest{SessionId: sessionID, ModeId: value})
 		if err != nil {
 			return acp.SetSessionConfigOptionResponse{}, b.requestError(err)
 		}
 		info = resp.GetSession()
 	case configModel:
-		resp, err := b.opts.Client.SetModel(cctx, &pb.SetModelRequest{SessionId: string(v.SessionId), ModelId: string(v.Value)})
+		resp, err := b.opts.Client.SetModel(cctx, &pb.SetModelRequest{SessionId: sessionID, ModelId: value})
 		if err != nil {
 			return acp.SetSessionConfigOptionResponse{}, b.requestError(err)
 		}
 		info = resp.GetSession()
 	default:
-		return acp.SetSessionConfigOptionResponse{}, &acp.RequestError{Code: codeInvalidParams,
-			Message: fmt.Sprintf("unknown config option %q: agenticd offers %q and %q", v.ConfigId, configMode, configModel)}
+		resp, err := b.opts.Client.SetConfigOption(cctx, &pb.SetConfigOptionRequest{SessionId: sessionID, ConfigId: configID, Value: value})
+		if err != nil {
+			return acp.SetSessionConfigOptionResponse{}, b.requestError(err)
+		}
+		info = resp.GetSession()
 	}
 	return acp.SetSessionConfigOptionResponse{ConfigOptions: configOptions(info)}, nil
 }
@@ -381,9 +396,20 @@ func (b *bridge) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRes
 	end := s.expect(msgID, userID)
 	defer s.forget(msgID)
 	cctx, cancel := b.call(ctx)
-	_, err = b.opts.Client.SendMessage(cctx, &pb.SendMessageRequest{
+	req := &pb.SendMessageRequest{
 		SessionId: s.id, Content: promptContent(p.Prompt), RequestId: uuid.NewString(), MessageId: msgID, UserMessageId: userID,
-	})
+	}
+	err = b.send(cctx, req)
+	if st, _ := status.FromError(err); reasonIs(st, pb.ErrorReason_ERROR_REASON_SESSION_CLOSED) {
+		// agenticd restarted, or the agent stopped, since the editor opened the session:
+		// reopen it, as agenticctl send does. Its replay is not sent again (handle).
+		if _, lerr := b.opts.Client.LoadSession(cctx, &pb.LoadSessionRequest{SessionId: s.id}); lerr != nil {
+			b.log.Warn("reopening the session for a prompt", "session_id", s.id, "err", lerr)
+		} else {
+			req.RequestId = uuid.NewString()
+			err = b.send(cctx, req)
+		}
+	}
 	cancel()
 	if err != nil {
 		return acp.PromptResponse{}, b.requestError(err)
@@ -413,6 +439,29 @@ func (b *bridge) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRes
 	}
 }
 
+// send calls SendMessage. While agenticd cannot be reached or is stopping (a restart, a
+// broken connection), it waits for agenticd and sends again, for up to LostTurnAfter: the
+// request id makes a repeat safe.
+func (b *bridge) send(ctx context.Context, req *pb.SendMessageRequest) error {
+	give := time.Now().Add(b.opts.LostTurnAfter)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, give)
+		_, err := b.opts.Client.SendMessage(wctx, req, grpc.WaitForReady(true))
+		cancel()
+		st, _ := status.FromError(err)
+		retry := st.Code() == codes.Unavailable && (reasonOf(st) == "" || reasonIs(st, pb.ErrorReason_ERROR_REASON_SHUTTING_DOWN))
+		if !retry || !time.Now().Before(give) {
+			return err
+		}
+		b.log.Debug("agenticd unreachable; sending the prompt again", "err", err)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
 func (b *bridge) Cancel(ctx context.Context, p acp.CancelNotification) error {
 	s, err := b.session(p.SessionId)
 	if err != nil {
@@ -421,20 +470,15 @@ func (b *bridge) Cancel(ctx context.Context, p acp.CancelNotification) error {
 	cctx, cancel := b.call(ctx)
 	defer cancel()
 	for _, id := range s.running() {
-		if _, err := b.opts.Client.CancelMessage(cctx, &pb.CancelMessageRequest{SessionId: s.id, MessageId: id, RequestId: uuid.NewString()}); err != nil {
+		_, err := b.opts.Client.CancelMessage(cctx, &pb.CancelMessageRequest{SessionId: s.id, MessageId: id, RequestId: uuid.NewString()})
+		switch {
+		case status.Code(err) == codes.FailedPrecondition:
+			// The SDK cancels the prompt's context on session/cancel too, and Prompt
+			// cancels the turn then: the two race, and one finds it ended.
+			b.log.Debug("session/cancel: the turn ended already", "session_id", s.id, "message_id", id, "err", err)
+		case err != nil:
 			b.log.Warn("session/cancel", "session_id", s.id, "message_id", id, "err", err)
 		}
 	}
 	return nil
-}
-
-// gatedReader holds reads until ready is closed.
-type gatedReader struct {
-	r     io.Reader
-	ready <-chan struct{}
-}
-
-func (g gatedReader) Read(p []byte) (int, error) {
-	<-g.ready
-	return g.r.Read(p)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -38,6 +39,12 @@ func reasonOf(st *status.Status) string {
 	return ""
 }
 
+// reasonIs reports whether st carries reason r, which ErrorInfo spells without the
+// ERROR_REASON_ prefix.
+func reasonIs(st *status.Status, r pb.ErrorReason) bool {
+	return reasonOf(st) == strings.TrimPrefix(r.String(), "ERROR_REASON_")
+}
+
 // requestError turns an error of agenticd's API into an ACP error a person can act on:
 // agenticd's own message (it says what was wrong and what to do), under the JSON-RPC
 // code that fits, with the reason and the gRPC code as data for programs.
@@ -64,7 +71,7 @@ func (b *bridge) requestError(err error) error {
 	msg := st.Message()
 	code := codeInternal
 	switch {
-	case reason == pb.ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED.String():
+	case reasonIs(st, pb.ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED):
 		code = codeAuthRequired
 		msg += fmt.Sprintf(" (agent %s logs in on agenticd's side: give it the credentials in agenticd's config, then try again)", b.opts.AgentID)
 	case st.Code() == codes.NotFound:

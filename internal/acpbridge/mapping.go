@@ -2,6 +2,7 @@ package acpbridge
 
 import (
 	"encoding/base64"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -320,8 +321,9 @@ func modeState(s *pb.SessionInfo) *acp.SessionModeState {
 	return st
 }
 
-// The config options agenticd offers an editor: the session's mode and model, which are
-// what the API can set (SetMode, SetModel).
+// The config options agenticd offers an editor: the session's mode and model under these
+// ids (SetMode, SetModel, whichever way the agent offers them), and the agent's other
+// config options under their own ids (SetConfigOption).
 const (
 	configMode  = "mode"
 	configModel = "model"
@@ -351,7 +353,65 @@ func configOptions(s *pb.SessionInfo) []acp.SessionConfigOption {
 		}
 		out = append(out, selectOption(configModel, "Model", acp.SessionConfigOptionCategoryModel, s.GetCurrentModelId(), opts))
 	}
+	for _, o := range s.GetConfigOptions() {
+		// The agent's mode and model options are the two above already.
+		if o.GetCategory() == configMode || o.GetCategory() == configModel || o.GetId() == configMode || o.GetId() == configModel {
+			continue
+		}
+		out = append(out, agentOption(o))
+	}
 	return out
+}
+
+// agentOption is one of the agent's own config options, as the agent offered it.
+func agentOption(o *pb.ConfigOption) acp.SessionConfigOption {
+	var cat *acp.SessionConfigOptionCategory
+	if o.GetCategory() != "" {
+		cat = new(acp.SessionConfigOptionCategory(o.GetCategory()))
+	}
+	var desc *string
+	if o.GetDescription() != "" {
+		desc = new(o.GetDescription())
+	}
+	name := cmpOr(o.GetName(), o.GetId())
+	if o.GetType() == pb.ConfigOptionType_CONFIG_OPTION_TYPE_BOOLEAN {
+		return acp.SessionConfigOption{Boolean: &acp.SessionConfigOptionBoolean{
+			Type: "boolean", Id: acp.SessionConfigId(o.GetId()), Name: name, Description: desc, Category: cat,
+			CurrentValue: o.GetCurrentValue() == "true",
+		}}
+	}
+	choice := func(c *pb.ConfigChoice) acp.SessionConfigSelectOption {
+		opt := acp.SessionConfigSelectOption{Value: acp.SessionConfigValueId(c.GetValue()), Name: cmpOr(c.GetName(), c.GetValue())}
+		if c.GetDescription() != "" {
+			opt.Description = new(c.GetDescription())
+		}
+		return opt
+	}
+	var options acp.SessionConfigSelectOptions
+	if slices.ContainsFunc(o.GetChoices(), func(c *pb.ConfigChoice) bool { return c.GetGroup() != "" }) {
+		var groups acp.SessionConfigSelectOptionsGrouped
+		index := map[string]int{}
+		for _, c := range o.GetChoices() {
+			i, ok := index[c.GetGroup()]
+			if !ok {
+				i = len(groups)
+				index[c.GetGroup()] = i
+				groups = append(groups, acp.SessionConfigSelectGroup{Group: acp.SessionConfigGroupId(c.GetGroup()), Name: c.GetGroup()})
+			}
+			groups[i].Options = append(groups[i].Options, choice(c))
+		}
+		options.Grouped = &groups
+	} else {
+		ungrouped := make(acp.SessionConfigSelectOptionsUngrouped, 0, len(o.GetChoices()))
+		for _, c := range o.GetChoices() {
+			ungrouped = append(ungrouped, choice(c))
+		}
+		options.Ungrouped = &ungrouped
+	}
+	return acp.SessionConfigOption{Select: &acp.SessionConfigOptionSelect{
+		Type: "select", Id: acp.SessionConfigId(o.GetId()), Name: name, Description: desc, Category: cat,
+		CurrentValue: acp.SessionConfigValueId(o.GetCurrentValue()), Options: options,
+	}}
 }
 
 // promptContent is an editor's prompt as agenticd's message content.

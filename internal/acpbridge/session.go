@@ -33,7 +33,10 @@ type session struct {
 	errs     map[string]string       // the last error of a running turn, by message id
 	asks     map[string]context.CancelFunc
 	info     *pb.SessionInfo // modes and models as they are now, for config option updates
-	lost     error           // set while the event stream is broken for too long
+	// attachedAt is the snapshot's last sequence: events up to it are the turn in flight
+	// replayed, whose waiting permission requests the snapshot lists.
+	attachedAt uint64
+	lost       error // set while the event stream is broken for too long
 
 	tools map[string]*pb.ToolCall // running tool calls' last state, for permission requests
 
@@ -60,7 +63,7 @@ func newSession(b *bridge, info *pb.SessionInfo, replayed map[string]bool) *sess
 	}
 	return &session{id: info.GetSessionId(), acpID: acp.SessionId(info.GetSessionId()), b: b, stopped: make(chan struct{}),
 		turns: map[string]chan turnEnd{}, ownUsers: map[string]bool{}, replayed: replayed, errs: map[string]string{},
-		asks: map[string]context.CancelFunc{}, info: info, terms: terminals{}, tools: map[string]*pb.ToolCall{}}
+		asks: map[string]context.CancelFunc{}, info: info, attachedAt: info.GetLastSequence(), terms: terminals{}, tools: map[string]*pb.ToolCall{}}
 }
 
 func (s *session) stop() { s.stopOnce.Do(func() { close(s.stopped) }) }
@@ -277,6 +280,10 @@ func (s *session) handle(ctx context.Context, ev *pb.AgenticEvent, asks *sync.Wa
 		delete(s.tools, t.GetToolId())
 		s.mu.Unlock()
 	case *pb.AgenticEvent_ToolPermissionRequired:
+		if ev.GetSequence() <= s.attachedAt {
+			// Replayed with the turn in flight: run asked it already if it still waits.
+			return
+		}
 		req := p.ToolPermissionRequired.GetRequest()
 		asks.Go(func() { s.ask(ctx, req) })
 	case *pb.AgenticEvent_ToolPermissionGranted:
@@ -339,6 +346,9 @@ func (s *session) updated(ctx context.Context, u *pb.SessionUpdated) {
 		case "available_models":
 			s.info.AvailableModels = info.GetAvailableModels()
 			configChanged = true
+		case "config_options":
+			s.info.ConfigOptions = info.GetConfigOptions()
+			configChanged = true
 		case "title":
 			s.send(ctx, acp.SessionUpdate{SessionInfoUpdate: &acp.SessionSessionInfoUpdate{Title: new(info.GetTitle())}})
 		case "usage":
@@ -361,6 +371,10 @@ func (s *session) ask(ctx context.Context, req *pb.PermissionRequest) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
+	if s.asks[req.GetPermissionId()] != nil {
+		s.mu.Unlock()
+		return
+	}
 	s.asks[req.GetPermissionId()] = cancel
 	s.mu.Unlock()
 	defer func() {
