@@ -394,7 +394,7 @@ func (q *Queue) enqueue(ctx context.Context, p presenters.Presenter, sessionID s
 		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
 	}
 	m := presenters.QueuedMessage{SessionID: sessionID, MessageID: opts.MessageID, UserMessageID: opts.UserMessageID,
-		Content: content, Reason: reason, QueuedAt: time.Now()}
+		Content: content, Reason: reason, QueuedAt: time.Now(), Principal: callerOf(ctx).Name}
 	if m.MessageID == "" {
 		m.MessageID = uuid.Must(uuid.NewV7()).String()
 	}

@@ -162,6 +162,19 @@ CREATE TABLE queued_messages (
 );
 CREATE INDEX queued_messages_by_session ON queued_messages(session_id, position);
 `,
+	// 9: who sent each message: a queued message's sender, who its turn runs for when it
+	// starts (here, after a restart, or on the replica that took the session over); and
+	// the sender of each user message, written with the event that names it (no foreign
+	// key: an ACP reply's message row may land after that event).
+	`
+ALTER TABLE queued_messages ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+CREATE TABLE message_senders (
+	message_id TEXT PRIMARY KEY,
+	session_id TEXT NOT NULL,
+	principal  TEXT NOT NULL
+);
+CREATE INDEX message_senders_by_session ON message_senders(session_id);
+`,
 }
 
 // postgresMigrations are migrations in Postgres's words, one for one: the same tables,
@@ -299,6 +312,16 @@ CREATE TABLE queued_messages (
 	queued_at       BIGINT NOT NULL
 );
 CREATE INDEX queued_messages_by_session ON queued_messages(session_id, position);
+`,
+	// 9
+	`
+ALTER TABLE queued_messages ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+CREATE TABLE message_senders (
+	message_id TEXT PRIMARY KEY,
+	session_id TEXT NOT NULL,
+	principal  TEXT NOT NULL
+);
+CREATE INDEX message_senders_by_session ON message_senders(session_id);
 `,
 }
 

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agenticd/agenticd/presenters"
+)
+
+func queued(sessionID, id, principal string) presenters.QueuedMessage {
+	return presenters.QueuedMessage{SessionID: sessionID, MessageID: id, UserMessageID: "u-" + id, Principal: principal,
+		Content: presenters.MessageContent{Parts: []presenters.ContentPart{{Text: "later"}}}, QueuedAt: time.Unix(1_700_000_000, 0)}
+}
+
+// A queued message keeps who sent it: its turn runs for that principal whenever and
+// wherever it starts.
+func TestQueuedMessagesKeepTheirSender(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		for _, m := range []presenters.QueuedMessage{queued("s1", "m1", "alice"), queued("s1", "m2", "")} {
+			if err := s.QueueMessage(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.QueuedMessages(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Principal != "alice" || got[1].Principal != "" || got[0].Content.Parts[0].Text != "later" {
+			t.Fatalf("QueuedMessages = %+v; want m1 from alice, then m2 from nobody named", got)
+		}
+	})
+}
+
+// The sender of a user message is stored with the event that ends it, in the same
+// transaction (fenced like it), and read with the message; the first sender named
+// stays, and deleting the session deletes them.
+func TestMessageSendersAreStoredWithTheirEvents(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, db := e.openStore(t)
+		ctx := context.Background()
+		mustCreate(t, s, "c1", "deepchat.default")
+		at := time.Unix(1_700_000_000, 0)
+		for _, m := range []presenters.Message{
+			{ID: "u1", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: at},
+			{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete, CreatedAt: at},
+			{ID: "u2", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: at},
+		} {
+			if err := s.SaveMessage(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		end := func(seq uint64, messageID, sender string) LoggedEvent {
+			ev := event(seq, "c1")
+			ev.MessageID, ev.Sender = messageID, sender
+			return ev
+		}
+		// u1's end comes before its message row would (an ACP transcript is written
+		// behind the events): the sender waits for it.
+		if err := s.AppendEvents(ctx, []LoggedEvent{end(1, "u1", "alice"), end(2, "a1", ""), end(3, "u3", "carol")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendEvents(ctx, []LoggedEvent{end(4, "u1", "mallory")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveMessage(ctx, presenters.Message{ID: "u3", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := s.Messages(ctx, "c1", presenters.MessageQuery{FromOldest: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var senders []string
+		for _, m := range msgs {
+			senders = append(senders, m.ID+":"+m.Sender)
+		}
+		if want := []string{"u1:alice", "a1:", "u2:", "u3:carol"}; !slices.Equal(senders, want) {
+			t.Errorf("senders = %v, want %v", senders, want)
+		}
+		one, err := s.Messages(ctx, "c1", presenters.MessageQuery{MessageID: "u1"})
+		if err != nil || len(one) != 1 || one[0].Sender != "alice" {
+			t.Errorf("Messages(u1) = %+v, %v; want alice's", one, err)
+		}
+		if err := s.DeleteSession(ctx, "c1"); err != nil {
+			t.Fatal(err)
+		}
+		var left int64
+		if err := db.Raw(`SELECT COUNT(*) FROM message_senders`).Scan(&left).Error; err != nil || left != 0 {
+			t.Errorf("%d senders left after DeleteSession (%v)", left, err)
+		}
+	})
+}
+
+// A replica's append stores no sender for a session another replica holds.
+func TestMessageSendersAreFenced(t *testing.T) {
+	s, db := engines[1].openStore(t)
+	ctx := context.Background()
+	if _, err := s.AcquireLease(ctx, "taken", "other", "10.0.0.2:1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ev := event(1, "taken")
+	ev.MessageID, ev.Sender = "u1", "alice"
+	if _, err := s.AppendFenced(ctx, []LoggedEvent{ev}, nil, "me"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.Raw(`SELECT COUNT(*) FROM message_senders`).Scan(&n).Error; err != nil || n != 0 {
+		t.Errorf("%d senders stored of a fenced session (%v)", n, err)
+	}
+}
