@@ -39,7 +39,7 @@ type LeaseStore interface {
 	RenewLeases(ctx context.Context, replica string, ttl time.Duration) ([]string, error)
 	ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error
 	SessionLease(ctx context.Context, sessionID string) (store.Lease, error)
-	LapsedWithReplyInProgress(ctx context.Context, limit int) ([]string, error)
+	LapsedWithUnfinishedWork(ctx context.Context, limit int) ([]string, error)
 }
 
 var _ LeaseStore = (*store.Store)(nil)
@@ -144,13 +144,12 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}, connectedSince: time.Now()}, nil
 }
 
-// Owns reports whether this replica holds a session's lease and has it live, so that
-// its queued messages are this replica's to run.
-func (r *Replicas) Owns(sessionID string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	o := r.owned[sessionID]
-	return o != nil && o.loaded && r.leasesFreshLocked()
+// RunsHere reports whether a session's queued messages are this replica's to run, after
+// making the session live here as a call that needs it live would: loaded, and taken
+// over first when its owner's lease ran out. False when another replica holds it.
+func (r *Replicas) RunsHere(ctx context.Context, sessionID string) (bool, error) {
+	elsewhere, err := r.route(ctx, sessionID, callLive)
+	return err == nil && elsewhere == nil, err
 }
 
 // Run renews this replica's leases every third of their ttl until ctx ends, each renewal
@@ -261,12 +260,14 @@ const (
 
 // endOrphanedTurns takes over the sessions whose owner died mid-turn, so that their
 // subscribers see the turn end (OWNER_LOST) within a lease's ttl instead of at the
-// session's next call. Of replicas sweeping at once, the lease decides which one does.
+// session's next call, and those whose owner died or stopped with messages queued, so
+// that they start (takeOverFor). Of replicas sweeping at once, the lease decides which
+// one does.
 func (r *Replicas) endOrphanedTurns(ctx context.Context) {
-	ids, err := r.leases.LapsedWithReplyInProgress(ctx, 4*orphanSweep)
+	ids, err := r.leases.LapsedWithUnfinishedWork(ctx, 4*orphanSweep)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.logger.Warn("could not look for turns that dead replicas left running", "err", err)
+			r.logger.Warn("could not look for turns or queues that dead replicas left", "err", err)
 		}
 		return
 	}
@@ -553,6 +554,11 @@ func (r *Replicas) takeOverFor(ctx context.Context, sessionID string, kind sessi
 	o.acquired, o.loaded = acquired, regained
 	r.mu.Unlock()
 	close(o.ready)
+	if q := r.hub.queue; q != nil {
+		// Messages the last owner left queued start now (loading the session first), not
+		// at the end of a turn here.
+		q.Due(sessionID)
+	}
 	if kind == callLive {
 		return nil, r.load(ctx, sessionID, o)
 	}

@@ -509,6 +509,10 @@ func (s *Service) DeleteSession(ctx context.Context, req *pb.DeleteSessionReques
 		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
 	}
 	defer s.hub.noteCall(ctx, closeKey(id))()
+	if q := s.hub.queue; q != nil {
+		// Deleted with the session's rows; none may start or reopen it meanwhile.
+		defer q.closing(id)()
+	}
 	if p, err := s.registry.Agent(rec.AgentID); err == nil {
 		if err := endForDeletion(ctx, p, id); err != nil {
 			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", rec.AgentID)
@@ -555,8 +559,16 @@ func (s *Service) CloseSession(ctx context.Context, req *pb.CloseSessionRequest)
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
 	defer s.hub.noteCall(ctx, closeKey(id))()
+	undo := func() {}
+	if q := s.hub.queue; q != nil {
+		undo = q.closing(id)
+	}
 	if err := p.CloseSession(ctx, id); err != nil {
+		undo()
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+	}
+	if q := s.hub.queue; q != nil {
+		q.drain(ctx, id, p.AgentID())
 	}
 	s.logger.InfoContext(ctx, "session closed", "session_id", id, "agent_id", p.AgentID())
 	return &pb.CloseSessionResponse{}, nil

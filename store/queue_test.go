@@ -111,3 +111,41 @@ func TestMessageSendersAreFenced(t *testing.T) {
 		t.Errorf("%d senders stored of a fenced session (%v)", n, err)
 	}
 }
+
+// A lapsed lease is unfinished work for another replica when its session has a reply in
+// progress or queued messages; not when it has neither, nor while the lease runs.
+func TestLapsedWithUnfinishedWork(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		for _, id := range []string{"queued", "idle", "running"} {
+			mustCreate(t, s, id, "acp.test.agent")
+			if _, err := s.AcquireLease(ctx, id, "dead", "10.0.0.9:1", 50*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.AcquireLease(ctx, "fresh", "live", "10.0.0.8:1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"queued", "fresh"} {
+			if err := s.QueueMessage(ctx, queued(id, "m-"+id, "alice")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SaveMessage(ctx, presenters.Message{ID: "r1", SessionID: "running", Role: presenters.RoleAssistant,
+			Status: StatusInProgress, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"queued", "idle", "running"} {
+			waitExpired(t, s, id)
+		}
+		ids, err := s.LapsedWithUnfinishedWork(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(ids)
+		if want := []string{"queued", "running"}; !slices.Equal(ids, want) {
+			t.Errorf("LapsedWithUnfinishedWork = %v, want %v", ids, want)
+		}
+	})
+}

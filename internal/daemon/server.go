@@ -347,7 +347,7 @@ func (s *Server) build(ctx context.Context) error {
 	svc := service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL,
 		Webhooks: notifier, Logger: s.logger})
 	if replicas != nil {
-		hub.Queue().OnlyOwned(replicas.Owns)
+		hub.Queue().RunOnOwner(replicas.RunsHere)
 	}
 	queueCtx, stopQueue := context.WithCancel(context.Background())
 	s.stopQueue, s.queueDone = stopQueue, make(chan struct{})
