@@ -21,11 +21,15 @@ type replicaAs struct {
 	alice agenticv1.AgenticServiceClient
 }
 
-func (g *replicaGroup) startWithAlice(t *testing.T, id string, agent daemon.AgentConfig) replicaAs {
+// startWithAlice runs one replica that knows alice and takes sessions' webhooks to hooks
+// (signed with sessionHookSecret, from the environment).
+func (g *replicaGroup) startWithAlice(t *testing.T, id string, agent daemon.AgentConfig, hooks *hookReceiver) replicaAs {
 	t.Helper()
+	t.Setenv(sessionHookSecretEnv, sessionHookSecret)
 	cfg := daemon.Config{Listen: freeLoopbackAddr(t), DataDir: t.TempDir(), WorkspaceRoots: []string{g.root}, LogLevel: "debug",
 		Database: g.dsn, Token: replicasToken, Replica: daemon.ReplicaConfig{ID: id, LeaseTTL: replicaTTL}, Agents: []daemon.AgentConfig{agent},
-		Principals: alicePrincipal()}
+		Principals:      alicePrincipal(),
+		SessionWebhooks: daemon.SessionWebhooksConfig{AllowedURLs: []string{hooks.URL + "/sessions/"}, SecretEnv: sessionHookSecretEnv}}
 	p := startAgenticdProcess(t, g.bin, cfg)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -39,7 +43,8 @@ func (g *replicaGroup) startWithAlice(t *testing.T, id string, agent daemon.Agen
 // the session meanwhile: A killed mid-turn (B takes the session over once A's lease has
 // run out), or A stopped (its turn ends, its leases are given up, and the session is
 // idle with its queue). It runs for alice: its user message's MESSAGE_END and
-// ListMessages through B, over gRPC and Connect, name her.
+// ListMessages through B, over gRPC and Connect, name her. The session's own webhook,
+// given to A, hears of the turns B ends.
 func TestReplicasStartAQueueTheirOwnerLeft(t *testing.T) {
 	for _, gone := range []string{"killed", "stopped"} {
 		t.Run(gone, func(t *testing.T) { queueOwnerLeft(t, gone == "stopped") })
@@ -51,16 +56,19 @@ func queueOwnerLeft(t *testing.T, graceful bool) {
 	g := newReplicaGroup(t, agent)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a := g.startWithAlice(t, "a", agent)
-	b := g.startWithAlice(t, "b", agent)
-	created, err := a.alice.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: agent.ID, Config: &agenticv1.SessionConfig{Workspace: g.ws}})
+	hooks := newHookReceiver(t)
+	a := g.startWithAlice(t, "a", agent, hooks)
+	b := g.startWithAlice(t, "b", agent, hooks)
+	created, err := a.alice.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: agent.ID, Config: &agenticv1.SessionConfig{Workspace: g.ws,
+		Webhook: &agenticv1.SessionWebhook{Url: hooks.URL + "/sessions/q"}}})
 	if err != nil {
 		t.Fatalf("CreateSession through A: %v", err)
 	}
 	id := created.GetSession().GetSessionId()
 	fromB := record(t, "B (the session, from the oldest)", b.alice, &agenticv1.SubscribeRequest{SessionIds: []string{id},
 		Start: &agenticv1.SubscribeRequest_OldestHeld{OldestHeld: true}})
-	if _, err := a.alice.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: id, Content: textContent("first")}); err != nil {
+	first, err := a.alice.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: id, Content: textContent("first")})
+	if err != nil {
 		t.Fatalf("SendMessage through A: %v", err)
 	}
 	fromB.wait(t, "the first turn's words", 20*time.Second, func(evs []*agenticv1.AgenticEvent, _ bool) bool {
@@ -105,6 +113,13 @@ func queueOwnerLeft(t *testing.T, graceful bool) {
 	}
 	if senders := sendersOver(t, b.alice, b.addr, aliceToken, id); senders[later.GetUserMessageId()] != "alice" {
 		t.Errorf("ListMessages through B names %q as the queued message's sender; all: %v", senders[later.GetUserMessageId()], senders)
+	}
+	if !graceful {
+		// Deliveries go out in order: the interrupted turn's end, which B published, first.
+		hooks.waitFor(t, "turn_ended", first.GetMessageId())
+	}
+	if n, _ := hooks.waitFor(t, "turn_ended", later.GetMessageId()); n.SessionID != id {
+		t.Errorf("notice %+v, want session %s's", n, id)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
+	"github.com/agenticd/agenticd/webhooks"
 )
 
 // DefaultLeaseTTL is how long a replica's hold on a session lasts without renewal: the
@@ -60,6 +61,8 @@ type ReplicaOptions struct {
 	Store    *store.Store
 	Registry *Registry
 	Hub      *Hub
+	// Webhooks, when set, takes up a taken-over session's own webhook from the store.
+	Webhooks *webhooks.Notifier
 	Logger   *slog.Logger
 }
 
@@ -79,6 +82,7 @@ type Replicas struct {
 	st          *store.Store
 	registry    *Registry
 	hub         *Hub
+	webhooks    *webhooks.Notifier // nil without webhooks
 	logger      *slog.Logger
 
 	mu    sync.Mutex
@@ -139,7 +143,7 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 	}
 	id := opts.ID
 	return &Replicas{id: id, address: opts.Address, token: opts.Token, ttl: ttl, leases: opts.Leases, st: opts.Store,
-		registry: opts.Registry, hub: opts.Hub, logger: logger.With("replica", id),
+		registry: opts.Registry, hub: opts.Hub, webhooks: opts.Webhooks, logger: logger.With("replica", id),
 		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(),
 		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}, connectedSince: time.Now()}, nil
 }
@@ -622,6 +626,13 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 		// No other replica had it meanwhile: it is as this replica left it, live.
 		logger.Info("regained the lease of a session this replica still runs")
 		return nil, errRegained
+	}
+	if r.webhooks != nil {
+		// The session's own webhook hears of what follows here, its interrupted turn's
+		// end first.
+		if err := RestoreSessionWebhooks(ctx, r.st, r.webhooks, logger, sessionID); err != nil {
+			return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
+		}
 	}
 	// Every event of the session from here on is numbered above whatever the last owner
 	// issued, so the session's order holds across owners.

@@ -175,6 +175,16 @@ CREATE TABLE message_senders (
 );
 CREATE INDEX message_senders_by_session ON message_senders(session_id);
 `,
+	// 10: sessions' own webhooks (CreateSession's config.webhook), so that they outlive a
+	// restart and reach the replica that takes a session over; events is a JSON array of
+	// the kinds the hook is told of (empty: all).
+	`
+CREATE TABLE session_webhooks (
+	session_id TEXT PRIMARY KEY,
+	url        TEXT NOT NULL,
+	events     TEXT NOT NULL DEFAULT '[]'
+);
+`,
 }
 
 // postgresMigrations are migrations in Postgres's words, one for one: the same tables,
@@ -322,6 +332,14 @@ CREATE TABLE message_senders (
 	principal  TEXT NOT NULL
 );
 CREATE INDEX message_senders_by_session ON message_senders(session_id);
+`,
+	// 10
+	`
+CREATE TABLE session_webhooks (
+	session_id TEXT PRIMARY KEY,
+	url        TEXT NOT NULL,
+	events     TEXT NOT NULL DEFAULT '[]'
+);
 `,
 }
 
