@@ -19,6 +19,7 @@ import (
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/daemon"
+	"github.com/agenticd/agenticd/presenters"
 )
 
 // Queued messages run for the principal that sent them, whenever and wherever they
@@ -216,5 +217,47 @@ func TestQueuedMessageWaitsForItsAgentToStartAgain(t *testing.T) {
 		if d := ev.GetMessageDequeued(); d != nil && d.GetReason() != agenticv1.DequeueReason_DEQUEUE_REASON_STARTED {
 			t.Fatalf("the queued message left the queue %v before it started", d)
 		}
+	}
+}
+
+// Every user message names the principal that sent it, as soon as SendMessage has
+// answered; a send that reuses a message's id (refused) leaves that message's sender.
+func TestMessageSenderStaysWithItsMessage(t *testing.T) {
+	llm := newDCLLM(t)
+	root := t.TempDir()
+	ws := filepath.Join(root, "project")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, daemon.Config{WorkspaceRoots: []string{root}, Principals: alicePrincipal(), Agents: []daemon.AgentConfig{{
+		ID: dcAgent, Type: presenters.AgentTypeDeepChat, Provider: "fake", BaseURL: llm.srv.URL + "/v1", Models: []string{"fake-model"}}}})
+	ctx := context.Background()
+	alice := clientAs(t, s.Addr, aliceToken)
+	created, err := alice.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: dcAgent, Config: &agenticv1.SessionConfig{Workspace: ws}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := created.GetSession().GetSessionId()
+	events := dcSubscribe(t, s, sid)
+	llm.script(dcText("one"), dcText("two"))
+	const mine = "01a23000-0000-7000-8000-00000000a11c"
+	first, err := alice.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("hi"), UserMessageId: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := alice.GetMessage(ctx, &agenticv1.GetMessageRequest{SessionId: sid, MessageId: mine}); err != nil || m.GetMessage().GetPrincipal() != "alice" {
+		t.Errorf("GetMessage right after SendMessage = %v, %v; want alice's", m, err)
+	}
+	events.Until(t, dcIsEnd(first.GetMessageId()))
+	// The owner (an admin) may write to alice's session, but not under her message's id.
+	_, err = s.Client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent("me too"), UserMessageId: mine})
+	if reasonOf(err) != "MESSAGE_ID_IN_USE" {
+		t.Fatalf("SendMessage under alice's message id: %v; want MESSAGE_ID_IN_USE", err)
+	}
+	second := dcSend(t, s, sid, "hello")
+	events.Until(t, dcIsEnd(second.GetMessageId()))
+	senders := sendersOver(t, alice, s.Addr, aliceToken, sid)
+	if senders[mine] != "alice" || senders[second.GetUserMessageId()] != "owner" {
+		t.Errorf("senders %v; want %s alice's and %s the owner's", senders, mine, second.GetUserMessageId())
 	}
 }

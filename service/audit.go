@@ -203,17 +203,10 @@ func clientAddress(ctx context.Context) string {
 	return ""
 }
 
-// auditBatch is what a batch of logged events adds to the audit log, and the senders of
-// its user messages, which the store keeps with the messages.
-type auditBatch struct {
-	entries []store.AuditEntry
-	senders map[uint64]string // principal by the sequence of a user message's end
-}
-
 // entries makes the audit entries of a batch of logged events. An event that does not
 // decode is logged and left out of the audit (the event log keeps it).
-func (a *auditor) entries(batch []events.LoggedEvent, logger *slog.Logger) *auditBatch {
-	out := &auditBatch{}
+func (a *auditor) entries(batch []events.LoggedEvent, logger *slog.Logger) []store.AuditEntry {
+	var out []store.AuditEntry
 	for _, le := range batch {
 		if !auditedTypes[le.Type] {
 			continue
@@ -223,19 +216,13 @@ func (a *auditor) entries(batch []events.LoggedEvent, logger *slog.Logger) *audi
 			logger.Error("an event could not be read for the audit log", "session_id", le.SessionID, "agent_id", le.AgentID, "sequence", le.Sequence, "err", err)
 			continue
 		}
-		if end := ev.GetMessageEnd(); end.GetRole() == pb.MessageRole_MESSAGE_ROLE_USER && end.GetPrincipal() != "" && !ev.GetReplay() {
-			if out.senders == nil {
-				out.senders = map[uint64]string{}
-			}
-			out.senders[le.Sequence] = end.GetPrincipal()
-		}
 		for _, e := range a.fromEvent(le, &ev) {
 			data, err := proto.Marshal(e)
 			if err != nil {
 				logger.Error("an audit entry could not be encoded", "session_id", le.SessionID, "agent_id", le.AgentID, "sequence", le.Sequence, "err", err)
 				continue
 			}
-			out.entries = append(out.entries, store.AuditEntry{Time: le.Time, Kind: int(e.GetKind()), SessionID: le.SessionID, AgentID: le.AgentID, Data: data})
+			out = append(out, store.AuditEntry{Time: le.Time, Kind: int(e.GetKind()), SessionID: le.SessionID, AgentID: le.AgentID, Data: data})
 		}
 	}
 	return out

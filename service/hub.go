@@ -107,12 +107,12 @@ type eventLog struct {
 	replica      string
 	fencedWarned map[string]bool
 
-	// The audit entries (and senders) of the batch last tried, by its first sequence: the
-	// hub's log writer tries a failed batch again as it was, and making the entries takes
-	// what the auditor held for them (a tool's start, the client that answered). Only the
-	// log writer calls AppendEvents.
-	triedFrom uint64
-	tried     *auditBatch
+	// The audit entries of the batch last tried, by its first sequence: the hub's log
+	// writer tries a failed batch again as it was, and making the entries takes what the
+	// auditor held for them (a tool's start, the client that answered). Only the log
+	// writer calls AppendEvents.
+	triedFrom    uint64
+	triedEntries []store.AuditEntry
 }
 
 func (l *eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent) error {
@@ -127,15 +127,12 @@ func (l *eventLog) AppendEvents(ctx context.Context, batch []events.LoggedEvent)
 			rows[i].SessionID = l.agentEvents
 		}
 	}
-	if l.triedFrom != batch[0].Sequence || l.tried == nil {
-		l.triedFrom, l.tried = batch[0].Sequence, l.audit.entries(batch, l.logger)
+	if l.triedFrom != batch[0].Sequence || l.triedEntries == nil {
+		l.triedFrom, l.triedEntries = batch[0].Sequence, l.audit.entries(batch, l.logger)
 	}
-	for i := range rows {
-		rows[i].Sender = l.tried.senders[rows[i].Sequence]
-	}
-	fenced, err := l.st.AppendFenced(ctx, rows, l.tried.entries, l.replica)
+	fenced, err := l.st.AppendFenced(ctx, rows, l.triedEntries, l.replica)
 	if err == nil {
-		l.tried = nil
+		l.triedEntries = nil
 	}
 	for _, id := range fenced {
 		if l.fencedWarned[id] {

@@ -25,6 +25,7 @@ type QueueStore interface {
 	CheckMessageIDsFree(ctx context.Context, sessionID string, ids ...string) error
 	// GetConversation says whether a client closed the session (Conversation.Closed).
 	GetConversation(ctx context.Context, id string) (store.Conversation, error)
+	SenderStore
 }
 
 var _ QueueStore = (*store.Store)(nil)
@@ -428,18 +429,27 @@ func (q *Queue) start(ctx context.Context, sessionID string, m presenters.Queued
 	if err != nil {
 		return "", err
 	}
+	release, err := claimSender(ctx, q.st, q.logger, sessionID, m.UserMessageID, m.Principal)
+	if err != nil {
+		return p.AgentID(), err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	q.noteSender(ctx, m)
 	opts := presenters.SendOptions{MessageID: m.MessageID, UserMessageID: m.UserMessageID}
 	_, err = p.SendMessage(ctx, sessionID, m.Content, opts)
 	if !errors.Is(err, presenters.ErrSessionClosed) {
 		return p.AgentID(), err
 	}
-	conv, cerr := q.st.GetConversation(ctx, sessionID)
+	conv, err := q.st.GetConversation(ctx, sessionID)
 	switch {
-	case cerr != nil:
-		return p.AgentID(), cerr
-	case conv.Closed:
+	case err != nil:
 		return p.AgentID(), err
+	case conv.Closed:
+		return p.AgentID(), presenters.WithDetail(fmt.Errorf("session %s was closed; load it again with LoadSession: %w", sessionID, presenters.ErrSessionClosed), "session_id", sessionID)
 	}
 	q.logger.Info("opening a session again for its queued message", "session_id", sessionID, "agent_id", p.AgentID(), "message_id", m.MessageID)
 	done := q.hub.noteCall(withPrincipal(ctx, Principal{Name: m.Principal}), loadKey(sessionID))
@@ -541,6 +551,24 @@ const (
 func (q *Queue) deliver(ctx context.Context, p presenters.Presenter, sessionID string, content presenters.MessageContent, opts presenters.SendOptions, mode deliveryMode) (delivery, error) {
 	unlock := q.lockSession(sessionID)
 	defer unlock()
+	var release func()
+	err := q.storeCall(ctx, "record the sender of a message of session "+sessionID, func(ctx context.Context) (err error) {
+		release, err = claimSender(ctx, q.st, q.logger, sessionID, opts.UserMessageID, callerOf(ctx).Name)
+		return err
+	})
+	if err != nil {
+		return delivery{}, err
+	}
+	d, err := q.deliverLocked(ctx, p, sessionID, content, opts, mode, release)
+	if err != nil {
+		release()
+	}
+	return d, err
+}
+
+// deliverLocked is deliver under the session's lock; release takes the sender's claim
+// back, before a message is queued (its start claims it again).
+func (q *Queue) deliverLocked(ctx context.Context, p presenters.Presenter, sessionID string, content presenters.MessageContent, opts presenters.SendOptions, mode deliveryMode, release func()) (delivery, error) {
 	if mode == deliverInterrupt {
 		return q.interrupt(ctx, p, sessionID, content, opts)
 	}
@@ -584,6 +612,7 @@ func (q *Queue) deliver(ctx context.Context, p presenters.Presenter, sessionID s
 	if mode == deliverSteer && reason == "" {
 		reason = "the turn was ending; queued to run after it"
 	}
+	release()
 	res, err := q.enqueue(ctx, p, sessionID, content, opts, reason)
 	if err != nil {
 		return delivery{}, err

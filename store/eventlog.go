@@ -24,9 +24,6 @@ type LoggedEvent struct {
 	MessageID string // the message the event belongs to; empty if none
 	Time      time.Time
 	Data      []byte
-	// Sender, on the end of a user message, is the principal that sent it: stored as the
-	// message's sender (MessageSenders) with the event, not as a column of the log.
-	Sender string
 }
 
 // EventFilter chooses logged events; an empty list matches everything, and an event must
@@ -154,25 +151,7 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 	if err := appendAudit(ctx, tx, s.dialect, audit); err != nil {
 		return nil, err
 	}
-	if err := appendSenders(ctx, tx, s.dialect, batch); err != nil {
-		return nil, err
-	}
 	return fenced, tx.Commit()
-}
-
-// appendSenders stores the senders the batch's user messages name. The first sender
-// stored for a message stays: a message is sent once, and a replay names nobody.
-func appendSenders(ctx context.Context, tx *sql.Tx, d dialect, batch []LoggedEvent) error {
-	for _, ev := range batch {
-		if ev.Sender == "" || ev.MessageID == "" {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO message_senders (message_id, session_id, principal) VALUES (?, ?, ?)
-			ON CONFLICT (message_id) DO NOTHING`), ev.MessageID, ev.SessionID, ev.Sender); err != nil {
-			return fmt.Errorf("store the sender of message %s: %w", ev.MessageID, err)
-		}
-	}
-	return nil
 }
 
 // batchSessions is the distinct session ids of a batch, in the order they first come

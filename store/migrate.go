@@ -164,8 +164,8 @@ CREATE INDEX queued_messages_by_session ON queued_messages(session_id, position)
 `,
 	// 9: who sent each message: a queued message's sender, who its turn runs for when it
 	// starts (here, after a restart, or on the replica that took the session over); and
-	// the sender of each user message, written with the event that names it (no foreign
-	// key: an ACP reply's message row may land after that event).
+	// the sender of each user message, recorded before its turn starts (so no foreign
+	// key: the message row comes after).
 	`
 ALTER TABLE queued_messages ADD COLUMN principal TEXT NOT NULL DEFAULT '';
 CREATE TABLE message_senders (

@@ -35,39 +35,37 @@ func TestQueuedMessagesKeepTheirSender(t *testing.T) {
 	})
 }
 
-// The sender of a user message is stored with the event that ends it, in the same
-// transaction (fenced like it), and read with the message; the first sender named
-// stays, and deleting the session deletes them.
-func TestMessageSendersAreStoredWithTheirEvents(t *testing.T) {
+// The sender of a user message is claimed before its turn starts and read with the
+// message; the first claim of an id stands, a released one is gone, and deleting the
+// session deletes them.
+func TestMessageSenders(t *testing.T) {
 	onEachEngine(t, func(t *testing.T, e engine) {
 		s, db := e.openStore(t)
 		ctx := context.Background()
 		mustCreate(t, s, "c1", "deepchat.default")
+		claim := func(id, principal string, want bool) {
+			t.Helper()
+			if claimed, err := s.ClaimMessageSender(ctx, "c1", id, principal); err != nil || claimed != want {
+				t.Fatalf("ClaimMessageSender(%s, %s) = %v, %v; want %v", id, principal, claimed, err, want)
+			}
+		}
+		claim("u1", "alice", true)
+		claim("u1", "mallory", false) // the id is alice's message
+		claim("u2", "bob", true)
+		if err := s.ReleaseMessageSender(ctx, "u2"); err != nil { // u2 did not start
+			t.Fatal(err)
+		}
+		claim("u3", "carol", true)
 		at := time.Unix(1_700_000_000, 0)
 		for _, m := range []presenters.Message{
 			{ID: "u1", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: at},
 			{ID: "a1", SessionID: "c1", Role: presenters.RoleAssistant, Status: presenters.MessageComplete, CreatedAt: at},
 			{ID: "u2", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: at},
+			{ID: "u3", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: at},
 		} {
 			if err := s.SaveMessage(ctx, m); err != nil {
 				t.Fatal(err)
 			}
-		}
-		end := func(seq uint64, messageID, sender string) LoggedEvent {
-			ev := event(seq, "c1")
-			ev.MessageID, ev.Sender = messageID, sender
-			return ev
-		}
-		// u1's end comes before its message row would (an ACP transcript is written
-		// behind the events): the sender waits for it.
-		if err := s.AppendEvents(ctx, []LoggedEvent{end(1, "u1", "alice"), end(2, "a1", ""), end(3, "u3", "carol")}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.AppendEvents(ctx, []LoggedEvent{end(4, "u1", "mallory")}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SaveMessage(ctx, presenters.Message{ID: "u3", SessionID: "c1", Role: presenters.RoleUser, Status: presenters.MessageComplete, CreatedAt: at}); err != nil {
-			t.Fatal(err)
 		}
 		msgs, err := s.Messages(ctx, "c1", presenters.MessageQuery{FromOldest: true})
 		if err != nil {
@@ -92,24 +90,6 @@ func TestMessageSendersAreStoredWithTheirEvents(t *testing.T) {
 			t.Errorf("%d senders left after DeleteSession (%v)", left, err)
 		}
 	})
-}
-
-// A replica's append stores no sender for a session another replica holds.
-func TestMessageSendersAreFenced(t *testing.T) {
-	s, db := engines[1].openStore(t)
-	ctx := context.Background()
-	if _, err := s.AcquireLease(ctx, "taken", "other", "10.0.0.2:1", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	ev := event(1, "taken")
-	ev.MessageID, ev.Sender = "u1", "alice"
-	if _, err := s.AppendFenced(ctx, []LoggedEvent{ev}, nil, "me"); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := db.Raw(`SELECT COUNT(*) FROM message_senders`).Scan(&n).Error; err != nil || n != 0 {
-		t.Errorf("%d senders stored of a fenced session (%v)", n, err)
-	}
 }
 
 // A lapsed lease is unfinished work for another replica when its session has a reply in
