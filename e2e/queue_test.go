@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -180,5 +181,66 @@ func TestDeepChatQueuedMessageSurvivesRestart(t *testing.T) {
 	msgs := dcMessages(t, s, sid)
 	if last := msgs[len(msgs)-1]; last.GetMessageId() != later.GetMessageId() || last.GetStatus() != agenticv1.MessageStatus_MESSAGE_STATUS_COMPLETE {
 		t.Fatalf("last message = %v", last)
+	}
+}
+
+// A queued message that cannot start at all (its workspace is gone) leaves the queue as
+// failed, saying why, and an ERROR names it.
+func TestDeepChatQueuedMessageThatCannotStartLeavesTheQueue(t *testing.T) {
+	s, llm, ws := startDeepChat(t)
+	sid := dcSession(t, s, ws, "")
+	events := dcSubscribe(t, s, sid)
+	llm.script(dcReply{events: []string{dcDelta(map[string]any{"content": "Thinking"}, nil)}, hold: true})
+	first := dcSend(t, s, sid, "first")
+	events.Until(t, func(ev *agenticv1.AgenticEvent) bool { return ev.GetMessageDelta().GetText() == "Thinking" })
+	later := dcDeliver(t, s, sid, "later", agenticv1.DeliveryMode_DELIVERY_MODE_QUEUE)
+	if err := os.Rename(ws, ws+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CancelMessage(context.Background(), &agenticv1.CancelMessageRequest{SessionId: sid, MessageId: first.GetMessageId()}); err != nil {
+		t.Fatal(err)
+	}
+	got := events.Until(t, isDequeued(later.GetMessageId(), agenticv1.DequeueReason_DEQUEUE_REASON_FAILED))
+	if d := got[len(got)-1].GetMessageDequeued(); !strings.Contains(d.GetDetail(), "workspace") {
+		t.Errorf("MESSAGE_DEQUEUED detail %q does not say the workspace is gone", d.GetDetail())
+	}
+	got = events.Until(t, func(ev *agenticv1.AgenticEvent) bool { return ev.GetError() != nil })
+	if e := got[len(got)-1].GetError(); e.GetMessageId() != later.GetMessageId() || e.GetReason() != agenticv1.ErrorReason_ERROR_REASON_WORKSPACE_GONE ||
+		!strings.Contains(e.GetMessage(), later.GetMessageId()) {
+		t.Errorf("ERROR = %v; want WORKSPACE_GONE naming %s", e, later.GetMessageId())
+	}
+	if q := dcQueued(t, s, sid); len(q) != 0 {
+		t.Errorf("queue = %v", q)
+	}
+}
+
+// Closing a session takes its queued messages out of the queue, cancelled: they do not
+// run, nor open the session again.
+func TestDeepChatCloseCancelsTheQueue(t *testing.T) {
+	s, llm, ws := startDeepChat(t)
+	sid := dcSession(t, s, ws, "")
+	events := dcSubscribe(t, s, sid)
+	llm.script(dcReply{events: []string{dcDelta(map[string]any{"content": "Thinking"}, nil)}, hold: true}, dcText("Never."))
+	dcSend(t, s, sid, "first")
+	events.Until(t, func(ev *agenticv1.AgenticEvent) bool { return ev.GetMessageDelta().GetText() == "Thinking" })
+	later := dcDeliver(t, s, sid, "later", agenticv1.DeliveryMode_DELIVERY_MODE_QUEUE)
+	if _, err := s.Client.CloseSession(context.Background(), &agenticv1.CloseSessionRequest{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	got := events.Until(t, func(ev *agenticv1.AgenticEvent) bool {
+		return ev.GetMessageDequeued().GetMessageId() == later.GetMessageId()
+	})
+	if d := got[len(got)-1].GetMessageDequeued(); d.GetReason() != agenticv1.DequeueReason_DEQUEUE_REASON_CANCELLED || d.GetDetail() != "the session was closed" {
+		t.Errorf("MESSAGE_DEQUEUED = %v; want cancelled because the session was closed", d)
+	}
+	if q := dcQueued(t, s, sid); len(q) != 0 {
+		t.Errorf("queue = %v", q)
+	}
+	info, err := s.Client.GetSession(context.Background(), &agenticv1.GetSessionRequest{SessionId: sid})
+	if err != nil || info.GetSession().GetStatus() != agenticv1.SessionStatus_SESSION_STATUS_CLOSED {
+		t.Errorf("GetSession = %v, %v; want the session closed", info, err)
+	}
+	if n := llm.requestCount(); n != 1 {
+		t.Errorf("%d provider calls, want 1 (the queued message never ran)", n)
 	}
 }

@@ -100,6 +100,9 @@ type QueuedMessage struct {
 	Content       MessageContent
 	Reason        string // why it waits, for a person
 	QueuedAt      time.Time
+	// Principal sent it: its turn runs on that principal's behalf, wherever and whenever
+	// it starts (set by the service).
+	Principal string
 }
 
 // SendOptions are a SendMessage's client-chosen ids; empty ones are minted. An id taken

@@ -676,6 +676,9 @@ type Message struct {
 	CreatedAt  time.Time
 	StopReason StopReason
 	Usage      *TokenUsage
+	// Sender is the principal that sent a user message, when known (the store keeps it
+	// from the event that ended the message); presenters leave it empty.
+	Sender string
 }
 
 // ElicitationMode says how an elicitation asks for input.

@@ -193,7 +193,14 @@ func (o *OIDCLogin) callback(w http.ResponseWriter, r *http.Request, secure bool
 		o.refuse(w, http.StatusForbidden, "the ID token's nonce does not match this sign-in: start again")
 		return
 	}
-	o.logins.setSession(w, who, o.logins.now().Add(webSessionTTL), secure)
+	// The session holds the scopes the ID token gave, so it lasts no longer than the
+	// token: the browser then signs in again (a redirect while its sign-in at the
+	// issuer lasts) and gets what the issuer says now.
+	expires := o.logins.now().Add(webSessionTTL)
+	if idToken.Expiry.Before(expires) {
+		expires = idToken.Expiry
+	}
+	o.logins.setSession(w, who, expires, secure)
 	o.logger.InfoContext(r.Context(), "a browser signed in through the identity provider", "principal", who.Name)
 	// The session cookie is SameSite=Strict, and this request came from the issuer's
 	// site: a browser that counts a redirect chain's sites (RFC 6265bis) would not send

@@ -149,6 +149,8 @@ func whoIsSignedIn(t *testing.T, c *http.Client) (*pb.Caller, error) {
 // the HttpOnly, SameSite session cookie of the principal the token names.
 func TestOIDCLoginSignsTheBrowserIn(t *testing.T) {
 	ci := newCodeIssuer(t)
+	idExpiry := time.Now().Add(time.Hour).Truncate(time.Second)
+	ci.idClaims = func(c map[string]any) { c["exp"] = idExpiry.Unix() }
 	_, browser := oidcLoginEnv(t, ci)
 	if _, err := whoIsSignedIn(t, browser); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("before signing in: %v; want UNAUTHENTICATED", err)
@@ -179,6 +181,10 @@ func TestOIDCLoginSignsTheBrowserIn(t *testing.T) {
 	}
 	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode {
 		t.Fatalf("session cookie %v; want an HttpOnly, SameSite=Strict one", session)
+	}
+	// It holds the scopes the ID token gave, so it ends when the token does (an hour).
+	if d := session.Expires.Sub(idExpiry); d < -time.Second || d > time.Second {
+		t.Errorf("the session cookie expires %s; want it to end with the ID token, %s", session.Expires, idExpiry)
 	}
 	caller, err := whoIsSignedIn(t, browser)
 	if err != nil {

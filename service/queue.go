@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/agenticd/agenticd/events"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
 )
@@ -21,13 +23,23 @@ type QueueStore interface {
 	QueuedSessions(ctx context.Context) ([]string, error)
 	RemoveQueuedMessage(ctx context.Context, sessionID, id string) (bool, error)
 	CheckMessageIDsFree(ctx context.Context, sessionID string, ids ...string) error
+	// GetConversation says whether a client closed the session (Conversation.Closed).
+	GetConversation(ctx context.Context, id string) (store.Conversation, error)
+	SenderStore
 }
+
+var _ QueueStore = (*store.Store)(nil)
 
 // Busy sessions are tried again after these waits when the event stream shows no turn
 // running (a turn's end is announced a moment before its presenter takes the next one).
 const (
 	queueRetryFirst = 20 * time.Millisecond
 	queueRetryMax   = 2 * time.Second
+	// A message that could not start for a passing reason (transient) is tried again
+	// after these waits, doubling, for up to queueGiveUp; then it ends as failed.
+	queueFailFirst = 500 * time.Millisecond
+	queueFailMax   = 30 * time.Second
+	queueGiveUp    = 10 * time.Minute
 	// queueCallTimeout bounds one start of a queued message, which runs for no caller.
 	queueCallTimeout = time.Minute
 	// interruptTimeout bounds how long an INTERRUPT waits for the cancelled turn to end.
@@ -57,15 +69,29 @@ type Queue struct {
 	registry *Registry
 	hub      *Hub
 	logger   *slog.Logger
-	// owns says whether this replica runs the session's queue (all of them when nil).
-	owns func(sessionID string) bool
+	// runsHere, with several replicas on one database, makes a session live on this
+	// replica if it is this replica's to run (Replicas.RunsHere); nil: every session is.
+	runsHere func(ctx context.Context, sessionID string) (bool, error)
 
 	mu    sync.Mutex
 	locks map[string]*sessionLock
 	due   map[string]bool          // sessions to look at now
-	retry map[string]time.Duration // busy sessions' next wait
-	ends  map[string]chan struct{} // closed at the session's next turn end
-	wake  chan struct{}
+	later map[string]time.Time     // sessions to look at again, and when
+	waits map[string]time.Duration // their last wait, which the next one doubles
+	// failing are the sessions whose first queued message failed to start for a passing
+	// reason: they are looked at again only when their wait is over.
+	failing map[string]failure
+	// closed are the sessions a client is closing or closed here: none of their
+	// messages starts, or opens them again, until they are loaded again.
+	closed map[string]bool
+	ends   map[string]chan struct{} // closed at the session's next turn end
+	wake   chan struct{}
+}
+
+// failure is a queued message that has failed to start since a time.
+type failure struct {
+	messageID string
+	since     time.Time
 }
 
 type sessionLock struct {
@@ -77,13 +103,76 @@ type sessionLock struct {
 // Run starts its turns.
 func newQueue(st QueueStore, hub *Hub, logger *slog.Logger) *Queue {
 	return &Queue{st: st, hub: hub, logger: logger,
-		locks: map[string]*sessionLock{}, due: map[string]bool{}, retry: map[string]time.Duration{},
-		ends: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
+		locks: map[string]*sessionLock{}, due: map[string]bool{}, later: map[string]time.Time{}, waits: map[string]time.Duration{},
+		failing: map[string]failure{}, closed: map[string]bool{}, ends: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
 }
 
-// OnlyOwned makes the queue run only the sessions owns reports as this replica's (with
-// several replicas on one database); call it before Run.
-func (q *Queue) OnlyOwned(owns func(sessionID string) bool) { q.owns = owns }
+// RunOnOwner makes the queue run a session's messages only where runsHere says the
+// session runs, after runsHere made it live there (with several replicas on one
+// database: Replicas.RunsHere); call it before Run.
+func (q *Queue) RunOnOwner(runsHere func(ctx context.Context, sessionID string) (bool, error)) {
+	q.runsHere = runsHere
+}
+
+// Due has the queue look at a session's messages now: a replica took the session over.
+func (q *Queue) Due(sessionID string) {
+	q.mu.Lock()
+	delete(q.closed, sessionID) // whatever happened to it here is past: the store says
+	q.markDueLocked(sessionID)
+	q.mu.Unlock()
+}
+
+// closing keeps the queue off a session a client closes or deletes: none of its
+// messages starts, or opens it again, until it is loaded again or undo is called (the
+// close failed).
+func (q *Queue) closing(sessionID string) (undo func()) {
+	unlock := q.lockSession(sessionID) // after a start under way
+	q.mu.Lock()
+	q.closed[sessionID] = true
+	q.mu.Unlock()
+	unlock()
+	return func() {
+		q.mu.Lock()
+		delete(q.closed, sessionID)
+		q.markDueLocked(sessionID)
+		q.mu.Unlock()
+	}
+}
+
+// drain takes the messages left in a closed session's queue out of it: they would run
+// on a session the client closed (MESSAGE_DEQUEUED cancelled, saying why).
+func (q *Queue) drain(ctx context.Context, sessionID, agentID string) {
+	unlock := q.lockSession(sessionID)
+	defer unlock()
+	var queued []presenters.QueuedMessage
+	err := q.storeCall(ctx, "read the queue of session "+sessionID, func(ctx context.Context) (err error) {
+		queued, err = q.st.QueuedMessages(ctx, sessionID)
+		return err
+	})
+	for _, m := range queued {
+		if err != nil {
+			break
+		}
+		var removed bool
+		err = q.storeCall(ctx, "take a message out of the queue of session "+sessionID, func(ctx context.Context) (err error) {
+			removed, err = q.st.RemoveQueuedMessage(ctx, sessionID, m.MessageID)
+			return err
+		})
+		if err == nil && removed {
+			q.forgetSender(m)
+			q.publish(sessionID, agentID, presenters.MessageDequeuedPayload{MessageID: m.MessageID, UserMessageID: m.UserMessageID,
+				Reason: presenters.DequeuedCancelled, Detail: "the session was closed"})
+		}
+	}
+	if err != nil {
+		// They stay queued; the session's conversation says it was closed, so they end as
+		// failed when next looked at, here after a restart or on another replica.
+		q.logger.Error("could not empty a closed session's queue", "session_id", sessionID, "agent_id", agentID, "err", err)
+	}
+	q.mu.Lock()
+	delete(q.failing, sessionID)
+	q.mu.Unlock()
+}
 
 // Published notes the end of a turn: the session's next queued message may start. It
 // runs under the hub's lock, so it only takes notes.
@@ -101,6 +190,12 @@ func (q *Queue) Published(ev presenters.Event) {
 			return
 		}
 	case presenters.SessionClosedPayload:
+	case presenters.SessionReadyPayload:
+		// Loaded again: what is queued from now on runs.
+		q.mu.Lock()
+		delete(q.closed, ev.SessionID)
+		q.mu.Unlock()
+		return
 	default:
 		return
 	}
@@ -113,13 +208,28 @@ func (q *Queue) Published(ev presenters.Event) {
 	q.mu.Unlock()
 }
 
+// markDueLocked has the queue look at a session now, unless its first message is
+// waiting to be tried again after a failure.
 func (q *Queue) markDueLocked(sessionID string) {
+	if _, failing := q.failing[sessionID]; failing {
+		return
+	}
 	q.due[sessionID] = true
-	delete(q.retry, sessionID)
+	delete(q.later, sessionID)
+	delete(q.waits, sessionID)
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
+}
+
+// lookLaterLocked has the queue look at a session again after a wait that doubles each
+// time, from first up to most.
+func (q *Queue) lookLaterLocked(sessionID string, first, most time.Duration) time.Duration {
+	wait := min(max(2*q.waits[sessionID], first), most)
+	q.waits[sessionID] = wait
+	q.later[sessionID] = time.Now().Add(wait)
+	return wait
 }
 
 // Run starts the queued messages left from before a restart, then each session's next
@@ -150,28 +260,32 @@ func (q *Queue) Run(ctx context.Context) {
 			}
 			q.startNext(ctx, id)
 		}
-		next := time.Duration(-1)
+		var next time.Time
 		q.mu.Lock()
-		for _, wait := range q.retry {
-			if next < 0 || wait < next {
-				next = wait
+		for _, at := range q.later {
+			if next.IsZero() || at.Before(next) {
+				next = at
 			}
 		}
 		q.mu.Unlock()
-		if next >= 0 {
-			timer.Reset(next)
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-q.wake:
 		case <-timer.C:
-			q.mu.Lock()
-			for id := range q.retry {
-				q.due[id] = true
-			}
-			q.mu.Unlock()
 		}
+		now := time.Now()
+		q.mu.Lock()
+		for id, at := range q.later {
+			if !at.After(now) {
+				q.due[id] = true
+				delete(q.later, id)
+			}
+		}
+		q.mu.Unlock()
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -181,52 +295,184 @@ func (q *Queue) Run(ctx context.Context) {
 	}
 }
 
-// startNext starts the session's first queued message if the session is free.
-func (q *Queue) startNext(ctx context.Context, sessionID string) {
-	if q.owns != nil && !q.owns(sessionID) {
-		return
+// startNext starts the session's first queued message if the session is free. A message
+// that cannot start for a passing reason (transient) stays queued and is tried again
+// with backoff; one that cannot start at all leaves the queue as failed, with an ERROR
+// naming it.
+func (q *Queue) startNext(runCtx context.Context, sessionID string) {
+	ctx, cancel := context.WithTimeout(runCtx, queueCallTimeout)
+	defer cancel()
+	if q.runsHere != nil {
+		here, err := q.runsHere(ctx, sessionID)
+		if err != nil {
+			q.mu.Lock()
+			wait := q.lookLaterLocked(sessionID, queueFailFirst, queueFailMax)
+			q.mu.Unlock()
+			q.logger.Warn("could not take up a session's queue; trying again", "session_id", sessionID, "retry_in", wait, "err", err)
+			return
+		}
+		if !here {
+			return // the replica that holds the session runs its queue
+		}
 	}
 	unlock := q.lockSession(sessionID)
 	defer unlock()
-	ctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-	defer cancel()
+	q.mu.Lock()
+	closed := q.closed[sessionID]
+	q.mu.Unlock()
+	if closed {
+		return
+	}
 	queued, err := q.st.QueuedMessages(ctx, sessionID)
 	if err != nil {
-		q.logger.Error("could not read a session's queue", "session_id", sessionID, "err", err)
+		q.mu.Lock()
+		wait := q.lookLaterLocked(sessionID, queueFailFirst, queueFailMax)
+		q.mu.Unlock()
+		q.logger.Error("could not read a session's queue; trying again", "session_id", sessionID, "retry_in", wait, "err", err)
 		return
 	}
 	if len(queued) == 0 {
+		q.mu.Lock()
+		delete(q.failing, sessionID)
+		q.mu.Unlock()
 		return
 	}
 	m := queued[0]
-	agentID := ""
-	p, err := q.registry.ownerOf(ctx, sessionID)
-	if err == nil {
-		agentID = p.AgentID()
-		_, err = p.SendMessage(ctx, sessionID, m.Content, presenters.SendOptions{MessageID: m.MessageID, UserMessageID: m.UserMessageID})
-	}
-	if errors.Is(err, presenters.ErrSessionBusy) {
+	agentID, err := q.start(ctx, sessionID, m)
+	switch {
+	case err != nil && runCtx.Err() != nil:
+		return // the server stops: the message stays queued for its next start
+	case errors.Is(err, presenters.ErrSessionBusy):
 		if q.hub.snapshot(sessionID).InFlight == "" {
 			q.mu.Lock()
-			wait := min(max(2*q.retry[sessionID], queueRetryFirst), queueRetryMax)
-			q.retry[sessionID] = wait
+			q.lookLaterLocked(sessionID, queueRetryFirst, queueRetryMax)
 			q.mu.Unlock()
 		}
 		return
+	case errors.Is(err, store.ErrFenced):
+		return // another replica took the session over, and runs its queue
+	case err != nil && transient(err):
+		q.mu.Lock()
+		f, ok := q.failing[sessionID]
+		if !ok || f.messageID != m.MessageID {
+			f = failure{messageID: m.MessageID, since: time.Now()}
+			q.failing[sessionID] = f
+		}
+		giveUp := time.Since(f.since) >= queueGiveUp
+		var wait time.Duration
+		if !giveUp {
+			wait = q.lookLaterLocked(sessionID, queueFailFirst, queueFailMax)
+		}
+		q.mu.Unlock()
+		if !giveUp {
+			q.logger.Warn("a queued message could not start yet; it stays queued and is tried again", "session_id", sessionID,
+				"agent_id", agentID, "message_id", m.MessageID, "retry_in", wait, "err", err)
+			return
+		}
+		err = fmt.Errorf("tried for %s: %w", queueGiveUp, err)
 	}
-	reason, detail := presenters.DequeuedStarted, ""
+	q.mu.Lock()
+	delete(q.failing, sessionID)
+	delete(q.waits, sessionID)
+	q.mu.Unlock()
+	reason, detail, code, why := presenters.DequeuedStarted, "", "", ""
 	if err != nil {
-		q.logger.Warn("a queued message could not start", "session_id", sessionID, "message_id", m.MessageID, "err", err)
-		reason, detail = presenters.DequeuedFailed, fmt.Sprintf("the message could not start: %v", err)
+		q.logger.Warn("a queued message could not start; it leaves the queue", "session_id", sessionID, "agent_id", agentID, "message_id", m.MessageID, "err", err)
+		code, why = startFailure(err)
+		reason, detail = presenters.DequeuedFailed, "the message could not start: "+why
+		q.forgetSender(m)
 	}
 	if _, rmErr := q.st.RemoveQueuedMessage(ctx, sessionID, m.MessageID); rmErr != nil {
-		q.logger.Error("could not take a started message out of the queue", "session_id", sessionID, "message_id", m.MessageID, "err", rmErr)
+		q.logger.Error("could not take a message out of the queue", "session_id", sessionID, "agent_id", agentID, "message_id", m.MessageID, "err", rmErr)
 	}
 	q.publish(sessionID, agentID, presenters.MessageDequeuedPayload{MessageID: m.MessageID, UserMessageID: m.UserMessageID, Reason: reason, Detail: detail})
+	if err != nil {
+		q.publish(sessionID, agentID, presenters.ErrorPayload{Code: code, MessageID: m.MessageID,
+			Message: fmt.Sprintf("queued message %s could not start and left the queue: %s; send it again", m.MessageID, why)})
+	}
 	if len(queued) > 1 {
 		q.mu.Lock()
 		q.markDueLocked(sessionID)
 		q.mu.Unlock()
+	}
+}
+
+// startFailure is how a queued message that could not start is told: the error's reason
+// (an ERROR event's code) and its text, as a call would get them. An error no reason fits
+// says no more than INTERNAL does; the log has the rest.
+func startFailure(err error) (code, text string) {
+	reason, _, ok := classify(err)
+	if !ok {
+		return "internal", "an internal error occurred in agenticd; the server log has the details"
+	}
+	return strings.ToLower(strings.TrimPrefix(reason.String(), "ERROR_REASON_")), boundMessage(err.Error(), maxFailureText)
+}
+
+// maxFailureText bounds the text of a start's failure in an event.
+const maxFailureText = 1024
+
+// start starts a queued message's turn on behalf of its sender. A session that is not
+// open (not loaded since the server started, or in error after its agent stopped) is
+// opened again as LoadSession does, unless a client closed it.
+func (q *Queue) start(ctx context.Context, sessionID string, m presenters.QueuedMessage) (agentID string, err error) {
+	p, err := q.registry.ownerOf(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	release, err := claimSender(ctx, q.st, q.logger, sessionID, m.UserMessageID, m.Principal)
+	if err != nil {
+		return p.AgentID(), err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	q.noteSender(ctx, m)
+	opts := presenters.SendOptions{MessageID: m.MessageID, UserMessageID: m.UserMessageID}
+	_, err = p.SendMessage(ctx, sessionID, m.Content, opts)
+	if !errors.Is(err, presenters.ErrSessionClosed) {
+		return p.AgentID(), err
+	}
+	conv, err := q.st.GetConversation(ctx, sessionID)
+	switch {
+	case err != nil:
+		return p.AgentID(), err
+	case conv.Closed:
+		return p.AgentID(), presenters.WithDetail(fmt.Errorf("session %s was closed; load it again with LoadSession: %w", sessionID, presenters.ErrSessionClosed), "session_id", sessionID)
+	}
+	q.logger.Info("opening a session again for its queued message", "session_id", sessionID, "agent_id", p.AgentID(), "message_id", m.MessageID)
+	done := q.hub.noteCall(withPrincipal(ctx, Principal{Name: m.Principal}), loadKey(sessionID))
+	_, err = p.LoadSession(ctx, sessionID, presenters.LoadContext{})
+	done()
+	if err != nil {
+		return p.AgentID(), err
+	}
+	_, err = p.SendMessage(ctx, sessionID, m.Content, opts)
+	return p.AgentID(), err
+}
+
+// transient reports whether a message that could not start may start when tried again:
+// the database was away, the agent's process was gone or starting again, or the try ran
+// out of time.
+func transient(err error) bool {
+	return store.IsUnavailable(err) || errors.Is(err, events.ErrLogUnavailable) ||
+		errors.Is(err, presenters.ErrAgentUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// noteSender notes a queued message's sender for the MESSAGE_END of its user message
+// (auditor.stamp), so that its turn names the principal it runs for wherever and
+// whenever it starts.
+func (q *Queue) noteSender(ctx context.Context, m presenters.QueuedMessage) {
+	if q.hub.audit != nil && m.Principal != "" {
+		q.hub.audit.note(withPrincipal(ctx, Principal{Name: m.Principal}), senderKey(m.SessionID, m.UserMessageID))
+	}
+}
+
+// forgetSender takes back the note of a message that leaves the queue without starting.
+func (q *Queue) forgetSender(m presenters.QueuedMessage) {
+	if q.hub.audit != nil {
+		q.hub.audit.forget(senderKey(m.SessionID, m.UserMessageID))
 	}
 }
 
@@ -295,6 +541,24 @@ const (
 func (q *Queue) deliver(ctx context.Context, p presenters.Presenter, sessionID string, content presenters.MessageContent, opts presenters.SendOptions, mode deliveryMode) (delivery, error) {
 	unlock := q.lockSession(sessionID)
 	defer unlock()
+	var release func()
+	err := q.storeCall(ctx, "record the sender of a message of session "+sessionID, func(ctx context.Context) (err error) {
+		release, err = claimSender(ctx, q.st, q.logger, sessionID, opts.UserMessageID, callerOf(ctx).Name)
+		return err
+	})
+	if err != nil {
+		return delivery{}, err
+	}
+	d, err := q.deliverLocked(ctx, p, sessionID, content, opts, mode, release)
+	if err != nil {
+		release()
+	}
+	return d, err
+}
+
+// deliverLocked is deliver under the session's lock; release takes the sender's claim
+// back, before a message is queued (its start claims it again).
+func (q *Queue) deliverLocked(ctx context.Context, p presenters.Presenter, sessionID string, content presenters.MessageContent, opts presenters.SendOptions, mode deliveryMode, release func()) (delivery, error) {
 	if mode == deliverInterrupt {
 		return q.interrupt(ctx, p, sessionID, content, opts)
 	}
@@ -338,6 +602,7 @@ func (q *Queue) deliver(ctx context.Context, p presenters.Presenter, sessionID s
 	if mode == deliverSteer && reason == "" {
 		reason = "the turn was ending; queued to run after it"
 	}
+	release()
 	res, err := q.enqueue(ctx, p, sessionID, content, opts, reason)
 	if err != nil {
 		return delivery{}, err
@@ -384,7 +649,7 @@ func (q *Queue) enqueue(ctx context.Context, p presenters.Presenter, sessionID s
 		return presenters.SendResult{}, fmt.Errorf("the message is empty; send text, images, files or resources: %w", presenters.ErrInvalidArgument)
 	}
 	m := presenters.QueuedMessage{SessionID: sessionID, MessageID: opts.MessageID, UserMessageID: opts.UserMessageID,
-		Content: content, Reason: reason, QueuedAt: time.Now()}
+		Content: content, Reason: reason, QueuedAt: time.Now(), Principal: callerOf(ctx).Name}
 	if m.MessageID == "" {
 		m.MessageID = uuid.Must(uuid.NewV7()).String()
 	}
@@ -433,6 +698,14 @@ func (q *Queue) remove(ctx context.Context, p presenters.Presenter, sessionID, i
 		if err != nil || !removed {
 			return m, false, err
 		}
+		q.forgetSender(m)
+		q.mu.Lock()
+		if f, ok := q.failing[sessionID]; ok && f.messageID == m.MessageID {
+			// The next message need not wait out the removed one's backoff.
+			delete(q.failing, sessionID)
+			q.markDueLocked(sessionID)
+		}
+		q.mu.Unlock()
 		q.publish(sessionID, p.AgentID(), presenters.MessageDequeuedPayload{MessageID: m.MessageID, UserMessageID: m.UserMessageID, Reason: presenters.DequeuedCancelled})
 		return m, true, nil
 	}

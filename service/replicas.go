@@ -21,6 +21,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
+	"github.com/agenticd/agenticd/webhooks"
 )
 
 // DefaultLeaseTTL is how long a replica's hold on a session lasts without renewal: the
@@ -39,7 +40,7 @@ type LeaseStore interface {
 	RenewLeases(ctx context.Context, replica string, ttl time.Duration) ([]string, error)
 	ReleaseLeases(ctx context.Context, replica string, sessionIDs ...string) error
 	SessionLease(ctx context.Context, sessionID string) (store.Lease, error)
-	LapsedWithReplyInProgress(ctx context.Context, limit int) ([]string, error)
+	LapsedWithUnfinishedWork(ctx context.Context, limit int) ([]string, error)
 }
 
 var _ LeaseStore = (*store.Store)(nil)
@@ -60,6 +61,8 @@ type ReplicaOptions struct {
 	Store    *store.Store
 	Registry *Registry
 	Hub      *Hub
+	// Webhooks, when set, takes up a taken-over session's own webhook from the store.
+	Webhooks *webhooks.Notifier
 	Logger   *slog.Logger
 }
 
@@ -79,6 +82,7 @@ type Replicas struct {
 	st          *store.Store
 	registry    *Registry
 	hub         *Hub
+	webhooks    *webhooks.Notifier // nil without webhooks
 	logger      *slog.Logger
 
 	mu    sync.Mutex
@@ -139,18 +143,17 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 	}
 	id := opts.ID
 	return &Replicas{id: id, address: opts.Address, token: opts.Token, ttl: ttl, leases: opts.Leases, st: opts.Store,
-		registry: opts.Registry, hub: opts.Hub, logger: logger.With("replica", id),
+		registry: opts.Registry, hub: opts.Hub, webhooks: opts.Webhooks, logger: logger.With("replica", id),
 		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(),
 		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}, connectedSince: time.Now()}, nil
 }
 
-// Owns reports whether this replica holds a session's lease and has it live, so that
-// its queued messages are this replica's to run.
-func (r *Replicas) Owns(sessionID string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	o := r.owned[sessionID]
-	return o != nil && o.loaded && r.leasesFreshLocked()
+// RunsHere reports whether a session's queued messages are this replica's to run, after
+// making the session live here as a call that needs it live would: loaded, and taken
+// over first when its owner's lease ran out. False when another replica holds it.
+func (r *Replicas) RunsHere(ctx context.Context, sessionID string) (bool, error) {
+	elsewhere, err := r.route(ctx, sessionID, callLive)
+	return err == nil && elsewhere == nil, err
 }
 
 // Run renews this replica's leases every third of their ttl until ctx ends, each renewal
@@ -261,12 +264,14 @@ const (
 
 // endOrphanedTurns takes over the sessions whose owner died mid-turn, so that their
 // subscribers see the turn end (OWNER_LOST) within a lease's ttl instead of at the
-// session's next call. Of replicas sweeping at once, the lease decides which one does.
+// session's next call, and those whose owner died or stopped with messages queued, so
+// that they start (takeOverFor). Of replicas sweeping at once, the lease decides which
+// one does.
 func (r *Replicas) endOrphanedTurns(ctx context.Context) {
-	ids, err := r.leases.LapsedWithReplyInProgress(ctx, 4*orphanSweep)
+	ids, err := r.leases.LapsedWithUnfinishedWork(ctx, 4*orphanSweep)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.logger.Warn("could not look for turns that dead replicas left running", "err", err)
+			r.logger.Warn("could not look for turns or queues that dead replicas left", "err", err)
 		}
 		return
 	}
@@ -553,6 +558,11 @@ func (r *Replicas) takeOverFor(ctx context.Context, sessionID string, kind sessi
 	o.acquired, o.loaded = acquired, regained
 	r.mu.Unlock()
 	close(o.ready)
+	if q := r.hub.queue; q != nil {
+		// Messages the last owner left queued start now (loading the session first), not
+		// at the end of a turn here.
+		q.Due(sessionID)
+	}
 	if kind == callLive {
 		return nil, r.load(ctx, sessionID, o)
 	}
@@ -616,6 +626,13 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 		// No other replica had it meanwhile: it is as this replica left it, live.
 		logger.Info("regained the lease of a session this replica still runs")
 		return nil, errRegained
+	}
+	if r.webhooks != nil {
+		// The session's own webhook hears of what follows here, its interrupted turn's
+		// end first.
+		if err := RestoreSessionWebhooks(ctx, r.st, r.webhooks, logger, sessionID); err != nil {
+			return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
+		}
 	}
 	// Every event of the session from here on is numbered above whatever the last owner
 	// issued, so the session's order holds across owners.

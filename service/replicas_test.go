@@ -66,7 +66,7 @@ func (f *fakeLeases) RenewLeases(context.Context, string, time.Duration) ([]stri
 	return nil, nil
 }
 func (f *fakeLeases) ReleaseLeases(context.Context, string, ...string) error { return nil }
-func (f *fakeLeases) LapsedWithReplyInProgress(context.Context, int) ([]string, error) {
+func (f *fakeLeases) LapsedWithUnfinishedWork(context.Context, int) ([]string, error) {
 	return nil, nil
 }
 

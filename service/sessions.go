@@ -95,6 +95,14 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 		return nil, s.fail(ctx, method, err, "agent_id", agentID, "session_id", info.SessionID)
 	}
 	if hasHook {
+		// Stored, so that it outlives a restart and reaches the replica that takes the
+		// session over; a hook that cannot be kept is refused with the session.
+		if err := s.registry.store.SaveSessionWebhook(ctx, storedWebhook(info.SessionID, hook)); err != nil {
+			if closeErr := p.CloseSession(context.WithoutCancel(ctx), info.SessionID); closeErr != nil {
+				s.logger.ErrorContext(ctx, "could not close a session whose webhook was not stored", "session_id", info.SessionID, "agent_id", agentID, "err", closeErr)
+			}
+			return nil, s.fail(ctx, method, err, "agent_id", agentID, "session_id", info.SessionID)
+		}
 		// Before the session is returned, so no turn of it can end unseen; nothing the
 		// session does before (its creation) is a notice.
 		if err := s.webhooks.WatchSession(info.SessionID, hook); err != nil {
@@ -509,6 +517,10 @@ func (s *Service) DeleteSession(ctx context.Context, req *pb.DeleteSessionReques
 		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id)
 	}
 	defer s.hub.noteCall(ctx, closeKey(id))()
+	if q := s.hub.queue; q != nil {
+		// Deleted with the session's rows; none may start or reopen it meanwhile.
+		defer q.closing(id)()
+	}
 	if p, err := s.registry.Agent(rec.AgentID); err == nil {
 		if err := endForDeletion(ctx, p, id); err != nil {
 			return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", rec.AgentID)
@@ -555,8 +567,22 @@ func (s *Service) CloseSession(ctx context.Context, req *pb.CloseSessionRequest)
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
 	defer s.hub.noteCall(ctx, closeKey(id))()
+	undo := func() {}
+	if q := s.hub.queue; q != nil {
+		undo = q.closing(id)
+	}
 	if err := p.CloseSession(ctx, id); err != nil {
+		undo()
 		return nil, s.fail(ctx, method, err, "session_id", id, "agent_id", p.AgentID())
+	}
+	if q := s.hub.queue; q != nil {
+		q.drain(ctx, id, p.AgentID())
+	}
+	if s.webhooks != nil {
+		// A session's webhook lasts until it closes (its SESSION_CLOSED was the last notice).
+		if err := s.registry.store.DeleteSessionWebhook(ctx, id); err != nil {
+			s.logger.WarnContext(ctx, "could not forget a closed session's webhook", "session_id", id, "agent_id", p.AgentID(), "err", err)
+		}
 	}
 	s.logger.InfoContext(ctx, "session closed", "session_id", id, "agent_id", p.AgentID())
 	return &pb.CloseSessionResponse{}, nil

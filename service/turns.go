@@ -36,13 +36,14 @@ func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "session_id", id)
 	}
-	// The user message's id is chosen here, so that its MESSAGE_END, whenever its turn
-	// starts, names the sender (auditor.stamp); the note lasts until then.
+	// The user message's id is chosen here, so that its sender is recorded before its
+	// turn starts, and its MESSAGE_END, whenever its turn starts, names the sender
+	// (auditor.stamp); the note lasts until then.
+	if opts.UserMessageID == "" {
+		opts.UserMessageID = uuid.Must(uuid.NewV7()).String()
+	}
 	var sent bool
 	if s.hub.audit != nil {
-		if opts.UserMessageID == "" {
-			opts.UserMessageID = uuid.Must(uuid.NewV7()).String()
-		}
 		if key := senderKey(id, opts.UserMessageID); s.hub.audit.note(ctx, key) {
 			defer func() {
 				if !sent {
@@ -55,8 +56,13 @@ func (s *Service) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (
 	if q := s.hub.queue; q != nil {
 		d, err = q.deliver(ctx, p, id, content, opts, mode)
 	} else {
-		d.outcome = outcomeStarted
-		d.res, err = p.SendMessage(ctx, id, content, opts)
+		var release func()
+		if release, err = claimSender(ctx, s.registry.store, s.logger, id, opts.UserMessageID, callerOf(ctx).Name); err == nil {
+			d.outcome = outcomeStarted
+			if d.res, err = p.SendMessage(ctx, id, content, opts); err != nil {
+				release()
+			}
+		}
 	}
 	if errors.Is(err, presenters.ErrSessionBusy) {
 		err = s.sessionBusy(id, err)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -88,4 +89,44 @@ func webhookKindOf(e pb.WebhookEvent) (webhooks.Kind, bool) {
 		}
 	}
 	return "", false
+}
+
+// SessionWebhookStore keeps sessions' own webhooks, so that they outlive a restart and
+// reach the replica that takes a session over; *store.Store is one.
+type SessionWebhookStore interface {
+	SaveSessionWebhook(ctx context.Context, h store.SessionWebhook) error
+	SessionWebhooks(ctx context.Context, sessionIDs ...string) ([]store.SessionWebhook, error)
+	DeleteSessionWebhook(ctx context.Context, sessionID string) error
+}
+
+var _ SessionWebhookStore = (*store.Store)(nil)
+
+// storedWebhook is a session's webhook as the store keeps it.
+func storedWebhook(sessionID string, h webhooks.SessionHook) store.SessionWebhook {
+	out := store.SessionWebhook{SessionID: sessionID, URL: h.URL}
+	for _, k := range h.Kinds {
+		out.Events = append(out.Events, string(k))
+	}
+	return out
+}
+
+// RestoreSessionWebhooks gives the notifier the stored webhooks of the sessions named
+// (of every session when none is named): after a restart, or once this replica took a
+// session over, the session's notices go where its own webhook says. A hook the
+// server's session_webhooks no longer allow is left out, with a warning.
+func RestoreSessionWebhooks(ctx context.Context, st SessionWebhookStore, n *webhooks.Notifier, logger *slog.Logger, sessionIDs ...string) error {
+	hooks, err := st.SessionWebhooks(ctx, sessionIDs...)
+	if err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		hook := webhooks.SessionHook{URL: h.URL}
+		for _, e := range h.Events {
+			hook.Kinds = append(hook.Kinds, webhooks.Kind(e))
+		}
+		if err := n.WatchSession(h.SessionID, hook); err != nil {
+			logger.WarnContext(ctx, "a session's stored webhook is not taken up again", "session_id", h.SessionID, "err", err)
+		}
+	}
+	return nil
 }

@@ -199,19 +199,22 @@ func (s *Store) ReleaseLeases(ctx context.Context, replica string, sessionIDs ..
 	return nil
 }
 
-// LapsedWithReplyInProgress returns up to limit sessions whose lease has expired while a
-// reply of theirs is still in progress: turns a dead replica left running, which another
-// replica should end (by taking the session over) without waiting for a call.
-func (s *Store) LapsedWithReplyInProgress(ctx context.Context, limit int) (_ []string, err error) {
+// LapsedWithUnfinishedWork returns up to limit sessions whose lease has expired (or was
+// given up) while they have unfinished work: a reply still in progress (a turn a dead
+// replica left running, which another replica should end) or queued messages (which
+// another replica should start). Another replica takes such a session over without
+// waiting for a call.
+func (s *Store) LapsedWithUnfinishedWork(ctx context.Context, limit int) (_ []string, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
 	var ids []string
 	err = s.db.WithContext(ctx).Raw(`SELECT l.session_id FROM session_leases l
 		WHERE l.expires_at <= `+s.dialect.nowNanos()+`
-		AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = l.session_id AND m.status = ?)
+		AND (EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = l.session_id AND m.status = ?)
+			OR EXISTS (SELECT 1 FROM queued_messages q WHERE q.session_id = l.session_id))
 		ORDER BY l.expires_at LIMIT ?`, string(StatusInProgress), limit).Scan(&ids).Error
 	if err != nil {
-		return nil, fmt.Errorf("find lapsed leases of sessions with a reply in progress: %w", err)
+		return nil, fmt.Errorf("find lapsed leases of sessions with unfinished work: %w", err)
 	}
 	return ids, nil
 }

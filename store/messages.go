@@ -24,14 +24,15 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 	// text's parts are read with its block. Each block row (part 0) is followed by the
 	// rows of its text's further parts. The range is picked from the end the limit keeps
 	// (messages_by_conversation serves both directions).
-	query := `WITH m AS MATERIALIZED (SELECT seq, id, role, status, stop_reason, usage, created_at
+	query := `WITH m AS MATERIALIZED (SELECT seq, id, role, status, stop_reason, usage, created_at,
+				COALESCE((SELECT principal FROM message_senders WHERE message_id = messages.id), '') AS sender
 			FROM messages WHERE conversation_id = ? %s ORDER BY seq %s LIMIT ?)
-		SELECT m.seq AS seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at,
+		SELECT m.seq AS seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at, m.sender,
 			b.position AS position, 0 AS part, b.type, b.text, b.text_parts, b.tool_id, b.tool_name, b.tool_status,
 			b.raw_arguments, b.raw_result, b.payload
 		FROM m LEFT JOIN blocks AS b ON b.message_id = m.id
 		UNION ALL
-		SELECT m.seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at,
+		SELECT m.seq, m.id, m.role, m.status, m.stop_reason, m.usage, m.created_at, m.sender,
 			p.position, p.part, NULL, p.text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 		FROM m JOIN block_text_parts AS p ON p.message_id = m.id
 		ORDER BY seq, position, part`
@@ -66,16 +67,16 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 	var long longText
 	for rows.Next() {
 		var (
-			seq, part                    int64
-			id, role, status, stopReason string
-			usage                        sql.NullString
-			created                      int64
-			position, textParts          sql.NullInt64
-			typ, text, toolID, toolName  sql.NullString
-			toolStatus, payload          sql.NullString
-			rawArguments, rawResult      []byte
+			seq, part                            int64
+			id, role, status, stopReason, sender string
+			usage                                sql.NullString
+			created                              int64
+			position, textParts                  sql.NullInt64
+			typ, text, toolID, toolName          sql.NullString
+			toolStatus, payload                  sql.NullString
+			rawArguments, rawResult              []byte
 		)
-		if err := rows.Scan(&seq, &id, &role, &status, &stopReason, &usage, &created,
+		if err := rows.Scan(&seq, &id, &role, &status, &stopReason, &usage, &created, &sender,
 			&position, &part, &typ, &text, &textParts, &toolID, &toolName, &toolStatus, &rawArguments, &rawResult, &payload); err != nil {
 			return nil, fmt.Errorf("read messages of session %s: %w", sessionID, err)
 		}
@@ -90,7 +91,7 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q presenters.Mes
 			m := presenters.Message{
 				ID: id, SessionID: sessionID, Role: presenters.MessageRole(role),
 				Status: presenters.MessageStatus(status), StopReason: presenters.StopReason(stopReason),
-				CreatedAt: time.Unix(0, created),
+				CreatedAt: time.Unix(0, created), Sender: sender,
 			}
 			if m.Status == StatusInProgress {
 				m.Status = presenters.MessageIncomplete

@@ -163,6 +163,29 @@ CREATE TABLE queued_messages (
 );
 CREATE INDEX queued_messages_by_session ON queued_messages(session_id, position);
 `,
+	// 9: who sent each message: a queued message's sender, who its turn runs for when it
+	// starts (here, after a restart, or on the replica that took the session over); and
+	// the sender of each user message, recorded before its turn starts (so no foreign
+	// key: the message row comes after).
+	`
+ALTER TABLE queued_messages ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+CREATE TABLE message_senders (
+	message_id TEXT PRIMARY KEY,
+	session_id TEXT NOT NULL,
+	principal  TEXT NOT NULL
+);
+CREATE INDEX message_senders_by_session ON message_senders(session_id);
+`,
+	// 10: sessions' own webhooks (CreateSession's config.webhook), so that they outlive a
+	// restart and reach the replica that takes a session over; events is a JSON array of
+	// the kinds the hook is told of (empty: all).
+	`
+CREATE TABLE session_webhooks (
+	session_id TEXT PRIMARY KEY,
+	url        TEXT NOT NULL,
+	events     TEXT NOT NULL DEFAULT '[]'
+);
+`,
 }
 
 // dialectWords spell the braced words of migrations in each dialect. SQLite's INTEGER

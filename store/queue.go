@@ -49,8 +49,8 @@ func (s *Store) QueueMessage(ctx context.Context, m presenters.QueuedMessage) (e
 		if n > 0 {
 			return ErrQueuedIDTaken
 		}
-		return tx.Exec(`INSERT INTO queued_messages (session_id, message_id, user_message_id, content, reason, queued_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			m.SessionID, m.MessageID, m.UserMessageID, string(content), m.Reason, m.QueuedAt.UnixNano()).Error
+		return tx.Exec(`INSERT INTO queued_messages (session_id, message_id, user_message_id, content, reason, queued_at, principal) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			m.SessionID, m.MessageID, m.UserMessageID, string(content), m.Reason, m.QueuedAt.UnixNano(), m.Principal).Error
 	})
 	if errors.Is(err, ErrQueuedIDTaken) {
 		return fmt.Errorf("message id %s or %s is already queued: %w", m.MessageID, m.UserMessageID, err)
@@ -65,7 +65,7 @@ func (s *Store) QueueMessage(ctx context.Context, m presenters.QueuedMessage) (e
 func (s *Store) QueuedMessages(ctx context.Context, sessionID string) (_ []presenters.QueuedMessage, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
-	rows, err := s.sqlDB.QueryContext(ctx, s.dialect.rebind(`SELECT session_id, message_id, user_message_id, content, reason, queued_at
+	rows, err := s.sqlDB.QueryContext(ctx, s.dialect.rebind(`SELECT session_id, message_id, user_message_id, content, reason, queued_at, principal
 		FROM queued_messages WHERE session_id = ? ORDER BY position`), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("read the queue of session %s: %w", sessionID, err)
@@ -78,7 +78,7 @@ func (s *Store) QueuedMessages(ctx context.Context, sessionID string) (_ []prese
 			content string
 			at      int64
 		)
-		if err := rows.Scan(&m.SessionID, &m.MessageID, &m.UserMessageID, &content, &m.Reason, &at); err != nil {
+		if err := rows.Scan(&m.SessionID, &m.MessageID, &m.UserMessageID, &content, &m.Reason, &at, &m.Principal); err != nil {
 			return nil, fmt.Errorf("read the queue of session %s: %w", sessionID, err)
 		}
 		var c contentJSON

@@ -26,6 +26,7 @@ import (
 	"github.com/agenticd/agenticd/service"
 	"github.com/agenticd/agenticd/store"
 	"github.com/agenticd/agenticd/web"
+	"github.com/agenticd/agenticd/webhooks"
 )
 
 // DatabaseFile is the name of the SQLite database under the data dir.
@@ -298,6 +299,13 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.hub = hub
+	if !replicated && notifier != nil {
+		// Sessions' own webhooks from before the restart, which hear of the interrupted
+		// replies' ends too; a replica takes each up with its session (Replicas).
+		if err := service.RestoreSessionWebhooks(ctx, st, notifier, s.logger); err != nil {
+			return fmt.Errorf("read sessions' webhooks: %w", err)
+		}
+	}
 	if !replicated {
 		// A client waiting for an interrupted reply's end gets it, from the log too,
 		// before anything serves.
@@ -329,7 +337,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.telemetry.watch(hub, s.presenters)
 	var replicas *service.Replicas
 	if replicated {
-		if replicas, err = s.startReplica(registry, replicaID, replicaAddress); err != nil {
+		if replicas, err = s.startReplica(registry, notifier, replicaID, replicaAddress); err != nil {
 			return err
 		}
 	}
@@ -347,7 +355,7 @@ func (s *Server) build(ctx context.Context) error {
 	svc := service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL,
 		Webhooks: notifier, Logger: s.logger})
 	if replicas != nil {
-		hub.Queue().OnlyOwned(replicas.Owns)
+		hub.Queue().RunOnOwner(replicas.RunsHere)
 	}
 	queueCtx, stopQueue := context.WithCancel(context.Background())
 	s.stopQueue, s.queueDone = stopQueue, make(chan struct{})
@@ -368,9 +376,9 @@ func (s *Server) build(ctx context.Context) error {
 // startReplica joins the group of replicas on the database: it renews this replica's
 // session leases and wakes the hub's log tails on every append any replica makes, until
 // release stops both.
-func (s *Server) startReplica(registry *service.Registry, id, address string) (*service.Replicas, error) {
+func (s *Server) startReplica(registry *service.Registry, notifier *webhooks.Notifier, id, address string) (*service.Replicas, error) {
 	replicas, err := service.NewReplicas(service.ReplicaOptions{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL, Token: s.cfg.Token,
-		Leases: s.store, Store: s.store, Registry: registry, Hub: s.hub, Logger: s.logger})
+		Leases: s.store, Store: s.store, Registry: registry, Hub: s.hub, Webhooks: notifier, Logger: s.logger})
 	if err != nil {
 		return nil, err
 	}

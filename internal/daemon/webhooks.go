@@ -73,6 +73,11 @@ func (c Config) validateWebhooks() error {
 	if sw.SecretFile != "" && sw.SecretEnv != "" {
 		return errors.New("session_webhooks: set at most one of secret_file and secret_env (neither: agenticd keeps one in data_dir/webhook_secret)")
 	}
+	if len(sw.AllowedURLs) > 0 && c.Database != "" && sw.SecretFile == "" && sw.SecretEnv == "" {
+		// Each replica's data dir would hold a secret of its own, and a session's notices
+		// would change signature when another replica took the session over.
+		return errors.New("session_webhooks: replicas (database set) sign sessions' webhooks with one secret: set secret_file or secret_env, the same on every replica")
+	}
 	if len(sw.AllowedURLs) == 0 && (sw.SecretFile != "" || sw.SecretEnv != "") {
 		return errors.New("session_webhooks: a secret is set but allowed_urls is empty, so no session may have a webhook; list the URL prefixes sessions' webhooks may POST to, or drop the secret")
 	}

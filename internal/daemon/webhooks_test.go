@@ -47,6 +47,14 @@ func TestWebhooksConfigValidation(t *testing.T) {
 		"session two secrets": {func(c *Config) {
 			c.SessionWebhooks = SessionWebhooksConfig{AllowedURLs: []string{"https://h/"}, SecretEnv: "X", SecretFile: "/s"}
 		}, "at most one of secret_file and secret_env"},
+		"replicas, session secret of each": {func(c *Config) {
+			c.Database, c.Token = "postgres://db/agenticd", "a-token-0123456789abcdef"
+			c.SessionWebhooks.AllowedURLs = []string{"https://h/"}
+		}, "session_webhooks: replicas (database set) sign sessions' webhooks with one secret"},
+		"replicas, one session secret": {func(c *Config) {
+			c.Database, c.Token = "postgres://db/agenticd", "a-token-0123456789abcdef"
+			c.SessionWebhooks = SessionWebhooksConfig{AllowedURLs: []string{"https://h/"}, SecretEnv: "X"}
+		}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := testConfig(t).WithDefaults()

@@ -600,6 +600,7 @@ func MessageToPB(m presenters.Message) *pb.SessionMessage {
 		CreateTime: timestamp(m.CreatedAt),
 		StopReason: stopReasons[m.StopReason],
 		Blocks:     make([]*pb.Block, len(m.Blocks)),
+		Principal:  clean(m.Sender),
 	}
 	for i, b := range m.Blocks {
 		out.Blocks[i] = blockToPB(b)
@@ -685,7 +686,7 @@ func eventToPB(ev presenters.Event) *pb.AgenticEvent {
 
 func queuedMessageToPB(m presenters.QueuedMessage) *pb.QueuedMessage {
 	return &pb.QueuedMessage{MessageId: clean(m.MessageID), UserMessageId: clean(m.UserMessageID), Content: contentToPB(m.Content),
-		QueueTime: timestamp(m.QueuedAt), Reason: clean(m.Reason)}
+		QueueTime: timestamp(m.QueuedAt), Reason: clean(m.Reason), Principal: clean(m.Principal)}
 }
 
 // contentToPB is what a client sent, as contentFromPB took it.

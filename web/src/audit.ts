@@ -13,8 +13,12 @@ function summary(e: AuditEvent): string {
       return [d.value.workspace, d.value.reason].filter((s) => s !== "").join(" — ");
     case "fileWrite":
       return `${d.value.deleted ? "deleted" : "wrote"} ${d.value.path}${d.value.bytes !== undefined ? ` (${d.value.bytes} bytes)` : ""}`;
-    case "command":
-      return `$ ${d.value.commandLine}${d.value.exitCode !== undefined ? ` (exit ${d.value.exitCode})` : ""}`;
+    case "command": {
+      const c = d.value;
+      const where = c.cwd !== "" ? ` in ${c.cwd}` : "";
+      if (c.denied) return `$ ${c.commandLine}${where}: denied, it never ran`;
+      return `$ ${c.commandLine}${where}${c.exitCode !== undefined ? ` (exit ${c.exitCode})` : ""}`;
+    }
     case "permission": {
       const what = d.value.description || d.value.commandLine || d.value.paths.join(", ");
       if (e.kind !== AuditKind.PERMISSION_DECIDED) return what;
@@ -74,10 +78,13 @@ export class AuditPanel {
         const page = await client.listAuditEvents({ sessionIds: [id], afterId: after }, { signal: stop.signal });
         for (const e of page.events) {
           const time = e.eventTime !== undefined ? new Date(Number(e.eventTime.seconds) * 1000).toLocaleTimeString() : "";
+          // A command whose permission was denied never ran: marked, not just worded.
+          const denied = e.detail.case === "command" && e.detail.value.denied;
           rows.push(
-            h("li", { "data-testid": "audit-entry", "data-kind": enumName(AuditKind, e.kind) },
+            h("li", { "data-testid": "audit-entry", "data-kind": enumName(AuditKind, e.kind), "data-denied": denied, class: denied ? "audit-denied" : false },
               h("span", { class: "muted small" }, time), " ",
               h("span", { class: "audit-kind" }, enumName(AuditKind, e.kind).replace(/_/g, " ")), " ",
+              denied && h("span", { class: "audit-verdict", "data-testid": "audit-denied" }, "denied"), denied && " ",
               e.principal !== "" && h("span", { class: "audit-principal", "data-testid": "audit-principal" }, who(e.principal)), e.principal !== "" && " ",
               h("span", { class: "audit-summary" }, summary(e))),
           );

@@ -381,6 +381,7 @@ export class ChatView {
     for (const m of history) {
       if (replayInFlight && m.messageId === inFlight) continue;
       const view = this.message(m.messageId, m.role);
+      if (m.principal !== "") view.sentBy(m.principal);
       for (const b of m.blocks) view.appendBlock(b);
       if (m.messageId === inFlight) {
         // Its start is no longer held: show what is stored and read it again at its end.

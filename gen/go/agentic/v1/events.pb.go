@@ -252,10 +252,14 @@ const (
 	DequeueReason_DEQUEUE_REASON_UNSPECIFIED DequeueReason = 0
 	// Its turn started under message_id: the turn's events follow.
 	DequeueReason_DEQUEUE_REASON_STARTED DequeueReason = 1
-	// A client took it out (CancelMessage naming it); it never runs.
+	// A client took it out (CancelMessage naming it), or closed its session (detail "the
+	// session was closed"); it never runs.
 	DequeueReason_DEQUEUE_REASON_CANCELLED DequeueReason = 2
-	// Its turn could not start (the session closed, the agent refused it); detail says
-	// why. It never runs.
+	// Its turn cannot start (the session closed, its workspace gone, the agent refused
+	// it), or could not for ten minutes of retries; detail says why, and an ERROR event
+	// with the reason names it in message_id. It never runs. A start that fails for a
+	// passing reason (the database, an agent starting again) is retried instead, the
+	// message still queued.
 	DequeueReason_DEQUEUE_REASON_FAILED DequeueReason = 3
 )
 
@@ -1923,7 +1927,7 @@ type MessageDequeued struct {
 	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	UserMessageId string                 `protobuf:"bytes,2,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
 	Reason        DequeueReason          `protobuf:"varint,3,opt,name=reason,proto3,enum=agentic.v1.DequeueReason" json:"reason,omitempty"`
-	// For FAILED: what went wrong and what to do, for a person.
+	// For FAILED, and CANCELLED by a close: what went wrong and what to do, for a person.
 	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

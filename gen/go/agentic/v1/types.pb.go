@@ -2358,7 +2358,11 @@ type QueuedMessage struct {
 	Content       *MessageContent        `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	QueueTime     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=queue_time,json=queueTime,proto3" json:"queue_time,omitempty"`
 	// Why it waits, for a person (e.g. "the agent takes no steering; queued").
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The principal that sent it. Its turn runs on that principal's behalf whenever and
+	// wherever it starts (after a restart, on the replica that took the session over):
+	// its user message's MESSAGE_END and the turn's audit entries name it.
+	Principal     string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2424,6 +2428,13 @@ func (x *QueuedMessage) GetQueueTime() *timestamppb.Timestamp {
 func (x *QueuedMessage) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueuedMessage) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
 	}
 	return ""
 }
@@ -4890,10 +4901,14 @@ type SessionMessage struct {
 	Role      MessageRole            `protobuf:"varint,3,opt,name=role,proto3,enum=agentic.v1.MessageRole" json:"role,omitempty"`
 	Status    MessageStatus          `protobuf:"varint,4,opt,name=status,proto3,enum=agentic.v1.MessageStatus" json:"status,omitempty"`
 	// Text, reasoning, tool calls with results, plans..., in order.
-	Blocks        []*Block               `protobuf:"bytes,5,rep,name=blocks,proto3" json:"blocks,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	StopReason    StopReason             `protobuf:"varint,7,opt,name=stop_reason,json=stopReason,proto3,enum=agentic.v1.StopReason" json:"stop_reason,omitempty"`
-	Usage         *TokenUsage            `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
+	Blocks     []*Block               `protobuf:"bytes,5,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	StopReason StopReason             `protobuf:"varint,7,opt,name=stop_reason,json=stopReason,proto3,enum=agentic.v1.StopReason" json:"stop_reason,omitempty"`
+	Usage      *TokenUsage            `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
+	// For a user message: the principal that sent it, as its MESSAGE_END named it. Empty
+	// for other roles, and for messages whose sender is unknown (stored before senders
+	// were kept, or not sent through this API, such as history an agent replayed).
+	Principal     string `protobuf:"bytes,9,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4982,6 +4997,13 @@ func (x *SessionMessage) GetUsage() *TokenUsage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *SessionMessage) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 var File_agentic_v1_types_proto protoreflect.FileDescriptor
@@ -5112,7 +5134,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tH\x00R\tprincipal\x12\x16\n" +
 	"\x05group\x18\x02 \x01(\tH\x00R\x05group\x121\n" +
 	"\x06access\x18\x03 \x01(\x0e2\x19.agentic.v1.SessionAccessR\x06accessB\t\n" +
-	"\agrantee\"\xdf\x01\n" +
+	"\agrantee\"\xfd\x01\n" +
 	"\rQueuedMessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
@@ -5120,7 +5142,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\v2\x1a.agentic.v1.MessageContentR\acontent\x129\n" +
 	"\n" +
 	"queue_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tqueueTime\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x91\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"\x91\x01\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x1a.agentic.v1.McpStdioServerH\x00R\x05stdio\x12/\n" +
@@ -5303,7 +5326,7 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	" \x01(\v2\x15.agentic.v1.DiffBlockH\x00R\x04diff\x127\n" +
 	"\bterminal\x18\v \x01(\v2\x19.agentic.v1.TerminalBlockH\x00R\bterminal\x127\n" +
 	"\bresource\x18\f \x01(\v2\x19.agentic.v1.ResourceBlockH\x00R\bresourceB\t\n" +
-	"\acontent\"\xfd\x02\n" +
+	"\acontent\"\x9b\x03\n" +
 	"\x0eSessionMessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x1d\n" +
@@ -5316,7 +5339,8 @@ const file_agentic_v1_types_proto_rawDesc = "" +
 	"createTime\x127\n" +
 	"\vstop_reason\x18\a \x01(\x0e2\x16.agentic.v1.StopReasonR\n" +
 	"stopReason\x12,\n" +
-	"\x05usage\x18\b \x01(\v2\x16.agentic.v1.TokenUsageR\x05usage*T\n" +
+	"\x05usage\x18\b \x01(\v2\x16.agentic.v1.TokenUsageR\x05usage\x12\x1c\n" +
+	"\tprincipal\x18\t \x01(\tR\tprincipal*T\n" +
 	"\tAgentType\x12\x1a\n" +
 	"\x16AGENT_TYPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eAGENT_TYPE_ACP\x10\x01\x12\x17\n" +

@@ -506,18 +506,20 @@ class PlanEntry(_message.Message):
     def __init__(self, content: _Optional[str] = ..., status: _Optional[_Union[PlanEntryStatus, str]] = ..., priority: _Optional[_Union[PlanEntryPriority, str]] = ...) -> None: ...
 
 class QueuedMessage(_message.Message):
-    __slots__ = ["content", "message_id", "queue_time", "reason", "user_message_id"]
+    __slots__ = ["content", "message_id", "principal", "queue_time", "reason", "user_message_id"]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     QUEUE_TIME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     content: MessageContent
     message_id: str
+    principal: str
     queue_time: _timestamp_pb2.Timestamp
     reason: str
     user_message_id: str
-    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., content: _Optional[_Union[MessageContent, _Mapping]] = ..., queue_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, message_id: _Optional[str] = ..., user_message_id: _Optional[str] = ..., content: _Optional[_Union[MessageContent, _Mapping]] = ..., queue_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class ReasoningBlock(_message.Message):
     __slots__ = ["text"]
@@ -628,10 +630,11 @@ class SessionInfo(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., status_reason: _Optional[str] = ..., workspace: _Optional[str] = ..., title: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., available_modes: _Optional[_Iterable[_Union[Mode, _Mapping]]] = ..., current_mode_id: _Optional[str] = ..., available_models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., current_model_id: _Optional[str] = ..., available_commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., message_in_flight: _Optional[str] = ..., pending_permissions: _Optional[_Iterable[_Union[PermissionRequest, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., message_count: _Optional[int] = ..., message_in_flight_first_sequence: _Optional[int] = ..., agent_session_id: _Optional[str] = ..., additional_directories: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., pending_elicitations: _Optional[_Iterable[_Union[ElicitationRequest, _Mapping]]] = ..., owner: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[SessionGrant, _Mapping]]] = ..., queued_messages: _Optional[_Iterable[_Union[QueuedMessage, _Mapping]]] = ..., config_options: _Optional[_Iterable[_Union[ConfigOption, _Mapping]]] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
-    __slots__ = ["blocks", "create_time", "message_id", "role", "session_id", "status", "stop_reason", "usage"]
+    __slots__ = ["blocks", "create_time", "message_id", "principal", "role", "session_id", "status", "stop_reason", "usage"]
     BLOCKS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -640,12 +643,13 @@ class SessionMessage(_message.Message):
     blocks: _containers.RepeatedCompositeFieldContainer[Block]
     create_time: _timestamp_pb2.Timestamp
     message_id: str
+    principal: str
     role: MessageRole
     session_id: str
     status: MessageStatus
     stop_reason: StopReason
     usage: TokenUsage
-    def __init__(self, message_id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[_Union[MessageRole, str]] = ..., status: _Optional[_Union[MessageStatus, str]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ...) -> None: ...
+    def __init__(self, message_id: _Optional[str] = ..., session_id: _Optional[str] = ..., role: _Optional[_Union[MessageRole, str]] = ..., status: _Optional[_Union[MessageStatus, str]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class TerminalBlock(_message.Message):
     __slots__ = ["command", "exit_code", "output", "output_offset", "signal", "terminal_id", "truncated"]

@@ -790,7 +790,7 @@ export declare type MessageDequeued = Message<"agentic.v1.MessageDequeued"> & {
   reason: DequeueReason;
 
   /**
-   * For FAILED: what went wrong and what to do, for a person.
+   * For FAILED, and CANCELLED by a close: what went wrong and what to do, for a person.
    *
    * @generated from field: string detail = 4;
    */
@@ -1048,15 +1048,19 @@ export enum DequeueReason {
   STARTED = 1,
 
   /**
-   * A client took it out (CancelMessage naming it); it never runs.
+   * A client took it out (CancelMessage naming it), or closed its session (detail "the
+   * session was closed"); it never runs.
    *
    * @generated from enum value: DEQUEUE_REASON_CANCELLED = 2;
    */
   CANCELLED = 2,
 
   /**
-   * Its turn could not start (the session closed, the agent refused it); detail says
-   * why. It never runs.
+   * Its turn cannot start (the session closed, its workspace gone, the agent refused
+   * it), or could not for ten minutes of retries; detail says why, and an ERROR event
+   * with the reason names it in message_id. It never runs. A start that fails for a
+   * passing reason (the database, an agent starting again) is retried instead, the
+   * message still queued.
    *
    * @generated from enum value: DEQUEUE_REASON_FAILED = 3;
    */

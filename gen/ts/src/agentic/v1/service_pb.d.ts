@@ -390,8 +390,9 @@ export declare type SessionConfig = Message<"agentic.v1.SessionConfig"> & {
 
   /**
    * Where to POST a signed notice of this session's events (docs/webhooks.md), besides
-   * the server's configured webhooks, until the session closes (kept in memory by the
-   * server that created it: not across a restart). Refused with INVALID_ARGUMENT unless
+   * the server's configured webhooks, until the session closes or is deleted. It is
+   * stored: it outlives a restart, and with replicas the one that runs the session
+   * delivers (it takes the hook up with the session). Refused with INVALID_ARGUMENT unless
    * the URL is under one of the server's session_webhooks.allowed_urls (same scheme and
    * host, path prefix). Deliveries are signed with the server's session webhook secret,
    * which the API never returns (GetSession does not show the hook either): the

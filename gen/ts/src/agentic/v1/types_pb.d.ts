@@ -785,6 +785,15 @@ export declare type QueuedMessage = Message<"agentic.v1.QueuedMessage"> & {
    * @generated from field: string reason = 5;
    */
   reason: string;
+
+  /**
+   * The principal that sent it. Its turn runs on that principal's behalf whenever and
+   * wherever it starts (after a restart, on the replica that took the session over):
+   * its user message's MESSAGE_END and the turn's audit entries name it.
+   *
+   * @generated from field: string principal = 6;
+   */
+  principal: string;
 };
 
 /**
@@ -1995,6 +2004,15 @@ export declare type SessionMessage = Message<"agentic.v1.SessionMessage"> & {
    * @generated from field: agentic.v1.TokenUsage usage = 8;
    */
   usage?: TokenUsage | undefined;
+
+  /**
+   * For a user message: the principal that sent it, as its MESSAGE_END named it. Empty
+   * for other roles, and for messages whose sender is unknown (stored before senders
+   * were kept, or not sent through this API, such as history an agent replayed).
+   *
+   * @generated from field: string principal = 9;
+   */
+  principal: string;
 };
 
 /**
