@@ -174,3 +174,21 @@ func BenchmarkSaveRequestAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClaimMessageSender is what recording a user message's sender costs each
+// SendMessage that starts a turn, on each engine.
+func BenchmarkClaimMessageSender(b *testing.B) {
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			s, _ := e.openStore(b)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				n++
+				if _, err := s.ClaimMessageSender(ctx, "s1", fmt.Sprintf("u%d", n), "alice"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
