@@ -153,7 +153,6 @@ type Hub[T any] struct {
 	// the positions start..end-1, in rising sequence order.
 	start, end uint64
 	next       uint64 // the sequence the next event gets
-	oldest     uint64 // the oldest sequence held (next when none is)
 	heldBytes  int64  // the estimated memory of the held events
 	// Sequences up to reserved are covered: by the stored floor, or, with exclusive
 	// blocks, by the current block (next..reserved). upcoming is the first sequence of the
@@ -283,7 +282,7 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 			return nil, fmt.Errorf("reserve event sequences: %w", err)
 		}
 	}
-	h.next, h.oldest = base+1, base+1
+	h.next = base + 1
 	if h.log != nil {
 		h.logWake = make(chan struct{}, 1)
 		h.logFull = make(chan struct{}, 1)
@@ -322,9 +321,6 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 		replay: ev.Replay, size: heldSize(ev.Payload), time: ev.Time, payload: ev.Payload}
 	if h.end-h.start == uint64(len(h.ring)) {
 		h.evictOldestLocked() // its slot is the one the event takes; logged, as logBacklog < capacity
-	}
-	if h.start == h.end {
-		h.oldest = seq
 	}
 	pos := h.end
 	h.ring[pos%uint64(len(h.ring))] = he
@@ -374,21 +370,25 @@ func (h *Hub[T]) evictOldestLocked() {
 	*slot = nil
 	h.heldBytes -= he.size
 	h.start++
-	h.oldest = h.next
-	if h.start < h.end {
-		h.oldest = h.ring[h.start%uint64(len(h.ring))].sequence
-	}
 	if h.observer != nil {
 		h.observer.Evicted(he.sessionID, he.sequence)
 	}
+}
+
+// oldestLocked is the oldest sequence held (next when none is).
+func (h *Hub[T]) oldestLocked() uint64 {
+	if h.start == h.end {
+		return h.next
+	}
+	return h.ring[h.start%uint64(len(h.ring))].sequence
 }
 
 // positionLocked is the position of the oldest held event with a sequence of at least seq
 // (end when none has).
 func (h *Hub[T]) positionLocked(seq uint64) uint64 {
 	n := uint64(len(h.ring))
-	if seq >= h.oldest { // no gap between: the sequence tells the position
-		if p := h.start + (seq - h.oldest); p < h.end && h.ring[p%n].sequence == seq {
+	if oldest := h.oldestLocked(); seq >= oldest { // no gap between: the sequence tells the position
+		if p := h.start + (seq - oldest); p < h.end && h.ring[p%n].sequence == seq {
 			return p
 		}
 	}
@@ -556,9 +556,6 @@ func (h *Hub[T]) blockLandedLocked(first uint64) {
 // setBlockLocked issues the next sequences from the block that starts at first.
 func (h *Hub[T]) setBlockLocked(first uint64) {
 	h.next, h.reserved = first, first+h.block-1
-	if h.start == h.end {
-		h.oldest = first
-	}
 }
 
 // SkipAhead reserves a fresh block and continues from it, so that every event published

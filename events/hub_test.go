@@ -288,7 +288,7 @@ func TestHubRingBoundedByBytes(t *testing.T) {
 		seqs = append(seqs, em.MessageDelta("m", presenters.RoleAssistant, text))
 	}
 	h.mu.Lock()
-	heldBytes, oldest := h.heldBytes, h.oldest
+	heldBytes, oldest := h.heldBytes, h.oldestLocked()
 	h.mu.Unlock()
 	if heldBytes != 10*per || oldest != seqs[15] {
 		t.Errorf("holding %d bytes from %d, want %d bytes from %d", heldBytes, oldest, 10*per, seqs[15])

@@ -319,10 +319,11 @@ func (h *Hub[T]) prune() {
 // servableOldestLocked is the oldest sequence the ring or the log holds: the log holds
 // every event up to the ring's oldest, from its own oldest on.
 func (h *Hub[T]) servableOldestLocked() uint64 {
+	oldest := h.oldestLocked()
 	if h.logOldest != 0 {
-		return min(h.logOldest, h.oldest)
+		return min(h.logOldest, oldest)
 	}
-	return h.oldest
+	return oldest
 }
 
 // loggedHeld is a logged event as the subscription queues hold events: already encoded.

@@ -178,7 +178,7 @@ func TestHubResumesFromTheLog(t *testing.T) {
 		t.Fatalf("HeldRange = %d, %d; want 1, 500 (the log's oldest)", oldest, newest)
 	}
 	h.mu.Lock()
-	ringOldest := h.oldest
+	ringOldest := h.oldestLocked()
 	h.mu.Unlock()
 	if ringOldest < 400 {
 		t.Fatalf("the ring still holds from %d", ringOldest)
@@ -431,7 +431,7 @@ func TestRingKeepsWhatIsNotLogged(t *testing.T) {
 		t.Fatalf("HeldRange with nothing logged = %d, %d; want 1, 5", oldest, newest)
 	}
 	h.mu.Lock()
-	ringOldest := h.oldest
+	ringOldest := h.oldestLocked()
 	h.mu.Unlock()
 	if ringOldest != 1 {
 		t.Fatalf("the ring let events go that were not logged: it holds from %d", ringOldest)
@@ -440,7 +440,7 @@ func TestRingKeepsWhatIsNotLogged(t *testing.T) {
 	released = true
 	waitLogged(t, h)
 	h.mu.Lock()
-	ringOldest, heldBytes := h.oldest, h.heldBytes
+	ringOldest, heldBytes := h.oldestLocked(), h.heldBytes
 	h.mu.Unlock()
 	if ringOldest == 1 || heldBytes > 10*per {
 		t.Errorf("once logged, the ring holds %d bytes from %d; want within %d", heldBytes, ringOldest, 10*per)
