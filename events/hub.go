@@ -155,8 +155,8 @@ type Hub[T any] struct {
 	next       uint64 // the sequence the next event gets
 	heldBytes  int64  // the estimated memory of the held events
 	// Sequences up to reserved are covered: by the stored floor, or, with exclusive
-	// blocks, by the current block (next..reserved). upcoming is the first sequence of the
-	// next block, reserved ahead (0: none yet).
+	// blocks, by the current block (next..reserved); without a Store nothing reads it.
+	// upcoming is the first sequence of the next block, reserved ahead (0: none yet).
 	reserved     uint64
 	upcoming     uint64
 	floorWriting bool // a write of the next floor, or a reservation of the next block, is under way
@@ -263,26 +263,25 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 		}
 		h.logOldest, base = oldest, newest
 	}
+	first := base + 1
 	switch {
 	case opts.ExclusiveBlocks:
 		h.reserver = reserver
-		first, err := h.reserveBlock(time.Time{})
-		if err != nil {
+		var err error
+		if first, err = h.reserveBlock(time.Time{}); err != nil {
 			return nil, fmt.Errorf("reserve event sequences: %w", err)
 		}
-		base, h.reserved = first-1, first+h.block-1
 	case h.store != nil:
 		floor, err := h.store.SequenceFloor(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read the event sequence floor: %w", err)
 		}
-		base = max(base, floor)
-		h.reserved = base + h.block
-		if err := h.store.SetSequenceFloor(ctx, h.reserved); err != nil {
+		first = max(base, floor) + 1
+		if err := h.store.SetSequenceFloor(ctx, first+h.block-1); err != nil {
 			return nil, fmt.Errorf("reserve event sequences: %w", err)
 		}
 	}
-	h.next = base + 1
+	h.setBlockLocked(first) // nothing else sees h yet
 	if h.log != nil {
 		h.logWake = make(chan struct{}, 1)
 		h.logFull = make(chan struct{}, 1)
