@@ -325,9 +325,7 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	h.ring[pos%uint64(len(h.ring))] = he
 	h.end++
 	h.heldBytes += he.size
-	for h.heldBytes > h.maxBytes && h.start < pos && h.start < h.loggedEnd {
-		h.evictOldestLocked()
-	}
+	h.shedLocked(h.maxBytes)
 	if h.observer != nil {
 		h.observer.Published(ev)
 	}
@@ -372,6 +370,18 @@ func (h *Hub[T]) evictOldestLocked() {
 	if h.observer != nil {
 		h.observer.Evicted(he.sessionID, he.sequence)
 	}
+}
+
+// shedLocked lets the oldest held events go while the held ones take more than maxBytes,
+// keeping the newest and every event the log has not appended yet (the ring is their only
+// place until then). It returns how many went.
+func (h *Hub[T]) shedLocked(maxBytes int64) int {
+	n := 0
+	for h.heldBytes > maxBytes && h.end-h.start > 1 && h.start < h.loggedEnd {
+		h.evictOldestLocked()
+		n++
+	}
+	return n
 }
 
 // oldestLocked is the oldest sequence held (next when none is).

@@ -159,9 +159,7 @@ func (h *Hub[T]) markLoggedLocked(first, end uint64, bytes int64, appended bool)
 	if appended && h.logOldest == 0 {
 		h.logOldest = first
 	}
-	for h.heldBytes > h.maxBytes && h.end-h.start > 1 && h.start < h.loggedEnd {
-		h.evictOldestLocked()
-	}
+	h.shedLocked(h.maxBytes)
 	h.cond.Broadcast()
 }
 
