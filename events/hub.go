@@ -496,12 +496,13 @@ func (h *Hub[T]) nextBlockLocked() {
 		giveUp = time.Now().Add(closedReserveBudget)
 	}
 	h.mu.Unlock()
-	delay := logRetryFirst
-	first, err := h.reserveBlock(giveUp)
-	for attempt := 1; err != nil; attempt++ {
-		if attempt == 1 {
-			h.logger.Error("could not reserve a block of event sequences; publishing waits and retries until one lands", "err", err)
-		}
+	var first uint64
+	tries, err := retry(func() (err error) {
+		first, err = h.reserveBlock(giveUp)
+		return err
+	}, func(err error) {
+		h.logger.Error("could not reserve a block of event sequences; publishing waits and retries until one lands", "err", err)
+	}, func(delay time.Duration) bool {
 		if giveUp.IsZero() {
 			h.mu.Lock()
 			if h.closed {
@@ -509,17 +510,16 @@ func (h *Hub[T]) nextBlockLocked() {
 			}
 			h.mu.Unlock()
 		}
-		wait := delay
 		if !giveUp.IsZero() {
-			if wait = min(wait, time.Until(giveUp)); wait <= 0 {
-				break
+			if delay = min(delay, time.Until(giveUp)); delay <= 0 {
+				return false
 			}
 		}
-		time.Sleep(wait)
-		delay = min(2*delay, logRetryMax)
-		if first, err = h.reserveBlock(giveUp); err == nil {
-			h.logger.Info("a block of event sequences is reserved again", "first", first, "attempts", attempt+1)
-		}
+		time.Sleep(delay)
+		return true
+	})
+	if err == nil && tries > 1 {
+		h.logger.Info("a block of event sequences is reserved again", "first", first, "attempts", tries)
 	}
 	h.mu.Lock()
 	h.floorWriting = false
