@@ -456,16 +456,10 @@ func (h *Hub[T]) reserveAheadLocked(seq uint64) {
 		defer h.mu.Unlock()
 		h.floorWriting = false
 		if err != nil {
-			if !h.floorFailing {
-				h.logger.Error("could not reserve the next block of event sequences; retrying with the next events (publishing waits at the end of the block until one lands)",
-					"err", err)
-			}
-			h.floorFailing = true
+			h.reserveFailedLocked("could not reserve the next block of event sequences; retrying with the next events (publishing waits at the end of the block until one lands)",
+				"err", err)
 		} else {
-			if h.floorFailing {
-				h.logger.Info("a block of event sequences is reserved again", "first", first)
-			}
-			h.floorFailing = false
+			h.reserveLandedLocked("a block of event sequences is reserved again", "first", first)
 			h.blockLandedLocked(first)
 		}
 		h.cond.Broadcast() // a Publish may wait for it at the end of the block
@@ -595,18 +589,30 @@ func (h *Hub[T]) SkipAhead(ctx context.Context) error {
 // floorWritten records the outcome of writing floor (with h.mu held).
 func (h *Hub[T]) floorWritten(floor uint64, err error) {
 	if err != nil {
-		if !h.floorFailing {
-			h.logger.Error("could not persist the event sequence floor; retrying with the next events (until it lands, a restart may reuse sequences)",
-				"floor", floor, "err", err)
-		}
-		h.floorFailing = true
+		h.reserveFailedLocked("could not persist the event sequence floor; retrying with the next events (until it lands, a restart may reuse sequences)",
+			"floor", floor, "err", err)
 		return
 	}
+	h.reserveLandedLocked("the event sequence floor is persisted again", "floor", floor)
+	h.reserved = max(h.reserved, floor)
+}
+
+// reserveFailedLocked notes a failed floor write or block reservation, logging only the
+// first of a run: they are retried with the next events, which may be many.
+func (h *Hub[T]) reserveFailedLocked(msg string, args ...any) {
+	if !h.floorFailing {
+		h.logger.Error(msg, args...)
+	}
+	h.floorFailing = true
+}
+
+// reserveLandedLocked notes a floor write or block reservation that landed, logging it
+// when it ends a run of failures.
+func (h *Hub[T]) reserveLandedLocked(msg string, args ...any) {
 	if h.floorFailing {
-		h.logger.Info("the event sequence floor is persisted again", "floor", floor)
+		h.logger.Info(msg, args...)
 	}
 	h.floorFailing = false
-	h.reserved = max(h.reserved, floor)
 }
 
 func (h *Hub[T]) removeLocked(i int) {
