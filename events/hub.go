@@ -153,11 +153,10 @@ type Hub[T any] struct {
 	// the positions start..end-1, in rising sequence order.
 	start, end uint64
 	next       uint64 // the sequence the next event gets
-	oldest     uint64 // the oldest sequence held (next when none is)
 	heldBytes  int64  // the estimated memory of the held events
 	// Sequences up to reserved are covered: by the stored floor, or, with exclusive
-	// blocks, by the current block (next..reserved). upcoming is the first sequence of the
-	// next block, reserved ahead (0: none yet).
+	// blocks, by the current block (next..reserved); without a Store nothing reads it.
+	// upcoming is the first sequence of the next block, reserved ahead (0: none yet).
 	reserved     uint64
 	upcoming     uint64
 	floorWriting bool // a write of the next floor, or a reservation of the next block, is under way
@@ -264,26 +263,25 @@ func New[T any](ctx context.Context, opts Options[T]) (*Hub[T], error) {
 		}
 		h.logOldest, base = oldest, newest
 	}
+	first := base + 1
 	switch {
 	case opts.ExclusiveBlocks:
 		h.reserver = reserver
-		first, err := h.reserveBlock(time.Time{})
-		if err != nil {
+		var err error
+		if first, err = h.reserveBlock(time.Time{}); err != nil {
 			return nil, fmt.Errorf("reserve event sequences: %w", err)
 		}
-		base, h.reserved = first-1, first+h.block-1
 	case h.store != nil:
 		floor, err := h.store.SequenceFloor(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read the event sequence floor: %w", err)
 		}
-		base = max(base, floor)
-		h.reserved = base + h.block
-		if err := h.store.SetSequenceFloor(ctx, h.reserved); err != nil {
+		first = max(base, floor) + 1
+		if err := h.store.SetSequenceFloor(ctx, first+h.block-1); err != nil {
 			return nil, fmt.Errorf("reserve event sequences: %w", err)
 		}
 	}
-	h.next, h.oldest = base+1, base+1
+	h.setBlockLocked(first) // nothing else sees h yet
 	if h.log != nil {
 		h.logWake = make(chan struct{}, 1)
 		h.logFull = make(chan struct{}, 1)
@@ -323,16 +321,11 @@ func (h *Hub[T]) Publish(ev presenters.Event) uint64 {
 	if h.end-h.start == uint64(len(h.ring)) {
 		h.evictOldestLocked() // its slot is the one the event takes; logged, as logBacklog < capacity
 	}
-	if h.start == h.end {
-		h.oldest = seq
-	}
 	pos := h.end
 	h.ring[pos%uint64(len(h.ring))] = he
 	h.end++
 	h.heldBytes += he.size
-	for h.heldBytes > h.maxBytes && h.start < pos && h.start < h.loggedEnd {
-		h.evictOldestLocked()
-	}
+	h.shedLocked(h.maxBytes)
 	if h.observer != nil {
 		h.observer.Published(ev)
 	}
@@ -374,21 +367,37 @@ func (h *Hub[T]) evictOldestLocked() {
 	*slot = nil
 	h.heldBytes -= he.size
 	h.start++
-	h.oldest = h.next
-	if h.start < h.end {
-		h.oldest = h.ring[h.start%uint64(len(h.ring))].sequence
-	}
 	if h.observer != nil {
 		h.observer.Evicted(he.sessionID, he.sequence)
 	}
+}
+
+// shedLocked lets the oldest held events go while the held ones take more than maxBytes,
+// keeping the newest and every event the log has not appended yet (the ring is their only
+// place until then). It returns how many went.
+func (h *Hub[T]) shedLocked(maxBytes int64) int {
+	n := 0
+	for h.heldBytes > maxBytes && h.end-h.start > 1 && h.start < h.loggedEnd {
+		h.evictOldestLocked()
+		n++
+	}
+	return n
+}
+
+// oldestLocked is the oldest sequence held (next when none is).
+func (h *Hub[T]) oldestLocked() uint64 {
+	if h.start == h.end {
+		return h.next
+	}
+	return h.ring[h.start%uint64(len(h.ring))].sequence
 }
 
 // positionLocked is the position of the oldest held event with a sequence of at least seq
 // (end when none has).
 func (h *Hub[T]) positionLocked(seq uint64) uint64 {
 	n := uint64(len(h.ring))
-	if seq >= h.oldest { // no gap between: the sequence tells the position
-		if p := h.start + (seq - h.oldest); p < h.end && h.ring[p%n].sequence == seq {
+	if oldest := h.oldestLocked(); seq >= oldest { // no gap between: the sequence tells the position
+		if p := h.start + (seq - oldest); p < h.end && h.ring[p%n].sequence == seq {
 			return p
 		}
 	}
@@ -447,16 +456,10 @@ func (h *Hub[T]) reserveAheadLocked(seq uint64) {
 		defer h.mu.Unlock()
 		h.floorWriting = false
 		if err != nil {
-			if !h.floorFailing {
-				h.logger.Error("could not reserve the next block of event sequences; retrying with the next events (publishing waits at the end of the block until one lands)",
-					"err", err)
-			}
-			h.floorFailing = true
+			h.reserveFailedLocked("could not reserve the next block of event sequences; retrying with the next events (publishing waits at the end of the block until one lands)",
+				"err", err)
 		} else {
-			if h.floorFailing {
-				h.logger.Info("a block of event sequences is reserved again", "first", first)
-			}
-			h.floorFailing = false
+			h.reserveLandedLocked("a block of event sequences is reserved again", "first", first)
 			h.blockLandedLocked(first)
 		}
 		h.cond.Broadcast() // a Publish may wait for it at the end of the block
@@ -487,12 +490,13 @@ func (h *Hub[T]) nextBlockLocked() {
 		giveUp = time.Now().Add(closedReserveBudget)
 	}
 	h.mu.Unlock()
-	delay := logRetryFirst
-	first, err := h.reserveBlock(giveUp)
-	for attempt := 1; err != nil; attempt++ {
-		if attempt == 1 {
-			h.logger.Error("could not reserve a block of event sequences; publishing waits and retries until one lands", "err", err)
-		}
+	var first uint64
+	tries, err := retry(func() (err error) {
+		first, err = h.reserveBlock(giveUp)
+		return err
+	}, func(err error) {
+		h.logger.Error("could not reserve a block of event sequences; publishing waits and retries until one lands", "err", err)
+	}, func(delay time.Duration) bool {
 		if giveUp.IsZero() {
 			h.mu.Lock()
 			if h.closed {
@@ -500,17 +504,16 @@ func (h *Hub[T]) nextBlockLocked() {
 			}
 			h.mu.Unlock()
 		}
-		wait := delay
 		if !giveUp.IsZero() {
-			if wait = min(wait, time.Until(giveUp)); wait <= 0 {
-				break
+			if delay = min(delay, time.Until(giveUp)); delay <= 0 {
+				return false
 			}
 		}
-		time.Sleep(wait)
-		delay = min(2*delay, logRetryMax)
-		if first, err = h.reserveBlock(giveUp); err == nil {
-			h.logger.Info("a block of event sequences is reserved again", "first", first, "attempts", attempt+1)
-		}
+		time.Sleep(delay)
+		return true
+	})
+	if err == nil && tries > 1 {
+		h.logger.Info("a block of event sequences is reserved again", "first", first, "attempts", tries)
 	}
 	h.mu.Lock()
 	h.floorWriting = false
@@ -556,9 +559,6 @@ func (h *Hub[T]) blockLandedLocked(first uint64) {
 // setBlockLocked issues the next sequences from the block that starts at first.
 func (h *Hub[T]) setBlockLocked(first uint64) {
 	h.next, h.reserved = first, first+h.block-1
-	if h.start == h.end {
-		h.oldest = first
-	}
 }
 
 // SkipAhead reserves a fresh block and continues from it, so that every event published
@@ -589,18 +589,30 @@ func (h *Hub[T]) SkipAhead(ctx context.Context) error {
 // floorWritten records the outcome of writing floor (with h.mu held).
 func (h *Hub[T]) floorWritten(floor uint64, err error) {
 	if err != nil {
-		if !h.floorFailing {
-			h.logger.Error("could not persist the event sequence floor; retrying with the next events (until it lands, a restart may reuse sequences)",
-				"floor", floor, "err", err)
-		}
-		h.floorFailing = true
+		h.reserveFailedLocked("could not persist the event sequence floor; retrying with the next events (until it lands, a restart may reuse sequences)",
+			"floor", floor, "err", err)
 		return
 	}
+	h.reserveLandedLocked("the event sequence floor is persisted again", "floor", floor)
+	h.reserved = max(h.reserved, floor)
+}
+
+// reserveFailedLocked notes a failed floor write or block reservation, logging only the
+// first of a run: they are retried with the next events, which may be many.
+func (h *Hub[T]) reserveFailedLocked(msg string, args ...any) {
+	if !h.floorFailing {
+		h.logger.Error(msg, args...)
+	}
+	h.floorFailing = true
+}
+
+// reserveLandedLocked notes a floor write or block reservation that landed, logging it
+// when it ends a run of failures.
+func (h *Hub[T]) reserveLandedLocked(msg string, args ...any) {
 	if h.floorFailing {
-		h.logger.Info("the event sequence floor is persisted again", "floor", floor)
+		h.logger.Info(msg, args...)
 	}
 	h.floorFailing = false
-	h.reserved = max(h.reserved, floor)
 }
 
 func (h *Hub[T]) removeLocked(i int) {

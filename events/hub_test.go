@@ -255,10 +255,12 @@ func (s *flakyFloorStore) SetSequenceFloor(ctx context.Context, floor uint64) er
 }
 
 // A floor write that fails reserves nothing: later events try again, and once a write
-// lands every sequence issued is covered again.
+// lands every sequence issued is covered again. The failures are logged once, and so is
+// the write that ends them.
 func TestHubRetriesAFailedFloorWrite(t *testing.T) {
 	store := &flakyFloorStore{Store: openStore(t)}
-	h := newTestHub(t, Options[*encodedTest]{Store: store, SequenceBlock: 4, Logger: discard})
+	var out logLines
+	h := newTestHub(t, Options[*encodedTest]{Store: store, SequenceBlock: 4, Logger: slog.New(slog.NewTextHandler(&out, nil))})
 	store.failing.Store(true)
 	for range 10 {
 		publishDeltas(h, "a", "s", 1)
@@ -274,6 +276,12 @@ func TestHubRetriesAFailedFloorWrite(t *testing.T) {
 	if floor < last {
 		t.Fatalf("sequence %d issued above the stored floor %d after the store recovered", last, floor)
 	}
+	if n := out.count("could not persist the event sequence floor"); n != 1 {
+		t.Errorf("the failed writes are logged %d times, want once:\n%s", n, out.String())
+	}
+	if n := out.count("the event sequence floor is persisted again"); n != 1 {
+		t.Errorf("the recovery is logged %d times, want once:\n%s", n, out.String())
+	}
 }
 
 // The ring lets its oldest events go when their memory passes MaxBytes, also below
@@ -288,7 +296,7 @@ func TestHubRingBoundedByBytes(t *testing.T) {
 		seqs = append(seqs, em.MessageDelta("m", presenters.RoleAssistant, text))
 	}
 	h.mu.Lock()
-	heldBytes, oldest := h.heldBytes, h.oldest
+	heldBytes, oldest := h.heldBytes, h.oldestLocked()
 	h.mu.Unlock()
 	if heldBytes != 10*per || oldest != seqs[15] {
 		t.Errorf("holding %d bytes from %d, want %d bytes from %d", heldBytes, oldest, 10*per, seqs[15])

@@ -57,7 +57,8 @@ const (
 	// pruneEvents events appended.
 	pruneInterval = time.Minute
 	pruneEvents   = 64 * logBatch
-	// Retry delays of a failed append.
+	// Retry delays of a failed append (and of a failed reservation of a block of
+	// sequences, which the log would refuse events without).
 	logRetryFirst = 50 * time.Millisecond
 	logRetryMax   = 2 * time.Second
 	// appendTimeout bounds one append: a database connection that stopped answering
@@ -159,9 +160,7 @@ func (h *Hub[T]) markLoggedLocked(first, end uint64, bytes int64, appended bool)
 	if appended && h.logOldest == 0 {
 		h.logOldest = first
 	}
-	for h.heldBytes > h.maxBytes && h.end-h.start > 1 && h.start < h.loggedEnd {
-		h.evictOldestLocked()
-	}
+	h.shedLocked(h.maxBytes)
 	h.cond.Broadcast()
 }
 
@@ -254,36 +253,52 @@ func (h *Hub[T]) writeBatch(stopping bool) int {
 		records[i] = h.record(he)
 		bytes += he.size
 	}
-	delay := logRetryFirst
-	appended := false
-	for attempt := 0; ; attempt++ {
-		err := h.appendBounded(records)
-		if appended = err == nil; appended {
-			if attempt > 0 {
-				h.logger.Info("the event log is written again", "from_sequence", from, "to_sequence", to, "attempts", attempt+1)
-			}
-			break
-		}
-		if attempt == 0 {
-			h.logger.Error(fmt.Sprintf("could not append events to the event log; retrying (publishing waits once %d events wait)", h.logBacklog),
-				"from_sequence", from, "to_sequence", to, "err", err)
-		}
+	tries, err := retry(func() error {
+		return h.appendBounded(records)
+	}, func(err error) {
+		h.logger.Error(fmt.Sprintf("could not append events to the event log; retrying (publishing waits once %d events wait)", h.logBacklog),
+			"from_sequence", from, "to_sequence", to, "err", err)
+	}, func(delay time.Duration) bool {
 		if stopping {
-			h.logger.Error("events are missing from the event log: a subscriber resuming after a restart from before them will not get them",
-				"from_sequence", from, "to_sequence", to, "err", err)
-			break
+			return false
 		}
 		select {
 		case <-h.logStop:
 			stopping = true // one more try, then give up
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, logRetryMax)
+		return true
+	})
+	if err != nil {
+		h.logger.Error("events are missing from the event log: a subscriber resuming after a restart from before them will not get them",
+			"from_sequence", from, "to_sequence", to, "err", err)
+	} else if tries > 1 {
+		h.logger.Info("the event log is written again", "from_sequence", from, "to_sequence", to, "attempts", tries)
 	}
 	h.mu.Lock()
-	h.markLoggedLocked(from, end, bytes, appended)
+	h.markLoggedLocked(from, end, bytes, err == nil)
 	h.mu.Unlock()
 	return len(batch)
+}
+
+// retry calls try until it succeeds, waiting between tries with a backoff from
+// logRetryFirst to logRetryMax. failed is told of the first failure only, so that a long
+// outage is logged once. wait sleeps for the delay it is given (or less) and reports
+// false to give up: retry then returns the last error. tries counts the calls of try.
+func retry(try func() error, failed func(error), wait func(delay time.Duration) bool) (tries int, err error) {
+	delay := logRetryFirst
+	for tries = 1; ; tries++ {
+		if err = try(); err == nil {
+			return tries, nil
+		}
+		if tries == 1 {
+			failed(err)
+		}
+		if !wait(delay) {
+			return tries, err
+		}
+		delay = min(2*delay, logRetryMax)
+	}
 }
 
 // prune applies retention, and moves the oldest point the log serves to what remains.
@@ -319,10 +334,11 @@ func (h *Hub[T]) prune() {
 // servableOldestLocked is the oldest sequence the ring or the log holds: the log holds
 // every event up to the ring's oldest, from its own oldest on.
 func (h *Hub[T]) servableOldestLocked() uint64 {
+	oldest := h.oldestLocked()
 	if h.logOldest != 0 {
-		return min(h.logOldest, h.oldest)
+		return min(h.logOldest, oldest)
 	}
-	return h.oldest
+	return oldest
 }
 
 // loggedHeld is a logged event as the subscription queues hold events: already encoded.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,7 +179,7 @@ func TestHubResumesFromTheLog(t *testing.T) {
 		t.Fatalf("HeldRange = %d, %d; want 1, 500 (the log's oldest)", oldest, newest)
 	}
 	h.mu.Lock()
-	ringOldest := h.oldest
+	ringOldest := h.oldestLocked()
 	h.mu.Unlock()
 	if ringOldest < 400 {
 		t.Fatalf("the ring still holds from %d", ringOldest)
@@ -398,6 +399,93 @@ func TestPublishDoesNotWaitForASlowLog(t *testing.T) {
 	}
 }
 
+// failingLog is a log whose next fails appends fail; fails < 0 fails them all.
+type failingLog struct {
+	EventLog
+	fails atomic.Int64
+}
+
+func (l *failingLog) AppendEvents(ctx context.Context, batch []LoggedEvent) error {
+	if l.fails.Load() < 0 || l.fails.Add(-1) >= 0 {
+		return errors.New("the disk is full")
+	}
+	return l.EventLog.AppendEvents(ctx, batch)
+}
+
+// logLines is a logger's output, safe to read while the hub writes to it.
+type logLines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logLines) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), msg)
+}
+
+// A failed append is tried again until it lands; the outage is logged once, and its end
+// once, with the number of tries.
+func TestLogWriterRetriesAFailedAppend(t *testing.T) {
+	st := openStore(t)
+	log := &failingLog{EventLog: &storeLog{st: st}}
+	log.fails.Store(3)
+	var out logLines
+	h := newTestHub(t, Options[*encodedTest]{Store: st, Log: log, Marshal: marshalTest, Unmarshal: unmarshalTest,
+		Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	publishDeltas(h, "a", "s", 5)
+	waitLogged(t, h)
+	if oldest, newest, err := st.EventLogRange(bg); err != nil || oldest != 1 || newest != 5 {
+		t.Fatalf("the log holds %d..%d (%v), want 1..5", oldest, newest, err)
+	}
+	if n := out.count("could not append events to the event log"); n != 1 {
+		t.Errorf("the failure is logged %d times, want once:\n%s", n, out.String())
+	}
+	if n := out.count("the event log is written again"); n != 1 || out.count("attempts=4") != 1 {
+		t.Errorf("the recovery is logged %d times, want once with attempts=4:\n%s", n, out.String())
+	}
+	if n := out.count("events are missing"); n != 0 {
+		t.Errorf("events reported missing although they were appended:\n%s", out.String())
+	}
+}
+
+// Close does not wait for a log that keeps failing: after one more try it gives the
+// events up, says so, and counts them as logged.
+func TestCloseGivesUpOnAFailingLog(t *testing.T) {
+	st := openStore(t)
+	log := &failingLog{EventLog: &storeLog{st: st}}
+	log.fails.Store(-1)
+	var out logLines
+	h := newTestHub(t, Options[*encodedTest]{Store: st, Log: log, Marshal: marshalTest, Unmarshal: unmarshalTest,
+		Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	publishDeltas(h, "a", "s", 3)
+	h.Close()
+	if !h.WaitLogged(bg) {
+		t.Fatal("WaitLogged after Close: the given-up events do not count as logged")
+	}
+	if _, newest, err := st.EventLogRange(bg); err != nil || newest != 0 {
+		t.Errorf("the log holds up to %d (%v), want nothing", newest, err)
+	}
+	if n := out.count("events are missing from the event log"); n != 1 {
+		t.Errorf("the loss is logged %d times, want once:\n%s", n, out.String())
+	}
+	if n := out.count("the event log is written again"); n != 0 {
+		t.Errorf("a recovery is logged although every append failed:\n%s", out.String())
+	}
+}
+
 // The ring lets no event go before it is logged, even past MaxBytes; once the log has
 // them, it sheds what it held beyond its bound.
 func TestRingKeepsWhatIsNotLogged(t *testing.T) {
@@ -431,7 +519,7 @@ func TestRingKeepsWhatIsNotLogged(t *testing.T) {
 		t.Fatalf("HeldRange with nothing logged = %d, %d; want 1, 5", oldest, newest)
 	}
 	h.mu.Lock()
-	ringOldest := h.oldest
+	ringOldest := h.oldestLocked()
 	h.mu.Unlock()
 	if ringOldest != 1 {
 		t.Fatalf("the ring let events go that were not logged: it holds from %d", ringOldest)
@@ -440,7 +528,7 @@ func TestRingKeepsWhatIsNotLogged(t *testing.T) {
 	released = true
 	waitLogged(t, h)
 	h.mu.Lock()
-	ringOldest, heldBytes := h.oldest, h.heldBytes
+	ringOldest, heldBytes := h.oldestLocked(), h.heldBytes
 	h.mu.Unlock()
 	if ringOldest == 1 || heldBytes > 10*per {
 		t.Errorf("once logged, the ring holds %d bytes from %d; want within %d", heldBytes, ringOldest, 10*per)

@@ -43,10 +43,5 @@ func (h *Hub[T]) TrimHeld(maxBytes int64) int {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
-	for h.heldBytes > maxBytes && h.end-h.start > 1 && h.start < h.loggedEnd {
-		h.evictOldestLocked()
-		n++
-	}
-	return n
+	return h.shedLocked(maxBytes)
 }

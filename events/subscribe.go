@@ -374,16 +374,16 @@ func (h *Hub[T]) Subscribe(f Filter, start Start) (*Subscription[T], error) {
 				h.mu.Unlock()
 				return nil, err
 			}
-			if next < h.oldest {
+			if oldest := h.oldestLocked(); next < oldest {
 				// Older than the ring: in the log, with whatever of the ring was gathered
 				// so far (it has left the ring, so it was logged).
 				if sub.logNext == 0 {
 					sub.logNext = next
 				}
-				sub.logUntil = h.oldest - 1
+				sub.logUntil = oldest - 1
 				clear(sub.backlog)
 				sub.backlog = sub.backlog[:0]
-				next = h.oldest
+				next = oldest
 			}
 			pos := h.positionLocked(next)
 			if h.end-pos > replayChunk {

@@ -127,15 +127,15 @@ func (h *Hub[T]) Tail(f Filter, start Start) (*Tail[T], error) {
 
 // begin places the cursors at the start.
 func (t *Tail[T]) begin(ctx context.Context, start Start) error {
-	oldest, newest, err := t.log.EventLogRange(ctx)
+	oldest, newest, err := t.logRange(ctx)
 	if err != nil {
-		return fmt.Errorf("read the event log's range: %w", err)
+		return err
 	}
 	t.lowest = oldest
 	if start.kind == startLive {
-		heads, err := t.log.SessionHeads(ctx, Filter{SessionIDs: t.filter.SessionIDs, AgentIDs: t.filter.AgentIDs})
+		heads, err := t.heads(ctx)
 		if err != nil {
-			return fmt.Errorf("read the event log's newest event of each session: %w", err)
+			return err
 		}
 		for id, head := range heads {
 			t.cursors[id] = head
@@ -293,7 +293,7 @@ func (t *Tail[T]) readReplay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("replay from the event log: %w", err)
 	}
-	oldest, newest, err := t.rangeAfterRead(ctx)
+	oldest, newest, err := t.logRange(ctx) // after the read: a prune before it cut it short
 	if err != nil {
 		return err
 	}
@@ -353,9 +353,9 @@ func (t *Tail[T]) readWoken(ctx context.Context) error {
 	ctx, done := t.readContext(ctx)
 	defer done()
 	if !t.pendingAll.IsZero() {
-		heads, err := t.log.SessionHeads(ctx, Filter{SessionIDs: t.filter.SessionIDs, AgentIDs: t.filter.AgentIDs})
+		heads, err := t.heads(ctx)
 		if err != nil {
-			return fmt.Errorf("read the event log's newest event of each session: %w", err)
+			return err
 		}
 		for id, head := range heads {
 			if first, ok := t.pending[id]; head > t.cursor(id) && (!ok || t.pendingAll.Before(first)) {
@@ -375,7 +375,7 @@ func (t *Tail[T]) readWoken(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the event log: %w", err)
 	}
-	oldest, newest, err := t.rangeAfterRead(ctx)
+	oldest, newest, err := t.logRange(ctx) // after the read: a prune before it cut it short
 	if err != nil {
 		return err
 	}
@@ -397,14 +397,23 @@ func (t *Tail[T]) readWoken(ctx context.Context) error {
 	return nil
 }
 
-// rangeAfterRead reads the log's range, after a read: a prune that came before the read
-// cut it short.
-func (t *Tail[T]) rangeAfterRead(ctx context.Context) (oldest, newest uint64, err error) {
+// logRange is the log's oldest and newest sequence.
+func (t *Tail[T]) logRange(ctx context.Context) (oldest, newest uint64, err error) {
 	oldest, newest, err = t.log.EventLogRange(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the event log's range: %w", err)
 	}
 	return oldest, newest, nil
+}
+
+// heads is the log's newest sequence of each of the filter's sessions with events of its
+// agents, of any type.
+func (t *Tail[T]) heads(ctx context.Context) (map[string]uint64, error) {
+	heads, err := t.log.SessionHeads(ctx, Filter{SessionIDs: t.filter.SessionIDs, AgentIDs: t.filter.AgentIDs})
+	if err != nil {
+		return nil, fmt.Errorf("read the event log's newest event of each session: %w", err)
+	}
+	return heads, nil
 }
 
 // pruned reports whether retention has deleted sequences above from since the tail
