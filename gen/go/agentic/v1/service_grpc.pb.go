@@ -103,7 +103,8 @@ type AgenticServiceClient interface {
 	// any event of the turn can arrive.
 	//
 	// While a turn runs, the request's delivery decides what happens (see DeliveryMode);
-	// the response's outcome says what did. No mode answers SESSION_BUSY any more.
+	// the response's outcome says what did. Only an INTERRUPT whose cancelled turn has
+	// not ended within 30 seconds answers SESSION_BUSY.
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
 	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED). Or,
 	// naming a queued message, takes it out of the queue (MESSAGE_DEQUEUED, CANCELLED).
@@ -486,7 +487,8 @@ type AgenticServiceServer interface {
 	// any event of the turn can arrive.
 	//
 	// While a turn runs, the request's delivery decides what happens (see DeliveryMode);
-	// the response's outcome says what did. No mode answers SESSION_BUSY any more.
+	// the response's outcome says what did. Only an INTERRUPT whose cancelled turn has
+	// not ended within 30 seconds answers SESSION_BUSY.
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
 	// Cancels a running turn; it still ends with MESSAGE_END(STOP_REASON_CANCELLED). Or,
 	// naming a queued message, takes it out of the queue (MESSAGE_DEQUEUED, CANCELLED).

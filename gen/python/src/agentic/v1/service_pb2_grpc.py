@@ -264,7 +264,8 @@ class AgenticServiceServicer(object):
         any event of the turn can arrive.
 
         While a turn runs, the request's delivery decides what happens (see DeliveryMode);
-        the response's outcome says what did. No mode answers SESSION_BUSY any more.
+        the response's outcome says what did. Only an INTERRUPT whose cancelled turn has
+        not ended within 30 seconds answers SESSION_BUSY.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1942,7 +1942,8 @@ export declare const AgenticService: GenService<{
    * any event of the turn can arrive.
    *
    * While a turn runs, the request's delivery decides what happens (see DeliveryMode);
-   * the response's outcome says what did. No mode answers SESSION_BUSY any more.
+   * the response's outcome says what did. Only an INTERRUPT whose cancelled turn has
+   * not ended within 30 seconds answers SESSION_BUSY.
    *
    * @generated from rpc agentic.v1.AgenticService.SendMessage
    */
