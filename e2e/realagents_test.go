@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	agenticv1 "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/unprivileged"
@@ -34,6 +35,7 @@ const (
 	markHello   = "REALAGENT-HELLO"
 	markInside  = "REALAGENT-WRITE-INSIDE"
 	markOutside = "REALAGENT-WRITE-OUTSIDE"
+	markPatch   = "REALAGENT-PATCH-INSIDE"
 	markMCP     = "REALAGENT-MCP-ECHO"
 	// echoArg is what the fake asks server-everything's echo tool to echo.
 	echoArg = "ping-from-the-fake-model"
@@ -45,8 +47,16 @@ type realAgent struct {
 	// config is the agent's entry in agenticd.yaml (without id, type and command), given
 	// the fake API's URL and the directory outside its workspace the test writes to.
 	config func(apiURL, outside string) string
-	// writeTool is the agent's own tool that writes a file, and its arguments.
-	writeTool func(path, content string) (string, map[string]any)
+	// files are written into the user's home before agenticd starts (path relative to
+	// home: content), as a user configures the agent.
+	files func(apiURL string) map[string]string
+	// writeTool is the agent's own tool that writes a file, and its arguments; inside
+	// says the file is in the workspace (the agent runs in its asking mode), else it is
+	// outside (the agent runs in yolo).
+	writeTool func(path, content string, inside bool) (string, map[string]any)
+	// patchTool, when the agent has one, is its own editing tool apart from writeTool
+	// (codex writes files with apply_patch and runs commands with exec_command).
+	patchTool func(path, content string) (string, map[string]any)
 	// yolo is the agent's own mode in which it writes without asking anyone, so that only
 	// the kernel stands between its tool and a path outside the workspace.
 	yolo string
@@ -61,7 +71,7 @@ var realAgents = []realAgent{
 			// Without tool search the fake finds the MCP server's tools in the request.
 			return fmt.Sprintf("    env: {ANTHROPIC_BASE_URL: %q, ANTHROPIC_API_KEY: fake-anthropic-key, ENABLE_TOOL_SEARCH: \"false\"}\n", apiURL)
 		},
-		writeTool: func(path, content string) (string, map[string]any) {
+		writeTool: func(path, content string, _ bool) (string, map[string]any) {
 			return "Write", map[string]any{"file_path": path, "content": content}
 		},
 		yolo: "bypassPermissions",
@@ -76,11 +86,37 @@ var realAgents = []realAgent{
 			// sees them: told the outside directory is one of its own, it tries.
 			return fmt.Sprintf("    args: [--acp, --include-directories, %s]\n    env: {GOOGLE_GEMINI_BASE_URL: %q, GEMINI_API_KEY: fake-gemini-key, GEMINI_CLI_TRUST_WORKSPACE: \"true\"}\n", outside, apiURL)
 		},
-		writeTool: func(path, content string) (string, map[string]any) {
+		writeTool: func(path, content string, _ bool) (string, map[string]any) {
 			return "write_file", map[string]any{"file_path": path, "content": content}
 		},
 		yolo: "yolo",
 		fake: geminiFake,
+	},
+	{
+		id: "acp.openai.codex", bin: "codex-acp",
+		// codex finds its model provider in ~/.codex/config.toml, as its users point it
+		// at a gateway; the provider names the variable its key is in.
+		config: func(string, string) string { return "    env: {OPENAI_API_KEY: fake-openai-key}\n" },
+		files: func(apiURL string) map[string]string {
+			return map[string]string{".codex/config.toml": fmt.Sprintf(
+				"model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = %q\nenv_key = \"OPENAI_API_KEY\"\n",
+				apiURL+"/v1")}
+		},
+		writeTool: func(path, content string, inside bool) (string, map[string]any) {
+			args := map[string]any{"cmd": fmt.Sprintf("printf '%%s' '%s' > '%s'", content, path)}
+			if inside {
+				// In read-only, the model asks to run a write outside codex's own
+				// sandbox, which codex puts to the client.
+				args["sandbox_permissions"], args["justification"] = "require_escalated", "Do you want me to write the file?"
+			}
+			return "exec_command", args
+		},
+		patchTool: func(path, content string) (string, map[string]any) {
+			return "apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: " + path + "\n+" +
+				strings.TrimSuffix(content, "\n") + "\n*** End Patch\n"}
+		},
+		yolo: "agent-full-access",
+		fake: responsesFake,
 	},
 }
 
@@ -159,7 +195,14 @@ func planFor(a realAgent, prompt string, toolResult bool, tools []string) plan {
 		if m == nil {
 			return plan{text: "no path in the prompt"}
 		}
-		name, args := a.writeTool(m[1], m[2]+"\n")
+		name, args := a.writeTool(m[1], m[2]+"\n", strings.Contains(prompt, markInside))
+		return plan{tool: name, toolArgs: args}
+	case strings.Contains(prompt, markPatch):
+		m := regexp.MustCompile(`path=(\S+) content=(\S+)`).FindStringSubmatch(prompt)
+		if m == nil || a.patchTool == nil {
+			return plan{text: "no path in the prompt, or no patch tool"}
+		}
+		name, args := a.patchTool(m[1], m[2]+"\n")
 		return plan{tool: name, toolArgs: args}
 	case strings.Contains(prompt, markMCP):
 		i := slices.IndexFunc(tools, func(name string) bool { return strings.HasSuffix(name, "echo") })
@@ -438,6 +481,11 @@ func TestRealAgents(t *testing.T) {
 		outside := filepath.Join(home, "outside-"+a.bin)
 		writeOwned(t, home, filepath.Join(outside, "README"), "not the project\n", acct)
 		config += fmt.Sprintf("  - id: %s\n    type: acp\n    command: %s\n", a.id, bin) + a.config(srv.URL, outside)
+		if a.files != nil {
+			for rel, content := range a.files(srv.URL) {
+				writeOwned(t, home, filepath.Join(home, rel), content, acct)
+			}
+		}
 		agents = append(agents, running{a, f})
 	}
 	writeOwned(t, home, filepath.Join(home, ".config", "agenticd", "agenticd.yaml"), config, acct)
@@ -485,8 +533,9 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 	defer events.Close()
 
 	// turn sends text, allows every permission the agent asks for, and returns the
-	// answer's text and the permissions asked. Error events fail the test.
-	turn := func(text string) (string, []*agenticv1.PermissionRequest) {
+	// answer's text, the permissions asked and the tool calls as they ended. Error events
+	// fail the test.
+	turn := func(text string) (string, []*agenticv1.PermissionRequest, []*agenticv1.ToolCall) {
 		t.Helper()
 		sent, err := client.SendMessage(ctx, &agenticv1.SendMessageRequest{SessionId: sid, Content: textContent(text), RequestId: uuid.NewString()})
 		if err != nil {
@@ -494,6 +543,7 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 		}
 		var out strings.Builder
 		var asked []*agenticv1.PermissionRequest
+		var tools []*agenticv1.ToolCall
 		for {
 			ev := events.Next(t)
 			if d := ev.GetMessageDelta(); d != nil && d.GetMessageId() == sent.GetMessageId() {
@@ -508,24 +558,27 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 					t.Fatalf("RespondPermission: %v", err)
 				}
 			}
+			if end := ev.GetToolEnd(); end != nil {
+				tools = append(tools, end.GetTool())
+			}
 			if e := ev.GetError(); e != nil {
 				t.Errorf("error event: %v", e)
 			}
 			if turnEnd(sent.GetMessageId())(ev) {
-				return out.String(), asked
+				return out.String(), asked, tools
 			}
 		}
 	}
 
 	t.Run("text", func(t *testing.T) {
-		if got, _ := turn("Say hello. " + markHello); !strings.Contains(got, "Hello from the fake model.") {
+		if got, _, _ := turn("Say hello. " + markHello); !strings.Contains(got, "Hello from the fake model.") {
 			t.Errorf("the answer is %q", got)
 		}
 	})
 
 	t.Run("write inside", func(t *testing.T) {
 		path := filepath.Join(ws, "made-by-the-agent.txt")
-		_, asked := turn(fmt.Sprintf("Write the file. %s path=%s content=inside-%s", markInside, path, a.bin))
+		_, asked, _ := turn(fmt.Sprintf("Write the file. %s path=%s content=inside-%s", markInside, path, a.bin))
 		if len(asked) == 0 {
 			t.Errorf("the agent wrote without asking through agenticd")
 		}
@@ -534,13 +587,26 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 		}
 	})
 
+	if a.patchTool != nil {
+		t.Run("edit inside", func(t *testing.T) {
+			path := filepath.Join(ws, "patched-by-the-agent.txt")
+			_, asked, _ := turn(fmt.Sprintf("Create the file. %s path=%s content=patched-%s", markPatch, path, a.bin))
+			if len(asked) == 0 {
+				t.Errorf("the agent edited without asking through agenticd")
+			}
+			if b, err := os.ReadFile(path); err != nil || string(b) != "patched-"+a.bin+"\n" {
+				t.Errorf("the file the agent made: %q, %v", b, err)
+			}
+		})
+	}
+
 	t.Run("mcp", func(t *testing.T) {
 		// The agent connects to its MCP servers in the background: until npx has started
 		// server-everything, its tools are not in the requests and the fake says so.
 		deadline := time.Now().Add(eventWait)
 		var id, tool string
 		for {
-			answer, _ := turn("Echo with the MCP server. " + markMCP)
+			answer, _, _ := turn("Echo with the MCP server. " + markMCP)
 			if id, tool = f.lastCall(); strings.HasSuffix(tool, "echo") {
 				break
 			}
@@ -563,7 +629,7 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 		path := filepath.Join(outside, "escaped.txt")
 		// The kernel's refusal, as the agent's own write reports it.
 		refusal := regexp.MustCompile(`(?i)EACCES|permission denied`)
-		_, asked := turn(fmt.Sprintf("Write the file. %s path=%s content=outside", markOutside, path))
+		_, asked, tools := turn(fmt.Sprintf("Write the file. %s path=%s content=outside", markOutside, path))
 		if len(asked) > 0 {
 			t.Errorf("in %s the agent still asked: %v", a.yolo, asked)
 		}
@@ -571,12 +637,39 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 			t.Errorf("the agent wrote %s outside its workspace (%v)", path, err)
 		}
 		id, tool := f.lastCall()
-		if want, _ := a.writeTool(path, ""); tool != want {
+		if want, _ := a.writeTool(path, "", false); tool != want {
 			t.Fatalf("the fake model's last call is to %q, not %s", tool, want)
 		}
 		got, ok := f.resultOf(id)
 		if !ok || !refusal.MatchString(got) {
 			t.Errorf("the tool's result is not the refusal (%s): %q (sent: %v)", refusal, got, ok)
 		}
+		// The user sees the refusal in the tool call agenticd shows: codex's command
+		// output and exit status arrive only in the updates' _meta.
+		if len(tools) == 0 {
+			t.Fatalf("no tool call ended in the turn")
+		}
+		if shown := shownOf(tools[len(tools)-1]); !refusal.MatchString(shown) {
+			t.Errorf("the tool call shown does not carry the refusal (%s): %s", refusal, shown)
+		}
+		for _, c := range tools[len(tools)-1].GetContent() {
+			if term := c.GetTerminal(); term != nil && term.GetExitCode() == 0 {
+				t.Errorf("the command's terminal shows no failed exit: %v", term)
+			}
+		}
 	})
+}
+
+// shownOf is what a client shows of a tool call: its result, error, text and terminal
+// output.
+func shownOf(tool *agenticv1.ToolCall) string {
+	parts := []string{tool.GetError()}
+	if r := tool.GetResult(); r != nil {
+		b, _ := protojson.Marshal(r)
+		parts = append(parts, string(b))
+	}
+	for _, c := range tool.GetContent() {
+		parts = append(parts, c.GetText(), c.GetTerminal().GetOutput())
+	}
+	return strings.Join(parts, "\n")
 }
