@@ -88,8 +88,11 @@ var knownAgents = []knownAgent{
 		keys: []string{"DASHSCOPE_API_KEY", "OPENAI_API_KEY"}, askingModes: []string{"default"}},
 	{binaries: []string{"copilot"}, id: "acp.github.copilot", name: "Copilot CLI", args: []string{"--acp"},
 		packages: []string{"@github/copilot"}, reported: []string{"copilot", "copilot-cli", "github-copilot", "github copilot"},
-		description: "GitHub Copilot CLI in ACP mode", state: []StatePath{{Path: "~/.copilot"}},
-		keys: []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}},
+		description: "GitHub Copilot CLI in ACP mode",
+		// It unpacks itself into ~/.cache/copilot on first start.
+		state: []StatePath{{Path: "~/.copilot"}, {Path: "~/.cache/copilot"}},
+		// The provider keys are its own model provider's (BYOK), used instead of GitHub.
+		keys: []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN"}},
 }
 
 // AllKnownKeys is the API-key variables every known agent reads: hidden from the
