@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -136,5 +138,125 @@ func responsesFake(a realAgent, f *fakeModel) http.Handler {
 		event("response.completed", map[string]any{"response": map[string]any{"id": id, "model": req.Model,
 			"usage": map[string]any{"input_tokens": 10, "input_tokens_details": map[string]any{"cached_tokens": 0},
 				"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 15}}})
+	})
+}
+
+// chatFake is an OpenAI-compatible chat completions API (POST /v1/chat/completions,
+// streamed as SSE when asked), as qwen-code calls it through OPENAI_BASE_URL; other
+// endpoints get a model list.
+func chatFake(a realAgent, f *fakeModel) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.seen(r, body)
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": "fake-model", "object": "model"}}})
+			return
+		}
+		var req struct {
+			Model    string `json:"model"`
+			Stream   bool   `json:"stream"`
+			Messages []struct {
+				Role       string          `json:"role"`
+				Content    json.RawMessage `json:"content"`
+				ToolCallID string          `json:"tool_call_id"`
+			} `json:"messages"`
+			Tools []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tools"`
+			ResponseFormat any `json:"response_format"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var tools []string
+		for _, t := range req.Tools {
+			tools = append(tools, t.Function.Name)
+		}
+		// Whichever comes last, a marked prompt or a tool's result, decides; a search's
+		// result offers the tools it found. A plain user message right after the
+		// assistant's answer is the agent's own side request (a title, a suggestion).
+		var prompt, found string
+		toolResult, searched := false, false
+		for i, m := range req.Messages {
+			text := string(m.Content)
+			var str string
+			var parts []struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal(m.Content, &str) == nil {
+				text = str
+			} else if json.Unmarshal(m.Content, &parts) == nil {
+				text = ""
+				for _, part := range parts {
+					text += part.Text
+				}
+			}
+			switch m.Role {
+			case "user":
+				if strings.Contains(text, "REALAGENT-") {
+					prompt, toolResult, searched, found = text, false, false, ""
+				} else if i == len(req.Messages)-1 && i > 0 && req.Messages[i-1].Role == "assistant" {
+					prompt = ""
+				}
+			case "tool":
+				if f.toolOf(m.ToolCallID) == "tool_search" {
+					found, searched = text, true
+					continue
+				}
+				f.result(m.ToolCallID, text)
+				toolResult = true
+			}
+		}
+		// qwen-code defers MCP tools behind tool_search, and the model calls one it
+		// found through the tool_call bridge.
+		deferred := map[string]bool{}
+		for _, m := range regexp.MustCompile(`"name":\s*"([^"]+)"`).FindAllStringSubmatch(found, -1) {
+			if !slices.Contains(tools, m[1]) {
+				deferred[m[1]] = true
+				tools = append(tools, m[1])
+			}
+		}
+		p := plan{text: "OK."}
+		switch {
+		case req.ResponseFormat != nil:
+			// qwen-code's own checks (who speaks next) want JSON.
+			p = plan{text: `{"next_speaker": "user", "reasoning": "the model answered"}`}
+		case len(tools) > 0:
+			p = planFor(a, prompt, toolResult, tools)
+			if strings.Contains(prompt, markMCP) && p.tool == "" && !toolResult && !searched && slices.Contains(tools, "tool_search") {
+				p = plan{tool: "tool_search", toolArgs: map[string]any{"query": "echo"}}
+			}
+		}
+		delta := map[string]any{"role": "assistant", "content": p.text}
+		finish := "stop"
+		if p.tool != "" {
+			name, toolArgs := p.tool, p.toolArgs
+			if deferred[name] {
+				name, toolArgs = "tool_call", map[string]any{"name": p.tool, "arguments": p.toolArgs}
+			}
+			args, _ := json.Marshal(toolArgs)
+			delta = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"index": 0, "id": f.call(p.tool), "type": "function",
+				"function": map[string]any{"name": name, "arguments": string(args)}}}}
+			finish = "tool_calls"
+		}
+		usage := map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+		if !req.Stream {
+			writeJSON(w, map[string]any{"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "message": delta, "finish_reason": finish}}, "usage": usage})
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range []map[string]any{
+			{"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": nil}}},
+			{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}, "usage": usage},
+		} {
+			c["id"], c["object"], c["created"], c["model"] = "chatcmpl-fake", "chat.completion.chunk", 0, req.Model
+			b, _ := json.Marshal(c)
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
 }

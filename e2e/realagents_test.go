@@ -26,9 +26,10 @@ import (
 	"github.com/agenticd/agenticd/sandbox/confine"
 )
 
-// The real agents of today, installed from npm at the versions package.json pins, run
-// by agenticd as an ordinary user, confined (the default), each configured as its README
-// says, against a local fake of its model's API speaking the real wire format. The fake
+// The real agents of today, installed from npm at the versions package.json (or, for
+// those whose lock npm ci refuses, e2e/realagents/package.json) pins, run by agenticd as
+// an ordinary user, confined (the default), each configured as its README says, against
+// a local fake of its model's API speaking the real wire format. The fake
 // answers by the markers in the user's prompt, so the agent's own side requests (titles,
 // quota checks) get plain text and never a tool call.
 const (
@@ -44,6 +45,9 @@ const (
 // realAgent is one agent of the matrix.
 type realAgent struct {
 	id, bin string
+	// pkgDir holds the agent's installation, relative to e2e: ../node_modules unless
+	// set.
+	pkgDir string
 	// config is the agent's entry in agenticd.yaml (without id, type and command), given
 	// the fake API's URL and the directory outside its workspace the test writes to.
 	config func(apiURL, outside string) string
@@ -58,10 +62,15 @@ type realAgent struct {
 	// (codex writes files with apply_patch and runs commands with exec_command).
 	patchTool func(path, content string) (string, map[string]any)
 	// yolo is the agent's own mode in which it writes without asking anyone, so that only
-	// the kernel stands between its tool and a path outside the workspace.
-	yolo string
+	// the kernel stands between its tool and a path outside the workspace; yoloOption is
+	// the config option (id, value) that does it, for an agent with no such mode.
+	yolo       string
+	yoloOption [2]string
 	// fake serves the agent's model API.
 	fake func(a realAgent, f *fakeModel) http.Handler
+	// ownMCP: the agent starts the MCP server from its own configuration (files), not
+	// from the session's.
+	ownMCP bool
 }
 
 var realAgents = []realAgent{
@@ -118,6 +127,65 @@ var realAgents = []realAgent{
 		yolo: "agent-full-access",
 		fake: responsesFake,
 	},
+	{
+		id: "acp.sst.opencode", bin: "opencode", pkgDir: "realagents/node_modules",
+		// opencode allows every tool unless its configuration asks; a user who wants a
+		// mode that allows everything (here "yolo") defines an agent of their own.
+		config: func(string, string) string {
+			return "    args: [acp]\n    env: {ANTHROPIC_API_KEY: fake-anthropic-key}\n"
+		},
+		files: func(apiURL string) map[string]string {
+			return map[string]string{".config/opencode/opencode.json": fmt.Sprintf(`{
+  "$schema": "https://opencode.ai/config.json",
+  "model": "anthropic/claude-sonnet-4-5",
+  "autoupdate": false,
+  "provider": {"anthropic": {"options": {"baseURL": %q}}},
+  "permission": {"edit": "ask", "bash": "ask"},
+  "agent": {"yolo": {"mode": "primary", "description": "does anything without asking",
+    "permission": {"edit": "allow", "bash": "allow", "external_directory": "allow"}}}
+}
+`, apiURL+"/v1")}
+		},
+		writeTool: func(path, content string, _ bool) (string, map[string]any) {
+			return "write", map[string]any{"filePath": path, "content": content}
+		},
+		yolo: "yolo",
+		fake: anthropicFake,
+	},
+	{
+		id: "acp.github.copilot", bin: "copilot",
+		// Copilot's own model provider (BYOK) needs no GitHub login.
+		config: func(apiURL, _ string) string {
+			return fmt.Sprintf("    args: [--acp]\n    env: {COPILOT_PROVIDER_TYPE: anthropic, COPILOT_PROVIDER_BASE_URL: %q, COPILOT_PROVIDER_API_KEY: fake-anthropic-key, COPILOT_MODEL: claude-sonnet-4.5}\n", apiURL)
+		},
+		// Its ACP side refuses a client's stdio MCP servers; it starts those of its own
+		// configuration.
+		ownMCP: true,
+		files: func(string) map[string]string {
+			return map[string]string{".copilot/mcp-config.json": `{"mcpServers": {"everything": {"type": "local", "command": "npx",
+  "args": ["-y", "@modelcontextprotocol/server-everything"], "tools": ["*"]}}}
+`}
+		},
+		writeTool: func(path, content string, _ bool) (string, map[string]any) {
+			return "create", map[string]any{"path": path, "file_text": content}
+		},
+		yoloOption: [2]string{"allow_all", "on"},
+		fake:       anthropicFake,
+	},
+	{
+		id: "acp.qwen.qwen-code", bin: "qwen", pkgDir: "realagents/node_modules",
+		config: func(apiURL, _ string) string {
+			return fmt.Sprintf("    args: [--acp, --auth-type, openai]\n    env: {OPENAI_BASE_URL: %q, OPENAI_API_KEY: fake-openai-key, OPENAI_MODEL: fake-model}\n", apiURL+"/v1")
+		},
+		// Its write_file writes through the client (fs/write_text_file), where agenticd
+		// refuses a path outside before the kernel sees it; its shell writes itself.
+		writeTool: func(path, content string, _ bool) (string, map[string]any) {
+			return "run_shell_command", map[string]any{"command": fmt.Sprintf("printf '%%s' '%s' > '%s'", content, path),
+				"description": "write the file"}
+		},
+		yolo: "yolo",
+		fake: chatFake,
+	},
 }
 
 // fakeModel is what the fakes share: the requests seen (for the failure message) and
@@ -128,6 +196,7 @@ type fakeModel struct {
 	results  map[string]string
 	calls    int
 	lastTool string
+	tools    map[string]string // tool-call id: tool
 }
 
 func (f *fakeModel) seen(r *http.Request, body []byte) {
@@ -164,7 +233,19 @@ func (f *fakeModel) call(tool string) string {
 	defer f.mu.Unlock()
 	f.calls++
 	f.lastTool = tool
-	return fmt.Sprintf("toolu_fake%02d", f.calls)
+	id := fmt.Sprintf("toolu_fake%02d", f.calls)
+	if f.tools == nil {
+		f.tools = map[string]string{}
+	}
+	f.tools[id] = tool
+	return id
+}
+
+// toolOf is the tool the fake called with id.
+func (f *fakeModel) toolOf(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tools[id]
 }
 
 // lastCall is the latest tool call the fake made: its id and tool.
@@ -413,19 +494,30 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// realAgentBin is the agent's program as npm ci installs it into node_modules/.bin. Not
-// there, the test skips on a developer's machine and fails under CI, where make test
-// installs it.
-func realAgentBin(t *testing.T, name string) string {
+// modules is the node_modules directory that holds the agent's installation.
+func (a realAgent) modules(t *testing.T) string {
 	t.Helper()
-	bin, err := filepath.Abs(filepath.Join("..", "node_modules", ".bin", name))
+	dir := a.pkgDir
+	if dir == "" {
+		dir = filepath.Join("..", "node_modules")
+	}
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return abs
+}
+
+// realAgentBin is the agent's program as make deps installs it into node_modules/.bin.
+// Not there, the test skips on a developer's machine and fails under CI, where make test
+// installs it.
+func realAgentBin(t *testing.T, a realAgent) string {
+	t.Helper()
+	bin := filepath.Join(a.modules(t), ".bin", a.bin)
 	_, statErr := os.Stat(bin)
 	_, nodeErr := exec.LookPath("node")
 	if err := errors.Join(statErr, nodeErr); err != nil {
-		failInCI(t, fmt.Sprintf("%s is not installed: %v; run `npm ci` at the repo root (make deps does)", name, err))
+		failInCI(t, fmt.Sprintf("%s is not installed: %v; run make deps (scripts/deps.sh)", a.bin, err))
 	}
 	return bin
 }
@@ -461,10 +553,6 @@ func TestRealAgents(t *testing.T) {
 	}
 	acct := unprivileged.User(t)
 	home := unprivileged.Dir(t)
-	modules, err := filepath.Abs(filepath.Join("..", "node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	type running struct {
 		agent realAgent
 		fake  *fakeModel
@@ -473,7 +561,7 @@ func TestRealAgents(t *testing.T) {
 	port := freePort(t)
 	config := fmt.Sprintf("listen: 127.0.0.1:%d\nagents:\n", port)
 	for _, a := range realAgents {
-		bin := realAgentBin(t, a.bin)
+		bin := realAgentBin(t, a)
 		readableBy(t, home, bin)
 		f := &fakeModel{}
 		srv := httptest.NewServer(a.fake(a, f))
@@ -499,9 +587,11 @@ func TestRealAgents(t *testing.T) {
 			ws := filepath.Join(home, r.agent.bin)
 			outside := filepath.Join(home, "outside-"+r.agent.bin)
 			// The workspace is a project with server-everything installed, so npx runs it
-			// from there as it would for a user who has it in their project.
+			// from there as it would for a user who has it in their project. Its
+			// node_modules is the one that holds the agent: the agent's boundary admits
+			// its own installation, as it would a node_modules inside the project.
 			writeOwned(t, home, filepath.Join(ws, "README"), "a project\n", acct)
-			if err := os.Symlink(modules, filepath.Join(ws, "node_modules")); err != nil {
+			if err := os.Symlink(r.agent.modules(t), filepath.Join(ws, "node_modules")); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Lchown(filepath.Join(ws, "node_modules"), acct.UID, acct.GID); err != nil {
@@ -519,12 +609,13 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 		}
 	}()
 	ctx := context.Background()
-	created, err := client.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: a.id, Config: &agenticv1.SessionConfig{
-		Workspace: ws,
-		McpServers: []*agenticv1.McpServer{{Name: "everything", Transport: &agenticv1.McpServer_Stdio{Stdio: &agenticv1.McpStdioServer{
+	config := &agenticv1.SessionConfig{Workspace: ws}
+	if !a.ownMCP {
+		config.McpServers = []*agenticv1.McpServer{{Name: "everything", Transport: &agenticv1.McpServer_Stdio{Stdio: &agenticv1.McpStdioServer{
 			Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
-			Env: map[string]string{"npm_config_update_notifier": "false"}}}}},
-	}})
+			Env: map[string]string{"npm_config_update_notifier": "false"}}}}}
+	}
+	created, err := client.CreateSession(ctx, &agenticv1.CreateSessionRequest{AgentId: a.id, Config: config})
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
@@ -620,18 +711,23 @@ func runRealAgent(t *testing.T, client agenticv1.AgenticServiceClient, a realAge
 	})
 
 	t.Run("write outside", func(t *testing.T) {
-		if !slices.ContainsFunc(created.GetSession().GetAvailableModes(), func(m *agenticv1.Mode) bool { return m.GetId() == a.yolo }) {
-			t.Fatalf("the agent offers no mode %q: %v", a.yolo, created.GetSession().GetAvailableModes())
-		}
-		if _, err := client.SetMode(ctx, &agenticv1.SetModeRequest{SessionId: sid, ModeId: a.yolo}); err != nil {
-			t.Fatalf("SetMode(%s): %v", a.yolo, err)
+		if a.yolo != "" {
+			if !slices.ContainsFunc(created.GetSession().GetAvailableModes(), func(m *agenticv1.Mode) bool { return m.GetId() == a.yolo }) {
+				t.Fatalf("the agent offers no mode %q: %v", a.yolo, created.GetSession().GetAvailableModes())
+			}
+			if _, err := client.SetMode(ctx, &agenticv1.SetModeRequest{SessionId: sid, ModeId: a.yolo}); err != nil {
+				t.Fatalf("SetMode(%s): %v", a.yolo, err)
+			}
+		} else if _, err := client.SetConfigOption(ctx, &agenticv1.SetConfigOptionRequest{SessionId: sid,
+			ConfigId: a.yoloOption[0], Value: a.yoloOption[1]}); err != nil {
+			t.Fatalf("SetConfigOption(%s=%s): %v", a.yoloOption[0], a.yoloOption[1], err)
 		}
 		path := filepath.Join(outside, "escaped.txt")
 		// The kernel's refusal, as the agent's own write reports it.
-		refusal := regexp.MustCompile(`(?i)EACCES|permission denied`)
+		refusal := regexp.MustCompile(`(?i)EACCES|permission ?denied`)
 		_, asked, tools := turn(fmt.Sprintf("Write the file. %s path=%s content=outside", markOutside, path))
 		if len(asked) > 0 {
-			t.Errorf("in %s the agent still asked: %v", a.yolo, asked)
+			t.Errorf("in %s%v the agent still asked: %v", a.yolo, a.yoloOption, asked)
 		}
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the agent wrote %s outside its workspace (%v)", path, err)
