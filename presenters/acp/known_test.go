@@ -147,3 +147,19 @@ func TestMCPServersInstallationsAndRunners(t *testing.T) {
 		t.Errorf("a request's servers open %q; want only node_modules trees", requested.read)
 	}
 }
+
+// Copilot CLI unpacks itself into ~/.cache/copilot on first start, and its own model
+// provider's key (BYOK) is one of its keys.
+func TestCopilotCacheAndProviderKey(t *testing.T) {
+	home := t.TempDir()
+	c := Config{ID: "acp.github.copilot", Command: "copilot", Args: []string{"--acp"},
+		Env: map[string]string{"HOME": home}}.withLaunch(true)
+	for _, want := range []string{filepath.Join(home, ".copilot"), filepath.Join(home, ".cache", "copilot")} {
+		if !slices.Contains(c.WritePaths, want) || !slices.ContainsFunc(c.State, func(s StatePath) bool { return s.Path == want }) {
+			t.Errorf("%s is not created and writable: write %q state %+v", want, c.WritePaths, c.State)
+		}
+	}
+	if !slices.Contains(c.KeepEnv, "COPILOT_PROVIDER_API_KEY") || !slices.Contains(AllKnownKeys(), "COPILOT_PROVIDER_API_KEY") {
+		t.Errorf("Copilot's provider key is not kept for it and hidden from others: keep %q", c.KeepEnv)
+	}
+}
