@@ -47,6 +47,17 @@ if [[ ! -f $lock_stamp || $(cat "$lock_stamp") != "$lock_sum" ]]; then
 	echo "$lock_sum" >"$lock_stamp"
 fi
 
+# The real agents whose lock npm ci would refuse (they name optional platform packages
+# the registry does not serve) have a package of their own, installed without a lock at
+# the exact versions its package.json pins: e2e/realagents_test.go runs them.
+agents_stamp=e2e/realagents/node_modules/.agenticd-package.sha256
+agents_sum=$(sha256sum e2e/realagents/package.json | cut -d' ' -f1)
+if [[ ! -f $agents_stamp || $(cat "$agents_stamp") != "$agents_sum" ]]; then
+	echo "deps: npm install in e2e/realagents (missing or not installed from this package.json)"
+	(cd e2e/realagents && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
+	echo "$agents_sum" >"$agents_stamp"
+fi
+
 go mod download
 # staticcheck, for make lint: a module of its own (tools/go.mod), so that its
 # dependencies stay out of agenticd's.

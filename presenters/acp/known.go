@@ -29,8 +29,7 @@ type knownAgent struct {
 	// missing, and writable when it runs confined.
 	state []StatePath
 	// confinedEnv is set, unless the agent's env: sets it, when agenticd bounds the
-	// agent's files: an agent sandbox of its own (codex's bubblewrap) cannot run inside
-	// that boundary.
+	// agent's files: what the agent needs to work inside that boundary.
 	confinedEnv map[string]string
 	// keys are the API-key variables the agent reads.
 	keys []string
@@ -63,15 +62,14 @@ var knownAgents = []knownAgent{
 		description: "OpenAI Codex through the codex-acp adapter", state: []StatePath{{Path: "~/.codex"}},
 		keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}, askingModes: []string{"read-only"},
 		// codex-acp 2.x reads its settings from its environment and ~/.codex/config.toml
-		// and ignores -c arguments. Its bubblewrap cannot make namespaces inside
-		// agenticd's, so its shell fails; its older Landlock sandbox stacks on agenticd's.
-		// Codex retired the approval policy that asked before every command; read-only
-		// (on-request, answered by the user) puts every write and escalation to
-		// agenticd's policy, and starting in it leaves no turn in codex's default mode.
-		confinedEnv: map[string]string{
-			"INITIAL_AGENT_MODE": "read-only",
-			"CODEX_CONFIG":       `{"features":{"use_legacy_landlock":true}}`,
-		}},
+		// and ignores -c arguments. Codex retired the approval policy that asked before
+		// every command; read-only (on-request, answered by the user) asks before every
+		// edit, and starting in it leaves no turn in codex's default mode. Its own sandbox
+		// cannot run inside agenticd's boundary (bubblewrap's mounts are refused under
+		// Landlock, and codex refuses its legacy Landlock sandbox for read-only), so a
+		// command fails there and the model asks to run it outside that sandbox, which
+		// comes to agenticd as a permission request.
+		confinedEnv: map[string]string{"INITIAL_AGENT_MODE": "read-only"}},
 	// gemini-cli 0.33+ takes --acp (--experimental-acp is its deprecated alias).
 	{binaries: []string{"gemini"}, id: "acp.google.gemini", name: "Gemini CLI", args: []string{"--acp"},
 		packages: []string{"@google/gemini-cli"}, reported: []string{"gemini-cli", "gemini"},
@@ -90,8 +88,11 @@ var knownAgents = []knownAgent{
 		keys: []string{"DASHSCOPE_API_KEY", "OPENAI_API_KEY"}, askingModes: []string{"default"}},
 	{binaries: []string{"copilot"}, id: "acp.github.copilot", name: "Copilot CLI", args: []string{"--acp"},
 		packages: []string{"@github/copilot"}, reported: []string{"copilot", "copilot-cli", "github-copilot", "github copilot"},
-		description: "GitHub Copilot CLI in ACP mode", state: []StatePath{{Path: "~/.copilot"}},
-		keys: []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}},
+		description: "GitHub Copilot CLI in ACP mode",
+		// It unpacks itself into ~/.cache/copilot on first start.
+		state: []StatePath{{Path: "~/.copilot"}, {Path: "~/.cache/copilot"}},
+		// The provider keys are its own model provider's (BYOK), used instead of GitHub.
+		keys: []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN"}},
 }
 
 // AllKnownKeys is the API-key variables every known agent reads: hidden from the

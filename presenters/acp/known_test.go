@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/agenticd/agenticd/presenters"
@@ -106,8 +105,8 @@ func TestLaunchProfileHonoursTheAgentsHome(t *testing.T) {
 	if !slices.Contains(c.KeepEnv, "OPENAI_API_KEY") {
 		t.Errorf("codex launched by npx loses its key: %q", c.KeepEnv)
 	}
-	if c.Env["INITIAL_AGENT_MODE"] != "read-only" || !strings.Contains(c.Env["CODEX_CONFIG"], "use_legacy_landlock") {
-		t.Errorf("confined codex through npx runs its own sandbox: %q", c.Env)
+	if c.Env["INITIAL_AGENT_MODE"] != "read-only" {
+		t.Errorf("confined codex through npx does not start in its asking mode: %q", c.Env)
 	}
 	if c.known == nil || c.known.id != "acp.openai.codex" {
 		t.Errorf("not recognised: %+v", c.known)
@@ -146,5 +145,21 @@ func TestMCPServersInstallationsAndRunners(t *testing.T) {
 	requested := mcpPaths(servers, dir, false)
 	if !slices.Contains(requested.read, modules) || slices.Contains(requested.read, filepath.Join(dir, "private")) {
 		t.Errorf("a request's servers open %q; want only node_modules trees", requested.read)
+	}
+}
+
+// Copilot CLI unpacks itself into ~/.cache/copilot on first start, and its own model
+// provider's key (BYOK) is one of its keys.
+func TestCopilotCacheAndProviderKey(t *testing.T) {
+	home := t.TempDir()
+	c := Config{ID: "acp.github.copilot", Command: "copilot", Args: []string{"--acp"},
+		Env: map[string]string{"HOME": home}}.withLaunch(true)
+	for _, want := range []string{filepath.Join(home, ".copilot"), filepath.Join(home, ".cache", "copilot")} {
+		if !slices.Contains(c.WritePaths, want) || !slices.ContainsFunc(c.State, func(s StatePath) bool { return s.Path == want }) {
+			t.Errorf("%s is not created and writable: write %q state %+v", want, c.WritePaths, c.State)
+		}
+	}
+	if !slices.Contains(c.KeepEnv, "COPILOT_PROVIDER_API_KEY") || !slices.Contains(AllKnownKeys(), "COPILOT_PROVIDER_API_KEY") {
+		t.Errorf("Copilot's provider key is not kept for it and hidden from others: keep %q", c.KeepEnv)
 	}
 }

@@ -593,28 +593,26 @@ func TestConfigAndDiscover(t *testing.T) {
 		t.Errorf("known agents' own keys: %v, %v", found[0].KeepEnv, found[1].KeepEnv)
 	}
 
-	// codex's bubblewrap cannot run inside agenticd's boundary: confined, codex-acp 2.x
-	// is told through its environment (it ignores -c arguments) to use its Landlock
-	// sandbox and to start in its asking mode; what the agent's env: sets stays.
+	// Confined, codex-acp 2.x is told through its environment (it ignores -c arguments)
+	// to start in its asking mode; what the agent's env: sets stays.
 	codex := func(confined bool, env map[string]string) Config {
 		return Config{ID: "acp.openai.codex", Command: "/usr/local/bin/codex-acp", Env: env}.withLaunch(confined)
 	}
 	c = codex(true, nil)
-	if len(c.Args) != 0 || c.Env["INITIAL_AGENT_MODE"] != "read-only" ||
-		c.Env["CODEX_CONFIG"] != `{"features":{"use_legacy_landlock":true}}` {
+	if len(c.Args) != 0 || c.Env["INITIAL_AGENT_MODE"] != "read-only" || len(c.Env) != 1 {
 		t.Errorf("confined codex-acp: args %q env %q", c.Args, c.Env)
 	}
 	if env := codex(false, nil).Env; len(env) != 0 {
 		t.Errorf("unconfined codex-acp env %q, want its own defaults", env)
 	}
-	theirs := map[string]string{"INITIAL_AGENT_MODE": "agent-full-access"}
-	if c := codex(true, theirs); c.Env["INITIAL_AGENT_MODE"] != "agent-full-access" || c.Env["CODEX_CONFIG"] == "" {
+	theirs := map[string]string{"INITIAL_AGENT_MODE": "agent-full-access", "CODEX_CONFIG": "{}"}
+	if c := codex(true, theirs); c.Env["INITIAL_AGENT_MODE"] != "agent-full-access" || c.Env["CODEX_CONFIG"] != "{}" {
 		t.Errorf("the agent's own env: is overridden: %q", c.Env)
 	}
-	if len(theirs) != 1 {
+	if len(theirs) != 2 {
 		t.Errorf("the config's env map was written to: %q", theirs)
 	}
-	if again := c.withLaunch(true); len(again.Env) != 2 || len(again.WritePaths) != 1 {
+	if again := c.withLaunch(true); len(again.Env) != 1 || len(again.WritePaths) != 1 {
 		t.Errorf("applying a launch twice adds twice: %q %q", again.Env, again.WritePaths)
 	}
 }
