@@ -70,6 +70,8 @@ type envOptions struct {
 	wrapOther func(*fakePresenter) presenters.Presenter
 	// eventLog keeps the events (and the audit log) in the env's store.
 	eventLog bool
+	// queue gives the hub a queue of messages in the env's store (HubOptions.Queue).
+	queue bool
 	// page and allowedOrigins configure the HTTP gateway (GRPCOptions).
 	page           http.Handler
 	allowedOrigins []string
@@ -96,6 +98,9 @@ func newEnv(t testing.TB, opts envOptions) *testEnv {
 	opts.hub.Store = e.store
 	if opts.eventLog {
 		opts.hub.Log = e.store
+	}
+	if opts.queue {
+		opts.hub.Queue = e.store
 	}
 	var err error
 	if e.hub, err = NewHub(ctx, opts.hub); err != nil {

@@ -86,7 +86,17 @@ type Queue struct {
 	closed map[string]bool
 	ends   map[string]chan struct{} // closed at the session's next turn end
 	wake   chan struct{}
+	// removed are the messages taken out of a queue without running (cancelled, or
+	// failed to start), for WaitMessage: such a message is never stored, and a wait
+	// that began after its MESSAGE_DEQUEUED would otherwise last until its deadline.
+	removed *timedMemory[string, presenters.MessageDequeuedPayload]
 }
+
+// How long, and how many, messages taken out of a queue are remembered for WaitMessage.
+const (
+	removedKeep = 10 * time.Minute
+	removedMost = 4096
+)
 
 // failure is a queued message that has failed to start since a time.
 type failure struct {
@@ -104,7 +114,16 @@ type sessionLock struct {
 func newQueue(st QueueStore, hub *Hub, logger *slog.Logger) *Queue {
 	return &Queue{st: st, hub: hub, logger: logger,
 		locks: map[string]*sessionLock{}, due: map[string]bool{}, later: map[string]time.Time{}, waits: map[string]time.Duration{},
-		failing: map[string]failure{}, closed: map[string]bool{}, ends: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
+		failing: map[string]failure{}, closed: map[string]bool{}, ends: map[string]chan struct{}{}, wake: make(chan struct{}, 1),
+		removed: newTimedMemory[string, presenters.MessageDequeuedPayload](removedKeep, removedMost)}
+}
+
+// removedUnrun says whether a message was taken out of a queue without running, and
+// how (MESSAGE_DEQUEUED cancelled or failed).
+func (q *Queue) removedUnrun(messageID string) (presenters.MessageDequeuedPayload, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.removed.recall(messageID, time.Now())
 }
 
 // RunOnOwner makes the queue run a session's messages only where runsHere says the
@@ -174,8 +193,9 @@ func (q *Queue) drain(ctx context.Context, sessionID, agentID string) {
 	q.mu.Unlock()
 }
 
-// Published notes the end of a turn: the session's next queued message may start. It
-// runs under the hub's lock, so it only takes notes.
+// Published notes the end of a turn: the session's next queued message may start; and a
+// message taken out of a queue without running. It runs under the hub's lock, so it only
+// takes notes.
 func (q *Queue) Published(ev presenters.Event) {
 	if ev.SessionID == "" || ev.Replay {
 		return
@@ -195,6 +215,13 @@ func (q *Queue) Published(ev presenters.Event) {
 		q.mu.Lock()
 		delete(q.closed, ev.SessionID)
 		q.mu.Unlock()
+		return
+	case presenters.MessageDequeuedPayload:
+		if p.Reason != presenters.DequeuedStarted {
+			q.mu.Lock()
+			q.removed.remember(p.MessageID, p, time.Now())
+			q.mu.Unlock()
+		}
 		return
 	default:
 		return

@@ -72,7 +72,7 @@ func (s *Service) waitMessage(ctx context.Context, sessionID, messageID string) 
 			return presenters.Message{}, attrs, err
 		}
 	}
-	filter := events.Filter{SessionIDs: []string{sessionID}, Types: []presenters.EventType{presenters.EventMessageEnd}}
+	filter := events.Filter{SessionIDs: []string{sessionID}, Types: []presenters.EventType{presenters.EventMessageEnd, presenters.EventMessageDequeued}}
 	sub, err := s.hub.subscribe(filter, events.Live())
 	if err != nil {
 		return presenters.Message{}, attrs, err
@@ -108,7 +108,8 @@ func (s *Service) waitMessage(ctx context.Context, sessionID, messageID string) 
 			woken = len(batch.Events) == 0 && batch.Bookmark == 0 && !batch.ReplayEnded // the timer fired
 			for _, ev := range batch.Events {
 				var e pb.AgenticEvent
-				if proto.Unmarshal(ev.Bytes(), &e) == nil && e.GetMessageEnd().GetMessageId() == messageID {
+				if proto.Unmarshal(ev.Bytes(), &e) == nil &&
+					(e.GetMessageEnd().GetMessageId() == messageID || e.GetMessageDequeued().GetMessageId() == messageID) {
 					woken = true
 				}
 			}
@@ -125,6 +126,11 @@ func (s *Service) ended(ctx context.Context, sessionID, messageID string) (m pre
 	var notFound *messageNotFoundError
 	switch {
 	case errors.As(err, &notFound):
+		if q := s.hub.queue; q != nil {
+			if removed, ok := q.removedUnrun(messageID); ok {
+				return m, false, attrs, &messageDequeuedError{notFound: notFound, how: removed}
+			}
+		}
 		return m, false, attrs, nil
 	case err != nil:
 		return m, false, attrs, err
@@ -161,6 +167,24 @@ func (s *Service) runs(ctx context.Context, sessionID, messageID string) (bool, 
 	}
 	return info.MessageInFlight == messageID, nil
 }
+
+// messageDequeuedError: the message waited for was taken out of its session's queue
+// without running, so it will never end (MESSAGE_NOT_FOUND, metadata message_id).
+type messageDequeuedError struct {
+	notFound *messageNotFoundError
+	how      presenters.MessageDequeuedPayload
+}
+
+func (e *messageDequeuedError) Error() string {
+	why := string(e.how.Reason)
+	if e.how.Detail != "" {
+		why += ": " + e.how.Detail
+	}
+	return fmt.Sprintf("message %q of session %q was taken out of the queue without running (%s), so it will never end; send it again to run it",
+		e.notFound.MessageID, e.notFound.SessionID, why)
+}
+
+func (e *messageDequeuedError) Unwrap() error { return e.notFound }
 
 // waitError says why a wait ended before the message did, and what to do.
 func waitError(ctx context.Context, messageID string, err error) error {

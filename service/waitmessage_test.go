@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,4 +134,45 @@ func TestWaitMessageDeadline(t *testing.T) {
 	}
 	_, err = e.client.WaitMessage(bg, &pb.WaitMessageRequest{SessionId: id})
 	wantCode(t, err, codes.InvalidArgument)
+}
+
+// A message taken out of its session's queue without running never ends: a wait for it
+// ends with MESSAGE_NOT_FOUND saying so, whether it began before the message left the
+// queue or after.
+func TestWaitMessageForAMessageTakenOutOfTheQueue(t *testing.T) {
+	e := newEnv(t, envOptions{queue: true})
+	id := e.createSession(t, fakeID).GetSessionId()
+	var turn storedTurn
+	turn.serve(e.fake)
+	turn.set(nil, false)
+	wantGone := func(err error) {
+		t.Helper()
+		st := wantCode(t, err, codes.NotFound)
+		if info := errorInfo(st); info.GetReason() != "MESSAGE_NOT_FOUND" || info.GetMetadata()["message_id"] != "m1" ||
+			!strings.Contains(st.Message(), "taken out of the queue without running (cancelled)") {
+			t.Fatalf("%v, %v", st.Message(), info)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.client.WaitMessage(bg, &pb.WaitMessageRequest{SessionId: id, MessageId: "m1"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v while the message waits in the queue", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	e.hub.Publish(presenters.Event{SessionID: id, AgentID: fakeID,
+		Payload: presenters.MessageDequeuedPayload{MessageID: "m1", UserMessageID: "u1", Reason: presenters.DequeuedCancelled}})
+	select {
+	case err := <-done:
+		wantGone(err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer 5s after MESSAGE_DEQUEUED")
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	_, err := e.client.WaitMessage(ctx, &pb.WaitMessageRequest{SessionId: id, MessageId: "m1"})
+	wantGone(err)
 }

@@ -352,9 +352,11 @@ class AgenticServiceServicer(object):
         without a stream. A message that ended before the call returns at once; one not
         stored yet (a queued message, a turn just sent) is waited for. Set a deadline:
         without one the call waits as long as the message runs. When the deadline passes
-        first, DEADLINE_EXCEEDED; call again to keep waiting. A message the session never
-        gets stays unknown until the deadline: choose message_id with SendMessage to know it.
-        Needs read access to the session, like GetMessage.
+        first, DEADLINE_EXCEEDED; call again to keep waiting. A queued message taken out of
+        the queue without running (cancelled, or failed to start) is NOT_FOUND
+        (MESSAGE_NOT_FOUND) saying so. A message the session never gets stays unknown until
+        the deadline: choose message_id with SendMessage to know it. Needs read access to the
+        session, like GetMessage.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
