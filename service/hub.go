@@ -299,6 +299,10 @@ func (h *Hub) WaitLogged(ctx context.Context) bool { return h.events.WaitLogged(
 // returns is above every sequence any replica issued before (events.Hub.SkipAhead).
 func (h *Hub) SkipAhead(ctx context.Context) error { return h.events.SkipAhead(ctx) }
 
+// SetCutOff says whether this replica is cut off from its database: while it is, its
+// quiet streams end (DATABASE_UNAVAILABLE) and the queue's store calls fail at once.
+func (h *Hub) SetCutOff(cut bool) { h.cutOff.Store(cut) }
+
 // WakeTails tells the subscriptions that follow the log that these sessions (all, when
 // all is set) have new events in it.
 func (h *Hub) WakeTails(sessionIDs []string, all bool) { h.events.WakeTails(sessionIDs, all) }

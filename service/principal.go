@@ -253,6 +253,14 @@ func (a *authenticator) current(p Principal) (Principal, bool) {
 // beside the replicas' shared token and the forwarded mark.
 const principalHeader = "agenticd-principal"
 
+// ForwardedPrincipal names a forwarded call's caller for the replica the call goes to.
+type ForwardedPrincipal struct{}
+
+// Header is the metadata key and value naming the caller of ctx.
+func (ForwardedPrincipal) Header(ctx context.Context) (key, value string) {
+	return principalHeader, encodePrincipal(callerOf(ctx))
+}
+
 func encodePrincipal(p Principal) string {
 	b, _ := json.Marshal(p) // a struct of strings and an int: cannot fail
 	return base64.RawURLEncoding.EncodeToString(b)

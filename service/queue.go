@@ -415,7 +415,7 @@ const maxFailureText = 1024
 // open (not loaded since the server started, or in error after its agent stopped) is
 // opened again as LoadSession does, unless a client closed it.
 func (q *Queue) start(ctx context.Context, sessionID string, m presenters.QueuedMessage) (agentID string, err error) {
-	p, err := q.registry.ownerOf(ctx, sessionID)
+	p, err := q.registry.OwnerOf(ctx, sessionID)
 	if err != nil {
 		return "", err
 	}

@@ -21,7 +21,6 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/store"
-	"github.com/agenticd/agenticd/webhooks"
 )
 
 // DefaultLeaseTTL is how long a replica's hold on a session lasts without renewal: the
@@ -45,6 +44,44 @@ type LeaseStore interface {
 
 var _ LeaseStore = (*store.Store)(nil)
 
+// Owners finds the agent a stored session belongs to; *Registry is one.
+type Owners interface {
+	OwnerOf(ctx context.Context, sessionID string) (presenters.Presenter, error)
+}
+
+// ReplicaHub is what the router needs of the replica's event hub; *Hub is one.
+type ReplicaHub interface {
+	// SkipAhead numbers the events published after it above every sequence issued so far.
+	SkipAhead(ctx context.Context) error
+	// WaitLogged waits until the events published so far are in the event log.
+	WaitLogged(ctx context.Context) bool
+	// SetCutOff says whether this replica is cut off from the database.
+	SetCutOff(cut bool)
+}
+
+// Successor is what the service does with a session taken over from a replica whose
+// lease ran out; *TakeOvers is one.
+type Successor interface {
+	// EndPrevious ends, visibly, what the last owner left running, and returns how many
+	// replies it ended.
+	EndPrevious(ctx context.Context, sessionID string, logger *slog.Logger) (int, error)
+	// Due starts the messages the last owner left queued.
+	Due(sessionID string)
+}
+
+// Principals names the caller of a forwarded call for the owner, which trusts the name
+// beside the replicas' shared token and forwardedHeader; ForwardedPrincipal is one.
+type Principals interface {
+	Header(ctx context.Context) (key, value string)
+}
+
+var (
+	_ Owners     = (*Registry)(nil)
+	_ ReplicaHub = (*Hub)(nil)
+	_ Successor  = (*TakeOvers)(nil)
+	_ Principals = ForwardedPrincipal{}
+)
+
 // ReplicaOptions configures Replicas.
 type ReplicaOptions struct {
 	// ID names this process in the lease table: unique per process (a restart under the
@@ -55,15 +92,13 @@ type ReplicaOptions struct {
 	// LeaseTTL is DefaultLeaseTTL when 0.
 	LeaseTTL time.Duration
 	// Token is the bearer token every replica accepts: forwarded calls carry it.
-	Token  string
-	Leases LeaseStore
-	// Store is where a taken-over session's interrupted replies are marked and rebuilt.
-	Store    *store.Store
-	Registry *Registry
-	Hub      *Hub
-	// Webhooks, when set, takes up a taken-over session's own webhook from the store.
-	Webhooks *webhooks.Notifier
-	Logger   *slog.Logger
+	Token      string
+	Leases     LeaseStore
+	Owners     Owners
+	Hub        ReplicaHub
+	Successor  Successor
+	Principals Principals
+	Logger     *slog.Logger
 }
 
 // Replicas is this replica's part in a group of agenticd replicas on one database. Each
@@ -79,10 +114,10 @@ type Replicas struct {
 	token       string // sent on forwarded calls (ReplicaOptions.Token)
 	ttl         time.Duration
 	leases      LeaseStore
-	st          *store.Store
-	registry    *Registry
-	hub         *Hub
-	webhooks    *webhooks.Notifier // nil without webhooks
+	owners      Owners
+	hub         ReplicaHub
+	successor   Successor
+	principals  Principals
 	logger      *slog.Logger
 
 	mu    sync.Mutex
@@ -142,8 +177,8 @@ func NewReplicas(opts ReplicaOptions) (*Replicas, error) {
 		logger = slog.Default()
 	}
 	id := opts.ID
-	return &Replicas{id: id, address: opts.Address, token: opts.Token, ttl: ttl, leases: opts.Leases, st: opts.Store,
-		registry: opts.Registry, hub: opts.Hub, webhooks: opts.Webhooks, logger: logger.With("replica", id),
+	return &Replicas{id: id, address: opts.Address, token: opts.Token, ttl: ttl, leases: opts.Leases,
+		owners: opts.Owners, hub: opts.Hub, successor: opts.Successor, principals: opts.Principals, logger: logger.With("replica", id),
 		owned: map[string]*ownedSession{}, conns: map[string]*grpc.ClientConn{}, lastRenewal: time.Now(),
 		lapsed: map[string]bool{}, sweepSkip: map[string]time.Time{}, connectedSince: time.Now()}, nil
 }
@@ -209,7 +244,7 @@ func (r *Replicas) Run(ctx context.Context) {
 				tick.Reset(r.ttl / 10)
 			}
 			failing = true
-			r.hub.cutOff.Store(true)
+			r.hub.SetCutOff(true)
 			r.mu.Lock()
 			r.connectedSince = time.Time{}
 			r.mu.Unlock()
@@ -220,7 +255,7 @@ func (r *Replicas) Run(ctx context.Context) {
 			tick.Reset(r.ttl / 3)
 		}
 		failing = false
-		r.hub.cutOff.Store(false)
+		r.hub.SetCutOff(false)
 		keep := make(map[string]bool, len(renewed))
 		for _, id := range renewed {
 			keep[id] = true
@@ -326,7 +361,7 @@ func (r *Replicas) letGo(ctx context.Context) {
 		}
 		delete(r.lapsed, id)
 		r.mu.Unlock()
-		p, err := r.registry.ownerOf(ctx, id)
+		p, err := r.owners.OwnerOf(ctx, id)
 		if err == nil {
 			cctx, cancel := context.WithTimeout(ctx, leaseTimeout)
 			err = p.CloseSession(cctx, id)
@@ -558,20 +593,12 @@ func (r *Replicas) takeOverFor(ctx context.Context, sessionID string, kind sessi
 	o.acquired, o.loaded = acquired, regained
 	r.mu.Unlock()
 	close(o.ready)
-	if q := r.hub.queue; q != nil {
-		// Messages the last owner left queued start now (loading the session first), not
-		// at the end of a turn here.
-		q.Due(sessionID)
-	}
+	r.successor.Due(sessionID)
 	if kind == callLive {
 		return nil, r.load(ctx, sessionID, o)
 	}
 	return nil, nil
 }
-
-// unendedLimit is how many of a session's newest replies a take-over checks for an end
-// the log lacks: only the last turns can have one.
-const unendedLimit = 4
 
 // errNotRouted: the call runs here without a lease, and its handler answers it.
 // errRegained: this replica took back the lease of a session it still runs.
@@ -601,7 +628,7 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 			return nil, ownerUnavailable(held, errors.New("its lease ran out while this replica was cut off from the database; the owner may renew it first"))
 		}
 	}
-	p, err := r.registry.ownerOf(ctx, sessionID)
+	p, err := r.owners.OwnerOf(ctx, sessionID)
 	if errors.Is(err, presenters.ErrNotFound) || errors.Is(err, presenters.ErrFailedPrecondition) {
 		return nil, errNotRouted
 	}
@@ -627,38 +654,12 @@ func (r *Replicas) takeOver(ctx context.Context, sessionID string) (*store.Lease
 		logger.Info("regained the lease of a session this replica still runs")
 		return nil, errRegained
 	}
-	if r.webhooks != nil {
-		// The session's own webhook hears of what follows here, its interrupted turn's
-		// end first.
-		if err := RestoreSessionWebhooks(ctx, r.st, r.webhooks, logger, sessionID); err != nil {
-			return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
-		}
-	}
-	// Every event of the session from here on is numbered above whatever the last owner
-	// issued, so the session's order holds across owners.
-	if err := r.hub.SkipAhead(ctx); err != nil {
-		return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
-	}
-	interrupted, err := r.st.MarkSessionInterrupted(ctx, sessionID)
+	interrupted, err := r.successor.EndPrevious(ctx, sessionID, logger)
 	if err != nil {
-		return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
-	}
-	// A reply the last owner stored finished but whose end it could not log before it
-	// lost the session: its subscribers never saw it end, so it ends here like the others.
-	unended, err := r.st.UnendedMessages(ctx, sessionID, unendedLimit)
-	if err == nil {
-		err = r.st.MarkMessagesInterrupted(ctx, sessionID, unended)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("take over session %s: %w", sessionID, err)
-	}
-	interrupted = append(interrupted, unended...)
-	if err := matchLoggedReplies(ctx, r.st, interrupted, logger); err != nil {
 		return nil, err
 	}
-	EndInterruptedReplies(r.hub, interrupted, InterruptOwnerLost)
 	if lease.Previous != "" {
-		logger.Info("took over a session from a replica whose lease ran out", "previous_owner", lease.Previous, "interrupted_replies", len(interrupted))
+		logger.Info("took over a session from a replica whose lease ran out", "previous_owner", lease.Previous, "interrupted_replies", interrupted)
 	}
 	return nil, nil
 }
@@ -676,7 +677,7 @@ func (r *Replicas) load(ctx context.Context, sessionID string, o *ownedSession) 
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
 	defer cancel()
-	p, err := r.registry.ownerOf(lctx, sessionID)
+	p, err := r.owners.OwnerOf(lctx, sessionID)
 	if err == nil {
 		_, err = p.LoadSession(lctx, sessionID, presenters.LoadContext{})
 	}
@@ -721,7 +722,7 @@ func (r *Replicas) forward(ctx context.Context, owner store.Lease, method string
 	out.Set(forwardedHeader, r.id)
 	// The owner trusts this beside the shared token alone (authenticator.authenticate);
 	// whatever the caller sent under this name is replaced.
-	out.Set(principalHeader, encodePrincipal(callerOf(ctx)))
+	out.Set(r.principals.Header(ctx))
 	answer, err := newResponse(method)
 	if err != nil {
 		return nil, false, failWith(ctx, r.logger, method, err)

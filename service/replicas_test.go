@@ -93,7 +93,8 @@ func newTestReplicas(t *testing.T, leases LeaseStore) (*Replicas, *fakePresenter
 	if err := st.AddSessionOwner(ctx, store.SessionOwner{SessionID: "s1", AgentID: "fake.a"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReplicas(ReplicaOptions{ID: "me", Address: "127.0.0.1:1", Leases: leases, Store: st, Registry: reg, Hub: hub})
+	r, err := NewReplicas(ReplicaOptions{ID: "me", Address: "127.0.0.1:1", Leases: leases, Owners: reg, Hub: hub,
+		Successor: &TakeOvers{Store: st, Hub: hub}, Principals: ForwardedPrincipal{}})
 	if err != nil {
 		t.Fatal(err)
 	}

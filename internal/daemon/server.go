@@ -378,7 +378,8 @@ func (s *Server) build(ctx context.Context) error {
 // release stops both.
 func (s *Server) startReplica(registry *service.Registry, notifier *webhooks.Notifier, id, address string) (*service.Replicas, error) {
 	replicas, err := service.NewReplicas(service.ReplicaOptions{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL, Token: s.cfg.Token,
-		Leases: s.store, Store: s.store, Registry: registry, Hub: s.hub, Webhooks: notifier, Logger: s.logger})
+		Leases: s.store, Owners: registry, Hub: s.hub, Successor: &service.TakeOvers{Store: s.store, Hub: s.hub, Webhooks: notifier},
+		Principals: service.ForwardedPrincipal{}, Logger: s.logger})
 	if err != nil {
 		return nil, err
 	}
