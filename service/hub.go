@@ -216,7 +216,7 @@ type Hub struct {
 	// queue holds the messages waiting for their session's turn; nil without
 	// HubOptions.Queue.
 	queue *Queue
-	// cutOff is set while this replica cannot reach its database (Replicas.Run): its
+	// cutOff is set while this replica cannot reach its database (replicas.Replica.Run): its
 	// streams cannot vouch that they miss nothing.
 	cutOff atomic.Bool
 }

@@ -70,7 +70,7 @@ type Queue struct {
 	hub      *Hub
 	logger   *slog.Logger
 	// runsHere, with several replicas on one database, makes a session live on this
-	// replica if it is this replica's to run (Replicas.RunsHere); nil: every session is.
+	// replica if it is this replica's to run (replicas.Replica.RunsHere); nil: every session is.
 	runsHere func(ctx context.Context, sessionID string) (bool, error)
 
 	mu    sync.Mutex
@@ -109,7 +109,7 @@ func newQueue(st QueueStore, hub *Hub, logger *slog.Logger) *Queue {
 
 // RunOnOwner makes the queue run a session's messages only where runsHere says the
 // session runs, after runsHere made it live there (with several replicas on one
-// database: Replicas.RunsHere); call it before Run.
+// database: replicas.Replica.RunsHere); call it before Run.
 func (q *Queue) RunOnOwner(runsHere func(ctx context.Context, sessionID string) (bool, error)) {
 	q.runsHere = runsHere
 }
