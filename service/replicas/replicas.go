@@ -72,8 +72,8 @@ type Principals interface {
 type Options struct {
 	// ID names this process in the lease table: unique per process (a restart under the
 	// same configured id must not renew, and hold forever, the leases its dead
-	// predecessor left), and the same as the service's HubOptions.Replica. Address is where the others
-	// reach it (host:port of its gRPC listener).
+	// predecessor left), and the same as the service's HubOptions.Replica. Address is
+	// where the others reach it (host:port of its gRPC listener).
 	ID, Address string
 	// LeaseTTL is DefaultLeaseTTL when 0.
 	LeaseTTL time.Duration
