@@ -9,6 +9,7 @@ import (
 	"maps"
 	"regexp"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -21,6 +22,7 @@ import (
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
+	"github.com/agenticd/agenticd/service/replicas"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -288,6 +290,7 @@ func classifyReason(err error) (reason pb.ErrorReason, md map[string]string, ok 
 		notConfig  *agentNotConfiguredError
 		noAgent    *agentNotFoundError
 		noMessage  *messageNotFoundError
+		ownerGone  *replicas.OwnerUnavailableError
 	)
 	switch {
 	case errors.As(err, &marked):
@@ -303,6 +306,9 @@ func classifyReason(err error) (reason pb.ErrorReason, md map[string]string, ok 
 		return pb.ErrorReason_ERROR_REASON_AGENT_AUTH_REQUIRED, nil, true
 	case errors.As(err, &overflow):
 		return pb.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW, map[string]string{"last_sequence": fmt.Sprint(overflow.Last)}, true
+	case errors.As(err, &ownerGone):
+		expires := ownerGone.Owner.Expires.UTC().Format(time.RFC3339Nano)
+		return pb.ErrorReason_ERROR_REASON_SESSION_OWNER_UNAVAILABLE, map[string]string{"owner": ownerGone.Owner.Address, "lease_expires": expires}, true
 	case errors.As(err, &cutOff):
 		return pb.ErrorReason_ERROR_REASON_DATABASE_UNAVAILABLE, map[string]string{"last_sequence": fmt.Sprint(cutOff.Last)}, true
 	case errors.As(err, &shutdown):

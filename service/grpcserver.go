@@ -46,8 +46,8 @@ type GRPCOptions struct {
 	// SendMessage's turn.
 	TracerProvider trace.TracerProvider
 	Turns          *tracing.Turns
-	// Replicas, when set, routes each session's calls to the replica that owns it.
-	Replicas *Replicas
+	// Router, when set, routes each session's calls to the replica that owns it.
+	Router Router
 	// Answers, when set, keeps the answers to request_ids in the database, for repeats
 	// after a restart or on another replica; without it they live in memory only.
 	Answers AnswerStore
@@ -97,11 +97,11 @@ func NewGRPCServer(svc *Service, opts GRPCOptions) (*GRPCServer, error) {
 		sessions = svc.registry
 	}
 	base := serverOptions(opts.Credentials, sessions, opts.Answers, logger)
-	if opts.Replicas != nil {
+	if opts.Router != nil {
 		// After the token check and the remembered answers (only the turn span, which
 		// telemetry adds, runs inside it): a call is authorized, and answered from the
 		// remembered answers, before it is routed to the session's owner.
-		base = append(base, grpc.ChainUnaryInterceptor(opts.Replicas.unary))
+		base = append(base, grpc.ChainUnaryInterceptor(routed(opts.Router, logger)))
 	}
 	serverOpts := tel.serverOptions(append(base, grpc.WaitForHandlers(true)))
 	g := &GRPCServer{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), hub: svc.hub,

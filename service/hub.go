@@ -216,7 +216,7 @@ type Hub struct {
 	// queue holds the messages waiting for their session's turn; nil without
 	// HubOptions.Queue.
 	queue *Queue
-	// cutOff is set while this replica cannot reach its database (Replicas.Run): its
+	// cutOff is set while this replica cannot reach its database (replicas.Replica.Run): its
 	// streams cannot vouch that they miss nothing.
 	cutOff atomic.Bool
 }
@@ -298,6 +298,10 @@ func (h *Hub) WaitLogged(ctx context.Context) bool { return h.events.WaitLogged(
 // SkipAhead moves the sequences on to a fresh block: every event published after it
 // returns is above every sequence any replica issued before (events.Hub.SkipAhead).
 func (h *Hub) SkipAhead(ctx context.Context) error { return h.events.SkipAhead(ctx) }
+
+// SetCutOff says whether this replica is cut off from its database: while it is, its
+// quiet streams end (DATABASE_UNAVAILABLE) and the queue's store calls fail at once.
+func (h *Hub) SetCutOff(cut bool) { h.cutOff.Store(cut) }
 
 // WakeTails tells the subscriptions that follow the log that these sessions (all, when
 // all is set) have new events in it.

@@ -23,6 +23,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters/textutil"
+	"github.com/agenticd/agenticd/service/wire"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -227,7 +228,7 @@ func (a *answers) recall(ctx context.Context, ans *answer, fullMethod string) (m
 		}
 		return nil, status.FromProto(&st).Err(), true, nil
 	}
-	m, err = newResponse(fullMethod)
+	m, err = wire.NewResponse(fullMethod)
 	if err == nil {
 		err = proto.Unmarshal(kept.Response, m)
 	}

@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/localcred"
+	"github.com/agenticd/agenticd/service/replicas"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -202,7 +203,7 @@ func (a *authenticator) authenticate(ctx context.Context) (Principal, error) {
 	if !strings.EqualFold(scheme, "Bearer") {
 		return Principal{}, tokenInvalid("credentials must be `authorization: Bearer <token>`")
 	}
-	if a.replicas != nil && subtle.ConstantTimeCompare([]byte(given), a.replicas) == 1 && len(md.Get(forwardedHeader)) > 0 {
+	if a.replicas != nil && subtle.ConstantTimeCompare([]byte(given), a.replicas) == 1 && len(md.Get(replicas.ForwardedHeader)) > 0 {
 		// Another replica checked the caller's credentials and vouches for its principal
 		// with the token all replicas share.
 		if vals := md.Get(principalHeader); len(vals) > 0 {
@@ -252,6 +253,14 @@ func (a *authenticator) current(p Principal) (Principal, bool) {
 // principalHeader carries a forwarded call's principal between replicas; it counts only
 // beside the replicas' shared token and the forwarded mark.
 const principalHeader = "agenticd-principal"
+
+// ForwardedPrincipal names a forwarded call's caller for the replica the call goes to.
+type ForwardedPrincipal struct{}
+
+// Header is the metadata key and value naming the caller of ctx.
+func (ForwardedPrincipal) Header(ctx context.Context) (key, value string) {
+	return principalHeader, encodePrincipal(callerOf(ctx))
+}
 
 func encodePrincipal(p Principal) string {
 	b, _ := json.Marshal(p) // a struct of strings and an int: cannot fail

@@ -70,7 +70,7 @@ type Queue struct {
 	hub      *Hub
 	logger   *slog.Logger
 	// runsHere, with several replicas on one database, makes a session live on this
-	// replica if it is this replica's to run (Replicas.RunsHere); nil: every session is.
+	// replica if it is this replica's to run (replicas.Replica.RunsHere); nil: every session is.
 	runsHere func(ctx context.Context, sessionID string) (bool, error)
 
 	mu    sync.Mutex
@@ -128,7 +128,7 @@ func (q *Queue) removedUnrun(messageID string) (presenters.MessageDequeuedPayloa
 
 // RunOnOwner makes the queue run a session's messages only where runsHere says the
 // session runs, after runsHere made it live there (with several replicas on one
-// database: Replicas.RunsHere); call it before Run.
+// database: replicas.Replica.RunsHere); call it before Run.
 func (q *Queue) RunOnOwner(runsHere func(ctx context.Context, sessionID string) (bool, error)) {
 	q.runsHere = runsHere
 }
@@ -442,7 +442,7 @@ const maxFailureText = 1024
 // open (not loaded since the server started, or in error after its agent stopped) is
 // opened again as LoadSession does, unless a client closed it.
 func (q *Queue) start(ctx context.Context, sessionID string, m presenters.QueuedMessage) (agentID string, err error) {
-	p, err := q.registry.ownerOf(ctx, sessionID)
+	p, err := q.registry.OwnerOf(ctx, sessionID)
 	if err != nil {
 		return "", err
 	}

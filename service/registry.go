@@ -89,9 +89,9 @@ func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInf
 	return r.store.SaveSessionSetup(ctx, setup)
 }
 
-// ownerOf returns the presenter of the agent that owns a stored session; an
+// OwnerOf returns the presenter of the agent that owns a stored session; an
 // *agentNotConfiguredError when that agent is no longer configured.
-func (r *Registry) ownerOf(ctx context.Context, sessionID string) (presenters.Presenter, error) {
+func (r *Registry) OwnerOf(ctx context.Context, sessionID string) (presenters.Presenter, error) {
 	rec, err := r.store.SessionOwner(ctx, sessionID)
 	if err != nil {
 		return nil, err

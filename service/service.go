@@ -113,7 +113,7 @@ func (s *Service) owner(ctx context.Context, sessionID string) (presenters.Prese
 			return p, nil
 		}
 	}
-	p, err := s.registry.ownerOf(ctx, sessionID)
+	p, err := s.registry.OwnerOf(ctx, sessionID)
 	return p, sessionNotFound(sessionID, err)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/service/replicas"
 	"github.com/agenticd/agenticd/store"
 )
 
@@ -520,7 +521,7 @@ func (r ReplicaConfig) validate(c Config) error {
 		return errors.New("replica: set only with database (a postgres:// URL the replicas share); on SQLite agenticd is one replica: remove the replica settings (or AGENTICD_REPLICA_*)")
 	}
 	if r.LeaseTTL < 0 || (r.LeaseTTL > 0 && r.LeaseTTL < time.Second) {
-		return fmt.Errorf("replica.lease_ttl %s: use 1s or more (default %s)", r.LeaseTTL, service.DefaultLeaseTTL)
+		return fmt.Errorf("replica.lease_ttl %s: use 1s or more (default %s)", r.LeaseTTL, replicas.DefaultLeaseTTL)
 	}
 	if r.Advertise != "" {
 		if _, port, err := net.SplitHostPort(r.Advertise); err != nil || port == "" || port == "0" {

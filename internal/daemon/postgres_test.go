@@ -12,7 +12,7 @@ import (
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/internal/pgtest"
-	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/service/replicas"
 )
 
 // With database set to a Postgres URL, agenticd keeps its sessions there rather than in
@@ -124,7 +124,7 @@ func TestDatabaseConfig(t *testing.T) {
 // from the database hears UNAVAILABLE, and tries again, before its session could move.
 // (At a ttl of 1 s, the least allowed, the stall bound is at its floor, the ttl itself.)
 func TestPostgresLimitsBoundCallsWithinTheLeaseTTL(t *testing.T) {
-	for _, ttl := range []time.Duration{2 * time.Second, 3 * time.Second, service.DefaultLeaseTTL, time.Minute} {
+	for _, ttl := range []time.Duration{2 * time.Second, 3 * time.Second, replicas.DefaultLeaseTTL, time.Minute} {
 		l := postgresLimits(ttl)
 		if l.Call <= 0 || l.Call >= ttl || l.Stall >= l.Call {
 			t.Errorf("lease ttl %s: a store call is bounded at %s, the stall at %s; want the stall below the call's bound, below the ttl", ttl, l.Call, l.Stall)

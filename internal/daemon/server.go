@@ -24,6 +24,7 @@ import (
 	"github.com/agenticd/agenticd/presenters/acp"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/service/replicas"
 	"github.com/agenticd/agenticd/store"
 	"github.com/agenticd/agenticd/web"
 	"github.com/agenticd/agenticd/webhooks"
@@ -69,7 +70,7 @@ type Server struct {
 
 	// In a group of replicas (database set): the lease keeper and router, and the end
 	// of its lease renewal and of the database listener.
-	replicas    *service.Replicas
+	replica     *replicas.Replica
 	stopReplica context.CancelFunc
 	replicaDone sync.WaitGroup
 
@@ -301,7 +302,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.hub = hub
 	if !replicated && notifier != nil {
 		// Sessions' own webhooks from before the restart, which hear of the interrupted
-		// replies' ends too; a replica takes each up with its session (Replicas).
+		// replies' ends too; a replica takes each up with its session (replicas.Replica).
 		if err := service.RestoreSessionWebhooks(ctx, st, notifier, s.logger); err != nil {
 			return fmt.Errorf("read sessions' webhooks: %w", err)
 		}
@@ -335,9 +336,9 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.telemetry.watch(hub, s.presenters)
-	var replicas *service.Replicas
+	var replica *replicas.Replica
 	if replicated {
-		if replicas, err = s.startReplica(registry, notifier, replicaID, replicaAddress); err != nil {
+		if replica, err = s.startReplica(registry, notifier, replicaID, replicaAddress); err != nil {
 			return err
 		}
 	}
@@ -354,8 +355,10 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	svc := service.New(service.Options{Registry: registry, Hub: hub, Roots: roots, WebLogins: s.webLogins, PageURL: s.pageURL,
 		Webhooks: notifier, Logger: s.logger})
-	if replicas != nil {
-		hub.Queue().RunOnOwner(replicas.RunsHere)
+	var router service.Router
+	if replica != nil {
+		hub.Queue().RunOnOwner(replica.RunsHere)
+		router = replica
 	}
 	queueCtx, stopQueue := context.WithCancel(context.Background())
 	s.stopQueue, s.queueDone = stopQueue, make(chan struct{})
@@ -368,7 +371,7 @@ func (s *Server) build(ctx context.Context) error {
 		s.telemetry.grpcOptions(service.GRPCOptions{
 			Credentials: creds,
 			TLSCertFile: cfg.TLS.CertFile, TLSKeyFile: cfg.TLS.KeyFile, ClientCAFile: cfg.TLS.ClientCAFile,
-			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Replicas: replicas, Answers: st, Logger: s.logger}),
+			Page: web.Handler(), AllowedOrigins: cfg.AllowedOrigins, Router: router, Answers: st, Logger: s.logger}),
 	)
 	return err
 }
@@ -376,18 +379,19 @@ func (s *Server) build(ctx context.Context) error {
 // startReplica joins the group of replicas on the database: it renews this replica's
 // session leases and wakes the hub's log tails on every append any replica makes, until
 // release stops both.
-func (s *Server) startReplica(registry *service.Registry, notifier *webhooks.Notifier, id, address string) (*service.Replicas, error) {
-	replicas, err := service.NewReplicas(service.ReplicaOptions{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL, Token: s.cfg.Token,
-		Leases: s.store, Store: s.store, Registry: registry, Hub: s.hub, Webhooks: notifier, Logger: s.logger})
+func (s *Server) startReplica(registry *service.Registry, notifier *webhooks.Notifier, id, address string) (*replicas.Replica, error) {
+	replica, err := replicas.New(replicas.Options{ID: id, Address: address, LeaseTTL: s.cfg.Replica.LeaseTTL, Token: s.cfg.Token,
+		Leases: s.store, Owners: registry, Hub: s.hub, Successor: &service.TakeOvers{Store: s.store, Hub: s.hub, Webhooks: notifier},
+		Principals: service.ForwardedPrincipal{}, Logger: s.logger})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.replicas, s.stopReplica = replicas, cancel
+	s.replica, s.stopReplica = replica, cancel
 	s.replicaDone.Add(2)
 	go func() {
 		defer s.replicaDone.Done()
-		replicas.Run(ctx)
+		replica.Run(ctx)
 	}()
 	go func() {
 		defer s.replicaDone.Done()
@@ -395,8 +399,8 @@ func (s *Server) startReplica(registry *service.Registry, notifier *webhooks.Not
 			s.logger.Error("cannot listen for the event log's appends: subscribers on this replica get no new events", "err", err)
 		}
 	}()
-	s.logger.Info("serving as a replica", "replica", id, "advertise", address, "lease_ttl", cmp.Or(s.cfg.Replica.LeaseTTL, service.DefaultLeaseTTL))
-	return replicas, nil
+	s.logger.Info("serving as a replica", "replica", id, "advertise", address, "lease_ttl", cmp.Or(s.cfg.Replica.LeaseTTL, replicas.DefaultLeaseTTL))
+	return replica, nil
 }
 
 // replicaIdentity is this process's name among the replicas and the address the others
@@ -431,7 +435,7 @@ var integrityCheckBudget = store.IntegrityCheckBudget
 
 func (s *Server) openStore(ctx context.Context) (*store.Store, error) {
 	if s.cfg.Database != "" {
-		st, err := store.OpenOnPostgresWith(ctx, s.cfg.Database, postgresLimits(cmp.Or(s.cfg.Replica.LeaseTTL, service.DefaultLeaseTTL)))
+		st, err := store.OpenOnPostgresWith(ctx, s.cfg.Database, postgresLimits(cmp.Or(s.cfg.Replica.LeaseTTL, replicas.DefaultLeaseTTL)))
 		if err == nil {
 			s.logger.Info("history database on Postgres", "database", store.RedactDSN(s.cfg.Database))
 		}
@@ -571,12 +575,12 @@ func (s *Server) release(ctx context.Context) error {
 	if s.hub != nil {
 		s.hub.Close()
 	}
-	if s.replicas != nil {
+	if s.replica != nil {
 		// The sessions are closed and their last events logged: other replicas may take
 		// them at once rather than after the leases' ttl.
 		s.stopReplica()
 		s.replicaDone.Wait()
-		if err := s.replicas.Release(closeCtx); err != nil {
+		if err := s.replica.Release(closeCtx); err != nil {
 			errs = append(errs, fmt.Errorf("release the session leases: %w", err))
 		}
 	}

@@ -88,6 +88,9 @@ var rules = []rule{
 	{name: "service/wire, the wire encoding, imports neither store/ nor the rest of service/",
 		covers: under("service/wire"), forbids: either(under("store", "service"), orm),
 		allowing: func(_, dep string) bool { return under("service/wire")(dep) }},
+	{name: "service/replicas, the routing between replicas, imports no more of service/ than service/wire",
+		covers: under("service/replicas"), forbids: under("service"),
+		allowing: func(_, dep string) bool { return under("service/replicas", "service/wire")(dep) }},
 }
 
 // pkg is what `go list -json` says of a package, as far as the rules need.
@@ -165,18 +168,21 @@ func TestRulesCatchBreaks(t *testing.T) {
 		{"webhooks/ is an event observer beside metrics: no wire, no storage, no service", pkg{ImportPath: m("webhooks"), Deps: []string{m("store")}}},
 		{"service/wire, the wire encoding, imports neither store/ nor the rest of service/", pkg{ImportPath: m("service/wire"), Deps: []string{m("service")}}},
 		{"service/wire, the wire encoding, imports neither store/ nor the rest of service/", pkg{ImportPath: m("service/wire"), Deps: []string{m("store")}}},
+		{"service/replicas, the routing between replicas, imports no more of service/ than service/wire", pkg{ImportPath: m("service/replicas"), Deps: []string{m("service")}}},
 	} {
 		got := violations([]pkg{c.pkg}, rules)
 		if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, c.rule+":") }) {
 			t.Errorf("%q did not catch %s importing %v (violations: %v)", c.rule, c.pkg.ImportPath, c.pkg.Deps, got)
 		}
 	}
-	// What the rules allow: a presenter importing its own subpackage, sandbox its own.
+	// What the rules allow: a presenter importing its own subpackage, sandbox its own, the
+	// replicas' routing the wire encoding, the store and grpc.
 	allowed := []pkg{
 		{ImportPath: m("presenters/acp"), Deps: []string{m("presenters"), m("store"), m("sandbox")}},
 		{ImportPath: m("sandbox"), Deps: []string{m("sandbox/confine")}},
 		{ImportPath: m("service"), Deps: []string{m("gen/go/agentic/v1"), "google.golang.org/grpc"}},
 		{ImportPath: m("service/wire"), Deps: []string{m("gen/go/agentic/v1"), m("presenters"), "google.golang.org/grpc"}},
+		{ImportPath: m("service/replicas"), Deps: []string{m("service/wire"), m("store"), m("presenters"), "google.golang.org/grpc"}},
 	}
 	if got := violations(allowed, rules); len(got) > 0 {
 		t.Errorf("allowed imports refused: %v", got)

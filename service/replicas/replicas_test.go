@@ -1,4 +1,4 @@
-package service
+package replicas_test
 
 import (
 	"context"
@@ -8,43 +8,17 @@ import (
 	"testing/synctest"
 	"time"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"go.uber.org/goleak"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/presenters"
+	"github.com/agenticd/agenticd/service"
+	"github.com/agenticd/agenticd/service/replicas"
 	"github.com/agenticd/agenticd/store"
 )
 
-// Every method whose request names one session is routed to the session's owner, and
-// its response type is known for forwarding: a method added to the service without a
-// routing decision fails here.
-func TestSessionMethodsCoverTheService(t *testing.T) {
-	sd := pb.File_agentic_v1_service_proto.Services().ByName("AgenticService")
-	methods := sd.Methods()
-	for i := range methods.Len() {
-		m := methods.Get(i)
-		full := "/" + string(sd.FullName()) + "/" + string(m.Name())
-		f := m.Input().Fields().ByName("session_id")
-		names := f != nil && f.Kind() == protoreflect.StringKind && !f.IsList()
-		_, routed := sessionMethods[full]
-		if names != routed {
-			t.Errorf("%s: its request names a session: %v; routed by session: %v", full, names, routed)
-		}
-		if !routed {
-			continue
-		}
-		resp, err := newResponse(full)
-		if err != nil {
-			t.Errorf("%s: %v", full, err)
-			continue
-		}
-		if got := resp.ProtoReflect().Descriptor().FullName(); got != m.Output().FullName() {
-			t.Errorf("%s: forwarding would decode its answer as %s, want %s", full, got, m.Output().FullName())
-		}
-	}
-	if _, err := newResponse("/" + pb.AgenticService_ServiceDesc.ServiceName + "/NoSuchMethod"); err == nil {
-		t.Error("newResponse of an unknown method: no error")
-	}
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }
 
 // fakeLeases is a LeaseStore whose answers the test chooses.
@@ -53,7 +27,7 @@ type fakeLeases struct {
 	acquire func(ctx context.Context, sessionID string) (store.Lease, error)
 }
 
-var _ LeaseStore = (*fakeLeases)(nil)
+var _ replicas.LeaseStore = (*fakeLeases)(nil)
 
 func (f *fakeLeases) SessionLease(ctx context.Context, id string) (store.Lease, error) {
 	return f.lease(ctx, id)
@@ -70,9 +44,23 @@ func (f *fakeLeases) LapsedWithUnfinishedWork(context.Context, int) ([]string, e
 	return nil, nil
 }
 
-// newTestReplicas is a replica over an SQLite store that knows session s1 of agent
-// fake.a, with the lease store given.
-func newTestReplicas(t *testing.T, leases LeaseStore) (*Replicas, *fakePresenter) {
+// loader is an agent whose LoadSession the test chooses; the routing calls nothing else
+// of it but AgentID.
+type loader struct {
+	presenters.Presenter
+	id   string
+	load func(ctx context.Context, id string, lc presenters.LoadContext) (presenters.SessionInfo, error)
+}
+
+func (l *loader) AgentID() string { return l.id }
+
+func (l *loader) LoadSession(ctx context.Context, id string, lc presenters.LoadContext) (presenters.SessionInfo, error) {
+	return l.load(ctx, id, lc)
+}
+
+// newTestReplica is a replica over an SQLite store and the service's hub and registry
+// that knows session s1 of agent fake.a, with the lease store given.
+func newTestReplica(t *testing.T, leases replicas.LeaseStore) (*replicas.Replica, *loader) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "agenticd.db"))
@@ -80,20 +68,21 @@ func newTestReplicas(t *testing.T, leases LeaseStore) (*Replicas, *fakePresenter
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	hub, err := NewHub(ctx, HubOptions{Store: st, Log: st, Replica: "me"})
+	hub, err := service.NewHub(ctx, service.HubOptions{Store: st, Log: st, Replica: "me"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(hub.Close)
-	fake := newFake("fake.a", hub)
-	reg, err := NewRegistry(st, []presenters.Presenter{fake})
+	fake := &loader{id: "fake.a"}
+	reg, err := service.NewRegistry(st, []presenters.Presenter{fake})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.AddSessionOwner(ctx, store.SessionOwner{SessionID: "s1", AgentID: "fake.a"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReplicas(ReplicaOptions{ID: "me", Address: "127.0.0.1:1", Leases: leases, Store: st, Registry: reg, Hub: hub})
+	r, err := replicas.New(replicas.Options{ID: "me", Address: "127.0.0.1:1", Leases: leases, Owners: reg, Hub: hub,
+		Successor: &service.TakeOvers{Store: st, Hub: hub}, Principals: service.ForwardedPrincipal{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +98,7 @@ func TestWaitersForwardWhenAnotherReplicaHoldsTheLease(t *testing.T) {
 	var release chan struct{}
 	var reads atomic.Int32
 	other := store.Lease{SessionID: "s1", Replica: "other", Address: "10.0.0.9:1", Expires: time.Now().Add(time.Minute)}
-	r, _ := newTestReplicas(t, &fakeLeases{lease: func(context.Context, string) (store.Lease, error) {
+	r, _ := newTestReplica(t, &fakeLeases{lease: func(context.Context, string) (store.Lease, error) {
 		reads.Add(1)
 		<-release
 		return other, nil
@@ -122,7 +111,7 @@ func TestWaitersForwardWhenAnotherReplicaHoldsTheLease(t *testing.T) {
 		}
 		results := make(chan routed, 2)
 		for range 2 {
-			go func() { l, err := r.route(context.Background(), "s1", callLive); results <- routed{l, err} }()
+			go func() { l, err := r.Route(context.Background(), "s1", replicas.CallLive); results <- routed{l, err} }()
 		}
 		synctest.Wait() // one call reads the lease, the other waits on its entry
 		close(release)
@@ -141,25 +130,25 @@ func TestWaitersForwardWhenAnotherReplicaHoldsTheLease(t *testing.T) {
 // Live calls that arrive together for a session taken over without a load wait for one
 // load; LoadSession run here counts as the load.
 func TestLiveCallsShareOneLoad(t *testing.T) {
-	r, fake := newTestReplicas(t, &fakeLeases{lease: noLease,
+	r, fake := newTestReplica(t, &fakeLeases{lease: noLease,
 		acquire: func(_ context.Context, id string) (store.Lease, error) {
 			return store.Lease{SessionID: id, Replica: "me"}, nil
 		}})
 	var loads atomic.Int32
 	loading, finish := make(chan struct{}, 1), make(chan struct{})
-	fake.loadFn = func(_ context.Context, id string, _ presenters.LoadContext) (presenters.SessionInfo, error) {
+	fake.load = func(_ context.Context, id string, _ presenters.LoadContext) (presenters.SessionInfo, error) {
 		loads.Add(1)
 		loading <- struct{}{}
 		<-finish
 		return presenters.SessionInfo{SessionID: id}, nil
 	}
 	ctx := context.Background()
-	if _, err := r.route(ctx, "s1", callRead); err != nil {
+	if _, err := r.Route(ctx, "s1", replicas.CallRead); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 2)
 	for range 2 {
-		go func() { _, err := r.route(ctx, "s1", callLive); done <- err }()
+		go func() { _, err := r.Route(ctx, "s1", replicas.CallLive); done <- err }()
 	}
 	<-loading
 	select {
@@ -178,14 +167,12 @@ func TestLiveCallsShareOneLoad(t *testing.T) {
 	}
 
 	// A LoadSession handler that ran here leaves nothing to load for a live call.
-	r.mu.Lock()
-	delete(r.owned, "s1")
-	r.mu.Unlock()
-	if _, err := r.route(ctx, "s1", callLoad); err != nil {
+	r.Disown("s1")
+	if _, err := r.Route(ctx, "s1", replicas.CallLoad); err != nil {
 		t.Fatal(err)
 	}
-	r.ran(ctx, pb.AgenticService_LoadSession_FullMethodName, "s1")
-	if _, err := r.route(ctx, "s1", callLive); err != nil {
+	r.Ran(ctx, pb.AgenticService_LoadSession_FullMethodName, "s1")
+	if _, err := r.Route(ctx, "s1", replicas.CallLive); err != nil {
 		t.Fatal(err)
 	}
 	if n := loads.Load(); n != 1 {
