@@ -75,6 +75,14 @@ func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) error {
 // presenters.ErrFailedPrecondition (session ids are one namespace across agents, and the
 // first owner keeps its session).
 func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) error {
+	_, err := s.RecordSessionOwner(ctx, rec)
+	return err
+}
+
+// RecordSessionOwner is AddSessionOwner, and reports whether the record is new: then the
+// session's creator is rec's (OwnerPrincipal when rec names none) and it has no ACL
+// yet, so a caller need not read them back.
+func (s *Store) RecordSessionOwner(ctx context.Context, rec SessionOwner) (inserted bool, err error) {
 	if rec.Creator == "" {
 		rec.Creator = OwnerPrincipal
 	}
@@ -84,20 +92,20 @@ func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) error {
 		rows, err = res.RowsAffected()
 	}
 	if err != nil {
-		return fmt.Errorf("record session %s: %w", rec.SessionID, err)
+		return false, fmt.Errorf("record session %s: %w", rec.SessionID, err)
 	}
 	if rows == 1 {
-		return nil
+		return true, nil
 	}
 	existing, err := s.SessionOwner(ctx, rec.SessionID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if existing.AgentID != rec.AgentID {
-		return fmt.Errorf("%w: agent %s answered with session id %q, which already belongs to agent %s; session ids must be unique across agents, so the new session is closed (report it to the agent's maintainers)",
+		return false, fmt.Errorf("%w: agent %s answered with session id %q, which already belongs to agent %s; session ids must be unique across agents, so the new session is closed (report it to the agent's maintainers)",
 			presenters.ErrFailedPrecondition, rec.AgentID, rec.SessionID, existing.AgentID)
 	}
-	return nil
+	return false, nil
 }
 
 // SessionOwner returns a session's owner record; presenters.ErrNotFound when unknown.
