@@ -174,3 +174,37 @@ func BenchmarkSaveRequestAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendEvents is one group commit of the event log as a paced turn makes them:
+// a few events per batch (one op), every third batch with an audit entry, and as a flood
+// makes them (a full statement of appendRows events and a remainder).
+func BenchmarkAppendEvents(b *testing.B) {
+	for _, n := range []int{5, appendRows + 37} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			s, err := Open(context.Background(), b.TempDir()+"/agenticd.db")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			data := make([]byte, 96)
+			batch := make([]LoggedEvent, n)
+			now := time.Now()
+			seq := uint64(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				for j := range batch {
+					seq++
+					batch[j] = LoggedEvent{Sequence: seq, SessionID: "s1", AgentID: "acp.test.agent", Type: 5, MessageID: "m1", Time: now, Data: data}
+				}
+				var audit []AuditEntry
+				if i%3 == 0 {
+					audit = []AuditEntry{{Time: now, Kind: 1, SessionID: "s1", AgentID: "acp.test.agent", Data: data}}
+				}
+				if _, err := s.AppendFenced(context.Background(), batch, audit, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

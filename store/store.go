@@ -55,10 +55,12 @@ type Store struct {
 	insertConversationStmt *sql.Stmt
 	updateConversationStmt *sql.Stmt
 	insertSessionOwnerStmt *sql.Stmt
-	// appendEventsStmt inserts appendRows events: a flood's batches are mostly full ones,
-	// and preparing the statement each time was a third of the event log's cost.
-	appendEventsStmt *sql.Stmt
-	sqlDB            *sql.DB
+	// appendEventsStmts[k] inserts 1<<k events, up to appendRows: a batch of any size is
+	// a few of them (appendChunk), and preparing a statement for each batch's size was a
+	// third of the event log's cost. insertAuditStmt inserts one audit entry.
+	appendEventsStmts [appendSizes]*sql.Stmt
+	insertAuditStmt   *sql.Stmt
+	sqlDB             *sql.DB
 	// dialect is the engine's: the statements above are prepared in its placeholders.
 	dialect dialect
 	// committed holds the block rows as last committed of each message saved in
@@ -121,7 +123,14 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		{&s.insertConversationStmt, insertConversationSQL, "the conversation insert"},
 		{&s.updateConversationStmt, updateConversationSQL, "the conversation update"},
 		{&s.insertSessionOwnerStmt, insertSessionOwnerSQL, "the session owner insert"},
-		{&s.appendEventsStmt, appendEventsSQL(appendRows), "the event log insert"},
+		{&s.insertAuditStmt, insertAuditSQL, "the audit log insert"},
+	}
+	for k := range s.appendEventsStmts {
+		prepare = append(prepare, struct {
+			stmt **sql.Stmt
+			sql  string
+			what string
+		}{&s.appendEventsStmts[k], appendEventsSQL(1 << k), "the event log insert"})
 	}
 	for _, p := range prepare {
 		if *p.stmt, err = sqlDB.PrepareContext(ctx, s.dialect.rebind(p.sql)); err != nil {
@@ -150,7 +159,8 @@ func (s *Store) Close() error {
 
 func (s *Store) closeStatements() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.appendEventsStmt} {
+	stmts := append([]*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.insertAuditStmt}, s.appendEventsStmts[:]...)
+	for _, stmt := range stmts {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}
