@@ -48,13 +48,15 @@ type Store struct {
 	writeMu sync.Locker // WriteLock(db)
 	// ownsDB is set by Open: Close then closes the database too.
 	ownsDB bool
-	// Prepared once for the statements every session runs (creating and closing it, and
-	// recording its owner): preparing each time was a tenth of a session's cost.
+	// Prepared once for the statements every session runs (creating and closing it,
+	// recording its owner, and the look at its queue when it closes or a turn ends):
+	// preparing each time was a tenth of a session's cost.
 	// database/sql prepares them again on each connection that runs them, and closing the
 	// database closes them too.
 	insertConversationStmt *sql.Stmt
 	updateConversationStmt *sql.Stmt
 	insertSessionOwnerStmt *sql.Stmt
+	queuedMessagesStmt     *sql.Stmt
 	// appendEventsStmts[k] inserts 1<<k events, up to appendRows: a batch of any size is
 	// a few of them (appendChunk), and preparing a statement for each batch's size was a
 	// third of the event log's cost. insertAuditStmt inserts one audit entry.
@@ -124,6 +126,7 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		{&s.updateConversationStmt, updateConversationSQL, "the conversation update"},
 		{&s.insertSessionOwnerStmt, insertSessionOwnerSQL, "the session owner insert"},
 		{&s.insertAuditStmt, insertAuditSQL, "the audit log insert"},
+		{&s.queuedMessagesStmt, queuedMessagesSQL, "the queue's read"},
 	}
 	for k := range s.appendEventsStmts {
 		prepare = append(prepare, struct {
@@ -159,7 +162,7 @@ func (s *Store) Close() error {
 
 func (s *Store) closeStatements() error {
 	var errs []error
-	stmts := append([]*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.insertAuditStmt}, s.appendEventsStmts[:]...)
+	stmts := append([]*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.insertAuditStmt, s.queuedMessagesStmt}, s.appendEventsStmts[:]...)
 	for _, stmt := range stmts {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
