@@ -57,6 +57,10 @@ type Store struct {
 	updateConversationStmt *sql.Stmt
 	insertSessionOwnerStmt *sql.Stmt
 	queuedMessagesStmt     *sql.Stmt
+	// The request answers of calls with a request_id (requestanswers.go): looked up on
+	// the first call with an id, saved after it.
+	saveRequestAnswerStmt   *sql.Stmt
+	lookupRequestAnswerStmt *sql.Stmt
 	// appendEventsStmts[k] inserts 1<<k events, up to appendRows: a batch of any size is
 	// a few of them (appendChunk), and preparing a statement for each batch's size was a
 	// third of the event log's cost. insertAuditStmt inserts one audit entry.
@@ -127,6 +131,8 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		{&s.insertSessionOwnerStmt, insertSessionOwnerSQL, "the session owner insert"},
 		{&s.insertAuditStmt, insertAuditSQL, "the audit log insert"},
 		{&s.queuedMessagesStmt, queuedMessagesSQL, "the queue's read"},
+		{&s.saveRequestAnswerStmt, saveRequestAnswerSQL, "the request answer insert"},
+		{&s.lookupRequestAnswerStmt, lookupRequestAnswerSQL, "the request answer lookup"},
 	}
 	for k := range s.appendEventsStmts {
 		prepare = append(prepare, struct {
@@ -162,7 +168,8 @@ func (s *Store) Close() error {
 
 func (s *Store) closeStatements() error {
 	var errs []error
-	stmts := append([]*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.insertAuditStmt, s.queuedMessagesStmt}, s.appendEventsStmts[:]...)
+	stmts := append([]*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.insertAuditStmt, s.queuedMessagesStmt,
+		s.saveRequestAnswerStmt, s.lookupRequestAnswerStmt}, s.appendEventsStmts[:]...)
 	for _, stmt := range stmts {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
