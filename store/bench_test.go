@@ -208,3 +208,32 @@ func BenchmarkAppendEvents(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSessionOwnerAndGrants is what judging a principal's reach to a session costs
+// the store on a call of a principal that is no admin: its owner record, then its ACL.
+func BenchmarkSessionOwnerAndGrants(b *testing.B) {
+	s, err := Open(context.Background(), b.TempDir()+"/agenticd.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ctx := context.Background()
+	for i := range 1000 {
+		if err := s.AddSessionOwner(ctx, SessionOwner{SessionID: fmt.Sprintf("s%04d", i), AgentID: "acp.test.agent", Workspace: "/w", CreatedUnixNano: int64(i), Creator: "alice"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.SetSessionGrants(ctx, "s0500", []SessionGrant{{Grantee: GranteePrincipal("bob")}, {Grantee: GranteeGroup("devs"), Write: true}}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if rec, err := s.SessionOwner(ctx, "s0500"); err != nil || rec.Creator != "alice" {
+			b.Fatal(rec, err)
+		}
+		if grants, err := s.SessionGrants(ctx, []string{"s0500"}); err != nil || len(grants["s0500"]) != 2 {
+			b.Fatal(grants, err)
+		}
+	}
+}

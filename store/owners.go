@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -108,11 +109,15 @@ func (s *Store) RecordSessionOwner(ctx context.Context, rec SessionOwner) (inser
 	return false, nil
 }
 
+const sessionOwnerSQL = `SELECT session_id, agent_id, workspace, created_unix_nano, creator FROM session_owners WHERE session_id = ?`
+
 // SessionOwner returns a session's owner record; presenters.ErrNotFound when unknown.
+// Calls on a session read it (its agent, and its creator for a caller's reach), so it is
+// a prepared statement.
 func (s *Store) SessionOwner(ctx context.Context, sessionID string) (SessionOwner, error) {
 	var rec SessionOwner
-	err := s.db.WithContext(ctx).Where("session_id = ?", sessionID).Take(&rec).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	err := s.sessionOwnerStmt.QueryRowContext(ctx, sessionID).Scan(&rec.SessionID, &rec.AgentID, &rec.Workspace, &rec.CreatedUnixNano, &rec.Creator)
+	if errors.Is(err, sql.ErrNoRows) {
 		return rec, fmt.Errorf("%w: unknown session %q; ListSessions shows the sessions this server knows", presenters.ErrNotFound, sessionID)
 	}
 	if err != nil {

@@ -57,6 +57,9 @@ type Store struct {
 	updateConversationStmt *sql.Stmt
 	insertSessionOwnerStmt *sql.Stmt
 	queuedMessagesStmt     *sql.Stmt
+	// A session's owner record and ACL, which calls on it read (owners.go, access.go).
+	sessionOwnerStmt  *sql.Stmt
+	sessionGrantsStmt *sql.Stmt
 	// The request answers of calls with a request_id (requestanswers.go): looked up on
 	// the first call with an id, saved after it.
 	saveRequestAnswerStmt   *sql.Stmt
@@ -133,6 +136,8 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		{&s.queuedMessagesStmt, queuedMessagesSQL, "the queue's read"},
 		{&s.saveRequestAnswerStmt, saveRequestAnswerSQL, "the request answer insert"},
 		{&s.lookupRequestAnswerStmt, lookupRequestAnswerSQL, "the request answer lookup"},
+		{&s.sessionOwnerStmt, sessionOwnerSQL, "the session owner lookup"},
+		{&s.sessionGrantsStmt, sessionGrantsSQL, "the session ACL lookup"},
 	}
 	for k := range s.appendEventsStmts {
 		prepare = append(prepare, struct {
@@ -169,7 +174,7 @@ func (s *Store) Close() error {
 func (s *Store) closeStatements() error {
 	var errs []error
 	stmts := append([]*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.insertAuditStmt, s.queuedMessagesStmt,
-		s.saveRequestAnswerStmt, s.lookupRequestAnswerStmt}, s.appendEventsStmts[:]...)
+		s.saveRequestAnswerStmt, s.lookupRequestAnswerStmt, s.sessionOwnerStmt, s.sessionGrantsStmt}, s.appendEventsStmts[:]...)
 	for _, stmt := range stmts {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
