@@ -69,7 +69,9 @@ type Store struct {
 	// third of the event log's cost. insertAuditStmt inserts one audit entry.
 	appendEventsStmts [appendSizes]*sql.Stmt
 	insertAuditStmt   *sql.Stmt
-	sqlDB             *sql.DB
+	// prepared is every statement above, for Close.
+	prepared []*sql.Stmt
+	sqlDB    *sql.DB
 	// dialect is the engine's: the statements above are prepared in its placeholders.
 	dialect dialect
 	// committed holds the block rows as last committed of each message saved in
@@ -124,11 +126,11 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		return nil, fmt.Errorf("history database: %w", err)
 	}
 	s := &Store{db: db, sqlDB: sqlDB, dialect: dialectOf(db), writeMu: WriteLock(db), committed: make(map[string][]storedRow)}
-	prepare := []struct {
-		stmt **sql.Stmt
-		sql  string
-		what string
-	}{
+	type statement struct {
+		stmt      **sql.Stmt
+		sql, what string
+	}
+	prepare := []statement{
 		{&s.insertConversationStmt, insertConversationSQL, "the conversation insert"},
 		{&s.updateConversationStmt, updateConversationSQL, "the conversation update"},
 		{&s.insertSessionOwnerStmt, insertSessionOwnerSQL, "the session owner insert"},
@@ -140,17 +142,14 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		{&s.sessionGrantsStmt, sessionGrantsSQL, "the session ACL lookup"},
 	}
 	for k := range s.appendEventsStmts {
-		prepare = append(prepare, struct {
-			stmt **sql.Stmt
-			sql  string
-			what string
-		}{&s.appendEventsStmts[k], appendEventsSQL(1 << k), "the event log insert"})
+		prepare = append(prepare, statement{&s.appendEventsStmts[k], appendEventsSQL(1 << k), "the event log insert"})
 	}
 	for _, p := range prepare {
 		if *p.stmt, err = sqlDB.PrepareContext(ctx, s.dialect.rebind(p.sql)); err != nil {
 			_ = s.closeStatements()
 			return nil, fmt.Errorf("history database: prepare %s: %w", p.what, err)
 		}
+		s.prepared = append(s.prepared, *p.stmt)
 	}
 	return s, nil
 }
@@ -173,12 +172,8 @@ func (s *Store) Close() error {
 
 func (s *Store) closeStatements() error {
 	var errs []error
-	stmts := append([]*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.insertAuditStmt, s.queuedMessagesStmt,
-		s.saveRequestAnswerStmt, s.lookupRequestAnswerStmt, s.sessionOwnerStmt, s.sessionGrantsStmt}, s.appendEventsStmts[:]...)
-	for _, stmt := range stmts {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
-		}
+	for _, stmt := range s.prepared {
+		errs = append(errs, stmt.Close())
 	}
 	return errors.Join(errs...)
 }
