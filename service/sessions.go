@@ -56,8 +56,11 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
-	if err := supportsSetup(p.Describe(ctx), servers, dirs); err != nil {
-		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	// Only a setup beyond the workspace asks the agent's description (its capabilities).
+	if len(servers) > 0 || len(dirs) > 0 {
+		if err := supportsSetup(p.Describe(ctx), servers, dirs); err != nil {
+			return nil, s.fail(ctx, method, err, "agent_id", agentID)
+		}
 	}
 	hook, hasHook, err := s.sessionWebhook(cfg.GetWebhook())
 	if err != nil {
