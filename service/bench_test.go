@@ -257,7 +257,29 @@ func BenchmarkSubscribeStream(b *testing.B) {
 // BenchmarkCreateCloseSession measures the service's share of a session's life (validation,
 // workspace check, SQLite owner record, hub events) with an in-memory presenter.
 func BenchmarkCreateCloseSession(b *testing.B) {
-	e := newEnv(b, envOptions{})
+	benchmarkCreateClose(b, newEnv(b, envOptions{}))
+}
+
+// BenchmarkCreateCloseSessionLogged is BenchmarkCreateCloseSession as agenticd serves it:
+// with the event log and the audit log in the same SQLite store, and the queue of
+// messages (which looks at a session's queue when it closes).
+func BenchmarkCreateCloseSessionLogged(b *testing.B) {
+	st := openStore(b)
+	e := newEnv(b, envOptions{store: st, eventLog: true, hub: HubOptions{Queue: st, Logger: discard}})
+	ctx, cancel := context.WithCancel(bg)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		e.hub.Queue().Run(ctx)
+	}()
+	b.Cleanup(func() {
+		cancel()
+		<-ran
+	})
+	benchmarkCreateClose(b, e)
+}
+
+func benchmarkCreateClose(b *testing.B, e *testEnv) {
 	req := &pb.CreateSessionRequest{AgentId: fakeID, Config: &pb.SessionConfig{Workspace: e.root}}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,10 +34,11 @@ const maxRequestBytes = 4 << 20
 
 // maxWireRequestBytes is grpc-go's receive limit on the server: above maxRequestBytes,
 // so that the codec refuses a message over that with the details every error carries
-// (wire.Requests). A message over this one grpc-go refuses itself,
-// before reading it and before any interceptor, with RESOURCE_EXHAUSTED and no
-// details; raising it further would let an unauthenticated caller make the server
-// hold that much per request.
+// (wire.Requests). A message over this one grpc-go refuses itself, from its length
+// prefix and inside the stream's RecvMsg, before any interceptor or handler runs, with
+// RESOURCE_EXHAUSTED and no details (native gRPC alone: connectChecks refuses the other
+// protocols' first); raising it further would let an unauthenticated caller make the
+// server hold that much per request.
 const maxWireRequestBytes = 2 * maxRequestBytes
 
 // corsMaxAge is how long a browser may cache a preflight's answer.
@@ -104,12 +106,14 @@ func (c connectVersionDefault) ServeHTTP(w http.ResponseWriter, r *http.Request)
 	c.next.ServeHTTP(w, r)
 }
 
-// connectChecks refuses, as Connect errors with the details every error carries, what
-// the gateway would otherwise answer in plain text or with the web page: a Connect
-// request of another protocol version or with a malformed timeout, and a unary one whose
-// message is over maxRequestBytes (the gateway buffers it to transcode, and its buffer
-// limit would say UNAVAILABLE, a code that invites retrying what cannot succeed). A
-// streaming request's messages pass on to the gRPC server, whose codec refuses them.
+// connectChecks refuses, as Connect (or gRPC-Web) errors with the details every error
+// carries, what the gateway would otherwise answer in plain text or with the web page: a
+// Connect request of another protocol version or with a malformed timeout, and a unary
+// one whose message is over maxRequestBytes (the gateway buffers it to transcode, and its
+// buffer limit would say UNAVAILABLE, a code that invites retrying what cannot succeed).
+// A streaming Connect or a gRPC-Web request whose message is over maxRequestBytes is
+// refused here too, by its length or its first envelope's: passed on, one over
+// maxWireRequestBytes would get grpc-go's bare refusal (the codec refuses the others).
 type connectChecks struct {
 	next   http.Handler
 	errors *connect.ErrorWriter
@@ -119,19 +123,25 @@ type connectChecks struct {
 var connectTimeout = regexp.MustCompile(`^[0-9]{1,10}$`)
 
 func (c connectChecks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	unary, streaming := connectContentType(r.Header.Get("Content-Type"))
-	if !isRPCPath(r.URL.Path) || (!unary && !streaming) {
+	ct := r.Header.Get("Content-Type")
+	unary, streaming := connectContentType(ct)
+	web := grpcWebContentType(ct)
+	if !isRPCPath(r.URL.Path) || (!unary && !streaming && !web) {
 		c.next.ServeHTTP(w, r)
 		return
 	}
 	var err error
 	switch v, t := r.Header.Get("Connect-Protocol-Version"), r.Header.Get("Connect-Timeout-Ms"); {
+	case web:
+		err = boundEnvelopedBody(r)
 	case v != "" && v != "1":
 		err = invalidArgument("the Connect-Protocol-Version header is %q: agenticd speaks version 1 of the Connect protocol; send 1, or leave the header out", v)
 	case len(r.Header.Values("Connect-Timeout-Ms")) > 0 && !connectTimeout.MatchString(t):
 		err = invalidArgument("the Connect-Timeout-Ms header is %q: give the timeout in milliseconds, a whole number of at most 10 digits, or leave the header out", t)
-	case unary && r.ContentLength > maxRequestBytes, streaming && r.ContentLength > maxRequestBytes+envelopeBytes:
+	case unary && r.ContentLength > maxRequestBytes:
 		err = requestTooLarge(maxRequestBytes, fmt.Sprintf("the body has %d bytes", r.ContentLength))
+	case streaming:
+		err = boundEnvelopedBody(r)
 	case unary && r.Method == http.MethodPost:
 		err = boundUnaryBody(r)
 	}
@@ -142,9 +152,46 @@ func (c connectChecks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.next.ServeHTTP(w, r)
 }
 
-// envelopeBytes is the prefix of each message of a streaming Connect body: a flags byte
-// and a 4-byte length.
+// envelopeBytes is the prefix of each message of a streaming Connect or a gRPC-Web body:
+// a flags byte and a 4-byte length.
 const envelopeBytes = 5
+
+// grpcWebContentType says whether a content type is binary gRPC-Web (the gateway serves
+// no gRPC-Web text).
+func grpcWebContentType(ct string) bool {
+	ct, _, _ = strings.Cut(strings.ToLower(ct), ";")
+	ct = strings.TrimSpace(ct)
+	return ct == "application/grpc-web" || strings.HasPrefix(ct, "application/grpc-web+")
+}
+
+// boundEnvelopedBody refuses an enveloped body (streaming Connect, gRPC-Web) whose
+// request message is over maxRequestBytes: by the body's length when it is known (the
+// request of a unary or server-streaming call is its one message), else by the first
+// envelope's length prefix, which is put back for the gateway.
+func boundEnvelopedBody(r *http.Request) error {
+	if r.ContentLength > maxRequestBytes+envelopeBytes {
+		return requestTooLarge(maxRequestBytes, fmt.Sprintf("the body has %d bytes", r.ContentLength))
+	}
+	if r.ContentLength >= 0 || r.Body == nil {
+		return nil
+	}
+	prefix := make([]byte, envelopeBytes)
+	n, err := io.ReadFull(r.Body, prefix)
+	r.Body = prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix[:n]), r.Body), Closer: r.Body}
+	if err != nil {
+		return nil // a body shorter than a prefix: the gateway says what is wrong with it
+	}
+	if size := binary.BigEndian.Uint32(prefix[1:]); size > maxRequestBytes {
+		return requestTooLarge(maxRequestBytes, fmt.Sprintf("its first message has %d bytes", size))
+	}
+	return nil
+}
+
+// prefixedBody is a request body whose first bytes were read and are served again.
+type prefixedBody struct {
+	io.Reader
+	io.Closer
+}
 
 // connectContentType says whether a content type is the Connect protocol's, unary or
 // streaming.

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -55,6 +56,11 @@ var malformedRequests = []struct {
 	{name: "over the size limit", method: "GetSession", json: `{"sessionId":"` + strings.Repeat("a", maxRequestBytes) + `"}`,
 		want: codes.ResourceExhausted, reason: "REQUEST_TOO_LARGE"},
 	{name: "over the size limit", method: "GetSession", proto: mustMarshal(&pb.GetSessionRequest{SessionId: strings.Repeat("a", maxRequestBytes)}),
+		want: codes.ResourceExhausted, reason: "REQUEST_TOO_LARGE"},
+	{name: "three times the size limit", method: "GetSession", json: `{"sessionId":"` + strings.Repeat("a", 3*maxRequestBytes) + `"}`,
+		want: codes.ResourceExhausted, reason: "REQUEST_TOO_LARGE"},
+	{name: "three times the size limit", method: "SendMessage", proto: mustMarshal(&pb.SendMessageRequest{SessionId: "s", Content: &pb.MessageContent{
+		Parts: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: strings.Repeat("t", 3*maxRequestBytes)}}}}}),
 		want: codes.ResourceExhausted, reason: "REQUEST_TOO_LARGE"},
 	{name: "image data URL with invalid base64", method: "SendMessage",
 		json: `{"sessionId":"s","content":{"parts":[{"image":{"url":"data:image/png;base64,!!not base64!!"}}]}}`,
@@ -124,6 +130,17 @@ func TestMalformedRequestsOnEveryProtocol(t *testing.T) {
 		}
 		t.Run("grpc/"+tc.name, func(t *testing.T) {
 			err := e.conn.Invoke(bg, "/agentic.v1.AgenticService/"+tc.method, &rawMessage{b: tc.proto}, &rawMessage{}, grpc.ForceCodecV2(rawCodec{}))
+			if len(tc.proto) > maxWireRequestBytes {
+				// grpc-go refuses it from its length prefix and writes the status itself,
+				// before any of the server's code runs: the code is right, the details
+				// cannot be added (maxWireRequestBytes).
+				if st := status.Convert(err); st.Code() != tc.want {
+					t.Fatalf("%v (%.300s), want %v", st.Code(), st.Message(), tc.want)
+				}
+				_, err := pb.NewAgenticServiceClient(e.conn).GetSession(bg, &pb.GetSessionRequest{SessionId: "after-the-refusal"})
+				wantMalformed(t, status.Convert(err), codes.NotFound, "SESSION_NOT_FOUND", "")
+				return
+			}
 			wantMalformed(t, status.Convert(err), tc.want, tc.reason, tc.field)
 		})
 		t.Run("grpc-web/"+tc.name, func(t *testing.T) {
@@ -200,7 +217,7 @@ func connectCodeName(c codes.Code) string {
 
 // A Connect request over the size limit whose body's length is not told in advance
 // (chunked) is RESOURCE_EXHAUSTED with its reason too: unary, as a Connect error; a
-// stream's, also when its length is known, in the stream's end message.
+// stream's, also when its length is known or it is far over, in the stream's end message.
 func TestConnectOverSizeLimitChunked(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	client := e.httpClient(t, false)
@@ -220,8 +237,11 @@ func TestConnectOverSizeLimitChunked(t *testing.T) {
 		t.Errorf("chunked unary: HTTP %s %+v (%v), want resource_exhausted with REQUEST_TOO_LARGE", resp.Status, ce, err)
 	}
 	resp.Body.Close()
-	big := envelope(0, mustMarshal(&pb.SubscribeRequest{SessionIds: []string{strings.Repeat("s", maxRequestBytes)}}))
-	for _, known := range []bool{true, false} {
+	for _, c := range []struct {
+		size  int
+		known bool
+	}{{maxRequestBytes, true}, {maxRequestBytes, false}, {3 * maxRequestBytes, false}} {
+		big, known := envelope(0, mustMarshal(&pb.SubscribeRequest{SessionIds: []string{strings.Repeat("s", c.size)}})), c.known
 		var body io.Reader = bytes.NewReader(big)
 		if !known {
 			body = io.MultiReader(body) // hides the length: the request is chunked
@@ -238,7 +258,7 @@ func TestConnectOverSizeLimitChunked(t *testing.T) {
 		frames := readFrames(t, resp.Body)
 		resp.Body.Close()
 		if len(frames) != 1 || frames[0].flags&0x02 == 0 {
-			t.Fatalf("length known %v: HTTP %s, %d frames; want one end message", known, resp.Status, len(frames))
+			t.Fatalf("%d bytes, length known %v: HTTP %s, %d frames; want one end message", c.size, known, resp.Status, len(frames))
 		}
 		var end struct {
 			Error connectError `json:"error"`
@@ -247,9 +267,55 @@ func TestConnectOverSizeLimitChunked(t *testing.T) {
 			t.Fatalf("end message %.300s: %v", frames[0].data, err)
 		}
 		if end.Error.Code != "resource_exhausted" || end.Error.errorInfo(t).GetReason() != "REQUEST_TOO_LARGE" {
-			t.Errorf("length known %v: %+v, want resource_exhausted with REQUEST_TOO_LARGE", known, end.Error)
+			t.Errorf("%d bytes, length known %v: %+v, want resource_exhausted with REQUEST_TOO_LARGE", c.size, known, end.Error)
 		}
 	}
+}
+
+// A native gRPC stream's request over the size limit, and a health check's, are refused
+// with the reason every other protocol's refusal carries.
+func TestGRPCOverSizeLimitBeyondUnaryCalls(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	stream, err := pb.NewAgenticServiceClient(e.conn).Subscribe(bg, &pb.SubscribeRequest{SessionIds: []string{strings.Repeat("s", maxRequestBytes)}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantMalformed(t, status.Convert(err), codes.ResourceExhausted, "REQUEST_TOO_LARGE", "")
+	_, err = healthpb.NewHealthClient(e.conn).Check(bg, &healthpb.HealthCheckRequest{Service: strings.Repeat("h", maxRequestBytes)})
+	wantMalformed(t, status.Convert(err), codes.ResourceExhausted, "REQUEST_TOO_LARGE", "")
+}
+
+// A gRPC-Web request whose body's length is not told in advance (chunked) is refused by
+// its message's length prefix, with the reason, also far over the size limit.
+func TestGRPCWebOverSizeLimitChunked(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	client := e.httpClient(t, false)
+	for _, size := range []int{maxRequestBytes, 3 * maxRequestBytes} {
+		body := io.MultiReader(bytes.NewReader(envelope(0, mustMarshal(&pb.GetSessionRequest{SessionId: strings.Repeat("a", size)}))))
+		req, err := http.NewRequest(http.MethodPost, rpcURL("GetSession"), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/grpc-web+proto")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantMalformed(t, grpcWebStatus(t, resp), codes.ResourceExhausted, "REQUEST_TOO_LARGE", "")
+		resp.Body.Close()
+	}
+	// A small chunked request still reaches the service whole.
+	req, err := http.NewRequest(http.MethodPost, rpcURL("GetSession"), io.MultiReader(bytes.NewReader(envelope(0, mustMarshal(&pb.GetSessionRequest{SessionId: "nope"})))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc-web+proto")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	wantMalformed(t, grpcWebStatus(t, resp), codes.NotFound, "SESSION_NOT_FOUND", "")
 }
 
 // A 1 MiB metadata value on a connection's first call gets the call's answer on native

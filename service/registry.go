@@ -70,23 +70,25 @@ func (r *Registry) agentList() string {
 }
 
 // recordSession remembers a new session's agent, creator, ACL and setup, so that they
-// survive a restart.
-func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID, creator string, grants []store.SessionGrant, setup store.SessionSetup) error {
-	if err := r.store.AddSessionOwner(ctx, store.SessionOwner{
+// survive a restart. New reports whether the session was not recorded before: its
+// creator and ACL are then the ones given.
+func (r *Registry) recordSession(ctx context.Context, info presenters.SessionInfo, agentID, creator string, grants []store.SessionGrant, setup store.SessionSetup) (isNew bool, err error) {
+	isNew, err = r.store.RecordSessionOwner(ctx, store.SessionOwner{
 		SessionID:       info.SessionID,
 		AgentID:         agentID,
 		Workspace:       info.Workspace,
 		CreatedUnixNano: info.CreatedAt.UnixNano(),
 		Creator:         creator,
-	}); err != nil {
-		return err
+	})
+	if err != nil {
+		return false, err
 	}
 	if len(grants) > 0 {
 		if err := r.store.SetSessionGrants(ctx, info.SessionID, grants); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return r.store.SaveSessionSetup(ctx, setup)
+	return isNew, r.store.SaveSessionSetup(ctx, setup)
 }
 
 // OwnerOf returns the presenter of the agent that owns a stored session; an

@@ -56,8 +56,11 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if err != nil {
 		return nil, s.fail(ctx, method, err, "agent_id", agentID)
 	}
-	if err := supportsSetup(p.Describe(ctx), servers, dirs); err != nil {
-		return nil, s.fail(ctx, method, err, "agent_id", agentID)
+	// Only a setup beyond the workspace asks the agent's description (its capabilities).
+	if len(servers) > 0 || len(dirs) > 0 {
+		if err := supportsSetup(p.Describe(ctx), servers, dirs); err != nil {
+			return nil, s.fail(ctx, method, err, "agent_id", agentID)
+		}
 	}
 	hook, hasHook, err := s.sessionWebhook(cfg.GetWebhook())
 	if err != nil {
@@ -87,7 +90,8 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	if info.CreatedAt.IsZero() {
 		info.CreatedAt = time.Now()
 	}
-	if err := s.registry.recordSession(ctx, info, agentID, callerOf(ctx).Name, grants, setupOf(info.SessionID, dirs, servers)); err != nil {
+	isNew, err := s.registry.recordSession(ctx, info, agentID, callerOf(ctx).Name, grants, setupOf(info.SessionID, dirs, servers))
+	if err != nil {
 		// A session nobody can find again must not stay open.
 		if closeErr := p.CloseSession(context.WithoutCancel(ctx), info.SessionID); closeErr != nil {
 			s.logger.ErrorContext(ctx, "could not close an unrecorded session", "session_id", info.SessionID, "agent_id", agentID, "err", closeErr)
@@ -111,7 +115,7 @@ func (s *Service) CreateSession(ctx context.Context, req *pb.CreateSessionReques
 	}
 	s.logger.InfoContext(ctx, "session created", "session_id", info.SessionID, "agent_id", agentID, "workspace", info.Workspace, "principal", callerOf(ctx).Name)
 	out := s.afterChange(info)
-	s.withOwnership(ctx, out)
+	s.withRecordedOwnership(ctx, out, isNew, grants)
 	return &pb.CreateSessionResponse{Session: out}, nil
 }
 
@@ -140,7 +144,8 @@ func (s *Service) ForkSession(ctx context.Context, req *pb.ForkSessionRequest) (
 		return nil, s.fail(ctx, method, sessionNotFound(id, err), "session_id", id, "agent_id", agentID)
 	}
 	setup.SessionID = info.SessionID
-	if err := s.registry.recordSession(ctx, info, agentID, callerOf(ctx).Name, nil, setup); err != nil {
+	isNew, err := s.registry.recordSession(ctx, info, agentID, callerOf(ctx).Name, nil, setup)
+	if err != nil {
 		// A session nobody can find again must not stay open.
 		if closeErr := p.CloseSession(context.WithoutCancel(ctx), info.SessionID); closeErr != nil {
 			s.logger.ErrorContext(ctx, "could not close an unrecorded session", "session_id", info.SessionID, "agent_id", agentID, "err", closeErr)
@@ -149,7 +154,7 @@ func (s *Service) ForkSession(ctx context.Context, req *pb.ForkSessionRequest) (
 	}
 	s.logger.InfoContext(ctx, "session forked", "session_id", info.SessionID, "forked_from", id, "agent_id", agentID, "principal", callerOf(ctx).Name)
 	out := s.afterChange(info)
-	s.withOwnership(ctx, out)
+	s.withRecordedOwnership(ctx, out, isNew, nil)
 	return &pb.ForkSessionResponse{Session: out}, nil
 }
 

@@ -1,9 +1,13 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/store"
 )
 
 // ShareSession replaces a session's ACL. The interceptors have checked that the caller
@@ -35,6 +39,18 @@ func (s *Service) reach() sessionReach {
 		return nil
 	}
 	return s.registry
+}
+
+// withRecordedOwnership completes a session just recorded (Registry.recordSession) with
+// its owner and ACL: the caller and the grants it gave when the record is new, without
+// reading them back, else as the store has them.
+func (s *Service) withRecordedOwnership(ctx context.Context, info *pb.SessionInfo, isNew bool, grants []store.SessionGrant) {
+	if !isNew {
+		s.withOwnership(ctx, info)
+		return
+	}
+	info.Owner = cmp.Or(callerOf(ctx).Name, store.OwnerPrincipal)
+	info.Acl = aclToPB(slices.SortedFunc(slices.Values(grants), func(a, b store.SessionGrant) int { return strings.Compare(a.Grantee, b.Grantee) }))
 }
 
 // withOwnership completes sessions with their owners and ACLs from the store. A store

@@ -64,11 +64,17 @@ func readableBy(column string, r Reader) (string, []any) {
 
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
-// SessionGrants returns the ACLs of sessions, by session id, each sorted by grantee.
+const sessionGrantsSQL = `SELECT grantee, write FROM session_grants WHERE session_id = ? ORDER BY grantee`
+
+// SessionGrants returns the ACLs of sessions, by session id, each sorted by grantee. The
+// ACL of one session, which a call's reach to it needs, is a prepared statement.
 func (s *Store) SessionGrants(ctx context.Context, sessionIDs []string) (_ map[string][]SessionGrant, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
 	out := make(map[string][]SessionGrant)
+	if len(sessionIDs) == 1 {
+		return out, s.sessionGrants(ctx, sessionIDs[0], out)
+	}
 	for part := range slices.Chunk(sessionIDs, idBatch) {
 		var rows []SessionGrant
 		if err := s.db.WithContext(ctx).Where("session_id IN ?", part).Order("session_id, grantee").Find(&rows).Error; err != nil {
@@ -79,6 +85,25 @@ func (s *Store) SessionGrants(ctx context.Context, sessionIDs []string) (_ map[s
 		}
 	}
 	return out, nil
+}
+
+func (s *Store) sessionGrants(ctx context.Context, sessionID string, out map[string][]SessionGrant) error {
+	rows, err := s.sessionGrantsStmt.QueryContext(ctx, sessionID)
+	if err != nil {
+		return fmt.Errorf("read the ACL of session %s: %w", sessionID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		g := SessionGrant{SessionID: sessionID}
+		if err := rows.Scan(&g.Grantee, &g.Write); err != nil {
+			return fmt.Errorf("read the ACL of session %s: %w", sessionID, err)
+		}
+		out[sessionID] = append(out[sessionID], g)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the ACL of session %s: %w", sessionID, err)
+	}
+	return nil
 }
 
 // SetSessionGrants replaces a session's ACL; presenters.ErrNotFound when the session is

@@ -33,18 +33,20 @@ type AuditFilter struct {
 	Reader *Reader
 }
 
+const insertAuditSQL = `INSERT INTO audit_log (time, kind, session_id, agent_id, data) VALUES (?, ?, ?, ?, ?)`
+
 // appendAudit inserts audit entries in the transaction of the events they were made from.
-func appendAudit(ctx context.Context, tx *sql.Tx, d dialect, entries []AuditEntry) error {
+func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, entries []AuditEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	insert := d.rebind(`INSERT INTO audit_log (time, kind, session_id, agent_id, data) VALUES (?, ?, ?, ?, ?)`)
+	insert := tx.StmtContext(ctx, s.insertAuditStmt)
 	for _, e := range entries {
 		data := e.Data
 		if data == nil {
 			data = []byte{}
 		}
-		if _, err := tx.ExecContext(ctx, insert, e.Time.UnixNano(), e.Kind, e.SessionID, e.AgentID, data); err != nil {
+		if _, err := insert.ExecContext(ctx, e.Time.UnixNano(), e.Kind, e.SessionID, e.AgentID, data); err != nil {
 			return fmt.Errorf("append an audit entry: %w", err)
 		}
 	}
@@ -181,7 +183,7 @@ func (s *Store) AppendAudit(ctx context.Context, entries []AuditEntry) (err erro
 	if err != nil {
 		return fmt.Errorf("append %d audit entries: %w", len(entries), err)
 	}
-	if err := appendAudit(ctx, tx, s.dialect, entries); err != nil {
+	if err := s.appendAudit(ctx, tx, entries); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -192,3 +192,66 @@ func BenchmarkClaimMessageSender(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendEvents is one group commit of the event log as a paced turn makes them:
+// a few events per batch (one op), every third batch with an audit entry, and as a flood
+// makes them (a full statement of appendRows events and a remainder).
+func BenchmarkAppendEvents(b *testing.B) {
+	for _, n := range []int{5, appendRows + 37} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			s, err := Open(context.Background(), b.TempDir()+"/agenticd.db")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			data := make([]byte, 96)
+			batch := make([]LoggedEvent, n)
+			now := time.Now()
+			seq := uint64(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				for j := range batch {
+					seq++
+					batch[j] = LoggedEvent{Sequence: seq, SessionID: "s1", AgentID: "acp.test.agent", Type: 5, MessageID: "m1", Time: now, Data: data}
+				}
+				var audit []AuditEntry
+				if i%3 == 0 {
+					audit = []AuditEntry{{Time: now, Kind: 1, SessionID: "s1", AgentID: "acp.test.agent", Data: data}}
+				}
+				if _, err := s.AppendFenced(context.Background(), batch, audit, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSessionOwnerAndGrants is what judging a principal's reach to a session costs
+// the store on a call of a principal that is no admin: its owner record, then its ACL.
+func BenchmarkSessionOwnerAndGrants(b *testing.B) {
+	s, err := Open(context.Background(), b.TempDir()+"/agenticd.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ctx := context.Background()
+	for i := range 1000 {
+		if err := s.AddSessionOwner(ctx, SessionOwner{SessionID: fmt.Sprintf("s%04d", i), AgentID: "acp.test.agent", Workspace: "/w", CreatedUnixNano: int64(i), Creator: "alice"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.SetSessionGrants(ctx, "s0500", []SessionGrant{{Grantee: GranteePrincipal("bob")}, {Grantee: GranteeGroup("devs"), Write: true}}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if rec, err := s.SessionOwner(ctx, "s0500"); err != nil || rec.Creator != "alice" {
+			b.Fatal(rec, err)
+		}
+		if grants, err := s.SessionGrants(ctx, []string{"s0500"}); err != nil || len(grants["s0500"]) != 2 {
+			b.Fatal(grants, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -34,9 +35,24 @@ type EventFilter struct {
 	Types      []int
 }
 
-// appendRows is how many rows one INSERT statement of AppendEvents carries: 7 bound
-// values each, well under SQLite's limit on the values of a statement.
-const appendRows = 256
+// appendRows is how many rows one INSERT statement of AppendEvents carries at most: 7
+// bound values each, well under SQLite's limit on the values of a statement. The store
+// keeps a prepared statement for each power of two up to it (appendSizes of them).
+const (
+	appendRows  = 256
+	appendSizes = 9
+)
+
+// appendRows must be the largest of the prepared sizes: this fails to compile otherwise.
+const _ = uint(appendRows-1<<(appendSizes-1)) + uint(1<<(appendSizes-1)-appendRows)
+
+// appendChunk is how many of n events the next statement inserts, and which of the
+// prepared statements does it: the largest power of two up to n and appendRows, so a
+// batch takes one statement per bit of its size beyond whole appendRows chunks.
+func appendChunk(n int) (rows, k int) {
+	k = bits.Len(uint(min(n, appendRows))) - 1
+	return 1 << k, k
+}
 
 // AppendEvents writes a batch in one transaction (group commit). The sequences must be
 // new: one already logged fails the whole batch.
@@ -115,11 +131,12 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 	// logged can only be that batch, which is then left as it landed, audit included.
 	again := replica != "" && s.dialect == postgresDialect
 	var inserted int64
-	var full *sql.Stmt // the prepared statement on tx's connection, for full chunks only
+	var onTx [appendSizes]*sql.Stmt // the prepared statements on tx's connection, as used
 	args := make([]any, 0, 7*min(len(batch), appendRows))
 	for rest := batch; len(rest) > 0; {
-		rows := rest[:min(len(rest), appendRows)]
-		rest = rest[len(rows):]
+		n, k := appendChunk(len(rest))
+		rows := rest[:n]
+		rest = rest[n:]
 		args = args[:0]
 		for _, ev := range rows {
 			data := ev.Data
@@ -132,13 +149,11 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 		switch {
 		case again:
 			res, err = tx.ExecContext(ctx, s.dialect.rebind(appendEventsSQL(len(rows)))+` ON CONFLICT (sequence) DO NOTHING`, args...)
-		case len(rows) == appendRows:
-			if full == nil {
-				full = tx.StmtContext(ctx, s.appendEventsStmt)
-			}
-			_, err = full.ExecContext(ctx, args...)
 		default:
-			_, err = tx.ExecContext(ctx, s.dialect.rebind(appendEventsSQL(len(rows))), args...)
+			if onTx[k] == nil {
+				onTx[k] = tx.StmtContext(ctx, s.appendEventsStmts[k])
+			}
+			_, err = onTx[k].ExecContext(ctx, args...)
 		}
 		if err != nil {
 			return nil, err
@@ -154,7 +169,7 @@ func (s *Store) appendEvents(ctx context.Context, batch []LoggedEvent, audit []A
 	if again && inserted == 0 {
 		return fenced, tx.Commit() // the batch landed before
 	}
-	if err := appendAudit(ctx, tx, s.dialect, audit); err != nil {
+	if err := s.appendAudit(ctx, tx, audit); err != nil {
 		return nil, err
 	}
 	return fenced, tx.Commit()

@@ -111,6 +111,45 @@ func TestEventLogAppendAndRead(t *testing.T) {
 	})
 }
 
+// A batch of any size lands whole and in order, however it is cut into statements (one
+// per power of two below appendRows, whole appendRows chunks before), with its audit
+// entries.
+func TestEventLogBatchesOfEverySize(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		at := time.Unix(1_700_000_000, 0)
+		next := uint64(1)
+		for _, n := range []int{1, 2, 3, 7, 8, 9, 255, 256, 257, 2*appendRows + 100} {
+			batch := logEvents(next, next+uint64(n)-1, at)
+			audit := []AuditEntry{{Time: at, Kind: 1, SessionID: "s1", AgentID: "a1", Data: fmt.Appendf(nil, "audit of batch %d", n)}}
+			if _, err := s.AppendFenced(ctx, batch, audit, ""); err != nil {
+				t.Fatalf("batch of %d: %v", n, err)
+			}
+			got, err := s.ReadEvents(ctx, next-1, 0, EventFilter{}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != n {
+				t.Fatalf("batch of %d: read %d events back", n, len(got))
+			}
+			for i, ev := range got {
+				if w := batch[i]; ev.Sequence != w.Sequence || ev.SessionID != w.SessionID || !bytes.Equal(ev.Data, w.Data) {
+					t.Fatalf("batch of %d: event %d read back as %+v, want %+v", n, i, ev, w)
+				}
+			}
+			entries, err := s.AuditEntries(ctx, AuditFilter{}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := entries[len(entries)-1]; !bytes.Equal(last.Data, audit[0].Data) {
+				t.Fatalf("batch of %d: the last audit entry is %q", n, last.Data)
+			}
+			next += uint64(n)
+		}
+	})
+}
+
 func TestMessageEvents(t *testing.T) {
 	onEachEngine(t, func(t *testing.T, e engine) {
 		s, _ := e.openStore(t)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -81,7 +82,15 @@ func (s *Store) SetSequenceFloor(ctx context.Context, floor uint64) (err error) 
 // same agent stays as it is; one by another agent is an error wrapping
 // presenters.ErrFailedPrecondition (session ids are one namespace across agents, and the
 // first owner keeps its session).
-func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) (err error) {
+func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) error {
+	_, err := s.RecordSessionOwner(ctx, rec)
+	return err
+}
+
+// RecordSessionOwner is AddSessionOwner, and reports whether the record is new: then the
+// session's creator is rec's (OwnerPrincipal when rec names none) and it has no ACL
+// yet, so a caller need not read them back.
+func (s *Store) RecordSessionOwner(ctx context.Context, rec SessionOwner) (inserted bool, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
 	if rec.Creator == "" {
@@ -93,29 +102,33 @@ func (s *Store) AddSessionOwner(ctx context.Context, rec SessionOwner) (err erro
 		rows, err = res.RowsAffected()
 	}
 	if err != nil {
-		return fmt.Errorf("record session %s: %w", rec.SessionID, err)
+		return false, fmt.Errorf("record session %s: %w", rec.SessionID, err)
 	}
 	if rows == 1 {
-		return nil
+		return true, nil
 	}
 	existing, err := s.SessionOwner(ctx, rec.SessionID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if existing.AgentID != rec.AgentID {
-		return fmt.Errorf("%w: agent %s answered with session id %q, which already belongs to agent %s; session ids must be unique across agents, so the new session is closed (report it to the agent's maintainers)",
+		return false, fmt.Errorf("%w: agent %s answered with session id %q, which already belongs to agent %s; session ids must be unique across agents, so the new session is closed (report it to the agent's maintainers)",
 			presenters.ErrFailedPrecondition, rec.AgentID, rec.SessionID, existing.AgentID)
 	}
-	return nil
+	return false, nil
 }
 
+const sessionOwnerSQL = `SELECT session_id, agent_id, workspace, created_unix_nano, creator FROM session_owners WHERE session_id = ?`
+
 // SessionOwner returns a session's owner record; presenters.ErrNotFound when unknown.
+// Calls on a session read it (its agent, and its creator for a caller's reach), so it is
+// a prepared statement.
 func (s *Store) SessionOwner(ctx context.Context, sessionID string) (_ SessionOwner, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
 	var rec SessionOwner
-	err = s.db.WithContext(ctx).Where("session_id = ?", sessionID).Take(&rec).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	err = s.sessionOwnerStmt.QueryRowContext(ctx, sessionID).Scan(&rec.SessionID, &rec.AgentID, &rec.Workspace, &rec.CreatedUnixNano, &rec.Creator)
+	if errors.Is(err, sql.ErrNoRows) {
 		return rec, fmt.Errorf("%w: unknown session %q; ListSessions shows the sessions this server knows", presenters.ErrNotFound, sessionID)
 	}
 	if err != nil {

@@ -37,16 +37,19 @@ func TestSequenceFloorNeverGoesDown(t *testing.T) {
 }
 
 // A session id belongs to the first agent that records it: the same agent may record it
-// again, another agent may not.
+// again (not as a new record), another agent may not.
 func TestSessionOwnerIsTheFirstAgent(t *testing.T) {
 	onEachEngine(t, func(t *testing.T, e engine) {
 		s, _ := e.openStore(t)
 		ctx := context.Background()
 		rec := SessionOwner{SessionID: "s1", AgentID: "acp.a", Workspace: "/w", CreatedUnixNano: 5}
-		for range 2 {
-			if err := s.AddSessionOwner(ctx, rec); err != nil {
-				t.Fatalf("AddSessionOwner by its owner: %v", err)
+		for i, wantNew := range []bool{true, false} {
+			if isNew, err := s.RecordSessionOwner(ctx, rec); err != nil || isNew != wantNew {
+				t.Fatalf("RecordSessionOwner by its owner, time %d: new %v, %v; want new %v", i+1, isNew, err, wantNew)
 			}
+		}
+		if err := s.AddSessionOwner(ctx, rec); err != nil {
+			t.Fatalf("AddSessionOwner by its owner: %v", err)
 		}
 		other := rec
 		other.AgentID, other.Workspace = "acp.b", "/elsewhere"

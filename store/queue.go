@@ -61,12 +61,14 @@ func (s *Store) QueueMessage(ctx context.Context, m presenters.QueuedMessage) (e
 	return nil
 }
 
+const queuedMessagesSQL = `SELECT session_id, message_id, user_message_id, content, reason, queued_at, principal
+		FROM queued_messages WHERE session_id = ? ORDER BY position`
+
 // QueuedMessages lists a session's queue, oldest first.
 func (s *Store) QueuedMessages(ctx context.Context, sessionID string) (_ []presenters.QueuedMessage, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
-	rows, err := s.sqlDB.QueryContext(ctx, s.dialect.rebind(`SELECT session_id, message_id, user_message_id, content, reason, queued_at, principal
-		FROM queued_messages WHERE session_id = ? ORDER BY position`), sessionID)
+	rows, err := s.queuedMessagesStmt.QueryContext(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("read the queue of session %s: %w", sessionID, err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -32,29 +33,35 @@ func (RequestAnswer) TableName() string { return "request_answers" }
 // save is one insert almost always.
 const pruneAnswersEvery = time.Minute
 
+const (
+	saveRequestAnswerSQL = `INSERT INTO request_answers (request_id, method, fingerprint, response, status, expires_unix_nano)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (request_id) DO UPDATE SET method = excluded.method, fingerprint = excluded.fingerprint,
+			response = excluded.response, status = excluded.status, expires_unix_nano = excluded.expires_unix_nano
+		WHERE request_answers.expires_unix_nano <= ?`
+	lookupRequestAnswerSQL = `SELECT method, fingerprint, response, status, expires_unix_nano FROM request_answers
+		WHERE request_id = ? AND expires_unix_nano > ?`
+)
+
 // SaveRequestAnswer keeps a's answer unless an unexpired one is already kept under its
-// request id (the first answer stands); now and then it deletes the expired ones.
+// request id (the first answer stands); now and then it deletes the expired ones. The
+// answer is one prepared statement, a transaction of its own: the work of the call it
+// answers has been done and committed by then, whatever the answer.
 func (s *Store) SaveRequestAnswer(ctx context.Context, a RequestAnswer, now time.Time) (err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
+	if _, err := s.writeStmt(ctx, s.saveRequestAnswerStmt, a.RequestID, a.Method, a.Fingerprint, a.Response, a.Status, a.ExpiresUnixNano, now.UnixNano()); err != nil {
+		return fmt.Errorf("keep the answer of request %s: %w", a.RequestID, err)
+	}
+	last := s.answersPruned.Load()
+	if now.UnixNano()-last < int64(pruneAnswersEvery) || !s.answersPruned.CompareAndSwap(last, now.UnixNano()) {
+		return nil
+	}
 	err = s.write(ctx, func(tx *gorm.DB) error {
-		err := tx.Exec(`INSERT INTO request_answers (request_id, method, fingerprint, response, status, expires_unix_nano)
-			VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (request_id) DO UPDATE SET method = excluded.method, fingerprint = excluded.fingerprint,
-				response = excluded.response, status = excluded.status, expires_unix_nano = excluded.expires_unix_nano
-			WHERE request_answers.expires_unix_nano <= ?`,
-			a.RequestID, a.Method, a.Fingerprint, a.Response, a.Status, a.ExpiresUnixNano, now.UnixNano()).Error
-		if err != nil {
-			return err
-		}
-		last := s.answersPruned.Load()
-		if now.UnixNano()-last < int64(pruneAnswersEvery) || !s.answersPruned.CompareAndSwap(last, now.UnixNano()) {
-			return nil
-		}
 		return tx.Exec(`DELETE FROM request_answers WHERE expires_unix_nano <= ?`, now.UnixNano()).Error
 	})
 	if err != nil {
-		return fmt.Errorf("keep the answer of request %s: %w", a.RequestID, err)
+		return fmt.Errorf("delete the expired answers of requests: %w", err)
 	}
 	return nil
 }
@@ -64,8 +71,9 @@ func (s *Store) SaveRequestAnswer(ctx context.Context, a RequestAnswer, now time
 func (s *Store) LookupRequestAnswer(ctx context.Context, requestID string, now time.Time) (a RequestAnswer, ok bool, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
-	err = s.db.WithContext(ctx).Where("request_id = ? AND expires_unix_nano > ?", requestID, now.UnixNano()).Take(&a).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	a.RequestID = requestID
+	err = s.lookupRequestAnswerStmt.QueryRowContext(ctx, requestID, now.UnixNano()).Scan(&a.Method, &a.Fingerprint, &a.Response, &a.Status, &a.ExpiresUnixNano)
+	if errors.Is(err, sql.ErrNoRows) {
 		return RequestAnswer{}, false, nil
 	}
 	if err != nil {

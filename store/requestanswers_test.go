@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -31,6 +32,36 @@ func TestRequestAnswerFirstStandsUntilExpiry(t *testing.T) {
 		save("third", later)
 		if got, ok, err := s.LookupRequestAnswer(ctx, "r", later); err != nil || !ok || string(got.Response) != "third" {
 			t.Errorf("a new answer after expiry: %q, %v, %v", got.Response, ok, err)
+		}
+	})
+}
+
+// An error's answer comes back as kept (its status, no response); expired answers are
+// deleted by a save once pruneAnswersEvery has passed since the last deletion.
+func TestRequestAnswerErrorsAndPruning(t *testing.T) {
+	onEachEngine(t, func(t *testing.T, e engine) {
+		s, _ := e.openStore(t)
+		ctx := context.Background()
+		now := time.Unix(1_700_000_000, 0)
+		failed := RequestAnswer{RequestID: "failed", Method: "/m", Fingerprint: []byte{2}, Status: []byte("status"), ExpiresUnixNano: now.Add(time.Minute).UnixNano()}
+		if err := s.SaveRequestAnswer(ctx, failed, now); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := s.LookupRequestAnswer(ctx, "failed", now)
+		if err != nil || !ok || !reflect.DeepEqual(got, failed) {
+			t.Fatalf("the error's answer read back as %+v, %v, %v; want %+v", got, ok, err, failed)
+		}
+		later := now.Add(pruneAnswersEvery + time.Minute)
+		fresh := RequestAnswer{RequestID: "fresh", Method: "/m", Fingerprint: []byte{3}, Response: []byte{}, ExpiresUnixNano: later.Add(time.Minute).UnixNano()}
+		if err := s.SaveRequestAnswer(ctx, fresh, later); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		if err := s.db.Raw(`SELECT request_id FROM request_answers`).Scan(&ids).Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != 1 || ids[0] != "fresh" {
+			t.Errorf("kept answers after a save past the expiry: %v; want only fresh", ids)
 		}
 	})
 }

@@ -51,17 +51,30 @@ type Store struct {
 	callBound, longBound time.Duration
 	// ownsDB is set by Open: Close then closes the database too.
 	ownsDB bool
-	// Prepared once for the statements every session runs (creating and closing it, and
-	// recording its owner): preparing each time was a tenth of a session's cost.
+	// Prepared once for the statements every session runs (creating and closing it,
+	// recording its owner, and the look at its queue when it closes or a turn ends):
+	// preparing each time was a tenth of a session's cost.
 	// database/sql prepares them again on each connection that runs them, and closing the
 	// database closes them too.
 	insertConversationStmt *sql.Stmt
 	updateConversationStmt *sql.Stmt
 	insertSessionOwnerStmt *sql.Stmt
-	// appendEventsStmt inserts appendRows events: a flood's batches are mostly full ones,
-	// and preparing the statement each time was a third of the event log's cost.
-	appendEventsStmt *sql.Stmt
-	sqlDB            *sql.DB
+	queuedMessagesStmt     *sql.Stmt
+	// A session's owner record and ACL, which calls on it read (owners.go, access.go).
+	sessionOwnerStmt  *sql.Stmt
+	sessionGrantsStmt *sql.Stmt
+	// The request answers of calls with a request_id (requestanswers.go): looked up on
+	// the first call with an id, saved after it.
+	saveRequestAnswerStmt   *sql.Stmt
+	lookupRequestAnswerStmt *sql.Stmt
+	// appendEventsStmts[k] inserts 1<<k events, up to appendRows: a batch of any size is
+	// a few of them (appendChunk), and preparing a statement for each batch's size was a
+	// third of the event log's cost. insertAuditStmt inserts one audit entry.
+	appendEventsStmts [appendSizes]*sql.Stmt
+	insertAuditStmt   *sql.Stmt
+	// prepared is every statement above, for Close.
+	prepared []*sql.Stmt
+	sqlDB    *sql.DB
 	// dialect is the engine's: the statements above are prepared in its placeholders.
 	dialect dialect
 	// committed holds the block rows as last committed of each message saved in
@@ -120,21 +133,30 @@ func New(ctx context.Context, db *gorm.DB) (*Store, error) {
 		limits := limitsOf(db)
 		s.callBound, s.longBound = limits.Call, max(limits.Statement, limits.Call)
 	}
-	prepare := []struct {
-		stmt **sql.Stmt
-		sql  string
-		what string
-	}{
+	type statement struct {
+		stmt      **sql.Stmt
+		sql, what string
+	}
+	prepare := []statement{
 		{&s.insertConversationStmt, insertConversationSQL, "the conversation insert"},
 		{&s.updateConversationStmt, updateConversationSQL, "the conversation update"},
 		{&s.insertSessionOwnerStmt, insertSessionOwnerSQL, "the session owner insert"},
-		{&s.appendEventsStmt, appendEventsSQL(appendRows), "the event log insert"},
+		{&s.insertAuditStmt, insertAuditSQL, "the audit log insert"},
+		{&s.queuedMessagesStmt, queuedMessagesSQL, "the queue's read"},
+		{&s.saveRequestAnswerStmt, saveRequestAnswerSQL, "the request answer insert"},
+		{&s.lookupRequestAnswerStmt, lookupRequestAnswerSQL, "the request answer lookup"},
+		{&s.sessionOwnerStmt, sessionOwnerSQL, "the session owner lookup"},
+		{&s.sessionGrantsStmt, sessionGrantsSQL, "the session ACL lookup"},
+	}
+	for k := range s.appendEventsStmts {
+		prepare = append(prepare, statement{&s.appendEventsStmts[k], appendEventsSQL(1 << k), "the event log insert"})
 	}
 	for _, p := range prepare {
 		if *p.stmt, err = sqlDB.PrepareContext(ctx, s.dialect.rebind(p.sql)); err != nil {
 			_ = s.closeStatements()
 			return nil, fmt.Errorf("history database: prepare %s: %w", p.what, err)
 		}
+		s.prepared = append(s.prepared, *p.stmt)
 	}
 	return s, nil
 }
@@ -157,10 +179,8 @@ func (s *Store) Close() error {
 
 func (s *Store) closeStatements() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{s.insertConversationStmt, s.updateConversationStmt, s.insertSessionOwnerStmt, s.appendEventsStmt} {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
-		}
+	for _, stmt := range s.prepared {
+		errs = append(errs, stmt.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -231,6 +231,31 @@ func (s *server) stop() error {
 	}
 }
 
+// processCPU is the CPU time a process has used (user and system), from /proc; its
+// clock ticks are USER_HZ, 100 a second on Linux.
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	stat := string(b)
+	// "pid (comm) state ppid ...": utime and stime are the 14th and 15th fields, the
+	// 12th and 13th after comm, which may itself hold spaces and parentheses.
+	fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100), nil
+}
+
 // procMem is a process's resident memory from /proc (KiB).
 type procMem struct{ rssKiB, hwmKiB int64 }
 

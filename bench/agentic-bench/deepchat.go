@@ -222,7 +222,7 @@ func (c *common) idleHeap(ctx context.Context, baseURL string, n, workers int) (
 }
 
 func (c *common) churn(ctx context.Context, baseURL string, pairs, workers int) (Row, error) {
-	var rates, txPerPair []float64
+	var rates, txPerPair, cpuPerPair []float64
 	for run := 0; run < c.runs; run++ {
 		dataDir, workspace, err := c.runDir("churn")
 		if err != nil {
@@ -241,9 +241,13 @@ func (c *common) churn(ctx context.Context, baseURL string, pairs, workers int) 
 			s.stop()
 			return Row{}, err
 		}
+		cpuBefore, cpuErr := processCPU(s.pid())
 		start := time.Now()
 		_, err = createSessions(ctx, s.client, workspace, pairs, workers, true)
 		elapsed := time.Since(start)
+		if cpuAfter, err := processCPU(s.pid()); cpuErr == nil && err == nil && c.agenticd != "" {
+			cpuPerPair = append(cpuPerPair, float64((cpuAfter-cpuBefore).Microseconds())/float64(pairs))
+		}
 		if n, werr := wal.since(); werr == nil {
 			txPerPair = append(txPerPair, float64(n)/float64(pairs))
 		}
@@ -262,8 +266,13 @@ func (c *common) churn(ctx context.Context, baseURL string, pairs, workers int) 
 	if c.agenticd == "" {
 		where = "agenticd in-process"
 	}
+	notes := fmt.Sprintf("%s, gRPC clients on loopback; %.1f SQLite write transactions per pair (WAL commit frames)", where, median(txPerPair))
+	if len(cpuPerPair) > 0 {
+		// What a pair costs agenticd whatever else loads the machine.
+		notes += fmt.Sprintf("; agenticd's CPU time %.0f µs per pair (user + system)", median(cpuPerPair))
+	}
 	return Row{Value: fmt.Sprintf("%.0f/s", v), Met: metStr(v >= 2000), Runs: fmt.Sprintf("%d/%d", len(rates), c.runs),
-		Command: commandLine(), Notes: fmt.Sprintf("%s, gRPC clients on loopback; %.1f SQLite write transactions per pair (WAL commit frames)", where, median(txPerPair))}, nil
+		Command: commandLine(), Notes: notes}, nil
 }
 
 // startupCmd: agenticd start → grpc.health.v1 SERVING with a database of -sessions

@@ -6,6 +6,7 @@ package version
 import (
 	"fmt"
 	"runtime/debug"
+	"sync"
 )
 
 // String is one line such as "agenticd v0.3.0 (go1.26.8)" or
@@ -19,15 +20,16 @@ func String(command string) string {
 }
 
 // Number is the version alone, as agenticd names itself to the agents it starts: the
-// module version, else "devel" (a build from a checkout).
-func Number() string {
+// module version, else "devel" (a build from a checkout). Read once: every session's
+// description carries it, and reading the build info parses it anew each time.
+var Number = sync.OnceValue(func() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		if v, ok := released(info); ok {
 			return v
 		}
 	}
 	return "devel"
-}
+})
 
 // released is the module version of a build installed as a release.
 func released(info *debug.BuildInfo) (string, bool) {
