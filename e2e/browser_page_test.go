@@ -172,7 +172,11 @@ func TestBrowserElicitationFormAndNotification(t *testing.T) {
 		};`))
 	page.run("send", chromedp.SendKeys(`#message-input`, "configure"+kb.Enter))
 	page.waitVisible("the form", `[data-testid=elicitation] input[name=port]`)
-	page.waitText("the notification", `window.__notes.join('\n')`, "agenticd: "+get(page, "the session id", chromedp.AttributeValue(`#chat`, "data-session-id")).Value+" | Which port?")
+	// The notification names the session by its title ("configure", from the first
+	// message) once the page's list has it, by its id before then.
+	sessionID := get(page, "the session id", chromedp.AttributeValue(`#chat`, "data-session-id")).Value
+	page.waitText("the notification", fmt.Sprintf(`window.__notes.map(n => n === %q || n === %q ? 'names the session' : n).join('\n')`,
+		"agenticd: "+sessionID+" | Which port?", "agenticd: configure | Which port?"), "names the session")
 
 	page.run("show the tab", chromedp.Evaluate[chromedp.Void](`delete document.visibilityState`))
 	page.run("fill the form", chromedp.SendKeys(`[data-testid=elicitation] input[name=port]`, "8443"),
