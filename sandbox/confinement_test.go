@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"github.com/agenticd/agenticd/internal/unprivileged"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,9 @@ func shell(t *testing.T, terms *Terminals, line string) (string, int) {
 // its workspace and private temp dir. The same commands unconfined succeed, so each
 // refusal is the boundary's.
 func TestConfinedTerminalStaysInItsWorkspace(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	requireConfinement(t)
 	attacks := func(tr *testTree, f agenticdFiles) []string {
 		return []string{
@@ -107,6 +111,9 @@ func TestConfinedTerminalStaysInItsWorkspace(t *testing.T) {
 // A confined command cannot read agenticd's environment through /proc: it sees only its
 // own PID namespace.
 func TestConfinedTerminalCannotReadTheServersEnvironment(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	requireConfinement(t)
 	// /proc/PID/environ is the environment a process was started with: stand in for
 	// agenticd with a process started with a secret in it.
@@ -130,6 +137,9 @@ func TestConfinedTerminalCannotReadTheServersEnvironment(t *testing.T) {
 // Background processes a confined command starts (setsid, a double fork) end with it:
 // when it exits, and when its terminal is killed.
 func TestConfinedTerminalLeavesNothingBehind(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	requireConfinement(t)
 	_, terms := newTerminals(t, Options{Confinement: ConfineOn})
 	marker := fmt.Sprintf("agenticd-orphan-%d-%d", os.Getpid(), time.Now().UnixNano())
@@ -175,6 +185,9 @@ func processesWith(s string) []int {
 
 // A system directory holding one of agenticd's files stays readable but for that file.
 func TestReadPathsCarveOutAgenticdsFiles(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -207,6 +220,9 @@ func TestReadPathsCarveOutAgenticdsFiles(t *testing.T) {
 // An agent installed with its own node (nvm) is a "#!/usr/bin/env node" script whose
 // interpreter lives outside the system dirs: confined, the interpreter stays runnable.
 func TestConfinedScriptFindsItsInterpreter(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	requireConfinement(t)
 	tr := newTree(t, Options{Confinement: ConfineOn})
 	tr.plant(t)
@@ -244,6 +260,9 @@ func TestConfinedScriptFindsItsInterpreter(t *testing.T) {
 // argument (or as a script's interpreter) must not make it readable, as it does for an
 // agent's own configured command.
 func TestConfinedTerminalArgumentsOpenNothing(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	requireConfinement(t)
 	tr, terms := newTerminals(t, Options{Confinement: ConfineOn})
 	secret := filepath.Join(tr.outside, "secret.txt")
@@ -256,6 +275,9 @@ func TestConfinedTerminalArgumentsOpenNothing(t *testing.T) {
 // The init starts with nothing but its marker in its environment: a variable from a
 // request (LD_PRELOAD) reaches only the command, after the boundary is up.
 func TestConfinedCommandGetsItsEnvironmentAndTheInitNone(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	requireConfinement(t)
 	tr := newTree(t, Options{Confinement: ConfineOn})
 	cmd := exec.Command("/bin/sh", "-c", `echo "$GREETING"`)
@@ -278,6 +300,9 @@ func TestConfinedCommandGetsItsEnvironmentAndTheInitNone(t *testing.T) {
 // agenticd's user, such as one the test holds open as agenticd or another session would:
 // its /dev/pts is an instance of its own.
 func TestConfinedTerminalCannotOpenOtherTerminals(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	requireConfinement(t)
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -340,6 +365,9 @@ print(s.recv(100).decode().strip())' %s; echo exit=$?`, python, path))
 // the agent's own env sets them or they are its own keys (keep); its own env entries
 // reach it.
 func TestAgentEnvHidesServerSecrets(t *testing.T) {
+	if unprivileged.Reexec(t) {
+		return
+	}
 	t.Setenv("AGENTICD_TOKEN", "token-s3cret")
 	t.Setenv("AGENTICD_SOMETHING", "server-s3cret")
 	t.Setenv("SANDBOX_TEST_OTHER_KEY", "other-key-s3cret")
