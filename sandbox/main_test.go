@@ -70,7 +70,14 @@ const secret = "TOP SECRET outside the workspace\n"
 
 func newTree(t testing.TB, opts Options) *testTree {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
+	// Not t.TempDir: its path holds the test's name, and a Unix socket's path (at most 107
+	// bytes) in a tree under the ordinary user's temp dir would not fit.
+	dir, err := os.MkdirTemp("", "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	base, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
