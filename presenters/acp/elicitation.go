@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -80,11 +79,7 @@ func scopeOf(meta map[string]any) elicitationScope {
 }
 
 // pendingElicitation waits for its one resolution.
-type pendingElicitation struct {
-	req     presenters.ElicitationRequest
-	agentID string // the agent's own elicitationId (url mode), for elicitation/complete
-	answer  chan presenters.ElicitationResolvedPayload
-}
+type pendingElicitation = question[presenters.ElicitationRequest, presenters.ElicitationResolvedPayload]
 
 func (h *client) UnstableCreateElicitation(ctx context.Context, req sdk.UnstableCreateElicitationRequest) (_ sdk.UnstableCreateElicitationResponse, err error) {
 	defer h.recoverPanic(sdk.ClientMethodElicitationCreate, &err)
@@ -161,12 +156,13 @@ func (s *session) elicit(ctx context.Context, req presenters.ElicitationRequest,
 		s.mu.Unlock()
 		return elicitationResponse(presenters.ElicitationCancel, nil)
 	}
-	pe := &pendingElicitation{req: req, agentID: agentID, answer: make(chan presenters.ElicitationResolvedPayload, 1)}
-	if s.elicitations == nil {
-		s.elicitations = map[string]*pendingElicitation{}
+	pe := s.elicitations.ask(req)
+	if agentID != "" {
+		if s.urlElicitations == nil {
+			s.urlElicitations = map[string]string{}
+		}
+		s.urlElicitations[agentID] = req.ElicitationID
 	}
-	s.elicitations[req.ElicitationID] = pe
-	s.info.PendingElicitations = append(slices.Clip(s.info.PendingElicitations), req)
 	s.emit.ElicitationRequired(req)
 	if s.info.Status == presenters.SessionGenerating {
 		s.setStatus(presenters.SessionPaused, "waiting for an elicitation answer")
@@ -189,7 +185,7 @@ func (s *session) respondElicitation(resp presenters.ElicitationResponse) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pe := s.elicitations[resp.ElicitationID]
+	pe := s.elicitations.lookup(resp.ElicitationID)
 	if pe == nil {
 		return fmt.Errorf("elicitation %s is not pending in session %s: it was already answered, timed out or never existed: %w",
 			resp.ElicitationID, s.id, presenters.ErrNotFound)
@@ -207,13 +203,12 @@ func (s *session) respondElicitation(resp presenters.ElicitationResponse) error 
 func (s *session) completeElicitation(agentID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.info.PendingElicitations {
-		if pe := s.elicitations[r.ElicitationID]; pe != nil && pe.agentID != "" && pe.agentID == agentID {
-			s.resolveElicitationLocked(pe, presenters.ElicitationAccept, nil, presenters.ElicitationByAgent, "the agent reported the URL step complete")
-			return true
-		}
+	pe := s.elicitations.lookup(s.urlElicitations[agentID])
+	if pe == nil {
+		return false
 	}
-	return false
+	s.resolveElicitationLocked(pe, presenters.ElicitationAccept, nil, presenters.ElicitationByAgent, "the agent reported the URL step complete")
+	return true
 }
 
 func (s *session) resolveElicitation(pe *pendingElicitation, action presenters.ElicitationAction, content map[string]any, by presenters.ElicitationDecider, reason string) {
@@ -224,14 +219,15 @@ func (s *session) resolveElicitation(pe *pendingElicitation, action presenters.E
 
 // resolveElicitationLocked resolves pe unless it was resolved already (s.mu held).
 func (s *session) resolveElicitationLocked(pe *pendingElicitation, action presenters.ElicitationAction, content map[string]any, by presenters.ElicitationDecider, reason string) {
-	id := pe.req.ElicitationID
-	if s.elicitations[id] != pe {
+	if !s.elicitations.take(pe) {
 		return
 	}
-	delete(s.elicitations, id)
-	s.info.PendingElicitations = slices.DeleteFunc(slices.Clone(s.info.PendingElicitations), func(r presenters.ElicitationRequest) bool {
-		return r.ElicitationID == id
-	})
+	id := pe.req.ElicitationID
+	for agentID, ours := range s.urlElicitations {
+		if ours == id {
+			delete(s.urlElicitations, agentID)
+		}
+	}
 	res := presenters.ElicitationResolvedPayload{ElicitationID: id, ToolID: pe.req.ToolID, Action: action, Content: content, DecidedBy: by, Reason: reason}
 	s.emit.ElicitationResolved(res)
 	pe.answer <- res
@@ -240,17 +236,15 @@ func (s *session) resolveElicitationLocked(pe *pendingElicitation, action presen
 
 // cancelElicitationsLocked resolves every pending elicitation cancelled (s.mu held).
 func (s *session) cancelElicitationsLocked(reason string) {
-	for _, r := range slices.Clone(s.info.PendingElicitations) {
-		if pe := s.elicitations[r.ElicitationID]; pe != nil {
-			s.resolveElicitationLocked(pe, presenters.ElicitationCancel, nil, presenters.ElicitationByCancelled, reason)
-		}
+	for _, pe := range s.elicitations.waiting() {
+		s.resolveElicitationLocked(pe, presenters.ElicitationCancel, nil, presenters.ElicitationByCancelled, reason)
 	}
 }
 
 // resumeIfAnsweredLocked returns a paused session to generating once nothing waits for
 // an answer any more (s.mu held).
 func (s *session) resumeIfAnsweredLocked() {
-	if len(s.pending) == 0 && len(s.elicitations) == 0 && s.info.Status == presenters.SessionPaused {
+	if s.permissions.len() == 0 && s.elicitations.len() == 0 && s.info.Status == presenters.SessionPaused {
 		s.setStatus(presenters.SessionGenerating, "")
 	}
 }

@@ -3,7 +3,6 @@ package acp
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -13,10 +12,7 @@ import (
 
 // pendingPermission is a request waiting for an answer; answer gets exactly one
 // option id ("" for cancelled) from whichever decision came first.
-type pendingPermission struct {
-	req    presenters.PermissionRequest
-	answer chan string
-}
+type pendingPermission = question[presenters.PermissionRequest, string]
 
 // decision is a server-side answer to a permission request.
 type decision struct {
@@ -77,9 +73,7 @@ func (s *session) requestPermission(ctx context.Context, req sdk.RequestPermissi
 		s.mu.Unlock()
 		return permissionResponse(d.optionID)
 	}
-	pp := &pendingPermission{req: pr, answer: make(chan string, 1)}
-	s.pending[pr.RequestID] = pp
-	s.info.PendingPermissions = append(slices.Clip(s.info.PendingPermissions), pr)
+	pp := s.permissions.ask(pr)
 	s.emit.PermissionRequired(pr)
 	if s.info.Status == presenters.SessionGenerating {
 		s.setStatus(presenters.SessionPaused, "waiting for a permission answer")
@@ -156,7 +150,7 @@ func permissionResponse(optionID string) sdk.RequestPermissionResponse {
 func (s *session) respondPermission(resp presenters.PermissionResponse) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pp := s.pending[resp.RequestID]
+	pp := s.permissions.lookup(resp.RequestID)
 	if pp == nil {
 		return fmt.Errorf("permission request %s is not pending in session %s: it was already answered, timed out or never existed: %w",
 			resp.RequestID, s.id, presenters.ErrNotFound)
@@ -177,13 +171,9 @@ func (s *session) resolve(pp *pendingPermission, optionID string, by presenters.
 
 // resolveLocked answers pp unless it was answered already (s.mu held).
 func (s *session) resolveLocked(pp *pendingPermission, optionID string, by presenters.PermissionDecider, reason string) {
-	if s.pending[pp.req.RequestID] != pp {
+	if !s.permissions.take(pp) {
 		return
 	}
-	delete(s.pending, pp.req.RequestID)
-	s.info.PendingPermissions = slices.DeleteFunc(slices.Clone(s.info.PendingPermissions), func(r presenters.PermissionRequest) bool {
-		return r.RequestID == pp.req.RequestID
-	})
 	s.emitDecisionLocked(pp.req, optionID, by, reason)
 	pp.answer <- optionID
 	s.resumeIfAnsweredLocked()
@@ -192,10 +182,8 @@ func (s *session) resolveLocked(pp *pendingPermission, optionID string, by prese
 // cancelPendingLocked answers every pending request, permissions and elicitations,
 // cancelled (s.mu held).
 func (s *session) cancelPendingLocked(reason string) {
-	for _, r := range slices.Clone(s.info.PendingPermissions) {
-		if pp := s.pending[r.RequestID]; pp != nil {
-			s.resolveLocked(pp, "", presenters.DecidedByCancelled, reason)
-		}
+	for _, pp := range s.permissions.waiting() {
+		s.resolveLocked(pp, "", presenters.DecidedByCancelled, reason)
 	}
 	s.cancelElicitationsLocked(reason)
 }

@@ -46,9 +46,12 @@ type session struct {
 	conv         store.Conversation
 	norm         normalizer
 	turn         *turn // from send until the session is idle again
-	pending      map[string]*pendingPermission
-	// elicitations are the agent's questions waiting for an answer (elicitation.go).
-	elicitations map[string]*pendingElicitation
+	// permissions and elicitations are the agent's requests waiting for a person's
+	// answer; urlElicitations maps a url-mode elicitation's id of the agent's to ours,
+	// for elicitation/complete.
+	permissions     questions[presenters.PermissionRequest, string]
+	elicitations    questions[presenters.ElicitationRequest, presenters.ElicitationResolvedPayload]
+	urlElicitations map[string]string
 
 	// extra are the session's additional directories and mcp its own MCP servers (the
 	// agent's configured ones are merged in when the session is opened).
@@ -75,9 +78,12 @@ func newSession(p *Presenter, id string, acpID sdk.SessionId, ws *sandbox.Worksp
 		emitReplay:  func(pl presenters.Payload) { replay.Emit(pl) },
 		log:         p.log.With("session_id", id, "acp_session_id", acpID),
 		acpID:       acpID,
-		pending:     map[string]*pendingPermission{},
 		terminals:   newSessionTerminals(nil),
 	}
+	s.permissions = newQuestions[presenters.PermissionRequest, string](&s.info.PendingPermissions,
+		func(r presenters.PermissionRequest) string { return r.RequestID })
+	s.elicitations = newQuestions[presenters.ElicitationRequest, presenters.ElicitationResolvedPayload](&s.info.PendingElicitations,
+		func(r presenters.ElicitationRequest) string { return r.ElicitationID })
 	// The normalizer gets what it reads, never the session itself (see normalize.go).
 	s.norm = normalizer{
 		log:        s.log,
