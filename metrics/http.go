@@ -7,10 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agenticd/agenticd/internal/bearer"
 )
 
 // Handler serves the exposition at /metrics and a short index at /; nothing else. With a
@@ -35,8 +36,8 @@ func (m *Metrics) Handler(token string, logger *slog.Logger) http.Handler {
 	}
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(given, " ")), want) != 1 {
+		given, ok := bearer.Token(r.Header.Get("Authorization"))
+		if !ok || subtle.ConstantTimeCompare([]byte(given), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agenticd metrics"`)
 			http.Error(w, "missing or invalid bearer token: send `Authorization: Bearer <metrics.token>` (Prometheus: authorization.credentials in the scrape config)", http.StatusUnauthorized)
 			return

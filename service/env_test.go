@@ -232,7 +232,7 @@ func dialListener(t testing.TB, lis contextDialer, token string, extra ...grpc.D
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 	}, extra...)
 	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+		opts = append(opts, grpc.WithPerRPCCredentials(tokenCredentials(token)))
 	}
 	conn, err := grpc.NewClient("passthrough:///agenticd-test", opts...)
 	if err != nil {
@@ -241,13 +241,13 @@ func dialListener(t testing.TB, lis contextDialer, token string, extra ...grpc.D
 	return conn
 }
 
-type bearer string
+type tokenCredentials string
 
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+func (b tokenCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
 	return map[string]string{"authorization": "Bearer " + string(b)}, nil
 }
 
-func (bearer) RequireTransportSecurity() bool { return false }
+func (tokenCredentials) RequireTransportSecurity() bool { return false }
 
 // discard is a logger for benchmarks and tests that expect log lines nobody reads.
 var discard = slog.New(slog.DiscardHandler)

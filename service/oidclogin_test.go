@@ -106,7 +106,7 @@ func oidcLoginEnv(t *testing.T, ci *codeIssuer) (*testEnv, *http.Client) {
 	t.Helper()
 	ctx := context.Background()
 	claims := OIDCOptions{Issuer: ci.srv.URL, Audience: testAudience, ClockSkew: 30 * time.Second}
-	bearer, err := NewOIDCVerifier(ctx, claims)
+	verifier, err := NewOIDCVerifier(ctx, claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func oidcLoginEnv(t *testing.T, ci *codeIssuer) (*testEnv, *http.Client) {
 		t.Fatal(err)
 	}
 	logins.EnableOIDC(login)
-	e := newEnv(t, envOptions{token: "a-test-token-of-some-length", webLogins: logins, oidc: bearer})
+	e := newEnv(t, envOptions{token: "a-test-token-of-some-length", webLogins: logins, oidc: verifier})
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if addr == "127.0.0.1:50051" {
 			return e.lis.DialContext(ctx)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/bearer"
 	"github.com/agenticd/agenticd/internal/localcred"
 	"github.com/agenticd/agenticd/service/replicas"
 	"github.com/agenticd/agenticd/store"
@@ -198,9 +199,8 @@ func (a *authenticator) authenticate(ctx context.Context) (Principal, error) {
 			"other clients send `authorization: Bearer <token>` with the token in the file `token` in agenticd's data dir, the configured one, or their own principal's; " +
 			"a browser opens the sign-in link in agenticd's start-up log, or one from `agenticctl web`")
 	}
-	scheme, given, _ := strings.Cut(values[0], " ")
-	given = strings.TrimLeft(given, " ")
-	if !strings.EqualFold(scheme, "Bearer") {
+	given, ok := bearer.Token(values[0])
+	if !ok {
 		return Principal{}, tokenInvalid("credentials must be `authorization: Bearer <token>`")
 	}
 	if a.replicas != nil && subtle.ConstantTimeCompare([]byte(given), a.replicas) == 1 && len(md.Get(replicas.ForwardedHeader)) > 0 {
