@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"reflect"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,97 +189,6 @@ func TestListenEventsNeedsPostgres(t *testing.T) {
 	}
 }
 
-// silencingProxy forwards TCP connections to a server. silence makes the connections it
-// forwards so far drop every byte both ways while they stay open, as connections left
-// half-open by a failover do; connections made later are forwarded.
-type silencingProxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []*proxiedConn
-}
-
-type proxiedConn struct {
-	client, server net.Conn
-	silent         atomic.Bool
-}
-
-// startSilencingProxy runs a proxy to target until the test ends.
-func startSilencingProxy(t *testing.T, target string) *silencingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &silencingProxy{ln: ln, target: target}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.closeConns()
-		p.wg.Wait()
-	})
-	return p
-}
-
-// closeConns closes the connections forwarded so far.
-func (p *silencingProxy) closeConns() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.client.Close()
-		_ = c.server.Close()
-	}
-}
-
-func (p *silencingProxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = client.Close()
-			continue
-		}
-		c := &proxiedConn{client: client, server: server}
-		p.mu.Lock()
-		p.conns = append(p.conns, c)
-		p.mu.Unlock()
-		p.wg.Go(func() { c.forward(client, server) })
-		p.wg.Go(func() { c.forward(server, client) })
-	}
-}
-
-// forward copies from src to dst, dropping what it reads once silent, until either fails.
-func (c *proxiedConn) forward(src, dst net.Conn) {
-	defer func() {
-		_ = c.client.Close()
-		_ = c.server.Close()
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if err != nil {
-			return
-		}
-		if !c.silent.Load() {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-	}
-}
-
-func (p *silencingProxy) silence() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.silent.Store(true)
-	}
-}
-
 // A listener whose connection goes silent, neither closed nor answering, notices it by
 // a ping once no notification came for a while, connects again, says that it may have
 // missed appends, and hears the next ones. Pings that succeed wake nothing.
@@ -297,8 +203,8 @@ func TestListenEventsPingsASilentConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := startSilencingProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
+	proxy := pgtest.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
 	var writer, listener *Store
 	for s, dsn := range map[**Store]string{&writer: dsn, &listener: u.String()} {
 		if *s, err = OpenOnPostgres(context.Background(), dsn); err != nil {
@@ -309,7 +215,7 @@ func TestListenEventsPingsASilentConnection(t *testing.T) {
 	}
 	// Once ListenEvents returned, and before the stores close: a silent connection of the
 	// listener's pool would hold its Close up.
-	t.Cleanup(proxy.closeConns)
+	t.Cleanup(proxy.CloseConns)
 	wakes, _ := startListening(t, listener)
 	select {
 	case w := <-wakes:
@@ -319,7 +225,7 @@ func TestListenEventsPingsASilentConnection(t *testing.T) {
 	mustAppend(t, writer, []LoggedEvent{event(1, "s1")})
 	expectWake(t, wakes, wakeCall{ids: []string{"s1"}})
 
-	proxy.silence()
+	proxy.Silence()
 	expectWake(t, wakes, wokeAll)
 	mustAppend(t, writer, []LoggedEvent{event(2, "s2")})
 	expectWake(t, wakes, wakeCall{ids: []string{"s2"}})

@@ -5,13 +5,16 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // Proxy forwards TCP connections to a server until Partition: from then on it holds
 // what either side sends, closing nothing, as a network that drops every packet does
 // (the kernel still acknowledges what reaches the proxy, so neither side's TCP timeouts
-// fire); Heal delivers what it held and forwards again.
+// fire); Heal delivers what it held and forwards again. Silence instead drops what the
+// connections made so far carry, for good, as connections left half-open by a failover
+// do.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -19,8 +22,14 @@ type Proxy struct {
 	mu      sync.Mutex
 	cut     bool
 	healed  *sync.Cond
-	conns   []net.Conn
+	conns   []*proxied
 	copiers sync.WaitGroup
+}
+
+// proxied is one forwarded connection: the client's and the proxy's to the server.
+type proxied struct {
+	client, server net.Conn
+	silent         atomic.Bool
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards to target until the test
@@ -54,17 +63,19 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
+		c := &proxied{client: client, server: server}
 		p.mu.Lock()
-		p.conns = append(p.conns, client, server)
+		p.conns = append(p.conns, c)
 		p.mu.Unlock()
 		p.copiers.Add(2)
-		go p.pipe(server, client)
-		go p.pipe(client, server)
+		go p.pipe(c, server, client)
+		go p.pipe(c, client, server)
 	}
 }
 
-// pipe copies from src to dst, holding each read while the proxy is partitioned.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies from src to dst, holding each read while the proxy is partitioned and
+// dropping it once c is silent.
+func (p *Proxy) pipe(c *proxied, dst, src net.Conn) {
 	defer p.copiers.Done()
 	buf := make([]byte, 32<<10)
 	for {
@@ -74,7 +85,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			p.healed.Wait()
 		}
 		p.mu.Unlock()
-		if n > 0 {
+		if n > 0 && !c.silent.Load() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				_ = src.Close()
 				return
@@ -108,14 +119,30 @@ func (p *Proxy) Heal() {
 	p.mu.Unlock()
 }
 
+// Silence drops every byte, both ways, of the connections made so far, which stay
+// open; connections made later are forwarded.
+func (p *Proxy) Silence() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.silent.Store(true)
+	}
+}
+
+// CloseConns closes the connections made so far.
+func (p *Proxy) CloseConns() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.client.Close()
+		_ = c.server.Close()
+	}
+}
+
 // close stops the proxy and its connections and waits for its goroutines.
 func (p *Proxy) close() {
 	p.Heal()
 	_ = p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.mu.Unlock()
+	p.CloseConns()
 	p.copiers.Wait()
 }
