@@ -28,7 +28,7 @@ import (
 // socket by its absolute and by a relative path among them). It prints what each
 // attempt got, and how many sessions it created.
 const selfAttack = `
-import json, os, re, socket, sys, urllib.request, urllib.error
+import json, os, re, socket, stat, sys, urllib.request, urllib.error
 port, home = sys.argv[1], sys.argv[2]
 body = json.dumps({"agentId": "acp.test.attacker", "config": {"workspace": home + "/proj2"}}).encode()
 path = "/agentic.v1.AgenticService/CreateSession"
@@ -64,11 +64,18 @@ for root, into, most in [(home, near, None), ("/tmp", far, 20000), ("/var/tmp", 
             files = files[:max(0, most - seen)]
             seen += len(files)
         for f in files:
+            # Regular files only: a FIFO (other tests make them) would block the read.
             try:
-                with open(os.path.join(dirpath, f), "rb") as fh:
-                    scan(fh.read(1 << 20), into)
+                fd = os.open(os.path.join(dirpath, f), os.O_RDONLY | os.O_NONBLOCK)
+            except Exception:
+                continue
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    scan(os.read(fd, 1 << 20), into)
             except Exception:
                 pass
+            finally:
+                os.close(fd)
         if most is not None and seen >= most:
             break
 for pid in os.listdir("/proc"):
