@@ -141,8 +141,11 @@ func Command(t testing.TB, home, path string, args ...string) *exec.Cmd {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "USER="+acct.Name, "LOGNAME="+acct.Name)
 	cmd.Dir = home
+	// Killed with the test binary, should it end without its cleanups (a test timeout
+	// panics): an agenticd left running would hold its port and its agents.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID)}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID)}
 	}
 	return cmd
 }
