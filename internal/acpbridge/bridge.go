@@ -428,8 +428,12 @@ func (b *bridge) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRes
 	// The editor withdrew the request: cancel the turn, and give it a moment to end.
 	cctx, cancel = b.call(context.WithoutCancel(ctx))
 	defer cancel()
-	if _, err := b.opts.Client.CancelMessage(cctx, &pb.CancelMessageRequest{SessionId: s.id, MessageId: msgID, RequestId: uuid.NewString()}); err != nil {
-		b.log.Warn("cancelling a withdrawn prompt", "session_id", s.id, "err", err)
+	switch _, err := b.opts.Client.CancelMessage(cctx, &pb.CancelMessageRequest{SessionId: s.id, MessageId: msgID, RequestId: uuid.NewString()}); {
+	case turnEnded(err):
+		// session/cancel cancels it too (Cancel): the two race, and one finds it ended.
+		b.log.Debug("cancelling a withdrawn prompt: the turn ended already", "session_id", s.id, "message_id", msgID)
+	case err != nil:
+		b.log.Warn("cancelling a withdrawn prompt", "session_id", s.id, "message_id", msgID, "err", err)
 	}
 	select {
 	case e := <-end:
@@ -472,10 +476,10 @@ func (b *bridge) Cancel(ctx context.Context, p acp.CancelNotification) error {
 	for _, id := range s.running() {
 		_, err := b.opts.Client.CancelMessage(cctx, &pb.CancelMessageRequest{SessionId: s.id, MessageId: id, RequestId: uuid.NewString()})
 		switch {
-		case status.Code(err) == codes.FailedPrecondition:
+		case turnEnded(err):
 			// The SDK cancels the prompt's context on session/cancel too, and Prompt
 			// cancels the turn then: the two race, and one finds it ended.
-			b.log.Debug("session/cancel: the turn ended already", "session_id", s.id, "message_id", id, "err", err)
+			b.log.Debug("session/cancel: the turn ended already", "session_id", s.id, "message_id", id)
 		case err != nil:
 			b.log.Warn("session/cancel", "session_id", s.id, "message_id", id, "err", err)
 		}

@@ -45,6 +45,12 @@ func reasonIs(st *status.Status, r pb.ErrorReason) bool {
 	return reasonOf(st) == strings.TrimPrefix(r.String(), "ERROR_REASON_")
 }
 
+// turnEnded says whether a CancelMessage failed only because the turn had ended.
+func turnEnded(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && err != nil && reasonIs(st, pb.ErrorReason_ERROR_REASON_MESSAGE_NOT_RUNNING)
+}
+
 // requestError turns an error of agenticd's API into an ACP error a person can act on:
 // agenticd's own message (it says what was wrong and what to do), under the JSON-RPC
 // code that fits, with the reason and the gRPC code as data for programs.
