@@ -11,6 +11,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
+	"github.com/agenticd/agenticd/internal/acpmodels"
 )
 
 // Models the old way.
@@ -28,24 +29,11 @@ import (
 //     editorWriter moves them to `models` on the way out.
 
 const (
-	methodSetModel = "session/set_model"
-	extSetModel    = "_agenticd/session/set_model"
-	modelsMetaKey  = "agenticd/models"
+	extSetModel   = "_agenticd/session/set_model"
+	modelsMetaKey = "agenticd/models"
 )
 
 var _ acp.ExtensionMethodHandler = (*bridge)(nil)
-
-// legacyModel and legacyModelState are the old `models` object of a session.
-type legacyModel struct {
-	ModelID     string  `json:"modelId"`
-	Name        string  `json:"name"`
-	Description *string `json:"description,omitempty"`
-}
-
-type legacyModelState struct {
-	CurrentModelID  string        `json:"currentModelId"`
-	AvailableModels []legacyModel `json:"availableModels"`
-}
 
 // modelsMeta is the _meta of a session/new or session/load answer that carries the
 // session's models for editorWriter; nil when the agent offers no choice of model.
@@ -54,9 +42,9 @@ func modelsMeta(s *pb.SessionInfo) map[string]any {
 	if len(ms) == 0 {
 		return nil
 	}
-	st := legacyModelState{CurrentModelID: s.GetCurrentModelId(), AvailableModels: make([]legacyModel, 0, len(ms))}
+	st := acpmodels.State{CurrentModelID: s.GetCurrentModelId(), AvailableModels: make([]acpmodels.Model, 0, len(ms))}
 	for _, m := range ms {
-		lm := legacyModel{ModelID: m.GetId(), Name: cmpOr(m.GetName(), m.GetId())}
+		lm := acpmodels.Model{ModelID: m.GetId(), Name: cmpOr(m.GetName(), m.GetId())}
 		if m.GetDescription() != "" {
 			lm.Description = new(m.GetDescription())
 		}
@@ -75,7 +63,7 @@ func (b *bridge) HandleExtensionMethod(ctx context.Context, method string, param
 		ModelID   string `json:"modelId"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil || p.SessionID == "" || p.ModelID == "" {
-		return nil, &acp.RequestError{Code: codeInvalidParams, Message: methodSetModel + " takes a sessionId and a modelId"}
+		return nil, &acp.RequestError{Code: codeInvalidParams, Message: acpmodels.SetModelMethod + " takes a sessionId and a modelId"}
 	}
 	cctx, cancel := b.call(ctx)
 	defer cancel()
@@ -88,7 +76,7 @@ func (b *bridge) HandleExtensionMethod(ctx context.Context, method string, param
 // renameSetModel gives a session/set_model request the method name extSetModel; any
 // other line is returned as it is. Only lines that mention the method are decoded.
 func renameSetModel(line []byte) []byte {
-	if !bytes.Contains(line, []byte(methodSetModel)) {
+	if !bytes.Contains(line, []byte(acpmodels.SetModelMethod)) {
 		return line
 	}
 	var msg map[string]json.RawMessage
@@ -96,7 +84,7 @@ func renameSetModel(line []byte) []byte {
 		return line
 	}
 	var method string
-	if json.Unmarshal(msg["method"], &method) != nil || method != methodSetModel {
+	if json.Unmarshal(msg["method"], &method) != nil || method != acpmodels.SetModelMethod {
 		return line
 	}
 	msg["method"], _ = json.Marshal(extSetModel)
@@ -147,45 +135,13 @@ func (r *editorReader) Read(p []byte) (int, error) {
 }
 
 // editorWriter is what the SDK sends the editor, with the models of session/new and
-// session/load answers moved from _meta to `models` (withModels). The SDK writes each
+// session/load answers moved from _meta to `models`. The SDK writes each
 // message whole, in one Write.
 type editorWriter struct{ w io.Writer }
 
 func (w editorWriter) Write(p []byte) (int, error) {
-	if _, err := w.w.Write(withModels(p)); err != nil {
+	if _, err := w.w.Write(acpmodels.MoveFromMeta(p, modelsMetaKey)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// withModels moves an answer's _meta[modelsMetaKey] to result.models; any other line is
-// returned as it is.
-func withModels(line []byte) []byte {
-	if !bytes.Contains(line, []byte(modelsMetaKey)) {
-		return line
-	}
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(line, &msg) != nil {
-		return line
-	}
-	var result map[string]json.RawMessage
-	if json.Unmarshal(msg["result"], &result) != nil {
-		return line
-	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(result["_meta"], &meta) != nil || meta[modelsMetaKey] == nil {
-		return line
-	}
-	result["models"] = meta[modelsMetaKey]
-	delete(meta, modelsMetaKey)
-	delete(result, "_meta")
-	if len(meta) > 0 {
-		result["_meta"], _ = json.Marshal(meta)
-	}
-	msg["result"], _ = json.Marshal(result)
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return line
-	}
-	return append(out, '\n')
 }

@@ -8,6 +8,8 @@ import (
 	"log"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/internal/acpmodels"
 )
 
 // Models the old way, which the SDK no longer knows: the script's session "models"
@@ -23,39 +25,6 @@ const legacyMetaKey = "testagent/models"
 type legacyModelState struct {
 	CurrentModelID  string            `json:"currentModelId"`
 	AvailableModels []json.RawMessage `json:"availableModels"`
-}
-
-// withLegacyModels moves a _meta[legacyMetaKey] of an answer to result.models; any other
-// line is returned as it is.
-func withLegacyModels(line []byte) []byte {
-	if !bytes.Contains(line, []byte(legacyMetaKey)) {
-		return line
-	}
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(line, &msg) != nil {
-		return line
-	}
-	var result map[string]json.RawMessage
-	if json.Unmarshal(msg["result"], &result) != nil {
-		return line
-	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(result["_meta"], &meta) != nil || meta[legacyMetaKey] == nil {
-		return line
-	}
-	result["models"] = meta[legacyMetaKey]
-	delete(meta, legacyMetaKey)
-	if len(meta) == 0 {
-		delete(result, "_meta")
-	} else {
-		result["_meta"], _ = json.Marshal(meta)
-	}
-	msg["result"], _ = json.Marshal(result)
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return line
-	}
-	return append(out, '\n')
 }
 
 // legacyReader is the agent's stdin less the session/set_model requests, which it
@@ -84,7 +53,7 @@ func (r *legacyReader) Read(p []byte) (int, error) {
 
 // setModel answers a session/set_model request; it reports whether line was one.
 func (r *legacyReader) setModel(line []byte) bool {
-	if !bytes.Contains(line, []byte(`"session/set_model"`)) {
+	if !bytes.Contains(line, []byte(`"`+acpmodels.SetModelMethod+`"`)) {
 		return false
 	}
 	var req struct {
@@ -95,7 +64,7 @@ func (r *legacyReader) setModel(line []byte) bool {
 			ModelID   string        `json:"modelId"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(line, &req) != nil || req.Method != "session/set_model" {
+	if json.Unmarshal(line, &req) != nil || req.Method != acpmodels.SetModelMethod {
 		return false
 	}
 	answer := map[string]any{"jsonrpc": "2.0", "id": req.ID}
@@ -104,7 +73,7 @@ func (r *legacyReader) setModel(line []byte) bool {
 	case err != nil:
 		answer["error"] = err
 	case len(r.a.script.Session.Models) == 0:
-		answer["error"] = sdk.NewMethodNotFound("session/set_model")
+		answer["error"] = sdk.NewMethodNotFound(acpmodels.SetModelMethod)
 	default:
 		s.mu.Lock()
 		s.modelID = req.Params.ModelID

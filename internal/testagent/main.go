@@ -25,6 +25,8 @@ import (
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/internal/acpmodels"
 )
 
 func main() {
@@ -61,7 +63,7 @@ type lineWriter struct {
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.w.Write(withElicitationScope(withLegacyModels(p))); err != nil {
+	if _, err := l.w.Write(withElicitationScope(acpmodels.MoveFromMeta(p, legacyMetaKey))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -7,6 +7,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/agenticd/agenticd/internal/acpmodels"
 	"github.com/agenticd/agenticd/presenters"
 )
 
@@ -58,7 +59,7 @@ func (p *Presenter) ForkSession(ctx context.Context, sessionID string) (presente
 	var resp struct {
 		SessionID     sdk.SessionId             `json:"sessionId"`
 		Modes         *sdk.SessionModeState     `json:"modes"`
-		Models        *legacyModelState         `json:"models"`
+		Models        *acpmodels.State          `json:"models"`
 		ConfigOptions []sdk.SessionConfigOption `json:"configOptions"`
 	}
 	if err := json.Unmarshal(raw, &resp); err != nil || resp.SessionID == "" {

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agenticd/agenticd/internal/acpmodels"
 )
 
 // Models the old way.
@@ -34,21 +36,6 @@ import (
 // agenticd's own request ids are strings ("agenticd-N"); the SDK's are numbers, so the
 // two never meet.
 
-// legacyModel and legacyModelState are the old `models` object of a session.
-type legacyModel struct {
-	ModelID     string  `json:"modelId"`
-	Name        string  `json:"name"`
-	Description *string `json:"description,omitempty"`
-}
-
-type legacyModelState struct {
-	CurrentModelID  string        `json:"currentModelId"`
-	AvailableModels []legacyModel `json:"availableModels"`
-}
-
-// methodSetModel is the unstable method of agents that advertise models the old way.
-const methodSetModel = "session/set_model"
-
 // ownIDPrefix marks the ids of agenticd's own requests.
 const ownIDPrefix = `"agenticd-`
 
@@ -66,7 +53,7 @@ type legacyCalls struct {
 	// session it names ("" for session/new, whose answer names it).
 	lifecycle map[string]sdk.SessionId
 	// models are the old `models` of answered lifecycle requests, by session, until taken.
-	models  map[sdk.SessionId]*legacyModelState
+	models  map[sdk.SessionId]*acpmodels.State
 	nextID  uint64
 	pending map[string]chan rawResponse
 }
@@ -74,7 +61,7 @@ type legacyCalls struct {
 func newLegacyCalls() *legacyCalls {
 	return &legacyCalls{
 		lifecycle: map[string]sdk.SessionId{},
-		models:    map[sdk.SessionId]*legacyModelState{},
+		models:    map[sdk.SessionId]*acpmodels.State{},
 		pending:   map[string]chan rawResponse{},
 	}
 }
@@ -138,8 +125,8 @@ func (l *legacyCalls) response(id json.RawMessage, line []byte) bool {
 	}
 	var msg struct {
 		Result struct {
-			SessionID sdk.SessionId     `json:"sessionId"`
-			Models    *legacyModelState `json:"models"`
+			SessionID sdk.SessionId    `json:"sessionId"`
+			Models    *acpmodels.State `json:"models"`
 		} `json:"result"`
 	}
 	if json.Unmarshal(line, &msg) != nil || msg.Result.Models == nil {
@@ -156,7 +143,7 @@ func (l *legacyCalls) response(id json.RawMessage, line []byte) bool {
 
 // takeModels returns and forgets the old `models` the last lifecycle answer for the
 // session carried, nil when it carried none.
-func (l *legacyCalls) takeModels(id sdk.SessionId) *legacyModelState {
+func (l *legacyCalls) takeModels(id sdk.SessionId) *acpmodels.State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.models[id]
@@ -224,6 +211,6 @@ func (w *agentWriter) Write(p []byte) (int, error) {
 
 // setLegacyModel switches a session's model with the unstable session/set_model.
 func (c *agentConn) setLegacyModel(ctx context.Context, id sdk.SessionId, modelID string) error {
-	_, err := c.legacy.call(ctx, c.stdin, c.rpc.Done(), methodSetModel, map[string]string{"sessionId": string(id), "modelId": modelID})
+	_, err := c.legacy.call(ctx, c.stdin, c.rpc.Done(), acpmodels.SetModelMethod, map[string]string{"sessionId": string(id), "modelId": modelID})
 	return err
 }

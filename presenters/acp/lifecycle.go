@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/agenticd/agenticd/internal/acpmodels"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/store"
@@ -16,7 +17,7 @@ import (
 // sessionState is what session/new, session/load and session/resume answer.
 type sessionState struct {
 	modes   *sdk.SessionModeState
-	models  *legacyModelState // the old `models`, read beside the SDK
+	models  *acpmodels.State // the old `models`, read beside the SDK
 	configs []sdk.SessionConfigOption
 }
 

@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/agenticd/agenticd/internal/acpmodels"
 	"github.com/agenticd/agenticd/presenters"
 	"github.com/agenticd/agenticd/sandbox"
 	"github.com/agenticd/agenticd/store"
@@ -60,7 +61,7 @@ type session struct {
 
 	// What the agent said about modes and models; info's lists derive from them.
 	modeState  *sdk.SessionModeState
-	modelState *legacyModelState // the old `models` (legacymodels.go)
+	modelState *acpmodels.State // the old `models` (legacymodels.go)
 	configs    []sdk.SessionConfigOption
 
 	terminals sessionTerminals // read by norm for tool content that shows a terminal
