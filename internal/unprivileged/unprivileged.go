@@ -6,6 +6,7 @@
 package unprivileged
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -181,6 +182,13 @@ func Reexec(t *testing.T) bool {
 	t.Logf("as user %s:\n%s", User(t).Name, out)
 	if err != nil {
 		t.Fatalf("the test, run as the ordinary user %s, failed: %v", User(t).Name, err)
+	}
+	// The copy passes when it skips or runs nothing: say so here rather than pass.
+	switch {
+	case bytes.Contains(out, []byte("--- SKIP: "+t.Name()+" ")):
+		t.Skipf("skipped as the ordinary user %s (its log is above)", User(t).Name)
+	case !bytes.Contains(out, []byte("--- PASS: "+t.Name()+" ")):
+		t.Fatalf("the test, run as the ordinary user %s, did not run", User(t).Name)
 	}
 	return true
 }
