@@ -330,6 +330,13 @@ func (q *Queue) startNext(runCtx context.Context, sessionID string) {
 	ctx, cancel := context.WithTimeout(runCtx, queueCallTimeout)
 	defer cancel()
 	if q.runsHere != nil {
+		// runsHere makes the session live here, which loads it and starts its agent: a
+		// session is due after every take-over, a read's too, and one with nothing queued
+		// (a closed one's queue is drained) must stay as it is. A failed look goes on, to
+		// the read below that retries.
+		if waiting, err := q.st.QueuedMessages(ctx, sessionID); err == nil && len(waiting) == 0 {
+			return
+		}
 		here, err := q.runsHere(ctx, sessionID)
 		if err != nil {
 			q.mu.Lock()
