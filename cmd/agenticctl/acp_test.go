@@ -20,6 +20,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/coder/websocket"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -513,11 +514,15 @@ func TestACPEndsOnSIGTERM(t *testing.T) {
 	d := startAgenticd(t, loadScript)
 	ctl := buildTool(t, t.TempDir(), "agenticctl", ".")
 	cmd := exec.Command(ctl, "--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", acpAgentID)
-	stdin, err := cmd.StdinPipe()
+	// A pipe of the test's own, handed over as it is: its open file is the one agenticctl's
+	// stdin shares, and the mode agenticctl leaves it in can be read after.
+	stdinR, stdin, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer stdinR.Close()
 	defer stdin.Close()
+	cmd.Stdin = stdinR
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -525,6 +530,12 @@ func TestACPEndsOnSIGTERM(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
 	// An answer shows agenticctl reads stdin before the signal comes.
 	if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n"); err != nil {
 		t.Fatal(err)
@@ -535,17 +546,30 @@ func TestACPEndsOnSIGTERM(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	select {
 	case err := <-exited:
+		exited <- err // for the cleanup
 		if err != nil {
 			t.Errorf("agenticctl acp after SIGTERM: %v; want a clean exit", err)
 		}
 	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
 		t.Fatal("agenticctl acp did not end within 30s of SIGTERM while stdin stayed open")
+	}
+	// It read stdin in non-blocking mode, which belongs to the open file: whatever else
+	// reads that file (a shell on a terminal) must get it back blocking.
+	raw, err := stdinR.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags int
+	if err := raw.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags&unix.O_NONBLOCK != 0 {
+		t.Error("agenticctl acp left its stdin in non-blocking mode")
 	}
 }
 
