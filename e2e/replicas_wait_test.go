@@ -53,11 +53,8 @@ func TestReplicasWaitMessage(t *testing.T) {
 		resp, err := b.client.WaitMessage(ctx, &agenticv1.WaitMessageRequest{SessionId: id, MessageId: running})
 		done <- waited{resp.GetMessage(), err}
 	}()
-	select {
-	case w := <-done:
-		t.Fatalf("WaitMessage through B returned while the message still runs: %v, %v", w.m, w.err)
-	default:
-	}
+	// The cancel may come before or after the wait takes hold: either way the wait
+	// answers the ended message (the short wait above showed it does not end early).
 	if _, err := a.client.CancelMessage(ctx, &agenticv1.CancelMessageRequest{SessionId: id, MessageId: running}); err != nil {
 		t.Fatalf("CancelMessage through A: %v", err)
 	}

@@ -58,7 +58,12 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 		if err := json.Unmarshal(body, &n); err != nil {
 			t.Errorf("notice %s: %v", body, err)
 		}
-		r.notices <- n
+		// Never block: a handler stuck on a full buffer would hold srv.Close at cleanup.
+		select {
+		case r.notices <- n:
+		default:
+			t.Errorf("notice dropped, %d unread before it: %s", cap(r.notices), body)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	r.URL = srv.URL

@@ -107,8 +107,8 @@ func TestWaitMessageWaitsForTheEnd(t *testing.T) {
 			if resp.GetMessage().GetStatus() != pb.MessageStatus_MESSAGE_STATUS_COMPLETE || resp.GetMessage().GetBlocks()[0].GetText().GetText() != "partial and whole" {
 				t.Fatalf("stored %v: %v", stored, resp)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("stored %v: no answer 5s after MESSAGE_END", stored)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("stored %v: no answer 30s after MESSAGE_END", stored)
 		}
 	}
 }
@@ -169,10 +169,10 @@ func TestWaitMessageForAMessageTakenOutOfTheQueue(t *testing.T) {
 	select {
 	case err := <-done:
 		wantGone(err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no answer 5s after MESSAGE_DEQUEUED")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer 30s after MESSAGE_DEQUEUED")
 	}
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
 	_, err := e.client.WaitMessage(ctx, &pb.WaitMessageRequest{SessionId: id, MessageId: "m1"})
 	wantGone(err)

@@ -23,12 +23,11 @@ func TestWaitForTheWriteLockEndsWithTheContext(t *testing.T) {
 		}
 		m := presenters.Message{ID: "m1", SessionID: "s1", Role: presenters.RoleUser, Status: presenters.MessageComplete,
 			Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi"}}}
-		ctx, cancel := context.WithCancel(context.Background())
-		waiting := make(chan error, 1)
-		go func() { waiting <- s.SaveMessage(ctx, m) }()
-		cancel()
-		if err := <-waiting; !errors.Is(err, context.Canceled) {
-			t.Errorf("SaveMessage queued for the write lock, its context cancelled: %v, want context.Canceled", err)
+		// A deadline, not a cancel before the call: the writer must be queued when it ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := s.SaveMessage(ctx, m); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("SaveMessage queued for the write lock until its deadline: %v, want context.DeadlineExceeded", err)
 		}
 		if n, err := s.CountMessages(context.Background(), "s1"); err != nil || n != 0 {
 			t.Errorf("after the write that gave up: %d messages (%v), want none", n, err)
@@ -125,8 +124,16 @@ func TestWritersBehindAStalledWriteLeave(t *testing.T) {
 		Blocks: []presenters.Block{{Type: presenters.BlockText, Text: "hi"}}}
 	stalled := make(chan error, 1)
 	go func() { stalled <- s.SaveMessage(context.Background(), m) }()
-	for s.writeMu.sem.TryAcquire(1) { // until the stalled write holds the lock
+	for limit := time.Now().Add(30 * time.Second); s.writeMu.sem.TryAcquire(1); { // until the stalled write holds the lock
 		s.writeMu.sem.Release(1)
+		select {
+		case err := <-stalled:
+			t.Fatalf("the write meant to stall returned first: %v", err)
+		default:
+		}
+		if time.Now().After(limit) {
+			t.Fatal("the write meant to stall never took the write lock")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
