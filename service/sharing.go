@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"strings"
 
 	pb "github.com/agenticd/agenticd/gen/go/agentic/v1"
 	"github.com/agenticd/agenticd/store"
@@ -50,7 +49,9 @@ func (s *Service) withRecordedOwnership(ctx context.Context, info *pb.SessionInf
 		return
 	}
 	info.Owner = cmp.Or(callerOf(ctx).Name, store.OwnerPrincipal)
-	info.Acl = aclToPB(slices.SortedFunc(slices.Values(grants), func(a, b store.SessionGrant) int { return strings.Compare(a.Grantee, b.Grantee) }))
+	sorted := slices.Clone(grants)
+	store.SortGrants(sorted)
+	info.Acl = aclToPB(sorted)
 }
 
 // withOwnership completes sessions with their owners and ACLs from the store. A store

@@ -64,27 +64,45 @@ func readableBy(column string, r Reader) (string, []any) {
 
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
-const sessionGrantsSQL = `SELECT grantee, write FROM session_grants WHERE session_id = ? ORDER BY grantee`
+const sessionGrantsSQL = `SELECT grantee, write FROM session_grants WHERE session_id = ?`
 
-// SessionGrants returns the ACLs of sessions, by session id, each sorted by grantee. The
-// ACL of one session, which a call's reach to it needs, is a prepared statement.
+// SessionGrants returns the ACLs of sessions, by session id, each in SortGrants' order.
+// The ACL of one session, which a call's reach to it needs, is a prepared statement.
 func (s *Store) SessionGrants(ctx context.Context, sessionIDs []string) (_ map[string][]SessionGrant, err error) {
 	ctx, done := s.call(ctx)
 	defer done(&err)
 	out := make(map[string][]SessionGrant)
 	if len(sessionIDs) == 1 {
-		return out, s.sessionGrants(ctx, sessionIDs[0], out)
+		err = s.sessionGrants(ctx, sessionIDs[0], out)
+	} else {
+		err = s.sessionGrantsOf(ctx, sessionIDs, out)
 	}
+	if err != nil {
+		return nil, err
+	}
+	for _, gs := range out {
+		SortGrants(gs)
+	}
+	return out, nil
+}
+
+func (s *Store) sessionGrantsOf(ctx context.Context, sessionIDs []string, out map[string][]SessionGrant) error {
 	for part := range slices.Chunk(sessionIDs, idBatch) {
 		var rows []SessionGrant
-		if err := s.db.WithContext(ctx).Where("session_id IN ?", part).Order("session_id, grantee").Find(&rows).Error; err != nil {
-			return nil, fmt.Errorf("read the ACLs of %d sessions: %w", len(part), err)
+		if err := s.db.WithContext(ctx).Where("session_id IN ?", part).Find(&rows).Error; err != nil {
+			return fmt.Errorf("read the ACLs of %d sessions: %w", len(part), err)
 		}
 		for _, g := range rows {
 			out[g.SessionID] = append(out[g.SessionID], g)
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// SortGrants puts an ACL in the order every answer shows it: by grantee, byte by byte
+// (not by the database's collation, which on Postgres usually is not bytewise).
+func SortGrants(gs []SessionGrant) {
+	slices.SortFunc(gs, func(a, b SessionGrant) int { return strings.Compare(a.Grantee, b.Grantee) })
 }
 
 func (s *Store) sessionGrants(ctx context.Context, sessionID string, out map[string][]SessionGrant) error {

@@ -17,12 +17,14 @@ func TestSessionGrantsReadBack(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		given := []SessionGrant{{Grantee: GranteePrincipal("zed"), Write: true}, {Grantee: GranteeGroup("devs")}, {Grantee: GranteePrincipal("bob")}}
+		// Zed and zed: byte order, which a database's collation need not follow.
+		given := []SessionGrant{{Grantee: GranteePrincipal("zed"), Write: true}, {Grantee: GranteeGroup("devs")}, {Grantee: GranteePrincipal("bob")}, {Grantee: GranteePrincipal("Zed")}}
 		if err := s.SetSessionGrants(ctx, "s1", given); err != nil {
 			t.Fatal(err)
 		}
 		want := []SessionGrant{
 			{SessionID: "s1", Grantee: GranteeGroup("devs")},
+			{SessionID: "s1", Grantee: GranteePrincipal("Zed")},
 			{SessionID: "s1", Grantee: GranteePrincipal("bob")},
 			{SessionID: "s1", Grantee: GranteePrincipal("zed"), Write: true},
 		}
