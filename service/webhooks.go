@@ -91,12 +91,10 @@ func webhookKindOf(e pb.WebhookEvent) (webhooks.Kind, bool) {
 	return "", false
 }
 
-// SessionWebhookStore keeps sessions' own webhooks, so that they outlive a restart and
-// reach the replica that takes a session over; *store.Store is one.
+// SessionWebhookStore reads sessions' own webhooks, kept so that they outlive a restart
+// and reach the replica that takes a session over; *store.Store is one.
 type SessionWebhookStore interface {
-	SaveSessionWebhook(ctx context.Context, h store.SessionWebhook) error
 	SessionWebhooks(ctx context.Context, sessionIDs ...string) ([]store.SessionWebhook, error)
-	DeleteSessionWebhook(ctx context.Context, sessionID string) error
 }
 
 var _ SessionWebhookStore = (*store.Store)(nil)

@@ -35,16 +35,13 @@ type EventFilter struct {
 	Types      []int
 }
 
-// appendRows is how many rows one INSERT statement of AppendEvents carries at most: 7
-// bound values each, well under SQLite's limit on the values of a statement. The store
-// keeps a prepared statement for each power of two up to it (appendSizes of them).
+// The store keeps a prepared INSERT for each power of two of rows up to appendRows
+// (appendSizes of them), the most one statement of AppendEvents carries: 7 bound values
+// each, well under SQLite's limit on the values of a statement.
 const (
-	appendRows  = 256
 	appendSizes = 9
+	appendRows  = 1 << (appendSizes - 1)
 )
-
-// appendRows must be the largest of the prepared sizes: this fails to compile otherwise.
-const _ = uint(appendRows-1<<(appendSizes-1)) + uint(1<<(appendSizes-1)-appendRows)
 
 // appendChunk is how many of n events the next statement inserts, and which of the
 // prepared statements does it: the largest power of two up to n and appendRows, so a
