@@ -161,7 +161,7 @@ func (s *session) elicit(ctx context.Context, req presenters.ElicitationRequest,
 		if s.urlElicitations == nil {
 			s.urlElicitations = map[string]string{}
 		}
-		s.urlElicitations[agentID] = req.ElicitationID
+		s.urlElicitations[req.ElicitationID] = agentID
 	}
 	s.emit.ElicitationRequired(req)
 	if s.info.Status == presenters.SessionGenerating {
@@ -203,12 +203,13 @@ func (s *session) respondElicitation(resp presenters.ElicitationResponse) error 
 func (s *session) completeElicitation(agentID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pe := s.elicitations.lookup(s.urlElicitations[agentID])
-	if pe == nil {
-		return false
+	for _, pe := range s.elicitations.waiting() {
+		if s.urlElicitations[pe.req.ElicitationID] == agentID {
+			s.resolveElicitationLocked(pe, presenters.ElicitationAccept, nil, presenters.ElicitationByAgent, "the agent reported the URL step complete")
+			return true
+		}
 	}
-	s.resolveElicitationLocked(pe, presenters.ElicitationAccept, nil, presenters.ElicitationByAgent, "the agent reported the URL step complete")
-	return true
+	return false
 }
 
 func (s *session) resolveElicitation(pe *pendingElicitation, action presenters.ElicitationAction, content map[string]any, by presenters.ElicitationDecider, reason string) {
@@ -223,11 +224,7 @@ func (s *session) resolveElicitationLocked(pe *pendingElicitation, action presen
 		return
 	}
 	id := pe.req.ElicitationID
-	for agentID, ours := range s.urlElicitations {
-		if ours == id {
-			delete(s.urlElicitations, agentID)
-		}
-	}
+	delete(s.urlElicitations, id)
 	res := presenters.ElicitationResolvedPayload{ElicitationID: id, ToolID: pe.req.ToolID, Action: action, Content: content, DecidedBy: by, Reason: reason}
 	s.emit.ElicitationResolved(res)
 	pe.answer <- res

@@ -48,8 +48,8 @@ type session struct {
 	norm         normalizer
 	turn         *turn // from send until the session is idle again
 	// permissions and elicitations are the agent's requests waiting for a person's
-	// answer; urlElicitations maps a url-mode elicitation's id of the agent's to ours,
-	// for elicitation/complete.
+	// answer; urlElicitations holds the agent's own id of each url-mode elicitation, by
+	// ours, for elicitation/complete.
 	permissions     questions[presenters.PermissionRequest, string]
 	elicitations    questions[presenters.ElicitationRequest, presenters.ElicitationResolvedPayload]
 	urlElicitations map[string]string
