@@ -201,6 +201,9 @@ func (s *session) respondElicitation(resp presenters.ElicitationResponse) error 
 // completeElicitation resolves the url elicitation the agent reported complete, and
 // reports whether it was pending here.
 func (s *session) completeElicitation(agentID string) bool {
+	if agentID == "" {
+		return false // a form elicitation has no id of the agent's
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, pe := range s.elicitations.waiting() {
