@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -224,14 +225,23 @@ func faultRun(t *testing.T, ctx context.Context, f fault, env faultEnv, g *repli
 	if f.ownerOnly {
 		// B takes the sessions over once A's leases ran out: the replies end interrupted.
 		// Meanwhile a caller of B is told to retry (never left hanging), then served.
+		// The first failure stops the other senders, and every one is waited for before
+		// it is reported: none outlives the run.
+		sendCtx, stopSending := context.WithCancel(ctx)
 		errs := make(chan error, len(subjects))
 		for _, s := range subjects {
-			go func() { errs <- sendUntilServed(ctx, b.client, s, hit) }()
+			go func() { errs <- sendUntilServed(sendCtx, b.client, s, hit) }()
 		}
+		var failed []error
 		for range subjects {
 			if err := <-errs; err != nil {
-				t.Fatal(err)
+				failed = append(failed, err)
+				stopSending()
 			}
+		}
+		stopSending()
+		if len(failed) > 0 {
+			t.Fatal(errors.Join(failed...))
 		}
 		for _, s := range subjects {
 			s.onB.wait(t, s.agent+": the reply's end after the take-over", time.Minute, func(evs []*agenticv1.AgenticEvent) bool {
