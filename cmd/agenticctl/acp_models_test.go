@@ -46,14 +46,7 @@ type rpcError struct {
 
 func (d *agenticd) rawEditor(t *testing.T) *rawEditor {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer outW.Close()
-		run([]string{"--addr", d.addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", acpAgentID}, inR, outW, io.Discard)
-	}()
+	inW, outR, done := d.runACP(d.addr, acpAgentID)
 	e := &rawEditor{t: t, w: inW, lines: make(chan []byte, 1024)}
 	read := make(chan struct{})
 	go func() {

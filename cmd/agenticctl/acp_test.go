@@ -193,17 +193,24 @@ func (d *agenticd) editor(t *testing.T, agent string) *editor {
 	return d.editorAt(t, d.addr, agent)
 }
 
-// editorAt is an editor whose agenticctl dials addr.
-func (d *agenticd) editorAt(t *testing.T, addr, agent string) *editor {
-	t.Helper()
+// runACP runs `agenticctl acp` dialling addr, as an editor starts it, with its stdin and
+// stdout as pipes; done is closed when it has ended (close stdin to end it).
+func (d *agenticd) runACP(addr, agent string) (stdin *io.PipeWriter, stdout *io.PipeReader, done <-chan struct{}) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	done := make(chan struct{})
+	ended := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(ended)
 		defer outW.Close()
 		run([]string{"--addr", addr, "--data-dir", d.cfg.DataDir, "acp", "--agent", agent}, inR, outW, io.Discard)
 	}()
+	return inW, outR, ended
+}
+
+// editorAt is an editor whose agenticctl dials addr.
+func (d *agenticd) editorAt(t *testing.T, addr, agent string) *editor {
+	t.Helper()
+	inW, outR, done := d.runACP(addr, agent)
 	e := &editor{}
 	e.conn = acp.NewClientSideConnection(e, inW, outR)
 	t.Cleanup(func() {
