@@ -67,7 +67,14 @@ func rpcURL(method string) string {
 
 func post(t *testing.T, c *http.Client, url, contentType string, body []byte, header http.Header) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	return postFrom(t, c, url, contentType, bytes.NewReader(body), header)
+}
+
+// postFrom is post of a body read from r: one that is not a *bytes.Reader (or one of
+// the other kinds net/http knows) has no length told in advance, and is sent chunked.
+func postFrom(t *testing.T, c *http.Client, url, contentType string, r io.Reader, header http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,14 +224,7 @@ func TestConnectOverSizeLimitChunked(t *testing.T) {
 	unary := io.MultiReader(bytes.NewReader(mustMarshal(&pb.GetSessionRequest{SessionId: strings.Repeat("a", maxRequestBytes)})))
 	resp := post(t, client, rpcURL("GetSession"), "application/proto", nil, nil) // warms the connection
 	readAll(t, resp.Body)
-	req, err := http.NewRequest(http.MethodPost, rpcURL("GetSession"), unary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/proto")
-	if resp, err = client.Do(req); err != nil {
-		t.Fatal(err)
-	}
+	resp = postFrom(t, client, rpcURL("GetSession"), "application/proto", unary, nil)
 	var ce connectError
 	if err := json.Unmarshal(readAll(t, resp.Body), &ce); err != nil || ce.Code != "resource_exhausted" || ce.errorInfo(t).GetReason() != "REQUEST_TOO_LARGE" {
 		t.Errorf("chunked unary: HTTP %s %+v (%v), want resource_exhausted with REQUEST_TOO_LARGE", resp.Status, ce, err)
@@ -246,15 +239,7 @@ func TestConnectOverSizeLimitChunked(t *testing.T) {
 		if !known {
 			body = io.MultiReader(body) // hides the length: the request is chunked
 		}
-		req, err := http.NewRequest(http.MethodPost, rpcURL("Subscribe"), body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/connect+proto")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := postFrom(t, client, rpcURL("Subscribe"), "application/connect+proto", body, nil)
 		frames := readFrames(t, resp.Body)
 		resp.Body.Close()
 		if len(frames) != 1 || frames[0].flags&0x02 == 0 {
@@ -292,29 +277,12 @@ func TestGRPCWebOverSizeLimitChunked(t *testing.T) {
 	client := e.httpClient(t, false)
 	for _, size := range []int{maxRequestBytes, 3 * maxRequestBytes} {
 		body := io.MultiReader(bytes.NewReader(envelope(0, mustMarshal(&pb.GetSessionRequest{SessionId: strings.Repeat("a", size)}))))
-		req, err := http.NewRequest(http.MethodPost, rpcURL("GetSession"), body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/grpc-web+proto")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := postFrom(t, client, rpcURL("GetSession"), "application/grpc-web+proto", body, nil)
 		wantMalformed(t, grpcWebStatus(t, resp), codes.ResourceExhausted, "REQUEST_TOO_LARGE", "")
 		resp.Body.Close()
 	}
 	// A small chunked request still reaches the service whole.
-	req, err := http.NewRequest(http.MethodPost, rpcURL("GetSession"), io.MultiReader(bytes.NewReader(envelope(0, mustMarshal(&pb.GetSessionRequest{SessionId: "nope"})))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/grpc-web+proto")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := postFrom(t, client, rpcURL("GetSession"), "application/grpc-web+proto", io.MultiReader(bytes.NewReader(envelope(0, mustMarshal(&pb.GetSessionRequest{SessionId: "nope"})))), nil)
 	wantMalformed(t, grpcWebStatus(t, resp), codes.NotFound, "SESSION_NOT_FOUND", "")
 }
 
